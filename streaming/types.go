@@ -1,0 +1,226 @@
+package streaming
+
+import "errors"
+
+// API names one provider wire format.
+type API string
+
+// The wire formats gatekeeper understands.
+const (
+	APIAnthropic API = "anthropic"        // Anthropic Messages
+	APIChat      API = "openai-chat"      // OpenAI Chat Completions (and compatible providers)
+	APIResponses API = "openai-responses" // OpenAI Responses
+)
+
+// Sentinel errors.
+var (
+	// ErrEventTooLarge is returned by the Reader when one event (or one line)
+	// grows past its limit without ending.
+	ErrEventTooLarge = errors.New("streaming: SSE event exceeds size limit")
+	// ErrUnknownAPI is returned for an API this package does not know.
+	ErrUnknownAPI = errors.New("streaming: unknown API")
+	// ErrInvalidJSON is returned when a body or event payload is not valid JSON.
+	ErrInvalidJSON = errors.New("streaming: invalid JSON")
+)
+
+// StopReason is a normalized reason a model stopped. Reasons that no
+// normalization covers are kept as the provider's raw string.
+type StopReason string
+
+// Normalized stop reasons (the record's last_stop_reason vocabulary).
+const (
+	StopEndTurn       StopReason = "end_turn"
+	StopToolUse       StopReason = "tool_use"
+	StopMaxTokens     StopReason = "max_tokens"
+	StopSequence      StopReason = "stop_sequence"
+	StopRefusal       StopReason = "refusal"
+	StopPauseTurn     StopReason = "pause_turn"
+	StopContentFilter StopReason = "content_filter"
+	StopError         StopReason = "error"
+)
+
+// Stop is one stop of one choice (only Chat Completions with n>1 has more
+// than one choice).
+type Stop struct {
+	Choice int
+	Reason StopReason
+	Raw    string // the provider's own value: "tool_calls", "length", "response.incomplete:max_output_tokens"...
+}
+
+// Usage is token usage normalized across APIs. Input is split so that
+// InputTokens+CachedInputTokens+CacheWriteTokens is the whole prompt;
+// OutputTokens includes ReasoningTokens.
+type Usage struct {
+	InputTokens       int64 // uncached input
+	CachedInputTokens int64 // input read from the prompt cache
+	CacheWriteTokens  int64 // input written to the prompt cache
+	OutputTokens      int64 // output, reasoning included
+	ReasoningTokens   int64 // part of OutputTokens spent on reasoning/thinking
+}
+
+// Total is every token counted in u.
+func (u Usage) Total() int64 {
+	return u.InputTokens + u.CachedInputTokens + u.CacheWriteTokens + u.OutputTokens
+}
+
+// ProviderError is an error the provider reported inside a stream or body.
+type ProviderError struct {
+	Type    string // provider's type or code: "overloaded_error", "insufficient_quota"...
+	Message string
+	Raw     []byte // the error JSON as received (copied)
+}
+
+func (e *ProviderError) Error() string { return "provider error " + e.Type + ": " + e.Message }
+
+// ToolCall is one tool call the model made, as assembled from the stream.
+type ToolCall struct {
+	Choice int    // Chat Completions choice index; 0 elsewhere
+	Index  int    // Anthropic content block index, Chat tool_calls index, Responses output_index
+	Type   string // tool_use, server_tool_use, mcp_tool_use, function, function_call, custom_tool_call...
+	ID     string // the id the client answers with: toolu_..., call_...
+	ItemID string // Responses output item id (fc_..., ctc_...); empty elsewhere
+	Name   string
+	// Arguments is the complete arguments text: JSON for function tools
+	// ("{}" for an Anthropic call streamed with no input), free text for
+	// Responses custom tools.
+	Arguments []byte
+	// Complete is set when the call's end was seen (content_block_stop,
+	// arguments .done / output_item.done, or the choice's finish).
+	Complete bool
+	// Server is set for calls the provider runs itself (Anthropic
+	// server_tool_use): the client never executes or answers them.
+	Server bool
+}
+
+// PartKind says what a Part carries.
+type PartKind uint8
+
+// The normalized parts a Decoder emits.
+const (
+	PartMessageStart  PartKind = iota + 1 // ID, Model, Usage (input if known)
+	PartTextDelta                         // Text
+	PartRefusalDelta                      // Text
+	PartThinkingDelta                     // Text (thinking or reasoning summary)
+	PartToolCallStart                     // Index, ID, ItemID, Name, Type
+	PartToolCallArgs                      // Index, Text (a fragment)
+	PartToolCallEnd                       // Index, ID, Name, Text (full arguments)
+	PartUsage                             // Usage (cumulative so far)
+	PartStop                              // Stop
+	PartError                             // Err
+	PartPing                              // keepalive
+	PartDone                              // the stream's terminal marker ([DONE], message_stop, response.completed...)
+)
+
+var partKindNames = [...]string{
+	PartMessageStart: "message_start", PartTextDelta: "text_delta", PartRefusalDelta: "refusal_delta",
+	PartThinkingDelta: "thinking_delta", PartToolCallStart: "tool_call_start", PartToolCallArgs: "tool_call_args",
+	PartToolCallEnd: "tool_call_end", PartUsage: "usage", PartStop: "stop", PartError: "error",
+	PartPing: "ping", PartDone: "done",
+}
+
+func (k PartKind) String() string {
+	if int(k) < len(partKindNames) && partKindNames[k] != "" {
+		return partKindNames[k]
+	}
+	return "unknown"
+}
+
+// Part is one normalized piece of a reply. Byte slices are only valid until
+// the emit callback returns.
+type Part struct {
+	Kind   PartKind
+	Choice int
+	Index  int
+	ID     string
+	ItemID string
+	Name   string
+	Type   string
+	Model  string
+	Text   []byte
+	Usage  Usage
+	Stop   Stop
+	Err    *ProviderError
+}
+
+// Result is what a Decoder accumulated over a whole reply.
+type Result struct {
+	API       API
+	MessageID string
+	Model     string
+	// Stops holds one entry per choice that stopped, in arrival order.
+	Stops     []Stop
+	ToolCalls []ToolCall
+	// Usage is the provider's final report; UsageSeen says whether any
+	// report arrived (an explicit zero report is a zero, not a missing value).
+	Usage     Usage
+	UsageSeen bool
+	Errors    []ProviderError
+	// Done is set when the stream's terminal event arrived.
+	Done bool
+	// Truncated is set by Finish when the stream ended without its terminal
+	// event: the reply must not be taken as a clean stop.
+	Truncated bool
+	// OutputBytes counts the bytes of text, thinking, refusal and argument
+	// deltas seen, to estimate output when no usage report arrives.
+	OutputBytes int64
+	// Unparsed counts events that could not be decoded; UnparsedErrors keeps
+	// the first few of their errors.
+	Unparsed       int
+	UnparsedErrors []error
+}
+
+// StopReason is the first choice's stop reason, or "" when none arrived.
+func (r *Result) StopReason() StopReason {
+	if len(r.Stops) == 0 {
+		return ""
+	}
+	return r.Stops[0].Reason
+}
+
+// ClientToolCalls are the tool calls the client must execute and answer
+// (server-run calls left out), in arrival order.
+func (r *Result) ClientToolCalls() []ToolCall {
+	var out []ToolCall
+	for _, tc := range r.ToolCalls {
+		if !tc.Server {
+			out = append(out, tc)
+		}
+	}
+	return out
+}
+
+// maxUnparsedErrors bounds Result.UnparsedErrors.
+const maxUnparsedErrors = 8
+
+func (r *Result) unparsed(err error) {
+	r.Unparsed++
+	if len(r.UnparsedErrors) < maxUnparsedErrors {
+		r.UnparsedErrors = append(r.UnparsedErrors, err)
+	}
+}
+
+// Decoder turns the SSE events of one reply into Parts and a Result.
+type Decoder interface {
+	// Decode handles one event. emit, when not nil, receives the event's
+	// Parts in order. An event that cannot be decoded is counted in
+	// Result.Unparsed, never skipped silently.
+	Decode(ev *Event, emit func(*Part))
+	// Finish is called once at the end of the stream; it marks the result
+	// truncated when the terminal event never came, and returns it.
+	Finish() *Result
+	// Result is the reply so far.
+	Result() *Result
+}
+
+// NewDecoder returns the stream decoder for api.
+func NewDecoder(api API) (Decoder, error) {
+	switch api {
+	case APIAnthropic:
+		return newAnthropicDecoder(), nil
+	case APIChat:
+		return newChatDecoder(), nil
+	case APIResponses:
+		return newResponsesDecoder(), nil
+	}
+	return nil, ErrUnknownAPI
+}
