@@ -6,5 +6,5 @@ type chatDecoder struct{ res Result }
 func newChatDecoder() *chatDecoder { return &chatDecoder{} }
 
 func (d *chatDecoder) Decode(ev *Event, emit func(*Part)) {}
-func (d *chatDecoder) Finish() *Result                     { return &d.res }
-func (d *chatDecoder) Result() *Result                     { return &d.res }
+func (d *chatDecoder) Finish() *Result                    { return &d.res }
+func (d *chatDecoder) Result() *Result                    { return &d.res }

@@ -6,5 +6,5 @@ type responsesDecoder struct{ res Result }
 func newResponsesDecoder() *responsesDecoder { return &responsesDecoder{} }
 
 func (d *responsesDecoder) Decode(ev *Event, emit func(*Part)) {}
-func (d *responsesDecoder) Finish() *Result                     { return &d.res }
-func (d *responsesDecoder) Result() *Result                     { return &d.res }
+func (d *responsesDecoder) Finish() *Result                    { return &d.res }
+func (d *responsesDecoder) Result() *Result                    { return &d.res }
