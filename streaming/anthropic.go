@@ -8,3 +8,5 @@ func newAnthropicDecoder() *anthropicDecoder { return &anthropicDecoder{} }
 func (d *anthropicDecoder) Decode(ev *Event, emit func(*Part)) {}
 func (d *anthropicDecoder) Finish() *Result                    { return &d.res }
 func (d *anthropicDecoder) Result() *Result                    { return &d.res }
+
+func decodeAnthropicJSON(body []byte) (*Result, error) { return nil, ErrInvalidJSON }

@@ -8,3 +8,5 @@ func newChatDecoder() *chatDecoder { return &chatDecoder{} }
 func (d *chatDecoder) Decode(ev *Event, emit func(*Part)) {}
 func (d *chatDecoder) Finish() *Result                    { return &d.res }
 func (d *chatDecoder) Result() *Result                    { return &d.res }
+
+func decodeChatJSON(body []byte) (*Result, error) { return nil, ErrInvalidJSON }

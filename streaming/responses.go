@@ -8,3 +8,5 @@ func newResponsesDecoder() *responsesDecoder { return &responsesDecoder{} }
 func (d *responsesDecoder) Decode(ev *Event, emit func(*Part)) {}
 func (d *responsesDecoder) Finish() *Result                    { return &d.res }
 func (d *responsesDecoder) Result() *Result                    { return &d.res }
+
+func decodeResponsesJSON(body []byte) (*Result, error) { return nil, ErrInvalidJSON }

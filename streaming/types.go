@@ -224,3 +224,17 @@ func NewDecoder(api API) (Decoder, error) {
 	}
 	return nil, ErrUnknownAPI
 }
+
+// DecodeJSON decodes a whole non-streaming reply body of api into the same
+// Result a stream of that reply would give (Done set, never Truncated).
+func DecodeJSON(api API, body []byte) (*Result, error) {
+	switch api {
+	case APIAnthropic:
+		return decodeAnthropicJSON(body)
+	case APIChat:
+		return decodeChatJSON(body)
+	case APIResponses:
+		return decodeResponsesJSON(body)
+	}
+	return nil, ErrUnknownAPI
+}
