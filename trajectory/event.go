@@ -1,0 +1,48 @@
+package trajectory
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// EventType names an entry of a trajectory's event log.
+type EventType string
+
+// The event log's entry types.
+const (
+	EventCreated           EventType = "created"
+	EventTransition        EventType = "transition"
+	EventTurn              EventType = "turn"
+	EventToolResults       EventType = "tool_results"
+	EventToolResultUnknown EventType = "tool_result_unknown"
+	EventIllegalTransition EventType = "illegal_transition"
+	EventControl           EventType = "control"
+	EventUpstreamError     EventType = "upstream_error"
+)
+
+// Event is one entry of a trajectory's event log. Seq is assigned by the
+// store when the event is saved: 1, 2, 3... per trajectory.
+type Event struct {
+	Seq        int64     `json:"seq"`
+	At         time.Time `json:"at"`
+	Trajectory string    `json:"trajectory"`
+	Type       EventType `json:"type"`
+	From       State     `json:"from,omitempty"`
+	To         State     `json:"to,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	// Data carries the type's details (a turn's usage, the unknown result
+	// IDs...) as JSON the caller built.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// EventsFor turns transitions of trajectory id into transition events.
+func EventsFor(id string, ts []Transition) []Event {
+	if len(ts) == 0 {
+		return nil
+	}
+	evs := make([]Event, len(ts))
+	for i, t := range ts {
+		evs[i] = Event{At: t.At, Trajectory: id, Type: EventTransition, From: t.From, To: t.To, Reason: t.Reason}
+	}
+	return evs
+}

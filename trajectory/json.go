@@ -1,0 +1,151 @@
+package trajectory
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The JSON form is CONTRACT.md's: snake_case, parent_id, exit_reason,
+// approval_id and control null when empty, children and tool_calls always
+// arrays. Wire structs keep the Go types free of pointer-for-null fields.
+
+type recordJSON struct {
+	ID               string      `json:"id"`
+	ParentID         *string     `json:"parent_id"`
+	Tenant           string      `json:"tenant"`
+	State            State       `json:"state"`
+	ExitReason       *string     `json:"exit_reason"`
+	Turns            int64       `json:"turns"`
+	LastStopReason   string      `json:"last_stop_reason"`
+	CreatedAt        time.Time   `json:"created_at"`
+	UpdatedAt        time.Time   `json:"updated_at"`
+	Budget           Budget      `json:"budget"`
+	Spend            Spend       `json:"spend"`
+	BudgetUsed       float64     `json:"budget_used"`
+	BindingDimension string      `json:"binding_dimension"`
+	Stage            string      `json:"stage"`
+	Pending          pendingJSON `json:"pending"`
+	Children         []string    `json:"children"`
+	Thread           string      `json:"thread,omitempty"`
+	Provider         string      `json:"provider,omitempty"`
+	Model            string      `json:"model,omitempty"`
+	StartedAt        time.Time   `json:"started_at,omitzero"`
+}
+
+type pendingJSON struct {
+	ToolCalls  []pendingCallJSON `json:"tool_calls"`
+	ApprovalID *string           `json:"approval_id"`
+	Control    *Control          `json:"control"`
+}
+
+type pendingCallJSON struct {
+	ID       string     `json:"id"`
+	Name     string     `json:"name"`
+	Deadline *time.Time `json:"deadline"`
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// MarshalJSON writes the record as the admin API returns it.
+func (r Record) MarshalJSON() ([]byte, error) {
+	w := recordJSON{
+		ID:               r.ID,
+		ParentID:         nullable(r.ParentID),
+		Tenant:           r.Tenant,
+		State:            r.State,
+		ExitReason:       nullable(r.ExitReason),
+		Turns:            r.Turns,
+		LastStopReason:   r.LastStopReason,
+		CreatedAt:        r.CreatedAt,
+		UpdatedAt:        r.UpdatedAt,
+		Budget:           r.Budget,
+		Spend:            r.Spend,
+		BudgetUsed:       r.BudgetUsed,
+		BindingDimension: r.BindingDimension,
+		Stage:            r.Stage,
+		Pending: pendingJSON{
+			ToolCalls:  make([]pendingCallJSON, len(r.Pending.ToolCalls)),
+			ApprovalID: nullable(r.Pending.ApprovalID),
+			Control:    r.Pending.Control,
+		},
+		Children:  r.Children,
+		Thread:    r.Thread,
+		Provider:  r.Provider,
+		Model:     r.Model,
+		StartedAt: r.StartedAt,
+	}
+	if w.Children == nil {
+		w.Children = []string{}
+	}
+	for i, c := range r.Pending.ToolCalls {
+		w.Pending.ToolCalls[i] = pendingCallJSON{ID: c.ID, Name: c.Name}
+		if !c.Deadline.IsZero() {
+			w.Pending.ToolCalls[i].Deadline = &c.Deadline
+		}
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes. A record whose state is not
+// one of the nine is refused: a store never hands back a record the state
+// machine cannot reason about.
+func (r *Record) UnmarshalJSON(b []byte) error {
+	var w recordJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	if !w.State.Valid() {
+		return fmt.Errorf("%w: unknown state %q", ErrInvalidRecord, w.State)
+	}
+	rec := Record{
+		ID:               w.ID,
+		ParentID:         deref(w.ParentID),
+		Tenant:           w.Tenant,
+		State:            w.State,
+		ExitReason:       deref(w.ExitReason),
+		Turns:            w.Turns,
+		LastStopReason:   w.LastStopReason,
+		CreatedAt:        w.CreatedAt,
+		UpdatedAt:        w.UpdatedAt,
+		Budget:           w.Budget,
+		Spend:            w.Spend,
+		BudgetUsed:       w.BudgetUsed,
+		BindingDimension: w.BindingDimension,
+		Stage:            w.Stage,
+		Pending: Pending{
+			ApprovalID: deref(w.Pending.ApprovalID),
+			Control:    w.Pending.Control,
+		},
+		Thread:    w.Thread,
+		Provider:  w.Provider,
+		Model:     w.Model,
+		StartedAt: w.StartedAt,
+	}
+	if len(w.Children) > 0 {
+		rec.Children = w.Children
+	}
+	if len(w.Pending.ToolCalls) > 0 {
+		rec.Pending.ToolCalls = make([]PendingCall, len(w.Pending.ToolCalls))
+		for i, c := range w.Pending.ToolCalls {
+			rec.Pending.ToolCalls[i] = PendingCall{ID: c.ID, Name: c.Name}
+			if c.Deadline != nil {
+				rec.Pending.ToolCalls[i].Deadline = *c.Deadline
+			}
+		}
+	}
+	*r = rec
+	return nil
+}

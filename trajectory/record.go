@@ -1,0 +1,179 @@
+package trajectory
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// StageNominal is the budget stage of a record no ceiling is pressing on.
+const StageNominal = "nominal"
+
+// Record is the trajectory's control block. Nothing the agent or the model
+// sends changes it directly: state changes go through Transition and the
+// turn helpers built on it. Its JSON form is the one the admin API returns
+// (see json.go).
+type Record struct {
+	ID       string
+	ParentID string // "" for a root
+	Tenant   string
+	State    State
+	// ExitReason says why the run finished (BUDGET_EXCEEDED, killed...);
+	// set by Finalize.
+	ExitReason string
+	// Turns counts this record's own model calls; Spend.Turns also counts
+	// its descendants' once they are rolled up.
+	Turns          int64
+	LastStopReason string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+
+	Budget           Budget
+	Spend            Spend
+	BudgetUsed       float64 // ρ: max over dimensions of used/ceiling
+	BindingDimension string  // the dimension that sets BudgetUsed
+	Stage            string
+
+	Pending  Pending
+	Children []string
+
+	// Thread is the client agent id or conversation fingerprint this record
+	// serves, when it is a thread of a larger run.
+	Thread   string
+	Provider string
+	Model    string
+	// StartedAt is the first turn's start; zero before it. Wall-clock spend
+	// runs from here, not from creation, so a record made ahead of time by
+	// an operator does not burn its wall-clock budget while idle.
+	StartedAt time.Time
+}
+
+// Budget holds the ceilings of a run. A zero dimension has no ceiling.
+type Budget struct {
+	Turns      int64   `json:"turns"`
+	Tokens     int64   `json:"tokens"`
+	WallClockS int64   `json:"wall_clock_s"`
+	Dollars    float64 `json:"dollars"`
+}
+
+// Spend is what a run has used, as the providers reported it. It includes
+// the spend of the record's descendants once rolled up with AddSpend.
+type Spend struct {
+	Turns             int64   `json:"turns"`
+	InputTokens       int64   `json:"input_tokens"`
+	CachedInputTokens int64   `json:"cached_input_tokens"`
+	CacheWriteTokens  int64   `json:"cache_write_tokens"`
+	OutputTokens      int64   `json:"output_tokens"`
+	Dollars           float64 `json:"dollars"`
+	WallClockS        float64 `json:"wall_clock_s"`
+	// Estimated is set once any charge was estimated (a stream cut before
+	// its usage arrived) rather than reported.
+	Estimated bool `json:"estimated"`
+}
+
+// Tokens is every token counted in s, the quantity the tokens ceiling bounds.
+func (s Spend) Tokens() int64 {
+	return s.InputTokens + s.CachedInputTokens + s.CacheWriteTokens + s.OutputTokens
+}
+
+// Usage is one turn's token counts. Input is split so that the three input
+// fields add up to the whole prompt; output includes reasoning.
+type Usage struct {
+	InputTokens       int64 `json:"input_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens"`
+	CacheWriteTokens  int64 `json:"cache_write_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+}
+
+// Pending is the work a record waits on at the next turn boundary.
+type Pending struct {
+	// ToolCalls are the calls delivered to the agent (or held for approval)
+	// whose results the next request must carry.
+	ToolCalls  []PendingCall
+	ApprovalID string
+	// Control is an operator request not yet applied; it takes effect at
+	// the next turn boundary.
+	Control *Control
+}
+
+// PendingCall is one tool call the agent owes a result for.
+type PendingCall struct {
+	ID       string
+	Name     string
+	Deadline time.Time // zero: no deadline
+}
+
+// ControlKind names an operator request.
+type ControlKind string
+
+// The operator requests of the admin API.
+const (
+	ControlPause     ControlKind = "pause"
+	ControlResume    ControlKind = "resume"
+	ControlCancel    ControlKind = "cancel"
+	ControlKill      ControlKind = "kill"
+	ControlFinish    ControlKind = "finish"
+	ControlInterrupt ControlKind = "interrupt"
+)
+
+// Control is an operator request waiting for a turn boundary.
+type Control struct {
+	Kind ControlKind `json:"kind"`
+	// Message is the text an interrupt appends as a user message.
+	Message string    `json:"message,omitempty"`
+	By      string    `json:"by,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// New returns a READY root record with no budget ceilings. Callers set
+// ParentID, Budget and the rest before handing it to Store.Create.
+func New(id, tenant string, now time.Time) *Record {
+	return &Record{
+		ID:        id,
+		Tenant:    tenant,
+		State:     Ready,
+		CreatedAt: now,
+		UpdatedAt: now,
+		Stage:     StageNominal,
+	}
+}
+
+// Validate checks what a store must refuse to save.
+func (r *Record) Validate() error {
+	switch {
+	case r == nil:
+		return fmt.Errorf("%w: nil record", ErrInvalidRecord)
+	case r.ID == "":
+		return fmt.Errorf("%w: empty id", ErrInvalidRecord)
+	case r.ParentID == r.ID:
+		return fmt.Errorf("%w: %q is its own parent", ErrInvalidRecord, r.ID)
+	case !r.State.Valid():
+		return fmt.Errorf("%w: %q has unknown state %q", ErrInvalidRecord, r.ID, r.State)
+	}
+	return nil
+}
+
+// Clone returns a deep copy: changing it never changes r.
+func (r *Record) Clone() *Record {
+	c := *r
+	c.Children = slices.Clone(r.Children)
+	c.Pending.ToolCalls = slices.Clone(r.Pending.ToolCalls)
+	if r.Pending.Control != nil {
+		ctl := *r.Pending.Control
+		c.Pending.Control = &ctl
+	}
+	return &c
+}
+
+// AddSpend adds usage and dollars without a state change: it rolls a
+// descendant's turn into an ancestor, whose ceilings the descendant's spend
+// counts against. It leaves Turns and Spend.Turns alone because the caller
+// decides whether the charge is a whole turn or a correction of one.
+func (r *Record) AddSpend(u Usage, dollars float64, estimated bool) {
+	r.Spend.InputTokens += u.InputTokens
+	r.Spend.CachedInputTokens += u.CachedInputTokens
+	r.Spend.CacheWriteTokens += u.CacheWriteTokens
+	r.Spend.OutputTokens += u.OutputTokens
+	r.Spend.Dollars += dollars
+	r.Spend.Estimated = r.Spend.Estimated || estimated
+}

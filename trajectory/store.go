@@ -1,0 +1,80 @@
+package trajectory
+
+import "context"
+
+// Store persists records and their event logs. It is the domain's port:
+// store/memory implements it for one process, a Redis store for replicas.
+// Every record a Store returns is a copy; changing it never changes what is
+// stored. store/storetest holds the contract suite every Store must pass.
+type Store interface {
+	// Create saves a new record with its first events. It returns
+	// ErrExists if the ID is taken and ErrNotFound if rec names a parent
+	// that does not exist; the parent's Children gains rec.ID in the same
+	// atomic step.
+	Create(ctx context.Context, rec *Record, evs ...Event) error
+	// Get returns a copy of the record, or ErrNotFound.
+	Get(ctx context.Context, id string) (*Record, error)
+	// Update runs fn on a copy of the record under the store's lock or
+	// transaction and saves the result with the events fn returns,
+	// atomically. An error from fn aborts: nothing is saved and the error
+	// is returned as is. fn must not change ID, ParentID or Children
+	// (ErrInvalidRecord) and must have no effect outside the record: a
+	// store with optimistic transactions may run it more than once.
+	Update(ctx context.Context, id string, fn func(*Record) ([]Event, error)) (*Record, error)
+	// List returns the records f matches, newest (CreatedAt) first, at
+	// most f.Limit of them.
+	List(ctx context.Context, f Filter) ([]*Record, error)
+	// AppendEvents adds events to the log of an existing record.
+	AppendEvents(ctx context.Context, id string, evs ...Event) error
+	// Events returns up to limit events with Seq > afterSeq, oldest first.
+	// A limit of zero or less means DefaultListLimit; more than
+	// MaxListLimit is cut to it.
+	Events(ctx context.Context, id string, afterSeq int64, limit int) ([]Event, error)
+	// Ping reports whether the store can serve (ErrClosed once closed).
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// Bounds on one List or Events page.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// Filter selects records for List. Zero fields match everything.
+type Filter struct {
+	State         State
+	Tenant        string
+	MinBudgetUsed float64
+	// ParentID, when set, keeps the children of that record; pointing at
+	// "" keeps root records only.
+	ParentID *string
+	Limit    int
+}
+
+// Match reports whether r passes every condition of f (Limit aside).
+func (f Filter) Match(r *Record) bool {
+	switch {
+	case f.State != "" && r.State != f.State:
+		return false
+	case f.Tenant != "" && r.Tenant != f.Tenant:
+		return false
+	case r.BudgetUsed < f.MinBudgetUsed:
+		return false
+	case f.ParentID != nil && r.ParentID != *f.ParentID:
+		return false
+	}
+	return true
+}
+
+// PageLimit bounds a requested page size: zero or less gives
+// DefaultListLimit, anything past MaxListLimit is cut to it.
+func PageLimit(n int) int {
+	switch {
+	case n <= 0:
+		return DefaultListLimit
+	case n > MaxListLimit:
+		return MaxListLimit
+	}
+	return n
+}
