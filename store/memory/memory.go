@@ -1,0 +1,255 @@
+// Package memory is the embedded trajectory store: records and their event
+// logs held in this process's memory and lost when it exits. It serves one
+// replica; replicas that share state use the Redis store instead.
+package memory
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"gatekeeper/trajectory"
+)
+
+// DefaultMaxEvents is the event log length kept per trajectory when Options
+// leaves it unset.
+const DefaultMaxEvents = 10000
+
+// Options configures a Store.
+type Options struct {
+	// MaxEventsPerTrajectory bounds each trajectory's event log; beyond it
+	// the oldest events are dropped (their sequence numbers are not reused).
+	// Zero or less means DefaultMaxEvents.
+	MaxEventsPerTrajectory int
+}
+
+// Store keeps records and event logs in memory. It is safe for concurrent
+// use. One lock guards everything, so Update's fn runs with the store
+// locked: fn must be quick and must not call the store.
+type Store struct {
+	maxEvents int
+
+	mu      sync.RWMutex
+	entries map[string]*entry
+	closed  bool
+}
+
+var _ trajectory.Store = (*Store)(nil)
+
+// entry holds the record by value and its log inline, so an idle
+// trajectory costs one allocation plus its log.
+type entry struct {
+	rec     trajectory.Record
+	events  []trajectory.Event
+	lastSeq int64
+}
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	maxEvents := opts.MaxEventsPerTrajectory
+	if maxEvents <= 0 {
+		maxEvents = DefaultMaxEvents
+	}
+	return &Store{maxEvents: maxEvents, entries: make(map[string]*entry)}
+}
+
+// usable reports why the store cannot serve a call; the caller holds mu.
+func (s *Store) usable(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.closed {
+		return trajectory.ErrClosed
+	}
+	return nil
+}
+
+func (s *Store) lookup(id string) (*entry, error) {
+	e, ok := s.entries[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", trajectory.ErrNotFound, id)
+	}
+	return e, nil
+}
+
+// Create implements trajectory.Store.
+func (s *Store) Create(ctx context.Context, rec *trajectory.Record, evs ...trajectory.Event) error {
+	if err := rec.Validate(); err != nil {
+		return err
+	}
+	if len(rec.Children) > 0 {
+		return fmt.Errorf("%w: new record %q already lists children", trajectory.ErrInvalidRecord, rec.ID)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if _, ok := s.entries[rec.ID]; ok {
+		return fmt.Errorf("%w: %q", trajectory.ErrExists, rec.ID)
+	}
+	var parent *entry
+	if rec.ParentID != "" {
+		p, err := s.lookup(rec.ParentID)
+		if err != nil {
+			return fmt.Errorf("parent of %q: %w", rec.ID, err)
+		}
+		parent = p
+	}
+	e := &entry{rec: *rec.Clone()}
+	e.rec.Children = nil
+	s.append(e, evs)
+	s.entries[rec.ID] = e
+	if parent != nil {
+		parent.rec.Children = append(parent.rec.Children, rec.ID)
+	}
+	return nil
+}
+
+// Get implements trajectory.Store.
+func (s *Store) Get(ctx context.Context, id string) (*trajectory.Record, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
+	e, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	return e.rec.Clone(), nil
+}
+
+// Update implements trajectory.Store. fn runs exactly once, under the lock.
+func (s *Store) Update(ctx context.Context, id string, fn func(*trajectory.Record) ([]trajectory.Event, error)) (*trajectory.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
+	e, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	c := e.rec.Clone()
+	evs, err := fn(c)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case c.ID != e.rec.ID:
+		return nil, fmt.Errorf("%w: update of %q changed its id to %q", trajectory.ErrInvalidRecord, id, c.ID)
+	case c.ParentID != e.rec.ParentID:
+		return nil, fmt.Errorf("%w: update of %q changed its parent", trajectory.ErrInvalidRecord, id)
+	case !slices.Equal(c.Children, e.rec.Children):
+		return nil, fmt.Errorf("%w: update of %q changed its children", trajectory.ErrInvalidRecord, id)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	// fn may have kept c; store a copy it cannot reach.
+	e.rec = *c.Clone()
+	s.append(e, evs)
+	return c, nil
+}
+
+// List implements trajectory.Store.
+func (s *Store) List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Record, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
+	var matched []*trajectory.Record
+	for _, e := range s.entries {
+		if f.Match(&e.rec) {
+			matched = append(matched, &e.rec)
+		}
+	}
+	slices.SortFunc(matched, func(a, b *trajectory.Record) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	matched = matched[:min(len(matched), trajectory.PageLimit(f.Limit))]
+	out := make([]*trajectory.Record, len(matched))
+	for i, r := range matched {
+		out[i] = r.Clone()
+	}
+	return out, nil
+}
+
+// AppendEvents implements trajectory.Store.
+func (s *Store) AppendEvents(ctx context.Context, id string, evs ...trajectory.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	e, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	s.append(e, evs)
+	return nil
+}
+
+// Events implements trajectory.Store.
+func (s *Store) Events(ctx context.Context, id string, afterSeq int64, limit int) ([]trajectory.Event, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
+	e, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	i := sort.Search(len(e.events), func(i int) bool { return e.events[i].Seq > afterSeq })
+	page := e.events[i:min(len(e.events), i+trajectory.PageLimit(limit))]
+	out := make([]trajectory.Event, len(page))
+	for j, ev := range page {
+		ev.Data = bytes.Clone(ev.Data)
+		out[j] = ev
+	}
+	return out, nil
+}
+
+// Ping implements trajectory.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.usable(ctx)
+}
+
+// Close drops everything the store holds; later calls return ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.entries = nil
+	return nil
+}
+
+// append numbers evs after e's last event and keeps the log within
+// maxEvents. The caller holds mu for writing.
+func (s *Store) append(e *entry, evs []trajectory.Event) {
+	for _, ev := range evs {
+		e.lastSeq++
+		ev.Seq = e.lastSeq
+		ev.Trajectory = e.rec.ID
+		ev.Data = bytes.Clone(ev.Data)
+		e.events = append(e.events, ev)
+	}
+	if over := len(e.events) - s.maxEvents; over > 0 {
+		// Reslicing keeps appends amortized O(1); clearing lets the dropped
+		// events' data go before append next reallocates the array.
+		clear(e.events[:over])
+		e.events = e.events[over:]
+	}
+}
