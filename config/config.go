@@ -1,0 +1,213 @@
+package config
+
+import "time"
+
+// Config is the whole of config.yaml. Field names in YAML and JSON are
+// snake_case; a Config marshalled either way reads back as the same file.
+type Config struct {
+	Listen    string           `yaml:"listen" json:"listen"`
+	Store     Store            `yaml:"store" json:"store"`
+	Providers []Provider       `yaml:"providers" json:"providers"`
+	Prices    map[string]Price `yaml:"prices" json:"prices"`
+	Tenants   []Tenant         `yaml:"tenants" json:"tenants"`
+	Admin     Admin            `yaml:"admin" json:"admin"`
+	Limits    Limits           `yaml:"limits" json:"limits"`
+	Log       Log              `yaml:"log" json:"log"`
+
+	// env records, by field path, which variables each expanded value came
+	// from, so Validate can say "TEAM_A_KEY is not set" instead of a bare
+	// "empty". It holds variable names only, never values.
+	env map[string]envSource
+}
+
+// Store kinds.
+const (
+	StoreMemory = "memory" // embedded, single process
+	StoreRedis  = "redis"  // shared by every replica
+)
+
+// Store says where records, meters and events live.
+type Store struct {
+	Kind     string `yaml:"kind" json:"kind"`
+	RedisURL string `yaml:"redis_url" json:"redis_url"`
+	// Retention is how long a finished trajectory's record and events are
+	// kept. It must be positive: an unbounded memory store is a leak.
+	Retention Duration `yaml:"retention" json:"retention"`
+}
+
+// Provider APIs.
+const (
+	APIAnthropic = "anthropic"
+	APIOpenAI    = "openai"
+)
+
+// MockBaseURL as a provider's base_url means the built-in mock provider,
+// started in-process by `serve`, so the quick start needs no network.
+const MockBaseURL = "mock"
+
+// Provider is one upstream: its name is also its path prefix (/{name}/v1/...).
+type Provider struct {
+	Name    string `yaml:"name" json:"name"`
+	API     string `yaml:"api" json:"api"`
+	BaseURL string `yaml:"base_url" json:"base_url"`
+	// Default makes the provider also serve /v1/... at the root.
+	Default bool          `yaml:"default" json:"default"`
+	Keys    []ProviderKey `yaml:"keys" json:"keys"`
+}
+
+// Mock reports whether the provider is the built-in mock.
+func (p Provider) Mock() bool { return p.BaseURL == MockBaseURL }
+
+// ProviderKey is one real provider key of a provider's pool and its rate
+// limits. A zero limit means the provider's own limit is the only one.
+type ProviderKey struct {
+	Name      string `yaml:"name" json:"name"`
+	Key       string `yaml:"key" json:"key"`
+	RPM       int    `yaml:"rpm" json:"rpm"`
+	InputTPM  int64  `yaml:"input_tpm" json:"input_tpm"`
+	OutputTPM int64  `yaml:"output_tpm" json:"output_tpm"`
+}
+
+// Price is what a model costs, in USD per million tokens.
+type Price struct {
+	Input       float64 `yaml:"input" json:"input"`
+	CachedInput float64 `yaml:"cached_input" json:"cached_input"`
+	CacheWrite  float64 `yaml:"cache_write" json:"cache_write"`
+	Output      float64 `yaml:"output" json:"output"`
+}
+
+// Priority classes of tenants, most urgent first.
+const (
+	PriorityInteractive = "interactive"
+	PriorityStandard    = "standard"
+	PriorityBatch       = "batch"
+)
+
+// Tenant is a group of agents sharing virtual keys, a priority class and a
+// default budget.
+type Tenant struct {
+	Name string `yaml:"name" json:"name"`
+	// Keys are the virtual keys the tenant's agents present, each either the
+	// key itself or "sha256:" followed by the 64 lowercase hex digits of its
+	// SHA-256, so a config file need not hold the key at all.
+	Keys          []string   `yaml:"keys" json:"keys"`
+	Priority      string     `yaml:"priority" json:"priority"`
+	Budget        Budget     `yaml:"budget" json:"budget"`
+	CallLimits    CallLimits `yaml:"call_limits" json:"call_limits"`
+	ReadOnlyTools []string   `yaml:"read_only_tools" json:"read_only_tools"`
+}
+
+// Budget is a trajectory's default ceiling per dimension; zero means no
+// ceiling on that dimension.
+type Budget struct {
+	Turns     int      `yaml:"turns" json:"turns"`
+	Tokens    int64    `yaml:"tokens" json:"tokens"`
+	WallClock Duration `yaml:"wall_clock" json:"wall_clock"`
+	Dollars   float64  `yaml:"dollars" json:"dollars"`
+}
+
+// CallLimits bound every single model call of a tenant; zero means no bound.
+type CallLimits struct {
+	MaxOutputTokens int      `yaml:"max_output_tokens" json:"max_output_tokens"`
+	CallDeadline    Duration `yaml:"call_deadline" json:"call_deadline"`
+}
+
+// Admin roles. A custom approver role has the form "approver:<group>".
+const (
+	RoleOperator = "operator"
+	RoleApprover = "approver"
+)
+
+// Admin holds the bearer tokens of the admin API.
+type Admin struct {
+	Tokens []AdminToken `yaml:"tokens" json:"tokens"`
+}
+
+// AdminToken is one person's or one script's admin credential.
+type AdminToken struct {
+	Name  string   `yaml:"name" json:"name"`
+	Token string   `yaml:"token" json:"token"`
+	Roles []string `yaml:"roles" json:"roles"`
+}
+
+// Limits bound what gatekeeper accepts from outside.
+type Limits struct {
+	MaxBodyBytes  int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
+	MaxEventBytes int64 `yaml:"max_event_bytes" json:"max_event_bytes"`
+	// ToolDeadline is how long a delivered tool call may stay unanswered.
+	ToolDeadline Duration `yaml:"tool_deadline" json:"tool_deadline"`
+	// IdleFinish finishes a trajectory idle that long; zero turns it off.
+	IdleFinish Duration `yaml:"idle_finish" json:"idle_finish"`
+}
+
+// Log levels and formats.
+const (
+	LogDebug = "debug"
+	LogInfo  = "info"
+	LogWarn  = "warn"
+	LogError = "error"
+
+	LogJSON = "json"
+	LogText = "text"
+)
+
+// Log configures the process's structured log.
+type Log struct {
+	Level  string `yaml:"level" json:"level"`
+	Format string `yaml:"format" json:"format"`
+}
+
+// Defaults that DefaultConfig fills in.
+const (
+	DefaultListen        = "127.0.0.1:8080"
+	DefaultRetention     = 168 * time.Hour
+	DefaultMaxBodyBytes  = 32 << 20
+	DefaultMaxEventBytes = 16 << 20
+	DefaultToolDeadline  = 30 * time.Minute
+)
+
+// DefaultConfig returns a config holding every default and nothing else: no
+// providers, tenants or tokens, so it does not validate on its own.
+func DefaultConfig() *Config {
+	return &Config{
+		Listen: DefaultListen,
+		Store:  Store{Kind: StoreMemory, Retention: Duration(DefaultRetention)},
+		Limits: Limits{
+			MaxBodyBytes:  DefaultMaxBodyBytes,
+			MaxEventBytes: DefaultMaxEventBytes,
+			ToolDeadline:  Duration(DefaultToolDeadline),
+		},
+		Log: Log{Level: LogInfo, Format: LogJSON},
+	}
+}
+
+// applyElementDefaults fills defaults inside list elements, which
+// DefaultConfig cannot know of in advance.
+func (c *Config) applyElementDefaults() {
+	for i := range c.Tenants {
+		if c.Tenants[i].Priority == "" {
+			c.Tenants[i].Priority = PriorityStandard
+		}
+	}
+}
+
+// Provider returns the provider with that name.
+func (c *Config) Provider(name string) (*Provider, bool) {
+	for i := range c.Providers {
+		if c.Providers[i].Name == name {
+			return &c.Providers[i], true
+		}
+	}
+	return nil, false
+}
+
+// DefaultProvider returns the provider marked `default: true`, which also
+// serves the routes at the root. There is none unless one is marked.
+func (c *Config) DefaultProvider() (*Provider, bool) {
+	for i := range c.Providers {
+		if c.Providers[i].Default {
+			return &c.Providers[i], true
+		}
+	}
+	return nil, false
+}

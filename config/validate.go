@@ -1,0 +1,456 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// FieldError is one rule broken by one field, e.g.
+// {Field: "tenants[1].keys[0]", Msg: "empty (TEAM_B_KEY is not set)"}.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// ValidationError lists every problem Validate found, in file order.
+type ValidationError struct {
+	Errors []FieldError
+}
+
+// Error prints one problem per line.
+func (e *ValidationError) Error() string {
+	lines := make([]string, len(e.Errors))
+	for i, fe := range e.Errors {
+		lines[i] = fe.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// MinAdminTokenLen is the shortest admin token accepted: the admin API can
+// cancel every run and approve irreversible calls.
+const MinAdminTokenLen = 16
+
+// reservedNames are the first path segments gatekeeper routes itself, so no
+// provider may take them as its prefix.
+var reservedNames = []string{"t", "v1", "admin", "healthz", "readyz", "metrics"}
+
+var (
+	providerNameRE = regexp.MustCompile(`^[a-z0-9-]+$`)
+	approverRoleRE = regexp.MustCompile(`^approver:[a-z0-9][a-z0-9_-]*$`)
+)
+
+// Validate checks every rule and returns nil or a *ValidationError listing
+// each problem. Messages name fields and variables, never secret values.
+func (c *Config) Validate() error {
+	v := validator{env: c.env, reported: map[string]bool{}}
+	v.listen(c.Listen)
+	v.store(c.Store)
+	v.providers(c.Providers)
+	v.prices(c.Prices)
+	keys := v.tenants(c.Tenants)
+	v.admin(c.Admin, keys)
+	v.limits(c.Limits)
+	v.log(c.Log)
+	v.unsetVariables()
+	if len(v.errs) == 0 {
+		return nil
+	}
+	return &ValidationError{Errors: v.errs}
+}
+
+type validator struct {
+	env      map[string]envSource
+	errs     []FieldError
+	reported map[string]bool
+}
+
+// add records a problem; if the field came from a variable that is not set,
+// the message says so, since that is nearly always the actual cause.
+func (v *validator) add(field, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if src, ok := v.env[field]; ok && len(src.unset) > 0 {
+		msg += " (" + src.notSet() + ")"
+	}
+	v.errs = append(v.errs, FieldError{Field: field, Msg: msg})
+	v.reported[field] = true
+}
+
+// unsetVariables reports the fields not already reported that refer, without
+// a default, to a variable that is not set: such a reference means the value
+// is required, whatever the field's own rules allow.
+func (v *validator) unsetVariables() {
+	type pending struct {
+		field string
+		src   envSource
+	}
+	var list []pending
+	for field, src := range v.env {
+		if len(src.unset) > 0 && !v.reported[field] {
+			list = append(list, pending{field, src})
+		}
+	}
+	slices.SortFunc(list, func(a, b pending) int {
+		return cmp.Or(cmp.Compare(a.src.line, b.src.line), strings.Compare(a.field, b.field))
+	})
+	for _, p := range list {
+		if p.src.empty {
+			v.add(p.field, "empty")
+		} else {
+			v.add(p.field, "incomplete")
+		}
+	}
+}
+
+// show quotes a field's value for a message, unless the value came from the
+// environment: a secret put in the wrong field must not end up in a log.
+func (v *validator) show(field, value string) string {
+	if src, ok := v.env[field]; ok {
+		return "the value of ${" + strings.Join(src.vars, "}, ${") + "}"
+	}
+	return strconv.Quote(value)
+}
+
+func (v *validator) nonNegative(field string, n int64) {
+	if n < 0 {
+		v.add(field, "must be >= 0")
+	}
+}
+
+func (v *validator) nonNegativeFloat(field string, f float64) {
+	if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		v.add(field, "must be a finite number >= 0")
+	}
+}
+
+func (v *validator) nonNegativeDuration(field string, d Duration) {
+	if d < 0 {
+		v.add(field, "must not be negative")
+	}
+}
+
+func (v *validator) listen(addr string) {
+	const field = "listen"
+	if addr == "" {
+		v.add(field, "empty")
+		return
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		v.add(field, "must be host:port, e.g. %s", DefaultListen)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		v.add(field, "port must be a number from 0 to 65535")
+	}
+}
+
+func (v *validator) store(s Store) {
+	switch s.Kind {
+	case StoreMemory:
+	case StoreRedis:
+		v.redisURL("store.redis_url", s.RedisURL)
+	case "":
+		v.add("store.kind", "empty (want memory or redis)")
+	default:
+		v.add("store.kind", "unknown kind %s (want memory or redis)", v.show("store.kind", s.Kind))
+	}
+	if s.Retention <= 0 {
+		v.add("store.retention", "must be positive")
+	}
+}
+
+// redisURL checks the URL without ever quoting it: it may hold a password.
+func (v *validator) redisURL(field, raw string) {
+	if raw == "" {
+		v.add(field, "required when store.kind is redis")
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		v.add(field, "not a valid URL")
+		return
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		v.add(field, "scheme must be redis:// or rediss://")
+		return
+	}
+	if u.Host == "" {
+		v.add(field, "no host")
+		return
+	}
+	if _, port, err := net.SplitHostPort(u.Host); err == nil {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			v.add(field, "port must be a number from 1 to 65535")
+			return
+		}
+	}
+	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
+		if n, err := strconv.Atoi(db); err != nil || n < 0 {
+			v.add(field, "path must be a database number, e.g. /0")
+		}
+	}
+}
+
+func (v *validator) providers(ps []Provider) {
+	if len(ps) == 0 {
+		v.add("providers", "at least one provider is required")
+		return
+	}
+	names := map[string]string{}
+	defaultAt := ""
+	for i, p := range ps {
+		at := indexPath("providers", i)
+		nameField := fieldPath(at, "name")
+		switch {
+		case p.Name == "":
+			v.add(nameField, "empty")
+		case !providerNameRE.MatchString(p.Name):
+			v.add(nameField, "%s must match [a-z0-9-]+ (it is a URL path prefix)", v.show(nameField, p.Name))
+		case slices.Contains(reservedNames, p.Name):
+			v.add(nameField, "%q is reserved for gatekeeper's own routes", p.Name)
+		case names[p.Name] != "":
+			v.add(nameField, "duplicate provider name (also %s)", names[p.Name])
+		default:
+			names[p.Name] = at
+		}
+
+		switch p.API {
+		case APIAnthropic, APIOpenAI:
+		case "":
+			v.add(fieldPath(at, "api"), "empty (want anthropic or openai)")
+		default:
+			v.add(fieldPath(at, "api"), "unknown API %s (want anthropic or openai)", v.show(fieldPath(at, "api"), p.API))
+		}
+
+		v.baseURL(fieldPath(at, "base_url"), p.BaseURL)
+
+		if p.Default {
+			if defaultAt != "" {
+				v.add(fieldPath(at, "default"), "only one provider may be the default (%s already is)", defaultAt)
+			} else {
+				defaultAt = at
+			}
+		}
+		v.providerKeys(at, p.Keys)
+	}
+}
+
+// baseURL accepts an absolute http(s) URL that can take a path appended, or
+// the mock. Credentials belong in keys, where they are redacted and pooled.
+func (v *validator) baseURL(field, raw string) {
+	if raw == MockBaseURL {
+		return
+	}
+	if raw == "" {
+		v.add(field, "empty (want an http:// or https:// URL, or mock)")
+		return
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		v.add(field, "not a valid URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		v.add(field, "must be an absolute http:// or https:// URL, or mock")
+	case u.Host == "":
+		v.add(field, "no host")
+	case u.User != nil:
+		v.add(field, "must not contain credentials (put provider keys under keys)")
+	case u.RawQuery != "" || u.ForceQuery:
+		v.add(field, "must not have a query")
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		v.add(field, "must not have a fragment")
+	}
+}
+
+func (v *validator) providerKeys(at string, keys []ProviderKey) {
+	if len(keys) == 0 {
+		v.add(fieldPath(at, "keys"), "at least one key is required")
+		return
+	}
+	names := map[string]string{}
+	for j, k := range keys {
+		kat := indexPath(fieldPath(at, "keys"), j)
+		switch {
+		case k.Name == "":
+			v.add(fieldPath(kat, "name"), "empty")
+		case names[k.Name] != "":
+			v.add(fieldPath(kat, "name"), "duplicate key name (also %s)", names[k.Name])
+		default:
+			names[k.Name] = kat
+		}
+		if k.Key == "" {
+			v.add(fieldPath(kat, "key"), "empty")
+		}
+		v.nonNegative(fieldPath(kat, "rpm"), int64(k.RPM))
+		v.nonNegative(fieldPath(kat, "input_tpm"), k.InputTPM)
+		v.nonNegative(fieldPath(kat, "output_tpm"), k.OutputTPM)
+	}
+}
+
+func (v *validator) prices(prices map[string]Price) {
+	for _, model := range slices.Sorted(maps.Keys(prices)) {
+		p := prices[model]
+		at := keyPath("prices", model)
+		if strings.TrimSpace(model) == "" {
+			v.add(at, "empty model name")
+		}
+		v.nonNegativeFloat(fieldPath(at, "input"), p.Input)
+		v.nonNegativeFloat(fieldPath(at, "cached_input"), p.CachedInput)
+		v.nonNegativeFloat(fieldPath(at, "cache_write"), p.CacheWrite)
+		v.nonNegativeFloat(fieldPath(at, "output"), p.Output)
+	}
+}
+
+// keyOwner says where a virtual key was first seen.
+type keyOwner struct {
+	tenant string // the tenant's name, as shown in messages
+	field  string
+}
+
+// tenants checks the tenants and returns the hash of every well-formed
+// virtual key, so admin tokens can be checked against them.
+func (v *validator) tenants(ts []Tenant) map[[32]byte]keyOwner {
+	names := map[string]string{}
+	keys := map[[32]byte]keyOwner{}
+	for i, t := range ts {
+		at := indexPath("tenants", i)
+		switch {
+		case t.Name == "":
+			v.add(fieldPath(at, "name"), "empty")
+		case names[t.Name] != "":
+			v.add(fieldPath(at, "name"), "duplicate tenant name (also %s)", names[t.Name])
+		default:
+			names[t.Name] = at
+		}
+
+		if len(t.Keys) == 0 {
+			v.add(fieldPath(at, "keys"), "at least one virtual key is required")
+		}
+		for j, k := range t.Keys {
+			kat := indexPath(fieldPath(at, "keys"), j)
+			h, err := keyHash(k)
+			if err != nil {
+				v.add(kat, "%v", err)
+				continue
+			}
+			prev, dup := keys[h]
+			switch {
+			case !dup:
+				keys[h] = keyOwner{tenant: v.show(fieldPath(at, "name"), t.Name), field: kat}
+			case strings.HasPrefix(prev.field, at+"."):
+				v.add(kat, "duplicate virtual key (also %s)", prev.field)
+			default:
+				v.add(kat, "virtual key already used by tenant %s (%s); each key must identify one tenant", prev.tenant, prev.field)
+			}
+		}
+
+		switch t.Priority {
+		case PriorityInteractive, PriorityStandard, PriorityBatch:
+		default:
+			v.add(fieldPath(at, "priority"), "unknown priority %s (want interactive, standard or batch)", v.show(fieldPath(at, "priority"), t.Priority))
+		}
+
+		b := fieldPath(at, "budget")
+		v.nonNegative(fieldPath(b, "turns"), int64(t.Budget.Turns))
+		v.nonNegative(fieldPath(b, "tokens"), t.Budget.Tokens)
+		v.nonNegativeDuration(fieldPath(b, "wall_clock"), t.Budget.WallClock)
+		v.nonNegativeFloat(fieldPath(b, "dollars"), t.Budget.Dollars)
+
+		cl := fieldPath(at, "call_limits")
+		v.nonNegative(fieldPath(cl, "max_output_tokens"), int64(t.CallLimits.MaxOutputTokens))
+		v.nonNegativeDuration(fieldPath(cl, "call_deadline"), t.CallLimits.CallDeadline)
+
+		for j, tool := range t.ReadOnlyTools {
+			if tool == "" {
+				v.add(indexPath(fieldPath(at, "read_only_tools"), j), "empty")
+			}
+		}
+	}
+	return keys
+}
+
+func (v *validator) admin(a Admin, virtualKeys map[[32]byte]keyOwner) {
+	names := map[string]string{}
+	tokens := map[[32]byte]string{}
+	for i, tok := range a.Tokens {
+		at := indexPath("admin.tokens", i)
+		switch {
+		case tok.Name == "":
+			v.add(fieldPath(at, "name"), "empty")
+		case names[tok.Name] != "":
+			v.add(fieldPath(at, "name"), "duplicate token name (also %s)", names[tok.Name])
+		default:
+			names[tok.Name] = at
+		}
+
+		tf := fieldPath(at, "token")
+		h := HashKey(tok.Token)
+		switch {
+		case tok.Token == "":
+			v.add(tf, "empty")
+		case utf8.RuneCountInString(tok.Token) < MinAdminTokenLen:
+			v.add(tf, "too short: at least %d characters", MinAdminTokenLen)
+		case tokens[h] != "":
+			v.add(tf, "same token as %s; each token must identify one holder", tokens[h])
+		case virtualKeys[h] != keyOwner{}:
+			v.add(tf, "same as a virtual key (%s); an agent must never hold an admin token", virtualKeys[h].field)
+		default:
+			tokens[h] = at
+		}
+
+		rf := fieldPath(at, "roles")
+		if len(tok.Roles) == 0 {
+			v.add(rf, "at least one role is required")
+		}
+		seen := map[string]bool{}
+		for j, r := range tok.Roles {
+			switch {
+			case r != RoleOperator && r != RoleApprover && !approverRoleRE.MatchString(r):
+				v.add(indexPath(rf, j), "unknown role %s (want operator, approver or approver:<group>, lowercase)", v.show(indexPath(rf, j), r))
+			case seen[r]:
+				v.add(indexPath(rf, j), "duplicate role")
+			}
+			seen[r] = true
+		}
+	}
+}
+
+func (v *validator) limits(l Limits) {
+	if l.MaxBodyBytes <= 0 {
+		v.add("limits.max_body_bytes", "must be positive")
+	}
+	if l.MaxEventBytes <= 0 {
+		v.add("limits.max_event_bytes", "must be positive")
+	}
+	if l.ToolDeadline <= 0 {
+		v.add("limits.tool_deadline", "must be positive")
+	}
+	v.nonNegativeDuration("limits.idle_finish", l.IdleFinish)
+}
+
+func (v *validator) log(l Log) {
+	switch l.Level {
+	case LogDebug, LogInfo, LogWarn, LogError:
+	default:
+		v.add("log.level", "unknown level %s (want debug, info, warn or error)", v.show("log.level", l.Level))
+	}
+	switch l.Format {
+	case LogJSON, LogText:
+	default:
+		v.add("log.format", "unknown format %s (want json or text)", v.show("log.format", l.Format))
+	}
+}
