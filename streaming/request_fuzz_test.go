@@ -1,0 +1,139 @@
+package streaming
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var fuzzAPIs = [...]API{APIAnthropic, APIChat, APIResponses}
+
+// FuzzParseRequest feeds ParseRequest arbitrary bodies under an API picked
+// by the first argument. It must never panic, must accept exactly the JSON
+// objects encoding/json accepts, must not modify or keep the body, and
+// must return well-formed values.
+func FuzzParseRequest(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("testdata", "requests", "*.json"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, name := range files {
+		body, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		base := filepath.Base(name)
+		switch {
+		case strings.HasPrefix(base, "anthropic-"):
+			f.Add(uint8(0), body)
+		case strings.HasPrefix(base, "chat-"):
+			f.Add(uint8(1), body)
+		default:
+			f.Add(uint8(2), body)
+		}
+	}
+	for _, s := range []string{
+		`{}`,
+		`{"messages":[{"role":"assistant","content":[]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","is_error":true}]}]}`,
+		`{"messages":[{"role":"assistant","tool_calls":[]},{"role":"tool","tool_call_id":"c1"}],"max_completion_tokens":5}`,
+		`{"input":[{"type":"function_call","call_id":"c"},{"type":"function_call_output","call_id":"c","output":"x"}]}`,
+		`{"input":"hi","instructions":"be \u00e9 \ud83d\ude00 \ud800","prompt_cache_key":"k"}`,
+		`{"metadata":{"user_id":"{\"session_id\":\"s\",\"x\":[[[]]]}"}}`,
+		`{"system":[{"type":"text","text":"x-anthropic-billing-header: a"},{"type":"text","text":"b"}]}`,
+		`{"tools":[{"type":"namespace","tools":[{"name":"f"}]},{"type":"web_search"}],"input":[{"type":"additional_tools","tools":[{"type":"custom","name":"exec"}]}]}`,
+		`{"a":tru[[[}`, `{"a":1[]}`, `{"a" : [ 1 , { "b" : null } ] , }`, `{"\u006dodel":"m"}`, `{"model":"a\`,
+		`[`, `"x"`, ``, ` { } `, `{"a":[[[[[[[[[[]]]]]]]]]]}`,
+	} {
+		for i := range fuzzAPIs {
+			f.Add(uint8(i), []byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, sel uint8, body []byte) {
+		api := fuzzAPIs[int(sel)%len(fuzzAPIs)]
+		work := bytes.Clone(body)
+		req, err := ParseRequest(api, work)
+		if !bytes.Equal(work, body) {
+			t.Fatal("ParseRequest modified the body")
+		}
+		i := skipSpace(string(body), 0)
+		wantOK := json.Valid(body) && i < len(body) && body[i] == '{'
+		if err != nil {
+			if !errors.Is(err, ErrInvalidJSON) || req != nil {
+				t.Fatalf("ParseRequest = %v, %v", req, err)
+			}
+			if wantOK {
+				t.Fatalf("valid JSON object rejected: %v", err)
+			}
+			return
+		}
+		if !wantOK {
+			t.Fatal("invalid JSON or non-object accepted")
+		}
+		checkRequest(t, api, req)
+
+		// Overwriting the body must not change what was returned.
+		for i := range work {
+			work[i] = '"'
+		}
+		again, err := ParseRequest(api, body)
+		if err != nil || !reflect.DeepEqual(req, again) {
+			t.Fatalf("request changed with its body or between parses:\n%+v\n%+v (%v)", req, again, err)
+		}
+
+		// The raw walkers also run on what was never validated.
+		s := string(body)
+		readObject(s, "a", "b", "c", "d")
+		memberRaw(s, "model")
+		for it, n := newArrayIter(s), 0; n <= len(s); n++ {
+			if _, ok := it.next(); !ok {
+				break
+			}
+		}
+		unquote(s)
+		hasPrefixDecoded(s, billingPrefix)
+	})
+}
+
+func checkRequest(t *testing.T, api API, req *Request) {
+	t.Helper()
+	if req.API != api {
+		t.Errorf("API = %q, want %q", req.API, api)
+	}
+	if b, err := hex.DecodeString(req.Fingerprint); err != nil || len(b) != 16 {
+		t.Errorf("Fingerprint = %q", req.Fingerprint)
+	}
+	switch req.MaxOutputField {
+	case "":
+		if req.MaxOutputTokens != 0 {
+			t.Errorf("MaxOutputTokens = %d without a field", req.MaxOutputTokens)
+		}
+	case "max_tokens", "max_completion_tokens", "max_output_tokens":
+	default:
+		t.Errorf("MaxOutputField = %q", req.MaxOutputField)
+	}
+	if req.IncludeUsage && api != APIChat {
+		t.Errorf("IncludeUsage on %s", api)
+	}
+	for _, name := range req.Tools {
+		if name == "" {
+			t.Errorf("empty tool name in %q", req.Tools)
+		}
+	}
+	for _, r := range req.ToolResults {
+		switch r.Type {
+		case "tool_result":
+		case "tool", "function_call_output", "custom_tool_call_output":
+			if r.IsError {
+				t.Errorf("IsError on %+v", r)
+			}
+		default:
+			t.Errorf("ToolResult.Type = %q", r.Type)
+		}
+	}
+}

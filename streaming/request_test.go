@@ -1,0 +1,512 @@
+package streaming
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/sjson"
+)
+
+func readRequest(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "requests", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+var claudeCodeTools = []string{
+	"Task", "Bash", "Glob", "Grep", "ExitPlanMode", "Read", "Edit", "Write", "NotebookEdit", "WebFetch",
+	"TodoWrite", "WebSearch", "BashOutput", "KillShell", "Skill", "SlashCommand", "AskUserQuestion",
+	"EnterPlanMode", "ListMcpResourcesTool", "ReadMcpResourceTool", "LSP", "TaskOutput",
+	"mcp__ide__getDiagnostics", "mcp__ide__executeCode",
+}
+
+func TestParseRequest(t *testing.T) {
+	tests := []struct {
+		name string
+		api  API
+		file string // under testdata/requests; body is used when empty
+		body string
+		want Request // Fingerprint is checked by TestRequestFingerprint
+	}{
+		{
+			name: "claude code turn 1",
+			api:  APIAnthropic, file: "anthropic-claude-code-turn1.json",
+			want: Request{
+				API: APIAnthropic, Model: "claude-sonnet-4-5-20250929", Stream: true,
+				MaxOutputTokens: 64000, MaxOutputField: "max_tokens", Tools: claudeCodeTools,
+				SessionHint: "8c1d3a52-6f0e-4b7a-9d21-3e5f7a9c0b14",
+			},
+		},
+		{
+			name: "claude code tool results after the last assistant message",
+			api:  APIAnthropic, file: "anthropic-claude-code-turn2.json",
+			want: Request{
+				API: APIAnthropic, Model: "claude-sonnet-4-5-20250929", Stream: true,
+				MaxOutputTokens: 64000, MaxOutputField: "max_tokens", Tools: claudeCodeTools,
+				ToolResults: []ToolResult{
+					{ID: "toolu_01BfW2nYp8cLs6RgT1uHqXeK", Type: "tool_result", IsError: true},
+					{ID: "toolu_01Cx4vJm9QdEa7Nk3ZsP2yLh", Type: "tool_result"},
+				},
+				SessionHint: "8c1d3a52-6f0e-4b7a-9d21-3e5f7a9c0b14",
+			},
+		},
+		{
+			name: "anthropic server tools by name, else type",
+			api:  APIAnthropic,
+			body: `{"model":"claude-opus-4-1","max_tokens":1024,"messages":[{"role":"user","content":"hi"}],
+				"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5},
+				{"type":"memory_20250818"},{"name":"get_stock","input_schema":{"type":"object"}},{},"junk",7]}`,
+			want: Request{
+				API: APIAnthropic, Model: "claude-opus-4-1", MaxOutputTokens: 1024, MaxOutputField: "max_tokens",
+				Tools: []string{"web_search", "memory_20250818", "get_stock"},
+			},
+		},
+		{
+			name: "anthropic user text after the last assistant message ends the results",
+			api:  APIAnthropic,
+			body: `{"messages":[
+				{"role":"user","content":"run it"},
+				{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}]},
+				{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"ok"}]},
+				{"role":"assistant","content":"done"},
+				{"role":"user","content":"thanks, now the next one"}]}`,
+			want: Request{API: APIAnthropic},
+		},
+		{
+			name: "anthropic results with no assistant message at all",
+			api:  APIAnthropic,
+			body: `{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_9","is_error":"yes"},{"type":"text","text":"x"}]}]}`,
+			want: Request{API: APIAnthropic, ToolResults: []ToolResult{{ID: "toolu_9", Type: "tool_result"}}},
+		},
+		{
+			name: "anthropic user_id that is not JSON is the session hint",
+			api:  APIAnthropic,
+			body: `{"metadata":{"user_id":"user_2f6c_account__session_9a1b"},"system":"You are terse."}`,
+			want: Request{API: APIAnthropic, SessionHint: "user_2f6c_account__session_9a1b"},
+		},
+		{
+			name: "anthropic JSON user_id without session_id gives no hint",
+			api:  APIAnthropic,
+			body: `{"metadata":{"user_id":"{\"device_id\":\"d1\",\"account_uuid\":\"a1\"}"}}`,
+			want: Request{API: APIAnthropic},
+		},
+		{
+			name: "anthropic escaped keys and values decode",
+			api:  APIAnthropic,
+			body: `{"mod\u0065l":"claude-\u0033-haiku","stream":true,"messages":[{"role":"assistant","content":[]},
+				{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_\"q\"","is_error":true}]}]}`,
+			want: Request{
+				API: APIAnthropic, Model: "claude-3-haiku", Stream: true,
+				ToolResults: []ToolResult{{ID: `toolu_"q"`, Type: "tool_result", IsError: true}},
+			},
+		},
+		{
+			name: "anthropic members of the wrong type are absent",
+			api:  APIAnthropic,
+			body: `{"model":42,"stream":"yes","max_tokens":"100","tools":{"name":"Bash"},"messages":"hi",
+				"system":7,"metadata":"user","thinking":null}`,
+			want: Request{API: APIAnthropic},
+		},
+		{
+			name: "a member given twice takes its last value",
+			api:  APIAnthropic,
+			body: `{"max_tokens":10,"stream":true,"max_tokens":20000,"stream":false}`,
+			want: Request{API: APIAnthropic, MaxOutputTokens: 20000, MaxOutputField: "max_tokens"},
+		},
+		{
+			name: "openai sdk chat with parallel tool results",
+			api:  APIChat, file: "chat-openai-sdk-parallel-tools.json",
+			want: Request{
+				API: APIChat, Model: "gpt-4o-2024-08-06", Stream: true,
+				MaxOutputTokens: 2048, MaxOutputField: "max_completion_tokens", IncludeUsage: true,
+				Tools: []string{"get_weather", "get_time_zone", "run_sql"},
+				ToolResults: []ToolResult{
+					{ID: "call_Bq7Yt3LkV9sD1fHe", Type: "tool"},
+					{ID: "call_Wr4Hn8PjX2cM6gUa", Type: "tool"},
+				},
+			},
+		},
+		{
+			name: "chat max_tokens when max_completion_tokens is absent",
+			api:  APIChat,
+			body: `{"model":"deepseek-chat","max_tokens":8192,"stream_options":{"include_usage":false},"stream":true}`,
+			want: Request{API: APIChat, Model: "deepseek-chat", Stream: true, MaxOutputTokens: 8192, MaxOutputField: "max_tokens"},
+		},
+		{
+			name: "chat max_completion_tokens of the wrong type falls back to max_tokens",
+			api:  APIChat,
+			body: `{"max_completion_tokens":"lots","max_tokens":300,"stream_options":true}`,
+			want: Request{API: APIChat, MaxOutputTokens: 300, MaxOutputField: "max_tokens"},
+		},
+		{
+			name: "chat legacy functions; role function results are skipped",
+			api:  APIChat,
+			body: `{"model":"gpt-3.5-turbo-0613","functions":[{"name":"get_weather","parameters":{}}],"messages":[
+				{"role":"user","content":"weather?"},
+				{"role":"assistant","content":null,"function_call":{"name":"get_weather","arguments":"{}"}},
+				{"role":"function","name":"get_weather","content":"sunny"}]}`,
+			want: Request{API: APIChat, Model: "gpt-3.5-turbo-0613", Tools: []string{"get_weather"}},
+		},
+		{
+			name: "chat tool results of earlier turns are not the tail",
+			api:  APIChat,
+			body: `{"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}},{"type":"x","name":"h"}],
+				"messages":[{"role":"assistant","tool_calls":[{"id":"call_1"}]},{"role":"tool","tool_call_id":"call_1","content":"a"},
+				{"role":"assistant","content":"which file?"},{"role":"user","content":"main.go"}]}`,
+			want: Request{API: APIChat, Tools: []string{"f", "g", "h"}},
+		},
+		{
+			name: "codex responses with a function call tail",
+			api:  APIResponses, file: "responses-codex-exec.json",
+			want: Request{
+				API: APIResponses, Model: "gpt-5-codex", Stream: true,
+				Tools: []string{"exec_command", "write_stdin", "apply_patch", "search_docs", "fetch_doc", "web_search"},
+				ToolResults: []ToolResult{
+					{ID: "call_Tz1kU6wE3rY8oP4s", Type: "function_call_output"},
+					{ID: "call_Vm5gJ2hB7nC9xQ1d", Type: "function_call_output"},
+				},
+				SessionHint: "019ad5c2-7e41-7c90-b2f3-5a8d1e6c4f27",
+			},
+		},
+		{
+			name: "codex code mode tools come from additional_tools",
+			api:  APIResponses, file: "responses-codex-code-mode.json",
+			want: Request{
+				API: APIResponses, Model: "gpt-5.1-codex", Stream: true,
+				MaxOutputTokens: 32000, MaxOutputField: "max_output_tokens",
+				Tools:       []string{"exec", "view_image"},
+				ToolResults: []ToolResult{{ID: "call_Ex3cR7uN2mK9tW5q", Type: "custom_tool_call_output"}},
+				SessionHint: "019ad5d0-1b2c-7d3e-8f40-6a7b8c9d0e1f",
+			},
+		},
+		{
+			name: "responses with previous_response_id: every output is the tail",
+			api:  APIResponses, file: "responses-previous-response-id.json",
+			want: Request{
+				API: APIResponses, Model: "gpt-4.1-mini", Tools: []string{"order_status"},
+				ToolResults: []ToolResult{
+					{ID: "call_Aa1Bb2Cc3Dd4Ee5F", Type: "function_call_output"},
+					{ID: "call_Gg6Hh7Ii8Jj9Kk0L", Type: "function_call_output"},
+				},
+			},
+		},
+		{
+			name: "responses plain string input and hosted tools",
+			api:  APIResponses,
+			body: `{"model":"o4-mini","input":"Find the docs","max_output_tokens":500,
+				"tools":[{"type":"file_search","vector_store_ids":["vs_1"]},{"type":"mcp","server_label":"dice"},{"type":"code_interpreter"}]}`,
+			want: Request{
+				API: APIResponses, Model: "o4-mini", MaxOutputTokens: 500, MaxOutputField: "max_output_tokens",
+				Tools: []string{"file_search", "mcp", "code_interpreter"},
+			},
+		},
+		{
+			name: "responses assistant message and shell calls end the results",
+			api:  APIResponses,
+			body: `{"input":[{"type":"function_call_output","call_id":"c1","output":"x"},
+				{"role":"assistant","content":"ok"},{"role":"user","content":"again"},
+				{"type":"custom_tool_call_output","call_id":"c2","output":"y"},
+				{"type":"shell_call","call_id":"c3"},{"type":"function_call_output","call_id":"c4","output":"z"}]}`,
+			want: Request{API: APIResponses, ToolResults: []ToolResult{{ID: "c4", Type: "function_call_output"}}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			body := []byte(tc.body)
+			if tc.file != "" {
+				body = readRequest(t, tc.file)
+			}
+			got, err := ParseRequest(tc.api, body)
+			if err != nil {
+				t.Fatalf("ParseRequest: %v", err)
+			}
+			if b, err := hex.DecodeString(got.Fingerprint); err != nil || len(b) != 16 {
+				t.Errorf("Fingerprint = %q, want 32 hex digits", got.Fingerprint)
+			}
+			got.Fingerprint = ""
+			if !reflect.DeepEqual(*got, tc.want) {
+				t.Errorf("ParseRequest =\n%+v\nwant\n%+v", *got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseRequestErrors(t *testing.T) {
+	deep := func(depth int) string {
+		return `{"a":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`
+	}
+	tests := []struct {
+		name string
+		api  API
+		body string
+		want error
+	}{
+		{"unknown api", API("gemini"), `{}`, ErrUnknownAPI},
+		{"empty api", "", `{}`, ErrUnknownAPI},
+		{"empty body", APIAnthropic, ``, ErrInvalidJSON},
+		{"blank body", APIChat, " \n\t", ErrInvalidJSON},
+		{"null", APIResponses, `null`, ErrInvalidJSON},
+		{"array", APIChat, `[{"model":"gpt-4o"}]`, ErrInvalidJSON},
+		{"string", APIAnthropic, `"{}"`, ErrInvalidJSON},
+		{"truncated", APIAnthropic, `{"model":"claude","messages":[`, ErrInvalidJSON},
+		{"missing value", APIChat, `{"model":}`, ErrInvalidJSON},
+		{"trailing garbage", APIResponses, `{"model":"x"} {"model":"y"}`, ErrInvalidJSON},
+		{"unterminated string", APIAnthropic, `{"model":"x}`, ErrInvalidJSON},
+		{"bad escape", APIAnthropic, `{"model":"\x"}`, ErrInvalidJSON},
+		{"byte order mark", APIChat, "\xEF\xBB\xBF{}", ErrInvalidJSON},
+		{"nested too deep", APIAnthropic, deep(maxNesting + 1), ErrInvalidJSON},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := ParseRequest(tc.api, []byte(tc.body))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if req != nil {
+				t.Errorf("req = %+v, want nil", req)
+			}
+		})
+	}
+	t.Run("nesting at the limit is accepted", func(t *testing.T) {
+		if _, err := ParseRequest(APIAnthropic, []byte(deep(maxNesting))); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestParseRequestOwnsItsStrings checks that nothing in a Request points
+// into the body, which the proxy reuses.
+func TestParseRequestOwnsItsStrings(t *testing.T) {
+	files := []struct {
+		api  API
+		file string
+	}{
+		{APIAnthropic, "anthropic-claude-code-turn2.json"},
+		{APIChat, "chat-openai-sdk-parallel-tools.json"},
+		{APIResponses, "responses-codex-exec.json"},
+		{APIResponses, "responses-codex-code-mode.json"},
+	}
+	for _, f := range files {
+		t.Run(f.file, func(t *testing.T) {
+			body := readRequest(t, f.file)
+			want, err := ParseRequest(f.api, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ParseRequest(f.api, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range body {
+				body[i] = '#'
+			}
+			if !reflect.DeepEqual(got, want) || got.Model == "" || len(got.Tools) == 0 || len(got.ToolResults) == 0 {
+				t.Fatalf("request changed with its body: %+v, want %+v", got, want)
+			}
+			// want and got were parsed from the same bytes; check against
+			// fixed values too, since both would alias the body alike.
+			for _, s := range append(append([]string{got.Model, got.SessionHint}, got.Tools...), got.ToolResults[0].ID) {
+				if strings.Contains(s, "#") {
+					t.Fatalf("%q points into the body", s)
+				}
+			}
+		})
+	}
+}
+
+func TestRequestFingerprint(t *testing.T) {
+	turn1 := readRequest(t, "anthropic-claude-code-turn1.json")
+	turn2 := readRequest(t, "anthropic-claude-code-turn2.json")
+	chat := readRequest(t, "chat-openai-sdk-parallel-tools.json")
+	codex := readRequest(t, "responses-codex-exec.json")
+	codeMode := readRequest(t, "responses-codex-code-mode.json")
+	prev := readRequest(t, "responses-previous-response-id.json")
+
+	set := func(body []byte, path string, v any) []byte {
+		t.Helper()
+		out, err := sjson.SetBytes(body, path, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	setRaw := func(body []byte, path, raw string) []byte {
+		t.Helper()
+		out, err := sjson.SetRawBytes(body, path, []byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	del := func(body []byte, path string) []byte {
+		t.Helper()
+		out, err := sjson.DeleteBytes(body, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// A long text with escapes everywhere, so that decoding crosses the
+	// hasher's scratch buffer boundaries; escaped differently it must still
+	// hash the same.
+	long := strings.Repeat("Line \"é\" and tab\t, emoji 😀 /path\\x\n", 200)
+	var escaped strings.Builder
+	escaped.WriteByte('"')
+	for _, r := range long {
+		if r > 0xFFFF {
+			escaped.WriteString(`\ud83d\ude00`)
+			continue
+		}
+		escaped.WriteString(`\u`)
+		escaped.WriteString(hex.EncodeToString([]byte{byte(r >> 8), byte(r)}))
+	}
+	escaped.WriteByte('"')
+	plain, err := json.Marshal(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name  string
+		api   API
+		a, b  []byte
+		apiB  API // api of b when it differs
+		equal bool
+	}{
+		{"claude code turns 1 and 2 (billing line, cache_control, appended messages)", APIAnthropic, turn1, turn2, "", true},
+		{"billing line dropped", APIAnthropic, turn1, del(turn1, "system.0"), "", true},
+		{"model version changed", APIAnthropic, turn1, set(turn1, "model", "claude-sonnet-4-5"), "", true},
+		{"tools reordered", APIAnthropic, turn1, setRaw(del(turn1, "tools.0"), "tools.-1", `{"name":"Task","input_schema":{}}`), "", true},
+		{"thinking and max_tokens changed", APIAnthropic, turn1, set(set(turn1, "max_tokens", 32000), "thinking.type", "enabled"), "", true},
+		{"system string equals one text block", APIAnthropic,
+			[]byte(`{"system":"Be brief.","messages":[{"role":"user","content":"hi"}]}`),
+			[]byte(`{"system":[{"type":"text","text":"Be brief.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}`),
+			"", true},
+		{"same text escaped differently", APIAnthropic,
+			[]byte(`{"system":` + string(plain) + `}`), []byte(`{"system":` + escaped.String() + `}`), "", true},
+		{"image in the first user message ignored", APIAnthropic, turn1,
+			setRaw(turn1, "messages.0.content.-1", `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBO"}}`), "", true},
+		{"system prompt changed", APIAnthropic, turn2, set(turn2, "system.2.text", "You are a subagent that searches files."), "", false},
+		{"system block added", APIAnthropic, turn2, setRaw(turn2, "system.-1", `{"type":"text","text":"extra"}`), "", false},
+		{"first user message changed", APIAnthropic, turn2, set(turn2, "messages.0.content.1.text", "Explore parser.go and report."), "", false},
+		{"later messages do not count", APIAnthropic, turn2, set(turn2, "messages.2.content.0.content", "other"), "", true},
+		{"tool removed", APIAnthropic, turn2, del(turn2, "tools.5"), "", false},
+		{"tool added", APIAnthropic, turn2, setRaw(turn2, "tools.-1", `{"name":"mcp__github__create_pr","input_schema":{}}`), "", false},
+		{"same body, other api", APIAnthropic, turn1, turn1, APIChat, false},
+		{"text moved from system to user", APIAnthropic,
+			[]byte(`{"system":"ab","messages":[{"role":"user","content":"c"}]}`),
+			[]byte(`{"system":"a","messages":[{"role":"user","content":"bc"}]}`), "", false},
+		{"text moved into a tool name", APIAnthropic,
+			[]byte(`{"system":"ab","tools":[{"name":"c"}]}`),
+			[]byte(`{"system":"a","tools":[{"name":"bc"}]}`), "", false},
+		{"chat turn appended", APIChat, chat,
+			setRaw(setRaw(chat, "messages.-1", `{"role":"assistant","content":"Pack one."}`), "messages.-1", `{"role":"user","content":"thanks"}`), "", true},
+		{"chat developer message changed", APIChat, chat, set(chat, "messages.1.content.0.text", "Prefer imperial units."), "", false},
+		{"chat system message after the first user message does not count", APIChat, chat,
+			setRaw(chat, "messages.-1", `{"role":"system","content":"Summarize now."}`), "", true},
+		{"chat first user message changed", APIChat, chat, set(chat, "messages.2.content.2.text", "and a coat?"), "", false},
+		{"codex turn appended", APIResponses, codex,
+			setRaw(codex, "input.-1", `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Tests pass."}]}`), "", true},
+		{"codex instructions changed", APIResponses, codex, set(codex, "instructions", "You are a reviewer."), "", false},
+		{"codex leading developer message changed", APIResponses, codex, set(codex, "input.0.content.0.text", "read-only"), "", false},
+		{"codex first user message changed", APIResponses, codex, set(codex, "input.1.content.0.text", "# AGENTS.md for /srv"), "", false},
+		{"code mode tool set changed", APIResponses, codeMode, set(codeMode, "input.0.tools.1.tools.0.name", "view_pdf"), "", false},
+		{"code mode turn appended", APIResponses, codeMode,
+			setRaw(codeMode, "input.-1", `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Two files."}]}`), "", true},
+		{"previous_response_id: new input is not the first user message", APIResponses, prev,
+			setRaw(set(prev, "previous_response_id", "resp_other"), "input", `[{"role":"user","content":"and order 3?"}]`), "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			apiB := tc.api
+			if tc.apiB != "" {
+				apiB = tc.apiB
+			}
+			a, err := ParseRequest(tc.api, tc.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := ParseRequest(apiB, tc.b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (a.Fingerprint == b.Fingerprint) != tc.equal {
+				t.Errorf("fingerprints %s and %s: equal = %v, want %v", a.Fingerprint, b.Fingerprint, !tc.equal, tc.equal)
+			}
+		})
+	}
+}
+
+func TestUnquoteInto(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"plain", `hello`, "hello"},
+		{"simple escapes", `a\"b\\c\/d\be\ff\ng\rh\ti`, "a\"b\\c/d\be\ff\ng\rh\ti"},
+		{"unicode", `caf\u00e9 \u65E5`, "café 日"},
+		{"surrogate pair", `\ud83d\ude00!`, "😀!"},
+		{"lone high surrogate", `\ud83dx`, "\uFFFDx"},
+		{"lone low surrogate", `\ude00`, "\uFFFD"},
+		{"high surrogate before a non-surrogate", `\ud83d\u0041`, "\uFFFDA"},
+		{"malformed escape kept", `a\qb`, `a\qb`},
+		{"short unicode escape kept", `\u12`, `\u12`},
+		{"bad hex kept", `\u12G4`, `\u12G4`},
+		{"trailing backslash kept", `ab\`, `ab\`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := unquote(tc.in); got != tc.want {
+				t.Errorf("unquote(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+			// Valid literals must decode as encoding/json decodes them.
+			var std string
+			if json.Unmarshal([]byte(`"`+tc.in+`"`), &std) == nil && std != tc.want {
+				t.Errorf("encoding/json decodes %q as %q, want %q", tc.in, std, tc.want)
+			}
+			// Decoding in small chunks gives the same text.
+			var out []byte
+			for i, n := 0, 0; i < len(tc.in) && n < 100; n++ {
+				var d []byte
+				d, i = unquoteInto(make([]byte, 0, 8), tc.in, i)
+				out = append(out, d...)
+			}
+			if string(out) != tc.want {
+				t.Errorf("chunked decoding of %q = %q, want %q", tc.in, out, tc.want)
+			}
+		})
+	}
+}
+
+// TestParseRequestAllocations checks that the work of ParseRequest does not
+// allocate with the size of the body: a long conversation costs the same
+// allocations as a short one with the same tools and results.
+func TestParseRequestAllocations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	small := claudeCodeBody(4)
+	large := claudeCodeBody(80)
+	count := func(body []byte) float64 {
+		return testing.AllocsPerRun(20, func() {
+			if _, err := ParseRequest(APIAnthropic, body); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	s, l := count(small), count(large)
+	if l > s {
+		t.Errorf("allocations grow with the body: %v for %d bytes, %v for %d bytes", s, len(small), l, len(large))
+	}
+	if s > 16 {
+		t.Errorf("%v allocations per request, want at most 16", s)
+	}
+}
