@@ -68,12 +68,17 @@ func (d *chatDecoder) Decode(ev *Event, emit func(*Part)) {
 		}
 		return
 	}
+	errorEvent := string(ev.Name) == "error"
 	root, err := openaiObject(data, "chat chunk")
-	if err != nil {
+	switch {
+	case err == nil:
+		d.chunk(root, errorEvent, emit)
+	case errorEvent:
+		// An error event whose data is plain text is still the error.
+		d.providerError(openaiText(data), emit)
+	default:
 		d.res.unparsed(err)
-		return
 	}
-	d.chunk(root, string(ev.Name) == "error", emit)
 }
 
 var doneMarker = []byte("[DONE]")
@@ -463,6 +468,13 @@ func openaiProviderError(v gjson.Result) ProviderError {
 	pe.Type = strings.Clone(typ)
 	pe.Message = strings.Clone(v.Get("message").String())
 	return pe
+}
+
+// openaiText wraps non-JSON data as a string value, for error events whose
+// data is plain text.
+func openaiText(data []byte) gjson.Result {
+	s := unsafe.String(unsafe.SliceData(data), len(data))
+	return gjson.Result{Type: gjson.String, Str: s, Raw: s}
 }
 
 // openaiObject checks that data is one JSON object and returns it parsed.

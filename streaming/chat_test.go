@@ -2,115 +2,10 @@ package streaming
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 )
-
-// openAIGolden is what a test expects of one decoded reply: the Result's
-// facts plus the text its delta Parts carried.
-type openAIGolden struct {
-	ID, Model string
-	Stops     []Stop
-	Calls     []openAIGoldenCall
-	Usage     *Usage // nil: no usage report
-	Errors    []string
-	Done      bool
-	Truncated bool
-	Unparsed  int
-	Text      string // text deltas, in arrival order
-	Thinking  string
-	Refusal   string
-}
-
-type openAIGoldenCall struct {
-	Choice, Index    int
-	Type, ID, ItemID string
-	Name, Args       string
-	Complete, Server bool
-}
-
-// openAIDigest reduces a Result and its Parts to what goldens state, and
-// checks the invariants every reply must keep.
-func openAIDigest(t *testing.T, res *Result, parts []Part) openAIGolden {
-	t.Helper()
-	g := openAIGolden{
-		ID: res.MessageID, Model: res.Model, Stops: res.Stops, Done: res.Done, Truncated: res.Truncated,
-		Unparsed: res.Unparsed,
-	}
-	for _, tc := range res.ToolCalls {
-		g.Calls = append(g.Calls, openAIGoldenCall{
-			Choice: tc.Choice, Index: tc.Index, Type: tc.Type, ID: tc.ID, ItemID: tc.ItemID, Name: tc.Name,
-			Args: string(tc.Arguments), Complete: tc.Complete, Server: tc.Server,
-		})
-	}
-	if res.UsageSeen {
-		u := res.Usage
-		g.Usage = &u
-	}
-	for _, e := range res.Errors {
-		g.Errors = append(g.Errors, e.Type+": "+e.Message)
-		if len(e.Raw) == 0 {
-			t.Errorf("error %q kept no raw JSON", e.Message)
-		}
-	}
-	var deltaBytes int64
-	var text, thinking, refusal strings.Builder
-	for _, p := range parts {
-		switch p.Kind {
-		case PartTextDelta:
-			text.Write(p.Text)
-		case PartThinkingDelta:
-			thinking.Write(p.Text)
-		case PartRefusalDelta:
-			refusal.Write(p.Text)
-		case PartToolCallArgs:
-		default:
-			continue
-		}
-		deltaBytes += int64(len(p.Text))
-	}
-	g.Text, g.Thinking, g.Refusal = text.String(), thinking.String(), refusal.String()
-	for _, tc := range res.ToolCalls {
-		if tc.Server { // server-run calls stream no Parts but are output all the same
-			deltaBytes += int64(len(tc.Arguments))
-		}
-	}
-	if res.OutputBytes != deltaBytes {
-		t.Errorf("OutputBytes = %d, delta parts carried %d", res.OutputBytes, deltaBytes)
-	}
-	openAICheckPartsAgree(t, res, parts)
-	return g
-}
-
-func openAIRunFile(t *testing.T, api API, path string) (*Result, []Part) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, parts, err := openAIRun(api, [][]byte{data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, parts
-}
-
-func openAICompare(t *testing.T, got, want openAIGolden) {
-	t.Helper()
-	if !reflect.DeepEqual(got.Calls, want.Calls) {
-		t.Errorf("calls:\n got %+v\nwant %+v", got.Calls, want.Calls)
-	}
-	if !reflect.DeepEqual(got.Usage, want.Usage) {
-		t.Errorf("usage: got %+v, want %+v", got.Usage, want.Usage)
-	}
-	got.Calls, want.Calls, got.Usage, want.Usage = nil, nil, nil, nil
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("\n got %+v\nwant %+v", got, want)
-	}
-}
 
 func TestChatStreams(t *testing.T) {
 	tests := []struct {
@@ -327,20 +222,6 @@ func TestChatStreams(t *testing.T) {
 	openAICheckCovered(t, "testdata/chat", covered)
 }
 
-// openAICheckCovered fails when a testdata stream has no golden.
-func openAICheckCovered(t *testing.T, dir string, covered map[string]bool) {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.sse"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		if !covered[filepath.Base(f)] {
-			t.Errorf("%s has no golden case", f)
-		}
-	}
-}
-
 func TestChatDecodeEdgeCases(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -388,6 +269,30 @@ func TestChatDecodeEdgeCases(t *testing.T) {
 			check: func(t *testing.T, res *Result) {
 				if len(res.Errors) != 1 || res.Errors[0].Message != "overloaded" || res.Truncated {
 					t.Errorf("Errors = %+v, Truncated = %v", res.Errors, res.Truncated)
+				}
+			},
+		},
+		{
+			name: "event error with plain-text data is still the error",
+			events: []Event{
+				{Name: []byte("error"), HasData: true, Data: []byte(`upstream connect error`)},
+			},
+			check: func(t *testing.T, res *Result) {
+				if len(res.Errors) != 1 || res.Errors[0].Message != "upstream connect error" || res.Unparsed != 0 ||
+					res.Truncated || res.StopReason() != StopError {
+					t.Errorf("got %+v", res)
+				}
+			},
+		},
+		{
+			name: "a fragment with neither index nor id continues the choice's last call",
+			events: []Event{
+				{HasData: true, Data: []byte(`{"choices":[{"delta":{"tool_calls":[{"index":4,"id":"k","function":{"name":"f","arguments":"{\"a\""}}]}}]}`)},
+				{HasData: true, Data: []byte(`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":":1}"}}]}}]}`)},
+			},
+			check: func(t *testing.T, res *Result) {
+				if len(res.ToolCalls) != 1 || string(res.ToolCalls[0].Arguments) != `{"a":1}` || res.ToolCalls[0].Index != 4 {
+					t.Errorf("ToolCalls = %+v", res.ToolCalls)
 				}
 			},
 		},
@@ -525,25 +430,6 @@ func TestDecodeChatJSON(t *testing.T) {
 	}
 }
 
-// openAIDigestJSON reduces a non-streaming Result (no Parts) for goldens.
-func openAIDigestJSON(res *Result) openAIGolden {
-	g := openAIGolden{ID: res.MessageID, Model: res.Model, Stops: res.Stops, Done: res.Done, Truncated: res.Truncated, Unparsed: res.Unparsed}
-	for _, tc := range res.ToolCalls {
-		g.Calls = append(g.Calls, openAIGoldenCall{
-			Choice: tc.Choice, Index: tc.Index, Type: tc.Type, ID: tc.ID, ItemID: tc.ItemID, Name: tc.Name,
-			Args: string(tc.Arguments), Complete: tc.Complete, Server: tc.Server,
-		})
-	}
-	if res.UsageSeen {
-		u := res.Usage
-		g.Usage = &u
-	}
-	for _, e := range res.Errors {
-		g.Errors = append(g.Errors, e.Type+": "+e.Message)
-	}
-	return g
-}
-
 // TestChatJSONMatchesStream: a body and the stream of the same reply give
 // the same Result.
 func TestChatJSONMatchesStream(t *testing.T) {
@@ -564,5 +450,20 @@ func TestChatJSONMatchesStream(t *testing.T) {
 	}
 	if !reflect.DeepEqual(fromBody, fromStream) {
 		t.Errorf("body  %+v\nstream %+v", fromBody, fromStream)
+	}
+}
+
+// TestChatResultSoFar: Result reflects the reply while it streams, and
+// Finish may be called more than once.
+func TestChatResultSoFar(t *testing.T) {
+	d := newChatDecoder()
+	d.Decode(&Event{HasData: true, Data: []byte(`{"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"hey"}}]}`)}, nil)
+	if res := d.Result(); res.MessageID != "c1" || res.OutputBytes != 3 || res.Truncated || res.Done {
+		t.Fatalf("mid-stream %+v", res)
+	}
+	first := d.Finish()
+	d.Decode(&Event{HasData: true, Data: []byte(`[DONE]`)}, nil)
+	if again := d.Finish(); again != first || !again.Truncated {
+		t.Errorf("second Finish changed the verdict: %+v", again)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -339,6 +340,142 @@ func openAICheckPartsAgree(t *testing.T, res *Result, parts []Part) {
 			if got := args[[2]int{tc.Choice, tc.Index}]; !bytes.Equal(got, tc.Arguments) {
 				t.Errorf("call %d/%d fragments %q != arguments %q", tc.Choice, tc.Index, got, tc.Arguments)
 			}
+		}
+	}
+}
+
+// openAIGolden is what a test expects of one decoded reply: the Result's
+// facts plus the text its delta Parts carried.
+type openAIGolden struct {
+	ID, Model string
+	Stops     []Stop
+	Calls     []openAIGoldenCall
+	Usage     *Usage // nil: no usage report
+	Errors    []string
+	Done      bool
+	Truncated bool
+	Unparsed  int
+	Text      string // text deltas, in arrival order
+	Thinking  string
+	Refusal   string
+}
+
+type openAIGoldenCall struct {
+	Choice, Index    int
+	Type, ID, ItemID string
+	Name, Args       string
+	Complete, Server bool
+}
+
+// openAIDigest reduces a Result and its Parts to what goldens state, and
+// checks the invariants every reply must keep.
+func openAIDigest(t *testing.T, res *Result, parts []Part) openAIGolden {
+	t.Helper()
+	g := openAIGolden{
+		ID: res.MessageID, Model: res.Model, Stops: res.Stops, Done: res.Done, Truncated: res.Truncated,
+		Unparsed: res.Unparsed,
+	}
+	for _, tc := range res.ToolCalls {
+		g.Calls = append(g.Calls, openAIGoldenCall{
+			Choice: tc.Choice, Index: tc.Index, Type: tc.Type, ID: tc.ID, ItemID: tc.ItemID, Name: tc.Name,
+			Args: string(tc.Arguments), Complete: tc.Complete, Server: tc.Server,
+		})
+	}
+	if res.UsageSeen {
+		u := res.Usage
+		g.Usage = &u
+	}
+	for _, e := range res.Errors {
+		g.Errors = append(g.Errors, e.Type+": "+e.Message)
+		if len(e.Raw) == 0 {
+			t.Errorf("error %q kept no raw JSON", e.Message)
+		}
+	}
+	var deltaBytes int64
+	var text, thinking, refusal strings.Builder
+	for _, p := range parts {
+		switch p.Kind {
+		case PartTextDelta:
+			text.Write(p.Text)
+		case PartThinkingDelta:
+			thinking.Write(p.Text)
+		case PartRefusalDelta:
+			refusal.Write(p.Text)
+		case PartToolCallArgs:
+		default:
+			continue
+		}
+		deltaBytes += int64(len(p.Text))
+	}
+	g.Text, g.Thinking, g.Refusal = text.String(), thinking.String(), refusal.String()
+	for _, tc := range res.ToolCalls {
+		if tc.Server { // server-run calls stream no Parts but are output all the same
+			deltaBytes += int64(len(tc.Arguments))
+		}
+	}
+	if res.OutputBytes != deltaBytes {
+		t.Errorf("OutputBytes = %d, delta parts carried %d", res.OutputBytes, deltaBytes)
+	}
+	openAICheckPartsAgree(t, res, parts)
+	return g
+}
+
+func openAIRunFile(t *testing.T, api API, path string) (*Result, []Part) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, parts, err := openAIRun(api, [][]byte{data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, parts
+}
+
+func openAICompare(t *testing.T, got, want openAIGolden) {
+	t.Helper()
+	if !reflect.DeepEqual(got.Calls, want.Calls) {
+		t.Errorf("calls:\n got %+v\nwant %+v", got.Calls, want.Calls)
+	}
+	if !reflect.DeepEqual(got.Usage, want.Usage) {
+		t.Errorf("usage: got %+v, want %+v", got.Usage, want.Usage)
+	}
+	got.Calls, want.Calls, got.Usage, want.Usage = nil, nil, nil, nil
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// openAIDigestJSON reduces a non-streaming Result (no Parts) for goldens.
+func openAIDigestJSON(res *Result) openAIGolden {
+	g := openAIGolden{ID: res.MessageID, Model: res.Model, Stops: res.Stops, Done: res.Done, Truncated: res.Truncated, Unparsed: res.Unparsed}
+	for _, tc := range res.ToolCalls {
+		g.Calls = append(g.Calls, openAIGoldenCall{
+			Choice: tc.Choice, Index: tc.Index, Type: tc.Type, ID: tc.ID, ItemID: tc.ItemID, Name: tc.Name,
+			Args: string(tc.Arguments), Complete: tc.Complete, Server: tc.Server,
+		})
+	}
+	if res.UsageSeen {
+		u := res.Usage
+		g.Usage = &u
+	}
+	for _, e := range res.Errors {
+		g.Errors = append(g.Errors, e.Type+": "+e.Message)
+	}
+	return g
+}
+
+// openAICheckCovered fails when a testdata stream has no golden.
+func openAICheckCovered(t *testing.T, dir string, covered map[string]bool) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.sse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !covered[filepath.Base(f)] {
+			t.Errorf("%s has no golden case", f)
 		}
 	}
 }

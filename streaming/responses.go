@@ -78,6 +78,12 @@ func (d *responsesDecoder) Decode(ev *Event, emit func(*Part)) {
 	}
 	root, err := openaiObject(data, "responses event")
 	if err != nil {
+		if string(ev.Name) == "error" {
+			// An error event whose data is plain text is still the error.
+			d.errored = true
+			d.addError(openaiProviderError(openaiText(data)), emit)
+			return
+		}
 		d.res.unparsed(err)
 		return
 	}

@@ -289,6 +289,15 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 			},
 		},
 		{
+			name:   "error event with plain-text data is still the error",
+			events: []Event{ev("error", `Internal Server Error`)},
+			check: func(t *testing.T, res *Result) {
+				if len(res.Errors) != 1 || res.Errors[0].Message != "Internal Server Error" || res.Unparsed != 0 || res.Truncated {
+					t.Errorf("got %+v", res)
+				}
+			},
+		},
+		{
 			name:   "invalid JSON is counted",
 			events: []Event{ev("response.output_text.delta", `{"type":"response.output_text.delta","delta":"x`)},
 			check: func(t *testing.T, res *Result) {
