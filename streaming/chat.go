@@ -52,7 +52,9 @@ func (d *chatDecoder) Finish() *Result {
 	return &d.res
 }
 
-// Decode handles one SSE event of a Chat Completions stream.
+// Decode handles one SSE event of a Chat Completions stream. An event the
+// stream's end cut off (Unterminated) is decoded like any other: a whole
+// JSON object or [DONE] is whole, a cut one fails to parse and is counted.
 func (d *chatDecoder) Decode(ev *Event, emit func(*Part)) {
 	if !ev.HasData {
 		return
@@ -61,7 +63,7 @@ func (d *chatDecoder) Decode(ev *Event, emit func(*Part)) {
 	if len(data) == 0 {
 		return // an empty data field carries nothing to decode
 	}
-	if bytes.HasPrefix(data, doneMarker) {
+	if bytes.HasPrefix(data, []byte(doneMarker)) {
 		if !d.res.Done {
 			d.res.Done = true
 			d.send(emit, Part{Kind: PartDone})
@@ -81,7 +83,8 @@ func (d *chatDecoder) Decode(ev *Event, emit func(*Part)) {
 	}
 }
 
-var doneMarker = []byte("[DONE]")
+// doneMarker ends a Chat Completions stream (the SDKs match its prefix).
+const doneMarker = "[DONE]"
 
 // chunk handles one chunk object (or one whole chat.completion body, whose
 // choices carry "message" where chunks carry "delta").

@@ -71,7 +71,7 @@ func (d *responsesDecoder) Decode(ev *Event, emit func(*Part)) {
 		return
 	}
 	data := bytes.TrimSpace(ev.Data)
-	if len(data) == 0 || bytes.HasPrefix(data, doneMarker) {
+	if len(data) == 0 || bytes.HasPrefix(data, []byte(doneMarker)) {
 		// Not part of this API; some compatible servers end with [DONE]
 		// anyway, and it carries nothing.
 		return
