@@ -1,12 +1,513 @@
 package streaming
 
-// Placeholder until the chat decoder lands.
-type chatDecoder struct{ res Result }
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"unsafe"
 
-func newChatDecoder() *chatDecoder { return &chatDecoder{} }
+	"github.com/tidwall/gjson"
+)
 
-func (d *chatDecoder) Decode(ev *Event, emit func(*Part)) {}
-func (d *chatDecoder) Finish() *Result                    { return &d.res }
-func (d *chatDecoder) Result() *Result                    { return &d.res }
+// The OpenAI Chat Completions decoder. One wire format is spoken by OpenAI,
+// Azure, DeepSeek, Groq, xAI, OpenRouter and Anthropic's compatible
+// endpoint, each with its own quirks (WIRE.md §1.6); the decoder keys
+// everything on what is present rather than on who sent it.
 
-func decodeChatJSON(body []byte) (*Result, error) { return nil, ErrInvalidJSON }
+var _ Decoder = (*chatDecoder)(nil)
+
+// chatCall locates one tool call accumulator: tool calls are keyed by
+// (choice, tool_calls index), and indices need not start at 0.
+type chatCall struct {
+	choice, index int
+	at            int // position in Result.ToolCalls
+}
+
+type chatDecoder struct {
+	res      Result
+	started  bool // PartMessageStart sent
+	errored  bool // an error arrived (event: error or an inline error object)
+	finished bool // Finish ran
+	calls    []chatCall
+	order    []int // scratch: a choice's calls sorted by index
+	part     Part  // reused for every emit
+	text     []byte
+}
+
+func newChatDecoder() *chatDecoder {
+	return &chatDecoder{res: Result{API: APIChat}}
+}
+
+// Result is the reply so far.
+func (d *chatDecoder) Result() *Result { return &d.res }
+
+// Finish marks the reply truncated when neither [DONE] nor an error came.
+// Tool calls whose choice never finished stay incomplete.
+func (d *chatDecoder) Finish() *Result {
+	if !d.finished {
+		d.finished = true
+		d.res.Truncated = !d.res.Done && !d.errored
+	}
+	return &d.res
+}
+
+// Decode handles one SSE event of a Chat Completions stream. An event the
+// stream's end cut off (Unterminated) is decoded like any other: a whole
+// JSON object or [DONE] is whole, a cut one fails to parse and is counted.
+func (d *chatDecoder) Decode(ev *Event, emit func(*Part)) {
+	if !ev.HasData {
+		return
+	}
+	data := bytes.TrimSpace(ev.Data)
+	if len(data) == 0 {
+		return // an empty data field carries nothing to decode
+	}
+	if bytes.HasPrefix(data, []byte(doneMarker)) {
+		if !d.res.Done {
+			d.res.Done = true
+			d.send(emit, Part{Kind: PartDone})
+		}
+		return
+	}
+	errorEvent := string(ev.Name) == "error"
+	root, err := openaiObject(data, "chat chunk")
+	switch {
+	case err == nil:
+		d.chunk(root, errorEvent, emit)
+	case errorEvent:
+		// An error event whose data is plain text is still the error.
+		d.providerError(openaiText(data), emit)
+	default:
+		d.res.unparsed(err)
+	}
+}
+
+// doneMarker ends a Chat Completions stream (the SDKs match its prefix).
+const doneMarker = "[DONE]"
+
+// chunk handles one chunk object (or one whole chat.completion body, whose
+// choices carry "message" where chunks carry "delta").
+func (d *chatDecoder) chunk(root gjson.Result, errorEvent bool, emit func(*Part)) {
+	// Fields are gathered first and acted on after: key order varies
+	// (Azure sends choices before id and model, and index after delta).
+	var id, model, choices, usage, errv gjson.Result
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "id":
+			id = v
+		case "model":
+			model = v
+		case "choices":
+			choices = v
+		case "usage":
+			usage = v
+		case "error":
+			errv = v
+		}
+		return true
+	})
+	if d.res.MessageID == "" && id.Type == gjson.String && id.Str != "" {
+		d.res.MessageID = strings.Clone(id.Str)
+	}
+	if d.res.Model == "" && model.Type == gjson.String && model.Str != "" {
+		d.res.Model = strings.Clone(model.Str)
+	}
+	if !d.started && d.res.MessageID != "" {
+		d.started = true
+		d.send(emit, Part{Kind: PartMessageStart, ID: d.res.MessageID, Model: d.res.Model})
+	}
+	if choices.IsArray() {
+		choices.ForEach(func(_, c gjson.Result) bool {
+			if c.IsObject() {
+				d.choice(c, emit)
+			}
+			return true
+		})
+	}
+	if usage.IsObject() {
+		d.res.Usage = chatUsage(usage)
+		d.res.UsageSeen = true
+		d.send(emit, Part{Kind: PartUsage, Usage: d.res.Usage})
+	}
+	switch {
+	case errv.IsObject() || errv.Type == gjson.String:
+		d.providerError(errv, emit)
+	case errorEvent:
+		// event: error whose data is the error itself, not wrapped.
+		d.providerError(root, emit)
+	}
+}
+
+func (d *chatDecoder) choice(c gjson.Result, emit func(*Part)) {
+	var index int
+	var delta, finish gjson.Result
+	c.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "index":
+			index = int(v.Int())
+		case "delta", "message":
+			delta = v
+		case "finish_reason":
+			finish = v
+		}
+		return true
+	})
+	if delta.IsObject() {
+		d.delta(index, delta, emit)
+	}
+	if finish.Type == gjson.String && finish.Str != "" {
+		d.finishChoice(index, finish.Str, emit)
+	}
+}
+
+func (d *chatDecoder) delta(choice int, delta gjson.Result, emit func(*Part)) {
+	var content, refusal, reasoningContent, reasoning, toolCalls, functionCall gjson.Result
+	delta.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "content":
+			content = v
+		case "refusal":
+			refusal = v
+		case "reasoning_content": // DeepSeek, xAI
+			reasoningContent = v
+		case "reasoning": // OpenRouter, Groq
+			reasoning = v
+		case "tool_calls":
+			toolCalls = v
+		case "function_call": // legacy functions API
+			functionCall = v
+		}
+		return true
+	})
+	if reasoningContent.Type != gjson.String || reasoningContent.Str == "" {
+		reasoningContent = reasoning // one thinking delta, whichever spelling came
+	}
+	d.textDelta(PartThinkingDelta, choice, reasoningContent, emit)
+	d.textDelta(PartTextDelta, choice, content, emit)
+	d.textDelta(PartRefusalDelta, choice, refusal, emit)
+	if toolCalls.IsArray() {
+		toolCalls.ForEach(func(_, tc gjson.Result) bool {
+			if tc.IsObject() {
+				d.toolFragment(choice, tc, emit)
+			}
+			return true
+		})
+	}
+	if functionCall.IsObject() {
+		var name, args gjson.Result
+		functionCall.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "name":
+				name = v
+			case "arguments":
+				args = v
+			}
+			return true
+		})
+		at := d.find(choice, 0)
+		if at < 0 {
+			at = d.open(choice, 0, "function_call", "", name.String(), emit)
+		}
+		d.fill(at, "", name.String())
+		d.appendArgs(at, args, emit)
+	}
+}
+
+func (d *chatDecoder) textDelta(kind PartKind, choice int, v gjson.Result, emit func(*Part)) {
+	if v.Type != gjson.String || v.Str == "" {
+		return
+	}
+	d.res.OutputBytes += int64(len(v.Str))
+	if emit == nil {
+		return
+	}
+	d.text = append(d.text[:0], v.Str...)
+	d.send(emit, Part{Kind: kind, Choice: choice, Text: d.text})
+}
+
+// toolFragment adds one tool_calls[] entry: the first fragment of a call
+// carries id, type and name; later ones carry only arguments text.
+func (d *chatDecoder) toolFragment(choice int, tc gjson.Result, emit func(*Part)) {
+	var index, id, typ, name, args gjson.Result
+	tc.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "index":
+			index = v
+		case "id":
+			id = v
+		case "type":
+			typ = v
+		case "function":
+			v.ForEach(func(k, v gjson.Result) bool {
+				switch k.Str {
+				case "name":
+					name = v
+				case "arguments":
+					args = v
+				}
+				return true
+			})
+		}
+		return true
+	})
+	at := -1
+	switch {
+	case index.Type == gjson.Number:
+		i := int(index.Int())
+		if at = d.find(choice, i); at < 0 {
+			at = d.open(choice, i, typ.String(), id.String(), name.String(), emit)
+		}
+	case id.String() != "":
+		// No index (whole calls in a chat.completion message, and some
+		// compatible servers): each id starts the choice's next call.
+		at = d.open(choice, d.nextIndex(choice), typ.String(), id.String(), name.String(), emit)
+	default:
+		// No index and no id: a continuation of the choice's latest call.
+		if at = d.last(choice); at < 0 {
+			at = d.open(choice, 0, typ.String(), "", name.String(), emit)
+		}
+	}
+	d.fill(at, id.String(), name.String())
+	d.appendArgs(at, args, emit)
+}
+
+func (d *chatDecoder) find(choice, index int) int {
+	for i := len(d.calls) - 1; i >= 0; i-- {
+		if c := d.calls[i]; c.choice == choice && c.index == index {
+			return c.at
+		}
+	}
+	return -1
+}
+
+func (d *chatDecoder) last(choice int) int {
+	for i := len(d.calls) - 1; i >= 0; i-- {
+		if d.calls[i].choice == choice {
+			return d.calls[i].at
+		}
+	}
+	return -1
+}
+
+func (d *chatDecoder) nextIndex(choice int) int {
+	next := 0
+	for _, c := range d.calls {
+		if c.choice == choice && c.index >= next {
+			next = c.index + 1
+		}
+	}
+	return next
+}
+
+func (d *chatDecoder) open(choice, index int, typ, id, name string, emit func(*Part)) int {
+	if typ == "" {
+		typ = "function"
+	}
+	at := len(d.res.ToolCalls)
+	d.res.ToolCalls = append(d.res.ToolCalls, ToolCall{
+		Choice: choice, Index: index, Type: strings.Clone(typ), ID: strings.Clone(id), Name: strings.Clone(name),
+	})
+	d.calls = append(d.calls, chatCall{choice: choice, index: index, at: at})
+	tc := &d.res.ToolCalls[at]
+	d.send(emit, Part{Kind: PartToolCallStart, Choice: choice, Index: index, ID: tc.ID, Name: tc.Name, Type: tc.Type})
+	return at
+}
+
+// fill completes an id or name that a later fragment carried when the
+// first did not.
+func (d *chatDecoder) fill(at int, id, name string) {
+	tc := &d.res.ToolCalls[at]
+	if tc.ID == "" && id != "" {
+		tc.ID = strings.Clone(id)
+	}
+	if tc.Name == "" && name != "" {
+		tc.Name = strings.Clone(name)
+	}
+}
+
+func (d *chatDecoder) appendArgs(at int, args gjson.Result, emit func(*Part)) {
+	frag := args.Str
+	if args.IsObject() || args.IsArray() {
+		frag = args.Raw // some compatible servers send arguments as an object
+	}
+	if frag == "" {
+		return
+	}
+	tc := &d.res.ToolCalls[at]
+	tc.Arguments = append(tc.Arguments, frag...)
+	d.res.OutputBytes += int64(len(frag))
+	if emit == nil {
+		return
+	}
+	d.text = append(d.text[:0], frag...)
+	d.send(emit, Part{Kind: PartToolCallArgs, Choice: tc.Choice, Index: tc.Index, ID: tc.ID, Text: d.text})
+}
+
+// finishChoice records a choice's stop once (OpenRouter repeats
+// finish_reason) after closing the choice's tool calls in index order.
+func (d *chatDecoder) finishChoice(choice int, raw string, emit func(*Part)) {
+	if d.stopped(choice) {
+		return
+	}
+	d.order = d.order[:0]
+	for _, c := range d.calls {
+		if c.choice == choice {
+			d.order = append(d.order, c.at)
+		}
+	}
+	slices.SortFunc(d.order, func(a, b int) int { return d.res.ToolCalls[a].Index - d.res.ToolCalls[b].Index })
+	for _, at := range d.order {
+		tc := &d.res.ToolCalls[at]
+		if tc.Complete {
+			continue
+		}
+		tc.Complete = true
+		d.send(emit, Part{
+			Kind: PartToolCallEnd, Choice: choice, Index: tc.Index, ID: tc.ID, Name: tc.Name, Type: tc.Type,
+			Text: tc.Arguments[:len(tc.Arguments):len(tc.Arguments)],
+		})
+	}
+	reason, raw := chatStopReason(raw)
+	d.stop(choice, reason, raw, emit)
+}
+
+func (d *chatDecoder) stopped(choice int) bool {
+	for _, s := range d.res.Stops {
+		if s.Choice == choice {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *chatDecoder) stop(choice int, reason StopReason, raw string, emit func(*Part)) {
+	s := Stop{Choice: choice, Reason: reason, Raw: raw}
+	d.res.Stops = append(d.res.Stops, s)
+	d.send(emit, Part{Kind: PartStop, Choice: choice, Stop: s})
+}
+
+// providerError records an error object (or string). The reply's stop
+// becomes an error unless choice 0 already finished: OpenRouter reports
+// "Token limit reached" after the choice stopped for length.
+func (d *chatDecoder) providerError(v gjson.Result, emit func(*Part)) {
+	pe := openaiProviderError(v)
+	d.res.Errors = append(d.res.Errors, pe)
+	d.errored = true
+	d.send(emit, Part{Kind: PartError, Err: &pe})
+	if !d.stopped(0) {
+		d.stop(0, StopError, "error", emit)
+	}
+}
+
+func (d *chatDecoder) send(emit func(*Part), p Part) {
+	if emit == nil {
+		return
+	}
+	d.part = p
+	emit(&d.part)
+}
+
+// chatStopReason normalizes a finish_reason and returns the raw value as a
+// string that does not alias the event buffer.
+func chatStopReason(raw string) (StopReason, string) {
+	switch raw {
+	case "stop":
+		return StopEndTurn, "stop"
+	case "length":
+		return StopMaxTokens, "length"
+	case "tool_calls":
+		return StopToolUse, "tool_calls"
+	case "function_call":
+		return StopToolUse, "function_call"
+	case "content_filter":
+		return StopContentFilter, "content_filter"
+	}
+	raw = strings.Clone(raw)
+	return StopReason(raw), raw
+}
+
+// chatUsage normalizes a CompletionUsage object (WIRE.md §1.3, §1.6).
+func chatUsage(u gjson.Result) Usage {
+	prompt := nonNegative(u.Get("prompt_tokens").Int())
+	completion := nonNegative(u.Get("completion_tokens").Int())
+	total := nonNegative(u.Get("total_tokens").Int())
+	cached := nonNegative(u.Get("prompt_tokens_details.cached_tokens").Int())
+	if cached == 0 {
+		// DeepSeek reports its cache hits in a field of its own.
+		cached = nonNegative(u.Get("prompt_cache_hit_tokens").Int())
+	}
+	write := nonNegative(u.Get("prompt_tokens_details.cache_write_tokens").Int())
+	reasoning := nonNegative(u.Get("completion_tokens_details.reasoning_tokens").Int())
+	output := completion
+	if reasoning > 0 && total == prompt+completion+reasoning {
+		// xAI counts reasoning outside completion_tokens (but inside total).
+		output += reasoning
+	}
+	return Usage{
+		InputTokens:       nonNegative(prompt - cached - write),
+		CachedInputTokens: cached,
+		CacheWriteTokens:  write,
+		OutputTokens:      output,
+		ReasoningTokens:   reasoning,
+	}
+}
+
+// nonNegative keeps a malformed report from crediting a budget.
+func nonNegative(n int64) int64 { return max(n, 0) }
+
+// openaiProviderError builds a ProviderError from an OpenAI-style error
+// object ({"type","code","message",...}) or a bare error string.
+func openaiProviderError(v gjson.Result) ProviderError {
+	pe := ProviderError{Raw: []byte(v.Raw)}
+	if !v.IsObject() {
+		pe.Message = strings.Clone(v.String())
+		return pe
+	}
+	typ := v.Get("type").String()
+	if typ == "" {
+		typ = v.Get("code").String()
+	}
+	pe.Type = strings.Clone(typ)
+	pe.Message = strings.Clone(v.Get("message").String())
+	return pe
+}
+
+// openaiText wraps non-JSON data as a string value, for error events whose
+// data is plain text.
+func openaiText(data []byte) gjson.Result {
+	s := unsafe.String(unsafe.SliceData(data), len(data))
+	return gjson.Result{Type: gjson.String, Str: s, Raw: s}
+}
+
+// openaiObject checks that data is one JSON object and returns it parsed.
+// The returned Result aliases data: strings kept past the event must be
+// cloned.
+func openaiObject(data []byte, what string) (gjson.Result, error) {
+	s := unsafe.String(unsafe.SliceData(data), len(data))
+	if !gjson.Valid(s) {
+		return gjson.Result{}, fmt.Errorf("%w: %s of %d bytes", ErrInvalidJSON, what, len(data))
+	}
+	root := gjson.Parse(s)
+	if !root.IsObject() {
+		return gjson.Result{}, fmt.Errorf("%w: %s is not an object", ErrInvalidJSON, what)
+	}
+	return root, nil
+}
+
+// decodeChatJSON decodes a non-streaming chat.completion body (or an error
+// body) into the Result its stream would give.
+func decodeChatJSON(body []byte) (*Result, error) {
+	root, err := openaiObject(bytes.TrimSpace(body), "chat completion")
+	if err != nil {
+		return nil, err
+	}
+	d := newChatDecoder()
+	d.chunk(root, false, nil)
+	d.res.Done = true
+	for i := range d.res.ToolCalls {
+		d.res.ToolCalls[i].Complete = true // a message's calls are whole
+	}
+	res := d.Finish()
+	return res, nil
+}

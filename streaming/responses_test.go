@@ -1,0 +1,444 @@
+package streaming
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+func TestResponsesStreams(t *testing.T) {
+	weather := `{"location":"Boston, MA","unit":"celsius"}`
+	tests := []struct {
+		file  string
+		want  openAIGolden
+		kinds []PartKind // when set, the exact Part sequence
+	}{
+		{
+			file: "function-call-sequence-number.sse",
+			want: openAIGolden{
+				ID: "resp_FC1", Model: "gpt-4.1-2025-04-14",
+				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+				Calls: []openAIGoldenCall{
+					{Type: "function_call", ID: "call_001", ItemID: "fc_001", Name: "get_current_weather", Args: weather, Complete: true},
+				},
+				Usage: &Usage{InputTokens: 75, OutputTokens: 23},
+				Done:  true,
+			},
+		},
+		{
+			file: "function-call-no-sequence-done-without-name.sse",
+			want: openAIGolden{
+				ID: "resp_FC0", Model: "gpt-4.1-2025-04-14",
+				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+				Calls: []openAIGoldenCall{
+					{Type: "function_call", ID: "call_001", ItemID: "fc_001", Name: "get_current_weather", Args: weather, Complete: true},
+				},
+				Usage: &Usage{InputTokens: 75, OutputTokens: 23},
+				Done:  true,
+			},
+			kinds: []PartKind{
+				PartMessageStart, PartToolCallStart,
+				PartToolCallArgs, PartToolCallArgs, PartToolCallArgs, PartToolCallArgs, PartToolCallArgs,
+				PartToolCallArgs, PartToolCallArgs, PartToolCallArgs, PartToolCallArgs, PartToolCallArgs,
+				PartToolCallEnd, PartUsage, PartStop, PartDone,
+			},
+		},
+		{
+			file: "custom-tool-call.sse",
+			want: openAIGolden{
+				ID: "resp_CT1", Model: "gpt-5-2025-08-07",
+				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+				Calls: []openAIGoldenCall{{
+					Type: "custom_tool_call", ID: "call_ct1", ItemID: "ctc_001", Name: "apply_patch", Complete: true,
+					Args: "*** Begin Patch\n*** Update File: a.go\n@@\n-x\n+y\n*** End Patch",
+				}},
+				Usage: &Usage{InputTokens: 300, OutputTokens: 60, ReasoningTokens: 40},
+				Done:  true,
+			},
+		},
+		{
+			file: "reasoning-then-function-call.sse",
+			want: openAIGolden{
+				ID: "resp_RS1", Model: "gpt-5-mini-2025-08-07",
+				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+				Calls: []openAIGoldenCall{
+					{Index: 1, Type: "function_call", ID: "call_101", ItemID: "fc_101", Name: "calculator", Args: `{"a":12,"b":7,"op":"add"}`, Complete: true},
+				},
+				Usage:    &Usage{InputTokens: 134, OutputTokens: 28, ReasoningTokens: 12},
+				Done:     true,
+				Thinking: "**Adding**\n\nI will add 12 and 7.",
+			},
+		},
+		{
+			file: "incomplete-max-output-tokens.sse",
+			want: openAIGolden{
+				ID: "resp_IN1", Model: "gpt-4o-2024-08-06",
+				Stops: []Stop{{Reason: StopMaxTokens, Raw: "response.incomplete:max_output_tokens"}},
+				Usage: &Usage{}, // reported, all zero
+				Done:  true, Text: "In the bustling city",
+			},
+		},
+		{
+			file: "incomplete-content-filter-refusal.sse",
+			want: openAIGolden{
+				ID: "resp_CF1", Model: "gpt-4.1-2025-04-14",
+				Stops:   []Stop{{Reason: StopContentFilter, Raw: "response.incomplete:content_filter"}},
+				Usage:   &Usage{InputTokens: 50, OutputTokens: 9},
+				Done:    true,
+				Refusal: "I can't help with that.",
+			},
+		},
+		{
+			file: "error-then-failed.sse",
+			want: openAIGolden{
+				ID: "resp_ER1", Model: "gpt-5-nano-2025-08-07",
+				Stops:  []Stop{{Reason: StopError, Raw: "response.failed"}},
+				Errors: []string{"insufficient_quota: You exceeded your current quota."}, // once, not again for response.failed
+				Done:   true,
+			},
+			kinds: []PartKind{PartMessageStart, PartError, PartStop, PartDone},
+		},
+		{
+			file: "failed-server-error.sse",
+			want: openAIGolden{
+				ID: "resp_FA1", Model: "gpt-4.1-2025-04-14",
+				Stops:  []Stop{{Reason: StopError, Raw: "response.failed"}},
+				Errors: []string{"server_error: The server had an error."},
+				Usage:  &Usage{InputTokens: 20, OutputTokens: 1},
+				Done:   true, Text: "Partial",
+			},
+		},
+		{
+			file: "flat-error.sse",
+			want: openAIGolden{
+				ID: "resp_FL1", Model: "gpt-4.1-2025-04-14",
+				Stops:  []Stop{{Reason: StopError, Raw: "error"}},
+				Errors: []string{"rate_limit_exceeded: Rate limit reached."},
+			},
+		},
+		{
+			file: "cached-tokens.sse",
+			want: openAIGolden{
+				ID: "resp_CA1", Model: "gpt-4o-2024-08-06",
+				Stops: []Stop{{Reason: StopEndTurn, Raw: "response.completed"}},
+				Usage: &Usage{InputTokens: 100, CachedInputTokens: 1390, CacheWriteTokens: 25, OutputTokens: 8},
+				Done:  true, Text: "Cached answer.",
+			},
+		},
+		{
+			file: "parallel-calls-item-done.sse",
+			want: openAIGolden{
+				ID: "resp_PD1", Model: "gpt-4.1-2025-04-14",
+				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+				Calls: []openAIGoldenCall{
+					{Index: 0, Type: "function_call", ID: "call_201", ItemID: "fc_201", Name: "read", Args: `{"path":"a.txt"}`, Complete: true},
+					{Index: 1, Type: "function_call", ID: "call_202", ItemID: "fc_202", Name: "list", Args: `{"dir":"."}`, Complete: true},
+				},
+				Usage: &Usage{InputTokens: 90, OutputTokens: 30},
+				Done:  true,
+			},
+		},
+		{
+			file: "mcp-call-server.sse",
+			want: openAIGolden{
+				ID: "resp_MC1", Model: "gpt-4.1-2025-04-14",
+				Stops: []Stop{{Reason: StopEndTurn, Raw: "response.completed"}},
+				Calls: []openAIGoldenCall{
+					{Type: "mcp_call", ItemID: "mcp_001", Name: "search", Args: `{"q":"sse"}`, Complete: true, Server: true},
+				},
+				Usage: &Usage{InputTokens: 400, OutputTokens: 20},
+				Done:  true, Text: "Found 3.",
+			},
+		},
+		{
+			file: "truncated-no-terminal.sse",
+			want: openAIGolden{
+				ID: "resp_TR1", Model: "gpt-4.1-2025-04-14",
+				Calls: []openAIGoldenCall{
+					{Type: "function_call", ID: "call_301", ItemID: "fc_301", Name: "write_file", Args: `{"path":"b.txt","body":"`},
+				},
+				Truncated: true,
+			},
+		},
+		{
+			file: "no-event-lines.sse",
+			want: openAIGolden{
+				ID: "resp_NE1", Model: "local-model",
+				Stops: []Stop{{Reason: StopEndTurn, Raw: "response.completed"}},
+				Usage: &Usage{InputTokens: 5, OutputTokens: 1},
+				Done:  true, Text: "Hi",
+			},
+		},
+	}
+	covered := map[string]bool{}
+	for _, tt := range tests {
+		covered[tt.file] = true
+		t.Run(tt.file, func(t *testing.T) {
+			res, parts := openAIRunFile(t, APIResponses, filepath.Join("testdata/responses", tt.file))
+			openAICompare(t, openAIDigest(t, res, parts), tt.want)
+			if tt.kinds != nil {
+				var kinds []PartKind
+				for _, p := range parts {
+					kinds = append(kinds, p.Kind)
+				}
+				if !reflect.DeepEqual(kinds, tt.kinds) {
+					t.Errorf("parts %v, want %v", kinds, tt.kinds)
+				}
+			}
+		})
+	}
+	openAICheckCovered(t, "testdata/responses", covered)
+}
+
+func TestResponsesDecodeEdgeCases(t *testing.T) {
+	ev := func(name, data string) Event {
+		return Event{Name: []byte(name), HasData: true, Data: []byte(data)}
+	}
+	tests := []struct {
+		name   string
+		events []Event
+		check  func(t *testing.T, res *Result)
+	}{
+		{
+			name: "the JSON type wins over the event name",
+			events: []Event{
+				ev("message", `{"type":"response.created","response":{"id":"r1","model":"m"}}`),
+				ev("response.output_text.delta", `{"type":"response.completed","response":{"id":"r1","status":"completed","output":[]}}`),
+			},
+			check: func(t *testing.T, res *Result) {
+				if !res.Done || res.MessageID != "r1" || res.OutputBytes != 0 {
+					t.Errorf("got %+v", res)
+				}
+			},
+		},
+		{
+			name: "the event name is the fallback when the JSON has no type",
+			events: []Event{
+				ev("response.output_text.delta", `{"delta":"abc"}`),
+			},
+			check: func(t *testing.T, res *Result) {
+				if res.OutputBytes != 3 {
+					t.Errorf("OutputBytes = %d", res.OutputBytes)
+				}
+			},
+		},
+		{
+			name: "deltas matched by output_index when item_id is missing",
+			events: []Event{
+				ev("", `{"type":"response.output_item.added","output_index":3,"item":{"type":"function_call","id":"fc_9","call_id":"call_9","name":"f","arguments":""}}`),
+				ev("", `{"type":"response.function_call_arguments.delta","output_index":3,"delta":"{}"}`),
+			},
+			check: func(t *testing.T, res *Result) {
+				if len(res.ToolCalls) != 1 || string(res.ToolCalls[0].Arguments) != "{}" || res.ToolCalls[0].Complete {
+					t.Errorf("ToolCalls = %+v", res.ToolCalls)
+				}
+			},
+		},
+		{
+			name: ".done arguments replace the deltas",
+			events: []Event{
+				ev("", `{"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"c","name":"f","arguments":""}}`),
+				ev("", `{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":"{\"a\":"}`),
+				ev("", `{"type":"response.function_call_arguments.done","item_id":"fc_1","arguments":"{\"a\":2}"}`),
+				ev("", `{"type":"response.output_item.done","output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"c","name":"f","arguments":"{\"a\":3}","status":"completed"}}`),
+			},
+			check: func(t *testing.T, res *Result) {
+				if string(res.ToolCalls[0].Arguments) != `{"a":2}` || !res.ToolCalls[0].Complete {
+					t.Errorf("ToolCalls = %+v", res.ToolCalls)
+				}
+			},
+		},
+		{
+			name: "a call only in the completed output is recorded",
+			events: []Event{
+				ev("", `{"type":"response.completed","response":{"id":"r","status":"completed","output":[{"type":"message","content":[]},{"type":"function_call","id":"fc_2","call_id":"call_2","name":"g","arguments":"{}","status":"completed"}]}}`),
+			},
+			check: func(t *testing.T, res *Result) {
+				want := ToolCall{Index: 1, Type: "function_call", ID: "call_2", ItemID: "fc_2", Name: "g", Arguments: []byte("{}"), Complete: true}
+				if len(res.ToolCalls) != 1 || !reflect.DeepEqual(res.ToolCalls[0], want) || res.StopReason() != StopToolUse {
+					t.Errorf("ToolCalls = %+v, stop %q", res.ToolCalls, res.StopReason())
+				}
+			},
+		},
+		{
+			name: "only the first terminal event counts",
+			events: []Event{
+				ev("", `{"type":"response.completed","response":{"id":"r","status":"completed"}}`),
+				ev("", `{"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"x","message":"y"}}}`),
+			},
+			check: func(t *testing.T, res *Result) {
+				if len(res.Stops) != 1 || len(res.Errors) != 0 {
+					t.Errorf("Stops = %+v, Errors = %+v", res.Stops, res.Errors)
+				}
+			},
+		},
+		{
+			name: "a failed response with a new code reports it after an error event",
+			events: []Event{
+				ev("error", `{"type":"error","error":{"type":"server_error","code":"a","message":"first"}}`),
+				ev("", `{"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"b","message":"second"}}}`),
+			},
+			check: func(t *testing.T, res *Result) {
+				if len(res.Errors) != 2 || res.Errors[1].Type != "b" || res.Truncated {
+					t.Errorf("Errors = %+v", res.Errors)
+				}
+			},
+		},
+		{
+			name:   "error event with plain-text data is still the error",
+			events: []Event{ev("error", `Internal Server Error`)},
+			check: func(t *testing.T, res *Result) {
+				if len(res.Errors) != 1 || res.Errors[0].Message != "Internal Server Error" || res.Unparsed != 0 || res.Truncated {
+					t.Errorf("got %+v", res)
+				}
+			},
+		},
+		{
+			name:   "invalid JSON is counted",
+			events: []Event{ev("response.output_text.delta", `{"type":"response.output_text.delta","delta":"x`)},
+			check: func(t *testing.T, res *Result) {
+				if res.Unparsed != 1 || !errors.Is(res.UnparsedErrors[0], ErrInvalidJSON) || !res.Truncated {
+					t.Errorf("got %+v", res)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newResponsesDecoder()
+			for i := range tt.events {
+				d.Decode(&tt.events[i], nil)
+			}
+			tt.check(t, d.Finish())
+		})
+	}
+}
+
+var responsesJSONCases = []openAIJSONCase{
+	{
+		name: "function call",
+		body: `{"id":"resp_J1","object":"response","status":"completed","error":null,"incomplete_details":null,"model":"gpt-4.1","output":[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Oslo\"}","status":"completed"}],"usage":{"input_tokens":50,"input_tokens_details":{"cached_tokens":10},"output_tokens":12,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":62}}`,
+		want: openAIGolden{
+			ID: "resp_J1", Model: "gpt-4.1", Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+			Calls: []openAIGoldenCall{
+				{Type: "function_call", ID: "call_1", ItemID: "fc_1", Name: "get_weather", Args: `{"city":"Oslo"}`, Complete: true},
+			},
+			Usage: &Usage{InputTokens: 40, CachedInputTokens: 10, OutputTokens: 12}, Done: true,
+		},
+	},
+	{
+		name: "text after reasoning",
+		body: `{"id":"resp_J2","object":"response","status":"completed","model":"o4-mini","output":[{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"think"}]},{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Hello","annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":40,"output_tokens_details":{"reasoning_tokens":32}}}`,
+		want: openAIGolden{
+			ID: "resp_J2", Model: "o4-mini", Stops: []Stop{{Reason: StopEndTurn, Raw: "response.completed"}},
+			Usage: &Usage{InputTokens: 9, OutputTokens: 40, ReasoningTokens: 32}, Done: true,
+		},
+	},
+	{
+		name: "incomplete for max_output_tokens",
+		body: `{"id":"resp_J3","object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"model":"gpt-4o","output":[{"type":"message","id":"msg_2","status":"incomplete","content":[{"type":"output_text","text":"Once"}]}],"usage":{"input_tokens":5,"output_tokens":16}}`,
+		want: openAIGolden{
+			ID: "resp_J3", Model: "gpt-4o", Stops: []Stop{{Reason: StopMaxTokens, Raw: "response.incomplete:max_output_tokens"}},
+			Usage: &Usage{InputTokens: 5, OutputTokens: 16}, Done: true,
+		},
+	},
+	{
+		name: "failed response",
+		body: `{"id":"resp_J4","object":"response","status":"failed","error":{"code":"server_error","message":"oops"},"model":"gpt-4o","output":[],"usage":null}`,
+		want: openAIGolden{
+			ID: "resp_J4", Model: "gpt-4o", Stops: []Stop{{Reason: StopError, Raw: "response.failed"}},
+			Errors: []string{"server_error: oops"}, Done: true,
+		},
+	},
+	{
+		name: "custom tool call and cancelled status",
+		body: `{"id":"resp_J5","object":"response","status":"cancelled","model":"gpt-5","output":[{"type":"custom_tool_call","id":"ctc_1","call_id":"call_c","name":"shell","input":"ls -la","status":"completed"}]}`,
+		want: openAIGolden{
+			ID: "resp_J5", Model: "gpt-5", Stops: []Stop{{Reason: "cancelled", Raw: "response.cancelled"}},
+			Calls: []openAIGoldenCall{
+				{Type: "custom_tool_call", ID: "call_c", ItemID: "ctc_1", Name: "shell", Args: "ls -la", Complete: true},
+			},
+			Done: true,
+		},
+	},
+	{
+		name: "queued background response",
+		body: `{"id":"resp_J6","object":"response","status":"queued","model":"o3","output":[],"usage":null}`,
+		want: openAIGolden{ID: "resp_J6", Model: "o3", Done: true},
+	},
+	{
+		name: "error body",
+		body: `{"error":{"message":"The model does not exist.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`,
+		want: openAIGolden{
+			Stops:  []Stop{{Reason: StopError, Raw: "error"}},
+			Errors: []string{"invalid_request_error: The model does not exist."}, Done: true,
+		},
+	},
+	{name: "invalid JSON", body: `{"id":"resp_x","output":[`, err: true},
+	{name: "not an object", body: `null`, err: true},
+}
+
+func TestDecodeResponsesJSON(t *testing.T) {
+	for _, tt := range responsesJSONCases {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := DecodeJSON(APIResponses, []byte(tt.body))
+			if tt.err {
+				if !errors.Is(err, ErrInvalidJSON) || res != nil {
+					t.Fatalf("got %v, %v; want ErrInvalidJSON", res, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.API != APIResponses {
+				t.Errorf("API = %q", res.API)
+			}
+			openAICompare(t, openAIDigestJSON(res), tt.want)
+		})
+	}
+}
+
+// TestResponsesJSONMatchesStream: the final Response of a stream, decoded
+// as a body, gives the stream's Result.
+func TestResponsesJSONMatchesStream(t *testing.T) {
+	for _, file := range []string{"function-call-sequence-number.sse", "custom-tool-call.sse", "cached-tokens.sse"} {
+		t.Run(file, func(t *testing.T) {
+			path := filepath.Join("testdata/responses", file)
+			fromStream, _ := openAIRunFile(t, APIResponses, path)
+			final := openAIFinalResponse(t, path)
+			fromBody, err := DecodeJSON(APIResponses, final)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(fromBody, fromStream) {
+				t.Errorf("body   %+v\nstream %+v", fromBody, fromStream)
+			}
+		})
+	}
+}
+
+// openAIFinalResponse returns the Response object of a stream's terminal
+// event.
+func openAIFinalResponse(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var final []byte
+	err = NewReader(0).Feed(data, func(ev *Event) error {
+		if r := gjson.GetBytes(ev.Data, "response"); r.Get("status").Str == "completed" {
+			final = []byte(r.Raw)
+		}
+		return nil
+	})
+	if err != nil || final == nil {
+		t.Fatalf("no completed response in %s: %v", path, err)
+	}
+	return final
+}
