@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -79,18 +76,34 @@ func (d *anthropicDecoder) Decode(ev *Event, emit func(*Part)) {
 		return
 	}
 	js := jsonView(data)
-	typ := gjson.Get(js, "type").Str
-	if typ == "" || string(ev.Name) == "error" {
-		typ = jsonView(ev.Name)
+	// One pass over the top level finds what a content_block_delta, by far
+	// the most frequent event, needs; the rarer events use gjson paths.
+	var typ, index, delta jsonMember
+	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
+		switch m.key {
+		case "type":
+			typ = firstMember(typ, m)
+		case "index":
+			index = firstMember(index, m)
+		case "delta":
+			delta = firstMember(delta, m)
+		}
+	}
+	name := ""
+	if isJSONString(typ.val) {
+		name = jsonStringValue(typ.val)
+	}
+	if name == "" || string(ev.Name) == "error" {
+		name = jsonView(ev.Name)
 	}
 	var err error
-	switch typ {
+	switch name {
 	case "content_block_delta":
-		err = d.blockDelta(data, js, emit)
+		err = d.blockDelta(data, index, delta, emit)
 	case "content_block_start":
-		err = d.blockStart(data, js, emit)
+		err = d.blockStart(data, js, index, emit)
 	case "content_block_stop":
-		err = d.blockStop(js, emit)
+		err = d.blockStop(index, emit)
 	case "message_start":
 		err = d.messageStart(js, emit)
 	case "message_delta":
@@ -185,8 +198,8 @@ func (d *anthropicDecoder) error(data []byte, js string, emit func(*Part)) error
 	return err
 }
 
-func (d *anthropicDecoder) blockStart(data []byte, js string, emit func(*Part)) error {
-	index, ok := blockIndex(gjson.Get(js, "index"))
+func (d *anthropicDecoder) blockStart(data []byte, js string, indexMember jsonMember, emit func(*Part)) error {
+	index, ok := memberIndex(indexMember)
 	if !ok {
 		return anthropicEventErr("content_block_start", "no valid index")
 	}
@@ -240,53 +253,74 @@ func (d *anthropicDecoder) blockStart(data []byte, js string, emit func(*Part)) 
 	return err
 }
 
-func (d *anthropicDecoder) blockDelta(data []byte, js string, emit func(*Part)) error {
-	index, ok := blockIndex(gjson.Get(js, "index"))
+func (d *anthropicDecoder) blockDelta(data []byte, indexMember, deltaMember jsonMember, emit func(*Part)) error {
+	index, ok := memberIndex(indexMember)
 	if !ok {
 		return anthropicEventErr("content_block_delta", "no valid index")
 	}
-	delta := gjson.Get(js, "delta")
-	typ := delta.Get("type")
-	if !delta.IsObject() || typ.Type != gjson.String {
+	// The field a delta carries is named by its type, which may come after
+	// it: keep each candidate until the type is known.
+	var typ jsonMember
+	var fields [4]jsonMember // text, thinking, partial_json, signature
+	if strings.HasPrefix(deltaMember.val, "{") {
+		for m, next, ok := nextMember(deltaMember.val, 1); ok; m, next, ok = nextMember(deltaMember.val, next) {
+			switch m.key {
+			case "type":
+				typ = firstMember(typ, m)
+			case "text":
+				fields[0] = firstMember(fields[0], m)
+			case "thinking":
+				fields[1] = firstMember(fields[1], m)
+			case "partial_json":
+				fields[2] = firstMember(fields[2], m)
+			case "signature":
+				fields[3] = firstMember(fields[3], m)
+			}
+		}
+	}
+	if !isJSONString(typ.val) {
 		return anthropicEventErr("content_block_delta", "no delta type")
 	}
 	b, ok := d.open[index]
 	if !ok {
 		return anthropicEventErr("content_block_delta", "delta for a block not started")
 	}
-	var field string
-	switch typ.Str {
+	kind := jsonStringValue(typ.val)
+	var text jsonMember
+	switch kind {
 	case "text_delta":
-		field = "text"
+		text = fields[0]
 	case "thinking_delta":
-		field = "thinking"
+		text = fields[1]
 	case "input_json_delta":
-		field = "partial_json"
+		text = fields[2]
 	case "signature_delta":
-		field = "signature"
+		text = fields[3]
 	default:
 		return nil // citations_delta and future delta types carry nothing counted here
 	}
-	v := delta.Get(field)
-	if v.Type != gjson.String {
-		return anthropicEventErr("content_block_delta", typ.Str+" without "+field)
+	if !isJSONString(text.val) {
+		return anthropicEventErr("content_block_delta", kind+" without its string field")
 	}
-	switch typ.Str {
+	off := deltaMember.off + text.off
+	raw := data[off : off+len(text.val) : off+len(text.val)]
+	switch kind {
 	case "text_delta":
-		d.emitText(PartTextDelta, index, jsonBytes(data, v), emit)
+		d.emitText(PartTextDelta, index, raw, emit)
 	case "thinking_delta":
-		d.emitText(PartThinkingDelta, index, jsonBytes(data, v), emit)
+		d.emitText(PartThinkingDelta, index, raw, emit)
 	case "input_json_delta":
 		switch b.kind {
 		case anthropicTool:
 			tc := &d.res.ToolCalls[b.call]
 			n := len(tc.Arguments)
-			tc.Arguments = appendJSONString(tc.Arguments, v.Raw)
+			tc.Arguments = appendJSONString(tc.Arguments, text.val)
 			frag := tc.Arguments[n:len(tc.Arguments):len(tc.Arguments)]
 			d.res.OutputBytes += int64(len(frag))
 			d.emit(emit, Part{Kind: PartToolCallArgs, Index: index, Text: frag})
 		case anthropicText, anthropicThinking:
 			return anthropicEventErr("content_block_delta", "input_json_delta for a text block")
+		case anthropicOpaque: // nothing is assembled from opaque blocks
 		}
 	}
 	return nil
@@ -306,8 +340,8 @@ func (d *anthropicDecoder) emitText(kind PartKind, index int, s []byte, emit fun
 	d.emit(emit, Part{Kind: kind, Index: index, Text: text})
 }
 
-func (d *anthropicDecoder) blockStop(js string, emit func(*Part)) error {
-	index, ok := blockIndex(gjson.Get(js, "index"))
+func (d *anthropicDecoder) blockStop(indexMember jsonMember, emit func(*Part)) error {
+	index, ok := memberIndex(indexMember)
 	if !ok {
 		return anthropicEventErr("content_block_stop", "no valid index")
 	}
@@ -532,102 +566,18 @@ func emptyJSONObject(raw string) bool {
 	return strings.TrimSpace(raw[1:len(raw)-1]) == ""
 }
 
-// cloneStr copies a string value out of the event data (which the Reader
-// reuses), or returns "" when r is not a string.
-func cloneStr(r gjson.Result) string {
-	if r.Type != gjson.String {
-		return ""
+// memberIndex reads a content block index from a member's raw value.
+func memberIndex(m jsonMember) (int, bool) {
+	v := m.val
+	if v == "" || len(v) > 10 {
+		return blockIndex(gjson.Parse(v))
 	}
-	return strings.Clone(r.Str)
-}
-
-// jsonView returns b as a string without copying, so gjson can read event
-// data without an allocation per lookup. The string must not outlive b's
-// contents: every value kept past the event goes through cloneStr or a copy.
-func jsonView(b []byte) string {
-	return unsafe.String(unsafe.SliceData(b), len(b))
-}
-
-// jsonBytes returns the bytes of the JSON value r, found in data, without
-// copying.
-func jsonBytes(data []byte, r gjson.Result) []byte {
-	end := r.Index + len(r.Raw)
-	if r.Index > 0 && end <= len(data) && jsonView(data[r.Index:end]) == r.Raw {
-		return data[r.Index:end:end]
-	}
-	return []byte(r.Raw) // gjson did not know the position: copy
-}
-
-// appendJSONString appends the decoded value of the JSON string literal lit
-// (quotes included, already validated) to dst. It exists so that argument
-// fragments are decoded straight into the call's buffer, with no string
-// allocated per fragment.
-func appendJSONString(dst []byte, lit string) []byte {
-	s := lit[1 : len(lit)-1]
-	for {
-		i := strings.IndexByte(s, '\\')
-		if i < 0 {
-			return append(dst, s...)
+	n := 0
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return blockIndex(gjson.Parse(v)) // 1.0, 1e0, -1, "1": let gjson judge
 		}
-		dst = append(dst, s[:i]...)
-		s = s[i:]
-		if len(s) < 2 {
-			return dst // cannot happen in validated JSON
-		}
-		c := s[1]
-		s = s[2:]
-		switch c {
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r, rest := hex4(s)
-			s = rest
-			if utf16.IsSurrogate(r) {
-				r2 := utf8.RuneError
-				if len(s) >= 6 && s[0] == '\\' && s[1] == 'u' {
-					r2, _ = hex4(s[2:])
-				}
-				if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-					r = dec
-					s = s[6:]
-				} else {
-					r = utf8.RuneError
-				}
-			}
-			dst = utf8.AppendRune(dst, r)
-		default: // '"', '\\', '/'
-			dst = append(dst, c)
-		}
+		n = n*10 + int(v[i]-'0')
 	}
-}
-
-// hex4 reads the four hex digits of a \u escape.
-func hex4(s string) (rune, string) {
-	if len(s) < 4 {
-		return utf8.RuneError, ""
-	}
-	var r rune
-	for i := range 4 {
-		c := s[i]
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return utf8.RuneError, s[4:]
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, s[4:]
+	return blockIndex(gjson.Result{Type: gjson.Number, Num: float64(n)})
 }
