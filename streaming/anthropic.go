@@ -10,7 +10,9 @@ import (
 
 var _ Decoder = (*anthropicDecoder)(nil)
 
-// anthropicDecoder decodes an Anthropic Messages stream (WIRE.md §3).
+// anthropicDecoder decodes an Anthropic Messages stream: message_start,
+// content blocks (start, deltas, stop) by index, message_delta and
+// message_stop, with ping and error events anywhere.
 //
 // Content blocks are tracked by their index, because the index is what the
 // final message's content array uses and what deltas and stops refer to.
