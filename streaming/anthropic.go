@@ -1,12 +1,585 @@
 package streaming
 
-// Placeholder until the anthropic decoder lands.
-type anthropicDecoder struct{ res Result }
+import (
+	"bytes"
+	"fmt"
+	"strings"
 
-func newAnthropicDecoder() *anthropicDecoder { return &anthropicDecoder{} }
+	"github.com/tidwall/gjson"
+)
 
-func (d *anthropicDecoder) Decode(ev *Event, emit func(*Part)) {}
-func (d *anthropicDecoder) Finish() *Result                    { return &d.res }
-func (d *anthropicDecoder) Result() *Result                    { return &d.res }
+var _ Decoder = (*anthropicDecoder)(nil)
 
-func decodeAnthropicJSON(body []byte) (*Result, error) { return nil, ErrInvalidJSON }
+// anthropicDecoder decodes an Anthropic Messages stream: message_start,
+// content blocks (start, deltas, stop) by index, message_delta and
+// message_stop, with ping and error events anywhere.
+//
+// Content blocks are tracked by their index, because the index is what the
+// final message's content array uses and what deltas and stops refer to.
+type anthropicDecoder struct {
+	res Result
+
+	// open holds the content blocks started and not yet stopped. A map keeps
+	// lookups constant-time whatever indices or how many unclosed blocks a
+	// stream brings.
+	open map[int]anthropicBlock
+	// errored is set once an error event arrived: the stream ended, not
+	// cleanly, but it was not cut off either.
+	errored bool
+
+	part    Part   // reused for every emit: a Part is only valid during its callback
+	scratch []byte // unescaped text of the delta being emitted
+}
+
+type anthropicBlockKind uint8
+
+const (
+	anthropicOpaque anthropicBlockKind = iota // redacted thinking, results, unknown types
+	anthropicText
+	anthropicThinking
+	anthropicTool
+)
+
+type anthropicBlock struct {
+	kind anthropicBlockKind
+	call int // position in Result.ToolCalls, for tool blocks
+	// input is the block's input given whole in content_block_start, used
+	// only when no input_json_delta follows.
+	input []byte
+}
+
+func newAnthropicDecoder() *anthropicDecoder {
+	return &anthropicDecoder{res: Result{API: APIAnthropic}}
+}
+
+// Result is the reply so far.
+func (d *anthropicDecoder) Result() *Result { return &d.res }
+
+// Finish marks the reply truncated when neither message_stop nor an error
+// event arrived. Tool calls whose block never stopped stay incomplete.
+func (d *anthropicDecoder) Finish() *Result {
+	d.res.Truncated = !d.res.Done && !d.errored
+	return &d.res
+}
+
+// Decode handles one event. The event type is taken from the JSON "type"
+// field, which Anthropic always repeats, and from the SSE event name when
+// the payload has none. Events without data are keepalives or comments.
+// An unterminated event (the stream ended before its blank line) is decoded
+// like any other when its data is whole JSON, as the SDKs do when they flush
+// their decoder at the end of a stream.
+func (d *anthropicDecoder) Decode(ev *Event, emit func(*Part)) {
+	if !ev.HasData {
+		return
+	}
+	data := ev.Data
+	if !gjson.ValidBytes(data) {
+		d.res.unparsed(fmt.Errorf("%w: anthropic %q event data", ErrInvalidJSON, ev.Name))
+		return
+	}
+	js := jsonView(data)
+	// One pass over the top level finds what a content_block_delta, by far
+	// the most frequent event, needs; the rarer events use gjson paths.
+	var typ, index, delta jsonMember
+	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
+		switch m.key {
+		case "type":
+			typ = firstMember(typ, m)
+		case "index":
+			index = firstMember(index, m)
+		case "delta":
+			delta = firstMember(delta, m)
+		}
+	}
+	name := ""
+	if isJSONString(typ.val) {
+		name = jsonStringValue(typ.val)
+	}
+	if name == "" || string(ev.Name) == "error" {
+		name = jsonView(ev.Name)
+	}
+	var err error
+	switch name {
+	case "content_block_delta":
+		err = d.blockDelta(data, index, delta, emit)
+	case "content_block_start":
+		err = d.blockStart(data, js, index, emit)
+	case "content_block_stop":
+		err = d.blockStop(index, emit)
+	case "message_start":
+		err = d.messageStart(js, emit)
+	case "message_delta":
+		err = d.messageDelta(js, emit)
+	case "message_stop":
+		d.res.Done = true
+		d.emit(emit, Part{Kind: PartDone})
+	case "ping":
+		d.emit(emit, Part{Kind: PartPing})
+	case "error":
+		err = d.error(data, js, emit)
+	default:
+		// Anthropic announces it will add event types; they carry nothing
+		// this decoder accounts for.
+	}
+	if err != nil {
+		d.res.unparsed(err)
+	}
+}
+
+func (d *anthropicDecoder) emit(emit func(*Part), p Part) {
+	if emit == nil {
+		return
+	}
+	d.part = p
+	emit(&d.part)
+}
+
+func (d *anthropicDecoder) messageStart(js string, emit func(*Part)) error {
+	msg := gjson.Get(js, "message")
+	if !msg.IsObject() {
+		return anthropicEventErr("message_start", "no message object")
+	}
+	d.res.MessageID = cloneStr(msg.Get("id"))
+	d.res.Model = cloneStr(msg.Get("model"))
+	var err error
+	if u := msg.Get("usage"); u.IsObject() {
+		err = overlayAnthropicUsage(&d.res.Usage, u)
+		d.res.UsageSeen = true
+	}
+	d.emit(emit, Part{Kind: PartMessageStart, ID: d.res.MessageID, Model: d.res.Model, Usage: d.res.Usage})
+	return err
+}
+
+func (d *anthropicDecoder) messageDelta(js string, emit func(*Part)) error {
+	var err error
+	// Usage first: a stop seen by the caller then has the final counts.
+	if u := gjson.Get(js, "usage"); u.IsObject() {
+		err = overlayAnthropicUsage(&d.res.Usage, u)
+		d.res.UsageSeen = true
+		d.emit(emit, Part{Kind: PartUsage, Usage: d.res.Usage})
+	}
+	delta := gjson.Get(js, "delta")
+	if !delta.IsObject() {
+		return anthropicEventErr("message_delta", "no delta object")
+	}
+	switch sr := delta.Get("stop_reason"); sr.Type {
+	case gjson.String:
+		d.stop(anthropicStop(sr.Str), emit)
+	case gjson.Null: // absent or null: no stop in this delta
+	default:
+		return anthropicEventErr("message_delta", "stop_reason is not a string")
+	}
+	return err
+}
+
+// stop records the stop of choice 0. Anthropic has one choice, so a later
+// stop (an error after message_delta) replaces the earlier one.
+func (d *anthropicDecoder) stop(s Stop, emit func(*Part)) {
+	if len(d.res.Stops) == 0 {
+		d.res.Stops = append(d.res.Stops, s)
+	} else {
+		d.res.Stops[0] = s
+	}
+	d.emit(emit, Part{Kind: PartStop, Stop: s})
+}
+
+func (d *anthropicDecoder) error(data []byte, js string, emit func(*Part)) error {
+	pe := ProviderError{Raw: bytes.Clone(data)}
+	var err error
+	if e := gjson.Get(js, "error"); e.IsObject() {
+		pe.Type = cloneStr(e.Get("type"))
+		pe.Message = cloneStr(e.Get("message"))
+	}
+	if pe.Type == "" {
+		err = anthropicEventErr("error", "no error type")
+	}
+	d.res.Errors = append(d.res.Errors, pe)
+	d.errored = true
+	d.emit(emit, Part{Kind: PartError, Err: &pe})
+	d.stop(Stop{Reason: StopError, Raw: string(StopError)}, emit)
+	return err
+}
+
+func (d *anthropicDecoder) blockStart(data []byte, js string, indexMember jsonMember, emit func(*Part)) error {
+	index, ok := memberIndex(indexMember)
+	if !ok {
+		return anthropicEventErr("content_block_start", "no valid index")
+	}
+	cb := gjson.Get(js, "content_block")
+	typ := cb.Get("type")
+	if !cb.IsObject() || typ.Type != gjson.String {
+		return anthropicEventErr("content_block_start", "no content_block type")
+	}
+	var err error
+	if d.open == nil {
+		d.open = make(map[int]anthropicBlock)
+	} else if _, dup := d.open[index]; dup {
+		err = anthropicEventErr("content_block_start", "block started twice")
+	}
+	var b anthropicBlock
+	switch typ.Str {
+	case "text":
+		b.kind = anthropicText
+		if t := cb.Get("text"); t.Type == gjson.String && t.Str != "" {
+			d.emitText(PartTextDelta, index, jsonBytes(data, t), emit)
+		}
+	case "thinking":
+		b.kind = anthropicThinking
+		if t := cb.Get("thinking"); t.Type == gjson.String && t.Str != "" {
+			d.emitText(PartThinkingDelta, index, jsonBytes(data, t), emit)
+		}
+	default:
+		id, name := cb.Get("id"), cb.Get("name")
+		named := id.Type == gjson.String && name.Type == gjson.String
+		if !isAnthropicToolType(typ.Str, named) {
+			break // redacted_thinking, *_tool_result and unknown blocks are opaque
+		}
+		if !named && err == nil {
+			err = anthropicEventErr("content_block_start", typ.Str+" block without id or name")
+		}
+		tc := ToolCall{
+			Index:  index,
+			Type:   anthropicToolType(typ.Str),
+			ID:     cloneStr(id),
+			Name:   cloneStr(name),
+			Server: typ.Str != "tool_use",
+		}
+		if in := cb.Get("input"); in.IsObject() && !emptyJSONObject(in.Raw) {
+			b.input = []byte(in.Raw)
+		}
+		b.kind, b.call = anthropicTool, len(d.res.ToolCalls)
+		d.res.ToolCalls = append(d.res.ToolCalls, tc)
+		d.emit(emit, Part{Kind: PartToolCallStart, Index: index, ID: tc.ID, Name: tc.Name, Type: tc.Type})
+	}
+	d.open[index] = b
+	return err
+}
+
+func (d *anthropicDecoder) blockDelta(data []byte, indexMember, deltaMember jsonMember, emit func(*Part)) error {
+	index, ok := memberIndex(indexMember)
+	if !ok {
+		return anthropicEventErr("content_block_delta", "no valid index")
+	}
+	// The field a delta carries is named by its type, which may come after
+	// it: keep each candidate until the type is known.
+	var typ jsonMember
+	var fields [4]jsonMember // text, thinking, partial_json, signature
+	if strings.HasPrefix(deltaMember.val, "{") {
+		for m, next, ok := nextMember(deltaMember.val, 1); ok; m, next, ok = nextMember(deltaMember.val, next) {
+			switch m.key {
+			case "type":
+				typ = firstMember(typ, m)
+			case "text":
+				fields[0] = firstMember(fields[0], m)
+			case "thinking":
+				fields[1] = firstMember(fields[1], m)
+			case "partial_json":
+				fields[2] = firstMember(fields[2], m)
+			case "signature":
+				fields[3] = firstMember(fields[3], m)
+			}
+		}
+	}
+	if !isJSONString(typ.val) {
+		return anthropicEventErr("content_block_delta", "no delta type")
+	}
+	b, ok := d.open[index]
+	if !ok {
+		return anthropicEventErr("content_block_delta", "delta for a block not started")
+	}
+	kind := jsonStringValue(typ.val)
+	var text jsonMember
+	switch kind {
+	case "text_delta":
+		text = fields[0]
+	case "thinking_delta":
+		text = fields[1]
+	case "input_json_delta":
+		text = fields[2]
+	case "signature_delta":
+		text = fields[3]
+	default:
+		return nil // citations_delta and future delta types carry nothing counted here
+	}
+	if !isJSONString(text.val) {
+		return anthropicEventErr("content_block_delta", kind+" without its string field")
+	}
+	off := deltaMember.off + text.off
+	raw := data[off : off+len(text.val) : off+len(text.val)]
+	switch kind {
+	case "text_delta":
+		d.emitText(PartTextDelta, index, raw, emit)
+	case "thinking_delta":
+		d.emitText(PartThinkingDelta, index, raw, emit)
+	case "input_json_delta":
+		switch b.kind {
+		case anthropicTool:
+			tc := &d.res.ToolCalls[b.call]
+			n := len(tc.Arguments)
+			tc.Arguments = appendJSONString(tc.Arguments, text.val)
+			frag := tc.Arguments[n:len(tc.Arguments):len(tc.Arguments)]
+			d.res.OutputBytes += int64(len(frag))
+			d.emit(emit, Part{Kind: PartToolCallArgs, Index: index, Text: frag})
+		case anthropicText, anthropicThinking:
+			return anthropicEventErr("content_block_delta", "input_json_delta for a text block")
+		case anthropicOpaque: // nothing is assembled from opaque blocks
+		}
+	}
+	return nil
+}
+
+// emitText emits one text or thinking fragment; s is the JSON string
+// literal, quotes included, as it sits in the event data.
+func (d *anthropicDecoder) emitText(kind PartKind, index int, s []byte, emit func(*Part)) {
+	var text []byte
+	if bytes.IndexByte(s, '\\') < 0 {
+		text = s[1 : len(s)-1 : len(s)-1]
+	} else {
+		d.scratch = appendJSONString(d.scratch[:0], jsonView(s))
+		text = d.scratch[:len(d.scratch):len(d.scratch)]
+	}
+	d.res.OutputBytes += int64(len(text))
+	d.emit(emit, Part{Kind: kind, Index: index, Text: text})
+}
+
+func (d *anthropicDecoder) blockStop(indexMember jsonMember, emit func(*Part)) error {
+	index, ok := memberIndex(indexMember)
+	if !ok {
+		return anthropicEventErr("content_block_stop", "no valid index")
+	}
+	b, ok := d.open[index]
+	if !ok {
+		return anthropicEventErr("content_block_stop", "stop for a block not started")
+	}
+	delete(d.open, index)
+	if b.kind != anthropicTool {
+		return nil
+	}
+	tc := &d.res.ToolCalls[b.call]
+	if len(tc.Arguments) == 0 {
+		// Streams send input as deltas; a call without any has no input.
+		tc.Arguments = b.input
+		if tc.Arguments == nil {
+			tc.Arguments = []byte("{}")
+		}
+	}
+	tc.Complete = true
+	args := tc.Arguments[:len(tc.Arguments):len(tc.Arguments)]
+	d.emit(emit, Part{Kind: PartToolCallEnd, Index: index, ID: tc.ID, Name: tc.Name, Type: tc.Type, Text: args})
+	return nil
+}
+
+// decodeAnthropicJSON decodes a non-streaming Messages reply: a Message or
+// an error body.
+func decodeAnthropicJSON(body []byte) (*Result, error) {
+	if !gjson.ValidBytes(body) {
+		return nil, fmt.Errorf("%w: anthropic reply body", ErrInvalidJSON)
+	}
+	js := jsonView(body)
+	root := gjson.Parse(js)
+	if !root.IsObject() {
+		return nil, fmt.Errorf("%w: anthropic reply body is not an object", ErrInvalidJSON)
+	}
+	res := &Result{API: APIAnthropic}
+	content := root.Get("content")
+	switch typ := root.Get("type"); {
+	case typ.Str == "error":
+		pe := ProviderError{Raw: bytes.Clone(body)}
+		if e := root.Get("error"); e.IsObject() {
+			pe.Type = cloneStr(e.Get("type"))
+			pe.Message = cloneStr(e.Get("message"))
+		}
+		if pe.Type == "" {
+			res.unparsed(anthropicEventErr("error", "no error type"))
+		}
+		res.Errors = append(res.Errors, pe)
+		res.Stops = append(res.Stops, Stop{Reason: StopError, Raw: string(StopError)})
+		return res, nil
+	case typ.Str == "message", !typ.Exists() && content.IsArray():
+	default:
+		return nil, fmt.Errorf("%w: anthropic reply body is neither a message nor an error", ErrInvalidJSON)
+	}
+	res.MessageID = cloneStr(root.Get("id"))
+	res.Model = cloneStr(root.Get("model"))
+	index := 0
+	content.ForEach(func(_, block gjson.Result) bool {
+		decodeAnthropicBlock(res, index, block)
+		index++
+		return true
+	})
+	switch sr := root.Get("stop_reason"); sr.Type {
+	case gjson.String:
+		res.Stops = append(res.Stops, anthropicStop(sr.Str))
+	case gjson.Null:
+	default:
+		res.unparsed(anthropicEventErr("message", "stop_reason is not a string"))
+	}
+	if u := root.Get("usage"); u.IsObject() {
+		if err := overlayAnthropicUsage(&res.Usage, u); err != nil {
+			res.unparsed(err)
+		}
+		res.UsageSeen = true
+	}
+	res.Done = true
+	return res, nil
+}
+
+// decodeAnthropicBlock adds one content block of a whole Message to res.
+func decodeAnthropicBlock(res *Result, index int, block gjson.Result) {
+	typ := block.Get("type")
+	if typ.Type != gjson.String {
+		res.unparsed(anthropicEventErr("message", "content block without type"))
+		return
+	}
+	switch typ.Str {
+	case "text":
+		res.OutputBytes += int64(len(block.Get("text").Str))
+		return
+	case "thinking":
+		res.OutputBytes += int64(len(block.Get("thinking").Str))
+		return
+	}
+	id, name := block.Get("id"), block.Get("name")
+	named := id.Type == gjson.String && name.Type == gjson.String
+	if !isAnthropicToolType(typ.Str, named) {
+		return
+	}
+	if !named {
+		res.unparsed(anthropicEventErr("message", typ.Str+" block without id or name"))
+	}
+	args := []byte("{}")
+	if in := block.Get("input"); in.Exists() {
+		args = []byte(in.Raw)
+	}
+	res.OutputBytes += int64(len(args))
+	res.ToolCalls = append(res.ToolCalls, ToolCall{
+		Index:     index,
+		Type:      anthropicToolType(typ.Str),
+		ID:        cloneStr(id),
+		Name:      cloneStr(name),
+		Arguments: args,
+		Complete:  true,
+		Server:    typ.Str != "tool_use",
+	})
+}
+
+// isAnthropicToolType says whether a content block of type typ is a call
+// the model made. Beyond the known types, any named block whose type ends in
+// "tool_use" counts, so that a new server tool is seen as a call rather than
+// dropped.
+func isAnthropicToolType(typ string, named bool) bool {
+	switch typ {
+	case "tool_use", "server_tool_use", "mcp_tool_use":
+		return true
+	}
+	return named && strings.HasSuffix(typ, "tool_use")
+}
+
+// anthropicToolType returns typ without allocating for the known types.
+func anthropicToolType(typ string) string {
+	switch typ {
+	case "tool_use":
+		return "tool_use"
+	case "server_tool_use":
+		return "server_tool_use"
+	case "mcp_tool_use":
+		return "mcp_tool_use"
+	}
+	return strings.Clone(typ)
+}
+
+// anthropicStop normalizes a stop_reason. Only
+// model_context_window_exceeded changes name: it is a length stop like
+// max_tokens. Values not known today are kept as they came.
+func anthropicStop(raw string) Stop {
+	var r StopReason
+	switch raw {
+	case "end_turn":
+		r = StopEndTurn
+	case "max_tokens":
+		r = StopMaxTokens
+	case "stop_sequence":
+		r = StopSequence
+	case "tool_use":
+		r = StopToolUse
+	case "pause_turn":
+		r = StopPauseTurn
+	case "refusal":
+		r = StopRefusal
+	case "model_context_window_exceeded":
+		return Stop{Reason: StopMaxTokens, Raw: "model_context_window_exceeded"}
+	default:
+		raw = strings.Clone(raw)
+		return Stop{Reason: StopReason(raw), Raw: raw}
+	}
+	return Stop{Reason: r, Raw: string(r)}
+}
+
+// overlayAnthropicUsage sets in u every count present in v. Anthropic's
+// counts are cumulative, so the last report of a field wins; a field a
+// report leaves out (or sets to null) keeps its earlier value. A count that
+// is not a non-negative number is skipped and reported.
+func overlayAnthropicUsage(u *Usage, v gjson.Result) error {
+	var bad string
+	set := func(dst *int64, r gjson.Result, name string) {
+		switch {
+		case r.Type == gjson.Null:
+		case r.Type == gjson.Number && r.Num >= 0:
+			*dst = r.Int()
+		default:
+			bad = name
+		}
+	}
+	v.ForEach(func(key, val gjson.Result) bool {
+		switch key.Str {
+		case "input_tokens":
+			set(&u.InputTokens, val, key.Str)
+		case "cache_read_input_tokens":
+			set(&u.CachedInputTokens, val, key.Str)
+		case "cache_creation_input_tokens":
+			set(&u.CacheWriteTokens, val, key.Str)
+		case "output_tokens":
+			set(&u.OutputTokens, val, key.Str)
+		case "output_tokens_details":
+			set(&u.ReasoningTokens, val.Get("thinking_tokens"), "output_tokens_details.thinking_tokens")
+		}
+		return true
+	})
+	if bad != "" {
+		return anthropicEventErr("usage", bad+" is not a count")
+	}
+	return nil
+}
+
+func anthropicEventErr(event, what string) error {
+	return fmt.Errorf("%w: anthropic %s: %s", ErrInvalidJSON, event, what)
+}
+
+// blockIndex reads a content block index: a non-negative integer.
+func blockIndex(r gjson.Result) (int, bool) {
+	if r.Type != gjson.Number || r.Num < 0 || r.Num > 1<<31 || r.Num != float64(int64(r.Num)) {
+		return 0, false
+	}
+	return int(r.Num), true
+}
+
+// emptyJSONObject reports whether raw is an object with no members.
+func emptyJSONObject(raw string) bool {
+	return strings.TrimSpace(raw[1:len(raw)-1]) == ""
+}
+
+// memberIndex reads a content block index from a member's raw value.
+func memberIndex(m jsonMember) (int, bool) {
+	v := m.val
+	if v == "" || len(v) > 10 {
+		return blockIndex(gjson.Parse(v))
+	}
+	n := 0
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return blockIndex(gjson.Parse(v)) // 1.0, 1e0, -1, "1": let gjson judge
+		}
+		n = n*10 + int(v[i]-'0')
+	}
+	return blockIndex(gjson.Result{Type: gjson.Number, Num: float64(n)})
+}

@@ -1,0 +1,830 @@
+package streaming
+
+import (
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+const anthropicTestdata = "testdata/anthropic"
+
+// fragmentedArgs is the input of the call in tool_use_fragmented.sse: its
+// fragments split escapes (\\, \", \t, \u00e9, a surrogate pair) apart.
+const fragmentedArgs = `{"path": "C:\\tmp\\\"q\".txt", "note": "tab\there \u00e9 \ud83d\ude00", "raw": "é😀"}`
+
+type anthropicGolden struct {
+	file        string
+	id, model   string
+	stops       []Stop
+	calls       []ToolCall
+	usage       Usage
+	noUsage     bool
+	errors      []ProviderError // Type and Message compared; Raw must be the event's JSON
+	text        string          // every text delta, concatenated
+	thinking    string          // every thinking delta, concatenated
+	outputBytes int64
+	done        bool
+	truncated   bool
+	unparsed    int
+}
+
+func stopOf(r StopReason) []Stop { return []Stop{{Reason: r, Raw: string(r)}} }
+
+var anthropicGoldens = []anthropicGolden{
+	{
+		file: "text.sse", id: "msg_01TextStream", model: "claude-test-1",
+		stops: stopOf(StopEndTurn),
+		usage: Usage{InputTokens: 25, OutputTokens: 12},
+		text:  "Hello, wörld!\nTabs\tand \"quotes\" and \\ and 😀.", outputBytes: 48, done: true,
+	},
+	{
+		file: "tool_use_fragmented.sse", id: "msg_01ToolFrag", model: "claude-test-1",
+		stops: stopOf(StopToolUse),
+		calls: []ToolCall{{Index: 1, Type: "tool_use", ID: "toolu_01Frag", Name: "read_file", Arguments: []byte(fragmentedArgs), Complete: true}},
+		usage: Usage{InputTokens: 599, OutputTokens: 135},
+		text:  "Reading it.", outputBytes: 99, done: true,
+	},
+	{
+		file: "tool_no_args.sse", id: "msg_01NoArgs", model: "claude-test-1",
+		stops: stopOf(StopToolUse),
+		calls: []ToolCall{{Index: 1, Type: "tool_use", ID: "toolu_01NoArgs", Name: "refresh_list", Arguments: []byte("{}"), Complete: true}},
+		usage: Usage{InputTokens: 565, OutputTokens: 48},
+		text:  "Updating.", outputBytes: 9, done: true,
+	},
+	{
+		file: "thinking_signature.sse", id: "msg_01Think", model: "claude-test-2",
+		stops:    stopOf(StopEndTurn),
+		usage:    Usage{InputTokens: 43, OutputTokens: 282, ReasoningTokens: 200},
+		thinking: "The user asks about streets.", text: "Look both ways.", outputBytes: 43, done: true,
+	},
+	{
+		file: "redacted_thinking.sse", id: "msg_01Redacted", model: "claude-test-2",
+		stops: stopOf(StopEndTurn),
+		usage: Usage{InputTokens: 92, OutputTokens: 189},
+		text:  "Done thinking.", outputBytes: 14, done: true,
+	},
+	{
+		file: "server_tool_then_tool_use.sse", id: "msg_01Server", model: "claude-test-3",
+		stops: stopOf(StopToolUse),
+		calls: []ToolCall{
+			{Index: 1, Type: "server_tool_use", ID: "srvtoolu_01Search", Name: "tool_search_tool_regex", Arguments: []byte(`{"pattern": "weather"}`), Complete: true, Server: true},
+			{Index: 4, Type: "tool_use", ID: "toolu_01Weather", Name: "get_weather", Arguments: []byte(`{"location": "San Francisco, CA"}`), Complete: true},
+		},
+		usage: Usage{InputTokens: 1595, OutputTokens: 143}, // 727 at message_start
+		text:  "Let me find a tool.Checking.", outputBytes: 83, done: true,
+	},
+	{
+		file: "pause_turn.sse", id: "msg_01Pause", model: "claude-test-3",
+		stops: stopOf(StopPauseTurn),
+		calls: []ToolCall{
+			{Index: 0, Type: "server_tool_use", ID: "srvtoolu_01A", Name: "web_search", Arguments: []byte(`{"query": "ferry times"}`), Complete: true, Server: true},
+			{Index: 2, Type: "server_tool_use", ID: "srvtoolu_01B", Name: "web_search", Arguments: []byte(`{"query": "bridge traffic"}`), Complete: true, Server: true},
+		},
+		usage:       Usage{InputTokens: 404500, OutputTokens: 943, ReasoningTokens: 261},
+		outputBytes: 51, done: true,
+	},
+	{
+		file: "refusal.sse", id: "msg_01Refusal", model: "claude-test-1",
+		stops: stopOf(StopRefusal),
+		usage: Usage{InputTokens: 30, OutputTokens: 5},
+		text:  "I can't", outputBytes: 7, done: true,
+	},
+	{
+		file: "max_tokens_cache_read.sse", id: "msg_01CacheRead", model: "claude-test-1",
+		stops: stopOf(StopMaxTokens),
+		usage: Usage{InputTokens: 11, CachedInputTokens: 1031, OutputTokens: 100},
+		text:  "A long answer that gets cut", outputBytes: 27, done: true,
+	},
+	{
+		file: "stop_sequence_cache_write.sse", id: "msg_01CacheWrite", model: "claude-test-1",
+		stops: stopOf(StopSequence),
+		usage: Usage{InputTokens: 18, CacheWriteTokens: 1031, OutputTokens: 6},
+		text:  "one, two, ", outputBytes: 10, done: true,
+	},
+	{
+		file: "error_midstream.sse", id: "msg_01Error", model: "claude-test-1",
+		stops:  stopOf(StopError),
+		errors: []ProviderError{{Type: "overloaded_error", Message: "Overloaded"}},
+		usage:  Usage{InputTokens: 40, OutputTokens: 1},
+		text:   "Partial answ", outputBytes: 12,
+	},
+	{
+		file: "unknown_stop_reason.sse", id: "msg_01Future", model: "claude-test-9",
+		stops: stopOf("quota_of_the_future"),
+		usage: Usage{InputTokens: 10, OutputTokens: 2},
+		text:  "ok", outputBytes: 2, done: true,
+	},
+	{
+		file: "context_window_exceeded.sse", id: "msg_01Window", model: "claude-test-9",
+		stops: []Stop{{Reason: StopMaxTokens, Raw: "model_context_window_exceeded"}},
+		usage: Usage{InputTokens: 199000, OutputTokens: 1000},
+		text:  "and so", outputBytes: 6, done: true,
+	},
+	{
+		file: "unknown_types.sse", id: "msg_01Unknown", model: "claude-test-4",
+		stops: stopOf(StopEndTurn),
+		calls: []ToolCall{
+			{Index: 2, Type: "mcp_tool_use", ID: "mcptoolu_01A", Name: "echo", Arguments: []byte(`{"msg": "hi"}`), Complete: true, Server: true},
+			// Input given whole at the start, no deltas: kept as it came.
+			{Index: 4, Type: "code_interpreter_tool_use", ID: "citoolu_01A", Name: "run", Arguments: []byte(`{"code":"print(1)"}`), Complete: true, Server: true},
+		},
+		usage: Usage{InputTokens: 50, OutputTokens: 20},
+		text:  "Per the doc, yes.", outputBytes: 30, done: true,
+	},
+	{
+		file: "truncated_mid_tool.sse", id: "msg_01Cut", model: "claude-test-1",
+		calls: []ToolCall{{Index: 1, Type: "tool_use", ID: "toolu_01Cut", Name: "delete_path", Arguments: []byte(`{"path": "/tm`)}},
+		usage: Usage{InputTokens: 70, OutputTokens: 1},
+		text:  "Deleting.", outputBytes: 22, truncated: true,
+	},
+	{
+		file: "truncated_mid_event.sse", id: "msg_01CutLine", model: "claude-test-1",
+		usage: Usage{InputTokens: 70, OutputTokens: 1},
+		text:  "Half", outputBytes: 4, truncated: true, unparsed: 1,
+	},
+	{
+		file: "unterminated_message_stop.sse", id: "msg_01NoBlank", model: "claude-test-1",
+		stops: stopOf(StopEndTurn),
+		usage: Usage{InputTokens: 5, OutputTokens: 2},
+		text:  "Hi", outputBytes: 2, done: true,
+	},
+	{
+		// Two broken JSON payloads, a delta without index, a delta and a
+		// stop for blocks never started, a text_delta without text, a
+		// message_start without message, a usage count that is a string.
+		file: "malformed_events.sse", id: "msg_01Bad", model: "claude-test-1",
+		stops: stopOf(StopEndTurn),
+		usage: Usage{InputTokens: 8, OutputTokens: 1},
+		text:  "kept", outputBytes: 4, done: true, unparsed: 8,
+	},
+}
+
+func readTestdata(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(anthropicTestdata, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestAnthropicGolden(t *testing.T) {
+	for _, g := range anthropicGoldens {
+		t.Run(g.file, func(t *testing.T) {
+			res, parts := decodeStream(t, newAnthropicDecoder(), readTestdata(t, g.file), nil)
+			if res.API != APIAnthropic || res.MessageID != g.id || res.Model != g.model {
+				t.Errorf("api/id/model = %s %s %s, want anthropic %s %s", res.API, res.MessageID, res.Model, g.id, g.model)
+			}
+			if !slices.Equal(res.Stops, g.stops) {
+				t.Errorf("stops = %+v, want %+v", res.Stops, g.stops)
+			}
+			if !reflect.DeepEqual(res.ToolCalls, g.calls) {
+				t.Errorf("tool calls =\n%s\nwant\n%s", fmtCalls(res.ToolCalls), fmtCalls(g.calls))
+			}
+			if res.Usage != g.usage || res.UsageSeen == g.noUsage {
+				t.Errorf("usage = %+v (seen %v), want %+v", res.Usage, res.UsageSeen, g.usage)
+			}
+			if len(res.Errors) != len(g.errors) {
+				t.Fatalf("errors = %+v, want %+v", res.Errors, g.errors)
+			}
+			for i, e := range res.Errors {
+				if e.Type != g.errors[i].Type || e.Message != g.errors[i].Message || !json.Valid(e.Raw) {
+					t.Errorf("error %d = %s %q raw %q, want %s %q", i, e.Type, e.Message, e.Raw, g.errors[i].Type, g.errors[i].Message)
+				}
+			}
+			if res.Done != g.done || res.Truncated != g.truncated {
+				t.Errorf("done %v truncated %v, want %v %v", res.Done, res.Truncated, g.done, g.truncated)
+			}
+			if res.Unparsed != g.unparsed || len(res.UnparsedErrors) != min(g.unparsed, maxUnparsedErrors) {
+				t.Errorf("unparsed %d %v, want %d", res.Unparsed, res.UnparsedErrors, g.unparsed)
+			}
+			for _, err := range res.UnparsedErrors {
+				if !errors.Is(err, ErrInvalidJSON) {
+					t.Errorf("unparsed error %v is not ErrInvalidJSON", err)
+				}
+			}
+			if res.OutputBytes != g.outputBytes {
+				t.Errorf("output bytes = %d, want %d", res.OutputBytes, g.outputBytes)
+			}
+			text, thinking := partsText(parts)
+			if text != g.text || thinking != g.thinking {
+				t.Errorf("text %q thinking %q, want %q %q", text, thinking, g.text, g.thinking)
+			}
+			checkPartsAgreeWithResult(t, parts, res)
+		})
+	}
+}
+
+// TestAnthropicTestdataCovered keeps every testdata stream under a golden.
+func TestAnthropicTestdataCovered(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(anthropicTestdata, "*.sse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := map[string]bool{}
+	for _, g := range anthropicGoldens {
+		covered[g.file] = true
+	}
+	for _, f := range files {
+		if !covered[filepath.Base(f)] {
+			t.Errorf("%s has no golden", f)
+		}
+	}
+	if len(files) != len(anthropicGoldens) {
+		t.Errorf("%d testdata files, %d goldens", len(files), len(anthropicGoldens))
+	}
+}
+
+func fmtCalls(calls []ToolCall) string {
+	var b strings.Builder
+	for _, c := range calls {
+		b.WriteString(strings.Join([]string{
+			"  ", c.Type, c.ID, c.Name, string(c.Arguments),
+		}, " "))
+		if c.Complete {
+			b.WriteString(" complete")
+		}
+		if c.Server {
+			b.WriteString(" server")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func partsText(parts []Part) (text, thinking string) {
+	var tb, hb strings.Builder
+	for _, p := range parts {
+		switch p.Kind {
+		case PartTextDelta:
+			tb.Write(p.Text)
+		case PartThinkingDelta:
+			hb.Write(p.Text)
+		}
+	}
+	return tb.String(), hb.String()
+}
+
+// checkPartsAgreeWithResult checks that the Parts tell the same story as
+// the Result: a caller that only watches Parts sees the same calls and stop.
+func checkPartsAgreeWithResult(t *testing.T, parts []Part, res *Result) {
+	t.Helper()
+	args := map[int]string{}
+	ended := map[int]string{}
+	var started []int
+	var last Stop
+	var done bool
+	for _, p := range parts {
+		switch p.Kind {
+		case PartToolCallStart:
+			started = append(started, p.Index)
+		case PartToolCallArgs:
+			args[p.Index] += string(p.Text)
+		case PartToolCallEnd:
+			ended[p.Index] = string(p.Text)
+		case PartStop:
+			last = p.Stop
+		case PartDone:
+			done = true
+		}
+	}
+	if len(started) != len(res.ToolCalls) {
+		t.Fatalf("%d tool call starts, %d calls", len(started), len(res.ToolCalls))
+	}
+	for i, tc := range res.ToolCalls {
+		if started[i] != tc.Index {
+			t.Errorf("start %d at index %d, call at %d", i, started[i], tc.Index)
+		}
+		end, ok := ended[tc.Index]
+		if ok != tc.Complete || (ok && end != string(tc.Arguments)) {
+			t.Errorf("call %d: end part %q (%v), arguments %q (complete %v)", tc.Index, end, ok, tc.Arguments, tc.Complete)
+		}
+		if a := args[tc.Index]; a != "" && a != string(tc.Arguments) {
+			t.Errorf("call %d: args parts %q, arguments %q", tc.Index, a, tc.Arguments)
+		}
+	}
+	if res.StopReason() != last.Reason || done != res.Done {
+		t.Errorf("parts stop %v done %v, result %v %v", last, done, res.StopReason(), res.Done)
+	}
+}
+
+// partView is a Part in comparable form.
+type partView struct {
+	Kind                        PartKind
+	Index                       int
+	ID, Name, Type, Model, Text string
+	Usage                       Usage
+	Stop                        Stop
+	ErrType                     string
+}
+
+func viewParts(parts []Part) []partView {
+	out := make([]partView, len(parts))
+	for i, p := range parts {
+		out[i] = partView{Kind: p.Kind, Index: p.Index, ID: p.ID, Name: p.Name, Type: p.Type, Model: p.Model,
+			Text: string(p.Text), Usage: p.Usage, Stop: p.Stop}
+		if p.Err != nil {
+			out[i].ErrType = p.Err.Type
+		}
+	}
+	return out
+}
+
+func TestAnthropicPartSequence(t *testing.T) {
+	tests := []struct {
+		file string
+		want []partView
+	}{
+		{
+			file: "tool_no_args.sse",
+			want: []partView{
+				{Kind: PartMessageStart, ID: "msg_01NoArgs", Model: "claude-test-1", Usage: Usage{InputTokens: 565, OutputTokens: 7}},
+				{Kind: PartTextDelta, Text: "Updating."},
+				{Kind: PartPing},
+				{Kind: PartToolCallStart, Index: 1, ID: "toolu_01NoArgs", Name: "refresh_list", Type: "tool_use"},
+				{Kind: PartPing},
+				{Kind: PartToolCallArgs, Index: 1},
+				{Kind: PartToolCallEnd, Index: 1, ID: "toolu_01NoArgs", Name: "refresh_list", Type: "tool_use", Text: "{}"},
+				{Kind: PartUsage, Usage: Usage{InputTokens: 565, OutputTokens: 48}},
+				{Kind: PartStop, Stop: Stop{Reason: StopToolUse, Raw: "tool_use"}},
+				{Kind: PartDone},
+			},
+		},
+		{
+			file: "error_midstream.sse",
+			want: []partView{
+				{Kind: PartMessageStart, ID: "msg_01Error", Model: "claude-test-1", Usage: Usage{InputTokens: 40, OutputTokens: 1}},
+				{Kind: PartTextDelta, Text: "Partial answ"},
+				{Kind: PartError, ErrType: "overloaded_error"},
+				{Kind: PartStop, Stop: Stop{Reason: StopError, Raw: "error"}},
+			},
+		},
+		{
+			file: "thinking_signature.sse",
+			want: []partView{
+				{Kind: PartMessageStart, ID: "msg_01Think", Model: "claude-test-2", Usage: Usage{InputTokens: 43, OutputTokens: 4}},
+				{Kind: PartPing},
+				{Kind: PartThinkingDelta, Text: "The user asks"},
+				{Kind: PartThinkingDelta, Text: " about streets."},
+				{Kind: PartThinkingDelta},
+				{Kind: PartTextDelta, Index: 1, Text: "Look both ways."},
+				{Kind: PartUsage, Usage: Usage{InputTokens: 43, OutputTokens: 282, ReasoningTokens: 200}},
+				{Kind: PartStop, Stop: Stop{Reason: StopEndTurn, Raw: "end_turn"}},
+				{Kind: PartDone},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			_, parts := decodeStream(t, newAnthropicDecoder(), readTestdata(t, tt.file), nil)
+			if got := viewParts(parts); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("parts =\n%+v\nwant\n%+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func anthropicEvent(name, data string) string {
+	return "event: " + name + "\ndata: " + data + "\n\n"
+}
+
+// TestAnthropicEventRules covers one rule each, on short inline streams.
+func TestAnthropicEventRules(t *testing.T) {
+	const (
+		start    = `{"type":"message_start","message":{"id":"msg_1","model":"m","usage":{"input_tokens":10,"cache_read_input_tokens":4,"output_tokens":1}}}`
+		textOpen = `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`
+		toolOpen = `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"f","input":{}}}`
+		stop     = `{"type":"message_stop"}`
+	)
+	tests := []struct {
+		name   string
+		stream string
+		check  func(t *testing.T, res *Result, parts []partView)
+	}{
+		{
+			name: "error named by the event only, OpenAI-style body",
+			stream: anthropicEvent("message_start", start) +
+				anthropicEvent("error", `{"error":{"type":"rate_limit_error","message":"slow down"}}`),
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if len(res.Errors) != 1 || res.Errors[0].Type != "rate_limit_error" || res.Errors[0].Message != "slow down" {
+					t.Errorf("errors = %+v", res.Errors)
+				}
+				if res.Truncated || res.Done || res.StopReason() != StopError {
+					t.Errorf("truncated %v done %v stop %v", res.Truncated, res.Done, res.StopReason())
+				}
+			},
+		},
+		{
+			name:   "error named by the data type only",
+			stream: "data: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"boom\"}}\n\n",
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if len(res.Errors) != 1 || res.Errors[0].Type != "api_error" || res.Truncated {
+					t.Errorf("errors = %+v truncated %v", res.Errors, res.Truncated)
+				}
+			},
+		},
+		{
+			name:   "error without a type is kept and counted",
+			stream: anthropicEvent("error", `{"type":"error"}`),
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if len(res.Errors) != 1 || res.Unparsed != 1 || res.Truncated {
+					t.Errorf("errors %+v unparsed %d truncated %v", res.Errors, res.Unparsed, res.Truncated)
+				}
+			},
+		},
+		{
+			name:   "error that is not JSON is counted and the stream is truncated",
+			stream: anthropicEvent("error", `Overloaded`),
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if len(res.Errors) != 0 || res.Unparsed != 1 || !res.Truncated {
+					t.Errorf("errors %+v unparsed %d truncated %v", res.Errors, res.Unparsed, res.Truncated)
+				}
+			},
+		},
+		{
+			name: "an error after the stop replaces it",
+			stream: anthropicEvent("message_start", start) +
+				anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`) +
+				anthropicEvent("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`),
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if !slices.Equal(res.Stops, stopOf(StopError)) {
+					t.Errorf("stops = %+v", res.Stops)
+				}
+			},
+		},
+		{
+			name: "usage overlays field by field across deltas, null keeps the earlier value",
+			stream: anthropicEvent("message_start", start) +
+				anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":null},"usage":{"input_tokens":25,"output_tokens":7,"cache_read_input_tokens":null}}`) +
+				anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9,"cache_creation_input_tokens":2}}`) +
+				anthropicEvent("message_stop", stop),
+			check: func(t *testing.T, res *Result, parts []partView) {
+				want := Usage{InputTokens: 25, CachedInputTokens: 4, CacheWriteTokens: 2, OutputTokens: 9}
+				if res.Usage != want || len(res.Stops) != 1 || res.Unparsed != 0 {
+					t.Errorf("usage %+v stops %+v unparsed %d, want %+v", res.Usage, res.Stops, res.Unparsed, want)
+				}
+				var usages []Usage
+				for _, p := range parts {
+					if p.Kind == PartUsage {
+						usages = append(usages, p.Usage)
+					}
+				}
+				if len(usages) != 2 || usages[0].OutputTokens != 7 || usages[1] != want {
+					t.Errorf("usage parts = %+v", usages)
+				}
+			},
+		},
+		{
+			name: "a negative count is refused and counted",
+			stream: anthropicEvent("message_start", start) +
+				anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":-5}}`),
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if res.Usage.OutputTokens != 1 || res.Unparsed != 1 {
+					t.Errorf("usage %+v unparsed %d", res.Usage, res.Unparsed)
+				}
+			},
+		},
+		{
+			name: "a block started twice is counted, the second start wins",
+			stream: anthropicEvent("content_block_start", toolOpen) +
+				anthropicEvent("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_2","name":"g","input":{}}}`) +
+				anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}`) +
+				anthropicEvent("content_block_stop", `{"type":"content_block_stop","index":1}`),
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if res.Unparsed != 1 || len(res.ToolCalls) != 2 {
+					t.Fatalf("unparsed %d calls %s", res.Unparsed, fmtCalls(res.ToolCalls))
+				}
+				if first, second := res.ToolCalls[0], res.ToolCalls[1]; first.Complete || !second.Complete || string(second.Arguments) != `{"a":1}` {
+					t.Errorf("calls %s", fmtCalls(res.ToolCalls))
+				}
+			},
+		},
+		{
+			name: "input_json_delta on a text block is counted",
+			stream: anthropicEvent("content_block_start", textOpen) +
+				anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}`),
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if res.Unparsed != 1 || res.OutputBytes != 0 {
+					t.Errorf("unparsed %d output %d", res.Unparsed, res.OutputBytes)
+				}
+			},
+		},
+		{
+			name:   "a tool_use block without a name is still a call",
+			stream: anthropicEvent("content_block_start", `{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"toolu_3","input":{}}}`),
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if res.Unparsed != 1 || len(res.ToolCalls) != 1 || res.ToolCalls[0].ID != "toolu_3" || res.ToolCalls[0].Complete {
+					t.Errorf("unparsed %d calls %s", res.Unparsed, fmtCalls(res.ToolCalls))
+				}
+			},
+		},
+		{
+			name:   "text given in the block start is emitted",
+			stream: anthropicEvent("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"Hi \"you\""}}`),
+			check: func(t *testing.T, res *Result, parts []partView) {
+				if len(parts) != 1 || parts[0].Kind != PartTextDelta || parts[0].Text != `Hi "you"` || res.OutputBytes != 8 {
+					t.Errorf("parts %+v output %d", parts, res.OutputBytes)
+				}
+			},
+		},
+		{
+			name:   "events without data and comments are ignored",
+			stream: ": keepalive\n\nevent: ping\n\nretry: 10\n\n\n\n",
+			check: func(t *testing.T, res *Result, parts []partView) {
+				if len(parts) != 0 || res.Unparsed != 0 || !res.Truncated {
+					t.Errorf("parts %+v unparsed %d truncated %v", parts, res.Unparsed, res.Truncated)
+				}
+			},
+		},
+		{
+			name:   "an empty data field is not JSON",
+			stream: "event: content_block_delta\ndata:\n\n",
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if res.Unparsed != 1 {
+					t.Errorf("unparsed %d", res.Unparsed)
+				}
+			},
+		},
+		{
+			name:   "a fractional block index is counted",
+			stream: anthropicEvent("content_block_start", `{"type":"content_block_start","index":1.5,"content_block":{"type":"text","text":""}}`),
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if res.Unparsed != 1 {
+					t.Errorf("unparsed %d", res.Unparsed)
+				}
+			},
+		},
+		{
+			name: "a huge block index costs nothing",
+			stream: anthropicEvent("content_block_start", `{"type":"content_block_start","index":2147483647,"content_block":{"type":"tool_use","id":"t","name":"n","input":{}}}`) +
+				anthropicEvent("content_block_stop", `{"type":"content_block_stop","index":2147483647}`),
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if res.Unparsed != 0 || len(res.ToolCalls) != 1 || !res.ToolCalls[0].Complete || res.ToolCalls[0].Index != 2147483647 {
+					t.Errorf("unparsed %d calls %s", res.Unparsed, fmtCalls(res.ToolCalls))
+				}
+			},
+		},
+		{
+			name: "a second message_start takes the newer identity",
+			stream: anthropicEvent("message_start", start) +
+				anthropicEvent("message_start", `{"type":"message_start","message":{"id":"msg_2","model":"m2","usage":{"input_tokens":3,"output_tokens":1}}}`),
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if res.MessageID != "msg_2" || res.Model != "m2" || res.Usage.InputTokens != 3 || res.Usage.CachedInputTokens != 4 {
+					t.Errorf("id %s model %s usage %+v", res.MessageID, res.Model, res.Usage)
+				}
+			},
+		},
+		{
+			name:   "a stop_reason that is not a string is counted",
+			stream: anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":7},"usage":{"output_tokens":1}}`),
+			check: func(t *testing.T, res *Result, _ []partView) {
+				if res.Unparsed != 1 || len(res.Stops) != 0 || !res.UsageSeen {
+					t.Errorf("unparsed %d stops %+v usage seen %v", res.Unparsed, res.Stops, res.UsageSeen)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, parts := decodeStream(t, newAnthropicDecoder(), []byte(tt.stream), nil)
+			tt.check(t, res, viewParts(parts))
+		})
+	}
+}
+
+func TestAnthropicFinish(t *testing.T) {
+	d := newAnthropicDecoder()
+	if d.Result() != d.Finish() || !d.Result().Truncated {
+		t.Fatal("an empty stream must finish truncated, on the decoder's own result")
+	}
+	r := NewReader(0)
+	err := r.Feed([]byte(anthropicEvent("message_stop", `{"type":"message_stop"}`)), func(ev *Event) error {
+		d.Decode(ev, nil)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := d.Finish(); !res.Done || res.Truncated {
+		t.Errorf("done %v truncated %v after message_stop", res.Done, res.Truncated)
+	}
+}
+
+// streamsForSplitting is every testdata stream, and every recorded
+// Anthropic fixture when present.
+func streamsForSplitting(t *testing.T) map[string][]byte {
+	streams := map[string][]byte{}
+	for _, g := range anthropicGoldens {
+		streams[g.file] = readTestdata(t, g.file)
+	}
+	if _, err := os.Stat(filepath.Join(fixturesDir, "EXPECTED.json")); err == nil {
+		for name, exp := range loadExpected(t) {
+			if exp.API == string(APIAnthropic) {
+				streams["fixture/"+name] = readFixture(t, name)
+			}
+		}
+	}
+	return streams
+}
+
+// TestAnthropicSplitInvariance feeds each stream whole, byte by byte and at
+// seeded random cuts: the Result and the Parts must not depend on how the
+// bytes arrived.
+func TestAnthropicSplitInvariance(t *testing.T) {
+	streams := streamsForSplitting(t)
+	names := make([]string, 0, len(streams))
+	for name := range streams {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		data := streams[name]
+		t.Run(name, func(t *testing.T) {
+			want, wantParts := decodeStream(t, newAnthropicDecoder(), data, nil)
+
+			bytewise := make([]int, 0, len(data))
+			for c := 1; c < len(data); c++ {
+				bytewise = append(bytewise, c)
+			}
+			splits := map[string][]int{"byte by byte": bytewise}
+			rng := rand.New(rand.NewPCG(42, uint64(i)))
+			for s := range 8 {
+				var cuts []int
+				for c := rng.IntN(64) + 1; c < len(data); c += rng.IntN(64) + 1 {
+					cuts = append(cuts, c)
+				}
+				splits["random "+string(rune('a'+s))] = cuts
+			}
+			for how, cuts := range splits {
+				got, gotParts := decodeStream(t, newAnthropicDecoder(), data, cuts)
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%s: result differs:\n%+v\nwant\n%+v", how, got, want)
+				}
+				if !reflect.DeepEqual(gotParts, wantParts) {
+					t.Errorf("%s: parts differ", how)
+				}
+			}
+			noEmit := newAnthropicDecoder()
+			r := NewReader(0)
+			fn := func(ev *Event) error { noEmit.Decode(ev, nil); return nil }
+			if err := r.Feed(data, fn); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Finish(fn); err != nil {
+				t.Fatal(err)
+			}
+			if got := noEmit.Finish(); !reflect.DeepEqual(got, want) {
+				t.Errorf("without emit: result differs:\n%+v\nwant\n%+v", got, want)
+			}
+		})
+	}
+}
+
+func TestDecodeAnthropicJSON(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		want    *Result
+		wantErr error
+	}{
+		{
+			name: "message with every block kind",
+			body: `{"id":"msg_1","type":"message","role":"assistant","model":"claude-test-1","content":[
+				{"type":"thinking","thinking":"hmm","signature":"sig"},
+				{"type":"redacted_thinking","data":"abc"},
+				{"type":"text","text":"Let me look."},
+				{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"x"}},
+				{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]},
+				{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{ "location" : "SF" },"caller":{"type":"direct"}}
+			],"stop_reason":"tool_use","stop_sequence":null,
+			"usage":{"input_tokens":100,"cache_read_input_tokens":50,"cache_creation_input_tokens":25,"output_tokens":40,"output_tokens_details":{"thinking_tokens":12}}}`,
+			want: &Result{
+				API: APIAnthropic, MessageID: "msg_1", Model: "claude-test-1",
+				Stops: stopOf(StopToolUse),
+				ToolCalls: []ToolCall{
+					{Index: 3, Type: "server_tool_use", ID: "srvtoolu_1", Name: "web_search", Arguments: []byte(`{"query":"x"}`), Complete: true, Server: true},
+					{Index: 5, Type: "tool_use", ID: "toolu_1", Name: "get_weather", Arguments: []byte(`{ "location" : "SF" }`), Complete: true},
+				},
+				Usage:     Usage{InputTokens: 100, CachedInputTokens: 50, CacheWriteTokens: 25, OutputTokens: 40, ReasoningTokens: 12},
+				UsageSeen: true, Done: true,
+				OutputBytes: int64(len("hmm") + len("Let me look.") + len(`{"query":"x"}`) + len(`{ "location" : "SF" }`)),
+			},
+		},
+		{
+			name: "tool call without input",
+			body: `{"id":"msg_2","type":"message","model":"m","content":[{"type":"tool_use","id":"toolu_2","name":"ping"}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":2}}`,
+			want: &Result{
+				API: APIAnthropic, MessageID: "msg_2", Model: "m", Stops: stopOf(StopToolUse),
+				ToolCalls: []ToolCall{{Index: 0, Type: "tool_use", ID: "toolu_2", Name: "ping", Arguments: []byte("{}"), Complete: true}},
+				Usage:     Usage{InputTokens: 1, OutputTokens: 2}, UsageSeen: true, Done: true, OutputBytes: 2,
+			},
+		},
+		{
+			name: "context window stop keeps its raw value",
+			body: `{"id":"msg_3","type":"message","model":"m","content":[],"stop_reason":"model_context_window_exceeded","usage":{"input_tokens":1,"output_tokens":2}}`,
+			want: &Result{
+				API: APIAnthropic, MessageID: "msg_3", Model: "m",
+				Stops: []Stop{{Reason: StopMaxTokens, Raw: "model_context_window_exceeded"}},
+				Usage: Usage{InputTokens: 1, OutputTokens: 2}, UsageSeen: true, Done: true,
+			},
+		},
+		{
+			name: "unknown stop reason and no usage",
+			body: `{"id":"msg_4","type":"message","model":"m","content":[{"type":"text","text":"a\u00e9"}],"stop_reason":"brand_new"}`,
+			want: &Result{API: APIAnthropic, MessageID: "msg_4", Model: "m", Stops: stopOf("brand_new"), Done: true, OutputBytes: 3},
+		},
+		{
+			name: "null stop reason, message without a type",
+			body: `{"id":"msg_5","model":"m","content":[],"stop_reason":null,"usage":{"input_tokens":0,"output_tokens":0}}`,
+			want: &Result{API: APIAnthropic, MessageID: "msg_5", Model: "m", UsageSeen: true, Done: true},
+		},
+		{
+			name: "error body",
+			body: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}`,
+			want: &Result{
+				API: APIAnthropic, Stops: stopOf(StopError),
+				Errors: []ProviderError{{Type: "overloaded_error", Message: "Overloaded",
+					Raw: []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}`)}},
+			},
+		},
+		{
+			name: "error body with the error first",
+			body: `{"error":{"message":"model: nope","type":"not_found_error"},"request_id":"req_2","type":"error"}`,
+			want: &Result{
+				API: APIAnthropic, Stops: stopOf(StopError),
+				Errors: []ProviderError{{Type: "not_found_error", Message: "model: nope",
+					Raw: []byte(`{"error":{"message":"model: nope","type":"not_found_error"},"request_id":"req_2","type":"error"}`)}},
+			},
+		},
+		{name: "not JSON", body: `{"id":"msg_1",`, wantErr: ErrInvalidJSON},
+		{name: "empty body", body: ``, wantErr: ErrInvalidJSON},
+		{name: "an array", body: `[]`, wantErr: ErrInvalidJSON},
+		{name: "another object", body: `{"type":"completion","completion":"hi"}`, wantErr: ErrInvalidJSON},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := DecodeJSON(APIAnthropic, []byte(tt.body))
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) || got != nil {
+					t.Fatalf("got %+v, %v; want error %v", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got\n%+v\nwant\n%+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeAnthropicJSONCountsBadFields(t *testing.T) {
+	body := `{"id":"m","type":"message","content":[{"text":"no type"},{"type":"tool_use","input":{}}],"stop_reason":3,"usage":{"input_tokens":"x","output_tokens":2}}`
+	got, err := decodeAnthropicJSON([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Unparsed != 4 || !got.Done || len(got.ToolCalls) != 1 || got.Usage.OutputTokens != 2 || len(got.Stops) != 0 {
+		t.Errorf("got %+v", got)
+	}
+}
+
+func TestAppendJSONString(t *testing.T) {
+	tests := []struct{ name, lit string }{
+		{"plain", `"abc"`},
+		{"empty", `""`},
+		{"simple escapes", `"a\"b\\c\/d\be\ff\ng\rh\ti"`},
+		{"unicode escape", `"caf\u00e9 \u20AC"`},
+		{"surrogate pair", `"\ud83d\ude00!"`},
+		{"lone high surrogate", `"\ud83dx"`},
+		{"lone low surrogate", `"\ude00"`},
+		{"high surrogate then plain escape", `"\ud83d\n"`},
+		{"two high surrogates", `"\ud83d\ud83d\ude00"`},
+		{"raw utf-8", `"é😀"`},
+		{"escape at the end", `"abc\\"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var want string
+			if err := json.Unmarshal([]byte(tt.lit), &want); err != nil {
+				t.Fatal(err)
+			}
+			if got := string(appendJSONString([]byte("prefix:"), tt.lit)); got != "prefix:"+want {
+				t.Errorf("got %q, want %q", got, "prefix:"+want)
+			}
+			if !utf8.ValidString(want) {
+				t.Fatal("reference is not UTF-8")
+			}
+		})
+	}
+}
