@@ -135,7 +135,7 @@ func (r *Reader) feed(p []byte, fn func(*Event) error) error {
 		if room := r.max - len(r.buf); n > room {
 			n = room + 1
 		}
-		r.buf = append(r.buf, p[:n]...)
+		r.hold(p[:n])
 		p = p[n:]
 		start, err := r.parse(r.buf, false, fn)
 		if err != nil {
@@ -157,8 +157,21 @@ func (r *Reader) feed(p []byte, fn func(*Event) error) error {
 	if len(rest) > r.max {
 		return ErrEventTooLarge
 	}
-	r.buf = append(r.buf, rest...)
+	r.hold(rest)
 	return nil
+}
+
+// hold appends p to the buffer. The buffer at least doubles when it grows
+// (up to one byte past the limit), so an event far longer than a read is
+// copied a few times in all rather than most of its length on every read.
+func (r *Reader) hold(p []byte) {
+	if need := len(r.buf) + len(p); need > cap(r.buf) {
+		c := min(max(2*cap(r.buf), need, 4096), r.max+1)
+		nb := make([]byte, len(r.buf), max(c, need))
+		copy(nb, r.buf)
+		r.buf = nb
+	}
+	r.buf = append(r.buf, p...)
 }
 
 // keep drops the first n bytes of the buffer, which were dispatched.
