@@ -56,7 +56,7 @@ type Reader struct {
 
 	// Parse state of the pending block; offsets are relative to its start.
 	scan      int // start of the first line not yet split off
-	seen      int // bytes from scan on known to hold no CR or LF (seen >= scan)
+	seen      int // the line at scan holds no CR or LF before this offset (seen >= scan)
 	nameStart int
 	nameEnd   int
 	dataStart int
@@ -71,7 +71,8 @@ type Reader struct {
 }
 
 // NewReader returns a Reader that fails with ErrEventTooLarge when one
-// event exceeds maxEventSize bytes (DefaultMaxEventSize when <= 0).
+// event (its Raw bytes, line endings included) exceeds maxEventSize bytes
+// (DefaultMaxEventSize when <= 0). A line is bounded by its event.
 func NewReader(maxEventSize int) *Reader {
 	if maxEventSize <= 0 {
 		maxEventSize = DefaultMaxEventSize
