@@ -745,13 +745,6 @@ func keyEqual(raw, want string) bool {
 	return unquote(raw) == want
 }
 
-func skipSpace(s string, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
-		i++
-	}
-	return i
-}
-
 // skipString returns the offset just past the string literal that starts
 // at s[i] (a quote), or len(s) when it never ends.
 func skipString(s string, i int) int {
@@ -948,7 +941,7 @@ func unquoteInto(dst []byte, s string, i int) ([]byte, int) {
 // decodeU decodes the \uXXXX escape (or surrogate pair) at the start of s
 // and returns the rune and the bytes it used, 0 when malformed.
 func decodeU(s string) (rune, int) {
-	r, ok := hex4(s)
+	r, ok := uEscape(s)
 	if !ok {
 		return 0, 0
 	}
@@ -956,7 +949,7 @@ func decodeU(s string) (rune, int) {
 		return r, 6
 	}
 	if r < 0xDC00 {
-		if lo, ok := hex4(s[6:]); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+		if lo, ok := uEscape(s[6:]); ok && lo >= 0xDC00 && lo <= 0xDFFF {
 			return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12
 		}
 	}
@@ -964,7 +957,7 @@ func decodeU(s string) (rune, int) {
 }
 
 // hex4 reads "\uXXXX" at the start of s.
-func hex4(s string) (rune, bool) {
+func uEscape(s string) (rune, bool) {
 	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
 		return 0, false
 	}
