@@ -1,0 +1,77 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"gatekeeper/streaming"
+)
+
+// Error types agents receive, in their provider's error format (CONTRACT.md).
+const (
+	errAuthentication     = "authentication_error"
+	errPermission         = "permission_error"
+	errInvalidRequest     = "invalid_request_error"
+	errTrajectoryCanceled = "trajectory_canceled"
+	errTrajectoryPaused   = "trajectory_paused"
+	errUpstream           = "upstream_error"
+	errNotFound           = "not_found_error"
+)
+
+// HTTPError is an error with the status and message an agent should see.
+// Msg is for the client; Err is the detail kept for logs.
+type HTTPError struct {
+	Code       int
+	Type       string
+	Msg        string
+	RetryAfter time.Duration // set for waits the client should retry
+	Err        error
+}
+
+func (e *HTTPError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%d %s: %s: %v", e.Code, e.Type, e.Msg, e.Err)
+	}
+	return fmt.Sprintf("%d %s: %s", e.Code, e.Type, e.Msg)
+}
+
+func (e *HTTPError) Unwrap() error { return e.Err }
+
+func httpErr(code int, typ, msg string) *HTTPError {
+	return &HTTPError{Code: code, Type: typ, Msg: msg}
+}
+
+// writeError answers with err in the error format of api. Errors that are
+// not HTTPErrors become a 500 whose detail stays in the logs.
+func writeError(w http.ResponseWriter, api streaming.API, err error) {
+	var he *HTTPError
+	if !errors.As(err, &he) {
+		he = &HTTPError{Code: http.StatusInternalServerError, Type: "api_error", Msg: "gatekeeper failed to handle the request; see its logs", Err: err}
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if he.RetryAfter > 0 {
+		secs := int((he.RetryAfter + time.Second - 1) / time.Second)
+		h.Set("Retry-After", strconv.Itoa(secs))
+	}
+	w.WriteHeader(he.Code)
+	_, _ = w.Write(errorBody(api, he.Type, he.Msg))
+}
+
+// errorBody renders an error in a provider's own format: Anthropic
+// {"type":"error","error":{"type","message"}}, OpenAI {"error":{"message","type","code"}}.
+func errorBody(api streaming.API, typ, msg string) []byte {
+	var v any
+	if api == streaming.APIAnthropic {
+		v = map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}}
+	} else {
+		v = map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": typ, "param": nil}}
+	}
+	b, _ := json.Marshal(v) // maps of strings always marshal
+	return b
+}

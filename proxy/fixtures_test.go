@@ -1,0 +1,93 @@
+package proxy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"gatekeeper/trajectory"
+)
+
+// fixturesDir holds recorded real provider streams beside the checkout;
+// they are read when present and never copied into the repository.
+const fixturesDir = "../../shared/fixtures"
+
+// TestFixtureBytesThroughGatekeeper sends every recorded stream of the
+// three turn APIs through gatekeeper, cut at random points on the upstream
+// side, and checks the agent receives exactly the bytes the provider sent.
+func TestFixtureBytesThroughGatekeeper(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(fixturesDir, "EXPECTED.json"))
+	if err != nil {
+		t.Skipf("recorded fixtures not present: %v", err)
+	}
+	var expected map[string]struct {
+		API   string          `json:"api"`
+		Usage json.RawMessage `json:"usage"`
+	}
+	if err := json.Unmarshal(raw, &expected); err != nil {
+		t.Fatal(err)
+	}
+	var current []byte
+	rnd := rand.New(rand.NewPCG(3, 5))
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		f := w.(http.Flusher)
+		for rest := current; len(rest) > 0; {
+			n := min(len(rest), 1+rnd.IntN(700))
+			_, _ = w.Write(rest[:n])
+			f.Flush()
+			rest = rest[n:]
+		}
+	}))
+	defer up.Close()
+	e := newEnv(t, envOpts{upstream: up.URL})
+	paths := map[string]string{"anthropic": "/anthropic/v1/messages", "chat": "/openai/v1/chat/completions", "responses": "/openai/v1/responses"}
+	n := 0
+	for name, exp := range expected {
+		path, ok := paths[exp.API]
+		if !ok {
+			continue // Gemini is not a turn API of gatekeeper's
+		}
+		n++
+		t.Run(name, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join(fixturesDir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			current = b
+			id := "fx-" + name[:min(len(name), 40)]
+			id = sanitize(id)
+			body := `{"model":"m","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"x"}],"input":"x"}`
+			resp := e.do(t, "POST", "/t/"+id+path, body, "x-api-key", vkA, "Authorization", "Bearer "+vkA)
+			got := readAll(t, resp)
+			if !bytes.Equal(got, b) {
+				t.Fatalf("agent received %d bytes that differ from the provider's %d", len(got), len(b))
+			}
+			var rec *trajectory.Record
+			waitFor(t, "turn recorded", func() bool { rec = e.record(t, id); return rec.State != trajectory.CallingModel })
+			reported := string(exp.Usage) != "null"
+			if rec.Spend.Estimated == reported {
+				t.Errorf("provider reported usage: %v; record charged %+v", reported, rec.Spend)
+			}
+		})
+	}
+	if n < 30 {
+		t.Errorf("only %d fixtures of the three turn APIs", n)
+	}
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,127 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+)
+
+// newReverseProxy builds the reverse proxy for one provider. Per-request
+// facts reach its hooks through the outgoing request's context.
+func (s *Server) newReverseProxy(up *upstream) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite:        func(pr *httputil.ProxyRequest) { s.rewrite(pr, up) },
+		Transport:      s.transport,
+		FlushInterval:  -1, // flush every write: events are handed over whole, one per Read
+		ModifyResponse: s.modifyResponse,
+		ErrorHandler:   s.upstreamError,
+		ErrorLog:       log.New(slogWriter{s.log}, "", 0),
+	}
+}
+
+// rewrite points the outgoing request at the provider and swaps the
+// agent's virtual key for a provider key. Everything else the agent sent
+// (query, headers, body) goes out as it came.
+func (s *Server) rewrite(pr *httputil.ProxyRequest, up *upstream) {
+	st := stateFrom(pr.In.Context())
+	out := pr.Out
+	out.URL.Scheme = up.target.Scheme
+	out.URL.Host = up.target.Host
+	base := strings.TrimSuffix(up.target.Path, "/")
+	rest := st.req.rest
+	// rest is the agent's escaped path: keep its escaping as it came.
+	if p, err := url.PathUnescape(base + rest); err == nil {
+		out.URL.Path, out.URL.RawPath = p, base+rest
+	}
+	out.Host = ""
+
+	h := out.Header
+	h.Del("X-Api-Key")
+	h.Del("Authorization")
+	for k := range h {
+		if strings.HasPrefix(strings.ToLower(k), "x-gatekeeper-") {
+			h.Del(k)
+		}
+	}
+	key := up.pickKey()
+	if up.cfg.API == "anthropic" {
+		h.Set("X-Api-Key", key)
+	} else {
+		h.Set("Authorization", "Bearer "+key)
+	}
+	if st.turn != nil {
+		// Replies are decoded while they stream: ask for them uncompressed.
+		h.Set("Accept-Encoding", "identity")
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = nil // send none rather than Go's default
+	}
+}
+
+// pickKey takes the pool's keys in turn. Key choice by headroom comes with
+// rate limiting.
+func (up *upstream) pickKey() string {
+	keys := up.cfg.Keys
+	n := atomic.AddUint64(&up.next, 1)
+	return keys[int(n-1)%len(keys)].Key
+}
+
+// modifyResponse marks every proxied reply with its trajectory and, for
+// turns, tees the body through the decoder.
+func (s *Server) modifyResponse(resp *http.Response) error {
+	st := stateFrom(resp.Request.Context())
+	if st == nil || st.turn == nil {
+		return nil
+	}
+	return st.turn.attach(resp)
+}
+
+// upstreamError answers when the provider could not be reached or the
+// reply could not be read before any byte went to the agent.
+func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	st := stateFrom(r.Context())
+	if st != nil && st.turn != nil {
+		st.turn.failed(err)
+	}
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The agent went away; nobody is left to answer.
+		w.WriteHeader(499)
+		return
+	}
+	api := st.req.api
+	if api == "" {
+		api = st.req.up.api
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelWarn, "upstream unreachable",
+		slog.String("provider", st.req.up.cfg.Name), slog.String("error", err.Error()))
+	code := http.StatusBadGateway
+	if errors.Is(err, context.DeadlineExceeded) {
+		code = http.StatusGatewayTimeout
+	}
+	writeError(w, api, httpErr(code, errUpstream,
+		"gatekeeper could not get a reply from provider "+st.req.up.cfg.Name+"; retry later"))
+}
+
+// passThrough forwards a non-turn request with the key swapped. It is
+// logged, not metered.
+func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *request) {
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "pass-through",
+		slog.String("provider", req.up.cfg.Name), slog.String("method", r.Method),
+		slog.String("path", req.rest), slog.String("tenant", req.tenant.Name))
+	ctx := context.WithValue(r.Context(), ctxKey{}, &reqState{req: req})
+	req.up.rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// slogWriter lets the reverse proxy's log.Logger write into slog.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Warn(strings.TrimSpace(string(p)))
+	return len(p), nil
+}

@@ -1,0 +1,154 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"gatekeeper/config"
+	"gatekeeper/streaming"
+	"gatekeeper/trajectory"
+)
+
+// maxSiblings bounds the sibling threads forked for parallel calls on one
+// conversation (parallel sampling, identical requests from many clients).
+const maxSiblings = 32
+
+// maxDepth bounds how far up a parent chain gatekeeper walks.
+const maxDepth = 16
+
+// Session headers real agents send (AGENTS.md).
+var sessionHeaders = []string{"X-Claude-Code-Session-Id", "Session-Id", "Thread-Id"}
+
+// rootID decides which trajectory a request belongs to, in order: path
+// prefix, X-Gatekeeper-Trajectory, the client's own session id (scoped to
+// the virtual key), and else one trajectory per virtual key and
+// conversation.
+func rootID(r *http.Request, req *request, pr *streaming.Request) (string, error) {
+	if req.trajectoryID != "" {
+		return req.trajectoryID, nil
+	}
+	if id := r.Header.Get("X-Gatekeeper-Trajectory"); id != "" {
+		if !validID(id) {
+			return "", httpErr(http.StatusBadRequest, errInvalidRequest,
+				"X-Gatekeeper-Trajectory must be 1-128 characters of A-Z a-z 0-9 . _ : -")
+		}
+		return id, nil
+	}
+	for _, h := range sessionHeaders {
+		if v := r.Header.Get(h); v != "" {
+			return "s-" + scopedHash(req.keyHash, "session", v), nil
+		}
+	}
+	if pr.SessionHint != "" {
+		return "s-" + scopedHash(req.keyHash, "session", pr.SessionHint), nil
+	}
+	return "c-" + scopedHash(req.keyHash, "conversation", pr.Fingerprint), nil
+}
+
+// scopedHash derives an id from a client-chosen value so that two virtual
+// keys sending the same session id never share a trajectory.
+func scopedHash(keyHash [32]byte, kind, v string) string {
+	h := sha256.New()
+	h.Write(keyHash[:])
+	h.Write([]byte(kind))
+	h.Write([]byte{0})
+	h.Write([]byte(v))
+	return hex.EncodeToString(h.Sum(nil)[:10])
+}
+
+// threadKey names the conversation inside a trajectory: the client's own
+// agent id where it sends one (Claude Code subagents), else the
+// conversation fingerprint.
+func threadKey(r *http.Request, pr *streaming.Request) (key, parentKey string) {
+	if id := r.Header.Get("X-Claude-Code-Agent-Id"); id != "" {
+		key = "agent:" + id
+		if pid := r.Header.Get("X-Claude-Code-Parent-Agent-Id"); pid != "" {
+			parentKey = "agent:" + pid
+		}
+		return key, parentKey
+	}
+	return "fp:" + pr.Fingerprint, ""
+}
+
+func childID(parent, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return parent + "/" + hex.EncodeToString(sum[:6])
+}
+
+func siblingID(id string, n int) string { return id + "~" + strconv.Itoa(n) }
+
+// ensureRoot returns the root record, creating it with the tenant's
+// defaults when it does not exist yet. A root of another tenant is refused.
+func (s *Server) ensureRoot(ctx context.Context, id string, tenant *config.Tenant) (*trajectory.Record, error) {
+	rec, err := s.store.Get(ctx, id)
+	if errors.Is(err, trajectory.ErrNotFound) {
+		rec = s.newRecord(id, "", tenant)
+		err = s.store.Create(ctx, rec, s.createdEvent(rec))
+		if errors.Is(err, trajectory.ErrExists) {
+			rec, err = s.store.Get(ctx, id)
+		}
+	}
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	if rec.Tenant != tenant.Name {
+		return nil, httpErr(http.StatusForbidden, errPermission,
+			fmt.Sprintf("trajectory %s belongs to another tenant", id))
+	}
+	return rec, nil
+}
+
+// ensureChild returns the child record id of parent for a thread key,
+// creating it when missing.
+func (s *Server) ensureChild(ctx context.Context, parent *trajectory.Record, id, key string) error {
+	_, err := s.store.Get(ctx, id)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, trajectory.ErrNotFound) {
+		return storeErr(err)
+	}
+	rec := s.newRecord(id, parent.ID, nil)
+	rec.Tenant = parent.Tenant
+	rec.Budget = trajectory.Budget{} // the ancestors' ceilings bind a child
+	rec.Thread = key
+	err = s.store.Create(ctx, rec, s.createdEvent(rec))
+	if err != nil && !errors.Is(err, trajectory.ErrExists) {
+		return storeErr(err)
+	}
+	return nil
+}
+
+func (s *Server) newRecord(id, parent string, tenant *config.Tenant) *trajectory.Record {
+	now := s.now()
+	rec := &trajectory.Record{ID: id, ParentID: parent, State: trajectory.Ready, CreatedAt: now, UpdatedAt: now, Stage: "nominal"}
+	if tenant != nil {
+		rec.Tenant = tenant.Name
+		rec.Budget = trajectory.Budget{
+			Turns:      int64(tenant.Budget.Turns),
+			Tokens:     tenant.Budget.Tokens,
+			WallClockS: int64(tenant.Budget.WallClock.Std().Seconds()),
+			Dollars:    tenant.Budget.Dollars,
+		}
+	}
+	return rec
+}
+
+func (s *Server) createdEvent(rec *trajectory.Record) trajectory.Event {
+	return trajectory.Event{At: s.now(), Trajectory: rec.ID, Type: trajectory.EventCreated, To: rec.State}
+}
+
+// storeErr turns a store failure into the agent's answer: fail closed.
+func storeErr(err error) error {
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return err
+	}
+	return &HTTPError{Code: http.StatusServiceUnavailable, Type: "api_error",
+		Msg: "gatekeeper's store is unavailable, so no new turn can be admitted; retry shortly", RetryAfter: 5e9, Err: err}
+}

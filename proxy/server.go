@@ -1,0 +1,249 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"gatekeeper/config"
+	"gatekeeper/streaming"
+	"gatekeeper/trajectory"
+)
+
+// Options are the proxy's dependencies.
+type Options struct {
+	Config *config.Config
+	Store  trajectory.Store
+	Logger *slog.Logger
+	// Clock gives the time; time.Now when nil.
+	Clock func() time.Time
+	// Transport carries upstream calls; a tuned http.Transport when nil.
+	Transport http.RoundTripper
+}
+
+// Server serves the agent-facing routes.
+type Server struct {
+	cfg       *config.Config
+	store     trajectory.Store
+	log       *slog.Logger
+	now       func() time.Time
+	keys      *keyring
+	providers map[string]*upstream
+	def       *upstream
+	transport http.RoundTripper
+}
+
+// upstream is one configured provider with its reverse proxy.
+type upstream struct {
+	cfg    *config.Provider
+	api    streaming.API // the API family; the turn API is chosen per path
+	target *url.URL
+	rp     *httputil.ReverseProxy
+	next   uint64 // round-robin cursor over keys
+}
+
+// New checks opts and builds the proxy.
+func New(opts Options) (*Server, error) {
+	if opts.Config == nil || opts.Store == nil {
+		return nil, fmt.Errorf("proxy: config and store are required")
+	}
+	s := &Server{
+		cfg:       opts.Config,
+		store:     opts.Store,
+		log:       opts.Logger,
+		now:       opts.Clock,
+		keys:      newKeyring(opts.Config.Tenants),
+		providers: make(map[string]*upstream),
+		transport: opts.Transport,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.transport == nil {
+		s.transport = newTransport()
+	}
+	for i := range opts.Config.Providers {
+		p := &opts.Config.Providers[i]
+		u, err := url.Parse(p.BaseURL)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return nil, fmt.Errorf("proxy: provider %s: base_url %q is not an absolute URL", p.Name, p.BaseURL)
+		}
+		up := &upstream{cfg: p, target: u, api: streaming.APIChat}
+		if p.API == "anthropic" {
+			up.api = streaming.APIAnthropic
+		}
+		up.rp = s.newReverseProxy(up)
+		s.providers[p.Name] = up
+		if p.Default {
+			s.def = up
+		}
+	}
+	return s, nil
+}
+
+// newTransport is the upstream transport: bounded connection setup, no
+// overall timeout (replies stream for minutes), HTTP/2 when offered.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// Routes mounts the agent routes on r.
+func (s *Server) Routes(r chi.Router) {
+	r.Head("/", ok200)
+	r.HandleFunc("/v1/*", func(w http.ResponseWriter, req *http.Request) {
+		if s.def == nil {
+			writeError(w, streaming.APIAnthropic, httpErr(http.StatusNotFound, errNotFound,
+				"no default provider is configured: use /{provider}/v1/..."))
+			return
+		}
+		s.serveProvider(w, req, s.def, "", req.URL.EscapedPath())
+	})
+	r.HandleFunc("/t/{trajectory}/{provider}", s.routeProvider)
+	r.HandleFunc("/t/{trajectory}/{provider}/*", s.routeProvider)
+	r.HandleFunc("/{provider}", s.routeProvider)
+	r.HandleFunc("/{provider}/*", s.routeProvider)
+}
+
+func ok200(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
+
+func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "provider")
+	up, ok := s.providers[name]
+	if !ok {
+		writeError(w, streaming.APIAnthropic, httpErr(http.StatusNotFound, errNotFound,
+			fmt.Sprintf("no provider named %q is configured", name)))
+		return
+	}
+	tid := chi.URLParam(r, "trajectory")
+	prefix := "/" + name
+	if tid != "" {
+		prefix = "/t/" + tid + "/" + name
+	}
+	esc := r.URL.EscapedPath()
+	if !strings.HasPrefix(esc, prefix) {
+		// The trajectory segment was escaped differently; find the provider segment.
+		i := strings.Index(esc, "/"+name)
+		if i < 0 {
+			writeError(w, up.api, httpErr(http.StatusBadRequest, errInvalidRequest, "malformed path"))
+			return
+		}
+		prefix = esc[:i+len(name)+1]
+	}
+	s.serveProvider(w, r, up, tid, strings.TrimPrefix(esc, prefix))
+}
+
+// serveProvider handles one request for provider up; rest is the escaped
+// path below the provider prefix ("/v1/messages").
+func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstream, tid, rest string) {
+	api := turnAPI(up, r.Method, rest)
+	errAPI := api
+	if errAPI == "" {
+		errAPI = up.api
+	}
+	if rest == "" || rest == "/" {
+		if r.Method == http.MethodHead || r.Method == http.MethodGet && r.Header.Get("Upgrade") == "" {
+			// Claude Code probes its base URL with HEAD at start.
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+	}
+	if tid != "" && !validID(tid) {
+		writeError(w, errAPI, httpErr(http.StatusBadRequest, errInvalidRequest,
+			"trajectory id in the path must be 1-128 characters of A-Z a-z 0-9 . _ : -"))
+		return
+	}
+	tenant, keyHash := s.keys.lookup(presentedKey(r))
+	if tenant == nil {
+		writeError(w, errAPI, httpErr(http.StatusUnauthorized, errAuthentication,
+			"invalid or missing gatekeeper virtual key: send the key your platform team issued as x-api-key or Authorization: Bearer"))
+		return
+	}
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		// Codex CLI tries a WebSocket on GET /v1/responses first; refusing
+		// the upgrade at once makes it fall back to HTTP streaming.
+		w.Header().Set("Connection", "close")
+		writeError(w, errAPI, httpErr(http.StatusUpgradeRequired, errInvalidRequest,
+			"gatekeeper serves the Responses API over HTTP streaming only; WebSocket turns are not supported"))
+		return
+	}
+	req := &request{up: up, rest: rest, tenant: tenant, keyHash: keyHash, trajectoryID: tid, api: api}
+	if api == "" {
+		s.passThrough(w, r, req)
+		return
+	}
+	s.serveTurn(w, r, req)
+}
+
+// turnAPI says which turn API a request is, or "" when it is not a turn.
+func turnAPI(up *upstream, method, rest string) streaming.API {
+	if method != http.MethodPost {
+		return ""
+	}
+	switch {
+	case up.cfg.API == "anthropic" && rest == "/v1/messages":
+		return streaming.APIAnthropic
+	case up.cfg.API == "openai" && rest == "/v1/chat/completions":
+		return streaming.APIChat
+	case up.cfg.API == "openai" && rest == "/v1/responses":
+		return streaming.APIResponses
+	}
+	return ""
+}
+
+// validID accepts trajectory ids an operator or agent may choose.
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// request is what routing learned about one agent request.
+type request struct {
+	up           *upstream
+	rest         string // escaped path below the provider prefix
+	tenant       *config.Tenant
+	keyHash      [32]byte
+	trajectoryID string // from the path; "" when none
+	api          streaming.API
+}
+
+type ctxKey struct{}
+
+// reqState travels in the outgoing request's context to the reverse
+// proxy's hooks.
+type reqState struct {
+	req  *request
+	turn *turn // nil for pass-through
+}
+
+func stateFrom(ctx context.Context) *reqState {
+	st, _ := ctx.Value(ctxKey{}).(*reqState)
+	return st
+}

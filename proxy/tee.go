@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+
+	"gatekeeper/streaming"
+)
+
+// errTruncated aborts the agent's connection when the provider's stream
+// ended without its terminal event: a clean end after half a tool call is
+// taken as success by real agents, which then silently drop the call.
+var errTruncated = errors.New("proxy: upstream stream ended without its terminal event")
+
+// sseBody is the reply body of a streamed turn. Each Read hands the reverse
+// proxy whole events only, as soon as they are complete, so every event is
+// written and flushed at once and never half of one; meanwhile the decoder
+// sees every event.
+type sseBody struct {
+	t   *turn
+	src io.ReadCloser
+	rd  *streaming.Reader
+	dec streaming.Decoder
+	in  []byte
+	out []byte // complete events not yet handed over
+	off int
+	err error // sticky: io.EOF at a clean end
+}
+
+func (b *sseBody) Read(p []byte) (int, error) {
+	for b.off >= len(b.out) {
+		if b.err != nil {
+			return 0, b.err
+		}
+		b.out, b.off = b.out[:0], 0
+		n, err := b.src.Read(b.in)
+		if n > 0 {
+			if ferr := b.rd.Feed(b.in[:n], b.take); ferr != nil {
+				b.err = ferr
+				continue
+			}
+		}
+		switch {
+		case err == io.EOF:
+			b.end()
+		case err != nil:
+			b.err = err
+		}
+	}
+	n := copy(p, b.out[b.off:])
+	b.off += n
+	return n, nil
+}
+
+func (b *sseBody) take(ev *streaming.Event) error {
+	b.dec.Decode(ev, nil)
+	b.out = append(b.out, ev.Raw...)
+	return nil
+}
+
+// end handles the upstream's EOF: bytes of a last event without its blank
+// line are forwarded only when they complete the reply.
+func (b *sseBody) end() {
+	mark := len(b.out)
+	_ = b.rd.Finish(b.take) // take never fails
+	if b.dec.Finish().Truncated {
+		b.out = b.out[:mark]
+		b.err = errTruncated
+		return
+	}
+	b.err = io.EOF
+}
+
+func (b *sseBody) Close() error {
+	err := b.src.Close()
+	var cause error
+	if b.err != nil && b.err != io.EOF {
+		cause = b.err
+	} else if b.err == nil {
+		cause = errors.New("reply body closed before its end")
+	}
+	res := b.dec.Result()
+	if cause != nil && res.Done && b.off >= len(b.out) {
+		// The terminal event reached the agent, which then hung up before
+		// the provider closed the stream: the reply is complete.
+		cause = nil
+	}
+	b.t.finish(b.t.outcomeOf(res, 200, cause))
+	return err
+}
+
+// jsonBody is the reply body of a non-streamed turn or of an upstream
+// error: forwarded as it comes, kept (up to limit) to decode at the end.
+type jsonBody struct {
+	t      *turn
+	src    io.ReadCloser
+	status int
+	limit  int64
+	buf    []byte
+	over   bool
+	err    error
+}
+
+func (b *jsonBody) Read(p []byte) (int, error) {
+	n, err := b.src.Read(p)
+	if n > 0 && !b.over {
+		if int64(len(b.buf)+n) > b.limit {
+			b.over, b.buf = true, nil
+		} else {
+			b.buf = append(b.buf, p[:n]...)
+		}
+	}
+	if err != nil {
+		b.err = err
+	}
+	return n, err
+}
+
+func (b *jsonBody) Close() error {
+	err := b.src.Close()
+	t := b.t
+	var cause error
+	if b.err != io.EOF {
+		cause = b.err
+		if cause == nil {
+			cause = errors.New("reply body closed before its end")
+		}
+	}
+	if b.status < 200 || b.status > 299 {
+		o := outcome{stop: "error", status: b.status, upstream: true, detail: upstreamErrorDetail(t.req.api, b.buf)}
+		t.finish(o)
+		return err
+	}
+	res := &streaming.Result{}
+	if !b.over && cause == nil {
+		if r, derr := streaming.DecodeJSON(t.req.api, b.buf); derr == nil {
+			res = r
+		} else {
+			cause = derr
+		}
+	}
+	t.finish(t.outcomeOf(res, b.status, cause))
+	return err
+}
+
+// upstreamErrorDetail picks the provider's error type out of an error body
+// for the event log; the body itself reaches the agent unchanged.
+func upstreamErrorDetail(api streaming.API, body []byte) string {
+	if res, err := streaming.DecodeJSON(api, body); err == nil && len(res.Errors) > 0 {
+		return res.Errors[0].Type + ": " + res.Errors[0].Message
+	}
+	return ""
+}
