@@ -232,7 +232,9 @@ func readEvent(r *bufio.Reader) (string, error) {
 const anthropicBody = `{"model":"claude-sonnet-4-5","max_tokens":1024,"stream":%t,"messages":[{"role":"user","content":%q}],
  "tools":[{"name":"Bash","description":"run a command","input_schema":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}]}`
 
-func anthropicReq(stream bool, prompt string) string { return fmt.Sprintf(anthropicBody, stream, prompt) }
+func anthropicReq(stream bool, prompt string) string {
+	return fmt.Sprintf(anthropicBody, stream, prompt)
+}
 
 var anthropicHdr = []string{"x-api-key", vkA, "anthropic-version", "2023-06-01", "content-type", "application/json"}
 

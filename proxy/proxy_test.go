@@ -306,7 +306,10 @@ func TestUpstreamErrorPassesThroughAndIsRecorded(t *testing.T) {
 		t.Errorf("upstream error body changed: %s", body)
 	}
 	var rec *trajectory.Record
-	waitFor(t, "READY", func() bool { rec = e.record(t, "r-429"); return rec.State == trajectory.Ready && rec.LastStopReason == "error" })
+	waitFor(t, "READY", func() bool {
+		rec = e.record(t, "r-429")
+		return rec.State == trajectory.Ready && rec.LastStopReason == "error"
+	})
 	if rec.Turns != 0 {
 		t.Errorf("a refused call counted as a model turn: %d", rec.Turns)
 	}
