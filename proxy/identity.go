@@ -33,7 +33,7 @@ func rootID(r *http.Request, req *request, pr *streaming.Request) (string, error
 		return req.trajectoryID, nil
 	}
 	if id := r.Header.Get("X-Gatekeeper-Trajectory"); id != "" {
-		if !validID(id) {
+		if !trajectory.ValidID(id) {
 			return "", httpErr(http.StatusBadRequest, errInvalidRequest,
 				"X-Gatekeeper-Trajectory must be 1-128 characters of A-Z a-z 0-9 . _ : -")
 		}

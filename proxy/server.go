@@ -167,7 +167,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 			return
 		}
 	}
-	if tid != "" && !validID(tid) {
+	if tid != "" && !trajectory.ValidID(tid) {
 		writeError(w, errAPI, httpErr(http.StatusBadRequest, errInvalidRequest,
 			"trajectory id in the path must be 1-128 characters of A-Z a-z 0-9 . _ : -"))
 		return
@@ -208,20 +208,6 @@ func turnAPI(up *upstream, method, rest string) streaming.API {
 		return streaming.APIResponses
 	}
 	return ""
-}
-
-// validID accepts trajectory ids an operator or agent may choose.
-func validID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // request is what routing learned about one agent request.

@@ -177,3 +177,19 @@ func (r *Record) AddSpend(u Usage, dollars float64, estimated bool) {
 	r.Spend.Dollars += dollars
 	r.Spend.Estimated = r.Spend.Estimated || estimated
 }
+
+// ValidID reports whether id may name a trajectory chosen by an operator
+// or an agent: 1-128 characters of A-Z a-z 0-9 . _ : - (thread records add
+// "/" and "~" themselves).
+func ValidID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -3,6 +3,7 @@ package trajectory
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -200,5 +201,19 @@ func TestTransitionErrorMessage(t *testing.T) {
 	ev := (&TransitionError{ID: "run-1", From: Ready, To: Completed}).Event(t0)
 	if ev.Type != EventIllegalTransition || ev.Trajectory != "run-1" || ev.From != Ready || ev.To != Completed || !ev.At.Equal(t0) {
 		t.Errorf("audit event = %+v", ev)
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{
+		{"run-42", true}, {"a.b_c:d-E9", true}, {"", false}, {"a/b", false}, {"a b", false},
+		{"a~2", false}, {strings.Repeat("x", 128), true}, {strings.Repeat("x", 129), false}, {"é", false},
+	} {
+		if got := ValidID(tc.id); got != tc.want {
+			t.Errorf("ValidID(%q) = %v, want %v", tc.id, got, tc.want)
+		}
 	}
 }

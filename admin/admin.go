@@ -1,0 +1,332 @@
+// Package admin serves gatekeeper's control API for operators and
+// approvers: reading trajectory records and their event logs, and creating
+// trajectories ahead of time with budgets. Every call needs a bearer token
+// from admin.tokens; tokens are compared in constant time.
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"gatekeeper/config"
+	"gatekeeper/trajectory"
+)
+
+// Roles a token can hold.
+const (
+	RoleOperator = "operator"
+	RoleApprover = "approver"
+)
+
+// Limits on what one call returns.
+const (
+	defaultListLimit  = 100
+	maxListLimit      = 1000
+	maxEventsLimit    = 1000
+	maxCreateBodySize = 64 << 10
+)
+
+// Store is what the admin API needs of the trajectory store.
+type Store interface {
+	Create(ctx context.Context, rec *trajectory.Record, evs ...trajectory.Event) error
+	Get(ctx context.Context, id string) (*trajectory.Record, error)
+	List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Record, error)
+	Events(ctx context.Context, id string, afterSeq int64, limit int) ([]trajectory.Event, error)
+}
+
+// API is the admin handler.
+type API struct {
+	store  Store
+	cfg    *config.Config
+	tokens []token
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+type token struct {
+	hash  [32]byte
+	name  string
+	roles []string
+}
+
+// New builds the admin API.
+func New(cfg *config.Config, store Store, log *slog.Logger, now func() time.Time) *API {
+	a := &API{store: store, cfg: cfg, log: log, now: now}
+	for _, t := range cfg.Admin.Tokens {
+		a.tokens = append(a.tokens, token{hash: sha256.Sum256([]byte(t.Token)), name: t.Name, roles: t.Roles})
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	return a
+}
+
+// Routes mounts the admin API under /admin/v1.
+func (a *API) Routes(r chi.Router) {
+	r.Route("/admin/v1", func(r chi.Router) {
+		r.Get("/trajectories", a.handle(a.list, ""))
+		r.Post("/trajectories", a.handle(a.create, RoleOperator))
+		// Child ids hold a slash ("run-42/3f9a..."), so the rest of the
+		// path is the id, with /events at its end for the log.
+		r.Get("/trajectories/*", a.handle(a.show, ""))
+	})
+}
+
+// Error is an admin API error: status and a message for the caller.
+type Error struct {
+	Code int
+	Type string
+	Msg  string
+	Err  error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Code, e.Type, e.Msg) }
+func (e *Error) Unwrap() error { return e.Err }
+
+type caller struct {
+	name  string
+	roles []string
+}
+
+func (c caller) has(role string) bool {
+	for _, r := range c.roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// handle wraps a handler that returns an error: authentication, role
+// check, JSON answer.
+func (a *API) handle(fn func(http.ResponseWriter, *http.Request, caller) error, role string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, ok := a.authenticate(r)
+		var err error
+		switch {
+		case !ok:
+			err = &Error{Code: http.StatusUnauthorized, Type: "authentication_error", Msg: "missing or invalid admin bearer token"}
+		case role != "" && !c.has(role):
+			err = &Error{Code: http.StatusForbidden, Type: "permission_error", Msg: "this call needs the " + role + " role"}
+		default:
+			err = fn(w, r, c)
+		}
+		if err != nil {
+			a.writeErr(w, r, err)
+		}
+	}
+}
+
+func (a *API) authenticate(r *http.Request) (caller, bool) {
+	const bearer = "bearer "
+	h := r.Header.Get("Authorization")
+	if len(h) <= len(bearer) || !strings.EqualFold(h[:len(bearer)], bearer) {
+		return caller{}, false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(h[len(bearer):])))
+	var found *token
+	for i := range a.tokens {
+		if subtle.ConstantTimeCompare(sum[:], a.tokens[i].hash[:]) == 1 {
+			found = &a.tokens[i]
+		}
+	}
+	if found == nil {
+		return caller{}, false
+	}
+	return caller{name: found.name, roles: found.roles}, true
+}
+
+func (a *API) writeErr(w http.ResponseWriter, r *http.Request, err error) {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+	case errors.Is(err, trajectory.ErrNotFound):
+		e = &Error{Code: http.StatusNotFound, Type: "not_found_error", Msg: "no such trajectory"}
+	case errors.Is(err, trajectory.ErrExists):
+		e = &Error{Code: http.StatusConflict, Type: "conflict_error", Msg: "a trajectory with that id exists"}
+	default:
+		a.log.LogAttrs(r.Context(), slog.LevelError, "admin call failed", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		e = &Error{Code: http.StatusServiceUnavailable, Type: "api_error", Msg: "the store could not answer; see gatekeeper's logs"}
+	}
+	writeJSON(w, e.Code, map[string]any{"error": map[string]string{"type": e.Type, "message": e.Msg}})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func badRequest(msg string) error {
+	return &Error{Code: http.StatusBadRequest, Type: "invalid_request_error", Msg: msg}
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request, _ caller) error {
+	q := r.URL.Query()
+	f := trajectory.Filter{State: trajectory.State(q.Get("state")), Tenant: q.Get("tenant"), Limit: defaultListLimit}
+	if f.State != "" && !f.State.Valid() {
+		return badRequest("unknown state " + strconv.Quote(q.Get("state")))
+	}
+	if v := q.Get("min_budget_used"); v != "" {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || x < 0 {
+			return badRequest("min_budget_used must be a non-negative number")
+		}
+		f.MinBudgetUsed = x
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListLimit {
+			return badRequest(fmt.Sprintf("limit must be 1..%d", maxListLimit))
+		}
+		f.Limit = n
+	}
+	recs, err := a.store.List(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	if recs == nil {
+		recs = []*trajectory.Record{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"trajectories": recs})
+	return nil
+}
+
+func (a *API) show(w http.ResponseWriter, r *http.Request, _ caller) error {
+	id, err := url.PathUnescape(chi.URLParam(r, "*"))
+	if err != nil || id == "" {
+		return badRequest("missing trajectory id")
+	}
+	if rest, ok := strings.CutSuffix(id, "/events"); ok {
+		return a.events(w, r, rest)
+	}
+	rec, err := a.store.Get(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rec)
+	return nil
+}
+
+func (a *API) events(w http.ResponseWriter, r *http.Request, id string) error {
+	q := r.URL.Query()
+	var after int64
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return badRequest("after must be a non-negative event sequence number")
+		}
+		after = n
+	}
+	limit := maxEventsLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxEventsLimit {
+			return badRequest(fmt.Sprintf("limit must be 1..%d", maxEventsLimit))
+		}
+		limit = n
+	}
+	if _, err := a.store.Get(r.Context(), id); err != nil {
+		return err
+	}
+	evs, err := a.store.Events(r.Context(), id, after, limit)
+	if err != nil {
+		return err
+	}
+	if evs == nil {
+		evs = []trajectory.Event{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": evs})
+	return nil
+}
+
+// createRequest is the body of POST /admin/v1/trajectories.
+type createRequest struct {
+	ID       string             `json:"id"`
+	Tenant   string             `json:"tenant"`
+	ParentID string             `json:"parent_id"`
+	Budget   *trajectory.Budget `json:"budget"`
+}
+
+func (a *API) create(w http.ResponseWriter, r *http.Request, c caller) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxCreateBodySize))
+	dec.DisallowUnknownFields()
+	var req createRequest
+	if err := dec.Decode(&req); err != nil {
+		return badRequest("body must be a JSON object {id?, tenant, parent_id?, budget?}: " + err.Error())
+	}
+	var tenant *config.Tenant
+	for i := range a.cfg.Tenants {
+		if a.cfg.Tenants[i].Name == req.Tenant {
+			tenant = &a.cfg.Tenants[i]
+		}
+	}
+	if tenant == nil {
+		return badRequest("unknown tenant " + strconv.Quote(req.Tenant))
+	}
+	if req.ID == "" {
+		req.ID = newID(a.now())
+	}
+	if !trajectory.ValidID(req.ID) {
+		return badRequest("id must be 1-128 characters of A-Z a-z 0-9 . _ : -")
+	}
+	now := a.now()
+	rec := &trajectory.Record{ID: req.ID, ParentID: req.ParentID, Tenant: tenant.Name, State: trajectory.Ready,
+		CreatedAt: now, UpdatedAt: now, Stage: "nominal",
+		Budget: trajectory.Budget{Turns: int64(tenant.Budget.Turns), Tokens: tenant.Budget.Tokens,
+			WallClockS: int64(tenant.Budget.WallClock.Std().Seconds()), Dollars: tenant.Budget.Dollars}}
+	if req.Budget != nil {
+		b := *req.Budget
+		if b.Turns < 0 || b.Tokens < 0 || b.WallClockS < 0 || b.Dollars < 0 {
+			return badRequest("budget values must be >= 0 (0 means no ceiling)")
+		}
+		rec.Budget = b
+	}
+	if req.ParentID != "" {
+		p, err := a.store.Get(r.Context(), req.ParentID)
+		if err != nil {
+			if errors.Is(err, trajectory.ErrNotFound) {
+				return badRequest("parent trajectory " + strconv.Quote(req.ParentID) + " does not exist")
+			}
+			return err
+		}
+		if p.Tenant != tenant.Name {
+			return badRequest("parent trajectory belongs to another tenant")
+		}
+	}
+	data, _ := json.Marshal(map[string]string{"by": c.name})
+	ev := trajectory.Event{At: now, Trajectory: rec.ID, Type: trajectory.EventCreated, To: rec.State, Data: data}
+	if err := a.store.Create(r.Context(), rec, ev); err != nil {
+		return err
+	}
+	rec, err := a.store.Get(r.Context(), rec.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, rec)
+	return nil
+}
+
+func newID(now time.Time) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails on supported platforms
+	return fmt.Sprintf("run-%s-%x", now.UTC().Format("20060102T150405"), b)
+}
