@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"gatekeeper/admin"
+	"gatekeeper/config"
+	"gatekeeper/mockprovider"
+	"gatekeeper/proxy"
+	"gatekeeper/store/memory"
+	"gatekeeper/trajectory"
+)
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "config.yaml", "config file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	srv, err := newServer(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer srv.close()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	log.Info("gatekeeper listening", slog.String("addr", ln.Addr().String()), slog.String("store", cfg.Store.Kind))
+	return srv.serve(ctx, ln)
+}
+
+func loadConfig(path string, getenv func(string) string, stderr io.Writer) (*config.Config, error) {
+	cfg, err := config.Load(path, getenv)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "%s: invalid config:\n%v\n", path, err)
+		return nil, errReported
+	}
+	return cfg, nil
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.Log.Level)) // validated
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.Log.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// server is one running gatekeeper: its HTTP handler and what it owns.
+type server struct {
+	handler http.Handler
+	store   trajectory.Store
+	log     *slog.Logger
+	mockErr chan error
+	stop    context.CancelFunc
+}
+
+// newServer builds gatekeeper from a validated config. Providers whose
+// base_url is "mock" are served by a mock provider started here on a
+// loopback port, so the quick start works offline.
+func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger) (*server, error) {
+	s := &server{log: log}
+	ctx, s.stop = context.WithCancel(ctx)
+	if err := s.startMock(ctx, cfg); err != nil {
+		s.stop()
+		return nil, err
+	}
+	switch cfg.Store.Kind {
+	case "memory":
+		s.store = memory.New(memory.Options{})
+	default:
+		s.stop()
+		return nil, fmt.Errorf("store.kind %q is not available in this build; use memory", cfg.Store.Kind)
+	}
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log})
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	r := chi.NewRouter()
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		pctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.store.Ping(pctx); err != nil {
+			http.Error(w, "store unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	admin.New(cfg, s.store, log, nil).Routes(r)
+	px.Routes(r)
+	s.handler = r
+	return s, nil
+}
+
+func (s *server) startMock(ctx context.Context, cfg *config.Config) error {
+	need := false
+	for _, p := range cfg.Providers {
+		need = need || p.BaseURL == "mock"
+	}
+	if !need {
+		return nil
+	}
+	ready := make(chan string, 1)
+	s.mockErr = make(chan error, 1)
+	go func() {
+		s.mockErr <- mockprovider.Run(ctx, "127.0.0.1:0", mockprovider.Options{Logger: s.log}, func(addr string) { ready <- addr })
+	}()
+	select {
+	case addr := <-ready:
+		for i := range cfg.Providers {
+			if cfg.Providers[i].BaseURL == "mock" {
+				cfg.Providers[i].BaseURL = "http://" + addr
+			}
+		}
+		s.log.Info("built-in mock provider serving", slog.String("addr", addr))
+		return nil
+	case err := <-s.mockErr:
+		return fmt.Errorf("starting the mock provider: %w", err)
+	}
+}
+
+func (s *server) serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+func (s *server) close() {
+	s.stop()
+	if s.mockErr != nil {
+		<-s.mockErr
+	}
+	if s.store != nil {
+		_ = s.store.Close()
+	}
+}
