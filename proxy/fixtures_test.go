@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -90,4 +91,36 @@ func sanitize(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// TestCleanEndMidToolCallAborts: a provider stream that ends cleanly in the
+// middle of a tool call (no message_stop) must not end cleanly for the
+// agent: real agents take a clean end as success and drop the call.
+func TestCleanEndMidToolCallAborts(t *testing.T) {
+	half := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Bash\",\"input\":{}}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"command\\\": \\\"rm -rf /tm\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_blo"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush() // chunked: the end of the body is a clean end, not a short Content-Length
+		_, _ = w.Write([]byte(half))
+	}))
+	defer up.Close()
+	e := newEnv(t, envOpts{upstream: up.URL})
+	resp := e.do(t, "POST", "/t/half/anthropic/v1/messages", anthropicReq(true, "clean up"), hdr()...)
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Fatalf("the agent saw a clean end after half a tool call:\n%s", got)
+	}
+	if bytes.Contains(got, []byte("content_blo\"")) || bytes.HasSuffix(got, []byte("content_blo")) {
+		t.Error("half an event was forwarded")
+	}
+	var rec *trajectory.Record
+	waitFor(t, "turn recorded", func() bool { rec = e.record(t, "half"); return rec.State == trajectory.Ready })
+	if rec.LastStopReason != "error" || len(rec.Pending.ToolCalls) != 0 || !rec.Spend.Estimated {
+		t.Errorf("record: stop %q pending %v spend %+v", rec.LastStopReason, rec.Pending.ToolCalls, rec.Spend)
+	}
 }

@@ -251,6 +251,9 @@ func isEventStream(ct string) bool {
 // no-op once the turn was recorded.
 func (t *turn) failed(err error) {
 	o := outcome{stop: "error", upstream: true, estimated: true, detail: err.Error()}
+	if t.clientGone() {
+		o.stop = "canceled"
+	}
 	o.usage.InputTokens = estimateTokens(int64(len(t.body)))
 	t.finish(o)
 }
@@ -271,7 +274,14 @@ func (t *turn) record(ctx context.Context, o outcome) {
 	data := map[string]any{
 		"stop": o.stop, "status": o.status, "model": t.pr.Model, "provider": t.req.up.cfg.Name,
 		"duration_ms": now.Sub(t.started).Milliseconds(), "estimated": o.estimated,
-		"usage": o.usage, "tool_calls": o.calls,
+		"usage": o.usage,
+	}
+	if len(o.calls) > 0 {
+		calls := make([]map[string]string, len(o.calls))
+		for i, c := range o.calls {
+			calls[i] = map[string]string{"id": c.ID, "name": c.Name}
+		}
+		data["tool_calls"] = calls
 	}
 	if o.detail != "" {
 		data["detail"] = o.detail
@@ -284,7 +294,7 @@ func (t *turn) record(ctx context.Context, o outcome) {
 			var tr trajectory.Transition
 			tr, err = rec.Transition(trajectory.Ready, "upstream_error", now)
 			ts = []trajectory.Transition{tr}
-			rec.LastStopReason = "error"
+			rec.LastStopReason = o.stop
 		} else {
 			ts, err = rec.EndTurn(trajectory.TurnOutcome{StopReason: o.stop, ToolCalls: o.calls, Usage: o.usage,
 				Estimated: o.estimated, ToolDeadline: s.cfg.Limits.ToolDeadline.Std()}, now)
@@ -298,6 +308,15 @@ func (t *turn) record(ctx context.Context, o outcome) {
 		}
 		return append([]trajectory.Event{eventWith(rec.ID, now, typ, data)}, trajectory.EventsFor(rec.ID, ts)...), nil
 	})
+	var te *trajectory.TransitionError
+	if errors.As(err, &te) {
+		// The record moved on while the call was out (it cannot today:
+		// nothing else changes a CALLING_MODEL record); keep the refusal
+		// in the log rather than forcing the state.
+		if aerr := s.store.AppendEvents(ctx, t.recID, te.Event(now)); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+	}
 	if err != nil {
 		t.log.LogAttrs(ctx, slog.LevelError, "recording turn failed", slog.String("error", err.Error()))
 		return
