@@ -137,7 +137,7 @@ func TestCostOfRecordedFixtures(t *testing.T) {
 	table, err := NewTable(map[string]Price{
 		"claude-sonnet-4-5": {Input: 3, CachedInput: 0.30, CacheWrite: 3.75, Output: 15},
 		"gpt-4o":            {Input: 2.50, CachedInput: 1.25, Output: 10},
-	}, Price{})
+	}, unk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,9 @@ import (
 // a typo, not a model.
 const MaxPrice = 1_000_000
 
-// FallbackKey, used as a model name in prices.yaml or in config's prices,
-// sets the price charged for models the table does not know.
+// FallbackKey, as a key of config's prices (the overrides of With), sets the
+// price charged for models the table does not know; prices.yaml has it as a
+// top-level key.
 const FallbackKey = "fallback"
 
 // Price is what a model costs, in USD per million tokens. It has the fields
@@ -89,6 +90,9 @@ func (e entry) ratesFor(prompt int64) (rates, bool) {
 // Names are compared in lower case. Anything else is unknown: a new version
 // such as "gpt-5.7" never borrows the price of "gpt-5", it is charged the
 // fallback and flagged until the table learns it.
+//
+// Build tables with DefaultTable, NewTable or With; the zero Table knows no
+// model and has no fallback.
 type Table struct {
 	exact    map[string]entry
 	open     map[string]entry // by prefix, without the "*"
@@ -112,16 +116,15 @@ func DefaultTable() *Table {
 }
 
 // NewTable builds a table from scratch: prices by model key (see Table for
-// how keys match) and the price of unknown models.
+// how keys match) and the price of unknown models, which must charge both
+// input and output.
 func NewTable(prices map[string]Price, fallback Price) (*Table, error) {
 	t := &Table{exact: map[string]entry{}, open: map[string]entry{}}
 	if err := t.setFallback(spec{Price: fallback}); err != nil {
 		return nil, err
 	}
-	for _, k := range slices.Sorted(maps.Keys(prices)) {
-		if err := t.set(k, spec{Price: prices[k]}); err != nil {
-			return nil, err
-		}
+	if err := t.setAll(specs(prices)); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -131,19 +134,21 @@ func NewTable(prices map[string]Price, fallback Price) (*Table, error) {
 // long-prompt tier included, since config prices carry none. The key
 // FallbackKey sets the fallback price.
 func (t *Table) With(overrides map[string]Price) (*Table, error) {
-	c := &Table{exact: maps.Clone(t.exact), open: maps.Clone(t.open), maxOpen: t.maxOpen, fallback: t.fallback}
-	seen := map[string]string{}
-	for _, k := range slices.Sorted(maps.Keys(overrides)) {
-		norm := strings.ToLower(strings.TrimSpace(k))
-		if prev, dup := seen[norm]; dup {
-			return nil, fmt.Errorf("%w: %q and %q name the same model", ErrInvalidPrice, prev, k)
-		}
-		seen[norm] = k
-		if err := c.set(k, spec{Price: overrides[k]}); err != nil {
-			return nil, err
-		}
+	c := &Table{exact: map[string]entry{}, open: map[string]entry{}, maxOpen: t.maxOpen, fallback: t.fallback}
+	maps.Copy(c.exact, t.exact)
+	maps.Copy(c.open, t.open)
+	if err := c.setAll(specs(overrides)); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+func specs(prices map[string]Price) map[string]spec {
+	s := make(map[string]spec, len(prices))
+	for k, p := range prices {
+		s[k] = spec{Price: p}
+	}
+	return s
 }
 
 // Lookup returns the price of model; false means the table does not know it
@@ -236,8 +241,28 @@ func (t *Table) setFallback(s spec) error {
 	if err != nil {
 		return err
 	}
+	if !(s.Input > 0 && s.Output > 0) {
+		return fmt.Errorf("%w: the fallback must charge input and output, got %+v", ErrInvalidPrice, s.Price)
+	}
 	e.key = "" // a fallback charge names no entry
 	t.fallback = e
+	return nil
+}
+
+// setAll sets every entry, in key order so that the first error is always
+// the same; two keys that differ only in case are an error.
+func (t *Table) setAll(specs map[string]spec) error {
+	seen := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(specs)) {
+		norm := strings.ToLower(strings.TrimSpace(k))
+		if prev, dup := seen[norm]; dup {
+			return fmt.Errorf("%w: %q and %q name the same model", ErrInvalidPrice, prev, k)
+		}
+		seen[norm] = k
+		if err := t.set(k, specs[k]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -289,19 +314,13 @@ func parseTable(b []byte) (*Table, error) {
 	if err := t.setFallback(*f.Fallback); err != nil {
 		return nil, err
 	}
-	seen := map[string]string{}
-	for _, k := range slices.Sorted(maps.Keys(f.Models)) {
-		norm := strings.ToLower(strings.TrimSpace(k))
-		if prev, dup := seen[norm]; dup {
-			return nil, fmt.Errorf("%w: %q and %q name the same model", ErrInvalidPrice, prev, k)
+	for k := range f.Models {
+		if strings.ToLower(strings.TrimSpace(k)) == FallbackKey {
+			return nil, fmt.Errorf("%w: the fallback price goes under the top-level fallback key, not under models", ErrInvalidPrice)
 		}
-		seen[norm] = k
-		if norm == FallbackKey {
-			return nil, fmt.Errorf("%w: the fallback price goes under the top-level fallback key", ErrInvalidPrice)
-		}
-		if err := t.set(k, f.Models[k]); err != nil {
-			return nil, err
-		}
+	}
+	if err := t.setAll(f.Models); err != nil {
+		return nil, err
 	}
 	return t, nil
 }

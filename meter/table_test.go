@@ -139,6 +139,8 @@ func TestWithRefusesInvalidPrices(t *testing.T) {
 		{"two stars", map[string]Price{"a**": ok}},
 		{"same name in two cases", map[string]Price{"Model": ok, "model": ok}},
 		{"invalid fallback", map[string]Price{FallbackKey: {Input: -5}}},
+		{"zero fallback", map[string]Price{FallbackKey: {}}},
+		{"fallback free of output", map[string]Price{"FallBack": {Input: 1}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -147,8 +149,13 @@ func TestWithRefusesInvalidPrices(t *testing.T) {
 			}
 		})
 	}
-	if _, err := NewTable(nil, Price{Output: -1}); !errors.Is(err, ErrInvalidPrice) {
-		t.Errorf("NewTable with a negative fallback: error = %v, want ErrInvalidPrice", err)
+	for _, fb := range []Price{{Input: 1, Output: -1}, {}} {
+		if _, err := NewTable(nil, fb); !errors.Is(err, ErrInvalidPrice) {
+			t.Errorf("NewTable with fallback %+v: error = %v, want ErrInvalidPrice", fb, err)
+		}
+	}
+	if _, err := NewTable(map[string]Price{"M": {Input: 1}, "m": {Input: 2}}, unk); !errors.Is(err, ErrInvalidPrice) {
+		t.Errorf("NewTable with one model in two cases: error = %v, want ErrInvalidPrice", err)
 	}
 }
 
@@ -165,6 +172,8 @@ func TestParseTable(t *testing.T) {
 		{"negative-price.yaml", true},
 		{"long-prompt-no-threshold.yaml", true},
 		{"fallback-in-models.yaml", true},
+		{"fallback-in-models-upper.yaml", true},
+		{"zero-fallback.yaml", true},
 		{"star-inside.yaml", true},
 	}
 	for _, tc := range tests {
