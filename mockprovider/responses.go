@@ -25,12 +25,14 @@ func terminalStatus(p *plan) string {
 	return "completed"
 }
 
-// echo returns the request's value for a Response field, or def.
+// echo returns the request's value for a Response field, or def. The
+// value is compacted: a newline from a pretty-printed request would end
+// the SSE data line.
 func echo(v gjson.Result, def any) any {
-	if v.Exists() {
-		return raw(v.Raw)
+	if !v.Exists() {
+		return def
 	}
-	return def
+	return compactRaw(v.Raw)
 }
 
 // responseObject is the Response object of the lifecycle events and of the
