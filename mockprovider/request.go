@@ -57,6 +57,8 @@ type turnRequest struct {
 	topP               gjson.Result
 	parallelToolCalls  gjson.Result
 	metadata           gjson.Result
+	promptCacheKey     gjson.Result
+	safetyIdentifier   gjson.Result
 }
 
 func parseTurnRequest(api API, body []byte) *turnRequest {
@@ -87,6 +89,8 @@ func parseTurnRequest(api API, body []byte) *turnRequest {
 		r.topP = root.Get("top_p")
 		r.parallelToolCalls = root.Get("parallel_tool_calls")
 		r.metadata = root.Get("metadata")
+		r.promptCacheKey = root.Get("prompt_cache_key")
+		r.safetyIdentifier = root.Get("safety_identifier")
 		r.readResponses(root)
 	}
 	return r

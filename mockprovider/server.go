@@ -38,7 +38,15 @@ type Options struct {
 	// Keys, when not empty, are the only API keys accepted; any other key
 	// gets 401 like a wrong key at the provider.
 	Keys []string
+	// MaxRecords bounds the requests kept for Requests, oldest dropped
+	// first, so that a load test does not hold every body in memory.
+	// 0 means DefaultMaxRecords.
+	MaxRecords int
 }
+
+// DefaultMaxRecords is the number of requests a Server remembers unless
+// Options.MaxRecords says otherwise.
+const DefaultMaxRecords = 10000
 
 // RecordedRequest is one request as the mock received and answered it.
 type RecordedRequest struct {
@@ -86,15 +94,20 @@ type Server struct {
 	log    *slog.Logger
 	sleep  func(ctx context.Context, d time.Duration) error
 	keys   []string
+	limit  int
 
 	randMu sync.Mutex
 	rnd    *rand.Rand
 
-	mu       sync.Mutex
-	records  []*RecordedRequest
-	served   int64 // requests since Reset, for the rate-limit headers
-	inflight int
-	idle     chan struct{} // closed while no request is in flight
+	mu      sync.Mutex
+	records []*RecordedRequest
+	// The rate-limit headers count requests in one-minute windows, like
+	// the providers' request limits, so a long load test never reads
+	// "0 remaining" from a mock that never throttles.
+	window      time.Time
+	windowCount int64
+	inflight    int
+	idle        chan struct{} // closed while no request is in flight
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -107,6 +120,7 @@ func New(opts Options) *Server {
 		log:    opts.Logger,
 		sleep:  opts.Sleep,
 		keys:   slices.Clone(opts.Keys),
+		limit:  opts.MaxRecords,
 		rnd:    opts.Rand,
 		idle:   make(chan struct{}),
 	}
@@ -116,6 +130,9 @@ func New(opts Options) *Server {
 	}
 	if s.clock == nil {
 		s.clock = time.Now
+	}
+	if s.limit <= 0 {
+		s.limit = DefaultMaxRecords
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -143,8 +160,9 @@ func sleepTimer(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Requests returns a copy of every request received since New or Reset,
-// in arrival order, including those still being answered.
+// Requests returns a copy of the requests received since New or Reset (the
+// last Options.MaxRecords of them), in arrival order, including those
+// still being answered.
 func (s *Server) Requests() []RecordedRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -160,7 +178,7 @@ func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.records = nil
-	s.served = 0
+	s.window, s.windowCount = time.Time{}, 0
 }
 
 // WaitIdle returns once no request is being answered, or with ctx's error.
@@ -198,8 +216,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.records = append(s.records, rec)
-	s.served++
-	served := s.served
+	if len(s.records) > s.limit {
+		s.records = slices.Delete(s.records, 0, len(s.records)-s.limit)
+	}
+	if rec.Started.Sub(s.window) >= time.Minute || rec.Started.Before(s.window) {
+		s.window, s.windowCount = rec.Started, 0
+	}
+	s.windowCount++
+	served, window := s.windowCount, s.window
 	if s.inflight == 0 {
 		s.idle = make(chan struct{})
 	}
@@ -223,7 +247,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, maxBody))
 	s.update(rec, func(rec *RecordedRequest) { rec.Body = body })
-	x := &exchange{s: s, w: rw, r: r, rec: rec, served: served}
+	x := &exchange{s: s, w: rw, r: r, rec: rec, served: served, window: window}
 	x.fam = routeFamily(r)
 	x.requestID = s.requestID(x.fam)
 	x.headers()
@@ -313,7 +337,8 @@ type exchange struct {
 	fam       family
 	requestID string
 	body      []byte
-	served    int64
+	served    int64     // requests in the current rate-limit window
+	window    time.Time // its start
 }
 
 const (
@@ -327,7 +352,7 @@ func (x *exchange) headers() {
 	remaining := strconv.FormatInt(max(0, rateLimitRequests-x.served), 10)
 	tokensLeft := strconv.FormatInt(max(0, rateLimitTokens-tokens(len(x.body))), 10)
 	if x.fam == familyAnthropic {
-		reset := x.s.clock().Add(time.Minute).UTC().Format(time.RFC3339)
+		reset := x.window.Add(time.Minute).UTC().Format(time.RFC3339)
 		h.Set("request-id", x.requestID)
 		h.Set("anthropic-ratelimit-requests-limit", strconv.Itoa(rateLimitRequests))
 		h.Set("anthropic-ratelimit-requests-remaining", remaining)
@@ -342,7 +367,7 @@ func (x *exchange) headers() {
 	h.Set("openai-processing-ms", "42")
 	h.Set("x-ratelimit-limit-requests", strconv.Itoa(rateLimitRequests))
 	h.Set("x-ratelimit-remaining-requests", remaining)
-	h.Set("x-ratelimit-reset-requests", "15ms")
+	h.Set("x-ratelimit-reset-requests", x.window.Add(time.Minute).Sub(x.s.clock()).Round(time.Millisecond).String())
 	h.Set("x-ratelimit-limit-tokens", strconv.Itoa(rateLimitTokens))
 	h.Set("x-ratelimit-remaining-tokens", tokensLeft)
 	h.Set("x-ratelimit-reset-tokens", "0s")

@@ -5,9 +5,12 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
@@ -401,4 +404,40 @@ func TestAgentLoop(t *testing.T) {
 			t.Fatalf("final turn: %v %q", err, final.OutputText())
 		}
 	})
+}
+
+func TestMaxRecords(t *testing.T) {
+	s, url := newMock(t, Options{MaxRecords: 2})
+	for _, path := range []string{"/a", "/b", "/c"} {
+		do(t, http.MethodGet, url+path, "", openAIAuth)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 2 || reqs[0].Path != "/b" || reqs[1].Path != "/c" {
+		t.Errorf("kept %d records: %+v", len(reqs), reqs)
+	}
+}
+
+func TestRateLimitWindow(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s, url := newMock(t, Options{Clock: func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}})
+	remaining := func() string {
+		resp, _ := do(t, http.MethodHead, url+"/", "", openAIAuth)
+		return resp.Header.Get("x-ratelimit-remaining-requests")
+	}
+	got := []string{remaining(), remaining()}
+	if err := s.WaitIdle(testContext(t)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	got = append(got, remaining())
+	if want := []string{"3999", "3998", "3999"}; !slices.Equal(got, want) {
+		t.Errorf("remaining = %v, want %v", got, want)
+	}
 }
