@@ -36,10 +36,16 @@ func chatStream(p *plan, rnd *rand.Rand) []event {
 		c := obj{
 			{"id", p.id}, {"object", "chat.completion.chunk"}, {"created", p.created.Unix()},
 			{"model", p.model}, {"service_tier", "default"}, {"system_fingerprint", p.fingerprint},
-			{"choices", choices},
 		}
-		if p.req.includeUsage {
-			c = c.set("usage", usage)
+		// The API puts the null usage before the choices of content
+		// chunks and after them on the finish and usage chunks.
+		switch {
+		case !p.req.includeUsage:
+			c = c.set("choices", choices)
+		case trailer:
+			c = c.set("choices", choices).set("usage", usage)
+		default:
+			c = c.set("usage", usage).set("choices", choices)
 		}
 		if p.req.includeObfuscation {
 			c = c.set("obfuscation", base62(rnd, 1+rnd.IntN(15)))

@@ -8,17 +8,20 @@
 //
 //   - the routes a provider serves (turns, count_tokens, models, HEAD) and
 //     their request validation, authentication and error bodies;
-//   - the turn a request gets: an X-Mock-Turn header, a "mock:<name>"
-//     directive in the last user message, a Script's rules, or a default
-//     that lets an agent loop finish;
+//   - the turn a request gets, chosen in this order: the X-Mock-Turn header
+//     (a TurnSpec as JSON, or a turn name); a "mock:<name>" directive in the
+//     user message that ends the conversation; the Script's rules; a default
+//     that echoes the prompt ("You said: ...") or, after tool results,
+//     answers "Done: ..." so that an agent loop ends;
 //   - rendering a turn (text, tool calls, truncation, refusal, thinking,
-//     errors in the stream or as HTTP statuses, broken connections, slow
-//     streams) into each API's event stream or JSON body, with realistic ids
-//     and usage;
-//   - a record of every request it received (RecordedRequest), including
-//     when each event was flushed and whether the client went away.
+//     errors in the stream or as HTTP statuses, cut connections, slow
+//     streams) into each API's event stream or JSON body, with realistic ids,
+//     headers and usage (about one token per four bytes);
+//   - a record of the requests it received (RecordedRequest): key, body,
+//     when each event was flushed, whether the client went away.
 //
-// Randomness (ids, fragment boundaries, padding) comes from Options.Rand
-// and timestamps from Options.Clock, so a seeded server replies byte for
-// byte the same.
+// Randomness (ids, fragment boundaries, padding) comes from Options.Rand,
+// timestamps from Options.Clock and waits from Options.Sleep, so a seeded
+// server replies byte for byte the same and tests step streams without
+// sleeping.
 package mockprovider

@@ -1,6 +1,7 @@
 package mockprovider
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -130,4 +131,15 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// compactRaw is JSON text from a request, without insignificant white
+// space, ready to be embedded in an event's single data line.
+func compactRaw(s string) raw {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(s)); err != nil {
+		// The request body was validated as JSON, so its parts are too.
+		return raw("null")
+	}
+	return raw(buf.Bytes())
 }

@@ -356,7 +356,7 @@ func plausibleInput(t declaredTool) string {
 
 func exampleValue(name string, prop gjson.Result) any {
 	if enum := prop.Get("enum").Array(); len(enum) > 0 {
-		return raw(enum[0].Raw)
+		return compactRaw(enum[0].Raw)
 	}
 	typ := prop.Get("type")
 	if typ.IsArray() && len(typ.Array()) > 0 {

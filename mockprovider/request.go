@@ -34,6 +34,9 @@ type turnRequest struct {
 	// maxTokens is the request's output limit, 0 when absent.
 	maxTokens int64
 
+	// lastUserText is the text of the user message ending the
+	// conversation (see tailUser); for Anthropic that may be the message
+	// carrying tool results.
 	lastUserText string
 	// toolResults counts the tool results at the tail of the conversation;
 	// firstResult is the text of the first of them.
@@ -54,6 +57,8 @@ type turnRequest struct {
 	topP               gjson.Result
 	parallelToolCalls  gjson.Result
 	metadata           gjson.Result
+	promptCacheKey     gjson.Result
+	safetyIdentifier   gjson.Result
 }
 
 func parseTurnRequest(api API, body []byte) *turnRequest {
@@ -84,6 +89,8 @@ func parseTurnRequest(api API, body []byte) *turnRequest {
 		r.topP = root.Get("top_p")
 		r.parallelToolCalls = root.Get("parallel_tool_calls")
 		r.metadata = root.Get("metadata")
+		r.promptCacheKey = root.Get("prompt_cache_key")
+		r.safetyIdentifier = root.Get("safety_identifier")
 		r.readResponses(root)
 	}
 	return r
@@ -98,11 +105,8 @@ func includeObfuscation(root gjson.Result) bool {
 
 func (r *turnRequest) readAnthropic(root gjson.Result) {
 	msgs := root.Get("messages").Array()
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Get("role").String() == "user" {
-			r.lastUserText = contentText(msgs[i].Get("content"), "text")
-			break
-		}
+	if m, ok := tailUser(msgs, func(m gjson.Result) string { return m.Get("role").String() }); ok {
+		r.lastUserText = contentText(m.Get("content"), "text")
 	}
 	if n := len(msgs); n > 0 && msgs[n-1].Get("role").String() == "user" {
 		for _, block := range msgs[n-1].Get("content").Array() {
@@ -123,11 +127,8 @@ func (r *turnRequest) readAnthropic(root gjson.Result) {
 
 func (r *turnRequest) readChat(root gjson.Result) {
 	msgs := root.Get("messages").Array()
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Get("role").String() == "user" {
-			r.lastUserText = contentText(msgs[i].Get("content"), "text")
-			break
-		}
+	if m, ok := tailUser(msgs, func(m gjson.Result) string { return m.Get("role").String() }); ok {
+		r.lastUserText = contentText(m.Get("content"), "text")
 	}
 	first := len(msgs)
 	for first > 0 && msgs[first-1].Get("role").String() == "tool" {
@@ -153,13 +154,14 @@ func (r *turnRequest) readResponses(root gjson.Result) {
 	if input.Type == gjson.String {
 		items = nil
 	}
-	for i := len(items) - 1; i >= 0; i-- {
-		it := items[i]
-		typ := it.Get("type").String()
-		if it.Get("role").String() == "user" && (typ == "" || typ == "message") {
-			r.lastUserText = contentText(it.Get("content"), "input_text")
-			break
+	role := func(it gjson.Result) string {
+		if typ := it.Get("type").String(); typ != "" && typ != "message" {
+			return typ // function_call_output, reasoning, ...: not a message
 		}
+		return it.Get("role").String()
+	}
+	if it, ok := tailUser(items, role); ok {
+		r.lastUserText = contentText(it.Get("content"), "input_text")
 	}
 	first := len(items)
 	for first > 0 {
@@ -181,6 +183,23 @@ func (r *turnRequest) readResponses(root gjson.Result) {
 			r.tools = append(r.tools, declaredTool{name: name, schema: t.Get("parameters")})
 		}
 	}
+}
+
+// tailUser returns the user message that ends the conversation, looking
+// past system and developer messages. A conversation that ends in tool
+// results or an assistant turn has none: what the user wrote earlier was
+// already answered, so its directive must not fire again and loop an agent.
+func tailUser(msgs []gjson.Result, role func(gjson.Result) string) (gjson.Result, bool) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		switch role(msgs[i]) {
+		case "user":
+			return msgs[i], true
+		case "system", "developer":
+			continue
+		}
+		return gjson.Result{}, false
+	}
+	return gjson.Result{}, false
 }
 
 // contentText joins the text of a content field that is either a string or

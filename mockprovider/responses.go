@@ -25,12 +25,14 @@ func terminalStatus(p *plan) string {
 	return "completed"
 }
 
-// echo returns the request's value for a Response field, or def.
+// echo returns the request's value for a Response field, or def. The
+// value is compacted: a newline from a pretty-printed request would end
+// the SSE data line.
 func echo(v gjson.Result, def any) any {
-	if v.Exists() {
-		return raw(v.Raw)
+	if !v.Exists() {
+		return def
 	}
-	return def
+	return compactRaw(v.Raw)
 }
 
 // responseObject is the Response object of the lifecycle events and of the
@@ -54,7 +56,9 @@ func responseObject(p *plan, status string, output []obj, usage any, errObj any)
 		{"instructions", echo(p.req.instructions, nil)}, {"max_output_tokens", maxOut}, {"max_tool_calls", nil},
 		{"model", p.model}, {"output", output}, {"parallel_tool_calls", echo(p.req.parallelToolCalls, true)},
 		{"previous_response_id", echo(p.req.previousResponseID, nil)},
-		{"reasoning", obj{{"effort", nil}, {"summary", nil}}}, {"service_tier", tier},
+		{"prompt_cache_key", echo(p.req.promptCacheKey, nil)}, {"prompt_cache_retention", nil},
+		{"reasoning", obj{{"effort", nil}, {"summary", nil}}}, {"safety_identifier", echo(p.req.safetyIdentifier, nil)},
+		{"service_tier", tier},
 		{"store", echo(p.req.store, true)}, {"temperature", echo(p.req.temperature, 1.0)},
 		{"text", obj{{"format", obj{{"type", "text"}}}}}, {"tool_choice", "auto"},
 		{"tools", echo(p.req.toolsRaw, []any{})}, {"top_logprobs", 0}, {"top_p", echo(p.req.topP, 1.0)},

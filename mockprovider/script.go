@@ -178,9 +178,14 @@ type Rule struct {
 // Match is a rule's condition; empty fields match anything.
 type Match struct {
 	// API is anthropic, chat, responses, or openai (chat or responses).
-	API              string `yaml:"api,omitempty"`
+	API string `yaml:"api,omitempty"`
+	// LastUserContains looks in the user message that ends the
+	// conversation. A conversation ending in tool results (Chat tool
+	// messages, Responses function_call_output items) has none, so a rule
+	// on the prompt does not fire again once the agent sends results.
 	LastUserContains string `yaml:"last_user_contains,omitempty"`
-	HasToolResults   *bool  `yaml:"has_tool_results,omitempty"`
+	// HasToolResults matches requests whose tail carries tool results.
+	HasToolResults *bool `yaml:"has_tool_results,omitempty"`
 	// Model matches the request's model exactly, or as a prefix when it
 	// ends in "*".
 	Model string `yaml:"model,omitempty"`
