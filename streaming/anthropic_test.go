@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 const anthropicTestdata = "testdata/anthropic"
@@ -796,35 +795,5 @@ func TestDecodeAnthropicJSONCountsBadFields(t *testing.T) {
 	}
 	if got.Unparsed != 4 || !got.Done || len(got.ToolCalls) != 1 || got.Usage.OutputTokens != 2 || len(got.Stops) != 0 {
 		t.Errorf("got %+v", got)
-	}
-}
-
-func TestAppendJSONString(t *testing.T) {
-	tests := []struct{ name, lit string }{
-		{"plain", `"abc"`},
-		{"empty", `""`},
-		{"simple escapes", `"a\"b\\c\/d\be\ff\ng\rh\ti"`},
-		{"unicode escape", `"caf\u00e9 \u20AC"`},
-		{"surrogate pair", `"\ud83d\ude00!"`},
-		{"lone high surrogate", `"\ud83dx"`},
-		{"lone low surrogate", `"\ude00"`},
-		{"high surrogate then plain escape", `"\ud83d\n"`},
-		{"two high surrogates", `"\ud83d\ud83d\ude00"`},
-		{"raw utf-8", `"é😀"`},
-		{"escape at the end", `"abc\\"`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var want string
-			if err := json.Unmarshal([]byte(tt.lit), &want); err != nil {
-				t.Fatal(err)
-			}
-			if got := string(appendJSONString([]byte("prefix:"), tt.lit)); got != "prefix:"+want {
-				t.Errorf("got %q, want %q", got, "prefix:"+want)
-			}
-			if !utf8.ValidString(want) {
-				t.Fatal("reference is not UTF-8")
-			}
-		})
 	}
 }

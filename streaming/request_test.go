@@ -446,46 +446,6 @@ func TestRequestFingerprint(t *testing.T) {
 	}
 }
 
-func TestUnquoteInto(t *testing.T) {
-	tests := []struct {
-		name, in, want string
-	}{
-		{"plain", `hello`, "hello"},
-		{"simple escapes", `a\"b\\c\/d\be\ff\ng\rh\ti`, "a\"b\\c/d\be\ff\ng\rh\ti"},
-		{"unicode", `caf\u00e9 \u65E5`, "café 日"},
-		{"surrogate pair", `\ud83d\ude00!`, "😀!"},
-		{"lone high surrogate", `\ud83dx`, "\uFFFDx"},
-		{"lone low surrogate", `\ude00`, "\uFFFD"},
-		{"high surrogate before a non-surrogate", `\ud83d\u0041`, "\uFFFDA"},
-		{"malformed escape kept", `a\qb`, `a\qb`},
-		{"short unicode escape kept", `\u12`, `\u12`},
-		{"bad hex kept", `\u12G4`, `\u12G4`},
-		{"trailing backslash kept", `ab\`, `ab\`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := unquote(tc.in); got != tc.want {
-				t.Errorf("unquote(%q) = %q, want %q", tc.in, got, tc.want)
-			}
-			// Valid literals must decode as encoding/json decodes them.
-			var std string
-			if json.Unmarshal([]byte(`"`+tc.in+`"`), &std) == nil && std != tc.want {
-				t.Errorf("encoding/json decodes %q as %q, want %q", tc.in, std, tc.want)
-			}
-			// Decoding in small chunks gives the same text.
-			var out []byte
-			for i, n := 0, 0; i < len(tc.in) && n < 100; n++ {
-				var d []byte
-				d, i = unquoteInto(make([]byte, 0, 8), tc.in, i)
-				out = append(out, d...)
-			}
-			if string(out) != tc.want {
-				t.Errorf("chunked decoding of %q = %q, want %q", tc.in, out, tc.want)
-			}
-		})
-	}
-}
-
 // TestParseRequestAllocations checks that the work of ParseRequest does not
 // allocate with the size of the body: a long conversation costs the same
 // allocations as a short one with the same tools and results.
