@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -476,7 +475,7 @@ func openaiProviderError(v gjson.Result) ProviderError {
 // openaiText wraps non-JSON data as a string value, for error events whose
 // data is plain text.
 func openaiText(data []byte) gjson.Result {
-	s := unsafe.String(unsafe.SliceData(data), len(data))
+	s := jsonView(data)
 	return gjson.Result{Type: gjson.String, Str: s, Raw: s}
 }
 
@@ -484,7 +483,7 @@ func openaiText(data []byte) gjson.Result {
 // The returned Result aliases data: strings kept past the event must be
 // cloned.
 func openaiObject(data []byte, what string) (gjson.Result, error) {
-	s := unsafe.String(unsafe.SliceData(data), len(data))
+	s := jsonView(data)
 	if !gjson.Valid(s) {
 		return gjson.Result{}, fmt.Errorf("%w: %s of %d bytes", ErrInvalidJSON, what, len(data))
 	}
