@@ -2,84 +2,18 @@ package streaming
 
 import (
 	"errors"
-	"math/rand/v2"
-	"path/filepath"
-	"reflect"
 	"testing"
 
 	"github.com/tidwall/gjson"
 )
 
-// fuzzMaxEvent keeps the Reader's buffer small so that a run shows memory
-// staying bounded by the input, not by what the input claims.
-const fuzzMaxEvent = 1 << 16
-
-// addAnthropicSeeds adds every testdata stream as a seed.
-func addAnthropicSeeds(f *testing.F, add func(data []byte)) {
-	files, err := filepath.Glob(filepath.Join(anthropicTestdata, "*.sse"))
-	if err != nil || len(files) == 0 {
-		f.Fatalf("no testdata streams: %v", err)
-	}
-	for _, file := range files {
-		add(readTestdata(f, filepath.Base(file)))
-	}
-}
-
-// fuzzDecode runs data through a Reader and the decoder in the given cuts.
-// ok is false when the Reader refused an oversized event.
-func fuzzDecode(data []byte, cuts []int) (res *Result, parts []Part, ok bool) {
-	dec := newAnthropicDecoder()
-	emit := func(p *Part) { parts = append(parts, clonePart(p)) }
-	fn := func(ev *Event) error {
-		dec.Decode(ev, emit)
-		return nil
-	}
-	r := NewReader(fuzzMaxEvent)
-	prev := 0
-	for i := 0; i <= len(cuts); i++ {
-		end := len(data)
-		if i < len(cuts) {
-			end = cuts[i]
-		}
-		if err := r.Feed(data[prev:end], fn); err != nil {
-			return nil, nil, false
-		}
-		if r.Buffered() > fuzzMaxEvent {
-			panic("reader holds more than its limit")
-		}
-		prev = end
-	}
-	if err := r.Finish(fn); err != nil {
-		return nil, nil, false
-	}
-	return dec.Finish(), parts, true
-}
-
 func FuzzAnthropic(f *testing.F) {
-	addAnthropicSeeds(f, func(data []byte) { f.Add(data, uint64(1)) })
+	addStreamSeeds(f, APIAnthropic)
 	f.Add([]byte("event: error\r\ndata: {\"type\":\"error\",\"error\":{\"type\":\"x\",\"message\":\"\\ud800\"}}\r\r"), uint64(2))
 	f.Add([]byte("\xEF\xBB\xBFdata: {\"type\":\"content_block_start\",\"index\":9e9,\"content_block\":{\"type\":\"x_tool_use\",\"id\":\"i\",\"name\":\"n\",\"input\":{\"a\":[1]}}}\n\n"), uint64(3))
 	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
-		res, parts, ok := fuzzDecode(data, nil)
-		if !ok {
-			return
-		}
-		checkAnthropicInvariants(t, data, res)
-
-		rng := rand.New(rand.NewPCG(seed, uint64(len(data))))
-		var cuts []int
-		for c := rng.IntN(16) + 1; c < len(data); c += rng.IntN(16) + 1 {
-			cuts = append(cuts, c)
-		}
-		res2, parts2, ok := fuzzDecode(data, cuts)
-		if !ok {
-			t.Fatal("the reader refused the chunked stream but not the whole one")
-		}
-		if !reflect.DeepEqual(res, res2) {
-			t.Fatalf("result depends on chunking:\n%+v\n%+v", res, res2)
-		}
-		if !reflect.DeepEqual(parts, parts2) {
-			t.Fatal("parts depend on chunking")
+		if res, _, ok := decodeSplit(t, APIAnthropic, data, seed); ok {
+			checkAnthropicInvariants(t, data, res)
 		}
 	})
 }

@@ -10,12 +10,12 @@ import (
 )
 
 func TestRequestFingerprint(t *testing.T) {
-	turn1 := readRequest(t, "anthropic-claude-code-turn1.json")
-	turn2 := readRequest(t, "anthropic-claude-code-turn2.json")
-	chat := readRequest(t, "chat-openai-sdk-parallel-tools.json")
-	codex := readRequest(t, "responses-codex-exec.json")
-	codeMode := readRequest(t, "responses-codex-code-mode.json")
-	prev := readRequest(t, "responses-previous-response-id.json")
+	turn1 := readFile(t, requestTestdata, "anthropic-claude-code-turn1.json")
+	turn2 := readFile(t, requestTestdata, "anthropic-claude-code-turn2.json")
+	chat := readFile(t, requestTestdata, "chat-openai-sdk-parallel-tools.json")
+	codex := readFile(t, requestTestdata, "responses-codex-exec.json")
+	codeMode := readFile(t, requestTestdata, "responses-codex-code-mode.json")
+	prev := readFile(t, requestTestdata, "responses-previous-response-id.json")
 
 	set := func(body []byte, path string, v any) []byte {
 		t.Helper()

@@ -3,21 +3,13 @@ package streaming
 import (
 	"encoding/hex"
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 )
 
-func readRequest(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "requests", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+// requestTestdata holds recorded-shape request bodies.
+const requestTestdata = "testdata/requests"
 
 var claudeCodeTools = []string{
 	"Task", "Bash", "Glob", "Grep", "ExitPlanMode", "Read", "Edit", "Write", "NotebookEdit", "WebFetch",
@@ -220,7 +212,7 @@ func TestParseRequest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			body := []byte(tc.body)
 			if tc.file != "" {
-				body = readRequest(t, tc.file)
+				body = readFile(t, requestTestdata, tc.file)
 			}
 			got, err := ParseRequest(tc.api, body)
 			if err != nil {
@@ -294,7 +286,7 @@ func TestParseRequestOwnsItsStrings(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(f.file, func(t *testing.T) {
-			body := readRequest(t, f.file)
+			body := readFile(t, requestTestdata, f.file)
 			want, err := ParseRequest(f.api, body)
 			if err != nil {
 				t.Fatal(err)
