@@ -82,7 +82,7 @@ func (d *anthropicDecoder) Decode(ev *Event, emit func(*Part)) {
 	// the most frequent event, needs; the rarer events use gjson paths.
 	var typ, index, delta jsonMember
 	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
-		switch m.key {
+		switch m.name() {
 		case "type":
 			typ = firstMember(typ, m)
 		case "index":
@@ -91,10 +91,7 @@ func (d *anthropicDecoder) Decode(ev *Event, emit func(*Part)) {
 			delta = firstMember(delta, m)
 		}
 	}
-	name := ""
-	if isJSONString(typ.val) {
-		name = jsonStringValue(typ.val)
-	}
+	name, _ := stringValue(typ.val)
 	if name == "" || string(ev.Name) == "error" {
 		name = jsonView(ev.Name)
 	}
@@ -264,30 +261,29 @@ func (d *anthropicDecoder) blockDelta(data []byte, indexMember, deltaMember json
 	// it: keep each candidate until the type is known.
 	var typ jsonMember
 	var fields [4]jsonMember // text, thinking, partial_json, signature
-	if strings.HasPrefix(deltaMember.val, "{") {
-		for m, next, ok := nextMember(deltaMember.val, 1); ok; m, next, ok = nextMember(deltaMember.val, next) {
-			switch m.key {
-			case "type":
-				typ = firstMember(typ, m)
-			case "text":
-				fields[0] = firstMember(fields[0], m)
-			case "thinking":
-				fields[1] = firstMember(fields[1], m)
-			case "partial_json":
-				fields[2] = firstMember(fields[2], m)
-			case "signature":
-				fields[3] = firstMember(fields[3], m)
-			}
+	dv := deltaMember.val
+	for m, next, ok := nextMember(dv, objectStart(dv)); ok; m, next, ok = nextMember(dv, next) {
+		switch m.name() {
+		case "type":
+			typ = firstMember(typ, m)
+		case "text":
+			fields[0] = firstMember(fields[0], m)
+		case "thinking":
+			fields[1] = firstMember(fields[1], m)
+		case "partial_json":
+			fields[2] = firstMember(fields[2], m)
+		case "signature":
+			fields[3] = firstMember(fields[3], m)
 		}
 	}
-	if !isJSONString(typ.val) {
+	kind, ok := stringValue(typ.val)
+	if !ok {
 		return anthropicEventErr("content_block_delta", "no delta type")
 	}
 	b, ok := d.open[index]
 	if !ok {
 		return anthropicEventErr("content_block_delta", "delta for a block not started")
 	}
-	kind := jsonStringValue(typ.val)
 	var text jsonMember
 	switch kind {
 	case "text_delta":
@@ -301,7 +297,7 @@ func (d *anthropicDecoder) blockDelta(data []byte, indexMember, deltaMember json
 	default:
 		return nil // citations_delta and future delta types carry nothing counted here
 	}
-	if !isJSONString(text.val) {
+	if !isStringRaw(text.val) {
 		return anthropicEventErr("content_block_delta", kind+" without its string field")
 	}
 	off := deltaMember.off + text.off

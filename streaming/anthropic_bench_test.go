@@ -105,7 +105,7 @@ func BenchmarkAnthropicDecode(b *testing.B) {
 // TestBenchAnthropicStreams keeps the benchmark inputs honest: they decode
 // to what they were built from.
 func TestBenchAnthropicStreams(t *testing.T) {
-	res, _ := decodeStream(t, newAnthropicDecoder(), benchToolStream(), nil)
+	res, _ := mustDecode(t, APIAnthropic, benchToolStream())
 	if len(res.ToolCalls) != 1 || !res.ToolCalls[0].Complete || !json.Valid(res.ToolCalls[0].Arguments) || res.Unparsed != 0 {
 		t.Fatalf("tool stream: %+v", res)
 	}
@@ -113,8 +113,8 @@ func TestBenchAnthropicStreams(t *testing.T) {
 	if err := json.Unmarshal(res.ToolCalls[0].Arguments, &in); err != nil || !strings.Contains(in.Content, `Println("hello\tworld")`) {
 		t.Fatalf("tool stream arguments: %v", err)
 	}
-	res, parts := decodeStream(t, newAnthropicDecoder(), benchTextStream(), nil)
-	text, _ := partsText(parts)
+	res, parts := mustDecode(t, APIAnthropic, benchTextStream())
+	text := partText(parts, PartTextDelta)
 	if !res.Done || res.OutputBytes != int64(len(text)) || !strings.HasPrefix(text, "The every proxy event ") {
 		t.Fatalf("text stream: done %v output %d text %.40q", res.Done, res.OutputBytes, text)
 	}

@@ -3,15 +3,11 @@ package streaming
 import (
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 const anthropicTestdata = "testdata/anthropic"
@@ -167,19 +163,10 @@ var anthropicGoldens = []anthropicGolden{
 	},
 }
 
-func readTestdata(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(anthropicTestdata, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func TestAnthropicGolden(t *testing.T) {
 	for _, g := range anthropicGoldens {
 		t.Run(g.file, func(t *testing.T) {
-			res, parts := decodeStream(t, newAnthropicDecoder(), readTestdata(t, g.file), nil)
+			res, parts := mustDecode(t, APIAnthropic, readFile(t, anthropicTestdata, g.file))
 			if res.API != APIAnthropic || res.MessageID != g.id || res.Model != g.model {
 				t.Errorf("api/id/model = %s %s %s, want anthropic %s %s", res.API, res.MessageID, res.Model, g.id, g.model)
 			}
@@ -214,7 +201,7 @@ func TestAnthropicGolden(t *testing.T) {
 			if res.OutputBytes != g.outputBytes {
 				t.Errorf("output bytes = %d, want %d", res.OutputBytes, g.outputBytes)
 			}
-			text, thinking := partsText(parts)
+			text, thinking := partText(parts, PartTextDelta), partText(parts, PartThinkingDelta)
 			if text != g.text || thinking != g.thinking {
 				t.Errorf("text %q thinking %q, want %q %q", text, thinking, g.text, g.thinking)
 			}
@@ -225,20 +212,12 @@ func TestAnthropicGolden(t *testing.T) {
 
 // TestAnthropicTestdataCovered keeps every testdata stream under a golden.
 func TestAnthropicTestdataCovered(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(anthropicTestdata, "*.sse"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	covered := map[string]bool{}
 	for _, g := range anthropicGoldens {
 		covered[g.file] = true
 	}
-	for _, f := range files {
-		if !covered[filepath.Base(f)] {
-			t.Errorf("%s has no golden", f)
-		}
-	}
-	if len(files) != len(anthropicGoldens) {
+	checkCovered(t, anthropicTestdata, covered)
+	if files := testdataFiles(t, filepath.Join(anthropicTestdata, "*.sse")); len(files) != len(anthropicGoldens) {
 		t.Errorf("%d testdata files, %d goldens", len(files), len(anthropicGoldens))
 	}
 }
@@ -258,19 +237,6 @@ func fmtCalls(calls []ToolCall) string {
 		b.WriteString("\n")
 	}
 	return b.String()
-}
-
-func partsText(parts []Part) (text, thinking string) {
-	var tb, hb strings.Builder
-	for _, p := range parts {
-		switch p.Kind {
-		case PartTextDelta:
-			tb.Write(p.Text)
-		case PartThinkingDelta:
-			hb.Write(p.Text)
-		}
-	}
-	return tb.String(), hb.String()
 }
 
 // checkPartsAgreeWithResult checks that the Parts tell the same story as
@@ -384,7 +350,7 @@ func TestAnthropicPartSequence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			_, parts := decodeStream(t, newAnthropicDecoder(), readTestdata(t, tt.file), nil)
+			_, parts := mustDecode(t, APIAnthropic, readFile(t, anthropicTestdata, tt.file))
 			if got := viewParts(parts); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("parts =\n%+v\nwant\n%+v", got, tt.want)
 			}
@@ -594,7 +560,7 @@ func TestAnthropicEventRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, parts := decodeStream(t, newAnthropicDecoder(), []byte(tt.stream), nil)
+			res, parts := mustDecode(t, APIAnthropic, []byte(tt.stream))
 			tt.check(t, res, viewParts(parts))
 		})
 	}
@@ -618,75 +584,10 @@ func TestAnthropicFinish(t *testing.T) {
 	}
 }
 
-// streamsForSplitting is every testdata stream, and every recorded
-// Anthropic fixture when present.
-func streamsForSplitting(t *testing.T) map[string][]byte {
-	streams := map[string][]byte{}
-	for _, g := range anthropicGoldens {
-		streams[g.file] = readTestdata(t, g.file)
-	}
-	if _, err := os.Stat(filepath.Join(fixturesDir, "EXPECTED.json")); err == nil {
-		for name, exp := range loadExpected(t) {
-			if exp.API == string(APIAnthropic) {
-				streams["fixture/"+name] = readFixture(t, name)
-			}
-		}
-	}
-	return streams
-}
-
 // TestAnthropicSplitInvariance feeds each stream whole, byte by byte and at
 // seeded random cuts: the Result and the Parts must not depend on how the
 // bytes arrived.
-func TestAnthropicSplitInvariance(t *testing.T) {
-	streams := streamsForSplitting(t)
-	names := make([]string, 0, len(streams))
-	for name := range streams {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for i, name := range names {
-		data := streams[name]
-		t.Run(name, func(t *testing.T) {
-			want, wantParts := decodeStream(t, newAnthropicDecoder(), data, nil)
-
-			bytewise := make([]int, 0, len(data))
-			for c := 1; c < len(data); c++ {
-				bytewise = append(bytewise, c)
-			}
-			splits := map[string][]int{"byte by byte": bytewise}
-			rng := rand.New(rand.NewPCG(42, uint64(i)))
-			for s := range 8 {
-				var cuts []int
-				for c := rng.IntN(64) + 1; c < len(data); c += rng.IntN(64) + 1 {
-					cuts = append(cuts, c)
-				}
-				splits["random "+string(rune('a'+s))] = cuts
-			}
-			for how, cuts := range splits {
-				got, gotParts := decodeStream(t, newAnthropicDecoder(), data, cuts)
-				if !reflect.DeepEqual(got, want) {
-					t.Errorf("%s: result differs:\n%+v\nwant\n%+v", how, got, want)
-				}
-				if !reflect.DeepEqual(gotParts, wantParts) {
-					t.Errorf("%s: parts differ", how)
-				}
-			}
-			noEmit := newAnthropicDecoder()
-			r := NewReader(0)
-			fn := func(ev *Event) error { noEmit.Decode(ev, nil); return nil }
-			if err := r.Feed(data, fn); err != nil {
-				t.Fatal(err)
-			}
-			if err := r.Finish(fn); err != nil {
-				t.Fatal(err)
-			}
-			if got := noEmit.Finish(); !reflect.DeepEqual(got, want) {
-				t.Errorf("without emit: result differs:\n%+v\nwant\n%+v", got, want)
-			}
-		})
-	}
-}
+func TestAnthropicSplitInvariance(t *testing.T) { testSplitInvariance(t, APIAnthropic) }
 
 func TestDecodeAnthropicJSON(t *testing.T) {
 	tests := []struct {
@@ -796,35 +697,5 @@ func TestDecodeAnthropicJSONCountsBadFields(t *testing.T) {
 	}
 	if got.Unparsed != 4 || !got.Done || len(got.ToolCalls) != 1 || got.Usage.OutputTokens != 2 || len(got.Stops) != 0 {
 		t.Errorf("got %+v", got)
-	}
-}
-
-func TestAppendJSONString(t *testing.T) {
-	tests := []struct{ name, lit string }{
-		{"plain", `"abc"`},
-		{"empty", `""`},
-		{"simple escapes", `"a\"b\\c\/d\be\ff\ng\rh\ti"`},
-		{"unicode escape", `"caf\u00e9 \u20AC"`},
-		{"surrogate pair", `"\ud83d\ude00!"`},
-		{"lone high surrogate", `"\ud83dx"`},
-		{"lone low surrogate", `"\ude00"`},
-		{"high surrogate then plain escape", `"\ud83d\n"`},
-		{"two high surrogates", `"\ud83d\ud83d\ude00"`},
-		{"raw utf-8", `"é😀"`},
-		{"escape at the end", `"abc\\"`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var want string
-			if err := json.Unmarshal([]byte(tt.lit), &want); err != nil {
-				t.Fatal(err)
-			}
-			if got := string(appendJSONString([]byte("prefix:"), tt.lit)); got != "prefix:"+want {
-				t.Errorf("got %q, want %q", got, "prefix:"+want)
-			}
-			if !utf8.ValidString(want) {
-				t.Fatal("reference is not UTF-8")
-			}
-		})
 	}
 }

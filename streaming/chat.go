@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -196,15 +195,7 @@ func (d *chatDecoder) delta(choice int, delta gjson.Result, emit func(*Part)) {
 	}
 	if functionCall.IsObject() {
 		var name, args gjson.Result
-		functionCall.ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
-			case "name":
-				name = v
-			case "arguments":
-				args = v
-			}
-			return true
-		})
+		readFunction(functionCall, &name, &args)
 		at := d.find(choice, 0)
 		if at < 0 {
 			at = d.open(choice, 0, "function_call", "", name.String(), emit)
@@ -239,15 +230,7 @@ func (d *chatDecoder) toolFragment(choice int, tc gjson.Result, emit func(*Part)
 		case "type":
 			typ = v
 		case "function":
-			v.ForEach(func(k, v gjson.Result) bool {
-				switch k.Str {
-				case "name":
-					name = v
-				case "arguments":
-					args = v
-				}
-				return true
-			})
+			readFunction(v, &name, &args)
 		}
 		return true
 	})
@@ -270,6 +253,22 @@ func (d *chatDecoder) toolFragment(choice int, tc gjson.Result, emit func(*Part)
 	}
 	d.fill(at, id.String(), name.String())
 	d.appendArgs(at, args, emit)
+}
+
+// readFunction reads the name and arguments of a function object (a tool
+// call's "function", a legacy "function_call"), leaving those it lacks as
+// they were, so that a repeated "function" member overrides only what it
+// carries.
+func readFunction(fn gjson.Result, name, args *gjson.Result) {
+	fn.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "name":
+			*name = v
+		case "arguments":
+			*args = v
+		}
+		return true
+	})
 }
 
 func (d *chatDecoder) find(choice, index int) int {
@@ -476,7 +475,7 @@ func openaiProviderError(v gjson.Result) ProviderError {
 // openaiText wraps non-JSON data as a string value, for error events whose
 // data is plain text.
 func openaiText(data []byte) gjson.Result {
-	s := unsafe.String(unsafe.SliceData(data), len(data))
+	s := jsonView(data)
 	return gjson.Result{Type: gjson.String, Str: s, Raw: s}
 }
 
@@ -484,7 +483,7 @@ func openaiText(data []byte) gjson.Result {
 // The returned Result aliases data: strings kept past the event must be
 // cloned.
 func openaiObject(data []byte, what string) (gjson.Result, error) {
-	s := unsafe.String(unsafe.SliceData(data), len(data))
+	s := jsonView(data)
 	if !gjson.Valid(s) {
 		return gjson.Result{}, fmt.Errorf("%w: %s of %d bytes", ErrInvalidJSON, what, len(data))
 	}

@@ -2,17 +2,12 @@ package streaming
 
 import (
 	"errors"
-	"path/filepath"
 	"reflect"
 	"testing"
 )
 
 func TestChatStreams(t *testing.T) {
-	tests := []struct {
-		file  string
-		want  openAIGolden
-		kinds []PartKind // when set, the exact Part sequence
-	}{
+	tests := []openAIStreamCase{
 		{
 			file: "parallel-tool-calls.sse",
 			want: openAIGolden{
@@ -202,24 +197,7 @@ func TestChatStreams(t *testing.T) {
 			},
 		},
 	}
-	covered := map[string]bool{}
-	for _, tt := range tests {
-		covered[tt.file] = true
-		t.Run(tt.file, func(t *testing.T) {
-			res, parts := openAIRunFile(t, APIChat, filepath.Join("testdata/chat", tt.file))
-			openAICompare(t, openAIDigest(t, res, parts), tt.want)
-			if tt.kinds != nil {
-				var kinds []PartKind
-				for _, p := range parts {
-					kinds = append(kinds, p.Kind)
-				}
-				if !reflect.DeepEqual(kinds, tt.kinds) {
-					t.Errorf("parts %v, want %v", kinds, tt.kinds)
-				}
-			}
-		})
-	}
-	openAICheckCovered(t, "testdata/chat", covered)
+	checkOpenAIStreams(t, APIChat, tests)
 }
 
 func TestChatDecodeEdgeCases(t *testing.T) {
@@ -444,10 +422,7 @@ func TestChatJSONMatchesStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromStream, _, err := openAIRun(APIChat, [][]byte{[]byte(stream)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fromStream, _ := mustDecode(t, APIChat, []byte(stream))
 	if !reflect.DeepEqual(fromBody, fromStream) {
 		t.Errorf("body  %+v\nstream %+v", fromBody, fromStream)
 	}

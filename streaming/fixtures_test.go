@@ -16,15 +16,45 @@ import (
 // read when present.
 const fixturesDir = "../../shared/fixtures"
 
-// expectedFixture is one entry of EXPECTED.json. Fields stay generic because
-// each API describes its stops, tool calls and usage in its own shape.
+// expectedFixture is one entry of EXPECTED.json: the raw facts the
+// recording holds, in the provider's own vocabulary. Stop entries differ by
+// API: a stop_reason string (Anthropic), a [choice, finish_reason] pair
+// (Chat), a terminal event (Responses).
 type expectedFixture struct {
-	API        string            `json:"api"`
-	Stop       json.RawMessage   `json:"stop"`
-	ToolCalls  []map[string]any  `json:"tool_calls"`
+	API        string            `json:"api"` // "anthropic", "chat", "responses", "gemini"
+	Stop       []json.RawMessage `json:"stop"`
+	ToolCalls  []expectedCall    `json:"tool_calls"`
 	Usage      map[string]any    `json:"usage"`
-	Errors     []json.RawMessage `json:"errors"`
+	Errors     []map[string]any  `json:"errors"`
 	DoneMarker bool              `json:"done_marker"`
+}
+
+// expectedCall is a tool call of EXPECTED.json; each API fills its own
+// fields.
+type expectedCall struct {
+	Choice      int    `json:"choice"`
+	Index       int    `json:"index"`
+	Type        string `json:"type"`
+	ID          string `json:"id"`
+	ItemID      string `json:"item_id"`
+	CallID      string `json:"call_id"`
+	OutputIndex int    `json:"output_index"`
+	Name        string `json:"name"`
+	Arguments   string `json:"arguments"`    // Chat, Responses
+	PartialJSON string `json:"partial_json"` // Anthropic: the input_json_delta fragments joined
+}
+
+// decoderAPI is the API whose decoder reads the recording, if any.
+func (e expectedFixture) decoderAPI() (API, bool) {
+	switch e.API {
+	case "anthropic":
+		return APIAnthropic, true
+	case "chat":
+		return APIChat, true
+	case "responses":
+		return APIResponses, true
+	}
+	return "", false
 }
 
 // loadExpected reads EXPECTED.json, keyed by fixture file name, and skips
@@ -48,55 +78,41 @@ func loadExpected(t testing.TB) map[string]expectedFixture {
 	return m
 }
 
-// readFixture returns the bytes of one recorded stream.
-func readFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixturesDir, name))
+// haveFixtures reports whether the recorded fixtures are there, for tests
+// that read them besides their own testdata.
+func haveFixtures() bool {
+	_, err := os.Stat(filepath.Join(fixturesDir, "EXPECTED.json"))
+	return err == nil
+}
+
+// readFile returns the contents of the file at the joined path.
+func readFile(tb testing.TB, elem ...string) []byte {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(elem...))
 	if err != nil {
-		t.Fatalf("read fixture: %v", err)
+		tb.Fatal(err)
 	}
 	return b
 }
 
-// decodeStream feeds data to a fresh Reader in the chunks that cuts
-// (increasing offsets) mark, decodes every event with dec, and returns the
-// finished Result and a copy of every Part emitted.
-func decodeStream(t testing.TB, dec Decoder, data []byte, cuts []int) (*Result, []Part) {
-	t.Helper()
-	var parts []Part
-	emit := func(p *Part) { parts = append(parts, clonePart(p)) }
-	fn := func(ev *Event) error {
-		dec.Decode(ev, emit)
-		return nil
+// testdataFiles returns the files matching pattern, failing when none does.
+func testdataFiles(tb testing.TB, pattern string) []string {
+	tb.Helper()
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		tb.Fatalf("no files match %s: %v", pattern, err)
 	}
-	r := NewReader(0)
-	prev := 0
-	for i := 0; i <= len(cuts); i++ {
-		end := len(data)
-		if i < len(cuts) {
-			end = cuts[i]
-		}
-		if err := r.Feed(data[prev:end], fn); err != nil {
-			t.Fatalf("feed: %v", err)
-		}
-		prev = end
-	}
-	if err := r.Finish(fn); err != nil {
-		t.Fatalf("finish: %v", err)
-	}
-	return dec.Finish(), parts
+	return files
 }
 
-// clonePart copies what a Part borrows from the decoder.
-func clonePart(p *Part) Part {
-	c := *p
-	c.Text = bytes.Clone(p.Text)
-	if p.Err != nil {
-		e := *p.Err
-		e.Raw = bytes.Clone(p.Err.Raw)
-		c.Err = &e
+// checkCovered fails for every stream of dir that has no golden case.
+func checkCovered(t *testing.T, dir string, covered map[string]bool) {
+	t.Helper()
+	for _, f := range testdataFiles(t, filepath.Join(dir, "*.sse")) {
+		if !covered[filepath.Base(f)] {
+			t.Errorf("%s has no golden case", f)
+		}
 	}
-	return c
 }
 
 // jsonEqual reports whether a and b are the same JSON value.
@@ -146,21 +162,16 @@ func TestAnthropicFixtures(t *testing.T) {
 		}
 		seen++
 		t.Run(name, func(t *testing.T) {
-			data := readFixture(t, name)
-			dec, err := NewDecoder(APIAnthropic)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, _ := decodeStream(t, dec, data, nil)
+			res, _ := mustDecode(t, APIAnthropic, readFile(t, fixturesDir, name))
 
-			var stops []string
-			if err := json.Unmarshal(exp.Stop, &stops); err != nil {
-				t.Fatalf("EXPECTED stop: %v", err)
+			if len(res.Stops) != len(exp.Stop) {
+				t.Fatalf("stops = %+v, want %s", res.Stops, exp.Stop)
 			}
-			if len(res.Stops) != len(stops) {
-				t.Fatalf("stops = %+v, want %q", res.Stops, stops)
-			}
-			for i, raw := range stops {
+			for i, rawStop := range exp.Stop {
+				var raw string
+				if err := json.Unmarshal(rawStop, &raw); err != nil {
+					t.Fatalf("EXPECTED stop: %v", err)
+				}
 				want := Stop{Reason: StopReason(raw), Raw: raw}
 				if raw == "model_context_window_exceeded" {
 					want.Reason = StopMaxTokens
@@ -203,36 +214,32 @@ func TestAnthropicFixtures(t *testing.T) {
 
 // checkExpectedAnthropicCall finds the call of EXPECTED entry want among got
 // by its block index and compares it.
-func checkExpectedAnthropicCall(t *testing.T, got []ToolCall, want map[string]any) {
+func checkExpectedAnthropicCall(t *testing.T, got []ToolCall, want expectedCall) {
 	t.Helper()
-	index, ok := want["index"].(float64)
-	if !ok {
-		t.Fatalf("EXPECTED tool call without index: %v", want)
-	}
 	var tc *ToolCall
 	for i := range got {
-		if got[i].Index == int(index) {
+		if got[i].Index == want.Index {
 			tc = &got[i]
 		}
 	}
 	if tc == nil {
-		t.Errorf("no tool call at index %v", index)
+		t.Errorf("no tool call at index %d", want.Index)
 		return
 	}
-	if tc.Type != want["type"] || tc.ID != want["id"] || tc.Name != want["name"] {
-		t.Errorf("call %v = %s %s %s, want %v %v %v", index, tc.Type, tc.ID, tc.Name, want["type"], want["id"], want["name"])
+	if tc.Type != want.Type || tc.ID != want.ID || tc.Name != want.Name {
+		t.Errorf("call %d = %s %s %s, want %s %s %s", want.Index, tc.Type, tc.ID, tc.Name, want.Type, want.ID, want.Name)
 	}
-	args, _ := want["partial_json"].(string)
+	args := want.PartialJSON
 	if args == "" {
 		args = "{}"
 	}
 	if !jsonEqual(t, tc.Arguments, []byte(args)) {
-		t.Errorf("call %v arguments = %s, want %s", index, tc.Arguments, args)
+		t.Errorf("call %d arguments = %s, want %s", want.Index, tc.Arguments, args)
 	}
 	if !tc.Complete {
-		t.Errorf("call %v not complete", index)
+		t.Errorf("call %d not complete", want.Index)
 	}
 	if wantServer := tc.Type != "tool_use"; tc.Server != wantServer {
-		t.Errorf("call %v server = %v, want %v", index, tc.Server, wantServer)
+		t.Errorf("call %d server = %v, want %v", want.Index, tc.Server, wantServer)
 	}
 }

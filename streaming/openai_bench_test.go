@@ -98,20 +98,14 @@ func BenchmarkResponsesTextStream(b *testing.B) {
 // TestOpenAIBenchStreams keeps the generated streams honest: they decode to
 // what they were built to hold.
 func TestOpenAIBenchStreams(t *testing.T) {
-	res, _, err := openAIRun(APIChat, [][]byte{openAIBenchChatStream(3, 256)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, _ := mustDecode(t, APIChat, openAIBenchChatStream(3, 256))
 	if len(res.ToolCalls) != 3 || !res.ToolCalls[2].Complete || res.Usage.CachedInputTokens != 48000 || res.Unparsed != 0 {
 		t.Errorf("chat bench stream decoded to %+v", res)
 	}
 	if args := string(res.ToolCalls[0].Arguments); !strings.HasPrefix(args, `{"path": "src/main.go", "body": "package main\n\nfunc main() {}\n"{"pa`) {
 		t.Errorf("arguments %q", args)
 	}
-	res, _, err = openAIRun(APIResponses, [][]byte{openAIBenchResponsesStream(100)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, _ = mustDecode(t, APIResponses, openAIBenchResponsesStream(100))
 	if res.StopReason() != StopEndTurn || res.OutputBytes == 0 || res.Usage.OutputTokens != 4000 || res.Unparsed != 0 {
 		t.Errorf("responses bench stream decoded to %+v", res)
 	}

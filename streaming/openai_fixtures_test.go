@@ -3,41 +3,10 @@ package streaming
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
-	"strings"
 	"testing"
 )
-
-// The recorded provider streams live outside the repository; these tests
-// read them when present and skip otherwise.
-const openAIFixtureDir = "../../shared/fixtures"
-
-// openAIExpected is one fixture's entry in EXPECTED.json: the raw facts the
-// recording holds, in the provider's own vocabulary.
-type openAIExpected struct {
-	API        string               `json:"api"`
-	Stop       []json.RawMessage    `json:"stop"`
-	ToolCalls  []openAIExpectedCall `json:"tool_calls"`
-	Usage      map[string]any       `json:"usage"`
-	Errors     []map[string]any     `json:"errors"`
-	DoneMarker bool                 `json:"done_marker"`
-}
-
-type openAIExpectedCall struct {
-	Choice      int    `json:"choice"`
-	Index       int    `json:"index"`
-	ID          string `json:"id"`
-	ItemID      string `json:"item_id"`
-	CallID      string `json:"call_id"`
-	OutputIndex int    `json:"output_index"`
-	Name        string `json:"name"`
-	Arguments   string `json:"arguments"`
-}
 
 // openAIExpectedStop is a Responses terminal event as EXPECTED.json has it.
 type openAIExpectedStop struct {
@@ -52,29 +21,11 @@ type openAIExpectedStop struct {
 	} `json:"error"`
 }
 
-// loadOpenAIExpected reads EXPECTED.json, skipping the test when the
-// fixtures are not there.
-func loadOpenAIExpected(t *testing.T) map[string]openAIExpected {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(openAIFixtureDir, "EXPECTED.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Skip("shared fixtures not present")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var all map[string]openAIExpected
-	if err := json.Unmarshal(raw, &all); err != nil {
-		t.Fatalf("EXPECTED.json: %v", err)
-	}
-	return all
-}
-
 // openAIFixtures returns the Chat and Responses fixtures' names, sorted.
-func openAIFixtures(all map[string]openAIExpected) []string {
+func openAIFixtures(all map[string]expectedFixture) []string {
 	var names []string
 	for name, e := range all {
-		if e.API == "chat" || e.API == "responses" {
+		if api, ok := e.decoderAPI(); ok && api != APIAnthropic {
 			names = append(names, name)
 		}
 	}
@@ -82,15 +33,8 @@ func openAIFixtures(all map[string]openAIExpected) []string {
 	return names
 }
 
-func openAIFixtureAPI(e openAIExpected) API {
-	if e.API == "responses" {
-		return APIResponses
-	}
-	return APIChat
-}
-
 func TestOpenAIFixtures(t *testing.T) {
-	all := loadOpenAIExpected(t)
+	all := loadExpected(t)
 	names := openAIFixtures(all)
 	if len(names) < 20 {
 		t.Fatalf("only %d chat/responses fixtures in EXPECTED.json", len(names))
@@ -98,15 +42,8 @@ func TestOpenAIFixtures(t *testing.T) {
 	for _, name := range names {
 		e := all[name]
 		t.Run(name, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join(openAIFixtureDir, name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			api := openAIFixtureAPI(e)
-			res, parts, err := openAIRun(api, [][]byte{data})
-			if err != nil {
-				t.Fatal(err)
-			}
+			api, _ := e.decoderAPI()
+			res, parts := mustDecode(t, api, readFile(t, fixturesDir, name))
 			openAICheckStops(t, e, res)
 			openAICheckToolCalls(t, e, res)
 			openAICheckUsage(t, e, res)
@@ -128,7 +65,7 @@ func TestOpenAIFixtures(t *testing.T) {
 	}
 }
 
-func openAICheckStops(t *testing.T, e openAIExpected, res *Result) {
+func openAICheckStops(t *testing.T, e expectedFixture, res *Result) {
 	t.Helper()
 	var want []Stop
 	if e.API == "chat" {
@@ -184,7 +121,7 @@ func openAIChatReason(fr string) StopReason {
 	}[fr]
 }
 
-func openAICheckToolCalls(t *testing.T, e openAIExpected, res *Result) {
+func openAICheckToolCalls(t *testing.T, e expectedFixture, res *Result) {
 	t.Helper()
 	if len(res.ToolCalls) != len(e.ToolCalls) {
 		t.Fatalf("%d tool calls, want %d: %+v", len(res.ToolCalls), len(e.ToolCalls), res.ToolCalls)
@@ -197,7 +134,7 @@ func openAICheckToolCalls(t *testing.T, e openAIExpected, res *Result) {
 		} else {
 			want = ToolCall{Index: w.OutputIndex, Type: "function_call", ID: w.CallID, ItemID: w.ItemID, Name: w.Name, Complete: true}
 		}
-		if !openAIJSONEqual(got.Arguments, []byte(w.Arguments)) {
+		if !jsonEqual(t, got.Arguments, []byte(w.Arguments)) {
 			t.Errorf("call %d arguments = %s, want %s", i, got.Arguments, w.Arguments)
 		}
 		got.Arguments = nil
@@ -207,43 +144,25 @@ func openAICheckToolCalls(t *testing.T, e openAIExpected, res *Result) {
 	}
 }
 
-func openAIJSONEqual(a, b []byte) bool {
-	var va, vb any
-	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(va, vb)
-}
-
 // openAIWantUsage applies the normalization rules to a raw usage object.
-func openAIWantUsage(api string, u map[string]any) Usage {
-	num := func(path ...string) int64 {
-		var cur any = u
-		for _, p := range path {
-			m, ok := cur.(map[string]any)
-			if !ok {
-				return 0
-			}
-			cur = m[p]
-		}
-		f, _ := cur.(float64)
-		return int64(f)
-	}
+func openAIWantUsage(t *testing.T, api string, u map[string]any) Usage {
+	t.Helper()
+	num := func(path string) int64 { return count(t, u, path) }
 	if api == "responses" {
-		cached := num("input_tokens_details", "cached_tokens")
-		write := num("input_tokens_details", "cache_write_tokens")
+		cached := num("input_tokens_details.cached_tokens")
+		write := num("input_tokens_details.cache_write_tokens")
 		return Usage{
 			InputTokens: max(num("input_tokens")-cached-write, 0), CachedInputTokens: cached, CacheWriteTokens: write,
-			OutputTokens: num("output_tokens"), ReasoningTokens: num("output_tokens_details", "reasoning_tokens"),
+			OutputTokens: num("output_tokens"), ReasoningTokens: num("output_tokens_details.reasoning_tokens"),
 		}
 	}
 	prompt, completion, total := num("prompt_tokens"), num("completion_tokens"), num("total_tokens")
-	cached := num("prompt_tokens_details", "cached_tokens")
+	cached := num("prompt_tokens_details.cached_tokens")
 	if cached == 0 {
 		cached = num("prompt_cache_hit_tokens")
 	}
-	write := num("prompt_tokens_details", "cache_write_tokens")
-	reasoning := num("completion_tokens_details", "reasoning_tokens")
+	write := num("prompt_tokens_details.cache_write_tokens")
+	reasoning := num("completion_tokens_details.reasoning_tokens")
 	output := completion
 	if reasoning > 0 && total == prompt+completion+reasoning {
 		output += reasoning
@@ -254,7 +173,7 @@ func openAIWantUsage(api string, u map[string]any) Usage {
 	}
 }
 
-func openAICheckUsage(t *testing.T, e openAIExpected, res *Result) {
+func openAICheckUsage(t *testing.T, e expectedFixture, res *Result) {
 	t.Helper()
 	if e.Usage == nil {
 		if res.UsageSeen {
@@ -265,12 +184,12 @@ func openAICheckUsage(t *testing.T, e openAIExpected, res *Result) {
 	if !res.UsageSeen {
 		t.Fatal("no usage, recording has one")
 	}
-	if want := openAIWantUsage(e.API, e.Usage); res.Usage != want {
+	if want := openAIWantUsage(t, e.API, e.Usage); res.Usage != want {
 		t.Errorf("Usage = %+v, want %+v", res.Usage, want)
 	}
 }
 
-func openAICheckErrors(t *testing.T, e openAIExpected, res *Result) {
+func openAICheckErrors(t *testing.T, e expectedFixture, res *Result) {
 	t.Helper()
 	if len(res.Errors) != len(e.Errors) {
 		t.Fatalf("%d errors, want %d: %+v", len(res.Errors), len(e.Errors), res.Errors)
@@ -371,43 +290,14 @@ type openAIGoldenCall struct {
 // checks the invariants every reply must keep.
 func openAIDigest(t *testing.T, res *Result, parts []Part) openAIGolden {
 	t.Helper()
-	g := openAIGolden{
-		ID: res.MessageID, Model: res.Model, Stops: res.Stops, Done: res.Done, Truncated: res.Truncated,
-		Unparsed: res.Unparsed,
-	}
-	for _, tc := range res.ToolCalls {
-		g.Calls = append(g.Calls, openAIGoldenCall{
-			Choice: tc.Choice, Index: tc.Index, Type: tc.Type, ID: tc.ID, ItemID: tc.ItemID, Name: tc.Name,
-			Args: string(tc.Arguments), Complete: tc.Complete, Server: tc.Server,
-		})
-	}
-	if res.UsageSeen {
-		u := res.Usage
-		g.Usage = &u
-	}
+	g := openAIDigestJSON(res)
 	for _, e := range res.Errors {
-		g.Errors = append(g.Errors, e.Type+": "+e.Message)
 		if len(e.Raw) == 0 {
 			t.Errorf("error %q kept no raw JSON", e.Message)
 		}
 	}
-	var deltaBytes int64
-	var text, thinking, refusal strings.Builder
-	for _, p := range parts {
-		switch p.Kind {
-		case PartTextDelta:
-			text.Write(p.Text)
-		case PartThinkingDelta:
-			thinking.Write(p.Text)
-		case PartRefusalDelta:
-			refusal.Write(p.Text)
-		case PartToolCallArgs:
-		default:
-			continue
-		}
-		deltaBytes += int64(len(p.Text))
-	}
-	g.Text, g.Thinking, g.Refusal = text.String(), thinking.String(), refusal.String()
+	g.Text, g.Thinking, g.Refusal = partText(parts, PartTextDelta), partText(parts, PartThinkingDelta), partText(parts, PartRefusalDelta)
+	deltaBytes := int64(len(g.Text) + len(g.Thinking) + len(g.Refusal) + len(partText(parts, PartToolCallArgs)))
 	for _, tc := range res.ToolCalls {
 		if tc.Server { // server-run calls stream no Parts but are output all the same
 			deltaBytes += int64(len(tc.Arguments))
@@ -420,17 +310,35 @@ func openAIDigest(t *testing.T, res *Result, parts []Part) openAIGolden {
 	return g
 }
 
-func openAIRunFile(t *testing.T, api API, path string) (*Result, []Part) {
+// openAIStreamCase is a golden for one testdata stream of an OpenAI API.
+type openAIStreamCase struct {
+	file  string
+	want  openAIGolden
+	kinds []PartKind // when set, the exact Part sequence
+}
+
+// checkOpenAIStreams decodes the testdata stream of each case and compares
+// it with its golden; every stream of api's testdata must have one.
+func checkOpenAIStreams(t *testing.T, api API, cases []openAIStreamCase) {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+	covered := map[string]bool{}
+	for _, tt := range cases {
+		covered[tt.file] = true
+		t.Run(tt.file, func(t *testing.T) {
+			res, parts := mustDecode(t, api, readFile(t, decoderTestdata[api], tt.file))
+			openAICompare(t, openAIDigest(t, res, parts), tt.want)
+			if tt.kinds != nil {
+				var kinds []PartKind
+				for _, p := range parts {
+					kinds = append(kinds, p.Kind)
+				}
+				if !reflect.DeepEqual(kinds, tt.kinds) {
+					t.Errorf("parts %v, want %v", kinds, tt.kinds)
+				}
+			}
+		})
 	}
-	res, parts, err := openAIRun(api, [][]byte{data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, parts
+	checkCovered(t, decoderTestdata[api], covered)
 }
 
 func openAICompare(t *testing.T, got, want openAIGolden) {
@@ -464,18 +372,4 @@ func openAIDigestJSON(res *Result) openAIGolden {
 		g.Errors = append(g.Errors, e.Type+": "+e.Message)
 	}
 	return g
-}
-
-// openAICheckCovered fails when a testdata stream has no golden.
-func openAICheckCovered(t *testing.T, dir string, covered map[string]bool) {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.sse"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range files {
-		if !covered[filepath.Base(f)] {
-			t.Errorf("%s has no golden case", f)
-		}
-	}
 }

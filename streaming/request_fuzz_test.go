@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -19,15 +18,8 @@ var fuzzAPIs = [...]API{APIAnthropic, APIChat, APIResponses}
 // objects encoding/json accepts, must not modify or keep the body, and
 // must return well-formed values.
 func FuzzParseRequest(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join("testdata", "requests", "*.json"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, name := range files {
-		body, err := os.ReadFile(name)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, name := range testdataFiles(f, filepath.Join(requestTestdata, "*.json")) {
+		body := readFile(f, name)
 		base := filepath.Base(name)
 		switch {
 		case strings.HasPrefix(base, "anthropic-"):

@@ -383,16 +383,7 @@ func (d *responsesDecoder) terminalEvent(kind string, resp gjson.Result, emit fu
 	}
 	d.terminal = true
 	d.lifecycle(resp, emit)
-	// The final output is authoritative for calls whose end events were
-	// lost (or never streamed, in a non-streaming body).
-	if out := resp.Get("output"); out.IsArray() {
-		out.ForEach(func(i, item gjson.Result) bool {
-			if item.IsObject() {
-				d.itemDone(int(i.Int()), item, emit)
-			}
-			return true
-		})
-	}
+	d.outputDone(resp, emit)
 	var stop Stop
 	switch kind {
 	case "response.completed":
@@ -419,15 +410,36 @@ func (d *responsesDecoder) terminalEvent(kind string, resp gjson.Result, emit fu
 		status := strings.TrimPrefix(kind, "response.")
 		stop = Stop{Reason: StopReason(status), Raw: kind}
 	}
+	d.usage(resp, emit)
+	d.res.Stops = append(d.res.Stops, stop)
+	d.send(emit, Part{Kind: PartStop, Stop: stop})
+	d.res.Done = true
+	d.send(emit, Part{Kind: PartDone})
+}
+
+// outputDone completes the calls of a Response's output array. The final
+// output is authoritative for calls whose end events were lost (or never
+// streamed, in a non-streaming body).
+func (d *responsesDecoder) outputDone(resp gjson.Result, emit func(*Part)) {
+	out := resp.Get("output")
+	if !out.IsArray() {
+		return
+	}
+	out.ForEach(func(i, item gjson.Result) bool {
+		if item.IsObject() {
+			d.itemDone(int(i.Int()), item, emit)
+		}
+		return true
+	})
+}
+
+// usage takes a Response's usage report, when it has one.
+func (d *responsesDecoder) usage(resp gjson.Result, emit func(*Part)) {
 	if u := resp.Get("usage"); u.IsObject() {
 		d.res.Usage = responsesUsage(u)
 		d.res.UsageSeen = true
 		d.send(emit, Part{Kind: PartUsage, Usage: d.res.Usage})
 	}
-	d.res.Stops = append(d.res.Stops, stop)
-	d.send(emit, Part{Kind: PartStop, Stop: stop})
-	d.res.Done = true
-	d.send(emit, Part{Kind: PartDone})
 }
 
 func responsesIncompleteReason(reason string) StopReason {
@@ -526,18 +538,8 @@ func decodeResponsesJSON(body []byte) (*Result, error) {
 	case "in_progress", "queued", "":
 		// A background response not finished yet: its items so far, no stop.
 		d.terminal = true
-		if out := root.Get("output"); out.IsArray() {
-			out.ForEach(func(i, item gjson.Result) bool {
-				if item.IsObject() {
-					d.itemDone(int(i.Int()), item, nil)
-				}
-				return true
-			})
-		}
-		if u := root.Get("usage"); u.IsObject() {
-			d.res.Usage = responsesUsage(u)
-			d.res.UsageSeen = true
-		}
+		d.outputDone(root, nil)
+		d.usage(root, nil)
 		d.res.Done = true
 	default:
 		d.terminalEvent("response."+status.Str, root, nil)

@@ -2,7 +2,6 @@ package streaming
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -12,11 +11,7 @@ import (
 
 func TestResponsesStreams(t *testing.T) {
 	weather := `{"location":"Boston, MA","unit":"celsius"}`
-	tests := []struct {
-		file  string
-		want  openAIGolden
-		kinds []PartKind // when set, the exact Part sequence
-	}{
+	tests := []openAIStreamCase{
 		{
 			file: "function-call-sequence-number.sse",
 			want: openAIGolden{
@@ -174,24 +169,7 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 	}
-	covered := map[string]bool{}
-	for _, tt := range tests {
-		covered[tt.file] = true
-		t.Run(tt.file, func(t *testing.T) {
-			res, parts := openAIRunFile(t, APIResponses, filepath.Join("testdata/responses", tt.file))
-			openAICompare(t, openAIDigest(t, res, parts), tt.want)
-			if tt.kinds != nil {
-				var kinds []PartKind
-				for _, p := range parts {
-					kinds = append(kinds, p.Kind)
-				}
-				if !reflect.DeepEqual(kinds, tt.kinds) {
-					t.Errorf("parts %v, want %v", kinds, tt.kinds)
-				}
-			}
-		})
-	}
-	openAICheckCovered(t, "testdata/responses", covered)
+	checkOpenAIStreams(t, APIResponses, tests)
 }
 
 func TestResponsesDecodeEdgeCases(t *testing.T) {
@@ -408,8 +386,8 @@ func TestDecodeResponsesJSON(t *testing.T) {
 func TestResponsesJSONMatchesStream(t *testing.T) {
 	for _, file := range []string{"function-call-sequence-number.sse", "custom-tool-call.sse", "cached-tokens.sse"} {
 		t.Run(file, func(t *testing.T) {
-			path := filepath.Join("testdata/responses", file)
-			fromStream, _ := openAIRunFile(t, APIResponses, path)
+			path := filepath.Join(decoderTestdata[APIResponses], file)
+			fromStream, _ := mustDecode(t, APIResponses, readFile(t, path))
 			final := openAIFinalResponse(t, path)
 			fromBody, err := DecodeJSON(APIResponses, final)
 			if err != nil {
@@ -426,12 +404,8 @@ func TestResponsesJSONMatchesStream(t *testing.T) {
 // event.
 func openAIFinalResponse(t *testing.T, path string) []byte {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var final []byte
-	err = NewReader(0).Feed(data, func(ev *Event) error {
+	err := NewReader(0).Feed(readFile(t, path), func(ev *Event) error {
 		if r := gjson.GetBytes(ev.Data, "response"); r.Get("status").Str == "completed" {
 			final = []byte(r.Raw)
 		}

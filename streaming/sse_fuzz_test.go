@@ -2,7 +2,6 @@ package streaming
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,13 +26,8 @@ func FuzzReader(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s), []byte{1, 2, 3, 0, 5}, uint16(8))
 	}
-	files, _ := filepath.Glob(filepath.Join("testdata", "sse", "*.sse"))
-	for _, path := range files {
-		in, err := os.ReadFile(path)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(in, []byte{7, 200, 1, 64, 13}, uint16(300))
+	for _, path := range testdataFiles(f, filepath.Join("testdata", "sse", "*.sse")) {
+		f.Add(readFile(f, path), []byte{7, 200, 1, 64, 13}, uint16(300))
 	}
 	f.Fuzz(func(t *testing.T, in, cuts []byte, limit uint16) {
 		small := int(limit%1024) + 1

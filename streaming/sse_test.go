@@ -90,36 +90,6 @@ type chunking struct {
 	chunks [][]byte
 }
 
-func whole(in []byte) [][]byte { return [][]byte{in} }
-
-func bySize(in []byte, n int) [][]byte {
-	var out [][]byte
-	for len(in) > n {
-		out = append(out, in[:n:n])
-		in = in[n:]
-	}
-	return append(out, in)
-}
-
-// randomSplit cuts in at random points, mostly close together with now and
-// then a long piece, the way network reads come.
-func randomSplit(in []byte, rng *rand.Rand) [][]byte {
-	var out [][]byte
-	for len(in) > 0 {
-		n := 1 + rng.IntN(16)
-		switch rng.IntN(8) {
-		case 0:
-			n = 1 + rng.IntN(4096)
-		case 1:
-			n = 0 // an empty Feed must be harmless
-		}
-		n = min(n, len(in))
-		out = append(out, in[:n:n])
-		in = in[n:]
-	}
-	return out
-}
-
 // chunkingsOf lists the ways the table tests split their (small) inputs:
 // whole, a byte at a time, and cut in two at every point.
 func chunkingsOf(in []byte) []chunking {
@@ -606,11 +576,8 @@ func TestReaderErrorsAreFinal(t *testing.T) {
 // recorded provider streams.
 func streamFiles(t *testing.T) (own, fixtures []string) {
 	t.Helper()
-	own, err := filepath.Glob(filepath.Join("testdata", "sse", "*.sse"))
-	if err != nil || len(own) == 0 {
-		t.Fatalf("no testdata streams: %v", err)
-	}
-	fixtures, _ = filepath.Glob(filepath.Join("..", "..", "shared", "fixtures", "*.sse"))
+	own = testdataFiles(t, filepath.Join("testdata", "sse", "*.sse"))
+	fixtures, _ = filepath.Glob(filepath.Join(fixturesDir, "*.sse"))
 	return own, fixtures
 }
 
@@ -620,10 +587,7 @@ func streamFiles(t *testing.T) (own, fixtures []string) {
 func TestReaderChunkingInvariance(t *testing.T) {
 	own, fixtures := streamFiles(t)
 	check := func(t *testing.T, path string) {
-		in, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		in := readFile(t, path)
 		want, err := run(t, 0, whole(in))
 		if err != nil {
 			t.Fatal(err)
@@ -667,10 +631,7 @@ func TestReaderGolden(t *testing.T) {
 	own, _ := streamFiles(t)
 	for _, path := range own {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			in, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			in := readFile(t, path)
 			got, err := run(t, 0, whole(in))
 			if err != nil {
 				t.Fatal(err)
@@ -686,11 +647,7 @@ func TestReaderGolden(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(b, want) {
+			if want := readFile(t, golden); !bytes.Equal(b, want) {
 				t.Fatalf("events differ from %s:\n%s", golden, b)
 			}
 		})
@@ -707,10 +664,7 @@ func TestReaderFixturePayloads(t *testing.T) {
 	}
 	for _, path := range fixtures {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			in, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			in := readFile(t, path)
 			evs, err := run(t, 0, bySize(in, 4096))
 			if err != nil {
 				t.Fatal(err)

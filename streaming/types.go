@@ -226,7 +226,18 @@ func NewDecoder(api API) (Decoder, error) {
 }
 
 // DecodeJSON decodes a whole non-streaming reply body of api into the same
-// Result a stream of that reply would give (Done set, never Truncated).
+// Result a stream of that reply would give. The Result is never Truncated,
+// and Done is set for a reply.
+//
+// An error body (Anthropic {"type":"error","error":{...}}, OpenAI
+// {"error":{...}}) decodes to a Result too, not to an error: its
+// ProviderError in Errors and one StopError stop. Done then differs by API:
+// the Anthropic decoder leaves it false, as a stream that ends on an error
+// event has no message_stop, while the Chat and Responses decoders set it.
+//
+// A body that is not a JSON object, or an Anthropic object that is neither
+// a message nor an error, fails with an error wrapping ErrInvalidJSON; an
+// unknown api with ErrUnknownAPI.
 func DecodeJSON(api API, body []byte) (*Result, error) {
 	switch api {
 	case APIAnthropic:
