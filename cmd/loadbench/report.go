@@ -55,6 +55,7 @@ func (r *report) rows() []row {
 	}
 	add(row{"small turns: requests/s", fmt.Sprintf("%.3f× (gatekeeper/bare)", ratio), fmt.Sprintf("≥ %.1f", minThroughputRatio),
 		met(ratio >= minThroughputRatio), fmt.Sprintf("%.0f", tb.rate()), fmt.Sprintf("%.0f", tg.rate())})
+	add(cpuRow("small turns: process CPU per turn", tb.cpu, tb.ok+tb.errs, tg.cpu, tg.ok+tg.errs))
 	for _, q := range []float64{0.50, 0.99} {
 		add(durationRow(fmt.Sprintf("small turns: latency p%.0f", q*100), tb.lat, tg.lat, q, 0))
 	}
@@ -66,6 +67,8 @@ func (r *report) rows() []row {
 	add(durationRow("streams: per-event delay p50", sb.delays, sg.delays, 0.50, 0))
 	add(durationRow("streams: per-event delay p99", sb.delays, sg.delays, 0.99, maxAddedEventP99))
 	add(durationRow("streams: per-event delay max", sb.delays, sg.delays, 1, 0))
+	add(durationRow(fmt.Sprintf("streams: per-event delay p99, events after the first %d", startEvents), sb.later, sg.later, 0.99, 0))
+	add(cpuRow("streams: process CPU per event", sb.cpu, len(sb.delays), sg.cpu, len(sg.delays)))
 
 	hb, hg := &r.held[bareIdx], &r.held[gkIdx]
 	add(row{"open stream: heap (HeapAlloc) per stream", bytesSigned(hg.heapPer - hb.heapPer), "", "", bytesOf(hb.heapPer), bytesOf(hg.heapPer)})
@@ -113,6 +116,25 @@ func durationRow(figure string, bare, gk []time.Duration, q float64, limit time.
 	return x
 }
 
+// cpuRow compares process CPU time per unit of work. Client and mock do
+// the same work per unit through either proxy, so the difference is the
+// proxies' own.
+func cpuRow(figure string, bare cpuSpan, nb int, gk cpuSpan, ng int) row {
+	b, bok := bare.per(nb)
+	g, gok := gk.per(ng)
+	x := row{figure: figure, compare: "n/a", bare: "n/a", gk: "n/a"}
+	if bok {
+		x.bare = usOf(b)
+	}
+	if gok {
+		x.gk = usOf(g)
+	}
+	if bok && gok && b > 0 {
+		x.compare = fmt.Sprintf("%.3f× (%+.1f µs)", float64(g)/float64(b), float64(g-b)/float64(time.Microsecond))
+	}
+	return x
+}
+
 func countRow(figure string, bare, gk int) row {
 	return row{figure, "—", "0", met(bare == 0 && gk == 0), fmt.Sprint(bare), fmt.Sprint(gk)}
 }
@@ -133,6 +155,10 @@ func percentile(ds []time.Duration, q float64) (time.Duration, bool) {
 	slices.Sort(ds)
 	i := int(math.Ceil(q*float64(len(ds)))) - 1
 	return ds[min(max(i, 0), len(ds)-1)], true
+}
+
+func usOf(d time.Duration) string {
+	return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
 }
 
 func msOf(d time.Duration) string {

@@ -20,6 +20,9 @@ import (
 // it is broken.
 const extraEvents = 32
 
+// startEvents is how many events of a stream count as its start.
+const startEvents = 2
+
 // streamTurn is the mock's streamed reply: -events text deltas with delay
 // between events.
 func (b *bench) streamTurn(delay time.Duration) string {
@@ -136,7 +139,12 @@ type streamStats struct {
 	truncated int // streams without message_stop
 	ttfb      []time.Duration
 	delays    []time.Duration // mock flush → client read, every event of every stream
-	firstErr  string
+	// later is delays without each stream's first startEvents events, whose
+	// delay includes the stream's start (admission, headers) while other
+	// streams are starting too.
+	later    []time.Duration
+	cpu      cpuSpan // process CPU time of the timed rounds
+	firstErr string
 }
 
 func (s *streamStats) fail(err error) {
@@ -151,6 +159,8 @@ func (s *streamStats) add(o streamStats) {
 	s.truncated += o.truncated
 	s.ttfb = append(s.ttfb, o.ttfb...)
 	s.delays = append(s.delays, o.delays...)
+	s.later = append(s.later, o.later...)
+	s.cpu.add(o.cpu)
 	if o.errs > 0 && s.errs == 0 {
 		s.firstErr = o.firstErr
 	}
@@ -197,6 +207,7 @@ func (b *bench) streamRound(ctx context.Context, tg target, round string) (strea
 	defer cancel()
 	turn := b.streamTurn(b.p.eventDelay)
 	outs := make([]streamOutcome, b.p.streams)
+	cpu := startCPU()
 	begin := time.Now()
 	var wg sync.WaitGroup
 	for i := range outs {
@@ -211,10 +222,13 @@ func (b *bench) streamRound(ctx context.Context, tg target, round string) (strea
 		})
 	}
 	wg.Wait()
+	used := cpu.stop()
 	if err := ctx.Err(); err != nil {
 		return streamStats{}, fmt.Errorf("streams through %s: %w", tg.name, err)
 	}
-	return b.matchStreams(ctx, tg, outs)
+	s, err := b.matchStreams(ctx, tg, outs)
+	s.cpu = used
+	return s, err
 }
 
 func sleepUntil(ctx context.Context, at time.Time) error {
@@ -266,6 +280,9 @@ func (b *bench) matchStreams(ctx context.Context, tg target, outs []streamOutcom
 		}
 		for i, read := range o.reads {
 			s.delays = append(s.delays, read.Sub(ts[i]))
+			if i >= startEvents {
+				s.later = append(s.later, read.Sub(ts[i]))
+			}
 		}
 	}
 	return s, nil

@@ -32,6 +32,7 @@ type turnStats struct {
 	// in flight when the next one arrived. Not an error for the agent.
 	forks   int
 	elapsed time.Duration   // wall time of its rounds
+	cpu     cpuSpan         // process CPU time of its rounds
 	lat     []time.Duration // of successful turns
 	// firstErr is the first failure seen, to say what went wrong.
 	firstErr string
@@ -48,6 +49,7 @@ func (s *turnStats) add(o turnStats) {
 	s.ok += o.ok
 	s.forks += o.forks
 	s.elapsed += o.elapsed
+	s.cpu.add(o.cpu)
 	s.lat = append(s.lat, o.lat...)
 	if o.errs > 0 && s.errs == 0 {
 		s.firstErr = o.firstErr
@@ -91,6 +93,7 @@ func (b *bench) turnPhase(ctx context.Context) ([2]turnStats, error) {
 // turnRound runs every worker until it made limit turns or d is over.
 func (b *bench) turnRound(ctx context.Context, tg target, limit int, d time.Duration) turnStats {
 	results := make([]turnStats, b.p.conns)
+	cpu := startCPU()
 	start := time.Now()
 	deadline := start.Add(d)
 	var wg sync.WaitGroup
@@ -120,6 +123,7 @@ func (b *bench) turnRound(ctx context.Context, tg target, limit int, d time.Dura
 		total.add(r)
 	}
 	total.elapsed = time.Since(start)
+	total.cpu = cpu.stop()
 	return total
 }
 
