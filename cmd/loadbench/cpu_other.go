@@ -4,5 +4,5 @@ package main
 
 import "time"
 
-// cpuTime is not measured off unix; the CPU rows read n/a.
+// cpuTime is not read off unix; the CPU rows read n/a.
 func cpuTime() (time.Duration, bool) { return 0, false }

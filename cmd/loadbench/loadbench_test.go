@@ -38,6 +38,7 @@ func TestRunTiny(t *testing.T) {
 	for _, figure := range []string{
 		"small turns: requests/s",
 		"small turns: process CPU per turn",
+		"small turns: heap allocated per turn",
 		"small turns: latency p50",
 		"small turns: latency p99",
 		"streams: time to first event p50",
@@ -47,6 +48,7 @@ func TestRunTiny(t *testing.T) {
 		"streams: per-event delay max",
 		"streams: per-event delay p99, events after the first 2",
 		"streams: process CPU per event",
+		"streams: heap allocated per event",
 		"open stream: heap (HeapAlloc) per stream",
 		"open stream: heap spans (HeapInuse) per stream",
 		"open stream: goroutines per stream",

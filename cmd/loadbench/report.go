@@ -55,7 +55,8 @@ func (r *report) rows() []row {
 	}
 	add(row{"small turns: requests/s", fmt.Sprintf("%.3f× (gatekeeper/bare)", ratio), fmt.Sprintf("≥ %.1f", minThroughputRatio),
 		met(ratio >= minThroughputRatio), fmt.Sprintf("%.0f", tb.rate()), fmt.Sprintf("%.0f", tg.rate())})
-	add(cpuRow("small turns: process CPU per turn", tb.cpu, tb.ok+tb.errs, tg.cpu, tg.ok+tg.errs))
+	add(cpuRow("small turns: process CPU per turn", tb.cost, tb.ok+tb.errs, tg.cost, tg.ok+tg.errs))
+	add(allocRow("small turns: heap allocated per turn", tb.cost, tb.ok+tb.errs, tg.cost, tg.ok+tg.errs))
 	for _, q := range []float64{0.50, 0.99} {
 		add(durationRow(fmt.Sprintf("small turns: latency p%.0f", q*100), tb.lat, tg.lat, q, 0))
 	}
@@ -68,7 +69,8 @@ func (r *report) rows() []row {
 	add(durationRow("streams: per-event delay p99", sb.delays, sg.delays, 0.99, maxAddedEventP99))
 	add(durationRow("streams: per-event delay max", sb.delays, sg.delays, 1, 0))
 	add(durationRow(fmt.Sprintf("streams: per-event delay p99, events after the first %d", startEvents), sb.later, sg.later, 0.99, 0))
-	add(cpuRow("streams: process CPU per event", sb.cpu, len(sb.delays), sg.cpu, len(sg.delays)))
+	add(cpuRow("streams: process CPU per event", sb.cost, len(sb.delays), sg.cost, len(sg.delays)))
+	add(allocRow("streams: heap allocated per event", sb.cost, len(sb.delays), sg.cost, len(sg.delays)))
 
 	hb, hg := &r.held[bareIdx], &r.held[gkIdx]
 	add(row{"open stream: heap (HeapAlloc) per stream", bytesSigned(hg.heapPer - hb.heapPer), "", "", bytesOf(hb.heapPer), bytesOf(hg.heapPer)})
@@ -116,12 +118,10 @@ func durationRow(figure string, bare, gk []time.Duration, q float64, limit time.
 	return x
 }
 
-// cpuRow compares process CPU time per unit of work. Client and mock do
-// the same work per unit through either proxy, so the difference is the
-// proxies' own.
-func cpuRow(figure string, bare cpuSpan, nb int, gk cpuSpan, ng int) row {
-	b, bok := bare.per(nb)
-	g, gok := gk.per(ng)
+// cpuRow compares process CPU time per unit of work.
+func cpuRow(figure string, bare cost, nb int, gk cost, ng int) row {
+	b, bok := bare.cpuPer(nb)
+	g, gok := gk.cpuPer(ng)
 	x := row{figure: figure, compare: "n/a", bare: "n/a", gk: "n/a"}
 	if bok {
 		x.bare = usOf(b)
@@ -131,6 +131,23 @@ func cpuRow(figure string, bare cpuSpan, nb int, gk cpuSpan, ng int) row {
 	}
 	if bok && gok && b > 0 {
 		x.compare = fmt.Sprintf("%.3f× (%+.1f µs)", float64(g)/float64(b), float64(g-b)/float64(time.Microsecond))
+	}
+	return x
+}
+
+// allocRow compares heap bytes and objects allocated per unit of work.
+func allocRow(figure string, bare cost, nb int, gk cost, ng int) row {
+	bb, bo, bok := bare.allocPer(nb)
+	gb, gob, gok := gk.allocPer(ng)
+	x := row{figure: figure, compare: "n/a", bare: "n/a", gk: "n/a"}
+	if bok {
+		x.bare = fmt.Sprintf("%.0f B, %.1f objects", bb, bo)
+	}
+	if gok {
+		x.gk = fmt.Sprintf("%.0f B, %.1f objects", gb, gob)
+	}
+	if bok && gok {
+		x.compare = fmt.Sprintf("%+.0f B, %+.1f objects", gb-bb, gob-bo)
 	}
 	return x
 }

@@ -143,7 +143,7 @@ type streamStats struct {
 	// delay includes the stream's start (admission, headers) while other
 	// streams are starting too.
 	later    []time.Duration
-	cpu      cpuSpan // process CPU time of the timed rounds
+	cost     cost // what the process spent in the timed rounds
 	firstErr string
 }
 
@@ -160,7 +160,7 @@ func (s *streamStats) add(o streamStats) {
 	s.ttfb = append(s.ttfb, o.ttfb...)
 	s.delays = append(s.delays, o.delays...)
 	s.later = append(s.later, o.later...)
-	s.cpu.add(o.cpu)
+	s.cost.add(o.cost)
 	if o.errs > 0 && s.errs == 0 {
 		s.firstErr = o.firstErr
 	}
@@ -207,7 +207,7 @@ func (b *bench) streamRound(ctx context.Context, tg target, round string) (strea
 	defer cancel()
 	turn := b.streamTurn(b.p.eventDelay)
 	outs := make([]streamOutcome, b.p.streams)
-	cpu := startCPU()
+	mark := markCost()
 	begin := time.Now()
 	var wg sync.WaitGroup
 	for i := range outs {
@@ -222,12 +222,12 @@ func (b *bench) streamRound(ctx context.Context, tg target, round string) (strea
 		})
 	}
 	wg.Wait()
-	used := cpu.stop()
+	spent := mark.since()
 	if err := ctx.Err(); err != nil {
 		return streamStats{}, fmt.Errorf("streams through %s: %w", tg.name, err)
 	}
 	s, err := b.matchStreams(ctx, tg, outs)
-	s.cpu = used
+	s.cost = spent
 	return s, err
 }
 

@@ -32,7 +32,7 @@ type turnStats struct {
 	// in flight when the next one arrived. Not an error for the agent.
 	forks   int
 	elapsed time.Duration   // wall time of its rounds
-	cpu     cpuSpan         // process CPU time of its rounds
+	cost    cost            // what the process spent in its rounds
 	lat     []time.Duration // of successful turns
 	// firstErr is the first failure seen, to say what went wrong.
 	firstErr string
@@ -49,7 +49,7 @@ func (s *turnStats) add(o turnStats) {
 	s.ok += o.ok
 	s.forks += o.forks
 	s.elapsed += o.elapsed
-	s.cpu.add(o.cpu)
+	s.cost.add(o.cost)
 	s.lat = append(s.lat, o.lat...)
 	if o.errs > 0 && s.errs == 0 {
 		s.firstErr = o.firstErr
@@ -93,7 +93,7 @@ func (b *bench) turnPhase(ctx context.Context) ([2]turnStats, error) {
 // turnRound runs every worker until it made limit turns or d is over.
 func (b *bench) turnRound(ctx context.Context, tg target, limit int, d time.Duration) turnStats {
 	results := make([]turnStats, b.p.conns)
-	cpu := startCPU()
+	mark := markCost()
 	start := time.Now()
 	deadline := start.Add(d)
 	var wg sync.WaitGroup
@@ -123,7 +123,7 @@ func (b *bench) turnRound(ctx context.Context, tg target, limit int, d time.Dura
 		total.add(r)
 	}
 	total.elapsed = time.Since(start)
-	total.cpu = cpu.stop()
+	total.cost = mark.since()
 	return total
 }
 
