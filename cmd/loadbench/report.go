@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Targets the brief for this benchmark sets.
+// Targets gatekeeper is held to against the bare proxy.
 const (
 	minThroughputRatio = 0.8
 	maxAddedEventP99   = time.Millisecond
