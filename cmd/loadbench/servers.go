@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"gatekeeper/admin"
+	"gatekeeper/config"
+	"gatekeeper/mockprovider"
+	"gatekeeper/proxy"
+	"gatekeeper/store/memory"
+)
+
+// Secrets of the benchmark's config: loopback only, never real.
+const (
+	virtualKey  = "vk-loadbench-0123456789"
+	upstreamKey = "sk-ant-loadbench-upstream-0123"
+	adminToken  = "loadbench-admin-token-0123456789"
+)
+
+// headerBenchID names each stream so its record at the mock can be found.
+const headerBenchID = "X-Bench-Id"
+
+// Indexes of bench.targets.
+const (
+	bareIdx = 0
+	gkIdx   = 1
+)
+
+// target is one proxy in front of the mock.
+type target struct {
+	name       string
+	url        string
+	gatekeeper bool
+}
+
+// bench is everything one run starts: the mock, the two proxies, and the
+// client driving them.
+type bench struct {
+	p       params
+	mock    *mockprovider.Server
+	gate    *gate
+	store   *memory.Store
+	client  *http.Client
+	targets [2]target
+
+	// transports whose idle connections are closed before each heap
+	// sample, so pooled connections of an earlier phase do not count.
+	transports []*http.Transport
+
+	servers []*http.Server // front first, the order they are shut down in
+	served  chan error     // one value per server when its Serve returns
+}
+
+// start brings up the mock, the bare proxy and gatekeeper on loopback.
+func start(p params, stderr io.Writer) (*bench, error) {
+	b := &bench{p: p, gate: &gate{}, served: make(chan error, 3)}
+	// Clock stays time.Now: EventTimes are compared with the client's reads.
+	b.mock = mockprovider.New(mockprovider.Options{Keys: []string{upstreamKey}, Sleep: b.gate.sleep})
+	mockURL, err := b.serve(b.mock)
+	if err != nil {
+		return nil, err
+	}
+	mu, err := url.Parse(mockURL)
+	if err != nil {
+		return nil, errors.Join(err, b.close())
+	}
+
+	bareT, gkT := upstreamTransport(), upstreamTransport()
+	clientT := clientTransport(max(p.conns, p.streams))
+	b.transports = []*http.Transport{clientT, bareT, gkT}
+	b.client = &http.Client{Transport: clientT}
+
+	bare := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(mu)
+			pr.Out.Header.Set("X-Api-Key", upstreamKey)
+		},
+		Transport:     bareT,
+		FlushInterval: -1,
+		ErrorLog:      log.New(stderr, "loadbench: bare proxy: ", 0),
+	}
+	gk, err := b.gatekeeper(mockURL, gkT)
+	if err != nil {
+		return nil, errors.Join(err, b.close())
+	}
+	bareURL, err := b.serve(fullDuplex(bare))
+	if err != nil {
+		return nil, errors.Join(err, b.close())
+	}
+	gkURL, err := b.serve(gk)
+	if err != nil {
+		return nil, errors.Join(err, b.close())
+	}
+	b.targets = [2]target{bareIdx: {name: "bare", url: bareURL}, gkIdx: {name: "gatekeeper", url: gkURL, gatekeeper: true}}
+	return b, nil
+}
+
+// gatekeeper builds the proxy the way its own tests do: config parsed from
+// YAML, memory store, agent and admin routes on one chi router. The tenant
+// has no budget so that thousands of turns on one trajectory are admitted.
+func (b *bench) gatekeeper(mockURL string, tr http.RoundTripper) (http.Handler, error) {
+	yaml := fmt.Sprintf(`
+listen: 127.0.0.1:0
+providers:
+  - name: anthropic
+    api: anthropic
+    base_url: %s
+    default: true
+    keys: [{name: k1, key: %s}]
+tenants:
+  - name: bench
+    keys: [%s]
+admin:
+  tokens:
+    - {name: bench, token: %s, roles: [operator]}
+`, mockURL, upstreamKey, virtualKey, adminToken)
+	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b.store = memory.New(memory.Options{})
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: b.store, Transport: tr})
+	if err != nil {
+		return nil, err
+	}
+	r := chi.NewRouter()
+	admin.New(cfg, b.store, nil, nil).Routes(r)
+	px.Routes(r)
+	return r, nil
+}
+
+// fullDuplex lets the bare proxy's transport finish reading the request
+// body after the reply has begun, as gatekeeper does (proxy/turn.go). An
+// HTTP/1 server otherwise drains and closes the body when the response
+// header goes out; a transport still sending that body then fails its
+// write and closes the upstream connection, cutting the stream
+// (golang/go#40747). Without it a few streams in every run were cut.
+func fullDuplex(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex() // HTTP/1 servers always support it
+		h.ServeHTTP(w, r)
+	})
+}
+
+// upstreamTransport has the settings of gatekeeper's own upstream
+// transport (proxy.newTransport), so the bare proxy pools connections to
+// the mock the same way; gatekeeper gets its own instance of it only so
+// that its idle connections can be closed before a heap sample.
+//
+// Compression is off: the client asks for none, and gatekeeper asks the
+// provider for identity on turns, while a default Transport would add
+// "Accept-Encoding: gzip" on the bare proxy's behalf and have the mock
+// gzip (and the proxy gunzip) every reply; that made the bare proxy
+// several times slower than gatekeeper.
+func upstreamTransport() *http.Transport {
+	return &http.Transport{
+		DisableCompression:    true,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// clientTransport keeps one connection per worker or stream alive, so the
+// client does not measure its own connection churn.
+func clientTransport(conns int) *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		MaxIdleConns:        2 * conns,
+		MaxIdleConnsPerHost: conns,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+}
+
+// serve listens on a loopback port chosen by the system.
+func (b *bench) serve(h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second}
+	b.servers = append([]*http.Server{srv}, b.servers...)
+	go func() { b.served <- srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), nil
+}
+
+// close stops every server, front first, and waits for each Serve to
+// return.
+func (b *bench) close() error {
+	var errs []error
+	for _, tr := range b.transports {
+		tr.CloseIdleConnections()
+	}
+	for _, srv := range b.servers {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		errs = append(errs, srv.Shutdown(ctx))
+		cancel()
+		// Shutdown leaves the proxies' upstream connections idle only now.
+		for _, tr := range b.transports {
+			tr.CloseIdleConnections()
+		}
+	}
+	for range b.servers {
+		if err := <-b.served; !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	b.servers = nil
+	if b.store != nil {
+		errs = append(errs, b.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// turnRequest is a small Anthropic Messages request. The same bytes go to
+// both targets; the bare proxy passes the trajectory header on to the mock,
+// which ignores it.
+func (b *bench) turnRequest(ctx context.Context, tg target, body []byte, trajectory, turn string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.url+"/v1/messages", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	h := req.Header
+	h.Set("X-Api-Key", virtualKey)
+	h.Set("Anthropic-Version", "2023-06-01")
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Gatekeeper-Trajectory", trajectory)
+	h.Set(mockprovider.HeaderTurn, turn)
+	return req, nil
+}
+
+func messagesBody(stream bool, prompt string) []byte {
+	return fmt.Appendf(nil, `{"model":"claude-sonnet-4-5","max_tokens":256,"stream":%t,"messages":[{"role":"user","content":%s}]}`,
+		stream, strconv.Quote(prompt))
+}
+
+// gate holds the memory phase's streams open between their first and
+// second event for as long as the heap sample takes, then lets the rest of
+// each stream go at once, so every stream still ends complete.
+type gate struct {
+	mu       sync.Mutex
+	ch       chan struct{} // nil: waits run their full length
+	released bool
+}
+
+func (g *gate) arm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ch, g.released = make(chan struct{}), false
+}
+
+func (g *gate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch != nil && !g.released {
+		close(g.ch)
+		g.released = true
+	}
+}
+
+func (g *gate) disarm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ch, g.released = nil, false
+}
+
+// sleep is the mock's wait between events: a timer, cut short once the
+// armed gate is released.
+func (g *gate) sleep(ctx context.Context, d time.Duration) error {
+	g.mu.Lock()
+	ch := g.ch
+	g.mu.Unlock()
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
