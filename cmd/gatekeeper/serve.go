@@ -18,6 +18,7 @@ import (
 	"gatekeeper/mockprovider"
 	"gatekeeper/proxy"
 	"gatekeeper/store/memory"
+	redisstore "gatekeeper/store/redis"
 	"gatekeeper/trajectory"
 )
 
@@ -68,6 +69,9 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
+// redisOpenTimeout bounds the startup check that Redis answers.
+const redisOpenTimeout = 10 * time.Second
+
 // server is one running gatekeeper: its HTTP handler and what it owns.
 type server struct {
 	handler http.Handler
@@ -88,11 +92,22 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger) (*serv
 		return nil, err
 	}
 	switch cfg.Store.Kind {
-	case "memory":
+	case config.StoreMemory:
 		s.store = memory.New(memory.Options{})
+	case config.StoreRedis:
+		// A replica that cannot reach the shared store must not start
+		// serving: it would refuse every turn.
+		octx, cancel := context.WithTimeout(ctx, redisOpenTimeout)
+		rs, err := redisstore.Open(octx, redisstore.Options{URL: cfg.Store.RedisURL, Retention: cfg.Store.Retention.Std()})
+		cancel()
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("store.kind redis: opening store.redis_url: %w", err)
+		}
+		s.store = rs
 	default:
 		s.stop()
-		return nil, fmt.Errorf("store.kind %q is not available in this build; use memory", cfg.Store.Kind)
+		return nil, fmt.Errorf("store.kind %q is not available in this build; use memory or redis", cfg.Store.Kind)
 	}
 	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log})
 	if err != nil {

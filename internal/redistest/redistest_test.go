@@ -1,0 +1,67 @@
+package redistest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+func TestServerLifecycle(t *testing.T) {
+	s := StartServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	opts, err := goredis.ParseURL(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.MaxRetries = -1
+	c := goredis.NewClient(opts)
+	defer c.Close()
+
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	s.Flush(t)
+	if n, err := c.Exists(ctx, "k").Result(); err != nil || n != 0 {
+		t.Fatalf("after Flush: EXISTS = %d, %v", n, err)
+	}
+	// Nothing is persisted: a test leaves no dump behind.
+	if cfg, err := c.ConfigGet(ctx, "save").Result(); err != nil || cfg["save"] != "" {
+		t.Errorf("CONFIG GET save = %v, %v; want empty", cfg, err)
+	}
+
+	pid := s.cmd.Process.Pid
+	if err := s.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING answered after Stop")
+	}
+	if s.cmd.ProcessState == nil || s.cmd.ProcessState.Pid() != pid {
+		t.Fatalf("process %d not reaped: %v", pid, s.cmd.ProcessState)
+	}
+}
+
+func TestServersAreSeparate(t *testing.T) {
+	a, b := StartServer(t), StartServer(t)
+	if a.URL == b.URL {
+		t.Fatalf("two servers share %s", a.URL)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ca := goredis.NewClient(&goredis.Options{Addr: a.Addr})
+	defer ca.Close()
+	cb := goredis.NewClient(&goredis.Options{Addr: b.Addr})
+	defer cb.Close()
+	if err := ca.Set(ctx, "only-a", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := cb.Exists(ctx, "only-a").Result(); err != nil || n != 0 {
+		t.Errorf("b sees a's key: %d, %v", n, err)
+	}
+}

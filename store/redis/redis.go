@@ -1,0 +1,500 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"gatekeeper/trajectory"
+)
+
+// Defaults for the zero fields of Options.
+const (
+	DefaultRetention         = 168 * time.Hour
+	DefaultMaxEvents         = 10000
+	DefaultMaxUpdateAttempts = 100
+)
+
+// Backoff between Update attempts that lost a race: full jitter over a
+// window that doubles from backoffBase up to backoffMax.
+const (
+	backoffBase = time.Millisecond
+	backoffMax  = 50 * time.Millisecond
+)
+
+var (
+	// ErrUnavailable wraps every failure to reach Redis or get its answer:
+	// the store is unreachable, not the record missing.
+	ErrUnavailable = errors.New("redis store: unavailable")
+	// ErrConflict is what Update returns when other writers kept saving the
+	// record between its read and its write, MaxUpdateAttempts times.
+	ErrConflict = errors.New("redis store: update kept conflicting with concurrent writers")
+
+	errReply = errors.New("redis store: unexpected reply")
+)
+
+// Options configures a Store.
+type Options struct {
+	// URL is a redis:// or rediss:// URL, with go-redis's query
+	// parameters (dial_timeout, max_retries...). Ignored when Client is set.
+	URL string
+	// Client is used instead of dialing URL. The Store does not close it:
+	// its owner does.
+	Client *goredis.Client
+	// Retention is how long a finished record and its events are kept.
+	// Zero or less means DefaultRetention.
+	Retention time.Duration
+	// MaxEventsPerTrajectory bounds each event log, approximately (XADD
+	// MAXLEN ~): Redis trims whole stream nodes, so a log may hold up to
+	// about a hundred more. Zero or less means DefaultMaxEvents.
+	MaxEventsPerTrajectory int
+	// MaxUpdateAttempts bounds how many times Update reads, runs fn and
+	// tries to save before returning ErrConflict. Zero or less means
+	// DefaultMaxUpdateAttempts.
+	MaxUpdateAttempts int
+	// Clock dates index expiry; default time.Now. Records keep the times
+	// their callers set, and TTLs are relative, so replicas' clocks only
+	// decide when the List index forgets an expired record.
+	Clock func() time.Time
+}
+
+// rediser is what the Store needs of a Redis client: exactly the commands
+// it sends outside scripts and pipelines, plus scripting.
+type rediser interface {
+	goredis.Scripter
+	Ping(ctx context.Context) *goredis.StatusCmd
+	HMGet(ctx context.Context, key string, fields ...string) *goredis.SliceCmd
+	ZRangeArgs(ctx context.Context, z goredis.ZRangeArgs) *goredis.StringSliceCmd
+	Pipeline() goredis.Pipeliner
+}
+
+// Store keeps records and event logs in Redis. It is safe for concurrent
+// use, and any number of Stores, in any number of processes, may share one
+// Redis.
+type Store struct {
+	rdb         rediser
+	closeClient func() error // nil when the caller owns the client
+
+	retention   time.Duration
+	maxEvents   int
+	maxAttempts int
+	now         func() time.Time
+	jitter      func(time.Duration) time.Duration
+
+	closed atomic.Bool
+}
+
+var _ trajectory.Store = (*Store)(nil)
+
+// Open connects to Redis, checks that it answers and loads the scripts.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	s := &Store{
+		retention:   opts.Retention,
+		maxEvents:   opts.MaxEventsPerTrajectory,
+		maxAttempts: opts.MaxUpdateAttempts,
+		now:         opts.Clock,
+		jitter:      func(d time.Duration) time.Duration { return rand.N(d) },
+	}
+	if s.retention <= 0 {
+		s.retention = DefaultRetention
+	}
+	if s.maxEvents <= 0 {
+		s.maxEvents = DefaultMaxEvents
+	}
+	if s.maxAttempts <= 0 {
+		s.maxAttempts = DefaultMaxUpdateAttempts
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	client := opts.Client
+	if client == nil {
+		o, err := goredis.ParseURL(opts.URL)
+		if err != nil {
+			// The URL may carry a password: say what is wrong, not what it
+			// is. url.Error quotes the whole URL; go-redis's own errors
+			// name only the faulty part.
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				err = uerr.Err
+			}
+			return nil, fmt.Errorf("redis store: parsing the Redis URL: %w", err)
+		}
+		// Callers fail closed and retry at their own level, so a dead Redis
+		// is reported after one retry, not after go-redis's default of
+		// about two seconds of redials. A URL's max_retries still wins.
+		o.DialerRetries = 1
+		// A caller's deadline, not a fixed read timeout, bounds each call.
+		o.ContextTimeoutEnabled = true
+		if o.MaxRetries == 0 {
+			o.MaxRetries = 1
+		}
+		client = goredis.NewClient(o)
+		s.closeClient = client.Close
+	}
+	s.rdb = client
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		err = s.fail(ctx, "PING", err)
+		_ = s.Close()
+		return nil, err
+	}
+	for _, sc := range scripts {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			err = s.fail(ctx, "loading scripts", err)
+			_ = s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Close makes every later call return trajectory.ErrClosed and closes the
+// client the Store dialed itself.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) || s.closeClient == nil {
+		return nil
+	}
+	return s.closeClient()
+}
+
+// usable reports why the store cannot serve a call.
+func (s *Store) usable(ctx context.Context) error {
+	if s.closed.Load() {
+		return trajectory.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// fail wraps a Redis error so that callers can tell it apart: ErrClosed
+// once closed, context.Canceled when the caller left, the server's own
+// error reply, and ErrUnavailable for everything else (refused, timed out,
+// reset).
+func (s *Store) fail(ctx context.Context, op string, err error) error {
+	if s.closed.Load() || errors.Is(err, goredis.ErrClosed) {
+		return fmt.Errorf("redis store: %s: %w", op, trajectory.ErrClosed)
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w (%w)", cerr, err)
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("redis store: %s: %w", op, err)
+	}
+	var rerr goredis.Error
+	if errors.As(err, &rerr) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("redis store: %s: Redis replied: %w", op, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+}
+
+// Ping implements trajectory.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return s.fail(ctx, "PING", err)
+	}
+	return nil
+}
+
+// Get implements trajectory.Store in one round trip.
+func (s *Store) Get(ctx context.Context, id string) (*trajectory.Record, error) {
+	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
+	r, _, err := s.load(ctx, id, false)
+	return r, err
+}
+
+// load reads a record and, with version, the version Update compares.
+func (s *Store) load(ctx context.Context, id string, version bool) (*trajectory.Record, string, error) {
+	if err := checkID(id); err != nil {
+		return nil, "", fmt.Errorf("%w: %q", trajectory.ErrNotFound, id)
+	}
+	fields := []string{"json", "kids"}
+	if version {
+		fields = append(fields, "ver")
+	}
+	vals, err := s.rdb.HMGet(ctx, recKey(id), fields...).Result()
+	if err != nil {
+		return nil, "", s.fail(ctx, "HMGET "+id, err)
+	}
+	if len(vals) != len(fields) {
+		return nil, "", fmt.Errorf("%w: HMGET %s: %d values for %d fields", errReply, id, len(vals), len(fields))
+	}
+	if vals[0] == nil {
+		return nil, "", fmt.Errorf("%w: %q", trajectory.ErrNotFound, id)
+	}
+	r, err := decodeRecord(id, vals[0], vals[1])
+	if err != nil {
+		return nil, "", err
+	}
+	if !version {
+		return r, "", nil
+	}
+	ver, ok := vals[2].(string)
+	if !ok {
+		return nil, "", fmt.Errorf("%w: record %q: ver field is %T", errReply, id, vals[2])
+	}
+	return r, ver, nil
+}
+
+// Create implements trajectory.Store in one round trip: one script checks
+// that the id is free and the parent exists, then saves the record, its
+// events, its index entry and the parent's new child.
+func (s *Store) Create(ctx context.Context, rec *trajectory.Record, evs ...trajectory.Event) error {
+	if err := rec.Validate(); err != nil {
+		return err
+	}
+	if len(rec.Children) > 0 {
+		return fmt.Errorf("%w: new record %q already lists children", trajectory.ErrInvalidRecord, rec.ID)
+	}
+	if err := checkID(rec.ID); err != nil {
+		return err
+	}
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	js, err := encodeRecord(rec)
+	if err != nil {
+		return err
+	}
+	parentKey, child := recKey(rec.ID), ""
+	if rec.ParentID != "" {
+		if checkID(rec.ParentID) != nil {
+			return fmt.Errorf("parent of %q: %w: %q", rec.ID, trajectory.ErrNotFound, rec.ParentID)
+		}
+		b, err := json.Marshal(rec.ID)
+		if err != nil {
+			return fmt.Errorf("redis store: encoding id %q: %w", rec.ID, err)
+		}
+		parentKey, child = recKey(rec.ParentID), string(b)
+	}
+	m := member(rec.ID, rec.CreatedAt)
+	var retention, expireAt int64
+	if rec.State.Terminal() {
+		retention, expireAt = s.retention.Milliseconds(), s.now().Add(s.retention).UnixMilli()
+	}
+	args, err := eventArgs([]any{js, child, m, retention, expireAt, s.maxEvents}, evs)
+	if err != nil {
+		return err
+	}
+	keys := []string{recKey(rec.ID), evKey(rec.ID), parentKey, idxCreated, idxExpires}
+	reply, err := s.run(ctx, createScript, keys, args)
+	if err != nil {
+		return s.fail(ctx, "create "+rec.ID, err)
+	}
+	switch reply {
+	case replyOK:
+		return nil
+	case replyExists:
+		return fmt.Errorf("%w: %q", trajectory.ErrExists, rec.ID)
+	case replyNoParent:
+		return fmt.Errorf("parent of %q: %w: %q", rec.ID, trajectory.ErrNotFound, rec.ParentID)
+	}
+	return fmt.Errorf("%w: create %s: script answered %d", errReply, rec.ID, reply)
+}
+
+// Update implements trajectory.Store as an optimistic transaction: read
+// the record and its version (one round trip), run fn, then save with a
+// script that compares the version (one more). When another writer saved
+// in between, it backs off and starts over, running fn again, at most
+// MaxUpdateAttempts times.
+func (s *Store) Update(ctx context.Context, id string, fn func(*trajectory.Record) ([]trajectory.Event, error)) (*trajectory.Record, error) {
+	for attempt := 1; ; attempt++ {
+		if err := s.usable(ctx); err != nil {
+			return nil, err
+		}
+		out, retry, err := s.tryUpdate(ctx, id, fn)
+		if !retry {
+			return out, err
+		}
+		if attempt >= s.maxAttempts {
+			return nil, fmt.Errorf("%w: %q, %d attempts", ErrConflict, id, attempt)
+		}
+		if err := s.backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// tryUpdate is one attempt of Update; retry reports a lost race.
+func (s *Store) tryUpdate(ctx context.Context, id string, fn func(*trajectory.Record) ([]trajectory.Event, error)) (out *trajectory.Record, retry bool, err error) {
+	r, ver, err := s.load(ctx, id, true)
+	if err != nil {
+		return nil, false, err
+	}
+	was := r.Clone()
+	evs, err := fn(r)
+	if err != nil {
+		return nil, false, err
+	}
+	switch {
+	case r.ID != was.ID:
+		return nil, false, fmt.Errorf("%w: update of %q changed its id to %q", trajectory.ErrInvalidRecord, id, r.ID)
+	case r.ParentID != was.ParentID:
+		return nil, false, fmt.Errorf("%w: update of %q changed its parent", trajectory.ErrInvalidRecord, id)
+	case !slices.Equal(r.Children, was.Children):
+		return nil, false, fmt.Errorf("%w: update of %q changed its children", trajectory.ErrInvalidRecord, id)
+	case !r.CreatedAt.Equal(was.CreatedAt):
+		// The List index is ordered by it.
+		return nil, false, fmt.Errorf("%w: update of %q changed its creation time", trajectory.ErrInvalidRecord, id)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, false, err
+	}
+	js, err := encodeRecord(r)
+	if err != nil {
+		return nil, false, err
+	}
+	var retention int64
+	finishing := r.State.Terminal() && !was.State.Terminal()
+	if finishing {
+		retention = s.retention.Milliseconds()
+	}
+	args, err := eventArgs([]any{ver, js, retention, s.maxEvents}, evs)
+	if err != nil {
+		return nil, false, err
+	}
+	var before func(goredis.Pipeliner)
+	if finishing {
+		// Written ahead of the save so that no crash can leave a finished
+		// record the prune never visits; if the save then loses its race,
+		// the prune finds a live record and drops the entry.
+		z := goredis.Z{Score: float64(s.now().Add(s.retention).UnixMilli()), Member: member(id, was.CreatedAt)}
+		before = func(p goredis.Pipeliner) { p.ZAdd(ctx, idxExpires, z) }
+	}
+	reply, err := s.runAfter(ctx, updateScript, []string{recKey(id), evKey(id)}, args, before)
+	if err != nil {
+		return nil, false, s.fail(ctx, "update "+id, err)
+	}
+	switch reply {
+	case replyOK:
+		// fn may have kept r: hand back a copy it cannot reach.
+		return r.Clone(), false, nil
+	case replyVersionMoved:
+		return nil, true, nil
+	case replyNotFound:
+		return nil, false, fmt.Errorf("%w: %q", trajectory.ErrNotFound, id)
+	}
+	return nil, false, fmt.Errorf("%w: update %s: script answered %d", errReply, id, reply)
+}
+
+// backoff waits a random time in a window that doubles with each attempt,
+// so that writers that collided do not collide again in lockstep.
+func (s *Store) backoff(ctx context.Context, attempt int) error {
+	window := backoffBase << min(attempt-1, 16)
+	t := time.NewTimer(s.jitter(min(window, backoffMax)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// AppendEvents implements trajectory.Store in one round trip.
+func (s *Store) AppendEvents(ctx context.Context, id string, evs ...trajectory.Event) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	if err := checkID(id); err != nil {
+		return fmt.Errorf("%w: %q", trajectory.ErrNotFound, id)
+	}
+	args, err := eventArgs([]any{s.maxEvents}, evs)
+	if err != nil {
+		return err
+	}
+	reply, err := s.run(ctx, appendScript, []string{recKey(id), evKey(id)}, args)
+	if err != nil {
+		return s.fail(ctx, "append events "+id, err)
+	}
+	switch reply {
+	case replyOK:
+		return nil
+	case replyNotFound:
+		return fmt.Errorf("%w: %q", trajectory.ErrNotFound, id)
+	}
+	return fmt.Errorf("%w: append events %s: script answered %d", errReply, id, reply)
+}
+
+// Events implements trajectory.Store in one round trip: EXISTS on the
+// record, to tell a missing record from an empty log, and XRANGE from the
+// entry after afterSeq.
+func (s *Store) Events(ctx context.Context, id string, afterSeq int64, limit int) ([]trajectory.Event, error) {
+	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
+	if err := checkID(id); err != nil {
+		return nil, fmt.Errorf("%w: %q", trajectory.ErrNotFound, id)
+	}
+	start := "-"
+	if afterSeq > 0 {
+		start = fmt.Sprintf("(0-%d", afterSeq)
+	}
+	pipe := s.rdb.Pipeline()
+	exists := pipe.Exists(ctx, recKey(id))
+	xr := pipe.XRangeN(ctx, evKey(id), start, "+", int64(trajectory.PageLimit(limit)))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, s.fail(ctx, "events "+id, err)
+	}
+	if exists.Val() == 0 {
+		return nil, fmt.Errorf("%w: %q", trajectory.ErrNotFound, id)
+	}
+	msgs := xr.Val()
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	out := make([]trajectory.Event, len(msgs))
+	for i, m := range msgs {
+		ev, err := decodeEvent(id, m.ID, m.Values)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ev
+	}
+	return out, nil
+}
+
+// run runs a script and checks that it answered an integer. EVALSHA falls
+// back to EVAL when the server has lost its script cache (a restart).
+func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args []any) (int64, error) {
+	return s.runAfter(ctx, sc, keys, args, nil)
+}
+
+// runAfter is run with the commands of before sent ahead of the script in
+// the same round trip.
+func (s *Store) runAfter(ctx context.Context, sc *goredis.Script, keys []string, args []any, before func(goredis.Pipeliner)) (int64, error) {
+	var cmd *goredis.Cmd
+	if before == nil {
+		cmd = sc.Run(ctx, s.rdb, keys, args...)
+	} else {
+		pipe := s.rdb.Pipeline()
+		before(pipe)
+		cmd = sc.EvalSha(ctx, pipe, keys, args...)
+		// Only the script's own result decides: the commands before it are
+		// bookkeeping that must not turn a saved update into a failure.
+		_, _ = pipe.Exec(ctx)
+		if goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			cmd = sc.Eval(ctx, s.rdb, keys, args...)
+		}
+	}
+	v, err := cmd.Result()
+	if err != nil {
+		return 0, err
+	}
+	n, ok := v.(int64)
+	if !ok {
+		return 0, fmt.Errorf("%w: script answered %T", errReply, v)
+	}
+	return n, nil
+}

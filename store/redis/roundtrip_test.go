@@ -1,0 +1,140 @@
+package redis
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"gatekeeper/internal/redistest"
+	"gatekeeper/trajectory"
+)
+
+// counter counts round trips: one per command sent alone, one per pipeline.
+type counter struct{ n atomic.Int64 }
+
+func (c *counter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (c *counter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *counter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestRoundTrips pins the cost of each call in round trips to Redis.
+func TestRoundTrips(t *testing.T) {
+	url := redistest.Start(t)
+	var c counter
+	rdb := client(t, url)
+	rdb.AddHook(&c)
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Client: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	create(t, s, trajectory.New("run-0", "team-a", t0))
+	// Each pool's first use dials and sends HELLO: keep that out of the counts.
+	if _, err := s.Events(ctx, "run-0", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name string
+		call func() error
+		want int64
+	}{
+		{"Create", func() error { return s.Create(ctx, trajectory.New("run-1", "team-a", t0), turnEvent("created")) }, 1},
+		{"Create child", func() error { return s.Create(ctx, child("run-1/a", "run-1")) }, 1},
+		{"Get", func() error { _, err := s.Get(ctx, "run-1"); return err }, 1},
+		{"Update", func() error { _, err := s.Update(ctx, "run-1", turn); return err }, 2},
+		{"Update finishing", func() error {
+			_, err := s.Update(ctx, "run-0", func(r *trajectory.Record) ([]trajectory.Event, error) {
+				ts, err := r.Finalize(trajectory.Completed, "done", t0)
+				return trajectory.EventsFor(r.ID, ts), err
+			})
+			return err
+		}, 2},
+		{"AppendEvents", func() error { return s.AppendEvents(ctx, "run-1", turnEvent("x")) }, 1},
+		{"Events", func() error { _, err := s.Events(ctx, "run-1", 1, 10); return err }, 1},
+		{"Ping", func() error { return s.Ping(ctx) }, 1},
+		{"List", func() error { _, err := s.List(ctx, trajectory.Filter{}); return err }, 3},
+	}
+	for _, tc := range tests {
+		before := c.n.Load()
+		if err := tc.call(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := c.n.Load() - before; got != tc.want {
+			t.Errorf("%s: %d round trips, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// turn is what one model call does to a record: a turn begins and ends,
+// usage is charged, an event is logged.
+func turn(r *trajectory.Record) ([]trajectory.Event, error) {
+	if r.State != trajectory.Ready {
+		return nil, fmt.Errorf("record in %s", r.State)
+	}
+	r.Turns++
+	r.Spend.Turns++
+	r.AddSpend(trajectory.Usage{InputTokens: 1200, CachedInputTokens: 30000, OutputTokens: 400}, 0.0213, false)
+	r.LastStopReason = "tool_use"
+	r.UpdatedAt = r.UpdatedAt.Add(time.Second)
+	return []trajectory.Event{{At: r.UpdatedAt, Type: trajectory.EventTurn, Reason: "tool_use",
+		Data: json.RawMessage(`{"input_tokens":1200,"cached_input_tokens":30000,"output_tokens":400}`)}}, nil
+}
+
+func benchStore(b *testing.B) (*Store, *counter) {
+	url := redistest.Start(b)
+	var c counter
+	rdb := client(b, url)
+	rdb.AddHook(&c)
+	s, err := Open(context.Background(), Options{Client: rdb})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	r := trajectory.New("run-1", "team-a", t0)
+	r.Budget = trajectory.Budget{Turns: 200, Tokens: 5_000_000, WallClockS: 7200, Dollars: 20}
+	r.Thread, r.Provider, r.Model = "agent-1", "anthropic", "claude-sonnet-4-5"
+	create(b, s, r, turnEvent("created"))
+	return s, &c
+}
+
+func BenchmarkGet(b *testing.B) {
+	s, c := benchStore(b)
+	ctx := context.Background()
+	before := c.n.Load()
+	for b.Loop() {
+		if _, err := s.Get(ctx, "run-1"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(c.n.Load()-before)/float64(b.N), "roundtrips/op")
+}
+
+func BenchmarkUpdateTurn(b *testing.B) {
+	s, c := benchStore(b)
+	ctx := context.Background()
+	before := c.n.Load()
+	for b.Loop() {
+		if _, err := s.Update(ctx, "run-1", turn); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(c.n.Load()-before)/float64(b.N), "roundtrips/op")
+}
