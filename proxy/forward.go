@@ -19,6 +19,7 @@ func (s *Server) newReverseProxy(up *upstream) *httputil.ReverseProxy {
 		Rewrite:        func(pr *httputil.ProxyRequest) { s.rewrite(pr, up) },
 		Transport:      s.transport,
 		FlushInterval:  -1, // flush every write: events are handed over whole, one per Read
+		BufferPool:     s.bufs,
 		ModifyResponse: s.modifyResponse,
 		ErrorHandler:   s.upstreamError,
 		ErrorLog:       log.New(slogWriter{s.log}, "", 0),

@@ -520,3 +520,43 @@ func TestNonStreamingTurnRecorded(t *testing.T) {
 		t.Fatal("record JSON invalid")
 	}
 }
+
+// TestAnswerAtOnceFindsThreadReady: an agent that sends its tool results
+// the moment the reply ends must land on the same thread, with its results
+// accepted, never on a forked sibling that has nothing pending.
+func TestAnswerAtOnceFindsThreadReady(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	for i := 0; i < 25; i++ {
+		session := fmt.Sprintf("quick-%d", i)
+		for _, stream := range []bool{true, false} {
+			resp := e.do(t, "POST", "/anthropic/v1/messages", anthropicReq(stream, "run it"),
+				hdr("X-Claude-Code-Session-Id", session, "Connection", "close", // the answer comes on a new connection
+					"X-Mock-Turn", `{"kind":"tool","tools":[{"name":"Bash","input":{"command":"ls"}}]}`)...)
+			body := readAll(t, resp)
+			first := resp.Header.Get("X-Gatekeeper-Trajectory")
+			id := gjson.GetBytes(body, "content.0.id").String()
+			if stream {
+				for _, ev := range sseEvents(body) {
+					if d := ev[strings.Index(ev, "data:")+5:]; gjson.Get(d, "content_block.type").String() == "tool_use" {
+						id = gjson.Get(d, "content_block.id").String()
+					}
+				}
+			}
+			next := fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":1024,"stream":%t,"messages":[
+{"role":"user","content":"run it"},
+{"role":"assistant","content":[{"type":"tool_use","id":%q,"name":"Bash","input":{"command":"ls"}}]},
+{"role":"user","content":[{"type":"tool_result","tool_use_id":%q,"content":"a.txt"}]}],
+"tools":[{"name":"Bash","description":"run a command","input_schema":{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}}]}`, stream, id, id)
+			resp = e.do(t, "POST", "/anthropic/v1/messages", next, hdr("X-Claude-Code-Session-Id", session)...)
+			readAll(t, resp)
+			if got := resp.Header.Get("X-Gatekeeper-Trajectory"); got != first {
+				t.Fatalf("round %d stream=%v: the answer landed on %s, the call was made on %s", i, stream, got, first)
+			}
+			for _, ev := range e.events(t, first) {
+				if ev.Type == trajectory.EventToolResultUnknown {
+					t.Fatalf("round %d: the result for the pending call %s was taken as unknown", i, id)
+				}
+			}
+		}
+	}
+}

@@ -39,6 +39,7 @@ type Server struct {
 	providers map[string]*upstream
 	def       *upstream
 	transport http.RoundTripper
+	bufs      *bufPool
 }
 
 // upstream is one configured provider with its reverse proxy.
@@ -63,6 +64,7 @@ func New(opts Options) (*Server, error) {
 		keys:      newKeyring(opts.Config.Tenants),
 		providers: make(map[string]*upstream),
 		transport: opts.Transport,
+		bufs:      newBufPool(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"io"
+	"net/http"
 
 	"gatekeeper/streaming"
 )
@@ -25,6 +26,9 @@ type sseBody struct {
 	out []byte // complete events not yet handed over
 	off int
 	err error // sticky: io.EOF at a clean end
+
+	recorded bool // the turn was recorded at the reply's end
+	closed   bool
 }
 
 func (b *sseBody) Read(p []byte) (int, error) {
@@ -46,6 +50,12 @@ func (b *sseBody) Read(p []byte) (int, error) {
 		case err != nil:
 			b.err = err
 		}
+	}
+	if res := b.dec.Result(); !b.recorded && (res.Done || b.err == io.EOF) {
+		b.recorded = true
+		// Record the turn before the agent gets the reply's last bytes: an
+		// agent answering at once must find its thread ready, not busy.
+		b.t.finish(b.t.outcomeOf(res, http.StatusOK, nil))
 	}
 	n := copy(p, b.out[b.off:])
 	b.off += n
@@ -72,6 +82,10 @@ func (b *sseBody) end() {
 }
 
 func (b *sseBody) Close() error {
+	if b.closed {
+		return nil
+	}
+	b.closed = true
 	err := b.src.Close()
 	var cause error
 	if b.err != nil && b.err != io.EOF {
@@ -85,7 +99,8 @@ func (b *sseBody) Close() error {
 		// the provider closed the stream: the reply is complete.
 		cause = nil
 	}
-	b.t.finish(b.t.outcomeOf(res, 200, cause))
+	b.t.finish(b.t.outcomeOf(res, http.StatusOK, cause))
+	b.t.s.bufs.Put(b.in)
 	return err
 }
 
@@ -99,6 +114,8 @@ type jsonBody struct {
 	buf    []byte
 	over   bool
 	err    error
+
+	recorded bool
 }
 
 func (b *jsonBody) Read(p []byte) (int, error) {
@@ -113,11 +130,25 @@ func (b *jsonBody) Read(p []byte) (int, error) {
 	if err != nil {
 		b.err = err
 	}
+	if err == io.EOF {
+		b.record() // before the last bytes reach the agent (see sseBody.Read)
+	}
 	return n, err
 }
 
 func (b *jsonBody) Close() error {
 	err := b.src.Close()
+	b.record()
+	return err
+}
+
+// record settles the turn from the body seen so far; only the first call
+// counts.
+func (b *jsonBody) record() {
+	if b.recorded {
+		return
+	}
+	b.recorded = true
 	t := b.t
 	var cause error
 	if b.err != io.EOF {
@@ -129,7 +160,7 @@ func (b *jsonBody) Close() error {
 	if b.status < 200 || b.status > 299 {
 		o := outcome{stop: "error", status: b.status, upstream: true, detail: upstreamErrorDetail(t.req.api, b.buf)}
 		t.finish(o)
-		return err
+		return
 	}
 	res := &streaming.Result{}
 	if !b.over && cause == nil {
@@ -140,7 +171,6 @@ func (b *jsonBody) Close() error {
 		}
 	}
 	t.finish(t.outcomeOf(res, b.status, cause))
-	return err
 }
 
 // upstreamErrorDetail picks the provider's error type out of an error body

@@ -236,7 +236,7 @@ func (t *turn) attach(resp *http.Response) error {
 			return err
 		}
 		resp.Body = &sseBody{t: t, src: resp.Body, rd: streaming.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
-			in: make([]byte, 32<<10)}
+			in: t.s.bufs.Get()}
 	default:
 		resp.Body = &jsonBody{t: t, src: resp.Body, status: resp.StatusCode, limit: t.s.cfg.Limits.MaxBodyBytes}
 	}
