@@ -2,24 +2,17 @@ package meter
 
 import (
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"gatekeeper/internal/fixturetest"
+
 	"gatekeeper/trajectory"
 )
-
-// fixturesDir holds real recorded provider streams and EXPECTED.json, the
-// facts each must decode to. They live outside the repository and are only
-// read when present.
-const fixturesDir = "../../shared/fixtures"
 
 // fixtureUsage is the part of an EXPECTED.json entry this package prices.
 type fixtureUsage struct {
@@ -29,20 +22,8 @@ type fixtureUsage struct {
 
 func loadFixtureUsage(t *testing.T) map[string]fixtureUsage {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixturesDir, "EXPECTED.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("no recorded fixtures at %s", fixturesDir)
-	}
-	if err != nil {
-		t.Fatalf("read EXPECTED.json: %v", err)
-	}
 	var m map[string]fixtureUsage
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("parse EXPECTED.json: %v", err)
-	}
-	if len(m) == 0 {
-		t.Fatal("EXPECTED.json lists no fixtures")
-	}
+	fixturetest.Expected(t, &m)
 	return m
 }
 
@@ -186,10 +167,7 @@ func TestDefaultTableKnowsRecordedModels(t *testing.T) {
 		if !strings.HasPrefix(name, "anthropic-") && !strings.HasPrefix(name, "openai-") && !strings.HasPrefix(name, "azure-") {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(fixturesDir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := fixturetest.Read(t, name)
 		m := fixtureModel.FindSubmatch(b)
 		if m == nil || len(m[1]) == 0 {
 			continue // Azure's filter chunk names no model

@@ -7,32 +7,22 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"gatekeeper/internal/fixturetest"
 
 	"gatekeeper/trajectory"
 )
-
-// fixturesDir holds recorded real provider streams beside the checkout;
-// they are read when present and never copied into the repository.
-const fixturesDir = "../../shared/fixtures"
 
 // TestFixtureBytesThroughGatekeeper sends every recorded stream of the
 // three turn APIs through gatekeeper, cut at random points on the upstream
 // side, and checks the agent receives exactly the bytes the provider sent.
 func TestFixtureBytesThroughGatekeeper(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(fixturesDir, "EXPECTED.json"))
-	if err != nil {
-		t.Skipf("recorded fixtures not present: %v", err)
-	}
 	var expected map[string]struct {
 		API   string          `json:"api"`
 		Usage json.RawMessage `json:"usage"`
 	}
-	if err := json.Unmarshal(raw, &expected); err != nil {
-		t.Fatal(err)
-	}
+	fixturetest.Expected(t, &expected)
 	var current []byte
 	rnd := rand.New(rand.NewPCG(3, 5))
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -57,10 +47,7 @@ func TestFixtureBytesThroughGatekeeper(t *testing.T) {
 		}
 		n++
 		t.Run(name, func(t *testing.T) {
-			b, err := os.ReadFile(filepath.Join(fixturesDir, name))
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := fixturetest.Read(t, name)
 			current = b
 			id := "fx-" + name[:min(len(name), 40)]
 			id = sanitize(id)

@@ -3,18 +3,13 @@ package streaming
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// fixturesDir holds real recorded provider streams and EXPECTED.json, the
-// facts each must decode to. They live outside the repository and are only
-// read when present.
-const fixturesDir = "../../shared/fixtures"
+	"gatekeeper/internal/fixturetest"
+)
 
 // expectedFixture is one entry of EXPECTED.json: the raw facts the
 // recording holds, in the provider's own vocabulary. Stop entries differ by
@@ -61,28 +56,9 @@ func (e expectedFixture) decoderAPI() (API, bool) {
 // the test when the fixtures are not there.
 func loadExpected(t testing.TB) map[string]expectedFixture {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(fixturesDir, "EXPECTED.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("no recorded fixtures at %s", fixturesDir)
-	}
-	if err != nil {
-		t.Fatalf("read EXPECTED.json: %v", err)
-	}
 	var m map[string]expectedFixture
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("parse EXPECTED.json: %v", err)
-	}
-	if len(m) == 0 {
-		t.Fatal("EXPECTED.json lists no fixtures")
-	}
+	fixturetest.Expected(t, &m)
 	return m
-}
-
-// haveFixtures reports whether the recorded fixtures are there, for tests
-// that read them besides their own testdata.
-func haveFixtures() bool {
-	_, err := os.Stat(filepath.Join(fixturesDir, "EXPECTED.json"))
-	return err == nil
 }
 
 // readFile returns the contents of the file at the joined path.
@@ -162,7 +138,7 @@ func TestAnthropicFixtures(t *testing.T) {
 		}
 		seen++
 		t.Run(name, func(t *testing.T) {
-			res, _ := mustDecode(t, APIAnthropic, readFile(t, fixturesDir, name))
+			res, _ := mustDecode(t, APIAnthropic, fixturetest.Read(t, name))
 
 			if len(res.Stops) != len(exp.Stop) {
 				t.Fatalf("stops = %+v, want %s", res.Stops, exp.Stop)

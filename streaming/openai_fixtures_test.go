@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 // openAIExpectedStop is a Responses terminal event as EXPECTED.json has it.
@@ -43,7 +45,7 @@ func TestOpenAIFixtures(t *testing.T) {
 		e := all[name]
 		t.Run(name, func(t *testing.T) {
 			api, _ := e.decoderAPI()
-			res, parts := mustDecode(t, api, readFile(t, fixturesDir, name))
+			res, parts := mustDecode(t, api, fixturetest.Read(t, name))
 			openAICheckStops(t, e, res)
 			openAICheckToolCalls(t, e, res)
 			openAICheckUsage(t, e, res)

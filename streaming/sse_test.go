@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden event files under testdata/sse")
@@ -577,7 +579,7 @@ func TestReaderErrorsAreFinal(t *testing.T) {
 func streamFiles(t *testing.T) (own, fixtures []string) {
 	t.Helper()
 	own = testdataFiles(t, filepath.Join("testdata", "sse", "*.sse"))
-	fixtures, _ = filepath.Glob(filepath.Join(fixturesDir, "*.sse"))
+	fixtures, _ = filepath.Glob(filepath.Join(fixturetest.Path(), "*.sse"))
 	return own, fixtures
 }
 

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 // Feeding streams to a Reader and a decoder, in the pieces a network may
@@ -129,12 +131,12 @@ func decoderStreams(t *testing.T, api API) map[string][]byte {
 	for _, f := range testdataFiles(t, filepath.Join(decoderTestdata[api], "*.sse")) {
 		streams[filepath.Base(f)] = readFile(t, f)
 	}
-	if !haveFixtures() {
+	if !fixturetest.Present() {
 		return streams
 	}
 	for name, e := range loadExpected(t) {
 		if a, ok := e.decoderAPI(); ok && a == api {
-			streams["fixture/"+name] = readFile(t, fixturesDir, name)
+			streams["fixture/"+name] = fixturetest.Read(t, name)
 		}
 	}
 	return streams
