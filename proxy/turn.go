@@ -121,12 +121,10 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	base := candidate
 	for n := 1; n <= maxSiblings; n++ {
 		if n > 1 {
+			// A sibling is a child of the busy thread's parent (of the
+			// root when the busy thread is the root itself).
 			candidate = siblingID(base, n)
-			sp := parent
-			if base == root.ID {
-				sp = root
-			}
-			if err := s.ensureChild(ctx, sp, candidate, key); err != nil {
+			if err := s.ensureChild(ctx, parent, candidate, key); err != nil {
 				return err
 			}
 		}
