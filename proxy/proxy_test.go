@@ -419,7 +419,7 @@ func TestParallelThreadsBecomeChildren(t *testing.T) {
 	}
 	root := ""
 	for _, id := range ids {
-		if !strings.Contains(id, "/") {
+		if !strings.ContainsAny(id, "/~") { // root~2 is a sibling thread, a child of the root
 			root = id
 		}
 	}
@@ -427,12 +427,26 @@ func TestParallelThreadsBecomeChildren(t *testing.T) {
 		t.Fatalf("no thread landed on the root record: %v", ids)
 	}
 	var rr *trajectory.Record
-	waitFor(t, "all turns recorded", func() bool {
+	for i := 0; ; i++ {
 		rr = e.record(t, root)
-		return rr.Spend.Turns == 4
-	})
+		if rr.Spend.Turns == 4 {
+			break
+		}
+		if i == 500 {
+			t.Fatalf("root spend counts %d turns, want 4: ids %v, root %+v", rr.Spend.Turns, ids, rr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if len(rr.Children) != 3 {
 		t.Errorf("root children %v, want 3", rr.Children)
+	}
+	for _, id := range ids {
+		// A sibling serves the same conversation as the thread it forked from.
+		if i := strings.Index(id, "~"); i > 0 {
+			if a, b := e.record(t, id[:i]).Thread, e.record(t, id).Thread; a != b {
+				t.Errorf("sibling %s serves %s, its base serves %s", id, b, a)
+			}
+		}
 	}
 	for _, id := range ids {
 		rec := e.record(t, id)
@@ -558,5 +572,28 @@ func TestAnswerAtOnceFindsThreadReady(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRootServesOneConversation: once a conversation has claimed the
+// trajectory's root record, another conversation of the same session gets
+// its own child even when the root is idle, so two conversations never
+// share one record's pending calls.
+func TestRootServesOneConversation(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	send := func(system string) string {
+		body := fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":64,"system":%q,"messages":[{"role":"user","content":"go"}]}`, system)
+		resp := e.do(t, "POST", "/anthropic/v1/messages", body, hdr("X-Claude-Code-Session-Id", "one-root")...)
+		readAll(t, resp)
+		return resp.Header.Get("X-Gatekeeper-Trajectory")
+	}
+	main1 := send("main agent")
+	side := send("title writer")
+	main2 := send("main agent")
+	if main1 != main2 || strings.Contains(main1, "/") {
+		t.Fatalf("the main conversation moved: %s then %s", main1, main2)
+	}
+	if side == main1 || !strings.HasPrefix(side, main1+"/") {
+		t.Fatalf("another conversation landed on %s (root %s)", side, main1)
 	}
 }

@@ -16,8 +16,11 @@ import (
 	"gatekeeper/trajectory"
 )
 
-// errBusy says a thread already has a call in flight.
-var errBusy = errors.New("proxy: thread has a call in flight")
+// Admission outcomes that send a turn to another thread record.
+var (
+	errBusy        = errors.New("proxy: thread has a call in flight")
+	errOtherThread = errors.New("proxy: record serves another conversation")
+)
 
 // turn is one model call going through the proxy.
 type turn struct {
@@ -104,44 +107,57 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 			parent = p
 		}
 	}
-	candidate := ""
-	switch {
-	case parent == root && (root.Thread == key || root.Thread == ""):
+	// The root serves the first conversation that claims it; every other
+	// conversation is a child record.
+	candidate := childID(parent.ID, key)
+	if parent == root && (root.Thread == key || root.Thread == "") {
 		candidate = root.ID
-	default:
-		candidate = childID(parent.ID, key)
-		if err := s.ensureChild(ctx, parent, candidate, key); err != nil {
-			return err
-		}
+	} else if err := s.ensureChild(ctx, parent, candidate, key); err != nil {
+		return err
 	}
 	ids := make([]string, len(t.pr.ToolResults))
 	for i, tr := range t.pr.ToolResults {
 		ids[i] = tr.ID
 	}
-	base := candidate
+	rec, err := t.admitOn(ctx, parent, candidate, key, ids)
+	if errors.Is(err, errOtherThread) && candidate == root.ID {
+		// Another conversation claimed the root after it was read.
+		candidate = childID(root.ID, key)
+		if err := s.ensureChild(ctx, root, candidate, key); err != nil {
+			return err
+		}
+		rec, err = t.admitOn(ctx, parent, candidate, key, ids)
+	}
+	if err != nil {
+		return err
+	}
+	t.recID = rec.ID
+	t.chain = s.ancestors(ctx, rec)
+	return nil
+}
+
+// admitOn admits the turn on the thread record base, or on a sibling of
+// it when base (and each earlier sibling) already has a call in flight.
+func (t *turn) admitOn(ctx context.Context, parent *trajectory.Record, base, key string, ids []string) (*trajectory.Record, error) {
+	candidate := base
 	for n := 1; n <= maxSiblings; n++ {
 		if n > 1 {
 			// A sibling is a child of the busy thread's parent (of the
 			// root when the busy thread is the root itself).
 			candidate = siblingID(base, n)
-			if err := s.ensureChild(ctx, parent, candidate, key); err != nil {
-				return err
+			if err := t.s.ensureChild(ctx, parent, candidate, key); err != nil {
+				return nil, err
 			}
 		}
-		rec, err := s.store.Update(ctx, candidate, func(rec *trajectory.Record) ([]trajectory.Event, error) {
+		rec, err := t.s.store.Update(ctx, candidate, func(rec *trajectory.Record) ([]trajectory.Event, error) {
 			return t.admitRecord(rec, key, ids)
 		})
 		if errors.Is(err, errBusy) {
 			continue
 		}
-		if err != nil {
-			return err
-		}
-		t.recID = rec.ID
-		t.chain = s.ancestors(ctx, rec)
-		return nil
+		return rec, err
 	}
-	return &HTTPError{Code: http.StatusTooManyRequests, Type: "rate_limited", RetryAfter: 2 * time.Second,
+	return nil, &HTTPError{Code: http.StatusTooManyRequests, Type: "rate_limited", RetryAfter: 2 * time.Second,
 		Msg: fmt.Sprintf("more than %d calls of one conversation are in flight; retry shortly", maxSiblings)}
 }
 
@@ -153,6 +169,8 @@ func (t *turn) admitRecord(rec *trajectory.Record, key string, ids []string) ([]
 	case rec.State.Terminal():
 		return nil, &HTTPError{Code: http.StatusForbidden, Type: errTrajectoryCanceled,
 			Msg: fmt.Sprintf("trajectory %s has ended (%s %s); start a new trajectory to continue", rec.ID, rec.State, rec.ExitReason)}
+	case rec.Thread != "" && rec.Thread != key:
+		return nil, errOtherThread
 	case rec.State == trajectory.CallingModel:
 		return nil, errBusy
 	case rec.State == trajectory.Paused:
