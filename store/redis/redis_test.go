@@ -403,7 +403,7 @@ func TestListChildrenOfExpiredParent(t *testing.T) {
 	s := open(t, url, Options{})
 	ctx := context.Background()
 	create(t, s, trajectory.New("run-1", "team-a", t0))
-	create(t, s, child("run-2", "run-1"))
+	create(t, s, child("run-1/b", "run-1"))
 	create(t, s, child("run-1/a", "run-1"))
 	if err := rdb.Del(ctx, recKey("run-1")).Err(); err != nil {
 		t.Fatal(err)
@@ -417,7 +417,7 @@ func TestListChildrenOfExpiredParent(t *testing.T) {
 	for _, r := range recs {
 		ids = append(ids, r.ID)
 	}
-	if !slices.Equal(ids, []string{"run-1/a", "run-2"}) {
+	if !slices.Equal(ids, []string{"run-1/a", "run-1/b"}) {
 		t.Errorf("children of an expired parent: %v", ids)
 	}
 }
