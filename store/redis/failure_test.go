@@ -90,6 +90,9 @@ func TestRedisDown(t *testing.T) {
 			if err == nil || errors.Is(err, trajectory.ErrNotFound) || !errors.Is(err, ErrUnavailable) {
 				t.Errorf("%s with Redis down: %v; want ErrUnavailable, not ErrNotFound", tc.name, err)
 			}
+			if !errors.Is(err, trajectory.ErrUnavailable) {
+				t.Errorf("%s with Redis down: %v does not match trajectory.ErrUnavailable", tc.name, err)
+			}
 			if elapsed >= prompt {
 				t.Errorf("%s took %v", tc.name, elapsed)
 			}
@@ -99,7 +102,7 @@ func TestRedisDown(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	if _, err := Open(ctx, Options{URL: srv.URL}); !errors.Is(err, ErrUnavailable) {
+	if _, err := Open(ctx, Options{URL: srv.URL}); !errors.Is(err, ErrUnavailable) || !errors.Is(err, trajectory.ErrUnavailable) {
 		t.Errorf("Open with Redis down: %v, want ErrUnavailable", err)
 	}
 }

@@ -32,14 +32,26 @@ const (
 
 var (
 	// ErrUnavailable wraps every failure to reach Redis or get its answer:
-	// the store is unreachable, not the record missing.
-	ErrUnavailable = errors.New("redis store: unavailable")
+	// the store is unreachable, not the record missing. It matches
+	// trajectory.ErrUnavailable, so callers need not know which store
+	// they hold.
+	ErrUnavailable error = &portError{msg: "redis store: unavailable", port: trajectory.ErrUnavailable}
 	// ErrConflict is what Update returns when other writers kept saving the
 	// record between its read and its write, MaxUpdateAttempts times.
 	ErrConflict = errors.New("redis store: update kept conflicting with concurrent writers")
 
 	errReply = errors.New("redis store: unexpected reply")
 )
+
+// portError is a sentinel of this package that also matches the port's
+// sentinel it stands for.
+type portError struct {
+	msg  string
+	port error
+}
+
+func (e *portError) Error() string { return e.msg }
+func (e *portError) Unwrap() error { return e.port }
 
 // Options configures a Store.
 type Options struct {
