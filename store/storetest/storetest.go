@@ -30,6 +30,13 @@ func Run(t *testing.T, newStore func(t *testing.T) trajectory.Store) {
 		{"UpdateAtomic", testUpdateAtomic},
 		{"UpdateErrorSavesNothing", testUpdateErrorSavesNothing},
 		{"UpdateGuards", testUpdateGuards},
+		{"UpdateChainSaves", testUpdateChainSaves},
+		{"UpdateChainRootOnly", testUpdateChainRootOnly},
+		{"UpdateChainRefused", testUpdateChainRefused},
+		{"UpdateChainMissing", testUpdateChainMissing},
+		{"UpdateChainAtomic", testUpdateChainAtomic},
+		{"UpdateChainCopiesIsolated", testUpdateChainCopiesIsolated},
+		{"UpdateChainDeepest", testUpdateChainDeepest},
 		{"EventsPaging", testEventsPaging},
 		{"EventsLimitBounded", testEventsLimitBounded},
 		{"ListFilters", testListFilters},
@@ -712,7 +719,7 @@ func testJSONFieldNames(t *testing.T, s trajectory.Store) {
 }
 
 func testCanceledContext(t *testing.T, s trajectory.Store) {
-	mustCreate(t, s, trajectory.New("run-1", "team-a", t0))
+	tree(t, s, "run-1", "run-1/a")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := s.Get(ctx, "run-1"); !errors.Is(err, context.Canceled) {
@@ -724,8 +731,14 @@ func testCanceledContext(t *testing.T, s trajectory.Store) {
 	}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Update: %v, want context.Canceled", err)
 	}
+	if _, err := s.UpdateChain(ctx, "run-1/a", func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+		chain[1].Turns = 9
+		return nil, nil
+	}); !errors.Is(err, context.Canceled) {
+		t.Errorf("UpdateChain: %v, want context.Canceled", err)
+	}
 	if got := mustGet(t, s, "run-1"); got.Turns != 0 {
-		t.Errorf("Update with a canceled context saved turns=%d", got.Turns)
+		t.Errorf("an update with a canceled context saved turns=%d", got.Turns)
 	}
 }
 
@@ -743,5 +756,11 @@ func testClosed(t *testing.T, s trajectory.Store) {
 	}
 	if err := s.Create(ctx, trajectory.New("run-2", "team-a", t0)); !errors.Is(err, trajectory.ErrClosed) {
 		t.Errorf("Create after Close: %v, want ErrClosed", err)
+	}
+	if _, err := s.UpdateChain(ctx, "run-1", func([]*trajectory.Record) ([]trajectory.Event, error) {
+		t.Error("fn ran on a closed store")
+		return nil, nil
+	}); !errors.Is(err, trajectory.ErrClosed) {
+		t.Errorf("UpdateChain after Close: %v, want ErrClosed", err)
 	}
 }
