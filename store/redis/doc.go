@@ -44,8 +44,9 @@
 //
 // An id names its chain: the ancestors of "a/b/c" are "a/b" and "a". A
 // record this process lacks is read with every ancestor its id names in
-// one round trip; UpdateChain still follows each record's ParentID, and
-// reads again if one is not its id's prefix.
+// one round trip. UpdateChain still follows each record's ParentID, which
+// may skip a prefix ("a/b/c" may be a child of "a"), and reads again only
+// for an ancestor that the cache has lost since.
 //
 // # Cache
 //

@@ -159,10 +159,10 @@ func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc,
 
 // snapshot is the chain of id, nearest first, as this process last saw
 // it: from fresh, then the cache, then Redis for what both lack. It
-// follows each record's ParentID. The records' ids say where the chain
-// most likely runs, so one read fetches a missing record with every
-// ancestor its id names; one more is needed only where the parents are
-// not the id's prefixes.
+// follows each record's ParentID. A parent's id is a prefix of its
+// child's, so one read of a missing record with every ancestor its id
+// names finds the rest of the chain; one more is needed only when the
+// cache held a record but has lost an ancestor of it.
 func (s *Store) snapshot(ctx context.Context, id string, r reach, fresh map[string]*entry) ([]*entry, error) {
 	var chain []*entry
 	var read map[string]*entry
