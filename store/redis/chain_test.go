@@ -419,33 +419,60 @@ func TestUpdateChainFollowsParents(t *testing.T) {
 }
 
 // TestUpdateChainRecordGone removes records this process still holds, as
-// Redis's expiry does: the update names what is missing.
+// Redis's expiry does: the update names what is missing, at its first
+// attempt, or follows the chain made anew.
 func TestUpdateChainRecordGone(t *testing.T) {
 	tests := []struct {
-		name    string
-		deleted string
+		name      string
+		deleted   []string
+		remade    *trajectory.Record // created again by another replica
+		wantErr   string             // the missing id; "" for success
+		wantChain []string
 	}{
-		{"ancestor", "r"},
-		{"the record itself", "r/a"},
+		{"ancestor", []string{"r/a"}, nil, "r/a", nil},
+		{"root", []string{"r"}, nil, "r", nil},
+		{"the record itself", []string{"r/a/b"}, nil, "r/a/b", nil},
+		{"made anew under another parent", []string{"r/a/b", "r/a"}, child("r/a/b", "r"), "", []string{"r/a/b", "r"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			url := redistest.Start(t)
 			rdb := client(t, url)
-			s := open(t, url, Options{})
+			s := open(t, url, Options{MaxUpdateAttempts: 1})
+			if tc.remade != nil {
+				s = open(t, url, Options{})
+			}
 			ctx := context.Background()
-			createTree(t, s, "r", "r/a")
-			if err := rdb.Del(ctx, recKey(tc.deleted)).Err(); err != nil {
+			createTree(t, s, "r", "r/a", "r/a/b")
+			for _, id := range tc.deleted {
+				if err := rdb.Del(ctx, recKey(id), evKey(id)).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.remade != nil {
+				create(t, open(t, url, Options{}), tc.remade)
+			}
+			out, err := s.UpdateChain(ctx, "r/a/b", chainTurn)
+			if tc.wantErr != "" {
+				if !errors.Is(err, trajectory.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.wantErr)) {
+					t.Fatalf("UpdateChain: %v, want ErrNotFound naming %q", err, tc.wantErr)
+				}
+				for _, id := range []string{"r", "r/a", "r/a/b"} {
+					if r, err := s.Get(ctx, id); err == nil && r.Spend.Turns+r.Turns != 0 {
+						t.Errorf("%s was saved: %+v", id, r)
+					}
+				}
+				return
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
-			_, err := s.UpdateChain(ctx, "r/a", chainTurn)
-			if !errors.Is(err, trajectory.ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.deleted)) {
-				t.Fatalf("UpdateChain: %v, want ErrNotFound naming %q", err, tc.deleted)
+			var ids []string
+			for _, r := range out {
+				ids = append(ids, r.ID)
 			}
-			for _, id := range []string{"r", "r/a"} {
-				if r, err := s.Get(ctx, id); err == nil && r.Spend.Turns+r.Turns != 0 {
-					t.Errorf("%s was saved: %+v", id, r)
-				}
+			if !slices.Equal(ids, tc.wantChain) {
+				t.Errorf("chain %v, want %v", ids, tc.wantChain)
 			}
 		})
 	}

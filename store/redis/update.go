@@ -56,12 +56,24 @@ func (s *Store) update(ctx context.Context, id string, r reach, fn chainFunc) ([
 	if id == "" || checkID(id) != nil {
 		return nil, notFound(id)
 	}
-	// What the last conflict answered, ahead of the cache, which a busy
-	// process may have evicted it from by now.
+	// What the last conflict answered, in case the cache has dropped it
+	// since.
 	fresh := make(map[string]*entry)
+	var unlock func()
+	defer func() {
+		if unlock != nil {
+			unlock()
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		if err := s.usable(ctx); err != nil {
 			return nil, err
+		}
+		if unlock == nil {
+			var err error
+			if unlock, err = s.locks.lock(ctx, rootOf(id)); err != nil {
+				return nil, err
+			}
 		}
 		out, retry, err := s.tryUpdate(ctx, id, r, fn, fresh)
 		if !retry {
@@ -71,9 +83,12 @@ func (s *Store) update(ctx context.Context, id string, r reach, fn chainFunc) ([
 			return nil, fmt.Errorf("%w: %q, %d attempts", ErrConflict, id, attempt)
 		}
 		// The first conflict most often means this process's copy was
-		// stale, and the reply has just made it current: retry at once.
-		// Later ones mean writers racing, who must not retry in lockstep.
+		// stale, and the reply has just made it current: retry at once,
+		// still holding the tree. Later ones mean writers racing, who must
+		// not retry in lockstep; the tree is let go while this one waits.
 		if attempt > 1 {
+			unlock()
+			unlock = nil
 			if err := s.backoff(ctx, attempt-1); err != nil {
 				return nil, err
 			}
@@ -81,15 +96,10 @@ func (s *Store) update(ctx context.Context, id string, r reach, fn chainFunc) ([
 	}
 }
 
-// tryUpdate is one attempt of update; retry reports a record that moved
-// (fresh then holds what the script found) or an ancestor that went
-// missing, which a read must confirm.
+// tryUpdate is one attempt of update, run holding the tree's lock; retry
+// reports a record that moved, and fresh then holds what the script
+// found.
 func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc, fresh map[string]*entry) (out []*trajectory.Record, retry bool, err error) {
-	unlock, err := s.locks.lock(ctx, rootOf(id))
-	if err != nil {
-		return nil, false, err
-	}
-	defer unlock()
 	chain, err := s.snapshot(ctx, id, r, fresh)
 	if err != nil {
 		return nil, false, err
@@ -148,8 +158,12 @@ func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc,
 		if i == 0 {
 			return nil, false, notFound(id)
 		}
-		// The ancestor this process knew is gone; a read tells whether
-		// the chain lost it or was made anew under other parents.
+		// The ancestor this process knew is gone. A read tells whether the
+		// chain lost it (ErrNotFound) or was made anew under other
+		// parents, and leaves the new chain in the cache for a retry.
+		if _, err := s.snapshot(ctx, id, r, fresh); err != nil {
+			return nil, false, err
+		}
 		return nil, true, nil
 	case replyFieldsMissing:
 		return nil, false, fmt.Errorf("%w: update %s: a record of its chain has no version", errReply, id)
@@ -158,7 +172,8 @@ func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc,
 }
 
 // snapshot is the chain of id, nearest first, as this process last saw
-// it: from fresh, then the cache, then Redis for what both lack. It
+// it: from the cache (which holds the newest of what it was given), then
+// fresh, then Redis for what both lack. It
 // follows each record's ParentID. A parent's id is a prefix of its
 // child's, so one read of a missing record with every ancestor its id
 // names finds the rest of the chain; one more is needed only when the
@@ -170,12 +185,12 @@ func (s *Store) snapshot(ctx context.Context, id string, r reach, fresh map[stri
 		if len(chain) == trajectory.MaxDepth {
 			return nil, fmt.Errorf("%w: the chain of %q is deeper than %d", trajectory.ErrInvalidRecord, id, trajectory.MaxDepth)
 		}
-		e := fresh[cur]
+		e := s.cache.get(cur)
 		if e == nil {
-			e = read[cur]
+			e = fresh[cur]
 		}
 		if e == nil {
-			e = s.cache.get(cur)
+			e = read[cur]
 		}
 		if e == nil {
 			if checkID(cur) != nil {
