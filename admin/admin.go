@@ -288,6 +288,11 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, c caller) error {
 	if !trajectory.ValidID(req.ID) {
 		return badRequest("id must be 1-128 characters of A-Z a-z 0-9 . _ : -")
 	}
+	if req.ParentID != "" {
+		// A child is named under its parent, so that one id names its
+		// whole chain (and, in Redis, its tree's slot).
+		req.ID = req.ParentID + "/" + req.ID
+	}
 	now := a.now()
 	rec := &trajectory.Record{ID: req.ID, ParentID: req.ParentID, Tenant: tenant.Name, State: trajectory.Ready,
 		CreatedAt: now, UpdatedAt: now, Stage: "nominal",

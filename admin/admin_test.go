@@ -120,7 +120,7 @@ func TestAdminAPI(t *testing.T) {
 			}},
 		{name: "show with children", method: "GET", path: "/admin/v1/trajectories/run-2", token: apprToken, status: 200,
 			check: func(t *testing.T, out map[string]any) {
-				if ch := out["children"].([]any); len(ch) != 1 || ch[0] != "run-2.a" {
+				if ch := out["children"].([]any); len(ch) != 1 || ch[0] != "run-2/run-2.a" {
 					t.Errorf("children %v", out["children"])
 				}
 			}},

@@ -6,10 +6,11 @@ import (
 	"time"
 )
 
-// Sentinel errors. Stores return ErrNotFound, ErrExists, ErrInvalidRecord and
-// ErrClosed (wrapped or not); the state machine returns *TransitionError,
-// which matches ErrIllegalTransition and, when the record was already
-// finished, ErrTerminal.
+// Sentinel errors. Stores return ErrNotFound, ErrExists, ErrInvalidRecord,
+// ErrClosed and, when what they keep records in cannot be reached,
+// ErrUnavailable (wrapped or not); the state machine returns
+// *TransitionError, which matches ErrIllegalTransition and, when the record
+// was already finished, ErrTerminal.
 var (
 	ErrNotFound          = errors.New("trajectory: not found")
 	ErrExists            = errors.New("trajectory: already exists")
@@ -17,6 +18,7 @@ var (
 	ErrTerminal          = errors.New("trajectory: record is in a terminal state")
 	ErrInvalidRecord     = errors.New("trajectory: invalid record")
 	ErrClosed            = errors.New("trajectory: store closed")
+	ErrUnavailable       = errors.New("trajectory: store unavailable")
 )
 
 // TransitionError reports a state change the LEGAL table does not allow.

@@ -3,6 +3,7 @@ package trajectory
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -149,6 +150,13 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("%w: %q is its own parent", ErrInvalidRecord, r.ID)
 	case !r.State.Valid():
 		return fmt.Errorf("%w: %q has unknown state %q", ErrInvalidRecord, r.ID, r.State)
+	case r.ParentID == "" && strings.Contains(r.ID, "/"):
+		return fmt.Errorf("%w: root id %q contains a '/', which separates a child's id from its parent's", ErrInvalidRecord, r.ID)
+	case r.ParentID != "" && !strings.HasPrefix(r.ID, r.ParentID+"/"):
+		// A tree shares its root's prefix, so one id names its whole chain.
+		return fmt.Errorf("%w: child id %q does not start with its parent's id %q and a '/'", ErrInvalidRecord, r.ID, r.ParentID)
+	case strings.Count(r.ID, "/") >= MaxDepth:
+		return fmt.Errorf("%w: %q is nested deeper than %d levels", ErrInvalidRecord, r.ID, MaxDepth)
 	}
 	return nil
 }

@@ -21,6 +21,17 @@ type Store interface {
 	// (ErrInvalidRecord) and must have no effect outside the record: a
 	// store with optimistic transactions may run it more than once.
 	Update(ctx context.Context, id string, fn func(*Record) ([]Event, error)) (*Record, error)
+	// UpdateChain is Update over a record and its ancestors at once: fn
+	// gets copies of the record id names and of each of its ancestors,
+	// nearest first (chain[0] is id's record, the last is the root), and
+	// every record of the chain is saved with the events fn returns in one
+	// atomic step, or nothing is. Each event goes to the log of the record
+	// its Trajectory names, which must be one of the chain
+	// (ErrInvalidRecord otherwise); an empty Trajectory means chain[0].
+	// The same guards as Update apply to every record, and a chain deeper
+	// than MaxDepth is ErrInvalidRecord. It returns the saved copies,
+	// nearest first.
+	UpdateChain(ctx context.Context, id string, fn func(chain []*Record) ([]Event, error)) ([]*Record, error)
 	// List returns the records f matches, newest (CreatedAt) first, at
 	// most f.Limit of them.
 	List(ctx context.Context, f Filter) ([]*Record, error)
@@ -34,6 +45,10 @@ type Store interface {
 	Ping(ctx context.Context) error
 	Close() error
 }
+
+// MaxDepth bounds a record's chain, itself and its ancestors: a tree of
+// runs and subagents nested deeper than this is refused at creation.
+const MaxDepth = 16
 
 // Bounds on one List or Events page.
 const (

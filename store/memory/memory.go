@@ -157,6 +157,67 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*trajectory.Recor
 	return c, nil
 }
 
+// UpdateChain implements trajectory.Store. fn runs exactly once, under the
+// lock.
+func (s *Store) UpdateChain(ctx context.Context, id string, fn func([]*trajectory.Record) ([]trajectory.Event, error)) ([]*trajectory.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
+	var entries []*entry
+	for cur := id; cur != ""; {
+		if len(entries) == trajectory.MaxDepth {
+			return nil, fmt.Errorf("%w: the chain of %q is deeper than %d", trajectory.ErrInvalidRecord, id, trajectory.MaxDepth)
+		}
+		e, err := s.lookup(cur)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, e)
+		cur = e.rec.ParentID
+	}
+	chain := make([]*trajectory.Record, len(entries))
+	for i, e := range entries {
+		chain[i] = e.rec.Clone()
+	}
+	evs, err := fn(chain)
+	if err != nil {
+		return nil, err
+	}
+	for i, e := range entries {
+		c := chain[i]
+		switch {
+		case c.ID != e.rec.ID:
+			return nil, fmt.Errorf("%w: update of %q changed its id to %q", trajectory.ErrInvalidRecord, e.rec.ID, c.ID)
+		case c.ParentID != e.rec.ParentID:
+			return nil, fmt.Errorf("%w: update of %q changed its parent", trajectory.ErrInvalidRecord, e.rec.ID)
+		case !slices.Equal(c.Children, e.rec.Children):
+			return nil, fmt.Errorf("%w: update of %q changed its children", trajectory.ErrInvalidRecord, e.rec.ID)
+		}
+		if err := c.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	byID := make(map[string][]trajectory.Event, len(entries))
+	for _, ev := range evs {
+		to := ev.Trajectory
+		if to == "" {
+			to = id
+		}
+		if !slices.ContainsFunc(entries, func(e *entry) bool { return e.rec.ID == to }) {
+			return nil, fmt.Errorf("%w: event for %q is outside the chain of %q", trajectory.ErrInvalidRecord, to, id)
+		}
+		byID[to] = append(byID[to], ev)
+	}
+	for i, e := range entries {
+		// fn may have kept its copies; store ones it cannot reach.
+		e.rec = *chain[i].Clone()
+		s.append(e, byID[e.rec.ID])
+	}
+	return chain, nil
+}
+
 // List implements trajectory.Store.
 func (s *Store) List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Record, error) {
 	s.mu.RLock()

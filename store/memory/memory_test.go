@@ -212,3 +212,42 @@ func BenchmarkGet(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUpdateChain is one thread's model call charged to every
+// ancestor, as the proxy does it, on chains of 1 and 3 records.
+func BenchmarkUpdateChain(b *testing.B) {
+	for _, depth := range []int{1, 3} {
+		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
+			ctx := context.Background()
+			s := New(Options{})
+			id, parent := "", ""
+			for i := range depth {
+				id = "run-1"
+				if i > 0 {
+					id = parent + "/t"
+				}
+				r := trajectory.New(id, "team-a", t0)
+				r.ParentID = parent
+				r.Budget = trajectory.Budget{Turns: 200, Tokens: 5_000_000, WallClockS: 7200, Dollars: 20}
+				if err := s.Create(ctx, r); err != nil {
+					b.Fatal(err)
+				}
+				parent = id
+			}
+			u := trajectory.Usage{InputTokens: 1200, CachedInputTokens: 30000, OutputTokens: 400}
+			for b.Loop() {
+				_, err := s.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+					chain[0].Turns++
+					for _, r := range chain {
+						r.Spend.Turns++
+						r.AddSpend(u, 0.0213, false)
+					}
+					return []trajectory.Event{{At: t0, Type: trajectory.EventTurn, Reason: "tool_use"}}, nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

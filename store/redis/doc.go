@@ -11,8 +11,9 @@
 //
 //	gk:{<root>}:rec:<id>  hash: json (the record's JSON form, without
 //	                      children), kids (the children's ids, a JSON
-//	                      array), ver (bumped by every save), seq (the
-//	                      last event seq given out)
+//	                      array), ver (bumped by every save that changes
+//	                      json or kids), gen (random, set at creation),
+//	                      seq (the last event seq given out)
 //	gk:{<root>}:ev:<id>   stream: one entry per event, entry id 0-<seq>,
 //	                      fields e (the event's JSON, without seq, id and
 //	                      data) and d (its data, verbatim; absent if none)
@@ -28,12 +29,34 @@
 // # Atomicity
 //
 // Each write is one Lua script, so it is atomic with respect to every
-// replica. Update is an optimistic transaction: it reads the record and
-// its version, runs fn, and saves with a script that compares the
-// version; a writer that lost the race backs off with jitter and starts
-// over, MaxUpdateAttempts times at most (ErrConflict), so fn may run more
-// than once. Event seqs come from the record's seq field, incremented in
-// the script that appends, so they run 1, 2, 3... per trajectory.
+// replica. Update and UpdateChain are optimistic transactions over one
+// script, Update being a chain of one record: they run fn on the records
+// as this process last saw them and save with a script that checks each
+// record's gen and ver first. If one moved, the script saves nothing and
+// answers the current records; fn runs again on those, at once the first
+// time and after a jittered backoff later, MaxUpdateAttempts times at most
+// (ErrConflict). So fn may run more than once, and may run on a copy that
+// turns out stale; only a run on current records is saved. The gen tells
+// a record from an earlier one under the same id that expired, whose ver
+// count started over. Event seqs come from the record's seq field,
+// incremented in the script that appends, so they run 1, 2, 3... per
+// trajectory.
+//
+// An id names its chain: the ancestors of "a/b/c" are "a/b" and "a". A
+// record this process lacks is read with every ancestor its id names in
+// one round trip. UpdateChain still follows each record's ParentID, which
+// may skip a prefix ("a/b/c" may be a child of "a"), and reads again only
+// for an ancestor that the cache has lost since.
+//
+// # Cache
+//
+// A Store remembers, for up to Options.CacheEntries records (least
+// recently used dropped first), the gen, ver and JSON it last read or
+// wrote. Create, Get, Update, UpdateChain and every conflict reply keep
+// it current. It is a guess the script verifies: a stale entry costs a
+// round trip, never a lost write. Within a process, updates of one tree
+// queue on a lock instead of racing, so each finds the cache as the
+// previous one left it.
 //
 // # Retention
 //
@@ -44,17 +67,18 @@
 //
 // # Round trips
 //
-// Get, Create, AppendEvents, Events and Ping take one round trip; Update
-// two when no other writer intervenes (HMGET, then EVALSHA, with the
-// expiry index entry pipelined with it on the finishing update); List one
-// for the index prune and two per chunk of 256 index members it walks.
+// Get, Create, AppendEvents, Events and Ping take one round trip. Update
+// and UpdateChain take one (EVALSHA, with the expiry index entries
+// pipelined with it on a finishing update) when this process saw the last
+// save of every record of the chain, and two otherwise: the script's
+// conflict reply, or an HMGET pipeline for records not in the cache, then
+// the script. List takes one for the index prune and two per chunk of 256
+// index members it walks.
 //
 // # Redis Cluster
 //
-// Get, Update, AppendEvents and Events touch one tree's keys, hence one
-// slot. Create's script also writes the created index, and the parent's
-// record when the parent is in another tree (an operator naming a run of
-// another tree as parent); these cross slots, so as written the store
-// needs a single Redis (or a cluster-aware index, which this package does
-// not provide).
+// Get, Update, UpdateChain, AppendEvents and Events touch one tree's
+// keys, hence one slot. Create's script also writes the created index,
+// which crosses slots, so as written the store needs a single Redis (or a
+// cluster-aware index, which this package does not provide).
 package redis

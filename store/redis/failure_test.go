@@ -40,6 +40,8 @@ func TestRedisDown(t *testing.T) {
 	srv := redistest.StartServer(t)
 	s := open(t, srv.URL, Options{})
 	create(t, s, trajectory.New("run-1", "team-a", t0))
+	create(t, s, child("run-1/a", "run-1"))
+	create(t, open(t, srv.URL, Options{}), child("run-1/b", "run-1"))
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -51,8 +53,23 @@ func TestRedisDown(t *testing.T) {
 	}{
 		{"Ping", s.Ping},
 		{"Get", func(ctx context.Context) error { _, err := s.Get(ctx, "run-1"); return err }},
+		// fn may run on this process's copy of the record; the save fails.
 		{"Update", func(ctx context.Context) error {
 			_, err := s.Update(ctx, "run-1", func(r *trajectory.Record) ([]trajectory.Event, error) {
+				r.Turns++
+				return nil, nil
+			})
+			return err
+		}},
+		{"UpdateChain", func(ctx context.Context) error {
+			_, err := s.UpdateChain(ctx, "run-1/a", func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+				chain[1].Turns++
+				return nil, nil
+			})
+			return err
+		}},
+		{"UpdateChain of a record this process never saw", func(ctx context.Context) error {
+			_, err := s.UpdateChain(ctx, "run-1/b", func([]*trajectory.Record) ([]trajectory.Event, error) {
 				t.Error("fn ran without a record")
 				return nil, nil
 			})
@@ -73,6 +90,9 @@ func TestRedisDown(t *testing.T) {
 			if err == nil || errors.Is(err, trajectory.ErrNotFound) || !errors.Is(err, ErrUnavailable) {
 				t.Errorf("%s with Redis down: %v; want ErrUnavailable, not ErrNotFound", tc.name, err)
 			}
+			if !errors.Is(err, trajectory.ErrUnavailable) {
+				t.Errorf("%s with Redis down: %v does not match trajectory.ErrUnavailable", tc.name, err)
+			}
 			if elapsed >= prompt {
 				t.Errorf("%s took %v", tc.name, elapsed)
 			}
@@ -82,7 +102,7 @@ func TestRedisDown(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	if _, err := Open(ctx, Options{URL: srv.URL}); !errors.Is(err, ErrUnavailable) {
+	if _, err := Open(ctx, Options{URL: srv.URL}); !errors.Is(err, ErrUnavailable) || !errors.Is(err, trajectory.ErrUnavailable) {
 		t.Errorf("Open with Redis down: %v, want ErrUnavailable", err)
 	}
 }

@@ -35,10 +35,10 @@ func (s *Store) List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Re
 	}
 	limit := trajectory.PageLimit(f.Limit)
 	if f.ParentID != nil && *f.ParentID != "" && checkID(*f.ParentID) == nil {
-		parent, _, err := s.load(ctx, *f.ParentID, false)
+		parent, err := s.readOne(ctx, *f.ParentID)
 		switch {
 		case err == nil:
-			return s.listChildren(ctx, parent, f, limit)
+			return s.listChildren(ctx, parent.rec, f, limit)
 		case !errors.Is(err, trajectory.ErrNotFound):
 			return nil, err
 		}

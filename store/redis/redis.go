@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
-	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -32,14 +32,26 @@ const (
 
 var (
 	// ErrUnavailable wraps every failure to reach Redis or get its answer:
-	// the store is unreachable, not the record missing.
-	ErrUnavailable = errors.New("redis store: unavailable")
+	// the store is unreachable, not the record missing. It matches
+	// trajectory.ErrUnavailable, so callers need not know which store
+	// they hold.
+	ErrUnavailable error = &portError{msg: "redis store: unavailable", port: trajectory.ErrUnavailable}
 	// ErrConflict is what Update returns when other writers kept saving the
 	// record between its read and its write, MaxUpdateAttempts times.
 	ErrConflict = errors.New("redis store: update kept conflicting with concurrent writers")
 
 	errReply = errors.New("redis store: unexpected reply")
 )
+
+// portError is a sentinel of this package that also matches the port's
+// sentinel it stands for.
+type portError struct {
+	msg  string
+	port error
+}
+
+func (e *portError) Error() string { return e.msg }
+func (e *portError) Unwrap() error { return e.port }
 
 // Options configures a Store.
 type Options struct {
@@ -56,10 +68,14 @@ type Options struct {
 	// MAXLEN ~): Redis trims whole stream nodes, so a log may hold up to
 	// about a hundred more. Zero or less means DefaultMaxEvents.
 	MaxEventsPerTrajectory int
-	// MaxUpdateAttempts bounds how many times Update reads, runs fn and
-	// tries to save before returning ErrConflict. Zero or less means
+	// MaxUpdateAttempts bounds how many times Update and UpdateChain run
+	// fn and try to save before returning ErrConflict. Zero or less means
 	// DefaultMaxUpdateAttempts.
 	MaxUpdateAttempts int
+	// CacheEntries bounds how many records the Store remembers between
+	// calls, so that an update of a chain no one else changed takes one
+	// round trip. Zero or less means DefaultCacheEntries.
+	CacheEntries int
 	// Clock dates index expiry; default time.Now. Records keep the times
 	// their callers set, and TTLs are relative, so replicas' clocks only
 	// decide when the List index forgets an expired record.
@@ -88,6 +104,10 @@ type Store struct {
 	maxAttempts int
 	now         func() time.Time
 	jitter      func(time.Duration) time.Duration
+	newGen      func() uint64
+
+	cache *cache
+	locks *treeLocks
 
 	closed atomic.Bool
 }
@@ -102,6 +122,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		maxAttempts: opts.MaxUpdateAttempts,
 		now:         opts.Clock,
 		jitter:      func(d time.Duration) time.Duration { return rand.N(d) },
+		newGen:      rand.Uint64,
+		cache:       newCache(opts.CacheEntries),
+		locks:       newTreeLocks(),
 	}
 	if s.retention <= 0 {
 		s.retention = DefaultRetention
@@ -205,46 +228,33 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Get implements trajectory.Store in one round trip.
+// Get implements trajectory.Store in one round trip. It always reads:
+// the cache only saves updates a read.
 func (s *Store) Get(ctx context.Context, id string) (*trajectory.Record, error) {
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	r, _, err := s.load(ctx, id, false)
-	return r, err
+	e, err := s.readOne(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.rec.Clone(), nil
 }
 
-// load reads a record and, with version, the version Update compares.
-func (s *Store) load(ctx context.Context, id string, version bool) (*trajectory.Record, string, error) {
-	if err := checkID(id); err != nil {
-		return nil, "", fmt.Errorf("%w: %q", trajectory.ErrNotFound, id)
+// readOne reads one record; the entry's record is shared with the cache.
+func (s *Store) readOne(ctx context.Context, id string) (*entry, error) {
+	if id == "" || checkID(id) != nil {
+		return nil, notFound(id)
 	}
-	fields := []string{"json", "kids"}
-	if version {
-		fields = append(fields, "ver")
-	}
-	vals, err := s.rdb.HMGet(ctx, recKey(id), fields...).Result()
+	got, err := s.read(ctx, []string{id})
 	if err != nil {
-		return nil, "", s.fail(ctx, "HMGET "+id, err)
+		return nil, err
 	}
-	if len(vals) != len(fields) {
-		return nil, "", fmt.Errorf("%w: HMGET %s: %d values for %d fields", errReply, id, len(vals), len(fields))
+	e := got[id]
+	if e == nil {
+		return nil, notFound(id)
 	}
-	if vals[0] == nil {
-		return nil, "", fmt.Errorf("%w: %q", trajectory.ErrNotFound, id)
-	}
-	r, err := decodeRecord(id, vals[0], vals[1])
-	if err != nil {
-		return nil, "", err
-	}
-	if !version {
-		return r, "", nil
-	}
-	ver, ok := vals[2].(string)
-	if !ok {
-		return nil, "", fmt.Errorf("%w: record %q: ver field is %T", errReply, id, vals[2])
-	}
-	return r, ver, nil
+	return e, nil
 }
 
 // Create implements trajectory.Store in one round trip: one script checks
@@ -283,109 +293,59 @@ func (s *Store) Create(ctx context.Context, rec *trajectory.Record, evs ...traje
 	if rec.State.Terminal() {
 		retention, expireAt = s.retention.Milliseconds(), s.now().Add(s.retention).UnixMilli()
 	}
-	args, err := eventArgs([]any{js, child, m, retention, expireAt, s.maxEvents}, evs)
+	gen := strconv.FormatUint(s.newGen(), 36)
+	args, err := eventArgs([]any{js, child, m, retention, expireAt, s.maxEvents, gen}, evs)
 	if err != nil {
 		return err
 	}
 	keys := []string{recKey(rec.ID), evKey(rec.ID), parentKey, idxCreated, idxExpires}
-	reply, err := s.run(ctx, createScript, keys, args)
+	reply, err := s.eval(ctx, createScript, keys, args, nil)
 	if err != nil {
 		return s.fail(ctx, "create "+rec.ID, err)
 	}
-	switch reply {
+	code, rest, err := replyCode(reply)
+	if err != nil {
+		return fmt.Errorf("%w: create %s: %w", errReply, rec.ID, err)
+	}
+	switch code {
 	case replyOK:
+		saved := rec.Clone()
+		saved.Children = nil
+		s.cache.put(&entry{gen: gen, ver: 1, json: js, rec: saved})
+		if rec.ParentID != "" {
+			return s.gainedChild(rec.ParentID, rec.ID, rest)
+		}
 		return nil
 	case replyExists:
 		return fmt.Errorf("%w: %q", trajectory.ErrExists, rec.ID)
 	case replyNoParent:
 		return fmt.Errorf("parent of %q: %w: %q", rec.ID, trajectory.ErrNotFound, rec.ParentID)
 	}
-	return fmt.Errorf("%w: create %s: script answered %d", errReply, rec.ID, reply)
+	return fmt.Errorf("%w: create %s: script answered %d", errReply, rec.ID, code)
 }
 
-// Update implements trajectory.Store as an optimistic transaction: read
-// the record and its version (one round trip), run fn, then save with a
-// script that compares the version (one more). When another writer saved
-// in between, it backs off and starts over, running fn again, at most
-// MaxUpdateAttempts times.
-func (s *Store) Update(ctx context.Context, id string, fn func(*trajectory.Record) ([]trajectory.Event, error)) (*trajectory.Record, error) {
-	for attempt := 1; ; attempt++ {
-		if err := s.usable(ctx); err != nil {
-			return nil, err
-		}
-		out, retry, err := s.tryUpdate(ctx, id, fn)
-		if !retry {
-			return out, err
-		}
-		if attempt >= s.maxAttempts {
-			return nil, fmt.Errorf("%w: %q, %d attempts", ErrConflict, id, attempt)
-		}
-		if err := s.backoff(ctx, attempt); err != nil {
-			return nil, err
-		}
+// gainedChild brings the cached parent up to date after Create added a
+// child to it, if the cache held the version just before; otherwise the
+// copy is stale and is dropped. rest is the script's parent gen and
+// version.
+func (s *Store) gainedChild(parent, child string, rest []any) error {
+	if len(rest) != 2 {
+		return fmt.Errorf("%w: create %s: %d values after the code, want 2", errReply, child, len(rest))
 	}
-}
-
-// tryUpdate is one attempt of Update; retry reports a lost race.
-func (s *Store) tryUpdate(ctx context.Context, id string, fn func(*trajectory.Record) ([]trajectory.Event, error)) (out *trajectory.Record, retry bool, err error) {
-	r, ver, err := s.load(ctx, id, true)
-	if err != nil {
-		return nil, false, err
+	gen, _ := rest[0].(string) // nil for a record older than gens
+	ver, ok := rest[1].(int64)
+	if !ok {
+		return fmt.Errorf("%w: create %s: parent version is %T", errReply, child, rest[1])
 	}
-	was := r.Clone()
-	evs, err := fn(r)
-	if err != nil {
-		return nil, false, err
+	old := s.cache.get(parent)
+	if old == nil || old.gen != gen || old.ver != ver-1 {
+		s.cache.drop(parent)
+		return nil
 	}
-	switch {
-	case r.ID != was.ID:
-		return nil, false, fmt.Errorf("%w: update of %q changed its id to %q", trajectory.ErrInvalidRecord, id, r.ID)
-	case r.ParentID != was.ParentID:
-		return nil, false, fmt.Errorf("%w: update of %q changed its parent", trajectory.ErrInvalidRecord, id)
-	case !slices.Equal(r.Children, was.Children):
-		return nil, false, fmt.Errorf("%w: update of %q changed its children", trajectory.ErrInvalidRecord, id)
-	case !r.CreatedAt.Equal(was.CreatedAt):
-		// The List index is ordered by it.
-		return nil, false, fmt.Errorf("%w: update of %q changed its creation time", trajectory.ErrInvalidRecord, id)
-	}
-	if err := r.Validate(); err != nil {
-		return nil, false, err
-	}
-	js, err := encodeRecord(r)
-	if err != nil {
-		return nil, false, err
-	}
-	var retention int64
-	finishing := r.State.Terminal() && !was.State.Terminal()
-	if finishing {
-		retention = s.retention.Milliseconds()
-	}
-	args, err := eventArgs([]any{ver, js, retention, s.maxEvents}, evs)
-	if err != nil {
-		return nil, false, err
-	}
-	var before func(goredis.Pipeliner)
-	if finishing {
-		// Written ahead of the save so that no crash can leave a finished
-		// record the prune never visits; if the save then loses its race,
-		// the prune finds a live record and drops the entry.
-		z := goredis.Z{Score: float64(s.now().Add(s.retention).UnixMilli()), Member: member(id, was.CreatedAt)}
-		before = func(p goredis.Pipeliner) { p.ZAdd(ctx, idxExpires, z) }
-	}
-	reply, err := s.runAfter(ctx, updateScript, []string{recKey(id), evKey(id)}, args, before)
-	if err != nil {
-		return nil, false, s.fail(ctx, "update "+id, err)
-	}
-	switch reply {
-	case replyOK:
-		// fn may have kept r: hand back a copy it cannot reach.
-		return r.Clone(), false, nil
-	case replyVersionMoved:
-		return nil, true, nil
-	case replyNotFound:
-		return nil, false, fmt.Errorf("%w: %q", trajectory.ErrNotFound, id)
-	}
-	return nil, false, fmt.Errorf("%w: update %s: script answered %d", errReply, id, reply)
+	r := old.rec.Clone()
+	r.Children = append(r.Children, child)
+	s.cache.put(&entry{gen: gen, ver: ver, json: old.json, rec: r})
+	return nil
 }
 
 // backoff waits a random time in a window that doubles with each attempt,
@@ -414,9 +374,13 @@ func (s *Store) AppendEvents(ctx context.Context, id string, evs ...trajectory.E
 	if err != nil {
 		return err
 	}
-	reply, err := s.run(ctx, appendScript, []string{recKey(id), evKey(id)}, args)
+	v, err := s.eval(ctx, appendScript, []string{recKey(id), evKey(id)}, args, nil)
 	if err != nil {
 		return s.fail(ctx, "append events "+id, err)
+	}
+	reply, ok := v.(int64)
+	if !ok {
+		return fmt.Errorf("%w: append events %s: script answered %T", errReply, id, v)
 	}
 	switch reply {
 	case replyOK:
@@ -465,36 +429,21 @@ func (s *Store) Events(ctx context.Context, id string, afterSeq int64, limit int
 	return out, nil
 }
 
-// run runs a script and checks that it answered an integer. EVALSHA falls
-// back to EVAL when the server has lost its script cache (a restart).
-func (s *Store) run(ctx context.Context, sc *goredis.Script, keys []string, args []any) (int64, error) {
-	return s.runAfter(ctx, sc, keys, args, nil)
-}
-
-// runAfter is run with the commands of before sent ahead of the script in
-// the same round trip.
-func (s *Store) runAfter(ctx context.Context, sc *goredis.Script, keys []string, args []any, before func(goredis.Pipeliner)) (int64, error) {
-	var cmd *goredis.Cmd
+// eval runs a script, with the commands of before sent ahead of it in the
+// same round trip. EVALSHA falls back to EVAL when the server has lost
+// its script cache (a restart).
+func (s *Store) eval(ctx context.Context, sc *goredis.Script, keys []string, args []any, before func(goredis.Pipeliner)) (any, error) {
 	if before == nil {
-		cmd = sc.Run(ctx, s.rdb, keys, args...)
-	} else {
-		pipe := s.rdb.Pipeline()
-		before(pipe)
-		cmd = sc.EvalSha(ctx, pipe, keys, args...)
-		// Only the script's own result decides: the commands before it are
-		// bookkeeping that must not turn a saved update into a failure.
-		_, _ = pipe.Exec(ctx)
-		if goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			cmd = sc.Eval(ctx, s.rdb, keys, args...)
-		}
+		return sc.Run(ctx, s.rdb, keys, args...).Result()
 	}
-	v, err := cmd.Result()
-	if err != nil {
-		return 0, err
+	pipe := s.rdb.Pipeline()
+	before(pipe)
+	cmd := sc.EvalSha(ctx, pipe, keys, args...)
+	// Only the script's own result decides: the commands before it are
+	// bookkeeping that must not turn a saved update into a failure.
+	_, _ = pipe.Exec(ctx)
+	if goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd = sc.Eval(ctx, s.rdb, keys, args...)
 	}
-	n, ok := v.(int64)
-	if !ok {
-		return 0, fmt.Errorf("%w: script answered %T", errReply, v)
-	}
-	return n, nil
+	return cmd.Result()
 }

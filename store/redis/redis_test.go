@@ -293,6 +293,28 @@ func TestRetention(t *testing.T) {
 			t.Errorf("TTL after a save of a finished record: %v, want at most 1m", d)
 		}
 	})
+	t.Run("chain finished in one step", func(t *testing.T) {
+		create(t, s, trajectory.New("run-6", "team-a", t0), turnEvent("created"))
+		create(t, s, child("run-6/a", "run-6"), turnEvent("created"))
+		create(t, s, child("run-6/a/b", "run-6/a"), turnEvent("created"))
+		if _, err := s.UpdateChain(ctx, "run-6/a/b", func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+			var evs []trajectory.Event
+			for _, r := range chain[:2] {
+				ts, err := r.Finalize(trajectory.Completed, "finished", t0.Add(time.Hour))
+				if err != nil {
+					return nil, err
+				}
+				evs = append(evs, trajectory.EventsFor(r.ID, ts)...)
+			}
+			chain[2].Turns++
+			return evs, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		expiring(t, "run-6/a/b", recKey("run-6/a/b"), evKey("run-6/a/b"))
+		expiring(t, "run-6/a", recKey("run-6/a"), evKey("run-6/a"))
+		live(t, "run-6")
+	})
 	t.Run("children stay live", func(t *testing.T) {
 		create(t, s, trajectory.New("run-5", "team-a", t0))
 		create(t, s, child("run-5/a", "run-5"), turnEvent("created"))
@@ -403,7 +425,7 @@ func TestListChildrenOfExpiredParent(t *testing.T) {
 	s := open(t, url, Options{})
 	ctx := context.Background()
 	create(t, s, trajectory.New("run-1", "team-a", t0))
-	create(t, s, child("run-2", "run-1"))
+	create(t, s, child("run-1/b", "run-1"))
 	create(t, s, child("run-1/a", "run-1"))
 	if err := rdb.Del(ctx, recKey("run-1")).Err(); err != nil {
 		t.Fatal(err)
@@ -417,7 +439,7 @@ func TestListChildrenOfExpiredParent(t *testing.T) {
 	for _, r := range recs {
 		ids = append(ids, r.ID)
 	}
-	if !slices.Equal(ids, []string{"run-1/a", "run-2"}) {
+	if !slices.Equal(ids, []string{"run-1/a", "run-1/b"}) {
 		t.Errorf("children of an expired parent: %v", ids)
 	}
 }

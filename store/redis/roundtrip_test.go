@@ -50,6 +50,9 @@ func TestRoundTrips(t *testing.T) {
 	if _, err := s.Events(ctx, "run-0", 0, 0); err != nil {
 		t.Fatal(err)
 	}
+	// Another replica, with its own connections and cache.
+	other := open(t, url, Options{})
+	create(t, other, trajectory.New("run-9", "team-a", t0))
 
 	tests := []struct {
 		name string
@@ -59,14 +62,24 @@ func TestRoundTrips(t *testing.T) {
 		{"Create", func() error { return s.Create(ctx, trajectory.New("run-1", "team-a", t0), turnEvent("created")) }, 1},
 		{"Create child", func() error { return s.Create(ctx, child("run-1/a", "run-1")) }, 1},
 		{"Get", func() error { _, err := s.Get(ctx, "run-1"); return err }, 1},
-		{"Update", func() error { _, err := s.Update(ctx, "run-1", turn); return err }, 2},
+		{"Update", func() error { _, err := s.Update(ctx, "run-1", turn); return err }, 1},
+		{"Update again", func() error { _, err := s.Update(ctx, "run-1", unfinished); return err }, 1},
+		{"Update after another replica saved", func() error {
+			if _, err := other.Update(ctx, "run-1", unfinished); err != nil {
+				return err
+			}
+			_, err := s.Update(ctx, "run-1", unfinished)
+			return err
+		}, 2},
+		{"Update of a record this process never saw", func() error { _, err := s.Update(ctx, "run-9", unfinished); return err }, 2},
 		{"Update finishing", func() error {
 			_, err := s.Update(ctx, "run-0", func(r *trajectory.Record) ([]trajectory.Event, error) {
 				ts, err := r.Finalize(trajectory.Completed, "done", t0)
 				return trajectory.EventsFor(r.ID, ts), err
 			})
 			return err
-		}, 2},
+		}, 1},
+		{"UpdateChain", func() error { _, err := s.UpdateChain(ctx, "run-1/a", chainTurn); return err }, 1},
 		{"AppendEvents", func() error { return s.AppendEvents(ctx, "run-1", turnEvent("x")) }, 1},
 		{"Events", func() error { _, err := s.Events(ctx, "run-1", 1, 10); return err }, 1},
 		{"Ping", func() error { return s.Ping(ctx) }, 1},
@@ -81,6 +94,12 @@ func TestRoundTrips(t *testing.T) {
 			t.Errorf("%s: %d round trips, want %d", tc.name, got, tc.want)
 		}
 	}
+}
+
+// unfinished is an update that leaves the record live.
+func unfinished(r *trajectory.Record) ([]trajectory.Event, error) {
+	r.UpdatedAt = r.UpdatedAt.Add(time.Second)
+	return []trajectory.Event{turnEvent("")}, nil
 }
 
 // turn is what one model call does to a record: a turn begins and ends,
@@ -137,4 +156,20 @@ func BenchmarkUpdateTurn(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(c.n.Load()-before)/float64(b.N), "roundtrips/op")
+}
+
+// chainTurn is one model call of a thread: the thread takes the turn and
+// every ancestor is charged for it, since the thread's spend counts
+// against their ceilings too.
+func chainTurn(chain []*trajectory.Record) ([]trajectory.Event, error) {
+	evs, err := turn(chain[0])
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range chain[1:] {
+		r.Spend.Turns++
+		r.AddSpend(trajectory.Usage{InputTokens: 1200, CachedInputTokens: 30000, OutputTokens: 400}, 0.0213, false)
+		r.UpdatedAt = r.UpdatedAt.Add(time.Second)
+	}
+	return evs, nil
 }

@@ -2,29 +2,30 @@ package redis
 
 import goredis "github.com/redis/go-redis/v9"
 
-// Script replies. Every script answers one integer; anything else is an
-// unexpected reply.
+// Script replies. appendScript answers one of these integers; createScript
+// and chainScript answer an array that starts with one. Anything else is
+// an unexpected reply.
 const (
 	replyOK            = 0
 	replyExists        = 1 // create: the id is taken
 	replyNoParent      = 2 // create: the parent does not exist
-	replyNotFound      = 3 // update, append: the record does not exist
-	replyVersionMoved  = 4 // update: another writer saved first
-	replyFieldsMissing = 5 // update: the record hash lacks its version
+	replyNotFound      = 3 // chain, append: a record does not exist
+	replyVersionMoved  = 4 // chain: another writer saved first
+	replyFieldsMissing = 5 // chain: a record hash lacks its version
 )
 
-// appendLua numbers the events in ARGV[from..] (pairs of event JSON and
-// data, data "" for none) after the record's last seq and adds them to its
-// stream, trimmed to about maxlen entries. The entry id 0-<seq> is the
+// appendLua numbers the events in ARGV[from..last] (pairs of event JSON
+// and data, data "" for none) after the record's last seq and adds them to
+// its stream, trimmed to about maxlen entries. The entry id 0-<seq> is the
 // event's seq, so XRANGE pages by seq directly. The stream then gets the
 // record's TTL, if it has one: a log created after the record finished
 // must not outlive it.
 const appendLua = `
-local function append(rec, ev, maxlen, from)
-  local n = (#ARGV - from + 1) / 2
+local function append(rec, ev, maxlen, from, last)
+  local n = (last - from + 1) / 2
   if n >= 1 then
     local seq = redis.call('HINCRBY', rec, 'seq', n) - n
-    for i = from, #ARGV, 2 do
+    for i = from, last, 2 do
       seq = seq + 1
       local id = '0-' .. string.format('%d', seq)
       if ARGV[i + 1] == '' then
@@ -43,21 +44,23 @@ end
 
 // createScript saves a new record, its first events, its entry in the
 // created index and, for a child, the child's id in its parent's list, in
-// one step.
+// one step. It answers {0} for a root and {0, parent gen, parent ver} for
+// a child, so the caller can keep its copy of the parent current.
 //
 // KEYS: rec, ev, parent rec (rec again for a root), created index, expires
 // index. ARGV: record JSON, child id as a JSON string ("" for a root),
 // index member, retention ms (0 for a live record), expiry time ms,
-// maxlen, then the events.
+// maxlen, gen, then the events.
 var createScript = goredis.NewScript(appendLua + `
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 1
+  return {1}
 end
 local child = ARGV[2]
 if child ~= '' and redis.call('EXISTS', KEYS[3]) == 0 then
-  return 2
+  return {2}
 end
-redis.call('HSET', KEYS[1], 'json', ARGV[1], 'ver', 1, 'seq', 0)
+redis.call('HSET', KEYS[1], 'json', ARGV[1], 'ver', 1, 'seq', 0, 'gen', ARGV[7])
+local out = {0}
 if child ~= '' then
   local kids = redis.call('HGET', KEYS[3], 'kids')
   if kids then
@@ -66,41 +69,76 @@ if child ~= '' then
     kids = '[' .. child .. ']'
   end
   redis.call('HSET', KEYS[3], 'kids', kids)
-  redis.call('HINCRBY', KEYS[3], 'ver', 1)
+  local ver = redis.call('HINCRBY', KEYS[3], 'ver', 1)
+  out = {0, redis.call('HGET', KEYS[3], 'gen'), ver}
 end
 redis.call('ZADD', KEYS[4], 0, ARGV[3])
 if tonumber(ARGV[4]) > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
   redis.call('ZADD', KEYS[5], ARGV[5], ARGV[3])
 end
-append(KEYS[1], KEYS[2], ARGV[6], 7)
-return 0
+append(KEYS[1], KEYS[2], ARGV[6], 8, #ARGV)
+return out
 `)
 
-// updateScript is the compare-and-set of Update: it saves the record only
-// if its version is still the one the caller read, bumps the version and
-// appends the events. A record that has just finished gets its TTL here.
+// chainScript is the compare-and-set of Update and UpdateChain. It checks
+// that every record still has the gen and version the caller started
+// from; if one moved, it writes nothing and answers what every record
+// holds now, so that the caller's next attempt needs no read:
+// {4, then gen, ver, json, kids per record}. Otherwise it saves each
+// changed record, bumping its version (a record that has just finished
+// gets its TTL here), appends each record's events to its own log and
+// answers {0, then each record's version}.
 //
-// KEYS: rec, ev. ARGV: version read, record JSON, retention ms (0 unless
-// this update finishes the record), maxlen, then the events.
-var updateScript = goredis.NewScript(appendLua + `
-local ver = redis.call('HGET', KEYS[1], 'ver')
-if not ver then
-  if redis.call('EXISTS', KEYS[1]) == 0 then
-    return 3
+// KEYS: rec and ev of each record, nearest first. ARGV: record count,
+// maxlen, retention ms, then four per record: expected "gen:ver", new
+// JSON ("" to leave the record as it is), 1 if this save finishes it
+// (else 0) and its event count; then every record's events, in chain
+// order.
+var chainScript = goredis.NewScript(appendLua + `
+local n = tonumber(ARGV[1])
+local gens, vers = {}, {}
+local moved = false
+for i = 1, n do
+  local h = redis.call('HMGET', KEYS[2 * i - 1], 'ver', 'gen')
+  if not h[1] then
+    if redis.call('EXISTS', KEYS[2 * i - 1]) == 0 then
+      return {3, i}
+    end
+    return {5, i}
   end
-  return 5
+  gens[i], vers[i] = h[2], tonumber(h[1])
+  if (h[2] or '') .. ':' .. h[1] ~= ARGV[4 * i] then
+    moved = true
+  end
 end
-if ver ~= ARGV[1] then
-  return 4
+if moved then
+  local out = {4}
+  for i = 1, n do
+    local h = redis.call('HMGET', KEYS[2 * i - 1], 'json', 'kids')
+    out[4 * i - 2], out[4 * i - 1], out[4 * i], out[4 * i + 1] = gens[i], vers[i], h[1], h[2]
+  end
+  return out
 end
-redis.call('HSET', KEYS[1], 'json', ARGV[2])
-redis.call('HINCRBY', KEYS[1], 'ver', 1)
-if tonumber(ARGV[3]) > 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local out = {0}
+local from = 4 * n + 4
+for i = 1, n do
+  local rec, ev, js = KEYS[2 * i - 1], KEYS[2 * i], ARGV[4 * i + 1]
+  local k = tonumber(ARGV[4 * i + 3])
+  if js ~= '' then
+    redis.call('HSET', rec, 'json', js)
+    vers[i] = redis.call('HINCRBY', rec, 'ver', 1)
+    if ARGV[4 * i + 2] == '1' then
+      redis.call('PEXPIRE', rec, ARGV[3])
+    end
+  end
+  if js ~= '' or k > 0 then
+    append(rec, ev, ARGV[2], from, from + 2 * k - 1)
+  end
+  from = from + 2 * k
+  out[i + 1] = vers[i]
 end
-append(KEYS[1], KEYS[2], ARGV[4], 5)
-return 0
+return out
 `)
 
 // appendScript adds events to an existing record's log.
@@ -110,9 +148,9 @@ var appendScript = goredis.NewScript(appendLua + `
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 3
 end
-append(KEYS[1], KEYS[2], ARGV[1], 2)
+append(KEYS[1], KEYS[2], ARGV[1], 2, #ARGV)
 return 0
 `)
 
 // scripts are loaded at Open, so a server without scripting fails there.
-var scripts = []*goredis.Script{createScript, updateScript, appendScript}
+var scripts = []*goredis.Script{createScript, chainScript, appendScript}

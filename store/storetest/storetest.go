@@ -30,6 +30,13 @@ func Run(t *testing.T, newStore func(t *testing.T) trajectory.Store) {
 		{"UpdateAtomic", testUpdateAtomic},
 		{"UpdateErrorSavesNothing", testUpdateErrorSavesNothing},
 		{"UpdateGuards", testUpdateGuards},
+		{"UpdateChainSaves", testUpdateChainSaves},
+		{"UpdateChainRootOnly", testUpdateChainRootOnly},
+		{"UpdateChainRefused", testUpdateChainRefused},
+		{"UpdateChainMissing", testUpdateChainMissing},
+		{"UpdateChainAtomic", testUpdateChainAtomic},
+		{"UpdateChainCopiesIsolated", testUpdateChainCopiesIsolated},
+		{"UpdateChainDeepest", testUpdateChainDeepest},
 		{"EventsPaging", testEventsPaging},
 		{"EventsLimitBounded", testEventsLimitBounded},
 		{"ListFilters", testListFilters},
@@ -214,15 +221,15 @@ func testParentChildren(t *testing.T, s trajectory.Store) {
 		t.Errorf("root/b children %v", got)
 	}
 
-	orphan := trajectory.New("orphan", "team-a", t0)
+	orphan := trajectory.New("nobody/orphan", "team-a", t0)
 	orphan.ParentID = "nobody"
 	if err := s.Create(ctx, orphan, ev(trajectory.EventCreated, "")); !errors.Is(err, trajectory.ErrNotFound) {
 		t.Errorf("Create with missing parent: %v, want ErrNotFound", err)
 	}
-	if _, err := s.Get(ctx, "orphan"); !errors.Is(err, trajectory.ErrNotFound) {
+	if _, err := s.Get(ctx, "nobody/orphan"); !errors.Is(err, trajectory.ErrNotFound) {
 		t.Errorf("orphan saved: %v", err)
 	}
-	if _, err := s.Events(ctx, "orphan", 0, 0); !errors.Is(err, trajectory.ErrNotFound) {
+	if _, err := s.Events(ctx, "nobody/orphan", 0, 0); !errors.Is(err, trajectory.ErrNotFound) {
 		t.Errorf("orphan's events saved: %v", err)
 	}
 
@@ -244,7 +251,7 @@ func testParentChildren(t *testing.T, s trajectory.Store) {
 func testCopiesIsolated(t *testing.T, s trajectory.Store) {
 	ctx := context.Background()
 	mustCreate(t, s, trajectory.New("root", "team-a", t0))
-	in := full("run-1")
+	in := full("root/run-1")
 	in.ParentID = "root"
 	want := in.Clone()
 	data := []byte(`{"n":1}`)
@@ -260,13 +267,13 @@ func testCopiesIsolated(t *testing.T, s trajectory.Store) {
 	}
 	mutate(in)
 	data[2] = 'X'
-	same(t, mustGet(t, s, "run-1"), want)
+	same(t, mustGet(t, s, "root/run-1"), want)
 
-	mutate(mustGet(t, s, "run-1"))
-	same(t, mustGet(t, s, "run-1"), want)
+	mutate(mustGet(t, s, "root/run-1"))
+	same(t, mustGet(t, s, "root/run-1"), want)
 
 	var kept *trajectory.Record
-	out, err := s.Update(ctx, "run-1", func(r *trajectory.Record) ([]trajectory.Event, error) {
+	out, err := s.Update(ctx, "root/run-1", func(r *trajectory.Record) ([]trajectory.Event, error) {
 		kept = r
 		return nil, nil
 	})
@@ -275,29 +282,29 @@ func testCopiesIsolated(t *testing.T, s trajectory.Store) {
 	}
 	mutate(out)
 	mutate(kept)
-	same(t, mustGet(t, s, "run-1"), want)
+	same(t, mustGet(t, s, "root/run-1"), want)
 
 	list, err := s.List(ctx, trajectory.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range list {
-		if r.ID == "run-1" {
+		if r.ID == "root/run-1" {
 			mutate(r)
 		}
 	}
-	same(t, mustGet(t, s, "run-1"), want)
+	same(t, mustGet(t, s, "root/run-1"), want)
 
 	root := mustGet(t, s, "root")
 	root.Children[0] = "ghost"
-	if got := mustGet(t, s, "root").Children; !slices.Equal(got, []string{"run-1"}) {
+	if got := mustGet(t, s, "root").Children; !slices.Equal(got, []string{"root/run-1"}) {
 		t.Errorf("root children %v after mutating a copy", got)
 	}
 
-	evs := mustEvents(t, s, "run-1", 0, 0)
+	evs := mustEvents(t, s, "root/run-1", 0, 0)
 	evs[0].Data[2] = 'Y'
 	evs[0].Type = "mutated"
-	if got := mustEvents(t, s, "run-1", 0, 0); string(got[0].Data) != `{"n":1}` || got[0].Type != trajectory.EventCreated {
+	if got := mustEvents(t, s, "root/run-1", 0, 0); string(got[0].Data) != `{"n":1}` || got[0].Type != trajectory.EventCreated {
 		t.Errorf("stored event changed through a copy: %+v (data %s)", got[0], got[0].Data)
 	}
 }
@@ -712,7 +719,7 @@ func testJSONFieldNames(t *testing.T, s trajectory.Store) {
 }
 
 func testCanceledContext(t *testing.T, s trajectory.Store) {
-	mustCreate(t, s, trajectory.New("run-1", "team-a", t0))
+	tree(t, s, "run-1", "run-1/a")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := s.Get(ctx, "run-1"); !errors.Is(err, context.Canceled) {
@@ -724,8 +731,14 @@ func testCanceledContext(t *testing.T, s trajectory.Store) {
 	}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Update: %v, want context.Canceled", err)
 	}
+	if _, err := s.UpdateChain(ctx, "run-1/a", func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+		chain[1].Turns = 9
+		return nil, nil
+	}); !errors.Is(err, context.Canceled) {
+		t.Errorf("UpdateChain: %v, want context.Canceled", err)
+	}
 	if got := mustGet(t, s, "run-1"); got.Turns != 0 {
-		t.Errorf("Update with a canceled context saved turns=%d", got.Turns)
+		t.Errorf("an update with a canceled context saved turns=%d", got.Turns)
 	}
 }
 
@@ -743,5 +756,11 @@ func testClosed(t *testing.T, s trajectory.Store) {
 	}
 	if err := s.Create(ctx, trajectory.New("run-2", "team-a", t0)); !errors.Is(err, trajectory.ErrClosed) {
 		t.Errorf("Create after Close: %v, want ErrClosed", err)
+	}
+	if _, err := s.UpdateChain(ctx, "run-1", func([]*trajectory.Record) ([]trajectory.Event, error) {
+		t.Error("fn ran on a closed store")
+		return nil, nil
+	}); !errors.Is(err, trajectory.ErrClosed) {
+		t.Errorf("UpdateChain after Close: %v, want ErrClosed", err)
 	}
 }
