@@ -12,6 +12,7 @@ type Config struct {
 	Tenants   []Tenant         `yaml:"tenants" json:"tenants"`
 	Admin     Admin            `yaml:"admin" json:"admin"`
 	Limits    Limits           `yaml:"limits" json:"limits"`
+	Stages    Stages           `yaml:"budget_stages" json:"budget_stages"`
 	Log       Log              `yaml:"log" json:"log"`
 
 	// env records, by field path, which variables each expanded value came
@@ -140,6 +141,14 @@ type Limits struct {
 	IdleFinish Duration `yaml:"idle_finish" json:"idle_finish"`
 }
 
+// Stages are the values of ρ (used/ceiling, the tightest budget dimension)
+// at which each escalation stage starts.
+type Stages struct {
+	Steer    float64 `yaml:"steer" json:"steer"`
+	Restrict float64 `yaml:"restrict" json:"restrict"`
+	Halt     float64 `yaml:"halt" json:"halt"`
+}
+
 // Log levels and formats.
 const (
 	LogDebug = "debug"
@@ -177,7 +186,8 @@ func DefaultConfig() *Config {
 			MaxEventBytes: DefaultMaxEventBytes,
 			ToolDeadline:  Duration(DefaultToolDeadline),
 		},
-		Log: Log{Level: LogInfo, Format: LogJSON},
+		Stages: Stages{Steer: 0.70, Restrict: 0.90, Halt: 1.00},
+		Log:    Log{Level: LogInfo, Format: LogJSON},
 	}
 }
 

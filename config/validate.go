@@ -64,6 +64,7 @@ func (c *Config) Validate() error {
 	keys := v.tenants(c.Tenants)
 	v.admin(c.Admin, keys)
 	v.limits(c.Limits)
+	v.stages(c.Stages)
 	v.log(c.Log)
 	v.unsetVariables()
 	if len(v.errs) == 0 {
@@ -440,6 +441,22 @@ func (v *validator) limits(l Limits) {
 		v.add("limits.tool_deadline", "must be positive")
 	}
 	v.nonNegativeDuration("limits.idle_finish", l.IdleFinish)
+}
+
+// stages requires 0 < steer < restrict < halt ≤ 1: halt above 1 would let a
+// run pass its ceiling, and equal values would skip a stage silently.
+func (v *validator) stages(st Stages) {
+	for _, f := range []struct {
+		name string
+		val  float64
+	}{{"steer", st.Steer}, {"restrict", st.Restrict}, {"halt", st.Halt}} {
+		if math.IsNaN(f.val) || f.val <= 0 || f.val > 1 {
+			v.add("budget_stages."+f.name, "is %v, want a value in (0, 1]", f.val)
+		}
+	}
+	if st.Steer >= st.Restrict || st.Restrict >= st.Halt {
+		v.add("budget_stages", "want steer < restrict < halt, got %v, %v, %v", st.Steer, st.Restrict, st.Halt)
+	}
 }
 
 func (v *validator) log(l Log) {

@@ -174,6 +174,8 @@ func TestValidateRules(t *testing.T) {
 
 		{"max_body_bytes zero", func(c *Config) { c.Limits.MaxBodyBytes = 0 }, "limits.max_body_bytes", "must be positive"},
 		{"max_event_bytes negative", func(c *Config) { c.Limits.MaxEventBytes = -1 }, "limits.max_event_bytes", "must be positive"},
+		{"halt above one", func(c *Config) { c.Stages.Halt = 1.5 }, "budget_stages.halt", "want a value in (0, 1]"},
+		{"stages out of order", func(c *Config) { c.Stages.Steer = 0.95 }, "budget_stages", "want steer < restrict < halt"},
 		{"tool_deadline zero", func(c *Config) { c.Limits.ToolDeadline = 0 }, "limits.tool_deadline", "must be positive"},
 		{"idle_finish negative", func(c *Config) { c.Limits.IdleFinish = -1 }, "limits.idle_finish", "negative"},
 		{"log level unknown", func(c *Config) { c.Log.Level = "verbose" }, "log.level", `unknown level "verbose"`},

@@ -18,6 +18,7 @@ const (
 	EventIllegalTransition EventType = "illegal_transition"
 	EventControl           EventType = "control"
 	EventUpstreamError     EventType = "upstream_error"
+	EventStage             EventType = "stage" // the budget stage changed
 )
 
 // Event is one entry of a trajectory's event log. Seq is assigned by the

@@ -31,6 +31,10 @@ type recordJSON struct {
 	Provider         string      `json:"provider,omitempty"`
 	Model            string      `json:"model,omitempty"`
 	StartedAt        time.Time   `json:"started_at,omitzero"`
+	Reserved         Reservation `json:"reserved,omitzero"`
+	Call             string      `json:"call,omitempty"`
+	CallReserved     Reservation `json:"call_reserved,omitzero"`
+	FallbackPriced   bool        `json:"fallback_priced,omitempty"`
 }
 
 type pendingJSON struct {
@@ -86,6 +90,11 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Provider:  r.Provider,
 		Model:     r.Model,
 		StartedAt: r.StartedAt,
+
+		Reserved:       r.Reserved,
+		Call:           r.Call,
+		CallReserved:   r.CallReserved,
+		FallbackPriced: r.FallbackPriced,
 	}
 	if w.Children == nil {
 		w.Children = []string{}
@@ -133,6 +142,11 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		Provider:  w.Provider,
 		Model:     w.Model,
 		StartedAt: w.StartedAt,
+
+		Reserved:       w.Reserved,
+		Call:           w.Call,
+		CallReserved:   w.CallReserved,
+		FallbackPriced: w.FallbackPriced,
 	}
 	if len(w.Children) > 0 {
 		rec.Children = w.Children

@@ -209,8 +209,10 @@ func (r *Record) expect(from, to State) error {
 	return nil
 }
 
-// chargeWallClock brings wall-clock spend up to now. It only grows: a
+// ChargeWallClock brings wall-clock spend up to now. It only grows: a
 // descendant's roll-up or a stale clock never shrinks it.
+func (r *Record) ChargeWallClock(now time.Time) { r.chargeWallClock(now) }
+
 func (r *Record) chargeWallClock(now time.Time) {
 	if r.StartedAt.IsZero() {
 		return

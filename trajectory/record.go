@@ -47,6 +47,40 @@ type Record struct {
 	// runs from here, not from creation, so a record made ahead of time by
 	// an operator does not burn its wall-clock budget while idle.
 	StartedAt time.Time
+
+	// Reserved is what the calls in flight in this record's subtree hold
+	// against its budget until they settle, so that parallel threads
+	// cannot overshoot a ceiling together.
+	Reserved Reservation
+	// Call names this record's own call in flight, "" when none, and
+	// CallReserved is what it reserved on every record of its chain. A
+	// settle that finds another Call was already applied: a retried
+	// settle never charges twice.
+	Call         string
+	CallReserved Reservation
+	// FallbackPriced is set once a turn was charged at the fallback price
+	// because the price table does not know its model.
+	FallbackPriced bool
+}
+
+// Reservation is what calls in flight hold against a budget: their count,
+// their estimated input plus output limit in tokens, and its price in
+// micro-dollars.
+type Reservation struct {
+	Calls  int64 `json:"calls"`
+	Tokens int64 `json:"tokens"`
+	Micros int64 `json:"micros"`
+}
+
+// Add returns r plus o.
+func (r Reservation) Add(o Reservation) Reservation {
+	return Reservation{Calls: r.Calls + o.Calls, Tokens: r.Tokens + o.Tokens, Micros: r.Micros + o.Micros}
+}
+
+// Release returns r less o, never below zero: a settle that outlives a
+// lost reservation must not leave a negative one behind.
+func (r Reservation) Release(o Reservation) Reservation {
+	return Reservation{Calls: max(r.Calls-o.Calls, 0), Tokens: max(r.Tokens-o.Tokens, 0), Micros: max(r.Micros-o.Micros, 0)}
 }
 
 // Budget holds the ceilings of a run. A zero dimension has no ceiling.
