@@ -27,55 +27,13 @@ func loadFixtureUsage(t *testing.T) map[string]fixtureUsage {
 	return m
 }
 
-// providerUsage holds the usage fields of all three APIs; each API fills
-// its own.
-type providerUsage struct {
-	// Anthropic Messages
-	InputTokens              int64 `json:"input_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	// OpenAI Responses
-	InputTokensDetails struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"input_tokens_details"`
-	// OpenAI Chat Completions
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	TotalTokens         int64 `json:"total_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	CompletionTokensDetails struct {
-		ReasoningTokens int64 `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
-}
-
-// normalize splits a provider's usage the way trajectory.Usage wants it:
-// the three input fields add up to the prompt, output includes reasoning.
 func normalize(t *testing.T, api string, raw json.RawMessage) trajectory.Usage {
 	t.Helper()
-	var p providerUsage
-	if err := json.Unmarshal(raw, &p); err != nil {
-		t.Fatalf("usage: %v", err)
+	u, err := fixturetest.Usage(api, raw)
+	if err != nil {
+		t.Fatal(err)
 	}
-	switch api {
-	case "anthropic":
-		return trajectory.Usage{InputTokens: p.InputTokens, CachedInputTokens: p.CacheReadInputTokens,
-			CacheWriteTokens: p.CacheCreationInputTokens, OutputTokens: p.OutputTokens}
-	case "chat":
-		out := p.CompletionTokens
-		if r := p.CompletionTokensDetails.ReasoningTokens; r > 0 && p.TotalTokens == p.PromptTokens+p.CompletionTokens+r {
-			out += r // xAI counts reasoning outside completion_tokens
-		}
-		cached := p.PromptTokensDetails.CachedTokens
-		return trajectory.Usage{InputTokens: p.PromptTokens - cached, CachedInputTokens: cached, OutputTokens: out}
-	case "responses":
-		cached := p.InputTokensDetails.CachedTokens
-		return trajectory.Usage{InputTokens: p.InputTokens - cached, CachedInputTokens: cached, OutputTokens: p.OutputTokens}
-	}
-	t.Fatalf("unpriced api %q", api)
-	return trajectory.Usage{}
+	return u
 }
 
 // handMicros is each priced fixture's charge worked out by hand from its
