@@ -352,6 +352,9 @@ type anthropicCallFilter struct {
 func (f *CallFilter) anthropicEvent(dst []byte, ev *Event) []byte {
 	a := &f.anthropic
 	js := jsonView(ev.Data)
+	if a.refused && !gjson.Valid(js) {
+		return dst // see chatEvent
+	}
 	var typ, index, block jsonMember
 	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
 		switch m.name() {
@@ -647,6 +650,9 @@ func (f *CallFilter) chatEvent(dst []byte, ev *Event) []byte {
 	if len(data) == 0 || data[0] != '{' {
 		return append(dst, ev.Raw...) // [DONE], an empty field, a plain-text error
 	}
+	if len(f.refused) == 0 && !mayStartCall(data) {
+		return append(dst, ev.Raw...) // text: the usual chunk, passed without a walk
+	}
 	if !gjson.ValidBytes(data) {
 		// No client reads a call out of it, and the decoder skips it; once a
 		// call was withheld it may hold that call's bytes.
@@ -671,6 +677,14 @@ func (f *CallFilter) chatEvent(dst []byte, ev *Event) []byte {
 	return dst
 }
 
+// mayStartCall reports whether a chunk could hold a call: only a member
+// named tool_calls or function_call does, and a key can spell those names
+// otherwise only with a \u escape.
+func mayStartCall(data []byte) bool {
+	return bytes.Contains(data, []byte("tool_calls")) || bytes.Contains(data, []byte("function_call")) ||
+		bytes.Contains(data, []byte(`\u`))
+}
+
 // chatPlan walks a chunk (or a whole chat.completion when body is set),
 // judging the calls it starts, and plans its edit.
 func (f *CallFilter) chatPlan(js string, body bool) *chatPlan {
@@ -692,26 +706,42 @@ func (f *CallFilter) chatPlan(js string, body bool) *chatPlan {
 
 func (f *CallFilter) chatPlanChoice(c string, body bool) {
 	p := &f.chat.plan
-	// The index may come after the delta (Azure); the last one counts.
-	choice := gjsonInt(lastMember(c, "index", ""))
-	at := len(p.choices)
-	p.choices = append(p.choices, chatChoicePlan{})
+	// The index may come after the delta (Azure) and the last one counts,
+	// so the deltas are judged once the whole choice was read.
+	var index string
+	var deltas [2]string
+	nd, stop := 0, false
 	for m, next, ok := nextMember(c, objectStart(c)); ok; m, next, ok = nextMember(c, next) {
 		switch m.name() {
+		case "index":
+			index = m.val
 		case "delta", "message":
 			if isObject(m.val) {
+				if nd < len(deltas) {
+					deltas[nd] = m.val
+				}
+				nd++
+			}
+		case "finish_reason":
+			stop = stop || isString(m.val, "tool_calls") || isString(m.val, "function_call")
+		}
+	}
+	choice := gjsonInt(index)
+	at := len(p.choices)
+	p.choices = append(p.choices, chatChoicePlan{})
+	if nd <= len(deltas) {
+		for _, d := range deltas[:nd] {
+			f.chatPlanDelta(choice, d, body)
+		}
+	} else {
+		for m, next, ok := nextMember(c, objectStart(c)); ok; m, next, ok = nextMember(c, next) {
+			if n := m.name(); (n == "delta" || n == "message") && isObject(m.val) {
 				f.chatPlanDelta(choice, m.val, body)
 			}
 		}
 	}
-	st := f.chat.choice(choice)
-	if !st.refused || st.delivered {
-		return
-	}
-	for m, next, ok := nextMember(c, objectStart(c)); ok; m, next, ok = nextMember(c, next) {
-		if m.name() == "finish_reason" && (isString(m.val, "tool_calls") || isString(m.val, "function_call")) {
-			p.choices[at].stop, p.changed = true, true
-		}
+	if st := f.chat.choice(choice); stop && st.refused && !st.delivered {
+		p.choices[at].stop, p.changed = true, true
 	}
 }
 
@@ -990,22 +1020,24 @@ func (r *responsesCallFilter) init() {
 }
 
 // responsesFilterCall is one call of the reply, found as the decoder finds
-// it: by item id, else by output index.
+// it: by item id, else by output index. Calls the provider runs are kept
+// too, since the decoder pairs events with them as well.
 type responsesFilterCall struct {
 	outputIndex int
 	idStart     int
 	idEnd       int
-	refused     int // position in CallFilter.refused, -1 for an allowed call
+	refused     int  // position in CallFilter.refused, -1 for a call let through
+	server      bool // an mcp_call
 }
 
 func (r *responsesCallFilter) itemID(c responsesFilterCall) string {
 	return jsonView(r.ids[c.idStart:c.idEnd])
 }
 
-func (r *responsesCallFilter) add(outputIndex int, itemID string, refused int) {
+func (r *responsesCallFilter) add(outputIndex int, itemID string, refused int, server bool) {
 	start := len(r.ids)
 	r.ids = append(r.ids, itemID...)
-	r.calls = append(r.calls, responsesFilterCall{outputIndex: outputIndex, idStart: start, idEnd: len(r.ids), refused: refused})
+	r.calls = append(r.calls, responsesFilterCall{outputIndex: outputIndex, idStart: start, idEnd: len(r.ids), refused: refused, server: server})
 }
 
 // find locates a call by item id, falling back to the output index (raw
@@ -1107,39 +1139,47 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *Event) []byte {
 	switch typ {
 	case "response.output_item.added", "response.output_item.done":
 		itype, _ := stringValue(itemFields[0])
-		if itype != "function_call" && itype != "custom_tool_call" {
+		if _, _, isCall := callItem(itype); !isCall {
 			break
 		}
 		at := r.find(itemID, e.outputIndex)
 		if typ == "response.output_item.added" && at >= 0 && r.itemID(r.calls[at]) != itemID {
 			at = -1 // the decoder takes an added item with a new id for a new call
 		}
+		// The decoder passes over a done item cut short: it opens no call.
+		status := memberRaw(e.item, "status")
+		opens := typ == "response.output_item.added" || status == "" || isString(status, "completed")
 		call := ToolCall{
 			Index: gjsonInt(e.outputIndex), Type: callType(itype), ID: gjsonText(itemFields[2]),
-			ItemID: itemID, Name: gjsonText(itemFields[3]),
+			ItemID: itemID, Name: gjsonText(itemFields[3]), Server: itype == "mcp_call",
 		}
-		if out, done := f.responsesCall(dst, ev, at, call, seq, numbered); done {
+		if out, done := f.responsesCall(dst, ev, at, call, opens, seq, numbered); done {
 			return out
 		}
 	case "response.function_call_arguments.delta", "response.function_call_arguments.done",
-		"response.custom_tool_call_input.delta", "response.custom_tool_call_input.done":
+		"response.custom_tool_call_input.delta", "response.custom_tool_call_input.done",
+		"response.mcp_call_arguments.delta", "response.mcp_call_arguments.done":
 		call := ToolCall{Index: gjsonInt(e.outputIndex), Type: "function_call", ItemID: eventItemID}
-		if strings.HasPrefix(typ, "response.custom_tool_call_input.") {
+		switch {
+		case strings.HasPrefix(typ, "response.custom_tool_call_input."):
 			call.Type = "custom_tool_call"
+		case strings.HasPrefix(typ, "response.mcp_call_arguments."):
+			call.Type, call.Server = "mcp_call", true
 		}
 		if strings.HasSuffix(typ, ".done") {
 			call.Name, _ = stringValue(e.name)
 		}
-		if out, done := f.responsesCall(dst, ev, r.find(eventItemID, e.outputIndex), call, seq, numbered); done {
+		if out, done := f.responsesCall(dst, ev, r.find(eventItemID, e.outputIndex), call, true, seq, numbered); done {
 			return out
 		}
 	}
 	changed := false
 	if isObject(e.response) {
+		final := typ == "response.completed" || typ == "response.incomplete" || typ == "response.failed"
 		r.plan = r.plan[:0]
 		for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
 			if m.name() == "response" && isObject(m.val) {
-				changed = f.responsesPlanOutput(m.val) || changed
+				changed = f.responsesPlanOutput(m.val, final) || changed
 			}
 		}
 	}
@@ -1173,14 +1213,16 @@ func sequenceNumber(raw string) (int64, bool) {
 	return n, err == nil
 }
 
-// responsesCall handles an event of a client call: at is the call the
-// decoder would take it for (-1 for a new one), call what the event tells
-// of it. done says the event was handled, out being dst with what the
-// client gets instead of it; otherwise it passes like any event.
-func (f *CallFilter) responsesCall(dst []byte, ev *Event, at int, call ToolCall, seq int64, numbered bool) (out []byte, done bool) {
+// responsesCall handles an event of a call: at is the call the decoder
+// would take it for (-1 for a new one), call what the event tells of it,
+// opens whether the decoder would open a call for it if new. done says the
+// event was handled, out being dst with what the client gets instead of
+// it; otherwise it passes like any event.
+func (f *CallFilter) responsesCall(dst []byte, ev *Event, at int, call ToolCall, opens bool, seq int64, numbered bool) (out []byte, done bool) {
 	r := &f.responses
 	if at >= 0 {
-		if r.calls[at].refused < 0 && !f.renames(call.Name) {
+		c := r.calls[at]
+		if c.server || c.refused < 0 && !f.renames(call.Name) {
 			return dst, false
 		}
 		if numbered {
@@ -1188,14 +1230,16 @@ func (f *CallFilter) responsesCall(dst []byte, ev *Event, at int, call ToolCall,
 		}
 		return dst, true
 	}
-	if f.allow(call.Name) {
-		r.add(call.Index, call.ItemID, -1)
+	if call.Server || f.allow(call.Name) {
+		if opens {
+			r.add(call.Index, call.ItemID, -1, call.Server)
+		}
 		return dst, false
 	}
 	call.ID, call.ItemID, call.Name = strings.Clone(call.ID), strings.Clone(call.ItemID), strings.Clone(call.Name)
 	f.refuse(call)
 	pos := len(f.refused) - 1
-	r.add(call.Index, call.ItemID, pos)
+	r.add(call.Index, call.ItemID, pos, false)
 	return f.responsesMessageEvents(lead(dst, ev), ev, pos, seq, numbered), true
 }
 
@@ -1277,7 +1321,13 @@ func (f *CallFilter) responsesMessageEvents(dst []byte, ev *Event, pos int, seq 
 // responsesPlanOutput judges the calls in the output of a Response object
 // (every output member, as a client may read any), appending to the plan
 // one entry per item. It reports whether any item is to be replaced.
-func (f *CallFilter) responsesPlanOutput(resp string) bool {
+//
+// The decoder reads the output of a final Response only (a terminal event,
+// a whole body), and takes the calls it finds there for calls of the reply:
+// only then are the allowed ones kept track of, lest an earlier output
+// (response.created's, normally empty) pair events with calls the decoder
+// never saw.
+func (f *CallFilter) responsesPlanOutput(resp string, final bool) bool {
 	r := &f.responses
 	changed := false
 	for m, next, ok := nextMember(resp, objectStart(resp)); ok; m, next, ok = nextMember(resp, next) {
@@ -1290,7 +1340,7 @@ func (f *CallFilter) responsesPlanOutput(resp string) bool {
 			if !ok {
 				break
 			}
-			replace := f.responsesPlanItem(item, pos)
+			replace := f.responsesPlanItem(item, pos, final)
 			changed = changed || replace >= 0
 			r.plan = append(r.plan, replace)
 		}
@@ -1300,22 +1350,29 @@ func (f *CallFilter) responsesPlanOutput(resp string) bool {
 
 // responsesPlanItem judges one item of a final output at position pos and
 // returns the refused call that replaces it, or -1.
-func (f *CallFilter) responsesPlanItem(item string, pos int) int {
+func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 	r := &f.responses
 	fields := readObject(item, "type", "id", "call_id", "name")
 	itype, _ := stringValue(fields[0])
-	if itype != "function_call" && itype != "custom_tool_call" {
+	if _, _, isCall := callItem(itype); !isCall {
 		return -1
 	}
 	itemID, _ := stringValue(fields[1])
 	name := gjsonText(fields[3])
-	if at := r.findAt(itemID, pos, true); at >= 0 {
+	status := memberRaw(item, "status")
+	opens := final && (status == "" || isString(status, "completed"))
+	at := r.findAt(itemID, pos, true)
+	switch {
+	case at >= 0:
+		// The decoder completes the call it finds, whatever the item's type.
 		c := r.calls[at]
-		if c.refused >= 0 || !f.renames(name) {
+		if c.server || c.refused >= 0 || !f.renames(name) {
 			return c.refused
 		}
-	} else if f.allow(name) {
-		r.add(pos, itemID, -1)
+	case itype == "mcp_call" || f.allow(name):
+		if opens {
+			r.add(pos, itemID, -1, itype == "mcp_call")
+		}
 		return -1
 	}
 	f.refuse(ToolCall{
@@ -1323,7 +1380,7 @@ func (f *CallFilter) responsesPlanItem(item string, pos int) int {
 		Name: strings.Clone(name), Complete: true,
 	})
 	refused := len(f.refused) - 1
-	r.add(pos, itemID, refused)
+	r.add(pos, itemID, refused, false)
 	return refused
 }
 
@@ -1354,7 +1411,7 @@ func (f *CallFilter) responsesBody(js string) []byte {
 		return nil // an error body
 	}
 	f.responses.plan = f.responses.plan[:0]
-	if !f.responsesPlanOutput(js) {
+	if !f.responsesPlanOutput(js, true) {
 		return nil
 	}
 	next := 0

@@ -462,6 +462,17 @@ func TestCallFilterEventRules(t *testing.T) {
 				"event: ping\ndata: {\"type\": \"ping\"}\n\n",
 		},
 		{
+			name: "anthropic: after a refusal, an event no decoder can read is withheld",
+			api:  APIAnthropic,
+			in: "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Bash\",\"input\":{}}}\n\n" +
+				"data: {\"type\":\"content_block_delta\",\"index\":7,\"delta\":{\"partial_json\":\"{\\\"rm\\\"\n\n" +
+				"data: {\"type\":\"message_stop\"}\n\n",
+			refused: []string{"Bash"},
+			want: "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+				"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"gatekeeper withheld a call to Bash: this run may only use read-only tools now.\"}}\n\n" +
+				"data: {\"type\":\"message_stop\"}\n\n",
+		},
+		{
 			name: "anthropic: message_delta keeps tool_use when an allowed call went out",
 			api:  APIAnthropic,
 			in: "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Read\",\"input\":{}}}\n\n" +
