@@ -152,9 +152,9 @@ func (f *CallFilter) renames(names ...string) bool {
 
 // Framing.
 
-// lead keeps the byte order mark of the stream's first event on the events
+// keepBOM keeps the byte order mark of the stream's first event on the events
 // that replace it.
-func lead(dst []byte, ev *Event) []byte {
+func keepBOM(dst []byte, ev *Event) []byte {
 	if bytes.HasPrefix(ev.Raw, bom) {
 		dst = append(dst, bom...)
 	}
@@ -197,9 +197,9 @@ func frameName(ev *Event, typ string) string {
 
 // Writing JSON.
 
-// appendJSONText appends s as a JSON string literal, escaped the way
+// appendJSONLiteral appends s as a JSON string literal, escaped the way
 // encoding/json escapes it (invalid UTF-8 becomes U+FFFD).
-func appendJSONText(dst []byte, s string) []byte {
+func appendJSONLiteral(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {
@@ -327,9 +327,9 @@ func gjsonInt(raw string) int {
 	return int(gjson.Parse(raw).Int())
 }
 
-// lastMember returns the raw value of the last member named key of the
+// lastMemberRaw returns the raw value of the last member named key of the
 // object obj, or cur when it has none.
-func lastMember(obj, key, cur string) string {
+func lastMemberRaw(obj, key, cur string) string {
 	for m, next, ok := nextMember(obj, objectStart(obj)); ok; m, next, ok = nextMember(obj, next) {
 		if keyEqual(m.key, key) {
 			cur = m.val
@@ -338,7 +338,9 @@ func lastMember(obj, key, cur string) string {
 	return cur
 }
 
-func isArray(raw string) bool { return len(raw) > 0 && raw[0] == '[' }
+// isJSONArray reports whether raw, a value as the walkers return it, is an
+// array.
+func isJSONArray(raw string) bool { return len(raw) > 0 && raw[0] == '[' }
 
 // Anthropic Messages: a refused tool_use block becomes a text block at the
 // same index.
@@ -384,7 +386,7 @@ func (f *CallFilter) anthropicEvent(dst []byte, ev *Event) []byte {
 			b := append(f.scratch[:0], `{"type":"content_block_stop","index":`...)
 			b = strconv.AppendInt(b, int64(pos), 10)
 			f.scratch = append(b, '}')
-			return appendEventFrame(lead(dst, ev), frameName(ev, "content_block_stop"), f.scratch)
+			return appendEventFrame(keepBOM(dst, ev), frameName(ev, "content_block_stop"), f.scratch)
 		}
 	case "message_delta":
 		if a.refused && !a.delivered {
@@ -431,7 +433,7 @@ func (f *CallFilter) anthropicStart(dst []byte, ev *Event, index, block jsonMemb
 		return dst // no index to put the text at
 	}
 	a.withheld = append(a.withheld, pos)
-	dst = lead(dst, ev)
+	dst = keepBOM(dst, ev)
 	b := append(f.scratch[:0], `{"type":"content_block_start","index":`...)
 	b = strconv.AppendInt(b, int64(pos), 10)
 	b = append(b, `,"content_block":{"type":"text","text":""}}`...)
@@ -439,7 +441,7 @@ func (f *CallFilter) anthropicStart(dst []byte, ev *Event, index, block jsonMemb
 	b = append(b[:0], `{"type":"content_block_delta","index":`...)
 	b = strconv.AppendInt(b, int64(pos), 10)
 	b = append(b, `,"delta":{"type":"text_delta","text":`...)
-	b = appendJSONText(b, text)
+	b = appendJSONLiteral(b, text)
 	b = append(b, "}}"...)
 	f.scratch = b
 	return appendEventFrame(dst, frameName(ev, "content_block_delta"), b)
@@ -467,7 +469,7 @@ func (f *CallFilter) anthropicMessageDelta(dst []byte, ev *Event, js string) []b
 	if !changed {
 		return append(dst, ev.Raw...)
 	}
-	return appendEventFrame(lead(dst, ev), jsonView(ev.Name), f.scratch)
+	return appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), f.scratch)
 }
 
 // anthropicBody rewrites a Message: refused tool_use blocks become text
@@ -493,7 +495,7 @@ func (f *CallFilter) anthropicBody(js string) []byte {
 					delivered = true
 				} else {
 					id, _ := stringValue(fields[1])
-					f.refuse(ToolCall{Index: pos, Type: "tool_use", ID: strings.Clone(id), Name: strings.Clone(name), Complete: true})
+					f.refuse(ToolCall{Index: pos, Type: "tool_use", ID: strings.Clone(id), Name: strings.Clone(name)})
 					r, refused = len(f.refused)-1, true
 				}
 			}
@@ -508,7 +510,7 @@ func (f *CallFilter) anthropicBody(js string) []byte {
 	return filterObject(nil, js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
 		switch m.name() {
 		case "content":
-			if !isArray(m.val) {
+			if !isJSONArray(m.val) {
 				return dst, filterKeep
 			}
 			dst, _, _ = filterArray(dst, m.val, func(dst []byte, block string) ([]byte, filterAction) {
@@ -518,7 +520,7 @@ func (f *CallFilter) anthropicBody(js string) []byte {
 					return dst, filterKeep
 				}
 				dst = append(dst, `{"type":"text","text":`...)
-				return append(appendJSONText(dst, f.texts[r]), '}'), filterReplace
+				return append(appendJSONLiteral(dst, f.texts[r]), '}'), filterReplace
 			})
 			return dst, filterReplace
 		case "stop_reason":
@@ -667,7 +669,7 @@ func (f *CallFilter) chatEvent(dst []byte, ev *Event) []byte {
 		return append(dst, ev.Raw...)
 	}
 	f.scratch = f.chatEdit(f.scratch[:0], js, false)
-	dst = appendEventFrame(lead(dst, ev), jsonView(ev.Name), f.scratch)
+	dst = appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), f.scratch)
 	for _, dp := range p.deltas {
 		if dp.mode == chatTextExtra {
 			f.scratch = chatExtraChunk(f.scratch[:0], js, dp)
@@ -805,11 +807,11 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy bool) chatEle
 			}
 		case "function":
 			if !legacy {
-				fname = lastMember(m.val, "name", fname)
+				fname = lastMemberRaw(m.val, "name", fname)
 			}
 		case "custom":
 			if !legacy {
-				cname = lastMember(m.val, "name", cname)
+				cname = lastMemberRaw(m.val, "name", cname)
 			}
 		}
 	}
@@ -900,7 +902,7 @@ func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
 		return filterObject(dst, d, func(dst []byte, m jsonMember) ([]byte, filterAction) {
 			switch m.name() {
 			case "tool_calls":
-				if !isArray(m.val) {
+				if !isJSONArray(m.val) {
 					return dst, filterKeep
 				}
 				out, total, kept := filterArray(dst, m.val, editElem)
@@ -927,7 +929,7 @@ func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
 			if sep {
 				dst = append(dst, ',')
 			}
-			return appendJSONText(append(dst, `"content":`...), dp.text)
+			return appendJSONLiteral(append(dst, `"content":`...), dp.text)
 		})
 	}
 	editChoice := func(dst []byte, c string) ([]byte, filterAction) {
@@ -951,7 +953,7 @@ func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
 		}, nil), filterReplace
 	}
 	return filterObject(dst, js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		if m.name() != "choices" || !isArray(m.val) {
+		if m.name() != "choices" || !isJSONArray(m.val) {
 			return dst, filterKeep
 		}
 		dst, _, _ = filterArray(dst, m.val, editChoice)
@@ -964,10 +966,10 @@ func chatContent(dst []byte, raw string, dp chatDeltaPlan) ([]byte, filterAction
 	empty := raw == "null" || raw == `""`
 	switch {
 	case dp.mode == chatTextSet, dp.mode == chatTextAppend && empty:
-		return appendJSONText(dst, dp.text), filterReplace
+		return appendJSONLiteral(dst, dp.text), filterReplace
 	case dp.mode == chatTextAppend && isStringRaw(raw):
 		s, _ := stringValue(raw)
-		return appendJSONText(dst, s+"\n\n"+dp.text), filterReplace
+		return appendJSONLiteral(dst, s+"\n\n"+dp.text), filterReplace
 	}
 	return dst, filterKeep
 }
@@ -978,7 +980,7 @@ func chatExtraChunk(dst []byte, js string, dp chatDeltaPlan) []byte {
 	dst = append(dst, '{')
 	object := false
 	for _, key := range [...]string{"id", "object", "created", "model"} {
-		raw := lastMember(js, key, "")
+		raw := lastMemberRaw(js, key, "")
 		if raw == "" {
 			continue
 		}
@@ -995,7 +997,7 @@ func chatExtraChunk(dst []byte, js string, dp chatDeltaPlan) []byte {
 	dst = append(dst, `"choices":[{"index":`...)
 	dst = strconv.AppendInt(dst, int64(dp.choice), 10)
 	dst = append(dst, `,"delta":{"content":`...)
-	dst = appendJSONText(dst, dp.text)
+	dst = appendJSONLiteral(dst, dp.text)
 	return append(dst, `},"logprobs":null,"finish_reason":null}]}`...)
 }
 
@@ -1096,12 +1098,6 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *Event) []byte {
 	if len(data) == 0 || data[0] != '{' {
 		return append(dst, ev.Raw...) // [DONE] from some servers, a plain-text error
 	}
-	if !gjson.ValidBytes(data) {
-		if len(f.refused) > 0 {
-			return dst // see chatEvent
-		}
-		return append(dst, ev.Raw...)
-	}
 	js := jsonView(data)
 	var e responsesFields
 	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
@@ -1125,6 +1121,15 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *Event) []byte {
 	typ, ok := stringValue(e.typ)
 	if !ok {
 		typ = jsonView(ev.Name)
+	}
+	if len(f.refused) == 0 && !responsesCallEvent(typ) && e.response == "" {
+		return append(dst, ev.Raw...) // text, reasoning: passed without a check
+	}
+	if !gjson.ValidBytes(data) {
+		if len(f.refused) > 0 {
+			return dst // see chatEvent
+		}
+		return append(dst, ev.Raw...)
 	}
 	seq, numbered := sequenceNumber(e.seq)
 	itemFields := readObject(e.item, "type", "id", "call_id", "name")
@@ -1156,9 +1161,10 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *Event) []byte {
 		if out, done := f.responsesCall(dst, ev, at, call, opens, seq, numbered); done {
 			return out
 		}
-	case "response.function_call_arguments.delta", "response.function_call_arguments.done",
-		"response.custom_tool_call_input.delta", "response.custom_tool_call_input.done",
-		"response.mcp_call_arguments.delta", "response.mcp_call_arguments.done":
+	default:
+		if !responsesCallEvent(typ) {
+			break
+		}
 		call := ToolCall{Index: gjsonInt(e.outputIndex), Type: "function_call", ItemID: eventItemID}
 		switch {
 		case strings.HasPrefix(typ, "response.custom_tool_call_input."):
@@ -1200,7 +1206,19 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *Event) []byte {
 		}
 		return dst, filterKeep
 	}, nil)
-	return appendEventFrame(lead(dst, ev), jsonView(ev.Name), f.scratch)
+	return appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+}
+
+// responsesCallEvent reports whether events of type typ may tell of a call.
+func responsesCallEvent(typ string) bool {
+	switch typ {
+	case "response.output_item.added", "response.output_item.done",
+		"response.function_call_arguments.delta", "response.function_call_arguments.done",
+		"response.custom_tool_call_input.delta", "response.custom_tool_call_input.done",
+		"response.mcp_call_arguments.delta", "response.mcp_call_arguments.done":
+		return true
+	}
+	return false
 }
 
 // sequenceNumber reads a sequence_number: an integer written in decimal.
@@ -1240,7 +1258,7 @@ func (f *CallFilter) responsesCall(dst []byte, ev *Event, at int, call ToolCall,
 	f.refuse(call)
 	pos := len(f.refused) - 1
 	r.add(call.Index, call.ItemID, pos, false)
-	return f.responsesMessageEvents(lead(dst, ev), ev, pos, seq, numbered), true
+	return f.responsesMessageEvents(keepBOM(dst, ev), ev, pos, seq, numbered), true
 }
 
 // responsesMessageID is the id of the message item that replaces a call.
@@ -1258,12 +1276,12 @@ func responsesMessageID(tc ToolCall) string {
 // call at pos, completed or (with no content yet) in progress.
 func (f *CallFilter) appendMessageItem(dst []byte, pos int, completed bool) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendJSONText(dst, responsesMessageID(f.refused[pos]))
+	dst = appendJSONLiteral(dst, responsesMessageID(f.refused[pos]))
 	if !completed {
 		return append(dst, `,"type":"message","status":"in_progress","content":[],"role":"assistant"}`...)
 	}
 	dst = append(dst, `,"type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"text":`...)
-	dst = appendJSONText(dst, f.texts[pos])
+	dst = appendJSONLiteral(dst, f.texts[pos])
 	return append(dst, `}],"role":"assistant"}`...)
 }
 
@@ -1289,7 +1307,7 @@ func (f *CallFilter) responsesMessageEvents(dst []byte, ev *Event, pos int, seq 
 		b = append(b, `,"output_index":`...)
 		b = strconv.AppendInt(b, int64(tc.Index), 10)
 		if i > 0 && i < 5 {
-			b = appendJSONText(append(b, `,"item_id":`...), id)
+			b = appendJSONLiteral(append(b, `,"item_id":`...), id)
 			b = append(b, `,"content_index":0`...)
 		}
 		switch i {
@@ -1298,13 +1316,13 @@ func (f *CallFilter) responsesMessageEvents(dst []byte, ev *Event, pos int, seq 
 		case 1:
 			b = append(b, `,"part":{"type":"output_text","annotations":[],"text":""}`...)
 		case 2:
-			b = appendJSONText(append(b, `,"delta":`...), text)
+			b = appendJSONLiteral(append(b, `,"delta":`...), text)
 			b = append(b, `,"logprobs":[]`...)
 		case 3:
-			b = appendJSONText(append(b, `,"text":`...), text)
+			b = appendJSONLiteral(append(b, `,"text":`...), text)
 			b = append(b, `,"logprobs":[]`...)
 		case 4:
-			b = appendJSONText(append(b, `,"part":{"type":"output_text","annotations":[],"text":`...), text)
+			b = appendJSONLiteral(append(b, `,"part":{"type":"output_text","annotations":[],"text":`...), text)
 			b = append(b, '}')
 		case 5:
 			b = f.appendMessageItem(append(b, `,"item":`...), pos, true)
@@ -1377,7 +1395,7 @@ func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 	}
 	f.refuse(ToolCall{
 		Index: pos, Type: callType(itype), ID: strings.Clone(gjsonText(fields[2])), ItemID: strings.Clone(itemID),
-		Name: strings.Clone(name), Complete: true,
+		Name: strings.Clone(name),
 	})
 	refused := len(f.refused) - 1
 	r.add(pos, itemID, refused, false)
@@ -1389,7 +1407,7 @@ func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 func (f *CallFilter) responsesEditOutput(dst []byte, resp string, next *int) []byte {
 	r := &f.responses
 	return filterObject(dst, resp, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		if m.name() != "output" || !isArray(m.val) {
+		if m.name() != "output" || !isJSONArray(m.val) {
 			return dst, filterKeep
 		}
 		dst, _, _ = filterArray(dst, m.val, func(dst []byte, item string) ([]byte, filterAction) {
