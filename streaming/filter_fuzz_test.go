@@ -1,0 +1,437 @@
+package streaming
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// fuzzAllow turns a byte into a policy: allow all, refuse all, or refuse
+// the names whose hash has a bit set, the bit chosen by the byte.
+func fuzzAllow(sel byte) func(string) bool {
+	switch sel & 3 {
+	case 0:
+		return allowAll
+	case 1:
+		return refuseAll
+	}
+	bit := sel >> 2 & 31
+	return func(name string) bool {
+		h := fnv.New32a()
+		h.Write([]byte(name))
+		return h.Sum32()>>bit&1 == 0
+	}
+}
+
+func FuzzCallFilter(f *testing.F) {
+	i := 0
+	for _, api := range filterAPIs {
+		for _, dir := range []string{filterTestdata, decoderTestdata[api]} {
+			prefix := ""
+			if dir == filterTestdata {
+				prefix = map[API]string{APIAnthropic: "anthropic-", APIChat: "chat-", APIResponses: "responses-"}[api]
+			}
+			for _, path := range testdataFiles(f, filepath.Join(dir, prefix+"*.sse")) {
+				f.Add(readFile(f, path), byte(i))
+				i++
+			}
+		}
+	}
+	for i := range 8 {
+		for _, gen := range []func(*filterGen) []byte{(*filterGen).anthropic, (*filterGen).chat, (*filterGen).responses} {
+			f.Add(gen(&filterGen{rng: rand.New(rand.NewPCG(uint64(i), 11))}), byte(i))
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte, sel byte) {
+		if len(data) > 1<<16 {
+			return
+		}
+		for _, api := range filterAPIs {
+			checkFilterFuzz(t, api, data, sel)
+		}
+	})
+}
+
+// checkFilterFuzz checks what must hold for any input and policy: the
+// output is the same however the input is cut, allowing everything changes
+// nothing, the output parses, no call it delivers names a refused tool or
+// carries the id of a refused call, and every event the filter wrote is
+// JSON.
+func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte) {
+	allow := fuzzAllow(sel)
+	fail := func(format string, args ...any) {
+		t.Helper()
+		if len(data) < 4<<10 {
+			t.Logf("input (policy %d):\n%s", sel, data)
+		}
+		t.Fatalf(format, args...)
+	}
+	in, _, err := decodeStream(api, 0, whole(data))
+	if err != nil {
+		return // the Reader refused the input
+	}
+	f := newTestFilter(t, api, allow)
+	out := filterChunks(t, f, data)
+	rng := rand.New(rand.NewPCG(uint64(sel), uint64(len(data))))
+	if cut := filterChunks(t, newTestFilter(t, api, allow), randomSplit(data, rng)...); !bytes.Equal(cut, out) {
+		fail("%s: output depends on the cuts", api)
+	}
+	if sel&3 == 0 && !bytes.Equal(out, data) {
+		fail("%s: allow all changed the stream", api)
+	}
+	res, _, err := decodeStream(api, 0, whole(out))
+	if err != nil {
+		fail("%s: the output does not parse: %v", api, err)
+	}
+	inData := map[string]bool{}
+	for _, ev := range sseEvents(t, data) {
+		inData[string(ev.Data)] = true
+	}
+	for _, ev := range sseEvents(t, out) {
+		d := bytes.TrimSpace(ev.Data)
+		if ev.HasData && len(d) > 0 && d[0] == '{' && !gjson.ValidBytes(d) && !inData[string(ev.Data)] {
+			fail("%s: the filter wrote an event that is not JSON: %q", api, ev.Raw)
+		}
+	}
+	delivered := res.ClientToolCalls()
+	for _, tc := range delivered {
+		if tc.Name != "" && !allow(tc.Name) {
+			fail("%s: delivered a call to refused tool %q: %+v", api, tc.Name, tc)
+		}
+	}
+	// Where an event repeats a member, the decoder reads one and the filter
+	// judges all: an id may then go out with an allowed call the decoder of
+	// the input never saw. So may an id the model gave several calls, or
+	// one the decoder reads as an allowed call's.
+	// A policy that lets nameless calls through lets out a call before its
+	// name comes; what went out stays out.
+	if repeatsMembers(t, data) || allow("") {
+		return
+	}
+	ids := map[string]int{}
+	for _, tc := range in.ClientToolCalls() {
+		ids[tc.ID]++
+		if allow(tc.Name) {
+			ids[tc.ID]++
+		}
+	}
+	if api == APIResponses {
+		for id, items := range responsesCallIDs(t, data) {
+			if len(items) > 1 {
+				ids[id] += 2
+			}
+		}
+	}
+	for _, r := range f.Refused() {
+		if r.ID == "" || ids[r.ID] > 1 {
+			continue
+		}
+		for _, tc := range delivered {
+			if tc.ID == r.ID {
+				fail("%s: delivered the id of refused call %+v: %+v", api, r, tc)
+			}
+		}
+	}
+}
+
+// responsesCallIDs maps each call_id of a Responses stream to the ids of
+// the items that carry it.
+func responsesCallIDs(t *testing.T, data []byte) map[string]map[string]bool {
+	m := map[string]map[string]bool{}
+	add := func(item gjson.Result) {
+		id := item.Get("call_id").String()
+		if id == "" {
+			return
+		}
+		if m[id] == nil {
+			m[id] = map[string]bool{}
+		}
+		m[id][item.Get("id").String()] = true
+	}
+	for _, ev := range sseEvents(t, data) {
+		root := gjson.ParseBytes(ev.Data)
+		add(root.Get("item"))
+		root.Get("response.output").ForEach(func(_, item gjson.Result) bool {
+			add(item)
+			return true
+		})
+	}
+	return m
+}
+
+// repeatsMembers reports whether an event of the stream has an object
+// with a member name (decoded) twice.
+func repeatsMembers(t *testing.T, data []byte) bool {
+	for _, ev := range sseEvents(t, data) {
+		dec := json.NewDecoder(bytes.NewReader(ev.Data))
+		var stack []map[string]bool
+		expectKey := []bool{}
+		for {
+			tok, err := dec.Token()
+			if err != nil {
+				break
+			}
+			switch v := tok.(type) {
+			case json.Delim:
+				switch v {
+				case '{':
+					stack = append(stack, map[string]bool{})
+					expectKey = append(expectKey, true)
+					continue
+				case '[':
+					stack = append(stack, nil)
+					expectKey = append(expectKey, false)
+					continue
+				default:
+					stack, expectKey = stack[:len(stack)-1], expectKey[:len(expectKey)-1]
+				}
+			case string:
+				if n := len(stack); n > 0 && stack[n-1] != nil && expectKey[n-1] {
+					if stack[n-1][v] {
+						return true
+					}
+					stack[n-1][v] = true
+					expectKey[n-1] = false
+					continue
+				}
+			}
+			// A value ended: in an object the next string is a key.
+			if n := len(stack); n > 0 && stack[n-1] != nil {
+				expectKey[n-1] = true
+			}
+		}
+	}
+	return false
+}
+
+func FuzzCallFilterBody(f *testing.F) {
+	for i, path := range testdataFiles(f, filepath.Join(filterTestdata, "*.json")) {
+		f.Add(readFile(f, path), byte(i))
+	}
+	for i, c := range chatJSONCases {
+		f.Add([]byte(c.body), byte(i))
+	}
+	for i, c := range responsesJSONCases {
+		f.Add([]byte(c.body), byte(i))
+	}
+	f.Fuzz(func(t *testing.T, body []byte, sel byte) {
+		if len(body) > 1<<16 {
+			return
+		}
+		allow := fuzzAllow(sel)
+		for _, api := range filterAPIs {
+			out, err := newTestFilter(t, api, allow).Body(body)
+			if err != nil {
+				if !errors.Is(err, ErrInvalidJSON) {
+					t.Fatalf("%s: %v", api, err)
+				}
+				continue
+			}
+			if sel&3 == 0 && !bytes.Equal(out, body) {
+				t.Fatalf("%s: allow all changed the body", api)
+			}
+			if !gjson.ValidBytes(out) {
+				t.Fatalf("%s: not JSON: %q", api, out)
+			}
+			res, err := DecodeJSON(api, out)
+			if err != nil {
+				if _, inErr := DecodeJSON(api, body); inErr == nil {
+					t.Fatalf("%s: the body decoded, the filtered one does not: %v", api, err)
+				}
+				continue
+			}
+			for _, tc := range res.ClientToolCalls() {
+				if tc.Name != "" && !allow(tc.Name) {
+					t.Fatalf("%s: delivered a call to refused tool %q", api, tc.Name)
+				}
+			}
+		}
+	})
+}
+
+// filterGen builds replies from the pieces a filter must get right, in
+// random order and combination: calls with and without index, id or name,
+// repeated and escaped keys, events for calls never announced.
+type filterGen struct {
+	rng *rand.Rand
+	b   bytes.Buffer
+}
+
+func (g *filterGen) pick(options ...string) string { return options[g.rng.IntN(len(options))] }
+
+func (g *filterGen) maybe(s string) string {
+	if g.rng.IntN(2) == 0 {
+		return ""
+	}
+	return s
+}
+
+func (g *filterGen) name() string {
+	return g.pick(`"Read"`, `"Bash"`, `"Write"`, `""`, `null`, `"B\u0061sh"`)
+}
+
+// key is a member name as written, now and then with an escape in it.
+func (g *filterGen) key(k string) string {
+	if g.rng.IntN(12) == 0 {
+		return `"` + k[:1] + `\u00` + strconv.FormatInt(int64(k[1]), 16) + k[2:] + `"`
+	}
+	return `"` + k + `"`
+}
+
+func (g *filterGen) event(name, data string) {
+	if name != "" && g.rng.IntN(6) > 0 {
+		g.b.WriteString("event: " + name + "\n")
+	}
+	g.b.WriteString("data: " + data + "\n\n")
+}
+
+func (g *filterGen) chat() []byte {
+	for range 1 + g.rng.IntN(8) {
+		var choices []string
+		for range 1 + g.rng.IntN(2) {
+			var delta []string
+			if c := g.pick("", `null`, `""`, `"Working."`); c != "" {
+				delta = append(delta, `"content":`+c)
+			}
+			var calls []string
+			for range g.rng.IntN(3) {
+				var m []string
+				if i := g.pick("", "0", "1", "2", `"1"`); i != "" {
+					m = append(m, `"index":`+i)
+				}
+				if id := g.pick("", `"call_a"`, `"call_b"`, `"call_c"`); id != "" {
+					m = append(m, `"id":`+id)
+				}
+				fn := []string{`"arguments":` + g.pick(`""`, `"{\"x\":"`, `"1}"`)}
+				if g.rng.IntN(2) == 0 {
+					fn = append(fn, g.key("name")+":"+g.name())
+				}
+				if g.rng.IntN(6) == 0 {
+					m = append(m, `"type":"custom","custom":{"name":`+g.name()+`,"input":"x"}`)
+				} else {
+					m = append(m, `"type":"function","function":{`+strings.Join(fn, ",")+`}`)
+				}
+				calls = append(calls, "{"+strings.Join(m, ",")+"}")
+			}
+			if len(calls) > 0 {
+				delta = append(delta, g.key("tool_calls")+":["+strings.Join(calls, ",")+"]")
+				if g.rng.IntN(8) == 0 {
+					delta = append(delta, `"tool_calls":[`+calls[0]+"]")
+				}
+			}
+			if g.rng.IntN(8) == 0 {
+				delta = append(delta, `"function_call":{"name":`+g.name()+`,"arguments":"{}"}`)
+			}
+			choice := `{"index":` + g.pick("0", "0", "1") + `,"delta":{` + strings.Join(delta, ",") + `}`
+			if f := g.pick("", `null`, `"tool_calls"`, `"stop"`, `"function_call"`); f != "" {
+				choice += `,"finish_reason":` + f
+			}
+			choices = append(choices, choice+"}")
+		}
+		chunk := `{"id":"chatcmpl-G","object":"chat.completion.chunk","created":1,"model":"m",` + g.key("choices") + `:[` + strings.Join(choices, ",") + "]"
+		if g.rng.IntN(10) == 0 {
+			chunk += `,"choices":[` + choices[0] + "]"
+		}
+		g.event("", chunk+"}")
+	}
+	g.event("", g.pick("[DONE]", `{"choices":[],"usage":{"prompt_tokens":1}}`))
+	return g.b.Bytes()
+}
+
+func (g *filterGen) responses() []byte {
+	seq := 0
+	numbered := g.rng.IntN(3) > 0
+	ev := func(typ, body string) {
+		s := `{"type":"` + typ + `"`
+		if numbered {
+			s += `,"sequence_number":` + strconv.Itoa(seq)
+			seq++
+		}
+		g.event(typ, s+","+body+"}")
+	}
+	item := func(status string) string {
+		typ := g.pick("function_call", "function_call", "custom_tool_call", "message", "mcp_call")
+		return `{"id":` + g.pick(`"fc_0"`, `"fc_1"`, `"fc_2"`) + `,"type":"` + typ + `","status":"` + status + `","arguments":"{}","input":"x","call_id":` +
+			g.pick(`"call_0"`, `"call_1"`, `"call_2"`, `null`) + `,"name":` + g.name() + `}`
+	}
+	ev("response.created", `"response":{"id":"resp_G","status":"in_progress","output":[`+g.maybe(item("in_progress"))+`]}`)
+	for range 1 + g.rng.IntN(10) {
+		oi := `"output_index":` + g.pick("0", "1", "2")
+		switch g.rng.IntN(5) {
+		case 0:
+			ev("response.output_item.added", oi+`,"item":`+item("in_progress"))
+		case 1:
+			ev("response.output_item.done", oi+`,"item":`+item(g.pick("completed", "incomplete")))
+		case 2:
+			ev(g.pick("response.function_call_arguments.delta", "response.custom_tool_call_input.delta"), oi+`,"item_id":`+g.pick(`"fc_0"`, `"fc_1"`, `"fc_9"`)+`,"delta":"{}"`)
+		case 3:
+			ev("response.function_call_arguments.done", oi+`,"item_id":`+g.pick(`"fc_0"`, `"fc_1"`, `"fc_9"`)+`,"arguments":"{}"`+g.maybe(`,"name":`+g.name()))
+		default:
+			ev("response.output_text.delta", oi+`,"item_id":"msg_0","content_index":0,"delta":"hi"`)
+		}
+	}
+	var output []string
+	for range g.rng.IntN(3) {
+		output = append(output, item("completed"))
+	}
+	ev(g.pick("response.completed", "response.incomplete"), `"response":{"id":"resp_G","status":"completed","output":[`+strings.Join(output, ",")+`]}`)
+	return g.b.Bytes()
+}
+
+func (g *filterGen) anthropic() []byte {
+	g.event("message_start", `{"type":"message_start","message":{"id":"msg_G","content":[],"usage":{"input_tokens":1,"output_tokens":1}}}`)
+	for range 1 + g.rng.IntN(10) {
+		idx := `"index":` + g.pick("0", "1", "2", "1.0")
+		switch g.rng.IntN(4) {
+		case 0:
+			typ := g.pick(`"tool_use"`, `"tool_use"`, `"server_tool_use"`, `"text"`, `"tool\u005fuse"`)
+			g.event("content_block_start", `{"type":"content_block_start",`+idx+`,"content_block":{"type":`+typ+`,"id":`+
+				g.pick(`"toolu_0"`, `"toolu_1"`, `"toolu_2"`)+`,"name":`+g.name()+`,"input":{}}}`)
+		case 1:
+			g.event("content_block_delta", `{"type":"content_block_delta",`+idx+`,"delta":{"type":"input_json_delta","partial_json":"{}"}}`)
+		case 2:
+			g.event("content_block_stop", `{"type":"content_block_stop",`+idx+`}`)
+		default:
+			g.event("ping", `{"type": "ping"}`)
+		}
+	}
+	g.event("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":5}}`)
+	g.event("message_stop", `{"type":"message_stop"}`)
+	return g.b.Bytes()
+}
+
+// TestCallFilterGenerated runs the fuzz checks over generated replies,
+// with every kind of policy.
+func TestCallFilterGenerated(t *testing.T) {
+	n := 400
+	if testing.Short() {
+		n = 50
+	}
+	for _, api := range filterAPIs {
+		t.Run(string(api), func(t *testing.T) {
+			for i := range n {
+				g := &filterGen{rng: rand.New(rand.NewPCG(uint64(i), 7))}
+				var data []byte
+				switch api {
+				case APIAnthropic:
+					data = g.anthropic()
+				case APIChat:
+					data = g.chat()
+				case APIResponses:
+					data = g.responses()
+				}
+				for _, sel := range []byte{0, 1, 2, 6, 10, 14} {
+					checkFilterFuzz(t, api, data, sel)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,1002 @@
+package streaming
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"gatekeeper/internal/fixturetest"
+)
+
+const filterTestdata = "testdata/filter"
+
+// withheldArgument is in the arguments of every refused call of the
+// filter's testdata, and nowhere else.
+const withheldArgument = "withheld-target"
+
+func filterRefusal(tc ToolCall) string {
+	return "gatekeeper withheld a call to " + tc.Name + ": this run may only use read-only tools now."
+}
+
+func allowAll(string) bool  { return true }
+func refuseAll(string) bool { return false }
+
+// refuseNames allows every tool but the named ones.
+func refuseNames(names ...string) func(string) bool {
+	return func(name string) bool { return !slices.Contains(names, name) }
+}
+
+func newTestFilter(tb testing.TB, api API, allow func(string) bool) *CallFilter {
+	tb.Helper()
+	f, err := NewCallFilter(api, allow, filterRefusal)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
+// filterChunks runs the events a Reader finds in chunks through f and
+// returns what the client would receive.
+func filterChunks(tb testing.TB, f *CallFilter, chunks ...[]byte) []byte {
+	tb.Helper()
+	var out []byte
+	fn := func(ev *Event) error {
+		out = f.AppendEvent(out, *ev)
+		return nil
+	}
+	r := NewReader(0)
+	for _, c := range chunks {
+		if err := r.Feed(c, fn); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := r.Finish(fn); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// sseEvents returns copies of the events of a stream.
+func sseEvents(tb testing.TB, data []byte) []Event {
+	tb.Helper()
+	var evs []Event
+	fn := func(ev *Event) error {
+		c := *ev
+		c.Name, c.Data, c.ID, c.Raw = bytes.Clone(ev.Name), bytes.Clone(ev.Data), bytes.Clone(ev.ID), bytes.Clone(ev.Raw)
+		evs = append(evs, c)
+		return nil
+	}
+	r := NewReader(0)
+	if err := r.Feed(data, fn); err != nil {
+		tb.Fatal(err)
+	}
+	if err := r.Finish(fn); err != nil {
+		tb.Fatal(err)
+	}
+	return evs
+}
+
+// callByName is the first call of calls to the named tool.
+func callByName(calls []ToolCall, name string) (ToolCall, bool) {
+	for _, tc := range calls {
+		if tc.Name == name {
+			return tc, true
+		}
+	}
+	return ToolCall{}, false
+}
+
+// TestCallFilterStreams filters replies holding a refused call, with and
+// without an allowed one, and decodes what the client would get.
+func TestCallFilterStreams(t *testing.T) {
+	tests := []struct {
+		name     string
+		api      API
+		file     string
+		refused  string // the tool refused
+		allowed  string // the tool of the call delivered, "" for none
+		wantStop StopReason
+	}{
+		{"anthropic text, refused, allowed", APIAnthropic, "anthropic-text-refused-allowed.sse", "Bash", "Read", StopToolUse},
+		{"anthropic refused only", APIAnthropic, "anthropic-refused-only.sse", "Write", "", StopEndTurn},
+		{"chat text, refused, allowed", APIChat, "chat-text-refused-allowed.sse", "Bash", "Read", StopToolUse},
+		{"chat refused only", APIChat, "chat-refused-only.sse", "Write", "", StopEndTurn},
+		{"responses text, refused, allowed", APIResponses, "responses-text-refused-allowed.sse", "Bash", "Read", StopToolUse},
+		{"responses refused only", APIResponses, "responses-refused-only.sse", "Write", "", StopEndTurn},
+		{"responses custom tool refused, no sequence numbers", APIResponses, "responses-custom-refused-no-sequence.sse", "apply_patch", "", StopEndTurn},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := readFile(t, filterTestdata, tt.file)
+			inRes, _ := mustDecode(t, tt.api, in)
+			refusedIn, ok := callByName(inRes.ToolCalls, tt.refused)
+			if !ok || !bytes.Contains(refusedIn.Arguments, []byte(withheldArgument)) {
+				t.Fatalf("testdata has no call to %s with %q in its arguments", tt.refused, withheldArgument)
+			}
+
+			f := newTestFilter(t, tt.api, refuseNames(tt.refused))
+			out := filterChunks(t, f, in)
+			res, parts := mustDecode(t, tt.api, out)
+
+			for _, secret := range []string{strconv.Quote(refusedIn.ID), strconv.Quote(refusedIn.Name), withheldArgument} {
+				if bytes.Contains(out, []byte(secret)) {
+					t.Errorf("the output holds %s", secret)
+				}
+			}
+			if res.Unparsed != 0 || res.Truncated || !res.Done {
+				t.Errorf("unparsed %d %v, truncated %v, done %v", res.Unparsed, res.UnparsedErrors, res.Truncated, res.Done)
+			}
+			if got := res.StopReason(); got != tt.wantStop {
+				t.Errorf("stop reason %q, want %q", got, tt.wantStop)
+			}
+			if text := partText(parts, PartTextDelta); !strings.Contains(text, filterRefusal(refusedIn)) {
+				t.Errorf("the refusal is not in the text: %q", text)
+			}
+
+			clients := res.ClientToolCalls()
+			if tt.allowed == "" {
+				if len(clients) != 0 {
+					t.Errorf("calls delivered: %+v", clients)
+				}
+			} else {
+				want, _ := callByName(inRes.ToolCalls, tt.allowed)
+				if len(clients) != 1 {
+					t.Fatalf("delivered %+v, want the call to %s", clients, tt.allowed)
+				}
+				got := clients[0]
+				if got.ID != want.ID || got.Name != want.Name || got.Type != want.Type || got.ItemID != want.ItemID ||
+					!bytes.Equal(got.Arguments, want.Arguments) || !got.Complete {
+					t.Errorf("delivered %+v, want %+v", got, want)
+				}
+			}
+
+			refused := f.Refused()
+			if len(refused) != 1 {
+				t.Fatalf("Refused() = %+v", refused)
+			}
+			r := refused[0]
+			if r.ID != refusedIn.ID || r.Name != refusedIn.Name || r.Index != refusedIn.Index || r.Choice != refusedIn.Choice ||
+				r.ItemID != refusedIn.ItemID || r.Type != refusedIn.Type {
+				t.Errorf("Refused() = %+v, want %+v", r, refusedIn)
+			}
+
+			switch tt.api {
+			case APIAnthropic:
+				checkAnthropicBlocks(t, out, refusedIn.Index, filterRefusal(refusedIn))
+			case APIChat:
+				if tt.allowed != "" && clients[0].Index != 0 {
+					t.Errorf("the allowed call has index %d, want 0: the refused one is gone", clients[0].Index)
+				}
+			case APIResponses:
+				checkSequenceNumbers(t, in, out)
+				checkResponsesOutput(t, out, refusedIn, filterRefusal(refusedIn))
+			}
+		})
+	}
+}
+
+// checkAnthropicBlocks checks that content blocks start at 0, 1, 2... each
+// stopped once before the next starts, and that the block at index holds
+// text.
+func checkAnthropicBlocks(t *testing.T, out []byte, index int, text string) {
+	t.Helper()
+	next, open := 0, -1
+	var blockText strings.Builder
+	for _, ev := range sseEvents(t, out) {
+		js := string(ev.Data)
+		i := int(gjson.Get(js, "index").Int())
+		switch gjson.Get(js, "type").Str {
+		case "content_block_start":
+			if i != next || open >= 0 {
+				t.Fatalf("block %d starts after %d blocks, with %d open", i, next, open)
+			}
+			open, next = i, next+1
+			if i == index && gjson.Get(js, "content_block.type").Str != "text" {
+				t.Errorf("block %d is %s, want text", i, gjson.Get(js, "content_block.type").Str)
+			}
+		case "content_block_delta":
+			if i != open {
+				t.Fatalf("delta for block %d while %d is open", i, open)
+			}
+			if i == index {
+				blockText.WriteString(gjson.Get(js, "delta.text").Str)
+			}
+		case "content_block_stop":
+			if i != open {
+				t.Fatalf("stop for block %d while %d is open", i, open)
+			}
+			open = -1
+		}
+	}
+	if open >= 0 || blockText.String() != text {
+		t.Errorf("block %d open at the end, or text %q, want %q", open, blockText.String(), text)
+	}
+}
+
+// checkSequenceNumbers checks that when the input numbers its events, the
+// output numbers them from the same first number, up by one each.
+func checkSequenceNumbers(t *testing.T, in, out []byte) {
+	t.Helper()
+	first := gjson.GetBytes(sseEvents(t, in)[0].Data, "sequence_number")
+	for i, ev := range sseEvents(t, out) {
+		seq := gjson.GetBytes(ev.Data, "sequence_number")
+		if !first.Exists() {
+			if seq.Exists() {
+				t.Fatalf("event %d numbered %d in a stream without numbers", i, seq.Int())
+			}
+			continue
+		}
+		if !seq.Exists() || seq.Int() != first.Int()+int64(i) {
+			t.Fatalf("event %d has sequence number %s, want %d", i, seq.Raw, first.Int()+int64(i))
+		}
+	}
+}
+
+// checkResponsesOutput checks that a message item carrying the refusal
+// stands where the refused call stood, in the stream and in the final
+// output.
+func checkResponsesOutput(t *testing.T, out []byte, refused ToolCall, text string) {
+	t.Helper()
+	msgID := "msg_" + refused.ID
+	var added, done, final bool
+	for _, ev := range sseEvents(t, out) {
+		js := string(ev.Data)
+		switch gjson.Get(js, "type").Str {
+		case "response.output_item.added":
+			if gjson.Get(js, "item.id").Str == msgID {
+				added = gjson.Get(js, "output_index").Int() == int64(refused.Index) && gjson.Get(js, "item.type").Str == "message"
+			}
+		case "response.output_item.done":
+			if gjson.Get(js, "item.id").Str == msgID {
+				done = gjson.Get(js, "output_index").Int() == int64(refused.Index) && gjson.Get(js, "item.content.0.text").Str == text
+			}
+		case "response.completed":
+			item := gjson.Get(js, "response.output."+strconv.Itoa(refused.Index))
+			final = item.Get("id").Str == msgID && item.Get("type").Str == "message" &&
+				item.Get("status").Str == "completed" && item.Get("content.0.text").Str == text &&
+				item.Get("content.0.annotations").IsArray()
+		}
+	}
+	if !added || !done || !final {
+		t.Errorf("message %s at output %d: added %v, done %v, in the final output %v", msgID, refused.Index, added, done, final)
+	}
+}
+
+// TestCallFilterChatShapes covers the ways a Chat Completions reply may
+// start a refused call.
+func TestCallFilterChatShapes(t *testing.T) {
+	head := `{"id":"chatcmpl-S","object":"chat.completion.chunk","created":1767225600,"model":"gpt-4.1","choices":[`
+	chunk := func(choices string) string { return "data: " + head + choices + "]}\n\n" }
+	tests := []struct {
+		name      string
+		in        string
+		refused   []string
+		want      []string // the output's chunks (data only), in order
+		wantStops []StopReason
+	}{
+		{
+			name: "content in the same delta: the refusal follows in its own chunk",
+			in: chunk(`{"index":0,"delta":{"content":"Clearing.","tool_calls":[{"index":0,"id":"call_x","type":"function","function":{"name":"Bash","arguments":"{}"}}]},"finish_reason":null}`) +
+				chunk(`{"index":0,"delta":{},"finish_reason":"tool_calls"}`) + "data: [DONE]\n\n",
+			refused: []string{"Bash"},
+			want: []string{
+				head + `{"index":0,"delta":{"content":"Clearing."},"finish_reason":null}]}`,
+				`{"id":"chatcmpl-S","object":"chat.completion.chunk","created":1767225600,"model":"gpt-4.1","choices":[{"index":0,"delta":{"content":"gatekeeper withheld a call to Bash: this run may only use read-only tools now."},"logprobs":null,"finish_reason":null}]}`,
+				head + `{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+				"[DONE]",
+			},
+			wantStops: []StopReason{StopEndTurn},
+		},
+		{
+			name: "two calls in one delta, the first refused: the second becomes index 0",
+			in: chunk(`{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"Bash","arguments":"{\"c\":1}"}},{"index":1,"id":"call_b","type":"function","function":{"name":"Read","arguments":"{}"}}]},"finish_reason":"tool_calls"}`) +
+				"data: [DONE]\n\n",
+			refused: []string{"Bash"},
+			want: []string{
+				head + `{"index":0,"delta":{"role":"assistant","content":"gatekeeper withheld a call to Bash: this run may only use read-only tools now.","tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"Read","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`,
+				"[DONE]",
+			},
+			wantStops: []StopReason{StopToolUse},
+		},
+		{
+			name: "indices from 1 keep their numbers until a refusal, then go on from the highest",
+			in: chunk(`{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_a","type":"function","function":{"name":"Read","arguments":""}}]}}`) +
+				chunk(`{"index":0,"delta":{"tool_calls":[{"index":2,"id":"call_b","type":"function","function":{"name":"Bash","arguments":""}}]}}`) +
+				chunk(`{"index":0,"delta":{"tool_calls":[{"index":3,"id":"call_c","type":"function","function":{"name":"Glob","arguments":"{}"}}]}}`) +
+				chunk(`{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{}"}}]}}`) +
+				chunk(`{"index":0,"delta":{},"finish_reason":"tool_calls"}`),
+			refused: []string{"Bash"},
+			want: []string{
+				head + `{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_a","type":"function","function":{"name":"Read","arguments":""}}]}}]}`,
+				head + `{"index":0,"delta":{"content":"gatekeeper withheld a call to Bash: this run may only use read-only tools now."}}]}`,
+				head + `{"index":0,"delta":{"tool_calls":[{"index":2,"id":"call_c","type":"function","function":{"name":"Glob","arguments":"{}"}}]}}]}`,
+				head + `{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{}"}}]}}]}`,
+				head + `{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+			},
+			wantStops: []StopReason{StopToolUse},
+		},
+		{
+			name: "two choices: only the one whose calls were all refused stops",
+			in: chunk(`{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"Bash","arguments":"{}"}}]},"finish_reason":null}`) +
+				chunk(`{"index":1,"delta":{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"Read","arguments":"{}"}}]},"finish_reason":null}`) +
+				chunk(`{"index":0,"delta":{},"finish_reason":"tool_calls"}`) +
+				chunk(`{"index":1,"delta":{},"finish_reason":"tool_calls"}`),
+			refused: []string{"Bash"},
+			want: []string{
+				head + `{"index":0,"delta":{"content":"gatekeeper withheld a call to Bash: this run may only use read-only tools now."},"finish_reason":null}]}`,
+				head + `{"index":1,"delta":{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"Read","arguments":"{}"}}]},"finish_reason":null}]}`,
+				head + `{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+				head + `{"index":1,"delta":{},"finish_reason":"tool_calls"}]}`,
+			},
+			wantStops: []StopReason{StopEndTurn, StopToolUse},
+		},
+		{
+			name: "custom tool, refused by its custom name",
+			in: chunk(`{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_p","type":"custom","custom":{"name":"apply_patch","input":"*** Begin"}}]}}`) +
+				chunk(`{"index":0,"delta":{"tool_calls":[{"index":0,"custom":{"input":" Patch"}}]},"finish_reason":"tool_calls"}`),
+			refused: []string{"apply_patch"},
+			want: []string{
+				head + `{"index":0,"delta":{"content":"gatekeeper withheld a call to apply_patch: this run may only use read-only tools now."}}]}`,
+				head + `{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+			},
+			wantStops: []StopReason{StopEndTurn},
+		},
+		{
+			name: "legacy function_call",
+			in: chunk(`{"index":0,"delta":{"role":"assistant","content":null,"function_call":{"name":"Bash","arguments":""}}}`) +
+				chunk(`{"index":0,"delta":{"function_call":{"arguments":"{}"}}}`) +
+				chunk(`{"index":0,"delta":{},"finish_reason":"function_call"}`),
+			refused: []string{"Bash"},
+			want: []string{
+				head + `{"index":0,"delta":{"role":"assistant","content":"gatekeeper withheld a call to Bash: this run may only use read-only tools now."}}]}`,
+				head + `{"index":0,"delta":{}}]}`,
+				head + `{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+			},
+			wantStops: []StopReason{StopEndTurn},
+		},
+		{
+			name: "no index: calls keyed by id, continuations by the latest call",
+			in: chunk(`{"index":0,"delta":{"tool_calls":[{"id":"call_a","type":"function","function":{"name":"Bash","arguments":"{\"x\":"}}]}}`) +
+				chunk(`{"index":0,"delta":{"tool_calls":[{"function":{"arguments":"1}"}}]}}`) +
+				chunk(`{"index":0,"delta":{"tool_calls":[{"id":"call_b","type":"function","function":{"name":"Read","arguments":"{}"}}]},"finish_reason":"tool_calls"}`),
+			refused: []string{"Bash"},
+			want: []string{
+				head + `{"index":0,"delta":{"content":"gatekeeper withheld a call to Bash: this run may only use read-only tools now."}}]}`,
+				head + `{"index":0,"delta":{}}]}`,
+				head + `{"index":0,"delta":{"tool_calls":[{"id":"call_b","type":"function","function":{"name":"Read","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`,
+			},
+			wantStops: []StopReason{StopToolUse},
+		},
+		{
+			name: "a later fragment naming a refused tool is dropped",
+			in: chunk(`{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"Read","arguments":""}}]}}`) +
+				chunk(`{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"Bash","arguments":"{}"}}]}}`),
+			refused: []string{"Bash"},
+			want: []string{
+				head + `{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"Read","arguments":""}}]}}]}`,
+				head + `{"index":0,"delta":{}}]}`,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newTestFilter(t, APIChat, refuseNames(tt.refused...))
+			out := filterChunks(t, f, []byte(tt.in))
+			var got []string
+			for _, ev := range sseEvents(t, out) {
+				got = append(got, string(ev.Data))
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("chunks:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			res, _ := mustDecode(t, APIChat, out)
+			var stops []StopReason
+			for _, s := range res.Stops {
+				stops = append(stops, s.Reason)
+			}
+			if !slices.Equal(stops, tt.wantStops) {
+				t.Errorf("stops %v, want %v", stops, tt.wantStops)
+			}
+			for _, tc := range res.ClientToolCalls() {
+				if slices.Contains(tt.refused, tc.Name) {
+					t.Errorf("refused call delivered: %+v", tc)
+				}
+			}
+			if res.Unparsed != 0 {
+				t.Errorf("unparsed: %v", res.UnparsedErrors)
+			}
+		})
+	}
+}
+
+// TestCallFilterEventRules covers framing and malformed events.
+func TestCallFilterEventRules(t *testing.T) {
+	tests := []struct {
+		name    string
+		api     API
+		in      string
+		refused []string
+		want    string
+	}{
+		{
+			name: "anthropic: no event lines in, none out",
+			api:  APIAnthropic,
+			in: "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Bash\",\"input\":{}}}\n\n" +
+				"data: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+			refused: []string{"Bash"},
+			want: "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+				"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"gatekeeper withheld a call to Bash: this run may only use read-only tools now.\"}}\n\n" +
+				"data: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+		},
+		{
+			name: "anthropic: server tools pass, CRLF framing of passed events kept",
+			api:  APIAnthropic,
+			in: "event: content_block_start\r\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"server_tool_use\",\"id\":\"srvtoolu_1\",\"name\":\"web_search\",\"input\":{}}}\r\n\r\n" +
+				"event: content_block_stop\r\ndata: {\"type\":\"content_block_stop\",\"index\":0}\r\n\r\n",
+			refused: []string{"web_search"},
+			want: "event: content_block_start\r\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"server_tool_use\",\"id\":\"srvtoolu_1\",\"name\":\"web_search\",\"input\":{}}}\r\n\r\n" +
+				"event: content_block_stop\r\ndata: {\"type\":\"content_block_stop\",\"index\":0}\r\n\r\n",
+		},
+		{
+			name: "anthropic: a refused block's events go, a ping and comments between them stay",
+			api:  APIAnthropic,
+			in: "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Bash\",\"input\":{}}}\n\n" +
+				": keepalive\n\n" +
+				"event: ping\ndata: {\"type\": \"ping\"}\n\n" +
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"rm\\\": 1}\"}}\n\n" +
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"rm\\\"\n\n",
+			refused: []string{"Bash"},
+			want: "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"gatekeeper withheld a call to Bash: this run may only use read-only tools now.\"}}\n\n" +
+				": keepalive\n\n" +
+				"event: ping\ndata: {\"type\": \"ping\"}\n\n",
+		},
+		{
+			name: "anthropic: after a refusal, an event no decoder can read is withheld",
+			api:  APIAnthropic,
+			in: "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Bash\",\"input\":{}}}\n\n" +
+				"data: {\"type\":\"content_block_delta\",\"index\":7,\"delta\":{\"partial_json\":\"{\\\"rm\\\"\n\n" +
+				"data: {\"type\":\"message_stop\"}\n\n",
+			refused: []string{"Bash"},
+			want: "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+				"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"gatekeeper withheld a call to Bash: this run may only use read-only tools now.\"}}\n\n" +
+				"data: {\"type\":\"message_stop\"}\n\n",
+		},
+		{
+			name: "anthropic: message_delta keeps tool_use when an allowed call went out",
+			api:  APIAnthropic,
+			in: "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Read\",\"input\":{}}}\n\n" +
+				"data: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+				"data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_2\",\"name\":\"Bash\",\"input\":{}}}\n\n" +
+				"data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"}}\n\n",
+			refused: []string{"Bash"},
+			want: "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Read\",\"input\":{}}}\n\n" +
+				"data: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+				"data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+				"data: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"gatekeeper withheld a call to Bash: this run may only use read-only tools now.\"}}\n\n" +
+				"data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"}}\n\n",
+		},
+		{
+			name: "chat: after a refusal, a chunk no decoder can read is withheld",
+			api:  APIChat,
+			in: "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"function\":{\"name\":\"Bash\",\"arguments\":\"\"}}]}}]}\n\n" +
+				"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"rm\\\"\n\n" +
+				"data: [DONE]\n\n",
+			refused: []string{"Bash"},
+			want: "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"gatekeeper withheld a call to Bash: this run may only use read-only tools now.\"}}]}\n\n" +
+				"data: [DONE]\n\n",
+		},
+		{
+			name:    "chat: a chunk no decoder can read passes while nothing was refused",
+			api:     APIChat,
+			in:      "data: {\"choices\":[\n\ndata: [DONE]\n\n",
+			refused: []string{"Bash"},
+			want:    "data: {\"choices\":[\n\ndata: [DONE]\n\n",
+		},
+		{
+			name: "chat: a rewritten chunk spread over data lines comes out whole",
+			api:  APIChat,
+			in: "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\n" +
+				"data: \"function\":{\"name\":\"Bash\",\"arguments\":\"\"}}]}}]}\n\n",
+			refused: []string{"Bash"},
+			want:    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"gatekeeper withheld a call to Bash: this run may only use read-only tools now.\"}}]}\n\n",
+		},
+		{
+			name: "responses: the message item takes the call's item id when it has no call id",
+			api:  APIResponses,
+			in: "data: {\"type\":\"response.function_call_arguments.delta\",\"item_id\":\"fc_1\",\"output_index\":0,\"delta\":\"{}\"}\n\n" +
+				"data: {\"type\":\"response.function_call_arguments.done\",\"item_id\":\"fc_1\",\"output_index\":0,\"arguments\":\"{}\"}\n\n",
+			refused: []string{""},
+			want: "data: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":\"msg_fc_1\",\"type\":\"message\",\"status\":\"in_progress\",\"content\":[],\"role\":\"assistant\"}}\n\n" +
+				"data: {\"type\":\"response.content_part.added\",\"output_index\":0,\"item_id\":\"msg_fc_1\",\"content_index\":0,\"part\":{\"type\":\"output_text\",\"annotations\":[],\"text\":\"\"}}\n\n" +
+				"data: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"item_id\":\"msg_fc_1\",\"content_index\":0,\"delta\":\"gatekeeper withheld a call to : this run may only use read-only tools now.\",\"logprobs\":[]}\n\n" +
+				"data: {\"type\":\"response.output_text.done\",\"output_index\":0,\"item_id\":\"msg_fc_1\",\"content_index\":0,\"text\":\"gatekeeper withheld a call to : this run may only use read-only tools now.\",\"logprobs\":[]}\n\n" +
+				"data: {\"type\":\"response.content_part.done\",\"output_index\":0,\"item_id\":\"msg_fc_1\",\"content_index\":0,\"part\":{\"type\":\"output_text\",\"annotations\":[],\"text\":\"gatekeeper withheld a call to : this run may only use read-only tools now.\"}}\n\n" +
+				"data: {\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"id\":\"msg_fc_1\",\"type\":\"message\",\"status\":\"completed\",\"content\":[{\"type\":\"output_text\",\"annotations\":[],\"text\":\"gatekeeper withheld a call to : this run may only use read-only tools now.\"}],\"role\":\"assistant\"}}\n\n",
+		},
+		{
+			name:    "responses: a call seen first in the final output is judged there",
+			api:     APIResponses,
+			in:      "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":4,\"response\":{\"status\":\"completed\",\"output\":[{\"type\":\"function_call\",\"id\":\"fc_9\",\"call_id\":\"call_9\",\"name\":\"Bash\",\"arguments\":\"{}\"}]}}\n\n",
+			refused: []string{"Bash"},
+			want:    "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":4,\"response\":{\"status\":\"completed\",\"output\":[{\"id\":\"msg_call_9\",\"type\":\"message\",\"status\":\"completed\",\"content\":[{\"type\":\"output_text\",\"annotations\":[],\"text\":\"gatekeeper withheld a call to Bash: this run may only use read-only tools now.\"}],\"role\":\"assistant\"}]}}\n\n",
+		},
+		{
+			name: "responses: server tools pass",
+			api:  APIResponses,
+			in: "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":2,\"output_index\":0,\"item\":{\"id\":\"ws_1\",\"type\":\"web_search_call\",\"status\":\"in_progress\"}}\n\n" +
+				"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":3,\"output_index\":1,\"item\":{\"id\":\"mcp_1\",\"type\":\"mcp_call\",\"name\":\"Bash\",\"arguments\":\"\"}}\n\n",
+			refused: []string{"Bash", "web_search"},
+			want: "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":2,\"output_index\":0,\"item\":{\"id\":\"ws_1\",\"type\":\"web_search_call\",\"status\":\"in_progress\"}}\n\n" +
+				"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":3,\"output_index\":1,\"item\":{\"id\":\"mcp_1\",\"type\":\"mcp_call\",\"name\":\"Bash\",\"arguments\":\"\"}}\n\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newTestFilter(t, tt.api, refuseNames(tt.refused...))
+			if got := filterChunks(t, f, []byte(tt.in)); string(got) != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCallFilterFirstEventKeepsBOM(t *testing.T) {
+	in := "\xEF\xBB\xBFdata: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"function\":{\"name\":\"Bash\"}}]}}]}\n\n"
+	out := filterChunks(t, newTestFilter(t, APIChat, refuseAll), []byte(in))
+	if !bytes.HasPrefix(out, bom) || bytes.Contains(out, []byte("call_1")) {
+		t.Fatalf("%q", out)
+	}
+}
+
+func TestNewCallFilterErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		api     API
+		allow   func(string) bool
+		refusal func(ToolCall) string
+		want    error
+	}{
+		{"unknown API", API("gemini"), allowAll, filterRefusal, ErrUnknownAPI},
+		{"no allow", APIChat, nil, filterRefusal, ErrNoCallPolicy},
+		{"no refusal", APIChat, allowAll, nil, ErrNoCallPolicy},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := NewCallFilter(tt.api, tt.allow, tt.refusal)
+			if !errors.Is(err, tt.want) || f != nil {
+				t.Fatalf("NewCallFilter = %v, %v; want %v", f, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestCallFilterBody filters whole replies.
+func TestCallFilterBody(t *testing.T) {
+	refusedOnly := map[API]string{
+		APIAnthropic: `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"rm -rf /srv/withheld-target"}}],"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":9}}`,
+		APIChat:      `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Clearing the directory.","tool_calls":[{"id":"call_1","type":"function","function":{"name":"Bash","arguments":"{\"command\":\"rm -rf /srv/withheld-target\"}"}}]},"finish_reason":"tool_calls"}]}`,
+		APIResponses: `{"id":"resp_1","object":"response","status":"completed","output":[{"id":"fc_1","type":"function_call","status":"completed","arguments":"{\"command\":\"rm -rf /srv/withheld-target\"}","call_id":"call_1","name":"Bash"}]}`,
+	}
+	tests := []struct {
+		name     string
+		api      API
+		body     []byte
+		allowed  string
+		wantStop StopReason
+		wantText string // the message text after filtering
+	}{
+		{"anthropic text, refused, allowed", APIAnthropic, readFile(t, filterTestdata, "anthropic-body.json"), "Read", StopToolUse, ""},
+		{"anthropic refused only", APIAnthropic, []byte(refusedOnly[APIAnthropic]), "", StopEndTurn, ""},
+		{"chat null content, refused, allowed", APIChat, readFile(t, filterTestdata, "chat-body.json"), "Read", StopToolUse, "gatekeeper withheld a call to Bash: this run may only use read-only tools now."},
+		{"chat content, refused only", APIChat, []byte(refusedOnly[APIChat]), "", StopEndTurn, "Clearing the directory.\n\ngatekeeper withheld a call to Bash: this run may only use read-only tools now."},
+		{"responses text, refused, allowed", APIResponses, readFile(t, filterTestdata, "responses-body.json"), "Read", StopToolUse, ""},
+		{"responses refused only", APIResponses, []byte(refusedOnly[APIResponses]), "", StopEndTurn, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inRes, err := DecodeJSON(tt.api, tt.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refusedIn, _ := callByName(inRes.ToolCalls, "Bash")
+			f := newTestFilter(t, tt.api, refuseNames("Bash"))
+			out, err := f.Body(tt.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !json.Valid(out) {
+				t.Fatalf("not JSON: %s", out)
+			}
+			for _, secret := range []string{strconv.Quote(refusedIn.ID), `"Bash"`, withheldArgument} {
+				if bytes.Contains(out, []byte(secret)) {
+					t.Errorf("the output holds %s: %s", secret, out)
+				}
+			}
+			res, err := DecodeJSON(tt.api, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.StopReason() != tt.wantStop || res.Unparsed != 0 {
+				t.Errorf("stop %q unparsed %d, want %q", res.StopReason(), res.Unparsed, tt.wantStop)
+			}
+			clients := res.ClientToolCalls()
+			if tt.allowed == "" && len(clients) != 0 || tt.allowed != "" && (len(clients) != 1 || clients[0].Name != tt.allowed) {
+				t.Errorf("delivered %+v, want %q", clients, tt.allowed)
+			}
+			if tt.allowed != "" {
+				want, _ := callByName(inRes.ToolCalls, tt.allowed)
+				if got := clients[0]; got.ID != want.ID || !jsonEqual(t, got.Arguments, want.Arguments) {
+					t.Errorf("delivered %+v, want %+v", got, want)
+				}
+			}
+			refusal := filterRefusal(refusedIn)
+			switch tt.api {
+			case APIAnthropic:
+				if gjson.GetBytes(out, fmt.Sprintf("content.%d.text", refusedIn.Index)).Str != refusal {
+					t.Errorf("no refusal at content[%d]: %s", refusedIn.Index, out)
+				}
+			case APIChat:
+				if got := gjson.GetBytes(out, "choices.0.message.content").Str; got != tt.wantText {
+					t.Errorf("content %q, want %q", got, tt.wantText)
+				}
+			case APIResponses:
+				item := gjson.GetBytes(out, fmt.Sprintf("output.%d", refusedIn.Index))
+				if item.Get("id").Str != "msg_"+refusedIn.ID || item.Get("content.0.text").Str != refusal {
+					t.Errorf("no message at output[%d]: %s", refusedIn.Index, out)
+				}
+			}
+			if r := f.Refused(); len(r) != 1 || r[0].ID != refusedIn.ID || r[0].Name != "Bash" {
+				t.Errorf("Refused() = %+v", r)
+			}
+
+			same, err := newTestFilter(t, tt.api, allowAll).Body(tt.body)
+			if err != nil || !bytes.Equal(same, tt.body) {
+				t.Errorf("allow all changed the body: %v\n%s", err, same)
+			}
+		})
+	}
+}
+
+func TestCallFilterBodyErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		api  API
+		body string
+		want error
+	}{
+		{"not JSON", APIChat, `{"choices":[`, ErrInvalidJSON},
+		{"an array", APIResponses, `[{"type":"function_call"}]`, ErrInvalidJSON},
+		{"empty", APIAnthropic, ``, ErrInvalidJSON},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := newTestFilter(t, tt.api, refuseAll).Body([]byte(tt.body)); !errors.Is(err, tt.want) {
+				t.Fatalf("Body = %v, want %v", err, tt.want)
+			}
+		})
+	}
+	// An error body passes as it came.
+	for api, body := range map[API]string{
+		APIAnthropic: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+		APIResponses: `{"error":{"message":"bad","type":"invalid_request_error","code":null}}`,
+	} {
+		if out, err := newTestFilter(t, api, refuseAll).Body([]byte(body)); err != nil || string(out) != body {
+			t.Errorf("%s error body: %v %s", api, err, out)
+		}
+	}
+}
+
+// filterStreams returns, by name, every stream of api the property tests
+// run over: the filter's testdata, the decoders' and the recorded fixtures.
+func filterStreams(t *testing.T, api API) map[string][]byte {
+	t.Helper()
+	streams := decoderStreams(t, api)
+	prefix := map[API]string{APIAnthropic: "anthropic-", APIChat: "chat-", APIResponses: "responses-"}[api]
+	for _, path := range testdataFiles(t, filepath.Join(filterTestdata, prefix+"*.sse")) {
+		streams["filter/"+filepath.Base(path)] = readFile(t, path)
+	}
+	return streams
+}
+
+var filterAPIs = []API{APIAnthropic, APIChat, APIResponses}
+
+// TestCallFilterAllowAllIsIdentity: with nothing refused, the client gets
+// the bytes that came, and nothing is listed as refused.
+func TestCallFilterAllowAllIsIdentity(t *testing.T) {
+	for _, api := range filterAPIs {
+		streams := filterStreams(t, api)
+		for _, name := range slices.Sorted(maps.Keys(streams)) {
+			t.Run(string(api)+"/"+name, func(t *testing.T) {
+				f := newTestFilter(t, api, allowAll)
+				if out := filterChunks(t, f, streams[name]); !bytes.Equal(out, streams[name]) {
+					t.Errorf("output differs from input")
+				}
+				if len(f.Refused()) != 0 {
+					t.Errorf("refused %+v", f.Refused())
+				}
+			})
+		}
+	}
+}
+
+// TestCallFilterFixtures runs the recorded replies with client tool calls
+// through a filter that refuses every tool and one that allows them all.
+func TestCallFilterFixtures(t *testing.T) {
+	seen := 0
+	for name, exp := range loadExpected(t) {
+		api, ok := exp.decoderAPI()
+		if !ok || len(exp.ToolCalls) == 0 {
+			continue
+		}
+		in := fixturetest.Read(t, name)
+		inRes, _ := mustDecode(t, api, in)
+		clients := inRes.ClientToolCalls()
+		if len(clients) == 0 {
+			continue // server tools only
+		}
+		seen++
+		t.Run(name, func(t *testing.T) {
+			f := newTestFilter(t, api, refuseAll)
+			out := filterChunks(t, f, in)
+			res, _ := mustDecode(t, api, out)
+			if got := res.ClientToolCalls(); len(got) != 0 {
+				t.Errorf("refuse all delivered %+v", got)
+			}
+			if len(res.Stops) != len(inRes.Stops) {
+				t.Errorf("stops %+v, want %d", res.Stops, len(inRes.Stops))
+			}
+			for _, s := range res.Stops {
+				if s.Reason != StopEndTurn {
+					t.Errorf("stop %+v, want end of turn", s)
+				}
+			}
+			if res.Unparsed != inRes.Unparsed || res.Truncated != inRes.Truncated || res.Done != inRes.Done {
+				t.Errorf("unparsed %d truncated %v done %v, input %d %v %v",
+					res.Unparsed, res.Truncated, res.Done, inRes.Unparsed, inRes.Truncated, inRes.Done)
+			}
+			refused := f.Refused()
+			if len(refused) != len(clients) {
+				t.Errorf("refused %d calls, the reply has %d", len(refused), len(clients))
+			}
+			for _, tc := range clients {
+				if bytes.Contains(out, []byte(strconv.Quote(tc.ID))) {
+					t.Errorf("the output holds the id %s", tc.ID)
+				}
+			}
+			if api == APIResponses {
+				checkSequenceNumbers(t, in, out)
+			}
+
+			if same := filterChunks(t, newTestFilter(t, api, allowAll), in); !bytes.Equal(same, in) {
+				t.Error("allow all changed the stream")
+			}
+		})
+	}
+	if seen == 0 {
+		t.Fatal("no fixture has a client tool call")
+	}
+}
+
+// TestCallFilterSplitInvariance: the events a Reader finds do not depend
+// on how the stream was cut, and neither does what the filter makes of them.
+func TestCallFilterSplitInvariance(t *testing.T) {
+	policies := []struct {
+		name  string
+		allow func(string) bool
+	}{
+		{"refuse all", refuseAll},
+		{"refuse some", refuseNames("Bash", "Write", "apply_patch", "get_weather", "get_current_weather", "GetWeatherArgs", "write_file", "")},
+	}
+	for _, api := range filterAPIs {
+		streams := filterStreams(t, api)
+		for i, name := range slices.Sorted(maps.Keys(streams)) {
+			data := streams[name]
+			for _, p := range policies {
+				t.Run(string(api)+"/"+name+"/"+p.name, func(t *testing.T) {
+					want := filterChunks(t, newTestFilter(t, api, p.allow), data)
+					splits := map[string][][]byte{"byte by byte": bySize(data, 1)}
+					rng := rand.New(rand.NewPCG(uint64(i), uint64(len(data))))
+					for j := range 4 {
+						splits["random "+strconv.Itoa(j)] = randomSplit(data, rng)
+					}
+					for how, chunks := range splits {
+						if got := filterChunks(t, newTestFilter(t, api, p.allow), chunks...); !bytes.Equal(got, want) {
+							t.Errorf("%s: output differs", how)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestCallFilterFastPath: letting every call through copies each event's
+// bytes and allocates nothing.
+func TestCallFilterFastPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocation counts")
+	}
+	streams := map[string]struct {
+		api  API
+		data []byte
+	}{
+		"anthropic tool call": {APIAnthropic, benchToolStream()},
+		"chat tool calls":     {APIChat, openAIBenchChatStream(3, 400)},
+		"responses tool call": {APIResponses, benchResponsesToolStream(400)},
+	}
+	for _, api := range filterAPIs {
+		prefix := map[API]string{APIAnthropic: "anthropic-", APIChat: "chat-", APIResponses: "responses-"}[api]
+		for _, path := range testdataFiles(t, filepath.Join(filterTestdata, prefix+"*.sse")) {
+			streams[filepath.Base(path)] = struct {
+				api  API
+				data []byte
+			}{api, readFile(t, path)}
+		}
+	}
+	for name, s := range streams {
+		t.Run(name, func(t *testing.T) {
+			events := sseEvents(t, s.data)
+			f := newTestFilter(t, s.api, allowAll)
+			for i, ev := range events {
+				if out := f.AppendEvent(nil, ev); !bytes.Equal(out, ev.Raw) {
+					t.Fatalf("event %d: got %q, want %q", i, out, ev.Raw)
+				}
+			}
+			const runs = 20
+			filters := make([]*CallFilter, runs+1)
+			for i := range filters {
+				filters[i] = newTestFilter(t, s.api, allowAll)
+			}
+			dst := make([]byte, 0, len(s.data))
+			n := 0
+			allocs := testing.AllocsPerRun(runs, func() {
+				f := filters[n]
+				n++
+				for _, ev := range events {
+					dst = f.AppendEvent(dst[:0], ev)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("%.1f allocations per reply of %d events, want 0", allocs, len(events))
+			}
+		})
+	}
+}
+
+// benchResponsesToolStream builds a Responses reply with two function calls
+// (read_file, then write_file), the second with about argBytes of
+// arguments in fragments of a few bytes, numbered and obfuscated as current
+// streams are.
+func benchResponsesToolStream(argBytes int) []byte {
+	var b strings.Builder
+	seq := 0
+	event := func(typ, body string) {
+		fmt.Fprintf(&b, "event: %s\ndata: {\"type\":%q,\"sequence_number\":%d,%s}\n\n", typ, typ, seq, body)
+		seq++
+	}
+	resp := `"response":{"id":"resp_BENCH","object":"response","created_at":1751569118,"status":"%s","model":"gpt-5-2025-08-07","output":%s,"usage":%s}`
+	event("response.created", fmt.Sprintf(resp, "in_progress", "[]", "null"))
+	items := make([]string, 0, 2)
+	for i, name := range []string{"read_file", "write_file"} {
+		id, call := fmt.Sprintf("fc_BENCH%d", i), fmt.Sprintf("call_BENCH%d", i)
+		event("response.output_item.added", fmt.Sprintf(`"output_index":%d,"item":{"id":%q,"type":"function_call","status":"in_progress","arguments":"","call_id":%q,"name":%q}`, i, id, call, name))
+		frags := []string{`{\"pa`, `th\": \"`, `src/`, `main`, `.go\", `, `\"body\"`, `: \"pac`, `kage `, `main\\n`, `\\nfunc`, ` main() {`, `}\\n\"`}
+		var args strings.Builder
+		for n, j := 0, 0; n < argBytes*i+10; j++ {
+			f := frags[j%len(frags)]
+			event("response.function_call_arguments.delta", fmt.Sprintf(`"item_id":%q,"output_index":%d,"delta":"%s","obfuscation":"k3Jd9"`, id, i, f))
+			args.WriteString(f)
+			n += len(f)
+		}
+		item := fmt.Sprintf(`{"id":%q,"type":"function_call","status":"completed","arguments":"%s","call_id":%q,"name":%q}`, id, args.String(), call, name)
+		event("response.function_call_arguments.done", fmt.Sprintf(`"item_id":%q,"output_index":%d,"arguments":"%s"`, id, i, args.String()))
+		event("response.output_item.done", fmt.Sprintf(`"output_index":%d,"item":%s`, i, item))
+		items = append(items, item)
+	}
+	event("response.completed", fmt.Sprintf(resp, "completed", "["+strings.Join(items, ",")+"]",
+		`{"input_tokens":1515,"input_tokens_details":{"cached_tokens":1390},"output_tokens":4000,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":5515}`))
+	return []byte(b.String())
+}
+
+// TestBenchFilterStreams keeps the benchmark inputs honest.
+func TestBenchFilterStreams(t *testing.T) {
+	for _, bc := range filterBenchCases() {
+		in, _ := mustDecode(t, bc.api, bc.data)
+		if in.Unparsed != 0 || !in.Done || len(in.ClientToolCalls()) < 2 {
+			t.Fatalf("%s: %+v", bc.name, in)
+		}
+		f := newTestFilter(t, bc.api, refuseNames(bc.refuse))
+		res, _ := mustDecode(t, bc.api, filterChunks(t, f, bc.data))
+		if len(f.Refused()) != 1 || len(res.ClientToolCalls()) != len(in.ClientToolCalls())-1 || res.Unparsed != 0 {
+			t.Fatalf("%s: refused %+v, delivered %d of %d, unparsed %d", bc.name, f.Refused(), len(res.ClientToolCalls()), len(in.ClientToolCalls()), res.Unparsed)
+		}
+	}
+}
+
+type filterBenchCase struct {
+	name   string
+	api    API
+	data   []byte
+	refuse string
+}
+
+// filterBenchCases are replies with two or more calls, one of which the
+// refuse-one runs withhold: the largest, so that most events take the
+// withholding path.
+func filterBenchCases() []filterBenchCase {
+	anthropic := benchAnthropicStream(`{"type":"text","text":""}`, 1, func(int) string { return `{"type":"text_delta","text":"Reading first."}` })
+	tool := benchToolStream()
+	// Splice the write_file call of the tool stream in after a read_file call.
+	start := bytes.Index(tool, []byte("event: content_block_start"))
+	end := bytes.Index(tool, []byte("event: message_delta"))
+	read := bytes.ReplaceAll(bytes.ReplaceAll(tool[start:end], []byte(`"index":0`), []byte(`"index":1`)), []byte("write_file"), []byte("read_file"))
+	read = read[:bytes.Index(read, []byte("event: content_block_delta"))]
+	read = append(read, "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n"...)
+	write := bytes.ReplaceAll(tool[start:end], []byte(`"index":0`), []byte(`"index":2`))
+	at := bytes.Index(anthropic, []byte("event: message_delta"))
+	var a []byte
+	a = append(a, anthropic[:at]...)
+	a = append(a, read...)
+	a = append(a, write...)
+	a = append(a, bytes.Replace(anthropic[at:], []byte(`"end_turn"`), []byte(`"tool_use"`), 1)...)
+
+	chat := openAIBenchChatStream(3, 40000)
+	chat = bytes.Replace(chat, []byte(`"name":"write_file"`), []byte(`"name":"read_file"`), 1)
+	return []filterBenchCase{
+		{"anthropic", APIAnthropic, a, "write_file"},
+		{"chat", APIChat, chat, "read_file"},
+		{"responses", APIResponses, benchResponsesToolStream(120000), "write_file"},
+	}
+}
+
+// BenchmarkCallFilter measures a reply going through a Reader, in
+// network-sized reads, and a filter that allows every call or refuses one.
+func BenchmarkCallFilter(b *testing.B) {
+	for _, bc := range filterBenchCases() {
+		for _, policy := range []struct {
+			name  string
+			allow func(string) bool
+		}{
+			{"allow_all", allowAll},
+			{"refuse_one", refuseNames(bc.refuse)},
+		} {
+			b.Run(bc.name+"/"+policy.name, func(b *testing.B) {
+				const read = 4 << 10
+				data := bc.data
+				out := make([]byte, 0, 64<<10)
+				b.SetBytes(int64(len(data)))
+				b.ReportAllocs()
+				for b.Loop() {
+					f, err := NewCallFilter(bc.api, policy.allow, filterRefusal)
+					if err != nil {
+						b.Fatal(err)
+					}
+					fn := func(ev *Event) error {
+						out = f.AppendEvent(out[:0], *ev)
+						return nil
+					}
+					r := NewReader(0)
+					for off := 0; off < len(data); off += read {
+						if err := r.Feed(data[off:min(off+read, len(data))], fn); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if err := r.Finish(fn); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
