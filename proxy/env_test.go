@@ -66,6 +66,9 @@ type envOpts struct {
 	realClock bool // the mock stamps events with time.Now (per-event delay tests)
 	limits    string
 	upstream  string // base_url override for both providers
+	// wrap, when set, puts a layer between gatekeeper and the memory
+	// store (e.record still reads the store itself).
+	wrap func(trajectory.Store) trajectory.Store
 }
 
 func newMock(t testing.TB, realClock bool) (*mockprovider.Server, string) {
@@ -104,6 +107,7 @@ tenants:
   - name: team-a
     keys: [%[4]s]
     budget: {turns: 200, tokens: 5000000, wall_clock: 2h, dollars: 20}
+    read_only_tools: [get_weather, Read]
   - name: team-b
     keys: [%[5]s]
 admin:
@@ -121,7 +125,11 @@ admin:
 	}
 	e.cfg = cfg
 	e.store = memory.New(memory.Options{})
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: e.store, Clock: newClock().Now})
+	var st trajectory.Store = e.store
+	if o.wrap != nil {
+		st = o.wrap(e.store)
+	}
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: newClock().Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +137,12 @@ admin:
 	admin.New(cfg, e.store, nil, nil).Routes(r)
 	px.Routes(r)
 	gk := httptest.NewServer(r)
-	t.Cleanup(gk.Close)
+	t.Cleanup(func() {
+		gk.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		px.Close(ctx)
+	})
 	e.gk = gk.URL
 	return e
 }

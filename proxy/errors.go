@@ -20,6 +20,7 @@ const (
 	errTrajectoryPaused   = "trajectory_paused"
 	errUpstream           = "upstream_error"
 	errNotFound           = "not_found_error"
+	errBudgetExceeded     = "budget_exceeded"
 )
 
 // HTTPError is an error with the status and message an agent should see.
@@ -29,7 +30,10 @@ type HTTPError struct {
 	Type       string
 	Msg        string
 	RetryAfter time.Duration // set for waits the client should retry
-	Err        error
+	// NoRetry marks a final refusal: the official SDKs honour
+	// x-should-retry: false over their status rules.
+	NoRetry bool
+	Err     error
 }
 
 func (e *HTTPError) Error() string {
@@ -58,6 +62,9 @@ func writeError(w http.ResponseWriter, api streaming.API, err error) {
 	if he.RetryAfter > 0 {
 		secs := int((he.RetryAfter + time.Second - 1) / time.Second)
 		h.Set("Retry-After", strconv.Itoa(secs))
+	}
+	if he.NoRetry {
+		h.Set("X-Should-Retry", "false")
 	}
 	w.WriteHeader(he.Code)
 	_, _ = w.Write(errorBody(api, he.Type, he.Msg))

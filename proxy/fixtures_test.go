@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	"gatekeeper/meter"
 
 	"gatekeeper/trajectory"
 )
@@ -37,7 +39,19 @@ func TestFixtureBytesThroughGatekeeper(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	e := newEnv(t, envOpts{upstream: up.URL})
+	// Priced at fixed rates so the charge can be worked out from the
+	// recorded usage alone.
+	prices := map[string]meter.Price{
+		"claude-sonnet-4-5": {Input: 3, CachedInput: 0.30, CacheWrite: 3.75, Output: 15},
+		"gpt-4o":            {Input: 2.50, CachedInput: 1.25, Output: 10},
+	}
+	e := newEnv(t, envOpts{upstream: up.URL, limits: `prices:
+  claude-sonnet-4-5: {input: 3, cached_input: 0.30, cache_write: 3.75, output: 15}
+  gpt-4o: {input: 2.50, cached_input: 1.25, output: 10}`})
+	table, err := meter.NewTable(prices, meter.Price{Input: 100, Output: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
 	paths := map[string]string{"anthropic": "/anthropic/v1/messages", "chat": "/openai/v1/chat/completions", "responses": "/openai/v1/responses"}
 	n := 0
 	for name, exp := range expected {
@@ -51,7 +65,13 @@ func TestFixtureBytesThroughGatekeeper(t *testing.T) {
 			current = b
 			id := "fx-" + name[:min(len(name), 40)]
 			id = sanitize(id)
-			body := `{"model":"m","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"x"}],"input":"x"}`
+			model := "gpt-4o"
+			if exp.API == "anthropic" {
+				model = "claude-sonnet-4-5"
+			}
+			// The chat client asks for usage itself, so the recorded
+			// bytes pass untouched.
+			body := `{"model":"` + model + `","stream":true,"stream_options":{"include_usage":true},"max_tokens":100,"messages":[{"role":"user","content":"x"}],"input":"x"}`
 			resp := e.do(t, "POST", "/t/"+id+path, body, "x-api-key", vkA, "Authorization", "Bearer "+vkA)
 			got := readAll(t, resp)
 			if !bytes.Equal(got, b) {
@@ -62,6 +82,17 @@ func TestFixtureBytesThroughGatekeeper(t *testing.T) {
 			reported := string(exp.Usage) != "null"
 			if rec.Spend.Estimated == reported {
 				t.Errorf("provider reported usage: %v; record charged %+v", reported, rec.Spend)
+			}
+			if !reported || rec.Spend.Estimated {
+				return
+			}
+			u, err := fixturetest.Usage(exp.API, exp.Usage)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := table.Cost(model, u)
+			if got := math.Round(rec.Spend.Dollars * 100); got != math.Round(want.Dollars()*100) || math.Abs(rec.Spend.Dollars-want.Dollars()) > 1e-9 {
+				t.Errorf("charged $%.6f for %+v, the table prices it $%.6f", rec.Spend.Dollars, u, want.Dollars())
 			}
 		})
 	}

@@ -18,9 +18,6 @@ import (
 // conversation (parallel sampling, identical requests from many clients).
 const maxSiblings = 32
 
-// maxDepth bounds how far up a parent chain gatekeeper walks.
-const maxDepth = 16
-
 // Session headers real agents send (AGENTS.md).
 var sessionHeaders = []string{"X-Claude-Code-Session-Id", "Session-Id", "Thread-Id"}
 
@@ -80,7 +77,14 @@ func childID(parent, key string) string {
 	return parent + "/" + hex.EncodeToString(sum[:6])
 }
 
-func siblingID(id string, n int) string { return id + "~" + strconv.Itoa(n) }
+// siblingID names the n-th sibling thread of base, a child of parent. A
+// sibling of the root itself is the root's child.
+func siblingID(parent, base string, n int) string {
+	if base == parent {
+		return base + "/~" + strconv.Itoa(n)
+	}
+	return base + "~" + strconv.Itoa(n)
+}
 
 // ensureRoot returns the root record, creating it with the tenant's
 // defaults when it does not exist yet. A root of another tenant is refused.
@@ -105,7 +109,7 @@ func (s *Server) ensureRoot(ctx context.Context, id string, tenant *config.Tenan
 
 // ensureChild returns the child record id of parent for a thread key,
 // creating it when missing.
-func (s *Server) ensureChild(ctx context.Context, parent *trajectory.Record, id, key string) error {
+func (s *Server) ensureChild(ctx context.Context, parent, tenant, id, key string) error {
 	_, err := s.store.Get(ctx, id)
 	if err == nil {
 		return nil
@@ -113,8 +117,8 @@ func (s *Server) ensureChild(ctx context.Context, parent *trajectory.Record, id,
 	if !errors.Is(err, trajectory.ErrNotFound) {
 		return storeErr(err)
 	}
-	rec := s.newRecord(id, parent.ID, nil)
-	rec.Tenant = parent.Tenant
+	rec := s.newRecord(id, parent, nil)
+	rec.Tenant = tenant
 	rec.Budget = trajectory.Budget{} // the ancestors' ceilings bind a child
 	rec.Thread = key
 	err = s.store.Create(ctx, rec, s.createdEvent(rec))

@@ -419,7 +419,7 @@ func TestParallelThreadsBecomeChildren(t *testing.T) {
 	}
 	root := ""
 	for _, id := range ids {
-		if !strings.ContainsAny(id, "/~") { // root~2 is a sibling thread, a child of the root
+		if !strings.ContainsAny(id, "/~") { // root/~2 is a sibling thread, a child of the root
 			root = id
 		}
 	}
@@ -443,7 +443,8 @@ func TestParallelThreadsBecomeChildren(t *testing.T) {
 	for _, id := range ids {
 		// A sibling serves the same conversation as the thread it forked from.
 		if i := strings.Index(id, "~"); i > 0 {
-			if a, b := e.record(t, id[:i]).Thread, e.record(t, id).Thread; a != b {
+			base := strings.TrimSuffix(id[:i], "/") // a sibling of the root is root/~N
+			if a, b := e.record(t, base).Thread, e.record(t, id).Thread; a != b {
 				t.Errorf("sibling %s serves %s, its base serves %s", id, b, a)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"gatekeeper/config"
+	"gatekeeper/meter"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -27,6 +28,9 @@ type Options struct {
 	Clock func() time.Time
 	// Transport carries upstream calls; a tuned http.Transport when nil.
 	Transport http.RoundTripper
+	// Prices prices turns; the embedded table with config's prices over it
+	// when nil.
+	Prices *meter.Table
 }
 
 // Server serves the agent-facing routes.
@@ -40,6 +44,10 @@ type Server struct {
 	def       *upstream
 	transport http.RoundTripper
 	bufs      *bufPool
+	prices    *meter.Table
+	stages    meter.Thresholds
+	hints     *hints
+	settles   *settles
 }
 
 // upstream is one configured provider with its reverse proxy.
@@ -65,6 +73,21 @@ func New(opts Options) (*Server, error) {
 		providers: make(map[string]*upstream),
 		transport: opts.Transport,
 		bufs:      newBufPool(),
+		prices:    opts.Prices,
+		stages:    meter.Thresholds(opts.Config.Stages),
+		hints:     newHints(1 << 16),
+		settles:   newSettles(),
+	}
+	if s.prices == nil {
+		over := make(map[string]meter.Price, len(opts.Config.Prices))
+		for k, p := range opts.Config.Prices {
+			over[k] = meter.Price(p)
+		}
+		t, err := meter.DefaultTable().With(over)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: prices: %w", err)
+		}
+		s.prices = t
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -93,6 +116,10 @@ func New(opts Options) (*Server, error) {
 	}
 	return s, nil
 }
+
+// Close waits, until ctx ends, for the charges still being retried to
+// reach the store; call it after the HTTP server has shut down.
+func (s *Server) Close(ctx context.Context) { s.settles.close(ctx) }
 
 // newTransport is the upstream transport: bounded connection setup, no
 // overall timeout (replies stream for minutes), HTTP/2 when offered.

@@ -62,8 +62,28 @@ func (b *sseBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// take decodes one event as the provider sent it (the meter needs its
+// usage) and queues what the agent receives of it.
 func (b *sseBody) take(ev *streaming.Event) error {
 	b.dec.Decode(ev, nil)
+	t := b.t
+	if t.stripUsage {
+		raw, drop := streaming.StripUsage(ev.Raw)
+		if drop {
+			return nil
+		}
+		if t.filter == nil {
+			b.out = append(b.out, raw...)
+			return nil
+		}
+		e := *ev
+		e.Raw = raw
+		ev = &e
+	}
+	if t.filter != nil {
+		b.out = t.filter.AppendEvent(b.out, *ev)
+		return nil
+	}
 	b.out = append(b.out, ev.Raw...)
 	return nil
 }

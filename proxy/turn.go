@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"gatekeeper/meter"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -28,11 +29,15 @@ type turn struct {
 	req     *request
 	pr      *streaming.Request
 	body    []byte
-	recID   string   // the thread record the turn belongs to
-	chain   []string // its ancestors, nearest first
+	recID   string // the thread record the turn belongs to
 	started time.Time
 	ctx     context.Context // the agent's request context
 	log     *slog.Logger
+	adm     admission
+
+	filter     *streaming.CallFilter // restrict stage: withholds calls outside the grant
+	removed    []string              // tools the restrict stage removed
+	stripUsage bool                  // usage was asked for on the agent's behalf
 
 	once sync.Once
 }
@@ -73,6 +78,12 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		slog.String("model", pr.Model), slog.String("api", string(req.api)))
 	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
 
+	if body, err = t.shape(body); err != nil {
+		t.failed(err)
+		writeError(w, req.api, err)
+		return
+	}
+	t.body = body
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	ctx := context.WithValue(r.Context(), ctxKey{}, &reqState{req: req, turn: t})
@@ -87,20 +98,36 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	t.failed(errors.New("reply not recorded")) // no-op when the reply was recorded
 }
 
-// admit finds the turn's thread record and moves it READY → CALLING_MODEL,
-// accepting the tool results the request carries. A thread that already
-// has a call in flight forks a sibling: a call is never blocked for that.
+// admit finds the turn's thread record and, in one atomic step over the
+// record and its ancestors, checks the budget, reserves the call's
+// estimate and moves the record READY → CALLING_MODEL, accepting the tool
+// results the request carries. A thread that already has a call in flight
+// forks a sibling: a call is never blocked for that.
 func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	s := t.s
 	rid, err := rootID(r, t.req, t.pr)
 	if err != nil {
 		return err
 	}
+	key, parentKey := threadKey(r, t.pr)
+	ids := make([]string, len(t.pr.ToolResults))
+	for i, tr := range t.pr.ToolResults {
+		ids[i] = tr.ID
+	}
+	hintKey := t.req.tenant.Name + "\x00" + rid + "\x00" + key
+	if h, ok := s.hints.get(hintKey); ok {
+		// The thread's record is known from an earlier call: admission is
+		// one store call.
+		err := t.admitOn(ctx, h.parent, h.base, key, ids)
+		if !errors.Is(err, errOtherThread) && !errors.Is(err, trajectory.ErrNotFound) {
+			return err
+		}
+		s.hints.drop(hintKey)
+	}
 	root, err := s.ensureRoot(ctx, rid, t.req.tenant)
 	if err != nil {
 		return err
 	}
-	key, parentKey := threadKey(r, t.pr)
 	parent := root
 	if parentKey != "" {
 		if p, err := s.store.Get(ctx, childID(root.ID, parentKey)); err == nil {
@@ -112,80 +139,120 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	candidate := childID(parent.ID, key)
 	if parent == root && (root.Thread == key || root.Thread == "") {
 		candidate = root.ID
-	} else if err := s.ensureChild(ctx, parent, candidate, key); err != nil {
+	} else if err := s.ensureChild(ctx, parent.ID, parent.Tenant, candidate, key); err != nil {
 		return err
 	}
-	ids := make([]string, len(t.pr.ToolResults))
-	for i, tr := range t.pr.ToolResults {
-		ids[i] = tr.ID
-	}
-	rec, err := t.admitOn(ctx, parent, candidate, key, ids)
+	h := hint{parent: parent.ID, base: candidate}
+	err = t.admitOn(ctx, h.parent, h.base, key, ids)
 	if errors.Is(err, errOtherThread) && candidate == root.ID {
 		// Another conversation claimed the root after it was read.
-		candidate = childID(root.ID, key)
-		if err := s.ensureChild(ctx, root, candidate, key); err != nil {
+		h.base = childID(root.ID, key)
+		if err := s.ensureChild(ctx, root.ID, root.Tenant, h.base, key); err != nil {
 			return err
 		}
-		rec, err = t.admitOn(ctx, parent, candidate, key, ids)
+		err = t.admitOn(ctx, h.parent, h.base, key, ids)
 	}
-	if err != nil {
-		return err
+	if errors.Is(err, errOtherThread) || errors.Is(err, trajectory.ErrNotFound) {
+		return storeErr(err)
 	}
-	t.recID = rec.ID
-	t.chain = s.ancestors(ctx, rec)
-	return nil
+	if err == nil {
+		s.hints.put(hintKey, h)
+	}
+	return err
 }
 
 // admitOn admits the turn on the thread record base, or on a sibling of
 // it when base (and each earlier sibling) already has a call in flight.
-func (t *turn) admitOn(ctx context.Context, parent *trajectory.Record, base, key string, ids []string) (*trajectory.Record, error) {
+func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []string) error {
 	candidate := base
 	for n := 1; n <= maxSiblings; n++ {
 		if n > 1 {
 			// A sibling is a child of the busy thread's parent (of the
 			// root when the busy thread is the root itself).
-			candidate = siblingID(base, n)
-			if err := t.s.ensureChild(ctx, parent, candidate, key); err != nil {
-				return nil, err
+			candidate = siblingID(parent, base, n)
+			if err := t.s.ensureChild(ctx, parent, t.req.tenant.Name, candidate, key); err != nil {
+				return err
 			}
 		}
-		rec, err := t.s.store.Update(ctx, candidate, func(rec *trajectory.Record) ([]trajectory.Event, error) {
-			return t.admitRecord(rec, key, ids)
-		})
+		var adm admission
+		var chain []*trajectory.Record
+		var err error
+		for start, wait := time.Now(), 5*time.Millisecond; ; wait = min(wait*2, budgetWaitStep) {
+			chain, err = t.s.store.UpdateChain(ctx, candidate, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+				var evs []trajectory.Event
+				var err error
+				adm, evs, err = t.admitChain(chain, key, ids)
+				return evs, err
+			})
+			if !errors.Is(err, errBudgetWait) {
+				break
+			}
+			if time.Since(start) > budgetWaitMax || sleepCtx(ctx, wait) != nil {
+				return &HTTPError{Code: http.StatusTooManyRequests, Type: "rate_limited", RetryAfter: 5 * time.Second,
+					Msg: "the calls this run has in flight hold the rest of its budget; retry when they finish", Err: err}
+			}
+		}
 		if errors.Is(err, errBusy) {
 			continue
 		}
-		return rec, err
+		if err != nil {
+			if errors.Is(err, errOtherThread) || errors.Is(err, trajectory.ErrNotFound) {
+				return err
+			}
+			return storeErr(err)
+		}
+		t.recID = chain[0].ID
+		t.adm = adm
+		if adm.decision.Stage == meter.Halt {
+			return t.s.haltError(chain[0], adm.decision)
+		}
+		return nil
 	}
-	return nil, &HTTPError{Code: http.StatusTooManyRequests, Type: "rate_limited", RetryAfter: 2 * time.Second,
+	return &HTTPError{Code: http.StatusTooManyRequests, Type: "rate_limited", RetryAfter: 2 * time.Second,
 		Msg: fmt.Sprintf("more than %d calls of one conversation are in flight; retry shortly", maxSiblings)}
 }
 
-// admitRecord is the admission step on one record, run inside the store's
-// atomic update.
-func (t *turn) admitRecord(rec *trajectory.Record, key string, ids []string) ([]trajectory.Event, error) {
+// admitChain is the admission step on a thread record (chain[0]) and its
+// ancestors, run inside the store's atomic update.
+func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) (admission, []trajectory.Event, error) {
 	now := t.s.now()
+	rec, root := chain[0], chain[len(chain)-1]
+	if root.Tenant != t.req.tenant.Name {
+		return admission{}, nil, httpErr(http.StatusForbidden, errPermission,
+			fmt.Sprintf("trajectory %s belongs to another tenant", root.ID))
+	}
+	for _, r := range chain {
+		if r.State.Terminal() {
+			return admission{}, nil, endedError(r)
+		}
+	}
 	switch {
-	case rec.State.Terminal():
-		return nil, &HTTPError{Code: http.StatusForbidden, Type: errTrajectoryCanceled,
-			Msg: fmt.Sprintf("trajectory %s has ended (%s %s); start a new trajectory to continue", rec.ID, rec.State, rec.ExitReason)}
 	case rec.Thread != "" && rec.Thread != key:
-		return nil, errOtherThread
-	case rec.State == trajectory.CallingModel:
-		return nil, errBusy
+		return admission{}, nil, errOtherThread
+	case rec.State == trajectory.CallingModel && now.Sub(rec.UpdatedAt) < t.s.staleCall(t.req.tenant):
+		return admission{}, nil, errBusy
 	case rec.State == trajectory.Paused:
-		return nil, &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 10 * time.Second,
+		return admission{}, nil, &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 10 * time.Second,
 			Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", rec.ID)}
 	case rec.State == trajectory.AwaitingApproval || rec.State == trajectory.Finalizing:
-		return nil, errBusy
+		return admission{}, nil, errBusy
 	}
 	if rec.Thread == "" {
 		rec.Thread = key
 	}
 	var evs []trajectory.Event
+	if rec.State == trajectory.CallingModel {
+		// The call in flight outlived any call this tenant may make: the
+		// replica serving it is gone. Its reservation is given back.
+		tev, err := reclaim(chain, now)
+		if err != nil {
+			return admission{}, nil, err
+		}
+		evs = append(evs, tev...)
+	}
 	check, ts, err := rec.AcceptToolResults(ids, now)
 	if err != nil {
-		return nil, err
+		return admission{}, nil, err
 	}
 	evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
 	if len(check.Accepted) > 0 || len(check.Unanswered) > 0 {
@@ -197,32 +264,37 @@ func (t *turn) admitRecord(rec *trajectory.Record, key string, ids []string) ([]
 		// They are dropped from accounting and kept for audit.
 		evs = append(evs, eventWith(rec.ID, now, trajectory.EventToolResultUnknown, map[string]any{"ids": check.Unknown}))
 	}
+	adm, bevs, err := t.reserve(chain, now)
+	if err != nil {
+		return admission{}, nil, err
+	}
+	evs = append(evs, bevs...)
+	if adm.decision.Stage == meter.Halt {
+		return adm, evs, nil
+	}
 	ts, err = rec.BeginTurn(now)
 	if err != nil {
-		return nil, err
+		return admission{}, nil, err
 	}
 	rec.Provider = t.req.up.cfg.Name
 	rec.Model = t.pr.Model
-	return append(evs, trajectory.EventsFor(rec.ID, ts)...), nil
+	return adm, append(evs, trajectory.EventsFor(rec.ID, ts)...), nil
+}
+
+// endedError answers a call of a run that has finished: with
+// budget_exceeded when its budget stopped it, so the agent learns why.
+func endedError(rec *trajectory.Record) error {
+	if rec.ExitReason == exitBudgetExceeded {
+		return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
+			Msg: fmt.Sprintf("trajectory %s was stopped by its %s budget; an operator can start a new trajectory", rec.ID, rec.BindingDimension)}
+	}
+	return &HTTPError{Code: http.StatusForbidden, Type: errTrajectoryCanceled, NoRetry: true,
+		Msg: fmt.Sprintf("trajectory %s has ended (%s %s); start a new trajectory to continue", rec.ID, rec.State, rec.ExitReason)}
 }
 
 func eventWith(id string, now time.Time, typ trajectory.EventType, data any) trajectory.Event {
 	raw, _ := json.Marshal(data) // maps of strings and slices always marshal
 	return trajectory.Event{At: now, Trajectory: id, Type: typ, Data: raw}
-}
-
-// ancestors lists rec's ancestors, nearest first.
-func (s *Server) ancestors(ctx context.Context, rec *trajectory.Record) []string {
-	var out []string
-	for p := rec.ParentID; p != "" && len(out) < maxDepth; {
-		out = append(out, p)
-		pr, err := s.store.Get(ctx, p)
-		if err != nil {
-			break
-		}
-		p = pr.ParentID
-	}
-	return out
 }
 
 // outcome is what a finished turn reports to its record.
@@ -254,6 +326,11 @@ func (t *turn) attach(resp *http.Response) error {
 		resp.Body = &sseBody{t: t, src: resp.Body, rd: streaming.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
 			in: t.s.bufs.Get()}
 	default:
+		if t.filter != nil {
+			if err := t.filterJSON(resp); err != nil {
+				return err
+			}
+		}
 		resp.Body = &jsonBody{t: t, src: resp.Body, status: resp.StatusCode, limit: t.s.cfg.Limits.MaxBodyBytes}
 	}
 	return nil
@@ -287,10 +364,17 @@ func (t *turn) finish(o outcome) {
 func (t *turn) record(ctx context.Context, o outcome) {
 	s := t.s
 	now := s.now()
+	var charge meter.Charge
+	if !o.upstream {
+		charge = s.prices.Cost(t.pr.Model, o.usage)
+	}
 	data := map[string]any{
 		"stop": o.stop, "status": o.status, "model": t.pr.Model, "provider": t.req.up.cfg.Name,
 		"duration_ms": now.Sub(t.started).Milliseconds(), "estimated": o.estimated,
-		"usage": o.usage,
+		"usage": o.usage, "dollars": charge.Dollars(), "call": t.adm.call,
+	}
+	if !o.upstream && !charge.Priced {
+		data["fallback_priced"] = true
 	}
 	if len(o.calls) > 0 {
 		calls := make([]map[string]string, len(o.calls))
@@ -302,57 +386,91 @@ func (t *turn) record(ctx context.Context, o outcome) {
 	if o.detail != "" {
 		data["detail"] = o.detail
 	}
-	_, err := s.store.Update(ctx, t.recID, func(rec *trajectory.Record) ([]trajectory.Event, error) {
-		var ts []trajectory.Transition
-		var err error
-		if o.upstream {
-			// No reply from the model: the call is not a turn of the run.
-			var tr trajectory.Transition
-			tr, err = rec.Transition(trajectory.Ready, "upstream_error", now)
-			ts = []trajectory.Transition{tr}
-			rec.LastStopReason = o.stop
-		} else {
-			ts, err = rec.EndTurn(trajectory.TurnOutcome{StopReason: o.stop, ToolCalls: o.calls, Usage: o.usage,
-				Estimated: o.estimated, ToolDeadline: s.cfg.Limits.ToolDeadline.Std()}, now)
+	t.stageNote(data)
+	settle := func(ctx context.Context) error {
+		_, err := s.store.UpdateChain(ctx, t.recID, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+			return t.settleChain(chain, o, charge, data, now)
+		})
+		if errors.Is(err, errSettled) {
+			return nil
 		}
+		return err
+	}
+	attrs := []slog.Attr{slog.String("stop", o.stop), slog.Int("status", o.status),
+		slog.Int64("input_tokens", o.usage.InputTokens), slog.Int64("cached_input_tokens", o.usage.CachedInputTokens),
+		slog.Int64("cache_write_tokens", o.usage.CacheWriteTokens), slog.Int64("output_tokens", o.usage.OutputTokens),
+		slog.Float64("dollars", charge.Dollars()), slog.Bool("estimated", o.estimated), slog.Int("tool_calls", len(o.calls))}
+	if err := settle(ctx); err != nil {
+		if errors.Is(err, trajectory.ErrUnavailable) {
+			// The reply went out; its charge must not be lost.
+			s.settles.retry(t.log, settle, attrs)
+			return
+		}
+		t.log.LogAttrs(ctx, slog.LevelError, "recording turn failed", append(attrs, slog.String("error", err.Error()))...)
+		return
+	}
+	t.log.LogAttrs(ctx, slog.LevelInfo, "turn", attrs...)
+}
+
+// errSettled aborts a settle that was already applied.
+var errSettled = errors.New("proxy: call already settled")
+
+// settleChain ends the turn on its thread record and moves the call's
+// reservation to spend on every record of the chain, in one atomic update.
+// The call id makes it idempotent: a settle retried after a lost reply
+// finds the call gone and changes nothing.
+func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.Charge, data map[string]any, now time.Time) ([]trajectory.Event, error) {
+	rec := chain[0]
+	if rec.Call == "" || rec.Call != t.adm.call {
+		return nil, errSettled
+	}
+	dollars := charge.Dollars()
+	typ := trajectory.EventTurn
+	if o.upstream {
+		typ = trajectory.EventUpstreamError
+	}
+	evs := []trajectory.Event{eventWith(rec.ID, now, typ, data)}
+	switch {
+	case rec.State != trajectory.CallingModel:
+		// The run was stopped while the call was out (a sibling's call
+		// halted it, or an operator): charged, with no state change.
+		if !o.upstream {
+			rec.Turns++
+			rec.Spend.Turns++
+			rec.AddSpend(o.usage, dollars, o.estimated)
+			rec.LastStopReason = o.stop
+		}
+	case o.upstream:
+		// No reply from the model: the call is not a turn of the run.
+		tr, err := rec.Transition(trajectory.Ready, "upstream_error", now)
 		if err != nil {
 			return nil, err
 		}
-		typ := trajectory.EventTurn
-		if o.upstream {
-			typ = trajectory.EventUpstreamError
-		}
-		return append([]trajectory.Event{eventWith(rec.ID, now, typ, data)}, trajectory.EventsFor(rec.ID, ts)...), nil
-	})
-	var te *trajectory.TransitionError
-	if errors.As(err, &te) {
-		// The record moved on while the call was out (it cannot today:
-		// nothing else changes a CALLING_MODEL record); keep the refusal
-		// in the log rather than forcing the state.
-		if aerr := s.store.AppendEvents(ctx, t.recID, te.Event(now)); aerr != nil {
-			err = errors.Join(err, aerr)
-		}
-	}
-	if err != nil {
-		t.log.LogAttrs(ctx, slog.LevelError, "recording turn failed", slog.String("error", err.Error()))
-		return
-	}
-	if o.upstream {
-		return
-	}
-	for _, id := range t.chain {
-		_, err := s.store.Update(ctx, id, func(rec *trajectory.Record) ([]trajectory.Event, error) {
-			rec.AddSpend(o.usage, 0, o.estimated)
-			rec.Spend.Turns++ // a descendant's model call is a turn of the whole run
-			return nil, nil
-		})
+		rec.LastStopReason = o.stop
+		evs = append(evs, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...)
+	default:
+		ts, err := rec.EndTurn(trajectory.TurnOutcome{StopReason: o.stop, ToolCalls: o.calls, Usage: o.usage,
+			Dollars: dollars, Estimated: o.estimated, ToolDeadline: t.s.cfg.Limits.ToolDeadline.Std()}, now)
 		if err != nil {
-			t.log.LogAttrs(ctx, slog.LevelError, "rolling spend up failed", slog.String("ancestor", id), slog.String("error", err.Error()))
+			return nil, err
 		}
+		evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
 	}
-	t.log.LogAttrs(ctx, slog.LevelInfo, "turn", slog.String("stop", o.stop), slog.Int("status", o.status),
-		slog.Int64("input_tokens", o.usage.InputTokens), slog.Int64("output_tokens", o.usage.OutputTokens),
-		slog.Bool("estimated", o.estimated), slog.Int("tool_calls", len(o.calls)))
+	released := rec.CallReserved
+	rec.Call, rec.CallReserved = "", trajectory.Reservation{}
+	for i, l := range chain {
+		l.Reserved = l.Reserved.Release(released)
+		if i > 0 && !o.upstream {
+			// A descendant's model call is a turn of the whole run.
+			l.AddSpend(o.usage, dollars, o.estimated)
+			l.Spend.Turns++
+		}
+		if !o.upstream && !charge.Priced {
+			l.FallbackPriced = true
+		}
+		l.ChargeWallClock(now)
+	}
+	return append(evs, t.s.readStages(chain, now, meter.Reservation{})...), nil
 }
 
 // outcomeOf turns a decoded reply into an outcome.
@@ -387,9 +505,12 @@ func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome
 	}
 	if complete {
 		for _, tc := range res.ClientToolCalls() {
-			if tc.Complete && tc.Choice == 0 {
+			if tc.Complete && tc.Choice == 0 && !t.withheld(tc.ID) {
 				o.calls = append(o.calls, trajectory.PendingCall{ID: tc.ID, Name: tc.Name})
 			}
+		}
+		if len(o.calls) == 0 && o.stop == string(streaming.StopToolUse) && t.filter != nil && len(t.filter.Refused()) > 0 {
+			o.stop = string(streaming.StopEndTurn) // what the agent received
 		}
 	}
 	return o

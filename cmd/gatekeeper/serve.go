@@ -79,6 +79,7 @@ type server struct {
 	log     *slog.Logger
 	mockErr chan error
 	stop    context.CancelFunc
+	proxy   *proxy.Server
 }
 
 // newServer builds gatekeeper from a validated config. Providers whose
@@ -114,6 +115,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger) (*serv
 		s.close()
 		return nil, err
 	}
+	s.proxy = px
 	r := chi.NewRouter()
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -179,6 +181,8 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
+	// Charges that waited for the store get the rest of the grace period.
+	s.proxy.Close(sctx)
 	return err
 }
 

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"gatekeeper/internal/redistest"
+	"gatekeeper/meter"
+	"gatekeeper/mockprovider"
+)
+
+// processEnv, set in a child's environment, makes the test binary run
+// gatekeeper itself: the replica tests start real gatekeeper processes.
+const processEnv = "GATEKEEPER_TEST_PROCESS"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(processEnv) == "serve" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// replica is one gatekeeper process.
+type replica struct {
+	cmd  *exec.Cmd
+	base string
+	logs *syncBuffer
+}
+
+// startReplica starts gatekeeper serve as a child process on a free
+// loopback port and stops it, by its PID, when the test ends.
+func startReplica(t *testing.T, cfg string) *replica {
+	t.Helper()
+	r := &replica{logs: &syncBuffer{}}
+	r.cmd = exec.Command(os.Args[0], "serve", "-config", cfg)
+	r.cmd.Env = append(os.Environ(), processEnv+"=serve", "GATEKEEPER_LISTEN=127.0.0.1:0")
+	out, err := r.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cmd.Stdout = r.logs
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addrc := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`"gatekeeper listening".*"addr":"([^"]+)"|msg="gatekeeper listening" addr=(\S+)`)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			r.logs.Write([]byte(line + "\n"))
+			if m := re.FindStringSubmatch(line); m != nil && !sent {
+				addrc <- m[1] + m[2]
+				sent = true
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = r.cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- r.cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = r.cmd.Process.Kill()
+			<-done
+		}
+	})
+	select {
+	case addr := <-addrc:
+		r.base = "http://" + addr
+	case <-time.After(20 * time.Second):
+		t.Fatalf("gatekeeper process did not start:\n%s", r.logs)
+	}
+	return r
+}
+
+const (
+	replicaKey   = "vk-replica-test-0001"
+	replicaAdmin = "replica-admin-token-0001"
+	costlyModel  = "claude-costly-1"
+)
+
+// TestReplicasShareOneBudget runs two gatekeeper processes on one Redis
+// and 20 parallel threads of one trajectory calling through both: the
+// run's spend never passes its dollar ceiling by more than one call's
+// reservation, and the run halts.
+func TestReplicasShareOneBudget(t *testing.T) {
+	srv := redistest.StartServer(t)
+	mock := httptest.NewServer(mockprovider.New(mockprovider.Options{}))
+	defer mock.Close()
+	const ceiling = 20.0
+	cfgText := fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: {kind: redis, redis_url: %q}
+providers:
+  - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: [{name: k, key: sk-upstream-0001}]}
+prices:
+  %s: {input: 100, cached_input: 10, cache_write: 125, output: 10000}
+tenants:
+  - name: fleet
+    keys: [%s]
+    budget: {dollars: %v}
+admin:
+  tokens: [{name: ops, token: %s, roles: [operator]}]
+log: {level: info, format: json}
+`, srv.URL, mock.URL, costlyModel, replicaKey, ceiling, replicaAdmin)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reps := []*replica{startReplica(t, cfg), startReplica(t, cfg)}
+
+	params := anthropic.MessageNewParams{
+		Model: costlyModel, MaxTokens: 200,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("summarize the logs"))},
+	}
+	body, _ := json.Marshal(params)
+	table, err := meter.DefaultTable().With(map[string]meter.Price{costlyModel: {Input: 100, CachedInput: 10, CacheWrite: 125, Output: 10000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The largest reservation of one call, with room for the SDK's
+	// encoding differing from ours.
+	slack := meter.ToDollars(table.Estimate(costlyModel, int64(len(body))+512, 200).Micros)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	root := func(base string) (spend float64, state, exit string) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/admin/v1/trajectories/run-par", nil)
+		req.Header.Set("Authorization", "Bearer "+replicaAdmin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", ""
+		}
+		defer resp.Body.Close()
+		var rec struct {
+			State      string  `json:"state"`
+			ExitReason *string `json:"exit_reason"`
+			Spend      struct {
+				Dollars float64 `json:"dollars"`
+			} `json:"spend"`
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if json.Unmarshal(b, &rec) != nil {
+			return 0, "", ""
+		}
+		if rec.ExitReason != nil {
+			exit = *rec.ExitReason
+		}
+		return rec.Spend.Dollars, rec.State, exit
+	}
+
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		halted   = map[int]bool{}
+		served   int
+		failures []string
+	)
+	stopWatch := make(chan struct{})
+	var maxSeen float64
+	watchDone := make(chan struct{})
+	go func() {
+		// Sample the run's spend while the threads run.
+		defer close(watchDone)
+		for i := 0; i < 6000; i++ {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if s, _, _ := root(reps[i%2].base); s > maxSeen {
+				maxSeen = s
+			}
+		}
+	}()
+	for th := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for call := range 200 {
+				c := anthropic.NewClient(option.WithBaseURL(reps[(th+call)%2].base), option.WithAPIKey(replicaKey),
+					option.WithMaxRetries(0), option.WithHeader("X-Gatekeeper-Trajectory", "run-par"),
+					option.WithHeader("X-Claude-Code-Agent-Id", fmt.Sprintf("agent-%02d", th)),
+					option.WithHeader("X-Mock-Turn", `{"kind":"text","text":"The logs show three restarts and one failed health check."}`))
+				_, err := c.Messages.New(ctx, params)
+				var ae *anthropic.Error
+				switch {
+				case err == nil:
+					mu.Lock()
+					served++
+					mu.Unlock()
+					continue
+				case errors.As(err, &ae) && ae.StatusCode == http.StatusPaymentRequired:
+					mu.Lock()
+					halted[th] = true
+					mu.Unlock()
+				default:
+					mu.Lock()
+					failures = append(failures, err.Error())
+					mu.Unlock()
+				}
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	close(stopWatch)
+	<-watchDone
+
+	if len(failures) > 0 {
+		t.Fatalf("%d calls failed otherwise than budget_exceeded, first: %s", len(failures), failures[0])
+	}
+	if len(halted) != 20 {
+		t.Errorf("%d of 20 threads were halted", len(halted))
+	}
+	spend, state, exit := root(reps[0].base)
+	t.Logf("%d calls served; spend $%.4f of $%.0f (max sampled $%.4f, one reservation $%.4f)", served, spend, ceiling, maxSeen, slack)
+	if spend > ceiling+slack || maxSeen > ceiling+slack {
+		t.Errorf("spend $%.4f (max sampled $%.4f) passed the ceiling $%.0f by more than one reservation ($%.4f)", spend, maxSeen, ceiling, slack)
+	}
+	if spend < ceiling*0.5 {
+		t.Errorf("spend $%.4f: the run halted long before its ceiling", spend)
+	}
+	if state != "FAILED" || exit != "BUDGET_EXCEEDED" {
+		t.Errorf("root %s %s, want FAILED BUDGET_EXCEEDED", state, exit)
+	}
+}

@@ -1,0 +1,175 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"gatekeeper/config"
+	"gatekeeper/internal/redistest"
+	"gatekeeper/mockprovider"
+	"gatekeeper/proxy"
+	"gatekeeper/store/memory"
+	redisstore "gatekeeper/store/redis"
+	"gatekeeper/trajectory"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// rtCounter counts the round trips a Redis client makes: each command
+// sent alone and each pipeline (scripts included) is one.
+type rtCounter struct{ n atomic.Int64 }
+
+func (c *rtCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (c *rtCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *rtCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// BenchmarkTurnPath measures one non-streamed turn per operation, from
+// parallel clients each continuing its own trajectory, through a bare
+// reverse proxy and through gatekeeper on each store: the metering and
+// budget path (admit + reserve before the call, settle after) is the
+// difference. With Redis it reports the round trips per turn.
+func BenchmarkTurnPath(b *testing.B) {
+	mock := httptest.NewServer(mockprovider.New(mockprovider.Options{}))
+	b.Cleanup(mock.Close)
+	// Two turn shapes: the smallest non-streamed turn, where the per-turn
+	// cost weighs most, and a streamed reply of 40 text deltas.
+	shapes := []struct{ name, body, spec string }{
+		{"json", `{"model":"claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"status?"}]}`,
+			`{"kind":"text","text":"all green"}`},
+		{"stream40", `{"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"status?"}]}`,
+			`{"kind":"text","deltas":40}`},
+	}
+	cfgText := fmt.Sprintf(`
+providers:
+  - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: [{name: k, key: %s}]}
+tenants:
+  - {name: team-a, keys: [%s], budget: {turns: 100000000, dollars: 1000000}}
+`, mock.URL, antKey, vkA)
+	cfg, err := config.Parse([]byte(cfgText), func(string) string { return "" })
+	if err != nil {
+		b.Fatal(err)
+	}
+	gatekeeper := func(b *testing.B, st trajectory.Store) http.Handler {
+		px, err := proxy.New(proxy.Options{Config: cfg, Store: st})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := chi.NewRouter()
+		px.Routes(r)
+		return r
+	}
+	target, _ := url.Parse(mock.URL)
+	cases := []struct {
+		name string
+		path string // %d is the client's number
+		make func(b *testing.B) (http.Handler, *rtCounter)
+	}{
+		{"bare", "/v1/messages", func(b *testing.B) (http.Handler, *rtCounter) {
+			rp := httputil.NewSingleHostReverseProxy(target)
+			// The same connection reuse as gatekeeper's own transport.
+			rp.Transport = &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 256}
+			return rp, nil
+		}},
+		{"memory", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *rtCounter) {
+			st := memory.New(memory.Options{})
+			b.Cleanup(func() { _ = st.Close() })
+			return gatekeeper(b, st), nil
+		}},
+		{"redis", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *rtCounter) {
+			srv := redistest.StartServer(b)
+			opt, err := goredis.ParseURL(srv.URL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			client := goredis.NewClient(opt)
+			b.Cleanup(func() { _ = client.Close() })
+			rt := &rtCounter{}
+			client.AddHook(rt)
+			st, err := redisstore.Open(context.Background(), redisstore.Options{Client: client})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = st.Close() })
+			return gatekeeper(b, st), rt
+		}},
+	}
+	for _, sh := range shapes {
+		for _, c := range cases {
+			b.Run(sh.name+"/"+c.name, func(b *testing.B) { benchTurns(b, c.make, c.path, sh.body, sh.spec) })
+		}
+	}
+}
+
+func benchTurns(b *testing.B, mk func(b *testing.B) (http.Handler, *rtCounter), path, body, spec string) {
+	h, rt := mk(b)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{}).DialContext}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	var clients, failed atomic.Int64
+	var base int64
+	// Enough clients in flight that throughput, not one client's latency,
+	// is measured.
+	b.SetParallelism(8)
+	b.ResetTimer()
+	if rt != nil {
+		base = rt.n.Load()
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		p := path
+		if strings.Contains(p, "%d") {
+			p = fmt.Sprintf(p, clients.Add(1))
+		}
+		for pb.Next() {
+			req, _ := http.NewRequest("POST", srv.URL+p, strings.NewReader(body))
+			req.Header.Set("x-api-key", vkA)
+			req.Header.Set("anthropic-version", "2023-06-01")
+			req.Header.Set("content-type", "application/json")
+			req.Header.Set("X-Mock-Turn", spec)
+			// gatekeeper asks the provider for identity encoding on turns;
+			// the bare proxy must not pay for gzip instead.
+			req.Header.Set("Accept-Encoding", "identity")
+			resp, err := hc.Do(req)
+			if err != nil {
+				failed.Add(1)
+				continue
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				failed.Add(1)
+			}
+		}
+	})
+	b.StopTimer()
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d of %d turns failed", n, b.N)
+	}
+	if rt != nil {
+		b.ReportMetric(float64(rt.n.Load()-base)/float64(b.N), "rtt/turn")
+	}
+}

@@ -1,0 +1,278 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"gatekeeper/config"
+	"gatekeeper/meter"
+	"gatekeeper/trajectory"
+)
+
+// Exit reason of a run stopped by its budget (CONTRACT.md).
+const exitBudgetExceeded = "BUDGET_EXCEEDED"
+
+// defaultMaxOutput is the output a call without an output limit is
+// reserved for: Chat and Responses requests may leave it to the model.
+const defaultMaxOutput = 16384
+
+// errBudgetWait: the calls in flight hold what is left of the budget; the
+// call waits for them to settle.
+var errBudgetWait = errors.New("proxy: calls in flight hold the rest of the budget")
+
+// Bounds of that wait: past it the agent is asked to retry.
+const (
+	budgetWaitMax  = 20 * time.Second
+	budgetWaitStep = 250 * time.Millisecond
+)
+
+// admission is what admitting a call decided: its stage and what it holds
+// against its chain's budgets until it settles.
+type admission struct {
+	decision meter.Decision
+	call     string // the call's id, the settle's idempotency key
+	reserved trajectory.Reservation
+	levels   []meter.Level // the chain as checked, nearest first
+}
+
+// reserve checks the call against every budget of its chain and, unless it
+// halts, reserves its estimate on each record. It runs inside the store's
+// atomic update, so calls of parallel threads see each other's
+// reservations. On halt the thread record (and the record whose budget
+// binds) go FINALIZING → FAILED.
+func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []trajectory.Event, error) {
+	maxOut := t.pr.MaxOutputTokens
+	if maxOut <= 0 {
+		maxOut = defaultMaxOutput
+	}
+	est := t.s.prices.Estimate(t.pr.Model, int64(len(t.body)), maxOut)
+	adm := admission{
+		call:     newCallID(),
+		reserved: trajectory.Reservation{Calls: 1, Tokens: est.Tokens, Micros: est.Micros},
+		levels:   levels(chain, now),
+	}
+	adm.decision = meter.Check(adm.levels, est, t.s.stages)
+	if adm.decision.Stage == meter.Halt {
+		// Refused with the calls in flight counted. If what is settled
+		// leaves room for this call, those calls hold the rest of the
+		// budget and may give some back: the call waits for them rather
+		// than ending the run.
+		settled := levels(chain, now)
+		for i := range settled {
+			settled[i].Used = meter.UsedOf(chain[i].Spend)
+			settled[i].Used.WallClock = adm.levels[i].Used.WallClock
+		}
+		if meter.Check(settled, est, t.s.stages).Stage != meter.Halt {
+			return admission{}, nil, errBudgetWait
+		}
+	}
+	evs := t.s.readStages(chain, now, est)
+	if adm.decision.Stage == meter.Halt {
+		for _, rec := range chain {
+			if rec != chain[0] && rec.ID != adm.decision.BindingID || rec.State.Terminal() {
+				continue
+			}
+			rec.BindingDimension = string(adm.decision.Binding)
+			ts, err := rec.Finalize(trajectory.Failed, exitBudgetExceeded, now)
+			if err != nil {
+				return admission{}, nil, err
+			}
+			evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
+		}
+		return adm, evs, nil
+	}
+	for _, rec := range chain {
+		rec.Reserved = rec.Reserved.Add(adm.reserved)
+		if rec.StartedAt.IsZero() {
+			// An ancestor's wall clock starts with the first call anywhere
+			// in its tree.
+			rec.StartedAt = now
+		}
+	}
+	chain[0].Call, chain[0].CallReserved = adm.call, adm.reserved
+	return adm, evs, nil
+}
+
+// readStages records on every record of a chain its budget reading at
+// now, counting the reservations in flight and r, a call about to start.
+// The thread record (chain[0]) gets the tightest reading of its chain,
+// which is the one applied to its calls; each ancestor its own.
+func (s *Server) readStages(chain []*trajectory.Record, now time.Time, r meter.Reservation) []trajectory.Event {
+	ls := levels(chain, now)
+	own := meter.Reservation{Tokens: r.Tokens, Micros: r.Micros}
+	var evs []trajectory.Event
+	for i, rec := range chain {
+		var rho float64
+		var dim meter.Dimension
+		var stage meter.Stage
+		if i == 0 {
+			d := meter.Check(ls, r, s.stages)
+			rho, dim, stage = d.Rho, d.Binding, d.Stage
+		} else {
+			rho, dim = meter.Rho(rec.Budget, ls[i].Used.Add(own))
+			stage = s.stages.Stage(rho)
+		}
+		evs = append(evs, setStage(rec, rho, dim, stage, now)...)
+	}
+	return evs
+}
+
+// staleCall is how long a call may stay in flight before its thread takes
+// it for lost: past the tenant's call deadline, or an hour without one.
+func (s *Server) staleCall(tenant *config.Tenant) time.Duration {
+	if d := tenant.CallLimits.CallDeadline.Std(); d > 0 {
+		return d + time.Minute
+	}
+	return time.Hour
+}
+
+// reclaim ends a lost call on its thread record (chain[0]): its
+// reservation is released on the whole chain, uncharged, and the thread
+// is READY again.
+func reclaim(chain []*trajectory.Record, now time.Time) ([]trajectory.Event, error) {
+	rec := chain[0]
+	tr, err := rec.Transition(trajectory.Ready, "call_lost", now)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range chain {
+		l.Reserved = l.Reserved.Release(rec.CallReserved)
+	}
+	ev := eventWith(rec.ID, now, trajectory.EventUpstreamError, map[string]any{
+		"detail": "call lost: no reply was recorded", "call": rec.Call})
+	rec.Call, rec.CallReserved = "", trajectory.Reservation{}
+	return append([]trajectory.Event{ev}, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
+}
+
+// levels reads a chain as the meter sees it at now: spend, wall clock and
+// the reservations of calls in flight.
+func levels(chain []*trajectory.Record, now time.Time) []meter.Level {
+	out := make([]meter.Level, len(chain))
+	for i, rec := range chain {
+		u := meter.UsedOf(rec.Spend)
+		u.WallClock = meter.Elapsed(rec.StartedAt, now, 0)
+		u = u.Add(meter.Reservation{Turns: rec.Reserved.Calls, Tokens: rec.Reserved.Tokens, Micros: rec.Reserved.Micros})
+		out[i] = meter.Level{ID: rec.ID, Budget: rec.Budget, Used: u}
+	}
+	return out
+}
+
+// setStage records a budget reading on rec, with an event when its stage
+// changes.
+func setStage(rec *trajectory.Record, rho float64, dim meter.Dimension, stage meter.Stage, now time.Time) []trajectory.Event {
+	if math.IsNaN(rho) || math.IsInf(rho, 0) {
+		rho = 1
+	}
+	rec.BudgetUsed, rec.BindingDimension = rho, string(dim)
+	if rec.Stage == string(stage) {
+		return nil
+	}
+	from := rec.Stage
+	rec.Stage = string(stage)
+	return []trajectory.Event{eventWith(rec.ID, now, trajectory.EventStage, map[string]any{
+		"from": from, "to": stage, "budget_used": rho, "binding_dimension": dim})}
+}
+
+// haltError is the answer to a call its budget refused.
+func (s *Server) haltError(rec *trajectory.Record, d meter.Decision) error {
+	whose := "its"
+	if d.BindingID != rec.ID {
+		whose = "the " + d.BindingID + " run's"
+	}
+	return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
+		Msg: fmt.Sprintf("trajectory %s has exhausted %s %s budget (%.0f%% of the ceiling, counting this call); the call was not forwarded and the run is stopped; an operator can start a new trajectory with a larger budget",
+			rec.ID, whose, d.Binding, d.Rho*100)}
+}
+
+// notice is the budget notice appended to a steered or restricted
+// request: which ceiling presses and what is left of it.
+func (t *turn) notice() string {
+	d := t.adm.decision
+	var left string
+	for _, l := range t.adm.levels {
+		if l.ID == d.BindingID {
+			left = remaining(l, d.Binding)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "[gatekeeper budget notice] This run has used %.0f%% of its %s budget", d.Rho*100, d.Binding)
+	if left != "" {
+		fmt.Fprintf(&b, "; %s remain", left)
+	}
+	b.WriteString(".")
+	if d.Stage == meter.Restrict {
+		b.WriteString(" Only read-only tools remain available")
+		if ro := t.req.tenant.ReadOnlyTools; len(ro) > 0 {
+			b.WriteString(" (" + strings.Join(ro, ", ") + ")")
+		}
+		b.WriteString(". Give your final answer now.")
+	} else {
+		b.WriteString(" Plan to finish the task within what remains.")
+	}
+	return b.String()
+}
+
+// remaining says what is left of one dimension of a level's budget.
+func remaining(l meter.Level, d meter.Dimension) string {
+	switch d {
+	case meter.Turns:
+		return fmt.Sprintf("%d model calls", max(l.Budget.Turns-l.Used.Turns, 0))
+	case meter.Tokens:
+		return fmt.Sprintf("about %d tokens", max(l.Budget.Tokens-l.Used.Tokens, 0))
+	case meter.WallClock:
+		return fmt.Sprintf("about %s", max(time.Duration(l.Budget.WallClockS)*time.Second-l.Used.WallClock, 0).Round(time.Second))
+	case meter.Dollars:
+		return fmt.Sprintf("about $%.2f", max(l.Budget.Dollars-meter.ToDollars(l.Used.Micros), 0))
+	}
+	return ""
+}
+
+func newCallID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// hint is where an earlier call of a thread was admitted.
+type hint struct{ parent, base string }
+
+// hints remembers, per trajectory and thread key, the record a thread was
+// admitted on, so that a thread's later calls are admitted in one store
+// call. A hint is only a guess: admission on it re-checks everything.
+type hints struct {
+	mu  sync.Mutex
+	m   map[string]hint
+	max int
+}
+
+func newHints(max int) *hints { return &hints{m: make(map[string]hint), max: max} }
+
+func (h *hints) get(k string) (hint, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.m[k]
+	return v, ok
+}
+
+func (h *hints) put(k string, v hint) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.m) >= h.max {
+		// Bounded: forgetting costs each thread one slower admission.
+		clear(h.m)
+	}
+	h.m[k] = v
+}
+
+func (h *hints) drop(k string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, k)
+}

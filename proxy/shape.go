@@ -1,0 +1,109 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gatekeeper/meter"
+	"gatekeeper/streaming"
+)
+
+// shape rewrites an admitted request for its budget stage and for
+// metering, minimally and at the end (DESIGN.md, "Holding a call"):
+//   - steer: a budget notice is appended as the last content;
+//   - restrict: tools outside the tenant's read_only_tools are removed
+//     (with a tool_choice naming one), the notice asks for a final answer,
+//     and calls to removed tools in the reply are withheld;
+//   - a streamed Chat request is asked to report usage, and the extra
+//     usage is taken out of what the agent receives.
+func (t *turn) shape(body []byte) ([]byte, error) {
+	api := t.req.api
+	switch t.adm.decision.Stage {
+	case meter.Restrict:
+		out, removed, err := streaming.RestrictTools(api, body, t.readOnly)
+		if err != nil {
+			return nil, httpErr(http.StatusBadRequest, errInvalidRequest, "could not narrow the request's tools: "+err.Error())
+		}
+		body, t.removed = out, removed
+		if t.filter, err = streaming.NewCallFilter(api, t.readOnly, t.refusal); err != nil {
+			return nil, err
+		}
+		fallthrough
+	case meter.Steer:
+		out, err := streaming.AppendNotice(api, body, t.notice())
+		if err != nil {
+			// A request without a conversation to append to is forwarded
+			// as it is; the provider will judge it.
+			t.log.LogAttrs(t.ctx, slog.LevelWarn, "budget notice not appended", slog.String("error", err.Error()))
+			break
+		}
+		body = out
+	}
+	if api == streaming.APIChat && t.pr.Stream {
+		out, added, err := streaming.EnsureIncludeUsage(body)
+		if err == nil {
+			body, t.stripUsage = out, added
+		}
+	}
+	return body, nil
+}
+
+// readOnly reports whether a tool is in the tenant's read-only grant.
+func (t *turn) readOnly(name string) bool { return slices.Contains(t.req.tenant.ReadOnlyTools, name) }
+
+// refusal replaces a call withheld in the restrict stage.
+func (t *turn) refusal(call streaming.ToolCall) string {
+	return fmt.Sprintf("[gatekeeper] The call to %s was withheld: this run's budget is nearly spent (%.0f%% of its %s budget), so only read-only tools may run. Give your final answer.",
+		call.Name, t.adm.decision.Rho*100, t.adm.decision.Binding)
+}
+
+// filterJSON applies the call filter to a whole non-streamed reply before
+// any of it reaches the agent: a withheld call must never be delivered.
+func (t *turn) filterJSON(resp *http.Response) error {
+	limit := t.s.cfg.Limits.MaxBodyBytes
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	_ = resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if int64(len(raw)) > limit {
+		return fmt.Errorf("reply larger than limits.max_body_bytes (%d) cannot be checked for withheld calls", limit)
+	}
+	out, err := t.filter.Body(raw)
+	if err != nil {
+		return fmt.Errorf("checking the reply for withheld calls: %w", err)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(out))
+	resp.ContentLength = int64(len(out))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
+	return nil
+}
+
+// withheld reports whether the call filter withheld the call with id.
+func (t *turn) withheld(id string) bool {
+	if t.filter == nil {
+		return false
+	}
+	for _, c := range t.filter.Refused() {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// stageNote is the turn's stage and rewrite for the event log.
+func (t *turn) stageNote(data map[string]any) {
+	if st := t.adm.decision.Stage; st != "" && st != meter.Nominal {
+		data["stage"] = st
+	}
+	if len(t.removed) > 0 {
+		data["removed_tools"] = strings.Join(t.removed, ",")
+	}
+}
