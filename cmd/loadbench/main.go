@@ -6,7 +6,7 @@
 // stream, per idle trajectory record), and the Markdown report of them.
 //
 //	go run ./cmd/loadbench [-duration 5s] [-conns 64] [-streams 256] [-events 50]
-//	    [-event-delay 20ms] [-records 10000] [-rounds 4] [-cpuprofile FILE]
+//	    [-event-delay 20ms] [-records 10000] [-rounds 4] [-cpuprofile FILE] [-redis URL]
 //
 // It exits 1 when any request failed or any stream was cut, after printing
 // the table.
@@ -47,6 +47,7 @@ type params struct {
 	events     int // text deltas per stream
 	eventDelay time.Duration
 	records    int
+	redisURL   string
 	cpuProfile string
 }
 
@@ -65,6 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (params, error) {
 	fs.DurationVar(&p.eventDelay, "event-delay", 20*time.Millisecond, "wait between stream events at the mock")
 	fs.IntVar(&p.records, "records", 10000, "trajectory records created to measure an idle record's heap")
 	fs.StringVar(&p.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&p.redisURL, "redis", "", "gatekeeper's store: this Redis (redis://host:port/db) instead of the memory store")
 	if err := fs.Parse(args); err != nil {
 		return params{}, err
 	}

@@ -22,6 +22,8 @@ import (
 	"gatekeeper/mockprovider"
 	"gatekeeper/proxy"
 	"gatekeeper/store/memory"
+	redisstore "gatekeeper/store/redis"
+	"gatekeeper/trajectory"
 )
 
 // Secrets of the benchmark's config: loopback only, never real.
@@ -53,7 +55,7 @@ type bench struct {
 	p       params
 	mock    *mockprovider.Server
 	gate    *gate
-	store   *memory.Store
+	store   trajectory.Store
 	client  *http.Client
 	targets [2]target
 
@@ -135,7 +137,17 @@ admin:
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	b.store = memory.New(memory.Options{})
+	if b.p.redisURL != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		st, err := redisstore.Open(ctx, redisstore.Options{URL: b.p.redisURL})
+		if err != nil {
+			return nil, err
+		}
+		b.store = st
+	} else {
+		b.store = memory.New(memory.Options{})
+	}
 	px, err := proxy.New(proxy.Options{Config: cfg, Store: b.store, Transport: tr})
 	if err != nil {
 		return nil, err
