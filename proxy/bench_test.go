@@ -26,26 +26,6 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// rtCounter counts the round trips a Redis client makes: each command
-// sent alone and each pipeline (scripts included) is one.
-type rtCounter struct{ n atomic.Int64 }
-
-func (c *rtCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-
-func (c *rtCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *rtCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
 // BenchmarkTurnPath measures one non-streamed turn per operation, from
 // parallel clients each continuing its own trajectory, through a bare
 // reverse proxy and through gatekeeper on each store: the metering and
@@ -85,20 +65,20 @@ tenants:
 	cases := []struct {
 		name string
 		path string // %d is the client's number
-		make func(b *testing.B) (http.Handler, *rtCounter)
+		make func(b *testing.B) (http.Handler, *redistest.RoundTrips)
 	}{
-		{"bare", "/v1/messages", func(b *testing.B) (http.Handler, *rtCounter) {
+		{"bare", "/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 			rp := httputil.NewSingleHostReverseProxy(target)
 			// The same connection reuse as gatekeeper's own transport.
 			rp.Transport = &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 256}
 			return rp, nil
 		}},
-		{"memory", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *rtCounter) {
+		{"memory", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 			st := memory.New(memory.Options{})
 			b.Cleanup(func() { _ = st.Close() })
 			return gatekeeper(b, st), nil
 		}},
-		{"redis", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *rtCounter) {
+		{"redis", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 			srv := redistest.StartServer(b)
 			opt, err := goredis.ParseURL(srv.URL)
 			if err != nil {
@@ -106,7 +86,7 @@ tenants:
 			}
 			client := goredis.NewClient(opt)
 			b.Cleanup(func() { _ = client.Close() })
-			rt := &rtCounter{}
+			rt := &redistest.RoundTrips{}
 			client.AddHook(rt)
 			st, err := redisstore.Open(context.Background(), redisstore.Options{Client: client})
 			if err != nil {
@@ -123,7 +103,7 @@ tenants:
 	}
 }
 
-func benchTurns(b *testing.B, mk func(b *testing.B) (http.Handler, *rtCounter), path, body, spec string) {
+func benchTurns(b *testing.B, mk func(b *testing.B) (http.Handler, *redistest.RoundTrips), path, body, spec string) {
 	h, rt := mk(b)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -137,7 +117,7 @@ func benchTurns(b *testing.B, mk func(b *testing.B) (http.Handler, *rtCounter), 
 	b.SetParallelism(8)
 	b.ResetTimer()
 	if rt != nil {
-		base = rt.n.Load()
+		base = rt.Load()
 	}
 	b.RunParallel(func(pb *testing.PB) {
 		p := path
@@ -170,6 +150,6 @@ func benchTurns(b *testing.B, mk func(b *testing.B) (http.Handler, *rtCounter), 
 		b.Fatalf("%d of %d turns failed", n, b.N)
 	}
 	if rt != nil {
-		b.ReportMetric(float64(rt.n.Load()-base)/float64(b.N), "rtt/turn")
+		b.ReportMetric(float64(rt.Load()-base)/float64(b.N), "rtt/turn")
 	}
 }

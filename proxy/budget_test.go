@@ -49,6 +49,18 @@ type sdkRun struct {
 
 func (r sdkRun) failed() bool { return r.status != 0 }
 
+// read takes the calls and text of an Anthropic message.
+func (r *sdkRun) read(m *anthropic.Message) {
+	for _, b := range m.Content {
+		switch b.Type {
+		case "tool_use":
+			r.calls = append(r.calls, b.Name)
+		case "text":
+			r.text += b.Text
+		}
+	}
+}
+
 // capture records the body a client sends.
 func capture(dst *[]byte) func(*http.Request, func(*http.Request) (*http.Response, error)) (*http.Response, error) {
 	return func(req *http.Request, next func(*http.Request) (*http.Response, error)) (*http.Response, error) {
@@ -99,14 +111,7 @@ var stageClients = []sdkCase{
 			sdkError(t, err, &out)
 			return out
 		}
-		for _, b := range m.Content {
-			switch b.Type {
-			case "tool_use":
-				out.calls = append(out.calls, b.Name)
-			case "text":
-				out.text += b.Text
-			}
-		}
+		out.read(&m)
 		return out
 	}},
 	{"anthropic", "/anthropic", func(t *testing.T, base, spec string) sdkRun {
@@ -118,14 +123,7 @@ var stageClients = []sdkCase{
 			sdkError(t, err, &out)
 			return out
 		}
-		for _, b := range m.Content {
-			switch b.Type {
-			case "tool_use":
-				out.calls = append(out.calls, b.Name)
-			case "text":
-				out.text += b.Text
-			}
-		}
+		out.read(m)
 		return out
 	}},
 	{"chat streaming", "/openai/v1", func(t *testing.T, base, spec string) sdkRun {

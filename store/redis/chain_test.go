@@ -112,12 +112,12 @@ func TestUpdateChainRoundTrips(t *testing.T) {
 				t.Fatalf("%s: %v", st.name, err)
 			}
 		}
-		n := c.n.Load()
+		n := c.Load()
 		if _, err := s.UpdateChain(ctx, st.id, chainTurn); err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
 		calls++
-		if got := c.n.Load() - n; got != st.want {
+		if got := c.Load() - n; got != st.want {
 			t.Errorf("%s: %d round trips, want %d", st.name, got, st.want)
 		}
 	}
@@ -128,11 +128,11 @@ func TestUpdateChainRoundTrips(t *testing.T) {
 	// A replica that never saw the chain reads it with the first call.
 	fresh, fc := counted(t, url, Options{})
 	for i, want := range []int64{2, 1} {
-		n := fc.n.Load()
+		n := fc.Load()
 		if _, err := fresh.UpdateChain(ctx, "r/a/b", chainTurn); err != nil {
 			t.Fatal(err)
 		}
-		if got := fc.n.Load() - n; got != want {
+		if got := fc.Load() - n; got != want {
 			t.Errorf("call %d on a replica that never saw the chain: %d round trips, want %d", i+1, got, want)
 		}
 	}
@@ -153,7 +153,7 @@ func TestUpdateChainQueuesInProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	before := c.n.Load()
+	before := c.Load()
 	var wg sync.WaitGroup
 	errs := make(chan error, threads*calls)
 	for i := range threads {
@@ -171,7 +171,7 @@ func TestUpdateChainQueuesInProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := c.n.Load() - before; got != threads*calls {
+	if got := c.Load() - before; got != threads*calls {
 		t.Errorf("%d calls took %d round trips, want one each", threads*calls, got)
 	}
 	if r := mustGet(t, s, "r"); r.Spend.Turns != threads*calls {
@@ -485,11 +485,11 @@ func TestUpdateChainSmallCache(t *testing.T) {
 	s, c := counted(t, url, Options{CacheEntries: 2})
 	createTree(t, s, "r", "r/a", "r/a/b")
 	for i := range 3 {
-		n := c.n.Load()
+		n := c.Load()
 		if _, err := s.UpdateChain(context.Background(), "r/a/b", chainTurn); err != nil {
 			t.Fatal(err)
 		}
-		if got := c.n.Load() - n; got != 2 {
+		if got := c.Load() - n; got != 2 {
 			t.Errorf("call %d: %d round trips, want 2 (a read, then the save)", i+1, got)
 		}
 		if n := s.cache.len(); n > 2 {
@@ -509,13 +509,13 @@ func BenchmarkUpdateChain(b *testing.B) {
 			s, c := counted(b, redistest.Start(b), Options{})
 			ids := benchTree(b, s, depth, 1)
 			ctx := context.Background()
-			before := c.n.Load()
+			before := c.Load()
 			for b.Loop() {
 				if _, err := s.UpdateChain(ctx, ids[0], chainTurn); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(c.n.Load()-before)/float64(b.N), "rtt/op")
+			b.ReportMetric(float64(c.Load()-before)/float64(b.N), "rtt/op")
 		})
 	}
 	// Twenty threads of one run, each its own leaf under one root.
@@ -525,7 +525,7 @@ func BenchmarkUpdateChain(b *testing.B) {
 		leaves := benchTree(b, s, 3, threads)
 		ctx := context.Background()
 		var next atomic.Int64
-		before := c.n.Load()
+		before := c.Load()
 		b.SetParallelism((threads + 1) / 2)
 		b.RunParallel(func(pb *testing.PB) {
 			id := leaves[int(next.Add(1)-1)%len(leaves)]
@@ -536,7 +536,7 @@ func BenchmarkUpdateChain(b *testing.B) {
 				}
 			}
 		})
-		b.ReportMetric(float64(c.n.Load()-before)/float64(b.N), "rtt/op")
+		b.ReportMetric(float64(c.Load()-before)/float64(b.N), "rtt/op")
 	})
 }
 

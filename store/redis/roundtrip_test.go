@@ -4,34 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"gatekeeper/internal/redistest"
 	"gatekeeper/trajectory"
 )
 
 // counter counts round trips: one per command sent alone, one per pipeline.
-type counter struct{ n atomic.Int64 }
-
-func (c *counter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
-
-func (c *counter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
-	return func(ctx context.Context, cmd goredis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *counter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
+type counter = redistest.RoundTrips
 
 // TestRoundTrips pins the cost of each call in round trips to Redis.
 func TestRoundTrips(t *testing.T) {
@@ -86,11 +67,11 @@ func TestRoundTrips(t *testing.T) {
 		{"List", func() error { _, err := s.List(ctx, trajectory.Filter{}); return err }, 3},
 	}
 	for _, tc := range tests {
-		before := c.n.Load()
+		before := c.Load()
 		if err := tc.call(); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if got := c.n.Load() - before; got != tc.want {
+		if got := c.Load() - before; got != tc.want {
 			t.Errorf("%s: %d round trips, want %d", tc.name, got, tc.want)
 		}
 	}
@@ -137,25 +118,25 @@ func benchStore(b *testing.B) (*Store, *counter) {
 func BenchmarkGet(b *testing.B) {
 	s, c := benchStore(b)
 	ctx := context.Background()
-	before := c.n.Load()
+	before := c.Load()
 	for b.Loop() {
 		if _, err := s.Get(ctx, "run-1"); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(c.n.Load()-before)/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(c.Load()-before)/float64(b.N), "roundtrips/op")
 }
 
 func BenchmarkUpdateTurn(b *testing.B) {
 	s, c := benchStore(b)
 	ctx := context.Background()
-	before := c.n.Load()
+	before := c.Load()
 	for b.Loop() {
 		if _, err := s.Update(ctx, "run-1", turn); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(c.n.Load()-before)/float64(b.N), "roundtrips/op")
+	b.ReportMetric(float64(c.Load()-before)/float64(b.N), "roundtrips/op")
 }
 
 // chainTurn is one model call of a thread: the thread takes the turn and
