@@ -93,3 +93,24 @@ func PageLimit(n int) int {
 	}
 	return n
 }
+
+// Signal tells every replica that an operator's control request reached a
+// record, so that the replica serving that record's call in flight, if
+// any, acts on it at once (cancel, kill) rather than at the call's end.
+type Signal struct {
+	ID   string      `json:"id"`
+	Kind ControlKind `json:"kind"`
+}
+
+// Signals carries Signals between replicas: store/memory within one
+// process, Redis pub/sub across processes. Delivery is at most once: a
+// replica that misses a signal still applies the pending control from the
+// record at the call's end.
+type Signals interface {
+	// Publish sends s to every current subscriber, this process's included.
+	Publish(ctx context.Context, s Signal) error
+	// Subscribe delivers signals published from now on until ctx ends,
+	// when the channel is closed. A subscriber that falls behind loses
+	// signals rather than blocking publishers.
+	Subscribe(ctx context.Context) (<-chan Signal, error)
+}

@@ -36,6 +36,8 @@ type Store struct {
 	mu      sync.RWMutex
 	entries map[string]*entry
 	closed  bool
+
+	sig signals
 }
 
 var _ trajectory.Store = (*Store)(nil)
