@@ -23,6 +23,8 @@
 //	                      newest sorts first and ties sort by id
 //	gk:{idx}:expires      sorted set: the members of finished records,
 //	                      scored by when their keys expire (unix ms)
+//	gk:signals            pub/sub channel, not a key: one message per
+//	                      trajectory.Signal, its JSON form
 //
 // Ids holding "{" or "}" are refused: a brace would move the hash tag.
 //
@@ -75,10 +77,24 @@
 // the script. List takes one for the index prune and two per chunk of 256
 // index members it walks.
 //
+// # Signals
+//
+// Publish is one PUBLISH on gk:signals; Subscribe holds a connection
+// subscribed to it, confirmed before Subscribe returns, and hands each
+// message to a buffered channel without waiting: a subscriber that falls
+// behind by more than the buffer loses signals, and a message that is not
+// a signal is ignored. SignalStats counts both. go-redis pings an idle
+// subscription and, when its connection breaks, dials again and
+// resubscribes by itself; what was published in between is lost. Delivery
+// is therefore at most once, as trajectory.Signals allows: the record
+// still carries the pending control.
+//
 // # Redis Cluster
 //
 // Get, Update, UpdateChain, AppendEvents and Events touch one tree's
 // keys, hence one slot. Create's script also writes the created index,
 // which crosses slots, so as written the store needs a single Redis (or a
-// cluster-aware index, which this package does not provide).
+// cluster-aware index, which this package does not provide). Signals
+// would not be in the way: a PUBLISH is bound to no slot, and a cluster
+// forwards it to every node, so a subscriber on any node receives it.
 package redis

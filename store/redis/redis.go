@@ -90,6 +90,8 @@ type rediser interface {
 	HMGet(ctx context.Context, key string, fields ...string) *goredis.SliceCmd
 	ZRangeArgs(ctx context.Context, z goredis.ZRangeArgs) *goredis.StringSliceCmd
 	Pipeline() goredis.Pipeliner
+	Publish(ctx context.Context, channel string, message any) *goredis.IntCmd
+	Subscribe(ctx context.Context, channels ...string) *goredis.PubSub
 }
 
 // Store keeps records and event logs in Redis. It is safe for concurrent
@@ -108,6 +110,9 @@ type Store struct {
 
 	cache *cache
 	locks *treeLocks
+
+	subs      pubsubs
+	sigCounts signalCounts
 
 	closed atomic.Bool
 }
@@ -179,10 +184,15 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close makes every later call return trajectory.ErrClosed and closes the
-// client the Store dialed itself.
+// Close makes every later call return trajectory.ErrClosed, ends every
+// subscription (closing its channel) and closes the client the Store
+// dialed itself.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) || s.closeClient == nil {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.subs.closeAll()
+	if s.closeClient == nil {
 		return nil
 	}
 	return s.closeClient()
