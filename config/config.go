@@ -139,6 +139,9 @@ type Limits struct {
 	ToolDeadline Duration `yaml:"tool_deadline" json:"tool_deadline"`
 	// IdleFinish finishes a trajectory idle that long; zero turns it off.
 	IdleFinish Duration `yaml:"idle_finish" json:"idle_finish"`
+	// PauseHold is how long a request of a paused trajectory is held before
+	// it is answered trajectory_paused; below the agents' idle timeouts.
+	PauseHold Duration `yaml:"pause_hold" json:"pause_hold"`
 }
 
 // Stages are the values of ρ (used/ceiling, the tightest budget dimension)
@@ -173,6 +176,7 @@ const (
 	DefaultMaxBodyBytes  = 32 << 20
 	DefaultMaxEventBytes = 16 << 20
 	DefaultToolDeadline  = 30 * time.Minute
+	DefaultPauseHold     = 240 * time.Second
 )
 
 // DefaultConfig returns a config holding every default and nothing else: no
@@ -185,6 +189,7 @@ func DefaultConfig() *Config {
 			MaxBodyBytes:  DefaultMaxBodyBytes,
 			MaxEventBytes: DefaultMaxEventBytes,
 			ToolDeadline:  Duration(DefaultToolDeadline),
+			PauseHold:     Duration(DefaultPauseHold),
 		},
 		Stages: Stages{Steer: 0.70, Restrict: 0.90, Halt: 1.00},
 		Log:    Log{Level: LogInfo, Format: LogJSON},

@@ -60,7 +60,7 @@ func TestLoadFullExample(t *testing.T) {
 			{Name: "alice", Token: "alice-admin-token-0004", Roles: []string{"operator", "approver"}},
 			{Name: "release-bot", Token: "release-bot-token-0005", Roles: []string{"approver:release"}},
 		}},
-		Limits: Limits{MaxBodyBytes: 16 << 20, MaxEventBytes: 8 << 20, ToolDeadline: Duration(45 * time.Minute), IdleFinish: Duration(2 * time.Hour)},
+		Limits: Limits{MaxBodyBytes: 16 << 20, MaxEventBytes: 8 << 20, ToolDeadline: Duration(45 * time.Minute), IdleFinish: Duration(2 * time.Hour), PauseHold: Duration(DefaultPauseHold)},
 		Stages: Stages{Steer: 0.6, Restrict: 0.85, Halt: 1.0},
 		Log:    Log{Level: "debug", Format: "text"},
 	}

@@ -441,6 +441,7 @@ func (v *validator) limits(l Limits) {
 		v.add("limits.tool_deadline", "must be positive")
 	}
 	v.nonNegativeDuration("limits.idle_finish", l.IdleFinish)
+	v.nonNegativeDuration("limits.pause_hold", l.PauseHold)
 }
 
 // stages requires 0 < steer < restrict < halt ≤ 1: halt above 1 would let a
