@@ -1,7 +1,10 @@
 // Package admin serves gatekeeper's control API for operators and
-// approvers: reading trajectory records and their event logs, and creating
-// trajectories ahead of time with budgets. Every call needs a bearer token
-// from admin.tokens; tokens are compared in constant time.
+// approvers: reading trajectory records and their event logs, creating
+// trajectories ahead of time with budgets, and the operators' control
+// requests (pause, resume, cancel, kill, finish, interrupt), which it
+// records on a trajectory and its whole subtree and signals to every
+// replica. Every call needs a bearer token from admin.tokens; tokens are
+// compared in constant time.
 package admin
 
 import (
@@ -45,6 +48,24 @@ type Store interface {
 	Get(ctx context.Context, id string) (*trajectory.Record, error)
 	List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Record, error)
 	Events(ctx context.Context, id string, afterSeq int64, limit int) ([]trajectory.Event, error)
+	Update(ctx context.Context, id string, fn func(*trajectory.Record) ([]trajectory.Event, error)) (*trajectory.Record, error)
+}
+
+// Publisher tells the replicas of a control request (see
+// trajectory.Signals).
+type Publisher interface {
+	Publish(ctx context.Context, s trajectory.Signal) error
+}
+
+// Option configures an API beyond what New requires.
+type Option func(*API)
+
+// WithSignals makes the API publish a trajectory.Signal for every record a
+// control request changed, so that the replica serving its call in flight
+// acts at once. Without it (or with nil) nothing is published and replicas
+// act on the pending control when the call ends.
+func WithSignals(p Publisher) Option {
+	return func(a *API) { a.signals = p }
 }
 
 // API is the admin handler.
@@ -54,6 +75,8 @@ type API struct {
 	tokens []token
 	log    *slog.Logger
 	now    func() time.Time
+	// signals is nil when control requests are not published.
+	signals Publisher
 }
 
 type token struct {
@@ -63,8 +86,11 @@ type token struct {
 }
 
 // New builds the admin API.
-func New(cfg *config.Config, store Store, log *slog.Logger, now func() time.Time) *API {
+func New(cfg *config.Config, store Store, log *slog.Logger, now func() time.Time, opts ...Option) *API {
 	a := &API{store: store, cfg: cfg, log: log, now: now}
+	for _, o := range opts {
+		o(a)
+	}
 	for _, t := range cfg.Admin.Tokens {
 		a.tokens = append(a.tokens, token{hash: sha256.Sum256([]byte(t.Token)), name: t.Name, roles: t.Roles})
 	}
@@ -85,6 +111,9 @@ func (a *API) Routes(r chi.Router) {
 		// Child ids hold a slash ("run-42/3f9a..."), so the rest of the
 		// path is the id, with /events at its end for the log.
 		r.Get("/trajectories/*", a.handle(a.show, ""))
+		// POST .../{id}/{verb}: the last segment is the verb, the rest
+		// the id.
+		r.Post("/trajectories/*", a.handle(a.control, RoleOperator))
 	})
 }
 

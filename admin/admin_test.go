@@ -22,7 +22,7 @@ const (
 	apprToken = "approver-token-0123456789"
 )
 
-func setup(t *testing.T) (string, *memory.Store) {
+func testConfig(t *testing.T) *config.Config {
 	t.Helper()
 	cfg, err := config.Parse([]byte(`
 providers:
@@ -41,10 +41,17 @@ admin:
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+// setup serves the admin API on a memory store, which also carries its
+// control signals.
+func setup(t *testing.T) (string, *memory.Store) {
+	t.Helper()
 	st := memory.New(memory.Options{})
 	r := chi.NewRouter()
 	now := func() time.Time { return time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC) }
-	admin.New(cfg, st, nil, now).Routes(r)
+	admin.New(testConfig(t), st, nil, now, admin.WithSignals(st)).Routes(r)
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return srv.URL, st

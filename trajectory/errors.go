@@ -10,7 +10,8 @@ import (
 // ErrClosed and, when what they keep records in cannot be reached,
 // ErrUnavailable (wrapped or not); the state machine returns
 // *TransitionError, which matches ErrIllegalTransition and, when the record
-// was already finished, ErrTerminal.
+// was already finished, ErrTerminal; RequestControl refuses a malformed
+// request with ErrInvalidControl.
 var (
 	ErrNotFound          = errors.New("trajectory: not found")
 	ErrExists            = errors.New("trajectory: already exists")
@@ -19,6 +20,9 @@ var (
 	ErrInvalidRecord     = errors.New("trajectory: invalid record")
 	ErrClosed            = errors.New("trajectory: store closed")
 	ErrUnavailable       = errors.New("trajectory: store unavailable")
+	// ErrInvalidControl is a control request RequestControl cannot act on:
+	// an unknown kind, or an interrupt without a message.
+	ErrInvalidControl = errors.New("trajectory: invalid control request")
 )
 
 // TransitionError reports a state change the LEGAL table does not allow.

@@ -19,6 +19,9 @@ const (
 	EventControl           EventType = "control"
 	EventUpstreamError     EventType = "upstream_error"
 	EventStage             EventType = "stage" // the budget stage changed
+	// EventToolCallsInDoubt lists tool calls the agent was given but never
+	// answered before the run ended: they may or may not have run.
+	EventToolCallsInDoubt EventType = "tool_calls_in_doubt"
 )
 
 // Event is one entry of a trajectory's event log. Seq is assigned by the

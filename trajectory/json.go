@@ -35,6 +35,8 @@ type recordJSON struct {
 	Call             string      `json:"call,omitempty"`
 	CallReserved     Reservation `json:"call_reserved,omitzero"`
 	FallbackPriced   bool        `json:"fallback_priced,omitempty"`
+	HeldSince        time.Time   `json:"held_since,omitzero"`
+	WaitedS          float64     `json:"waited_s,omitzero"`
 }
 
 type pendingJSON struct {
@@ -95,6 +97,8 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Call:           r.Call,
 		CallReserved:   r.CallReserved,
 		FallbackPriced: r.FallbackPriced,
+		HeldSince:      r.HeldSince,
+		WaitedS:        r.WaitedS,
 	}
 	if w.Children == nil {
 		w.Children = []string{}
@@ -147,6 +151,8 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		Call:           w.Call,
 		CallReserved:   w.CallReserved,
 		FallbackPriced: w.FallbackPriced,
+		HeldSince:      w.HeldSince,
+		WaitedS:        w.WaitedS,
 	}
 	if len(w.Children) > 0 {
 		rec.Children = w.Children

@@ -93,6 +93,7 @@ func TestRecordJSONOptionalFields(t *testing.T) {
 	r.Pending.Control = &Control{Kind: ControlInterrupt, Message: "stop and summarize", By: "alice", At: t0}
 	r.Pending.ToolCalls = append(r.Pending.ToolCalls, PendingCall{ID: "toolu_02", Name: "Read"})
 	r.Thread, r.Provider, r.Model, r.StartedAt = "agent-7", "anthropic", "claude-sonnet-4-5", t0
+	r.HeldSince, r.WaitedS = t0.Add(time.Minute), 12.5
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +104,7 @@ func TestRecordJSONOptionalFields(t *testing.T) {
 		`"control":{"kind":"interrupt","message":"stop and summarize","by":"alice","at":"2026-12-02T10:00:00Z"}`,
 		`{"id":"toolu_02","name":"Read","deadline":null}`,
 		`"thread":"agent-7"`, `"provider":"anthropic"`, `"model":"claude-sonnet-4-5"`, `"started_at":"2026-12-02T10:00:00Z"`,
+		`"held_since":"2026-12-02T10:01:00Z"`, `"waited_s":12.5`,
 	} {
 		if !strings.Contains(s, frag) {
 			t.Errorf("missing %s in %s", frag, s)
@@ -118,6 +120,7 @@ func TestRecordJSONRoundTrip(t *testing.T) {
 	full.Pending.ToolCalls = append(full.Pending.ToolCalls, PendingCall{ID: "no-deadline", Name: "X"})
 	full.Spend = Spend{Turns: 1, InputTokens: 2, CachedInputTokens: 3, CacheWriteTokens: 4, OutputTokens: 5, Dollars: 0.125, WallClockS: 1.5, Estimated: true}
 	full.Thread, full.Provider, full.Model, full.StartedAt = "th", "openai", "gpt-5", t0
+	full.HeldSince, full.WaitedS = t0.Add(time.Second), 0.25
 	tests := []struct {
 		name string
 		rec  *Record

@@ -14,15 +14,52 @@ type Transition struct {
 
 // Transition is the one function that changes a record's state. A change
 // the LEGAL table (CanTransition) does not list returns a *TransitionError
-// and leaves r untouched; the caller audits it.
+// and leaves r untouched; the caller audits it. Entering or leaving a hold
+// (PAUSED, AWAITING_APPROVAL) is timed here, so no path around it can
+// charge a hold to the wall clock.
 func (r *Record) Transition(to State, reason string, now time.Time) (Transition, error) {
 	if !CanTransition(r.State, to) {
 		return Transition{}, &TransitionError{ID: r.ID, From: r.State, To: to}
 	}
 	t := Transition{From: r.State, To: to, Reason: reason, At: now}
+	if r.State.holds() {
+		r.WaitedS += r.currentHold(now).Seconds()
+		r.HeldSince = time.Time{}
+	}
 	r.State = to
+	if to.holds() {
+		r.HeldSince = now
+	}
 	r.UpdatedAt = now
 	return t, nil
+}
+
+// holds reports whether a record in s waits on a person (an operator's
+// pause, an approver's decision) rather than on the agent or the model.
+func (s State) holds() bool { return s == Paused || s == AwaitingApproval }
+
+// Waited is the time r has been held since its first turn started, the
+// hold it is in at now included: what the wall-clock budget does not
+// count.
+func (r *Record) Waited(now time.Time) time.Duration {
+	return time.Duration(r.WaitedS*float64(time.Second)) + r.currentHold(now)
+}
+
+// currentHold is how long the hold r is in has lasted at now, counted from
+// StartedAt at the earliest: before the first turn no clock runs, so there
+// is nothing to excuse.
+func (r *Record) currentHold(now time.Time) time.Duration {
+	if r.HeldSince.IsZero() || r.StartedAt.IsZero() {
+		return 0
+	}
+	return max(now.Sub(later(r.HeldSince, r.StartedAt)), 0)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // The turn helpers below make their transitions through Transition only and
@@ -209,7 +246,8 @@ func (r *Record) expect(from, to State) error {
 	return nil
 }
 
-// ChargeWallClock brings wall-clock spend up to now. It only grows: a
+// ChargeWallClock brings wall-clock spend up to now: the time since the
+// first turn started less the holds (see Waited). It only grows: a
 // descendant's roll-up or a stale clock never shrinks it.
 func (r *Record) ChargeWallClock(now time.Time) { r.chargeWallClock(now) }
 
@@ -217,7 +255,7 @@ func (r *Record) chargeWallClock(now time.Time) {
 	if r.StartedAt.IsZero() {
 		return
 	}
-	if s := now.Sub(r.StartedAt).Seconds(); s > r.Spend.WallClockS {
+	if s := (now.Sub(r.StartedAt) - r.Waited(now)).Seconds(); s > r.Spend.WallClockS {
 		r.Spend.WallClockS = s
 	}
 }

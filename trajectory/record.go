@@ -61,6 +61,13 @@ type Record struct {
 	// FallbackPriced is set once a turn was charged at the fallback price
 	// because the price table does not know its model.
 	FallbackPriced bool
+
+	// HeldSince is when the record entered PAUSED or AWAITING_APPROVAL,
+	// zero outside them, and WaitedS the seconds of the holds it has left
+	// since StartedAt: the agent spends no wall clock while an operator or
+	// an approver keeps it waiting, so neither is charged.
+	HeldSince time.Time
+	WaitedS   float64
 }
 
 // Reservation is what calls in flight hold against a budget: their count,

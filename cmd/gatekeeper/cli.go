@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,35 +70,69 @@ func newAdminClient(getenv func(string) string) *adminClient {
 }
 
 func (c *adminClient) get(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	return c.do(ctx, http.MethodGet, path, nil, out)
+}
+
+func (c *adminClient) post(ctx context.Context, path string, body any, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPost, path, b, out)
+}
+
+// do calls the admin API; an answer outside 2xx becomes an error carrying
+// the API's message.
+func (c *adminClient) do(ctx context.Context, method, path string, body []byte, out any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode/100 != 2 {
 		var e struct {
 			Error struct{ Type, Message string } `json:"error"`
 		}
-		if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
 			return fmt.Errorf("%s: %s (%s)", resp.Status, e.Error.Message, e.Error.Type)
 		}
 		return fmt.Errorf("%s", resp.Status)
 	}
-	return json.Unmarshal(body, out)
+	return json.Unmarshal(b, out)
 }
+
+const trajectoriesUsage = `usage: gatekeeper trajectories VERB [flags]
+
+  ls [-state S] [-tenant T]          list records
+  show ID                            one record
+  pause ID | resume ID               hold a run at its next turn boundary, or let it go on
+  cancel ID | finish ID              end a run as CANCELED, or as COMPLETED
+  kill ID                            end a run as FAILED at once, its call in flight included
+  interrupt ID MESSAGE | -m MESSAGE  add MESSAGE as a user message to the run's next request
+
+Control verbs act on the run and every subagent under it; -reason TEXT is
+recorded with the request. Every verb prints JSON with -json.
+`
 
 func runTrajectories(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, "usage: gatekeeper trajectories ls [-state S] [-tenant T] | show ID  [-json]\n")
+		fmt.Fprint(stderr, trajectoriesUsage)
 		return flag.ErrHelp
 	}
 	verb := args[0]
@@ -106,6 +141,8 @@ func runTrajectories(ctx context.Context, args []string, getenv func(string) str
 	asJSON := fs.Bool("json", false, "print JSON")
 	state := fs.String("state", "", "only records in this state (ls)")
 	tenant := fs.String("tenant", "", "only records of this tenant (ls)")
+	message := fs.String("m", "", "the message (interrupt)")
+	reason := fs.String("reason", "", "why, recorded with the request (control verbs)")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -152,34 +189,67 @@ func runTrajectories(ctx context.Context, args []string, getenv func(string) str
 		if err := c.get(ctx, "/admin/v1/trajectories/"+url.PathEscape(pos[0]), &raw); err != nil {
 			return err
 		}
-		if *asJSON {
-			return printJSON(stdout, raw)
+		return printRecord(stdout, raw, *asJSON)
+	case "pause", "resume", "cancel", "kill", "finish", "interrupt":
+		body := map[string]string{}
+		switch {
+		case verb == "interrupt" && len(pos) == 2 && *message == "":
+			body["message"] = pos[1]
+		case verb == "interrupt" && len(pos) == 1 && *message != "":
+			body["message"] = *message
+		case verb == "interrupt":
+			return errors.New("usage: gatekeeper trajectories interrupt ID MESSAGE (or -m MESSAGE) [-reason TEXT] [-json]")
+		case len(pos) != 1 || *message != "":
+			return fmt.Errorf("usage: gatekeeper trajectories %s ID [-reason TEXT] [-json]", verb)
 		}
-		var r trajectory.Record
-		if err := json.Unmarshal(raw, &r); err != nil {
+		if *reason != "" {
+			body["reason"] = *reason
+		}
+		var raw json.RawMessage
+		if err := c.post(ctx, "/admin/v1/trajectories/"+url.PathEscape(pos[0])+"/"+verb, body, &raw); err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-		row("id", r.ID)
-		row("parent", dash(r.ParentID))
-		row("tenant", r.Tenant)
-		row("state", string(r.State))
-		row("exit reason", dash(r.ExitReason))
-		row("turns", fmt.Sprint(r.Turns))
-		row("last stop", dash(r.LastStopReason))
-		row("spend", fmt.Sprintf("input %d, cached %d, cache write %d, output %d tokens%s", r.Spend.InputTokens,
-			r.Spend.CachedInputTokens, r.Spend.CacheWriteTokens, r.Spend.OutputTokens, map[bool]string{true: " (estimated)"}[r.Spend.Estimated]))
-		for _, pc := range r.Pending.ToolCalls {
-			row("pending call", fmt.Sprintf("%s %s (deadline %s)", pc.ID, pc.Name, pc.Deadline.Format(time.RFC3339)))
-		}
-		for _, ch := range r.Children {
-			row("child", ch)
-		}
-		row("updated", r.UpdatedAt.Format(time.RFC3339))
-		return tw.Flush()
+		return printRecord(stdout, raw, *asJSON)
 	}
-	return fmt.Errorf("unknown verb %q: use ls or show", verb)
+	return fmt.Errorf("unknown verb %q: use ls, show, pause, resume, cancel, kill, finish or interrupt", verb)
+}
+
+// printRecord prints a record the admin API returned, as JSON or as a
+// table.
+func printRecord(w io.Writer, raw json.RawMessage, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, raw)
+	}
+	var r trajectory.Record
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("id", r.ID)
+	row("parent", dash(r.ParentID))
+	row("tenant", r.Tenant)
+	row("state", string(r.State))
+	row("exit reason", dash(r.ExitReason))
+	row("turns", fmt.Sprint(r.Turns))
+	row("last stop", dash(r.LastStopReason))
+	row("spend", fmt.Sprintf("input %d, cached %d, cache write %d, output %d tokens%s", r.Spend.InputTokens,
+		r.Spend.CachedInputTokens, r.Spend.CacheWriteTokens, r.Spend.OutputTokens, map[bool]string{true: " (estimated)"}[r.Spend.Estimated]))
+	for _, pc := range r.Pending.ToolCalls {
+		dl := "no deadline"
+		if !pc.Deadline.IsZero() {
+			dl = "deadline " + pc.Deadline.Format(time.RFC3339)
+		}
+		row("pending call", fmt.Sprintf("%s %s (%s)", pc.ID, pc.Name, dl))
+	}
+	if pc := r.Pending.Control; pc != nil {
+		row("pending control", fmt.Sprintf("%s by %s at %s", pc.Kind, dash(pc.By), pc.At.Format(time.RFC3339)))
+	}
+	for _, ch := range r.Children {
+		row("child", ch)
+	}
+	row("updated", r.UpdatedAt.Format(time.RFC3339))
+	return tw.Flush()
 }
 
 func dash(s string) string {
