@@ -24,12 +24,16 @@ import (
 // wins, how calls are keyed), so that the package decodes no refused call
 // from what it lets through. Where a malformed event leaves room for doubt it
 // withholds rather than passes.
+//
+// With Hold it also keeps every call it lets through until the reply's stop
+// shows the call whole (hold.go), and End cuts a reply short.
 
 // ErrNoCallPolicy is returned by NewCallFilter when allow or refusal is nil.
 var ErrNoCallPolicy = errors.New("streaming: a call filter needs an allow and a refusal function")
 
 // CallFilter withholds the client tool calls of one reply that allow
-// refuses. It is not safe for concurrent use.
+// refuses and, with Hold, delivers the others only whole. It is not safe
+// for concurrent use.
 type CallFilter struct {
 	api     API
 	allow   func(name string) bool
@@ -42,7 +46,11 @@ type CallFilter struct {
 	chat      chatCallFilter
 	responses responsesCallFilter
 
-	scratch []byte // one rewritten payload before it is framed
+	hold holdState
+	seen bool // an event came
+
+	scratch    []byte // one rewritten payload before it is framed
+	scratchBuf [512]byte
 }
 
 // NewCallFilter returns a filter for one reply. allow reports whether a call
@@ -61,6 +69,8 @@ func NewCallFilter(api API, allow func(name string) bool, refusal func(call Tool
 		return nil, ErrNoCallPolicy
 	}
 	f := &CallFilter{api: api, allow: allow, refusal: refusal}
+	f.scratch = f.scratchBuf[:0]
+	f.anthropic.pos.init()
 	f.chat.init()
 	f.responses.init()
 	return f, nil
@@ -72,19 +82,31 @@ func (f *CallFilter) Refused() []ToolCall { return slices.Clone(f.refused) }
 
 // AppendEvent appends to dst what the client receives for ev, one whole SSE
 // event as Reader hands it: usually ev.Raw unchanged, nothing while a refused
-// call streams, or rewritten and inserted events. Events it writes itself
-// are framed "event: x\n" (when ev had an event line) and "data: ...\n\n".
+// (or, with Hold, a held) call streams, or rewritten and inserted events,
+// the held calls among them. Events it writes itself are framed
+// "event: x\n" (when ev had an event line) and "data: ...\n\n".
+//
+// After End it appends nothing.
 func (f *CallFilter) AppendEvent(dst []byte, ev Event) []byte {
-	if !ev.HasData {
-		return append(dst, ev.Raw...)
+	if f.hold.ended {
+		return dst
 	}
-	switch f.api {
-	case APIAnthropic:
-		return f.anthropicEvent(dst, &ev)
-	case APIChat:
-		return f.chatEvent(dst, &ev)
+	f.seen = true
+	n := len(dst)
+	switch {
+	case !ev.HasData:
+		dst = append(dst, ev.Raw...)
+	case f.api == APIAnthropic:
+		dst = f.anthropicEvent(dst, &ev)
+	case f.api == APIChat:
+		dst = f.chatEvent(dst, &ev)
+	default:
+		dst = f.responsesEvent(dst, &ev)
 	}
-	return f.responsesEvent(dst, &ev)
+	if len(dst) > n {
+		f.hold.openTail = ev.Unterminated
+	}
+	return dst
 }
 
 // Body rewrites a whole non-streamed reply the same way. A body with nothing

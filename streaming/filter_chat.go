@@ -16,6 +16,12 @@ type chatCallFilter struct {
 	calls   []chatFilterCall
 	choices []chatFilterChoice
 	plan    chatPlan
+	// finishing is set while the deltas of a choice that finishes in the
+	// chunk being planned are: with Hold, their calls are not held.
+	finishing bool
+	held      []chatHeldElem // the elements of the chunk being edited that are held
+	heldBytes []byte
+	edited    []byte // the chunk less what it holds
 
 	// Room for the calls and choices of a usual reply, so that following
 	// one costs no allocation.
@@ -24,6 +30,7 @@ type chatCallFilter struct {
 	elemsBuf   [4]chatElemPlan
 	deltasBuf  [2]chatDeltaPlan
 	cplansBuf  [2]chatChoicePlan
+	finishBuf  [2]chatFinish
 }
 
 func (c *chatCallFilter) init() {
@@ -32,6 +39,7 @@ func (c *chatCallFilter) init() {
 	c.plan.elems = c.elemsBuf[:0]
 	c.plan.deltas = c.deltasBuf[:0]
 	c.plan.choices = c.cplansBuf[:0]
+	c.plan.finishes = c.finishBuf[:0]
 }
 
 // chatFilterCall is one call of the reply, keyed as the decoder keys it.
@@ -39,6 +47,7 @@ type chatFilterCall struct {
 	choice, index int
 	out           int // the index the client sees
 	allowed       bool
+	held          int // position in holdState.calls, -1 for a call not held
 }
 
 type chatFilterChoice struct {
@@ -48,7 +57,8 @@ type chatFilterChoice struct {
 	// next is one past the highest index delivered. A choice keeps its
 	// indices until a call is refused; calls after that are numbered from
 	// next, which leaves no gap and never reuses an index.
-	next int
+	next    int
+	stopped bool // its finish_reason came
 }
 
 // chatPlan is what the first walk over a chunk decided; the edit walk
@@ -58,6 +68,24 @@ type chatPlan struct {
 	deltas  []chatDeltaPlan  // per delta (or message) object
 	elems   []chatElemPlan   // per tool_calls element object and function_call object
 	changed bool
+
+	// With Hold: the choices that finish in the chunk, and what tells
+	// whether the chunk can be held as it came.
+	finishes []chatFinish
+	edits    bool // a change other than holding an element
+	extra    bool // the chunk carries more than call elements
+	failed   bool // the chunk carries an error
+	holds    int  // elements held
+	holdCall int  // the held call they all belong to, -1 for several
+}
+
+// chatFinish is a choice that finishes in the chunk; cut when for length.
+// As in the decoder, the finish ends the calls the choice has by then:
+// those before upto in holdState.calls.
+type chatFinish struct {
+	choice int
+	cut    bool
+	upto   int
 }
 
 type chatChoicePlan struct {
@@ -82,7 +110,9 @@ type chatDeltaPlan struct {
 
 type chatElemPlan struct {
 	drop bool
-	out  int // the index to write, or -1 to keep the element's own
+	hold bool // with Hold: the element goes to its call's held chunk
+	out  int  // the index to write, or -1 to keep the element's own
+	call int  // the call in chatCallFilter.calls, -1 for none
 }
 
 func (c *chatCallFilter) choice(index int) *chatFilterChoice {
@@ -124,28 +154,49 @@ func (c *chatCallFilter) nextIndex(choice int) int {
 }
 
 func (f *CallFilter) chatEvent(dst []byte, ev *Event) []byte {
+	h := &f.hold
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
+		if h.held > 0 && (bytes.HasPrefix(data, []byte(doneMarker)) || string(ev.Name) == "error") {
+			// The end, or an error, and no finish for what is held.
+			f.dropHeld(func(int, *heldCall) bool { return true })
+		}
 		return append(dst, ev.Raw...) // [DONE], an empty field, a plain-text error
 	}
-	if len(f.refused) == 0 && !mayStartCall(data) {
+	if len(f.refused) == 0 && h.held == 0 && !mayStartCall(data) && (!h.on || !mayFinish(data)) {
 		return append(dst, ev.Raw...) // text: the usual chunk, passed without a walk
 	}
 	if !gjson.ValidBytes(data) {
 		// No client reads a call out of it, and the decoder skips it; once a
-		// call was withheld it may hold that call's bytes.
-		if len(f.refused) > 0 {
+		// call was withheld (or while one is held) it may hold that call's
+		// bytes.
+		if len(f.refused) > 0 || h.held > 0 || h.on && mayStartCall(data) {
 			return dst
 		}
 		return append(dst, ev.Raw...)
 	}
 	js := jsonView(data)
 	p := f.chatPlan(js, false)
+	if h.on {
+		return f.chatHoldEvent(dst, ev, js, p)
+	}
 	if !p.changed {
 		return append(dst, ev.Raw...)
 	}
+	return f.chatWrite(dst, ev, js, p)
+}
+
+// chatWrite writes a chunk as its plan says, and the chunks carrying
+// refusals that follow it.
+func (f *CallFilter) chatWrite(dst []byte, ev *Event, js string, p *chatPlan) []byte {
 	f.scratch = f.chatEdit(f.scratch[:0], js, false)
 	dst = appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+	return f.chatExtraChunks(dst, ev, js, p)
+}
+
+// chatExtraChunks writes the chunks carrying the refusals of the chunk js
+// that had content of its own.
+func (f *CallFilter) chatExtraChunks(dst []byte, ev *Event, js string, p *chatPlan) []byte {
 	for _, dp := range p.deltas {
 		if dp.mode == chatTextExtra {
 			f.scratch = chatExtraChunk(f.scratch[:0], js, dp)
@@ -163,13 +214,32 @@ func mayStartCall(data []byte) bool {
 		bytes.Contains(data, []byte(`\u`))
 }
 
+// mayFinish reports whether a chunk could end a choice: with Hold, a
+// choice's first finish is what delivers its calls, and a later one is not
+// (the decoder ends a choice once), so every finish must be seen. Most
+// chunks carry "finish_reason":null only.
+func mayFinish(data []byte) bool {
+	return bytes.Count(data, []byte("finish_reason")) != bytes.Count(data, []byte(`"finish_reason":null`)) ||
+		bytes.Contains(data, []byte(`\u`))
+}
+
 // chatPlan walks a chunk (or a whole chat.completion when body is set),
 // judging the calls it starts, and plans its edit.
 func (f *CallFilter) chatPlan(js string, body bool) *chatPlan {
 	p := &f.chat.plan
 	p.choices, p.deltas, p.elems, p.changed = p.choices[:0], p.deltas[:0], p.elems[:0], false
+	p.finishes, p.edits, p.extra, p.failed, p.holds, p.holdCall = p.finishes[:0], false, false, false, 0, -1
 	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
-		if m.name() != "choices" {
+		switch m.name() {
+		case "usage":
+			p.extra = p.extra || m.val != "null"
+			continue
+		case "error":
+			p.extra = true
+			p.failed = isObject(m.val) || isStringRaw(m.val) // the decoder reads the last
+			continue
+		case "choices":
+		default:
 			continue
 		}
 		it := newArrayIter(m.val)
@@ -186,7 +256,7 @@ func (f *CallFilter) chatPlanChoice(c string, body bool) {
 	p := &f.chat.plan
 	// The index may come after the delta (Azure) and the last one counts,
 	// so the deltas are judged once the whole choice was read.
-	var index string
+	var index, finish string
 	var deltas [2]string
 	nd, stop := 0, false
 	for m, next, ok := nextMember(c, objectStart(c)); ok; m, next, ok = nextMember(c, next) {
@@ -202,11 +272,21 @@ func (f *CallFilter) chatPlanChoice(c string, body bool) {
 			}
 		case "finish_reason":
 			stop = stop || isString(m.val, "tool_calls") || isString(m.val, "function_call")
+			finish = m.val // the decoder reads the last
 		}
 	}
 	choice := gjsonInt(index)
 	at := len(p.choices)
 	p.choices = append(p.choices, chatChoicePlan{})
+	if finish != "" && finish != "null" {
+		p.extra = true
+	}
+	finishing := false
+	if st := f.chat.choice(choice); !body && isStringValue(finish) && !st.stopped {
+		st.stopped = true
+		finishing = f.hold.on
+	}
+	f.chat.finishing = finishing
 	if nd <= len(deltas) {
 		for _, d := range deltas[:nd] {
 			f.chatPlanDelta(choice, d, body)
@@ -218,8 +298,11 @@ func (f *CallFilter) chatPlanChoice(c string, body bool) {
 			}
 		}
 	}
+	if finishing {
+		p.finishes = append(p.finishes, chatFinish{choice: choice, cut: isString(finish, "length"), upto: len(f.hold.calls)})
+	}
 	if st := f.chat.choice(choice); stop && st.refused && !st.delivered {
-		p.choices[at].stop, p.changed = true, true
+		p.choices[at].stop, p.changed, p.edits = true, true, true
 	}
 }
 
@@ -234,18 +317,22 @@ func (f *CallFilter) chatPlanDelta(choice int, d string, body bool) {
 			it := newArrayIter(m.val)
 			for el, ok := it.next(); ok; el, ok = it.next() {
 				if isObject(el) {
-					p.elems = append(p.elems, f.chatPlanElement(choice, el, false))
+					p.elems = append(p.elems, f.chatPlanElement(choice, el, false, body))
 				}
 			}
 		case "function_call": // the legacy functions API
 			if isObject(m.val) {
-				p.elems = append(p.elems, f.chatPlanElement(choice, m.val, true))
+				p.elems = append(p.elems, f.chatPlanElement(choice, m.val, true, body))
 			}
 		case "content":
 			dp.hasContent = true
 			if m.val != "null" && m.val != `""` {
 				filled, filledString = true, filledString || isStringRaw(m.val)
+				p.extra = true
 			}
+		case "role":
+		default:
+			p.extra = p.extra || m.val != "null" && m.val != `""`
 		}
 	}
 	if len(f.refused) > first {
@@ -258,7 +345,7 @@ func (f *CallFilter) chatPlanDelta(choice int, d string, body bool) {
 		case filledString:
 			dp.mode = chatTextAppend
 		}
-		p.changed = true
+		p.changed, p.edits = true, true
 	}
 	p.deltas = append(p.deltas, dp)
 }
@@ -266,9 +353,9 @@ func (f *CallFilter) chatPlanDelta(choice int, d string, body bool) {
 // chatPlanElement judges one tool_calls element (or a legacy function_call
 // object), keyed by (choice, index) as the decoder keys it: the element that
 // starts a call decides for all of its elements.
-func (f *CallFilter) chatPlanElement(choice int, el string, legacy bool) chatElemPlan {
+func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) chatElemPlan {
 	c := &f.chat
-	var index, id, typ, fname, cname string
+	var index, id, typ, fname, cname, args string
 	for m, next, ok := nextMember(el, objectStart(el)); ok; m, next, ok = nextMember(el, next) {
 		switch m.name() {
 		case "index":
@@ -281,9 +368,14 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy bool) chatEle
 			if legacy {
 				fname = m.val
 			}
+		case "arguments":
+			if legacy {
+				args = m.val
+			}
 		case "function":
 			if !legacy {
 				fname = lastMemberRaw(m.val, "name", fname)
+				args = lastMemberRaw(m.val, "arguments", args)
 			}
 		case "custom":
 			if !legacy {
@@ -308,14 +400,15 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy bool) chatEle
 	if at >= 0 {
 		call := c.calls[at]
 		if !call.allowed || f.renames(name, custom) {
-			c.plan.changed = true
-			return chatElemPlan{drop: true}
+			c.plan.changed, c.plan.edits = true, true
+			return chatElemPlan{drop: true, call: -1}
 		}
+		ep := chatElemPlan{out: -1, call: at}
 		if indexed && call.out != key {
-			c.plan.changed = true
-			return chatElemPlan{out: call.out}
+			c.plan.changed, c.plan.edits = true, true
+			ep.out = call.out
 		}
-		return chatElemPlan{out: -1}
+		return f.chatHoldElement(ep, args, cname != "" || isString(typ, "custom"))
 	}
 	st := c.choice(choice)
 	if f.permits(name, custom) {
@@ -325,12 +418,17 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy bool) chatEle
 		}
 		st.next = max(st.next, out+1)
 		st.delivered = true
-		c.calls = append(c.calls, chatFilterCall{choice: choice, index: key, out: out, allowed: true})
-		if indexed && out != key {
-			c.plan.changed = true
-			return chatElemPlan{out: out}
+		held := -1
+		if f.hold.on && !body {
+			held = f.chatHoldCall(choice, key, legacy, typ, id, name, custom)
 		}
-		return chatElemPlan{out: -1}
+		c.calls = append(c.calls, chatFilterCall{choice: choice, index: key, out: out, allowed: true, held: held})
+		ep := chatElemPlan{out: -1, call: len(c.calls) - 1}
+		if indexed && out != key {
+			c.plan.changed, c.plan.edits = true, true
+			ep.out = out
+		}
+		return f.chatHoldElement(ep, args, cname != "" || isString(typ, "custom"))
 	}
 	tc := ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(gjsonText(id)), Name: strings.Clone(name)}
 	switch t := gjsonText(typ); {
@@ -344,9 +442,9 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy bool) chatEle
 	}
 	f.refuse(tc)
 	st.refused = true
-	c.calls = append(c.calls, chatFilterCall{choice: choice, index: key})
-	c.plan.changed = true
-	return chatElemPlan{drop: true}
+	c.calls = append(c.calls, chatFilterCall{choice: choice, index: key, held: -1})
+	c.plan.changed, c.plan.edits = true, true
+	return chatElemPlan{drop: true, call: -1}
 }
 
 // chatEdit writes the chunk (or body) js as its plan says.
@@ -362,13 +460,11 @@ func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
 		switch {
 		case ep.drop:
 			return dst, filterDrop
+		case ep.hold:
+			f.chat.keepElement(ep, el, false)
+			return dst, filterDrop
 		case ep.out >= 0:
-			return filterObject(dst, el, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-				if m.name() == "index" && isNumber(m.val) {
-					return strconv.AppendInt(dst, int64(ep.out), 10), filterReplace
-				}
-				return dst, filterKeep
-			}, nil), filterReplace
+			return chatRenumber(dst, el, ep.out), filterReplace
 		}
 		return dst, filterKeep
 	}
@@ -390,7 +486,10 @@ func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
 				if isObject(m.val) {
 					ep := p.elems[ei]
 					ei++
-					if ep.drop {
+					if ep.hold {
+						f.chat.keepElement(ep, m.val, true)
+					}
+					if ep.drop || ep.hold {
 						return dst, filterDrop
 					}
 				}
@@ -453,6 +552,17 @@ func chatContent(dst []byte, raw string, dp chatDeltaPlan) ([]byte, filterAction
 // chatExtraChunk is a chunk of its own carrying a refusal, for a delta that
 // already had content: same id, object, created and model as its chunk.
 func chatExtraChunk(dst []byte, js string, dp chatDeltaPlan) []byte {
+	dst = appendChunkHead(dst, js)
+	dst = append(dst, `"choices":[{"index":`...)
+	dst = strconv.AppendInt(dst, int64(dp.choice), 10)
+	dst = append(dst, `,"delta":{"content":`...)
+	dst = appendJSONLiteral(dst, dp.text)
+	return append(dst, `},"logprobs":null,"finish_reason":null}]}`...)
+}
+
+// appendChunkHead opens a chunk of the filter's own with the id, object,
+// created and model of the chunk js, each followed by a comma.
+func appendChunkHead(dst []byte, js string) []byte {
 	dst = append(dst, '{')
 	object := false
 	for _, key := range [...]string{"id", "object", "created", "model"} {
@@ -470,9 +580,5 @@ func chatExtraChunk(dst []byte, js string, dp chatDeltaPlan) []byte {
 	if !object {
 		dst = append(dst, `"object":"chat.completion.chunk",`...)
 	}
-	dst = append(dst, `"choices":[{"index":`...)
-	dst = strconv.AppendInt(dst, int64(dp.choice), 10)
-	dst = append(dst, `,"delta":{"content":`...)
-	dst = appendJSONLiteral(dst, dp.text)
-	return append(dst, `},"logprobs":null,"finish_reason":null}]}`...)
+	return dst
 }
