@@ -108,12 +108,18 @@ func TestCallFilterFixtures(t *testing.T) {
 // TestCallFilterSplitInvariance: the events a Reader finds do not depend
 // on how the stream was cut, and neither does what the filter makes of them.
 func TestCallFilterSplitInvariance(t *testing.T) {
+	some := refuseNames("Bash", "Write", "apply_patch", "get_weather", "get_current_weather", "GetWeatherArgs", "write_file", "")
 	policies := []struct {
 		name  string
 		allow func(string) bool
+		hold  bool
+		end   int // End before this event, -1 for none
 	}{
-		{"refuse all", refuseAll},
-		{"refuse some", refuseNames("Bash", "Write", "apply_patch", "get_weather", "get_current_weather", "GetWeatherArgs", "write_file", "")},
+		{"refuse all", refuseAll, false, -1},
+		{"refuse some", some, false, -1},
+		{"hold, allow all", allowAll, true, -1},
+		{"hold, refuse some", some, true, -1},
+		{"hold, refuse some, end early", some, true, 7},
 	}
 	for _, api := range filterAPIs {
 		streams := filterStreams(t, api)
@@ -121,14 +127,21 @@ func TestCallFilterSplitInvariance(t *testing.T) {
 			data := streams[name]
 			for _, p := range policies {
 				t.Run(string(api)+"/"+name+"/"+p.name, func(t *testing.T) {
-					want := filterChunks(t, newTestFilter(t, api, p.allow), data)
+					filter := func() *CallFilter {
+						f := newTestFilter(t, api, p.allow)
+						if p.hold {
+							f.Hold()
+						}
+						return f
+					}
+					want := holdChunks(t, filter(), p.end, data)
 					splits := map[string][][]byte{"byte by byte": bySize(data, 1)}
 					rng := rand.New(rand.NewPCG(uint64(i), uint64(len(data))))
 					for j := range 4 {
 						splits["random "+strconv.Itoa(j)] = randomSplit(data, rng)
 					}
 					for how, chunks := range splits {
-						if got := filterChunks(t, newTestFilter(t, api, p.allow), chunks...); !bytes.Equal(got, want) {
+						if got := holdChunks(t, filter(), p.end, chunks...); !bytes.Equal(got, want) {
 							t.Errorf("%s: output differs", how)
 						}
 					}
@@ -278,15 +291,18 @@ func filterBenchCases() []filterBenchCase {
 }
 
 // BenchmarkCallFilter measures a reply going through a Reader, in
-// network-sized reads, and a filter that allows every call or refuses one.
+// network-sized reads, and a filter that allows every call or refuses one,
+// or holds every call and allows them all.
 func BenchmarkCallFilter(b *testing.B) {
 	for _, bc := range filterBenchCases() {
 		for _, policy := range []struct {
 			name  string
 			allow func(string) bool
+			hold  bool
 		}{
-			{"allow_all", allowAll},
-			{"refuse_one", refuseNames(bc.refuse)},
+			{"allow_all", allowAll, false},
+			{"refuse_one", refuseNames(bc.refuse), false},
+			{"hold_allow_all", allowAll, true},
 		} {
 			b.Run(bc.name+"/"+policy.name, func(b *testing.B) {
 				const read = 4 << 10
@@ -298,6 +314,9 @@ func BenchmarkCallFilter(b *testing.B) {
 					f, err := NewCallFilter(bc.api, policy.allow, filterRefusal)
 					if err != nil {
 						b.Fatal(err)
+					}
+					if policy.hold {
+						f.Hold()
 					}
 					fn := func(ev *Event) error {
 						out = f.AppendEvent(out[:0], *ev)
