@@ -31,6 +31,8 @@ func fuzzAllow(sel byte) func(string) bool {
 	}
 }
 
+// A fuzz input runs through a filter with a policy (sel), with or without
+// Hold, ended by End before event end (never when end is 0).
 func FuzzCallFilter(f *testing.F) {
 	i := 0
 	for _, api := range filterAPIs {
@@ -40,37 +42,41 @@ func FuzzCallFilter(f *testing.F) {
 				prefix = map[API]string{APIAnthropic: "anthropic-", APIChat: "chat-", APIResponses: "responses-"}[api]
 			}
 			for _, path := range testdataFiles(f, filepath.Join(dir, prefix+"*.sse")) {
-				f.Add(readFile(f, path), byte(i))
+				data := readFile(f, path)
+				f.Add(data, byte(i), false, uint16(0))
+				f.Add(data, byte(i), true, uint16(i%3*(1+i%17)))
 				i++
 			}
 		}
 	}
 	for i := range 8 {
 		for _, gen := range []func(*filterGen) []byte{(*filterGen).anthropic, (*filterGen).chat, (*filterGen).responses} {
-			f.Add(gen(&filterGen{rng: rand.New(rand.NewPCG(uint64(i), 11))}), byte(i))
+			f.Add(gen(&filterGen{rng: rand.New(rand.NewPCG(uint64(i), 11))}), byte(i), i%2 == 1, uint16(i%3*4))
 		}
 	}
-	f.Fuzz(func(t *testing.T, data []byte, sel byte) {
+	f.Fuzz(func(t *testing.T, data []byte, sel byte, hold bool, end uint16) {
 		if len(data) > 1<<16 {
 			return
 		}
 		for _, api := range filterAPIs {
-			checkFilterFuzz(t, api, data, sel)
+			checkFilterFuzz(t, api, data, sel, hold, int(end)-1)
 		}
 	})
 }
 
-// checkFilterFuzz checks what must hold for any input and policy: the
-// output is the same however the input is cut, allowing everything changes
-// nothing, the output parses, no call it delivers names a refused tool or
-// carries the id of a refused call, and every event the filter wrote is
-// JSON.
-func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte) {
+// checkFilterFuzz checks what must hold for any input and policy, held or
+// not, ended early (before event end, when end >= 0) or not: the output is
+// the same however the input is cut, allowing everything changes nothing
+// (without Hold and End), the output parses, no call it delivers names a
+// refused tool or carries the id of a withheld call, and every event the
+// filter wrote is JSON. With Hold, no call goes out unfinished; with End,
+// the reply ends with its error.
+func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, end int) {
 	allow := fuzzAllow(sel)
 	fail := func(format string, args ...any) {
 		t.Helper()
 		if len(data) < 4<<10 {
-			t.Logf("input (policy %d):\n%s", sel, data)
+			t.Logf("input (policy %d, hold %v, end %d):\n%s", sel, hold, end, data)
 		}
 		t.Fatalf(format, args...)
 	}
@@ -78,13 +84,20 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte) {
 	if err != nil {
 		return // the Reader refused the input
 	}
-	f := newTestFilter(t, api, allow)
-	out := filterChunks(t, f, data)
+	filter := func() *CallFilter {
+		f := newTestFilter(t, api, allow)
+		if hold {
+			f.Hold()
+		}
+		return f
+	}
+	f := filter()
+	out := holdChunks(t, f, end, data)
 	rng := rand.New(rand.NewPCG(uint64(sel), uint64(len(data))))
-	if cut := filterChunks(t, newTestFilter(t, api, allow), randomSplit(data, rng)...); !bytes.Equal(cut, out) {
+	if cut := holdChunks(t, filter(), end, randomSplit(data, rng)...); !bytes.Equal(cut, out) {
 		fail("%s: output depends on the cuts", api)
 	}
-	if sel&3 == 0 && !bytes.Equal(out, data) {
+	if sel&3 == 0 && !hold && end < 0 && !bytes.Equal(out, data) {
 		fail("%s: allow all changed the stream", api)
 	}
 	res, _, err := decodeStream(api, 0, whole(out))
@@ -108,12 +121,51 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte) {
 		}
 	}
 	// Where an event repeats a member, the decoder reads one and the filter
+	// judges all (see below): the two may not agree on which call an
+	// element belongs to.
+	repeats := repeatsMembers(t, data)
+	for _, tc := range delivered {
+		if hold && !tc.Complete && !repeats {
+			fail("%s: delivered half a call: %+v", api, tc)
+		}
+	}
+	if end >= 0 {
+		if len(res.Errors) == 0 || res.Errors[len(res.Errors)-1].Type != cancelType || f.Holding() {
+			fail("%s: ended early, errors %+v, holding %v", api, res.Errors, f.Holding())
+		}
+	}
+	// A held call dropped never goes out, unless the input gives its id to
+	// another call too: to several items (Responses), or in several
+	// fragments (elsewhere, where it is written once per call).
+	inIDs := map[string]int{}
+	for _, tc := range in.ClientToolCalls() {
+		inIDs[tc.ID]++
+	}
+	if api == APIResponses {
+		for id, items := range responsesCallIDs(t, data) {
+			if len(items) > 1 {
+				inIDs[id] += 2
+			}
+		}
+	}
+	for _, w := range f.Withheld()[len(f.Refused()):] {
+		if w.ID == "" || inIDs[w.ID] != 1 || repeats ||
+			api != APIResponses && bytes.Count(data, []byte(strconv.Quote(w.ID))) > 1 {
+			continue
+		}
+		for _, tc := range delivered {
+			if tc.ID == w.ID {
+				fail("%s: delivered the id of dropped call %+v: %+v", api, w, tc)
+			}
+		}
+	}
+	// Where an event repeats a member, the decoder reads one and the filter
 	// judges all: an id may then go out with an allowed call the decoder of
 	// the input never saw. So may an id the model gave several calls, or
 	// one the decoder reads as an allowed call's.
 	// A policy that lets nameless calls through lets out a call before its
 	// name comes; what went out stays out.
-	if repeatsMembers(t, data) || allow("") {
+	if repeats || allow("") {
 		return
 	}
 	ids := map[string]int{}
@@ -429,7 +481,9 @@ func TestCallFilterGenerated(t *testing.T) {
 					data = g.responses()
 				}
 				for _, sel := range []byte{0, 1, 2, 6, 10, 14} {
-					checkFilterFuzz(t, api, data, sel)
+					checkFilterFuzz(t, api, data, sel, false, -1)
+					checkFilterFuzz(t, api, data, sel, true, -1)
+					checkFilterFuzz(t, api, data, sel, true, int(sel)%7)
 				}
 			}
 		})

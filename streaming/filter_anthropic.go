@@ -1,0 +1,332 @@
+package streaming
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Anthropic Messages: a refused tool_use block becomes a text block at the
+// same index.
+
+type anthropicCallFilter struct {
+	withheld  []int     // indices of refused blocks whose stop has not come
+	refused   bool      // a call of the message was refused
+	dropped   bool      // a held call was dropped at the stop
+	delivered bool      // an allowed client tool_use was delivered
+	pos       positions // block indices, with Hold
+}
+
+func (f *CallFilter) anthropicEvent(dst []byte, ev *Event) []byte {
+	a := &f.anthropic
+	js := jsonView(ev.Data)
+	if (a.refused || f.hold.held > 0) && !gjson.Valid(js) {
+		return dst // see chatEvent
+	}
+	var typ, index, block, delta jsonMember
+	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
+		switch m.name() {
+		case "type":
+			typ = firstMember(typ, m)
+		case "index":
+			index = firstMember(index, m)
+		case "content_block":
+			block = firstMember(block, m)
+		case "delta":
+			delta = firstMember(delta, m)
+		}
+	}
+	name, _ := stringValue(typ.val)
+	if name == "" || string(ev.Name) == "error" {
+		name = jsonView(ev.Name)
+	}
+	switch name {
+	case "content_block_start":
+		return f.anthropicStart(dst, ev, index, block)
+	case "content_block_delta":
+		if a.withheldAt(index) >= 0 {
+			return dst
+		}
+		if c := f.anthropicHeldAt(index); c >= 0 {
+			return f.anthropicKeep(dst, ev, c, false, delta)
+		}
+	case "content_block_stop":
+		if i := a.withheldAt(index); i >= 0 {
+			pos := a.withheld[i]
+			a.withheld = slices.Delete(a.withheld, i, i+1)
+			b := append(f.scratch[:0], `{"type":"content_block_stop","index":`...)
+			b = strconv.AppendInt(b, int64(f.anthropicOut(pos)), 10)
+			f.scratch = append(b, '}')
+			return appendEventFrame(keepBOM(dst, ev), frameName(ev, "content_block_stop"), f.scratch)
+		}
+		if c := f.anthropicHeldAt(index); c >= 0 {
+			return f.anthropicKeep(dst, ev, c, true, delta)
+		}
+	case "message_delta":
+		if f.hold.held > 0 {
+			dst = f.anthropicRelease(dst, js)
+		}
+		if (a.refused || a.dropped) && !a.delivered {
+			return f.anthropicMessageDelta(dst, ev, js)
+		}
+	case "message_stop", "error":
+		// The reply ends, or failed, with no stop said for what is held.
+		f.dropHeld(func(int, *heldCall) bool { return true })
+	}
+	return f.anthropicPass(dst, ev, index)
+}
+
+// withheldAt is the position in withheld of the block index m names, -1
+// when that block is not withheld.
+func (a *anthropicCallFilter) withheldAt(m jsonMember) int {
+	if len(a.withheld) == 0 {
+		return -1
+	}
+	pos, ok := memberIndex(m)
+	if !ok {
+		return -1
+	}
+	return slices.Index(a.withheld, pos)
+}
+
+// anthropicOut is the index the client sees for block pos.
+func (f *CallFilter) anthropicOut(pos int) int {
+	if !f.hold.on {
+		return pos
+	}
+	return f.anthropic.pos.out(pos)
+}
+
+// anthropicPass passes an event on, with its block index renumbered when
+// a held block came before it.
+func (f *CallFilter) anthropicPass(dst []byte, ev *Event, index jsonMember) []byte {
+	if !f.hold.on || index.val == "" {
+		return append(dst, ev.Raw...)
+	}
+	pos, ok := memberIndex(index)
+	if !ok {
+		return append(dst, ev.Raw...)
+	}
+	out := f.anthropic.pos.out(pos)
+	js := jsonView(ev.Data)
+	if out == pos || !gjson.Valid(js) {
+		return append(dst, ev.Raw...)
+	}
+	f.scratch = renumber(f.scratch[:0], js, "index", out, 0, false)
+	return appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+}
+
+// anthropicHeldAt is the call Hold followed at the block index m names,
+// -1 when none.
+func (f *CallFilter) anthropicHeldAt(m jsonMember) int {
+	if len(f.hold.calls) == 0 {
+		return -1
+	}
+	pos, ok := memberIndex(m)
+	if !ok {
+		return -1
+	}
+	return f.hold.find(pos)
+}
+
+// anthropicKeep holds a delta or the stop of held call c. Once the call
+// was dropped, or delivered whole, what comes for it is withheld.
+func (f *CallFilter) anthropicKeep(dst []byte, ev *Event, c int, stop bool, delta jsonMember) []byte {
+	h := &f.hold
+	call := &h.calls[c]
+	if call.state != callHeld {
+		return dst
+	}
+	if stop {
+		call.closed = true
+	} else {
+		// The decoder reads the first of duplicate members, as readObject.
+		fields := readObject(delta.val, "type", "partial_json")
+		if isString(fields[0], "input_json_delta") {
+			call.args = appendJSONString(grow(call.args, len(fields[1])), fields[1])
+		}
+	}
+	h.keep(c, ev, call.tc.Index, 0, false)
+	return dst
+}
+
+// anthropicRelease delivers the held calls before a message_delta that
+// carries the stop, dropping those the reply did not finish.
+func (f *CallFilter) anthropicRelease(dst []byte, js string) []byte {
+	sr := gjson.Get(js, "delta.stop_reason")
+	if sr.Type != gjson.String {
+		return dst // no stop yet
+	}
+	h := &f.hold
+	a := &f.anthropic
+	cut := sr.Str == "max_tokens" || sr.Str == "model_context_window_exceeded"
+	last := h.last(nil)
+	f.dropHeld(func(i int, c *heldCall) bool {
+		// A call streamed with no input has "{}": empty arguments are whole.
+		drop := !c.closed || cut && i == last && len(c.args) > 0 && !gjson.ValidBytes(c.args)
+		a.dropped = a.dropped || drop
+		return drop
+	})
+	return f.release(dst, func(int, *heldCall) bool { return true }, func(c *heldCall) {
+		c.out = a.pos.release(c.tc.Index)
+		a.delivered = true
+	}, func(dst []byte, e *heldEvent, c *heldCall) []byte {
+		if e.pos < 0 || e.pos == c.out {
+			return h.appendHeld(dst, e)
+		}
+		return f.appendRenumbered(dst, e, "index", c.out, 0, false)
+	})
+}
+
+func (f *CallFilter) anthropicStart(dst []byte, ev *Event, index, block jsonMember) []byte {
+	a := &f.anthropic
+	pos, ok := memberIndex(index)
+	if i := slices.Index(a.withheld, pos); ok && i >= 0 {
+		// A block started again at a withheld index replaces it.
+		a.withheld = slices.Delete(a.withheld, i, i+1)
+	}
+	if ok && f.hold.on {
+		f.hold.forget(pos) // a block started again at an index replaces it
+	}
+	fields := readObject(block.val, "type", "id", "name")
+	if !isString(fields[0], "tool_use") {
+		return f.anthropicPass(dst, ev, index) // server tools, text, thinking, results
+	}
+	name, _ := stringValue(fields[2])
+	if f.allow(name) {
+		// The decoder skips an event that is not JSON: no call came with it.
+		valid := gjson.Valid(jsonView(ev.Data))
+		if f.hold.on {
+			return f.anthropicHoldStart(dst, ev, pos, ok, valid, fields)
+		}
+		a.delivered = a.delivered || valid
+		return append(dst, ev.Raw...)
+	}
+	id, _ := stringValue(fields[1])
+	text := f.refuse(ToolCall{Index: pos, Type: "tool_use", ID: strings.Clone(id), Name: strings.Clone(name)})
+	a.refused = true
+	if !ok {
+		return dst // no index to put the text at
+	}
+	a.withheld = append(a.withheld, pos)
+	out := f.anthropicOut(pos)
+	dst = keepBOM(dst, ev)
+	b := append(f.scratch[:0], `{"type":"content_block_start","index":`...)
+	b = strconv.AppendInt(b, int64(out), 10)
+	b = append(b, `,"content_block":{"type":"text","text":""}}`...)
+	dst = appendEventFrame(dst, frameName(ev, "content_block_start"), b)
+	b = append(b[:0], `{"type":"content_block_delta","index":`...)
+	b = strconv.AppendInt(b, int64(out), 10)
+	b = append(b, `,"delta":{"type":"text_delta","text":`...)
+	b = appendJSONLiteral(b, text)
+	b = append(b, "}}"...)
+	f.scratch = b
+	return appendEventFrame(dst, frameName(ev, "content_block_delta"), b)
+}
+
+// anthropicHoldStart starts holding an allowed tool_use block.
+func (f *CallFilter) anthropicHoldStart(dst []byte, ev *Event, pos int, indexed, valid bool, fields [4]string) []byte {
+	h := &f.hold
+	if !indexed || !valid {
+		// No call is read from it (no index, no JSON), but its bytes name
+		// one: withheld, with whatever follows at its index.
+		if indexed {
+			h.addDead(pos)
+		}
+		return dst
+	}
+	id, _ := stringValue(fields[1])
+	name, _ := stringValue(fields[2])
+	c := h.addCall(ToolCall{Index: pos, Type: "tool_use", ID: strings.Clone(id), Name: strings.Clone(name)}, pos)
+	h.calls[c].indexed = true
+	f.anthropic.pos.hold(pos)
+	h.keep(c, ev, pos, 0, false)
+	return dst
+}
+
+// anthropicMessageDelta turns a tool_use stop into end_turn once every
+// call of the message was withheld: the agent has no call to answer.
+func (f *CallFilter) anthropicMessageDelta(dst []byte, ev *Event, js string) []byte {
+	if !gjson.Valid(js) {
+		return append(dst, ev.Raw...)
+	}
+	changed := false
+	f.scratch = filterObject(f.scratch[:0], js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
+		if m.name() != "delta" || !isObject(m.val) {
+			return dst, filterKeep
+		}
+		return filterObject(dst, m.val, func(dst []byte, m jsonMember) ([]byte, filterAction) {
+			if m.name() == "stop_reason" && isString(m.val, "tool_use") {
+				changed = true
+				return append(dst, `"end_turn"`...), filterReplace
+			}
+			return dst, filterKeep
+		}, nil), filterReplace
+	}, nil)
+	if !changed {
+		return append(dst, ev.Raw...)
+	}
+	return appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+}
+
+// anthropicBody rewrites a Message: refused tool_use blocks become text
+// blocks, and stop_reason follows. It returns nil when nothing changes.
+func (f *CallFilter) anthropicBody(js string) []byte {
+	if isString(memberRaw(js, "type"), "error") {
+		return nil
+	}
+	var texts []int // per content block in walk order: the refused call replacing it, or -1
+	refused, delivered := false, false
+	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
+		if m.name() != "content" {
+			continue
+		}
+		it := newArrayIter(m.val)
+		pos := 0
+		for block, ok := it.next(); ok; block, ok = it.next() {
+			fields := readObject(block, "type", "id", "name")
+			r := -1
+			if isString(fields[0], "tool_use") {
+				name, _ := stringValue(fields[2])
+				if f.allow(name) {
+					delivered = true
+				} else {
+					id, _ := stringValue(fields[1])
+					f.refuse(ToolCall{Index: pos, Type: "tool_use", ID: strings.Clone(id), Name: strings.Clone(name)})
+					r, refused = len(f.refused)-1, true
+				}
+			}
+			texts = append(texts, r)
+			pos++
+		}
+	}
+	if !refused {
+		return nil
+	}
+	next := 0
+	return filterObject(nil, js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
+		switch m.name() {
+		case "content":
+			if !isJSONArray(m.val) {
+				return dst, filterKeep
+			}
+			dst, _, _ = filterArray(dst, m.val, func(dst []byte, block string) ([]byte, filterAction) {
+				r := texts[next]
+				next++
+				if r < 0 {
+					return dst, filterKeep
+				}
+				dst = append(dst, `{"type":"text","text":`...)
+				return append(appendJSONLiteral(dst, f.texts[r]), '}'), filterReplace
+			})
+			return dst, filterReplace
+		case "stop_reason":
+			if !delivered && isString(m.val, "tool_use") {
+				return append(dst, `"end_turn"`...), filterReplace
+			}
+		}
+		return dst, filterKeep
+	}, nil)
+}

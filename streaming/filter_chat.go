@@ -1,0 +1,584 @@
+package streaming
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// OpenAI Chat Completions: refused tool_calls elements are removed, the
+// allowed ones renumbered so that no gap shows, and the refusal delivered as
+// content.
+
+type chatCallFilter struct {
+	calls   []chatFilterCall
+	choices []chatFilterChoice
+	plan    chatPlan
+	// finishing is set while the deltas of a choice that finishes in the
+	// chunk being planned are: with Hold, their calls are not held.
+	finishing bool
+	held      []chatHeldElem // the elements of the chunk being edited that are held
+	heldBytes []byte
+	edited    []byte // the chunk less what it holds
+
+	// Room for the calls and choices of a usual reply, so that following
+	// one costs no allocation.
+	callsBuf   [8]chatFilterCall
+	choicesBuf [2]chatFilterChoice
+	elemsBuf   [4]chatElemPlan
+	deltasBuf  [2]chatDeltaPlan
+	cplansBuf  [2]chatChoicePlan
+	finishBuf  [2]chatFinish
+}
+
+func (c *chatCallFilter) init() {
+	c.calls = c.callsBuf[:0]
+	c.choices = c.choicesBuf[:0]
+	c.plan.elems = c.elemsBuf[:0]
+	c.plan.deltas = c.deltasBuf[:0]
+	c.plan.choices = c.cplansBuf[:0]
+	c.plan.finishes = c.finishBuf[:0]
+}
+
+// chatFilterCall is one call of the reply, keyed as the decoder keys it.
+type chatFilterCall struct {
+	choice, index int
+	out           int // the index the client sees
+	allowed       bool
+	held          int // position in holdState.calls, -1 for a call not held
+}
+
+type chatFilterChoice struct {
+	index     int
+	refused   bool // a call of the choice was refused
+	delivered bool // an allowed call of the choice was delivered
+	// next is one past the highest index delivered. A choice keeps its
+	// indices until a call is refused; calls after that are numbered from
+	// next, which leaves no gap and never reuses an index.
+	next    int
+	stopped bool // its finish_reason came
+}
+
+// chatPlan is what the first walk over a chunk decided; the edit walk
+// takes its entries in the same order.
+type chatPlan struct {
+	choices []chatChoicePlan // per choice object
+	deltas  []chatDeltaPlan  // per delta (or message) object
+	elems   []chatElemPlan   // per tool_calls element object and function_call object
+	changed bool
+
+	// With Hold: the choices that finish in the chunk, and what tells
+	// whether the chunk can be held as it came.
+	finishes []chatFinish
+	edits    bool // a change other than holding an element
+	extra    bool // the chunk carries more than call elements
+	failed   bool // the chunk carries an error
+	holds    int  // elements held
+	holdCall int  // the held call they all belong to, -1 for several
+}
+
+// chatFinish is a choice that finishes in the chunk; cut when for length.
+// As in the decoder, the finish ends the calls the choice has by then:
+// those before upto in holdState.calls.
+type chatFinish struct {
+	choice int
+	cut    bool
+	upto   int
+}
+
+type chatChoicePlan struct {
+	stop bool // finish_reason tool_calls (or function_call) becomes stop
+}
+
+type chatTextMode uint8
+
+const (
+	chatTextNone   chatTextMode = iota
+	chatTextSet                 // the delta's content becomes the refusal
+	chatTextExtra               // the refusal follows in a chunk of its own
+	chatTextAppend              // (a whole message) the refusal follows the content after a blank line
+)
+
+type chatDeltaPlan struct {
+	choice     int
+	mode       chatTextMode
+	text       string // the refusals of the calls refused in this delta
+	hasContent bool   // the delta has a content member
+}
+
+type chatElemPlan struct {
+	drop bool
+	hold bool // with Hold: the element goes to its call's held chunk
+	out  int  // the index to write, or -1 to keep the element's own
+	call int  // the call in chatCallFilter.calls, -1 for none
+}
+
+func (c *chatCallFilter) choice(index int) *chatFilterChoice {
+	for i := range c.choices {
+		if c.choices[i].index == index {
+			return &c.choices[i]
+		}
+	}
+	c.choices = append(c.choices, chatFilterChoice{index: index})
+	return &c.choices[len(c.choices)-1]
+}
+
+func (c *chatCallFilter) find(choice, index int) int {
+	for i := len(c.calls) - 1; i >= 0; i-- {
+		if c.calls[i].choice == choice && c.calls[i].index == index {
+			return i
+		}
+	}
+	return -1
+}
+
+func (c *chatCallFilter) last(choice int) int {
+	for i := len(c.calls) - 1; i >= 0; i-- {
+		if c.calls[i].choice == choice {
+			return i
+		}
+	}
+	return -1
+}
+
+func (c *chatCallFilter) nextIndex(choice int) int {
+	next := 0
+	for _, call := range c.calls {
+		if call.choice == choice && call.index >= next {
+			next = call.index + 1
+		}
+	}
+	return next
+}
+
+func (f *CallFilter) chatEvent(dst []byte, ev *Event) []byte {
+	h := &f.hold
+	data := bytes.TrimSpace(ev.Data)
+	if len(data) == 0 || data[0] != '{' {
+		if h.held > 0 && (bytes.HasPrefix(data, []byte(doneMarker)) || string(ev.Name) == "error") {
+			// The end, or an error, and no finish for what is held.
+			f.dropHeld(func(int, *heldCall) bool { return true })
+		}
+		return append(dst, ev.Raw...) // [DONE], an empty field, a plain-text error
+	}
+	if len(f.refused) == 0 && h.held == 0 && !mayStartCall(data) && (!h.on || !mayFinish(data)) {
+		return append(dst, ev.Raw...) // text: the usual chunk, passed without a walk
+	}
+	if !gjson.ValidBytes(data) {
+		// No client reads a call out of it, and the decoder skips it; once a
+		// call was withheld (or while one is held) it may hold that call's
+		// bytes.
+		if len(f.refused) > 0 || h.held > 0 || h.on && mayStartCall(data) {
+			return dst
+		}
+		return append(dst, ev.Raw...)
+	}
+	js := jsonView(data)
+	p := f.chatPlan(js, false)
+	if h.on {
+		return f.chatHoldEvent(dst, ev, js, p)
+	}
+	if !p.changed {
+		return append(dst, ev.Raw...)
+	}
+	return f.chatWrite(dst, ev, js, p)
+}
+
+// chatWrite writes a chunk as its plan says, and the chunks carrying
+// refusals that follow it.
+func (f *CallFilter) chatWrite(dst []byte, ev *Event, js string, p *chatPlan) []byte {
+	f.scratch = f.chatEdit(f.scratch[:0], js, false)
+	dst = appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+	return f.chatExtraChunks(dst, ev, js, p)
+}
+
+// chatExtraChunks writes the chunks carrying the refusals of the chunk js
+// that had content of its own.
+func (f *CallFilter) chatExtraChunks(dst []byte, ev *Event, js string, p *chatPlan) []byte {
+	for _, dp := range p.deltas {
+		if dp.mode == chatTextExtra {
+			f.scratch = chatExtraChunk(f.scratch[:0], js, dp)
+			dst = appendEventFrame(dst, jsonView(ev.Name), f.scratch)
+		}
+	}
+	return dst
+}
+
+// mayStartCall reports whether a chunk could hold a call: only a member
+// named tool_calls or function_call does, and a key can spell those names
+// otherwise only with a \u escape.
+func mayStartCall(data []byte) bool {
+	return bytes.Contains(data, []byte("tool_calls")) || bytes.Contains(data, []byte("function_call")) ||
+		bytes.Contains(data, []byte(`\u`))
+}
+
+// mayFinish reports whether a chunk could end a choice: with Hold, a
+// choice's first finish is what delivers its calls, and a later one is not
+// (the decoder ends a choice once), so every finish must be seen. Most
+// chunks carry "finish_reason":null only.
+func mayFinish(data []byte) bool {
+	return bytes.Count(data, []byte("finish_reason")) != bytes.Count(data, []byte(`"finish_reason":null`)) ||
+		bytes.Contains(data, []byte(`\u`))
+}
+
+// chatPlan walks a chunk (or a whole chat.completion when body is set),
+// judging the calls it starts, and plans its edit.
+func (f *CallFilter) chatPlan(js string, body bool) *chatPlan {
+	p := &f.chat.plan
+	p.choices, p.deltas, p.elems, p.changed = p.choices[:0], p.deltas[:0], p.elems[:0], false
+	p.finishes, p.edits, p.extra, p.failed, p.holds, p.holdCall = p.finishes[:0], false, false, false, 0, -1
+	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
+		switch m.name() {
+		case "usage":
+			p.extra = p.extra || m.val != "null"
+			continue
+		case "error":
+			p.extra = true
+			p.failed = isObject(m.val) || isStringRaw(m.val) // the decoder reads the last
+			continue
+		case "choices":
+		default:
+			continue
+		}
+		it := newArrayIter(m.val)
+		for c, ok := it.next(); ok; c, ok = it.next() {
+			if isObject(c) {
+				f.chatPlanChoice(c, body)
+			}
+		}
+	}
+	return p
+}
+
+func (f *CallFilter) chatPlanChoice(c string, body bool) {
+	p := &f.chat.plan
+	// The index may come after the delta (Azure) and the last one counts,
+	// so the deltas are judged once the whole choice was read.
+	var index, finish string
+	var deltas [2]string
+	nd, stop := 0, false
+	for m, next, ok := nextMember(c, objectStart(c)); ok; m, next, ok = nextMember(c, next) {
+		switch m.name() {
+		case "index":
+			index = m.val
+		case "delta", "message":
+			if isObject(m.val) {
+				if nd < len(deltas) {
+					deltas[nd] = m.val
+				}
+				nd++
+			}
+		case "finish_reason":
+			stop = stop || isString(m.val, "tool_calls") || isString(m.val, "function_call")
+			finish = m.val // the decoder reads the last
+		}
+	}
+	choice := gjsonInt(index)
+	at := len(p.choices)
+	p.choices = append(p.choices, chatChoicePlan{})
+	if finish != "" && finish != "null" {
+		p.extra = true
+	}
+	finishing := false
+	if st := f.chat.choice(choice); !body && isStringValue(finish) && !st.stopped {
+		st.stopped = true
+		finishing = f.hold.on
+	}
+	f.chat.finishing = finishing
+	if nd <= len(deltas) {
+		for _, d := range deltas[:nd] {
+			f.chatPlanDelta(choice, d, body)
+		}
+	} else {
+		for m, next, ok := nextMember(c, objectStart(c)); ok; m, next, ok = nextMember(c, next) {
+			if n := m.name(); (n == "delta" || n == "message") && isObject(m.val) {
+				f.chatPlanDelta(choice, m.val, body)
+			}
+		}
+	}
+	if finishing {
+		p.finishes = append(p.finishes, chatFinish{choice: choice, cut: isString(finish, "length"), upto: len(f.hold.calls)})
+	}
+	if st := f.chat.choice(choice); stop && st.refused && !st.delivered {
+		p.choices[at].stop, p.changed, p.edits = true, true, true
+	}
+}
+
+func (f *CallFilter) chatPlanDelta(choice int, d string, body bool) {
+	p := &f.chat.plan
+	first := len(f.refused)
+	dp := chatDeltaPlan{choice: choice}
+	filled, filledString := false, false
+	for m, next, ok := nextMember(d, objectStart(d)); ok; m, next, ok = nextMember(d, next) {
+		switch m.name() {
+		case "tool_calls":
+			it := newArrayIter(m.val)
+			for el, ok := it.next(); ok; el, ok = it.next() {
+				if isObject(el) {
+					p.elems = append(p.elems, f.chatPlanElement(choice, el, false, body))
+				}
+			}
+		case "function_call": // the legacy functions API
+			if isObject(m.val) {
+				p.elems = append(p.elems, f.chatPlanElement(choice, m.val, true, body))
+			}
+		case "content":
+			dp.hasContent = true
+			if m.val != "null" && m.val != `""` {
+				filled, filledString = true, filledString || isStringRaw(m.val)
+				p.extra = true
+			}
+		case "role":
+		default:
+			p.extra = p.extra || m.val != "null" && m.val != `""`
+		}
+	}
+	if len(f.refused) > first {
+		dp.text = strings.Join(f.texts[first:], "\n\n")
+		switch {
+		case !filled:
+			dp.mode = chatTextSet
+		case !body:
+			dp.mode = chatTextExtra
+		case filledString:
+			dp.mode = chatTextAppend
+		}
+		p.changed, p.edits = true, true
+	}
+	p.deltas = append(p.deltas, dp)
+}
+
+// chatPlanElement judges one tool_calls element (or a legacy function_call
+// object), keyed by (choice, index) as the decoder keys it: the element that
+// starts a call decides for all of its elements.
+func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) chatElemPlan {
+	c := &f.chat
+	var index, id, typ, fname, cname, args string
+	for m, next, ok := nextMember(el, objectStart(el)); ok; m, next, ok = nextMember(el, next) {
+		switch m.name() {
+		case "index":
+			index = m.val
+		case "id":
+			id = m.val
+		case "type":
+			typ = m.val
+		case "name":
+			if legacy {
+				fname = m.val
+			}
+		case "arguments":
+			if legacy {
+				args = m.val
+			}
+		case "function":
+			if !legacy {
+				fname = lastMemberRaw(m.val, "name", fname)
+				args = lastMemberRaw(m.val, "arguments", args)
+			}
+		case "custom":
+			if !legacy {
+				cname = lastMemberRaw(m.val, "name", cname)
+			}
+		}
+	}
+	name, custom := gjsonText(fname), gjsonText(cname)
+	indexed := !legacy && isNumber(index)
+	at, key := -1, 0
+	switch {
+	case legacy:
+		at = c.find(choice, 0)
+	case indexed:
+		key = gjsonInt(index)
+		at = c.find(choice, key)
+	case gjsonText(id) != "":
+		key = c.nextIndex(choice) // no index: each id starts the choice's next call
+	default:
+		at = c.last(choice) // neither: a continuation of the choice's latest call
+	}
+	if at >= 0 {
+		call := c.calls[at]
+		if !call.allowed || f.renames(name, custom) {
+			c.plan.changed, c.plan.edits = true, true
+			return chatElemPlan{drop: true, call: -1}
+		}
+		ep := chatElemPlan{out: -1, call: at}
+		if indexed && call.out != key {
+			c.plan.changed, c.plan.edits = true, true
+			ep.out = call.out
+		}
+		return f.chatHoldElement(ep, args, cname != "" || isString(typ, "custom"))
+	}
+	st := c.choice(choice)
+	if f.permits(name, custom) {
+		out := key
+		if st.refused {
+			out = st.next
+		}
+		st.next = max(st.next, out+1)
+		st.delivered = true
+		held := -1
+		if f.hold.on && !body {
+			held = f.chatHoldCall(choice, key, legacy, typ, id, name, custom)
+		}
+		c.calls = append(c.calls, chatFilterCall{choice: choice, index: key, out: out, allowed: true, held: held})
+		ep := chatElemPlan{out: -1, call: len(c.calls) - 1}
+		if indexed && out != key {
+			c.plan.changed, c.plan.edits = true, true
+			ep.out = out
+		}
+		return f.chatHoldElement(ep, args, cname != "" || isString(typ, "custom"))
+	}
+	tc := ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(gjsonText(id)), Name: strings.Clone(name)}
+	switch t := gjsonText(typ); {
+	case legacy:
+		tc.Type = "function_call"
+	case t != "":
+		tc.Type = strings.Clone(t)
+	}
+	if tc.Name == "" {
+		tc.Name = strings.Clone(custom)
+	}
+	f.refuse(tc)
+	st.refused = true
+	c.calls = append(c.calls, chatFilterCall{choice: choice, index: key, held: -1})
+	c.plan.changed, c.plan.edits = true, true
+	return chatElemPlan{drop: true, call: -1}
+}
+
+// chatEdit writes the chunk (or body) js as its plan says.
+func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
+	p := &f.chat.plan
+	var ci, di, ei int
+	editElem := func(dst []byte, el string) ([]byte, filterAction) {
+		if !isObject(el) {
+			return dst, filterKeep
+		}
+		ep := p.elems[ei]
+		ei++
+		switch {
+		case ep.drop:
+			return dst, filterDrop
+		case ep.hold:
+			f.chat.keepElement(ep, el, false)
+			return dst, filterDrop
+		case ep.out >= 0:
+			return chatRenumber(dst, el, ep.out), filterReplace
+		}
+		return dst, filterKeep
+	}
+	editDelta := func(dst []byte, d string) []byte {
+		dp := p.deltas[di]
+		di++
+		return filterObject(dst, d, func(dst []byte, m jsonMember) ([]byte, filterAction) {
+			switch m.name() {
+			case "tool_calls":
+				if !isJSONArray(m.val) {
+					return dst, filterKeep
+				}
+				out, total, kept := filterArray(dst, m.val, editElem)
+				if total > 0 && kept == 0 {
+					return out, filterDrop
+				}
+				return out, filterReplace
+			case "function_call":
+				if isObject(m.val) {
+					ep := p.elems[ei]
+					ei++
+					if ep.hold {
+						f.chat.keepElement(ep, m.val, true)
+					}
+					if ep.drop || ep.hold {
+						return dst, filterDrop
+					}
+				}
+			case "content":
+				return chatContent(dst, m.val, dp)
+			}
+			return dst, filterKeep
+		}, func(dst []byte, sep bool) []byte {
+			if dp.hasContent || (dp.mode != chatTextSet && dp.mode != chatTextAppend) {
+				return dst
+			}
+			if sep {
+				dst = append(dst, ',')
+			}
+			return appendJSONLiteral(append(dst, `"content":`...), dp.text)
+		})
+	}
+	editChoice := func(dst []byte, c string) ([]byte, filterAction) {
+		if !isObject(c) {
+			return dst, filterKeep
+		}
+		cp := p.choices[ci]
+		ci++
+		return filterObject(dst, c, func(dst []byte, m jsonMember) ([]byte, filterAction) {
+			switch m.name() {
+			case "delta", "message":
+				if isObject(m.val) {
+					return editDelta(dst, m.val), filterReplace
+				}
+			case "finish_reason":
+				if cp.stop && (isString(m.val, "tool_calls") || isString(m.val, "function_call")) {
+					return append(dst, `"stop"`...), filterReplace
+				}
+			}
+			return dst, filterKeep
+		}, nil), filterReplace
+	}
+	return filterObject(dst, js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
+		if m.name() != "choices" || !isJSONArray(m.val) {
+			return dst, filterKeep
+		}
+		dst, _, _ = filterArray(dst, m.val, editChoice)
+		return dst, filterReplace
+	}, nil)
+}
+
+// chatContent writes a delta's content member as the plan says.
+func chatContent(dst []byte, raw string, dp chatDeltaPlan) ([]byte, filterAction) {
+	empty := raw == "null" || raw == `""`
+	switch {
+	case dp.mode == chatTextSet, dp.mode == chatTextAppend && empty:
+		return appendJSONLiteral(dst, dp.text), filterReplace
+	case dp.mode == chatTextAppend && isStringRaw(raw):
+		s, _ := stringValue(raw)
+		return appendJSONLiteral(dst, s+"\n\n"+dp.text), filterReplace
+	}
+	return dst, filterKeep
+}
+
+// chatExtraChunk is a chunk of its own carrying a refusal, for a delta that
+// already had content: same id, object, created and model as its chunk.
+func chatExtraChunk(dst []byte, js string, dp chatDeltaPlan) []byte {
+	dst = appendChunkHead(dst, js)
+	dst = append(dst, `"choices":[{"index":`...)
+	dst = strconv.AppendInt(dst, int64(dp.choice), 10)
+	dst = append(dst, `,"delta":{"content":`...)
+	dst = appendJSONLiteral(dst, dp.text)
+	return append(dst, `},"logprobs":null,"finish_reason":null}]}`...)
+}
+
+// appendChunkHead opens a chunk of the filter's own with the id, object,
+// created and model of the chunk js, each followed by a comma.
+func appendChunkHead(dst []byte, js string) []byte {
+	dst = append(dst, '{')
+	object := false
+	for _, key := range [...]string{"id", "object", "created", "model"} {
+		raw := lastMemberRaw(js, key, "")
+		if raw == "" {
+			continue
+		}
+		object = object || key == "object"
+		dst = append(dst, '"')
+		dst = append(dst, key...)
+		dst = append(dst, '"', ':')
+		dst = append(dst, raw...)
+		dst = append(dst, ',')
+	}
+	if !object {
+		dst = append(dst, `"object":"chat.completion.chunk",`...)
+	}
+	return dst
+}

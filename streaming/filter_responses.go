@@ -1,0 +1,584 @@
+package streaming
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// OpenAI Responses: a refused function_call or custom_tool_call item becomes
+// a message item at the same output index.
+
+type responsesCallFilter struct {
+	offset int64 // added to every sequence_number passed on
+	calls  []responsesFilterCall
+	ids    []byte // the calls' item ids, back to back
+	// plan has an entry per output item walked: the refused call replacing
+	// it, keepItem or dropItem.
+	plan []int
+
+	// With Hold: output indices as the client gets them, whether the
+	// reply's stop came, and the sequence numbers End goes on from.
+	pos      positions
+	stopped  bool
+	lastSeq  int64 // the last sequence number delivered, when seqOut
+	seqOut   bool
+	firstSeq int64 // the first sequence number seen, when seqFirst
+	seqFirst bool
+
+	order []placedItem // the final output's items, with Hold, in the client's order
+
+	callsBuf [8]responsesFilterCall
+	idsBuf   [512]byte
+	planBuf  [8]int
+}
+
+// Plan entries that are not a refused call.
+const (
+	keepItem = -1
+	dropItem = -2 // a held call dropped: the final output leaves it out
+)
+
+func (r *responsesCallFilter) init() {
+	r.calls = r.callsBuf[:0]
+	r.ids = r.idsBuf[:0]
+	r.plan = r.planBuf[:0]
+	r.pos.init()
+}
+
+// responsesFilterCall is one call of the reply, found as the decoder finds
+// it: by item id, else by output index. Calls the provider runs are kept
+// too, since the decoder pairs events with them as well.
+type responsesFilterCall struct {
+	outputIndex int
+	idStart     int
+	idEnd       int
+	refused     int  // position in CallFilter.refused, -1 for a call let through
+	held        int  // position in holdState.calls, -1 for a call not held
+	server      bool // an mcp_call
+}
+
+func (r *responsesCallFilter) itemID(c responsesFilterCall) string {
+	return jsonView(r.ids[c.idStart:c.idEnd])
+}
+
+func (r *responsesCallFilter) add(outputIndex int, itemID string, refused int, server bool) int {
+	start := len(r.ids)
+	r.ids = append(r.ids, itemID...)
+	r.calls = append(r.calls, responsesFilterCall{
+		outputIndex: outputIndex, idStart: start, idEnd: len(r.ids), refused: refused, held: -1, server: server,
+	})
+	return len(r.calls) - 1
+}
+
+// find locates a call by item id, falling back to the output index (raw
+// JSON, used only when it is a number).
+func (r *responsesCallFilter) find(itemID, outputIndex string) int {
+	return r.findAt(itemID, gjsonInt(outputIndex), isNumber(outputIndex))
+}
+
+// findAt is find with the output index oi, used when indexed is set.
+func (r *responsesCallFilter) findAt(itemID string, oi int, indexed bool) int {
+	if itemID != "" {
+		for i := len(r.calls) - 1; i >= 0; i-- {
+			if r.itemID(r.calls[i]) == itemID {
+				return i
+			}
+		}
+	}
+	if indexed {
+		for i := len(r.calls) - 1; i >= 0; i-- {
+			if r.calls[i].outputIndex == oi {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// withheld reports whether an event refers to a refused call by any of
+// the item ids or the output index it carries.
+func (r *responsesCallFilter) withheld(outputIndex string, itemIDs ...string) bool {
+	return r.refers(func(c responsesFilterCall) bool { return c.refused >= 0 }, outputIndex, itemIDs...) >= 0
+}
+
+// refers is the first call which selects that an event refers to by any
+// of the item ids or the output index it carries, -1 when none.
+func (r *responsesCallFilter) refers(which func(responsesFilterCall) bool, outputIndex string, itemIDs ...string) int {
+	for i, c := range r.calls {
+		if !which(c) {
+			continue
+		}
+		if isNumber(outputIndex) && gjsonInt(outputIndex) == c.outputIndex {
+			return i
+		}
+		for _, id := range itemIDs {
+			if id != "" && id == r.itemID(c) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// delivered notes the sequence number of an event the client gets.
+func (r *responsesCallFilter) delivered(seq int64, numbered bool) {
+	if numbered {
+		r.lastSeq, r.seqOut = seq, true
+	}
+}
+
+// responsesFields are the top-level members of an event the filter reads;
+// as in the decoder, the last of duplicates wins.
+type responsesFields struct {
+	typ, response, item, outputIndex, itemID, name, seq string
+	delta, arguments, input                             string
+
+	event    string // the event's type
+	seqNum   int64  // its sequence number, when numbered
+	numbered bool
+}
+
+func (f *CallFilter) responsesEvent(dst []byte, ev *Event) []byte {
+	r := &f.responses
+	h := &f.hold
+	data := bytes.TrimSpace(ev.Data)
+	if len(data) == 0 || data[0] != '{' {
+		if h.held > 0 && bytes.HasPrefix(data, []byte(doneMarker)) {
+			f.dropHeld(func(int, *heldCall) bool { return true }) // the end, and no stop
+		}
+		return append(dst, ev.Raw...) // [DONE] from some servers, a plain-text error
+	}
+	js := jsonView(data)
+	var e responsesFields
+	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
+		switch m.name() {
+		case "type":
+			e.typ = m.val
+		case "response":
+			e.response = m.val
+		case "item":
+			e.item = m.val
+		case "output_index":
+			e.outputIndex = m.val
+		case "item_id":
+			e.itemID = m.val
+		case "name":
+			e.name = m.val
+		case "sequence_number":
+			e.seq = m.val
+		case "delta":
+			e.delta = m.val
+		case "arguments":
+			e.arguments = m.val
+		case "input":
+			e.input = m.val
+		}
+	}
+	typ, ok := stringValue(e.typ)
+	if !ok {
+		typ = jsonView(ev.Name)
+	}
+	e.event = typ
+	e.seqNum, e.numbered = sequenceNumber(e.seq)
+	if e.numbered && !r.seqFirst {
+		r.firstSeq, r.seqFirst = e.seqNum, true
+	}
+	if len(f.refused) == 0 && r.offset == 0 && !responsesCallEvent(typ) && e.response == "" &&
+		(!h.on || h.held == 0 && !r.pos.moved() && typ != "error") {
+		// Text, reasoning: passed without a check.
+		if h.on {
+			f.responsesOut(e.outputIndex)
+			r.delivered(e.seqNum, e.numbered)
+		}
+		return append(dst, ev.Raw...)
+	}
+	if !gjson.ValidBytes(data) {
+		if len(f.refused) > 0 || h.held > 0 || h.on && responsesCallEvent(typ) {
+			if e.numbered {
+				r.offset--
+			}
+			return dst // see chatEvent
+		}
+		return append(dst, ev.Raw...)
+	}
+	seq, numbered := e.seqNum, e.numbered
+	itemFields := readObject(e.item, "type", "id", "call_id", "name")
+	itemID, _ := stringValue(itemFields[1])
+	eventItemID, _ := stringValue(e.itemID)
+	if len(f.refused) > 0 && r.withheld(e.outputIndex, eventItemID, itemID) {
+		if numbered {
+			r.offset--
+		}
+		return dst
+	}
+	if len(h.calls) > 0 && !responsesCallEvent(typ) {
+		if c := r.refers(f.responsesHeld, e.outputIndex, eventItemID, itemID); c >= 0 {
+			return f.responsesKeep(dst, ev, r.calls[c].held, &e)
+		}
+	}
+	switch typ {
+	case "response.completed", "response.incomplete", "response.failed":
+		if !r.stopped {
+			r.stopped = true
+			if h.held > 0 {
+				dst = f.responsesRelease(dst, &e)
+			}
+		}
+	case "error":
+		f.dropHeld(func(int, *heldCall) bool { return true }) // the reply failed
+	case "response.output_item.added", "response.output_item.done":
+		itype, _ := stringValue(itemFields[0])
+		if _, _, isCall := callItem(itype); !isCall {
+			break
+		}
+		at := r.find(itemID, e.outputIndex)
+		if typ == "response.output_item.added" && at >= 0 && r.itemID(r.calls[at]) != itemID {
+			at = -1 // the decoder takes an added item with a new id for a new call
+		}
+		// The decoder passes over a done item cut short: it opens no call.
+		status := memberRaw(e.item, "status")
+		opens := typ == "response.output_item.added" || status == "" || isString(status, "completed")
+		call := ToolCall{
+			Index: gjsonInt(e.outputIndex), Type: callType(itype), ID: gjsonText(itemFields[2]),
+			ItemID: itemID, Name: gjsonText(itemFields[3]), Server: itype == "mcp_call",
+		}
+		if out, done := f.responsesCall(dst, ev, at, call, opens, &e); done {
+			return out
+		}
+	default:
+		if !responsesCallEvent(typ) {
+			break
+		}
+		call := ToolCall{Index: gjsonInt(e.outputIndex), Type: "function_call", ItemID: eventItemID}
+		switch {
+		case strings.HasPrefix(typ, "response.custom_tool_call_input."):
+			call.Type = "custom_tool_call"
+		case strings.HasPrefix(typ, "response.mcp_call_arguments."):
+			call.Type, call.Server = "mcp_call", true
+		}
+		if strings.HasSuffix(typ, ".done") {
+			call.Name, _ = stringValue(e.name)
+		}
+		if out, done := f.responsesCall(dst, ev, r.find(eventItemID, e.outputIndex), call, true, &e); done {
+			return out
+		}
+	}
+	changed := false
+	if isObject(e.response) {
+		final := typ == "response.completed" || typ == "response.incomplete" || typ == "response.failed"
+		r.plan = r.plan[:0]
+		for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
+			if m.name() == "response" && isObject(m.val) {
+				changed = f.responsesPlanOutput(m.val, final) || changed
+			}
+		}
+		// Items delivered in another order than they came are listed in
+		// the order the client got them.
+		changed = changed || final && h.on && r.pos.moved()
+	}
+	oi, out := f.responsesOut(e.outputIndex)
+	if !changed && (r.offset == 0 || !numbered) && oi == out {
+		r.delivered(seq, numbered)
+		return append(dst, ev.Raw...)
+	}
+	next := 0
+	f.scratch = filterObject(f.scratch[:0], js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
+		switch m.name() {
+		case "sequence_number":
+			if n, ok := sequenceNumber(m.val); ok && r.offset != 0 {
+				return strconv.AppendInt(dst, n+r.offset, 10), filterReplace
+			}
+		case "output_index":
+			if oi != out && isNumber(m.val) {
+				return strconv.AppendInt(dst, int64(out), 10), filterReplace
+			}
+		case "response":
+			if changed && isObject(m.val) {
+				return f.responsesEditOutput(dst, m.val, &next), filterReplace
+			}
+		}
+		return dst, filterKeep
+	}, nil)
+	r.delivered(seq+r.offset, numbered)
+	return appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+}
+
+// responsesOut reads the output index raw names (in) and gives the one the
+// client sees for an event delivered now (out); both are -1 when raw is no
+// index, and they are equal without Hold.
+func (f *CallFilter) responsesOut(raw string) (in, out int) {
+	oi, ok := memberIndex(jsonMember{val: raw})
+	if !ok {
+		return -1, -1
+	}
+	if !f.hold.on {
+		return oi, oi
+	}
+	return oi, f.responses.pos.out(oi)
+}
+
+// responsesCallEvent reports whether events of type typ may tell of a call.
+func responsesCallEvent(typ string) bool {
+	switch typ {
+	case "response.output_item.added", "response.output_item.done",
+		"response.function_call_arguments.delta", "response.function_call_arguments.done",
+		"response.custom_tool_call_input.delta", "response.custom_tool_call_input.done",
+		"response.mcp_call_arguments.delta", "response.mcp_call_arguments.done":
+		return true
+	}
+	return false
+}
+
+// sequenceNumber reads a sequence_number: an integer written in decimal.
+// Anything else is left as it came.
+func sequenceNumber(raw string) (int64, bool) {
+	if raw == "" || !isNumber(raw) {
+		return 0, false // ParseInt's error would cost an allocation per event
+	}
+	n, err := strconv.ParseInt(raw, 10, 64)
+	return n, err == nil
+}
+
+// responsesCall handles an event of a call: at is the call the decoder
+// would take it for (-1 for a new one), call what the event tells of it,
+// opens whether the decoder would open a call for it if new. done says the
+// event was handled, out being dst with what the client gets instead of
+// it; otherwise it passes like any event.
+func (f *CallFilter) responsesCall(dst []byte, ev *Event, at int, call ToolCall, opens bool, e *responsesFields) (out []byte, done bool) {
+	r := &f.responses
+	if at >= 0 {
+		c := r.calls[at]
+		if c.server || c.refused < 0 && !f.renames(call.Name) {
+			if c.held >= 0 {
+				// Once delivered whole (or dropped), what comes for the
+				// call is withheld.
+				if call.ItemID != "" && call.ItemID != r.itemID(c) {
+					// Taken for the call by its place in the output, under
+					// another item's id: once places change, the decoder
+					// may take it for another call.
+					f.hold.calls[c.held].doubt = true
+				}
+				return f.responsesKeep(dst, ev, c.held, e), true
+			}
+			return dst, false
+		}
+		if e.numbered {
+			r.offset--
+		}
+		return dst, true
+	}
+	if call.Server || f.allow(call.Name) {
+		if f.hold.on && !call.Server {
+			return f.responsesHoldCall(dst, ev, call, opens, e), true
+		}
+		if opens {
+			r.add(call.Index, call.ItemID, -1, call.Server)
+		}
+		return dst, false
+	}
+	call.ID, call.ItemID, call.Name = strings.Clone(call.ID), strings.Clone(call.ItemID), strings.Clone(call.Name)
+	f.refuse(call)
+	pos := len(f.refused) - 1
+	r.add(call.Index, call.ItemID, pos, false)
+	return f.responsesMessageEvents(keepBOM(dst, ev), ev, pos, e.seqNum, e.numbered), true
+}
+
+// responsesMessageID is the id of the message item that replaces a call.
+func responsesMessageID(tc ToolCall) string {
+	switch {
+	case tc.ID != "":
+		return "msg_" + tc.ID
+	case tc.ItemID != "":
+		return "msg_" + tc.ItemID
+	}
+	return "msg_withheld_" + strconv.Itoa(tc.Index)
+}
+
+// appendMessageItem appends the message item that replaces the refused
+// call at pos, completed or (with no content yet) in progress.
+func (f *CallFilter) appendMessageItem(dst []byte, pos int, completed bool) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONLiteral(dst, responsesMessageID(f.refused[pos]))
+	if !completed {
+		return append(dst, `,"type":"message","status":"in_progress","content":[],"role":"assistant"}`...)
+	}
+	dst = append(dst, `,"type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"text":`...)
+	dst = appendJSONLiteral(dst, f.texts[pos])
+	return append(dst, `}],"role":"assistant"}`...)
+}
+
+// responsesMessageEvents appends the six events of a message item carrying
+// the refusal of the call at pos, at that call's output index.
+func (f *CallFilter) responsesMessageEvents(dst []byte, ev *Event, pos int, seq int64, numbered bool) []byte {
+	r := &f.responses
+	tc := f.refused[pos]
+	id := responsesMessageID(tc)
+	text := f.texts[pos]
+	oi := tc.Index
+	if f.hold.on {
+		oi = r.pos.out(oi)
+	}
+	steps := [...]string{
+		"response.output_item.added", "response.content_part.added", "response.output_text.delta",
+		"response.output_text.done", "response.content_part.done", "response.output_item.done",
+	}
+	for i, typ := range steps {
+		b := append(f.scratch[:0], `{"type":"`...)
+		b = append(b, typ...)
+		b = append(b, '"')
+		if numbered {
+			b = append(b, `,"sequence_number":`...)
+			b = strconv.AppendInt(b, seq+r.offset+int64(i), 10)
+		}
+		b = append(b, `,"output_index":`...)
+		b = strconv.AppendInt(b, int64(oi), 10)
+		if i > 0 && i < 5 {
+			b = appendJSONLiteral(append(b, `,"item_id":`...), id)
+			b = append(b, `,"content_index":0`...)
+		}
+		switch i {
+		case 0:
+			b = f.appendMessageItem(append(b, `,"item":`...), pos, false)
+		case 1:
+			b = append(b, `,"part":{"type":"output_text","annotations":[],"text":""}`...)
+		case 2:
+			b = appendJSONLiteral(append(b, `,"delta":`...), text)
+			b = append(b, `,"logprobs":[]`...)
+		case 3:
+			b = appendJSONLiteral(append(b, `,"text":`...), text)
+			b = append(b, `,"logprobs":[]`...)
+		case 4:
+			b = appendJSONLiteral(append(b, `,"part":{"type":"output_text","annotations":[],"text":`...), text)
+			b = append(b, '}')
+		case 5:
+			b = f.appendMessageItem(append(b, `,"item":`...), pos, true)
+		}
+		f.scratch = append(b, '}')
+		dst = appendEventFrame(dst, frameName(ev, typ), f.scratch)
+	}
+	if numbered {
+		r.delivered(seq+r.offset+int64(len(steps))-1, true)
+		r.offset += int64(len(steps)) - 1
+	}
+	return dst
+}
+
+// responsesPlanOutput judges the calls in the output of a Response object
+// (every output member, as a client may read any), appending to the plan
+// one entry per item. It reports whether any item is to be replaced or
+// left out.
+//
+// The decoder reads the output of a final Response only (a terminal event,
+// a whole body), and takes the calls it finds there for calls of the reply:
+// only then are the allowed ones kept track of, lest an earlier output
+// (response.created's, normally empty) pair events with calls the decoder
+// never saw.
+func (f *CallFilter) responsesPlanOutput(resp string, final bool) bool {
+	r := &f.responses
+	changed := false
+	for m, next, ok := nextMember(resp, objectStart(resp)); ok; m, next, ok = nextMember(resp, next) {
+		if m.name() != "output" {
+			continue
+		}
+		it := newArrayIter(m.val)
+		for pos := 0; ; pos++ {
+			item, ok := it.next()
+			if !ok {
+				break
+			}
+			replace := f.responsesPlanItem(item, pos, final)
+			changed = changed || replace != keepItem
+			r.plan = append(r.plan, replace)
+		}
+	}
+	return changed
+}
+
+// responsesPlanItem judges one item of a final output at position pos and
+// returns the refused call that replaces it, keepItem or dropItem.
+func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
+	r := &f.responses
+	fields := readObject(item, "type", "id", "call_id", "name")
+	itype, _ := stringValue(fields[0])
+	if _, _, isCall := callItem(itype); !isCall {
+		return keepItem
+	}
+	itemID, _ := stringValue(fields[1])
+	name := gjsonText(fields[3])
+	status := memberRaw(item, "status")
+	opens := final && (status == "" || isString(status, "completed"))
+	// The decoder pairs an item with a call by its id, else by its place.
+	// Once Hold moved places, the place no longer says which call the
+	// decoder pairs it with: an item without its call's id is judged as
+	// a call of its own.
+	at := r.findAt(itemID, pos, !f.hold.on || !r.pos.moved())
+	if (at < 0 || r.itemID(r.calls[at]) != itemID) && f.responsesDroppedItem(itemID) {
+		return dropItem
+	}
+	switch {
+	case at >= 0:
+		// The decoder completes the call it finds, whatever the item's type.
+		c := r.calls[at]
+		if c.held >= 0 && f.hold.calls[c.held].state == callDropped {
+			return dropItem
+		}
+		if c.server || c.refused >= 0 || !f.renames(name) {
+			return c.refused
+		}
+	case itype == "mcp_call" || f.allow(name):
+		if opens {
+			r.add(pos, itemID, -1, itype == "mcp_call")
+		}
+		return keepItem
+	}
+	f.refuse(ToolCall{
+		Index: pos, Type: callType(itype), ID: strings.Clone(gjsonText(fields[2])), ItemID: strings.Clone(itemID),
+		Name: strings.Clone(name),
+	})
+	refused := len(f.refused) - 1
+	r.add(pos, itemID, refused, false)
+	return refused
+}
+
+// responsesEditOutput writes a Response object with the items of its
+// output replaced as planned; next is the plan entry its first item takes.
+func (f *CallFilter) responsesEditOutput(dst []byte, resp string, next *int) []byte {
+	r := &f.responses
+	return filterObject(dst, resp, func(dst []byte, m jsonMember) ([]byte, filterAction) {
+		if m.name() != "output" || !isJSONArray(m.val) {
+			return dst, filterKeep
+		}
+		if f.hold.on && r.pos.moved() {
+			return f.responsesReorderOutput(dst, m.val, next), filterReplace
+		}
+		dst, _, _ = filterArray(dst, m.val, func(dst []byte, item string) ([]byte, filterAction) {
+			replace := r.plan[*next]
+			*next++
+			switch replace {
+			case keepItem:
+				return dst, filterKeep
+			case dropItem:
+				return dst, filterDrop
+			}
+			return f.appendMessageItem(dst, replace, true), filterReplace
+		})
+		return dst, filterReplace
+	}, nil)
+}
+
+// responsesBody rewrites a whole Response; nil when nothing changes.
+func (f *CallFilter) responsesBody(js string) []byte {
+	fields := readObject(js, "error", "status")
+	if isObject(fields[0]) && fields[1] == "" {
+		return nil // an error body
+	}
+	f.responses.plan = f.responses.plan[:0]
+	if !f.responsesPlanOutput(js, true) {
+		return nil
+	}
+	next := 0
+	return f.responsesEditOutput(nil, js, &next)
+}

@@ -1,0 +1,203 @@
+package streaming
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Holding Chat Completions calls: the tool_calls elements of a choice wait
+// for its finish_reason. A chunk that carries nothing but one held call's
+// elements is held as it came; from any other, the held elements are taken
+// out and kept in a chunk of their own per call, with the id, object,
+// created and model of the chunk they came in. Nothing in Chat refers to
+// a position in the stream, so moving them renumbers nothing.
+
+// chatHeldElem is a held element of the chunk being edited, written in
+// chatCallFilter.heldBytes.
+type chatHeldElem struct {
+	call       int // position in holdState.calls
+	legacy     bool
+	start, end int
+}
+
+// chatHoldCall starts holding a new allowed call and returns its position
+// in holdState.calls. It is keyed by the position it is about to take in
+// chatCallFilter.calls.
+func (f *CallFilter) chatHoldCall(choice, key int, legacy bool, typ, id, name, custom string) int {
+	tc := ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(gjsonText(id)), Name: strings.Clone(name)}
+	switch t := gjsonText(typ); {
+	case legacy:
+		tc.Type = "function_call"
+	case t != "":
+		tc.Type = strings.Clone(t)
+	}
+	if tc.Name == "" {
+		tc.Name = strings.Clone(custom)
+	}
+	return f.hold.addCall(tc, len(f.chat.calls))
+}
+
+// chatHoldElement plans an element of an allowed call with Hold: held
+// while its choice has not finished, withheld once its call was dropped or
+// delivered. args is its arguments member as written; custom marks a
+// free-text input.
+func (f *CallFilter) chatHoldElement(ep chatElemPlan, args string, custom bool) chatElemPlan {
+	c := &f.chat
+	p := &c.plan
+	if !f.hold.on || ep.call < 0 || c.calls[ep.call].held < 0 {
+		return ep
+	}
+	held := c.calls[ep.call].held
+	hc := &f.hold.calls[held]
+	if hc.state != callHeld {
+		// Dropped, or delivered whole at the finish: a fragment after it
+		// would change a call the agent may already run.
+		p.changed, p.edits = true, true
+		ep.drop = true
+		return ep
+	}
+	hc.args = appendArgsRaw(hc.args, args)
+	hc.freeText = hc.freeText || custom
+	if c.finishing {
+		return ep // delivered in place, after the call's earlier elements
+	}
+	ep.hold, p.changed = true, true
+	switch {
+	case p.holds == 0:
+		p.holdCall = held
+	case p.holdCall != held:
+		p.holdCall = -1
+	}
+	p.holds++
+	return ep
+}
+
+// keepElement writes a held element, renumbered as planned.
+func (c *chatCallFilter) keepElement(ep chatElemPlan, el string, legacy bool) {
+	start := len(c.heldBytes)
+	if ep.out >= 0 && !legacy {
+		c.heldBytes = chatRenumber(c.heldBytes, el, ep.out)
+	} else {
+		c.heldBytes = append(c.heldBytes, el...)
+	}
+	c.held = append(c.held, chatHeldElem{call: c.calls[ep.call].held, legacy: legacy, start: start, end: len(c.heldBytes)})
+}
+
+// chatRenumber writes a tool_calls element with the index out.
+func chatRenumber(dst []byte, el string, out int) []byte {
+	return filterObject(dst, el, func(dst []byte, m jsonMember) ([]byte, filterAction) {
+		if m.name() == "index" && isNumber(m.val) {
+			return strconv.AppendInt(dst, int64(out), 10), filterReplace
+		}
+		return dst, filterKeep
+	}, nil)
+}
+
+// chatHoldEvent writes what the client gets for a chunk with Hold: first
+// the held calls of the choices it finishes, less a call cut at the output
+// limit, then the chunk less the elements it holds.
+func (f *CallFilter) chatHoldEvent(dst []byte, ev *Event, js string, p *chatPlan) []byte {
+	h := &f.hold
+	c := &f.chat
+	for _, fin := range p.finishes {
+		if !fin.cut {
+			continue
+		}
+		last := -1
+		for i := range fin.upto {
+			if hc := &h.calls[i]; hc.state == callHeld && hc.tc.Choice == fin.choice {
+				last = i
+			}
+		}
+		if last < 0 {
+			continue
+		}
+		if hc := &h.calls[last]; !hc.freeText && gjson.ValidBytes(hc.args) {
+			continue
+		}
+		f.dropHeld(func(i int, _ *heldCall) bool { return i == last })
+		for i := range p.elems {
+			if ep := &p.elems[i]; ep.call >= 0 && c.calls[ep.call].held == last {
+				ep.drop, p.changed, p.edits = true, true, true
+			}
+		}
+	}
+	// The elements this chunk holds are kept first: a finish in a later
+	// choice object of the chunk delivers them too, as the decoder ends the
+	// calls a choice has when its finish comes.
+	wholly := p.holds > 0 && p.holdCall >= 0 && p.holds == len(p.elems) && len(p.choices) == 1 && !p.edits && !p.extra
+	switch {
+	case wholly:
+		h.keep(p.holdCall, ev, -1, 0, false)
+	case p.changed:
+		c.held, c.heldBytes = c.held[:0], c.heldBytes[:0]
+		c.edited = f.chatEdit(c.edited[:0], js, false)
+		f.chatKeepChunks(ev, js)
+	}
+	for _, fin := range p.finishes {
+		dst = f.release(dst, func(i int, hc *heldCall) bool { return i < fin.upto && hc.tc.Choice == fin.choice }, nil,
+			func(dst []byte, e *heldEvent, _ *heldCall) []byte { return h.appendHeld(dst, e) })
+	}
+	switch {
+	case wholly:
+	case p.changed:
+		dst = appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), c.edited)
+		dst = f.chatExtraChunks(dst, ev, js, p)
+	default:
+		dst = append(dst, ev.Raw...)
+	}
+	if p.failed || string(ev.Name) == "error" {
+		f.dropHeld(func(int, *heldCall) bool { return true }) // the reply failed
+	}
+	return dst
+}
+
+// chatKeepChunks keeps the elements chatEdit took out of the chunk js, in
+// a chunk per call.
+func (f *CallFilter) chatKeepChunks(ev *Event, js string) {
+	c := &f.chat
+	for i, e := range c.held {
+		first := true
+		for _, prev := range c.held[:i] {
+			first = first && prev.call != e.call
+		}
+		if !first {
+			continue
+		}
+		b := appendChunkHead(f.scratch[:0], js)
+		b = append(b, `"choices":[{"index":`...)
+		b = strconv.AppendInt(b, int64(f.hold.calls[e.call].tc.Choice), 10)
+		b = append(b, `,"delta":{`...)
+		n := 0
+		for _, el := range c.held[i:] {
+			if el.call != e.call || el.legacy {
+				continue
+			}
+			if n == 0 {
+				b = append(b, `"tool_calls":[`...)
+			} else {
+				b = append(b, ',')
+			}
+			b = append(b, c.heldBytes[el.start:el.end]...)
+			n++
+		}
+		if n > 0 {
+			b = append(b, ']')
+		}
+		for _, el := range c.held[i:] {
+			if el.call != e.call || !el.legacy {
+				continue
+			}
+			if n > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `"function_call":`...)
+			b = append(b, c.heldBytes[el.start:el.end]...)
+			n++
+		}
+		f.scratch = append(b, "}}]}"...)
+		f.hold.keepFramed(e.call, jsonView(ev.Name), f.scratch)
+	}
+}
