@@ -40,6 +40,7 @@ type admission struct {
 	call     string // the call's id, the settle's idempotency key
 	reserved trajectory.Reservation
 	levels   []meter.Level // the chain as checked, nearest first
+	paused   bool          // an operator's pause took effect: the request waits
 }
 
 // reserve checks the call against every budget of its chain and, unless it
@@ -48,7 +49,7 @@ type admission struct {
 // reservations. On halt the thread record (and the record whose budget
 // binds) go FINALIZING → FAILED.
 func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []trajectory.Event, error) {
-	maxOut := t.pr.MaxOutputTokens
+	maxOut := t.maxOut
 	if maxOut <= 0 {
 		maxOut = defaultMaxOutput
 	}
@@ -157,7 +158,7 @@ func levels(chain []*trajectory.Record, now time.Time) []meter.Level {
 	out := make([]meter.Level, len(chain))
 	for i, rec := range chain {
 		u := meter.UsedOf(rec.Spend)
-		u.WallClock = meter.Elapsed(rec.StartedAt, now, 0)
+		u.WallClock = meter.Elapsed(rec.StartedAt, now, rec.Waited(now))
 		u = u.Add(meter.Reservation{Turns: rec.Reserved.Calls, Tokens: rec.Reserved.Tokens, Micros: rec.Reserved.Micros})
 		out[i] = meter.Level{ID: rec.ID, Budget: rec.Budget, Used: u}
 	}

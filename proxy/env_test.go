@@ -60,6 +60,7 @@ type env struct {
 	gk      string
 	store   *memory.Store
 	cfg     *config.Config
+	px      *proxy.Server
 }
 
 type envOpts struct {
@@ -133,8 +134,9 @@ admin:
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.px = px
 	r := chi.NewRouter()
-	admin.New(cfg, e.store, nil, nil).Routes(r)
+	admin.New(cfg, e.store, nil, nil, admin.WithSignals(e.store)).Routes(r)
 	px.Routes(r)
 	gk := httptest.NewServer(r)
 	t.Cleanup(func() {

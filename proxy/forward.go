@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+
+	"gatekeeper/streaming"
 )
 
 // newReverseProxy builds the reverse proxy for one provider. Per-request
@@ -88,7 +91,23 @@ func (s *Server) modifyResponse(resp *http.Response) error {
 func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	st := stateFrom(r.Context())
 	if st != nil && st.turn != nil {
-		st.turn.failed(err)
+		t := st.turn
+		switch t.stopReason() {
+		case stopCancel:
+			t.finish(t.outcomeOf(&streaming.Result{}, 0, err))
+			writeError(w, st.req.api, &HTTPError{Code: http.StatusForbidden, Type: errTrajectoryCanceled, NoRetry: true,
+				Msg: fmt.Sprintf("trajectory %s was canceled by an operator; this call was stopped and the run has ended", t.recID)})
+			return
+		case stopKill:
+			t.finish(t.outcomeOf(&streaming.Result{}, 0, err))
+			panic(http.ErrAbortHandler) // a killed run gets no answer
+		case stopDeadline:
+			t.finish(t.outcomeOf(&streaming.Result{}, 0, err))
+			writeError(w, st.req.api, httpErr(http.StatusGatewayTimeout, errUpstream,
+				fmt.Sprintf("the call ran past its deadline (call_limits.call_deadline %s) and was stopped", t.req.tenant.CallLimits.CallDeadline.Std())))
+			return
+		}
+		t.failed(err)
 	}
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The agent went away; nobody is left to answer.

@@ -31,23 +31,29 @@ type Options struct {
 	// Prices prices turns; the embedded table with config's prices over it
 	// when nil.
 	Prices *meter.Table
+	// Signals carries operators' control requests between replicas; the
+	// store's own when nil and the store has them.
+	Signals trajectory.Signals
 }
 
 // Server serves the agent-facing routes.
 type Server struct {
-	cfg       *config.Config
-	store     trajectory.Store
-	log       *slog.Logger
-	now       func() time.Time
-	keys      *keyring
-	providers map[string]*upstream
-	def       *upstream
-	transport http.RoundTripper
-	bufs      *bufPool
-	prices    *meter.Table
-	stages    meter.Thresholds
-	hints     *hints
-	settles   *settles
+	cfg        *config.Config
+	store      trajectory.Store
+	log        *slog.Logger
+	now        func() time.Time
+	keys       *keyring
+	providers  map[string]*upstream
+	def        *upstream
+	transport  http.RoundTripper
+	bufs       *bufPool
+	prices     *meter.Table
+	stages     meter.Thresholds
+	hints      *hints
+	settles    *settles
+	live       *live
+	stopListen context.CancelFunc
+	listening  chan struct{}
 }
 
 // upstream is one configured provider with its reverse proxy.
@@ -77,6 +83,8 @@ func New(opts Options) (*Server, error) {
 		stages:    meter.Thresholds(opts.Config.Stages),
 		hints:     newHints(1 << 16),
 		settles:   newSettles(),
+		live:      newLive(),
+		listening: make(chan struct{}),
 	}
 	if s.prices == nil {
 		over := make(map[string]meter.Price, len(opts.Config.Prices))
@@ -89,6 +97,21 @@ func New(opts Options) (*Server, error) {
 		}
 		s.prices = t
 	}
+	sigs := opts.Signals
+	if sigs == nil {
+		sigs, _ = opts.Store.(trajectory.Signals)
+	}
+	var ctx context.Context
+	ctx, s.stopListen = context.WithCancel(context.Background())
+	go func() {
+		defer close(s.listening)
+		done := make(chan struct{})
+		go func() { defer close(done); s.sweep(ctx) }()
+		if sigs != nil {
+			s.listen(ctx, sigs)
+		}
+		<-done
+	}()
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -119,7 +142,11 @@ func New(opts Options) (*Server, error) {
 
 // Close waits, until ctx ends, for the charges still being retried to
 // reach the store; call it after the HTTP server has shut down.
-func (s *Server) Close(ctx context.Context) { s.settles.close(ctx) }
+func (s *Server) Close(ctx context.Context) {
+	s.stopListen()
+	<-s.listening
+	s.settles.close(ctx)
+}
 
 // newTransport is the upstream transport: bounded connection setup, no
 // overall timeout (replies stream for minutes), HTTP/2 when offered.

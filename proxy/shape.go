@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tidwall/sjson"
+
 	"gatekeeper/meter"
 	"gatekeeper/streaming"
 )
@@ -24,6 +26,25 @@ import (
 //     usage is taken out of what the agent receives.
 func (t *turn) shape(body []byte) ([]byte, error) {
 	api := t.req.api
+	if t.maxOut > 0 && t.maxOut != t.pr.MaxOutputTokens {
+		field := t.pr.MaxOutputField
+		if field == "" {
+			field = defaultOutputField[api]
+		}
+		out, err := sjson.SetBytes(body, field, t.maxOut)
+		if err != nil {
+			return nil, httpErr(http.StatusBadRequest, errInvalidRequest, "could not set the output limit: "+err.Error())
+		}
+		body = out
+	}
+	if t.interrupt != "" {
+		out, err := streaming.AppendNotice(api, body, "[message from the operator] "+t.interrupt)
+		if err != nil {
+			t.log.LogAttrs(t.ctx, slog.LevelWarn, "operator message not appended", slog.String("error", err.Error()))
+		} else {
+			body = out
+		}
+	}
 	switch t.adm.decision.Stage {
 	case meter.Restrict:
 		out, removed, err := streaming.RestrictTools(api, body, t.readOnly)
@@ -52,6 +73,26 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 		}
 	}
 	return body, nil
+}
+
+// defaultOutputField is where each API takes the output limit.
+var defaultOutputField = map[streaming.API]string{
+	streaming.APIAnthropic: "max_tokens",
+	streaming.APIChat:      "max_completion_tokens",
+	streaming.APIResponses: "max_output_tokens",
+}
+
+// clampOutput is a call's output limit under the tenant's ceiling: the
+// lower of the two, the ceiling when the agent set none; 0 when neither.
+func clampOutput(asked int64, ceiling int) int64 {
+	c := int64(ceiling)
+	switch {
+	case c <= 0:
+		return asked
+	case asked <= 0 || asked > c:
+		return c
+	}
+	return asked
 }
 
 // readOnly reports whether a tool is in the tenant's read-only grant.
@@ -90,13 +131,15 @@ func (t *turn) withheld(id string) bool {
 	if t.filter == nil {
 		return false
 	}
-	for _, c := range t.filter.Refused() {
+	for _, c := range t.filter.Withheld() {
 		if c.ID == id {
 			return true
 		}
 	}
 	return false
 }
+
+func allowAll(string) bool { return true }
 
 // stageNote is the turn's stage and rewrite for the event log.
 func (t *turn) stageNote(data map[string]any) {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -48,7 +49,7 @@ func (b *sseBody) Read(p []byte) (int, error) {
 		case err == io.EOF:
 			b.end()
 		case err != nil:
-			b.err = err
+			b.fail(err)
 		}
 	}
 	if res := b.dec.Result(); !b.recorded && (res.Done || b.err == io.EOF) {
@@ -99,6 +100,28 @@ func (b *sseBody) end() {
 		return
 	}
 	b.err = io.EOF
+}
+
+// fail ends the reply after the upstream read failed. A call an operator
+// canceled, or that ran out its deadline, ends with the provider's error
+// event and no half tool call; a killed one drops the agent's connection;
+// anything else aborts it too (the agent retries).
+func (b *sseBody) fail(err error) {
+	t := b.t
+	switch t.stopReason() {
+	case stopCancel:
+		b.out = t.filter.End(b.out, errTrajectoryCanceled,
+			fmt.Sprintf("trajectory %s was canceled by an operator; this call was stopped and the run has ended", t.recID))
+		b.err = io.EOF
+	case stopDeadline:
+		b.out = t.filter.End(b.out, errUpstream,
+			fmt.Sprintf("the call ran past its deadline (call_limits.call_deadline %s) and was stopped", t.req.tenant.CallLimits.CallDeadline.Std()))
+		b.err = io.EOF
+	case stopKill:
+		b.err = errKilled
+	default:
+		b.err = err
+	}
 }
 
 func (b *sseBody) Close() error {

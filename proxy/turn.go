@@ -38,6 +38,11 @@ type turn struct {
 	filter     *streaming.CallFilter // restrict stage: withholds calls outside the grant
 	removed    []string              // tools the restrict stage removed
 	stripUsage bool                  // usage was asked for on the agent's behalf
+	maxOut     int64                 // the call's output limit after the tenant's clamp; 0 when none
+	interrupt  string                // an operator's message for this request
+
+	stopped  stopKind           // why the call was stopped early; set once
+	cancelUp context.CancelFunc // aborts the upstream call
 
 	once sync.Once
 }
@@ -69,7 +74,8 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		// Budgets change only through config or the admin API.
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "ignored agent-supplied budget header", slog.String("tenant", req.tenant.Name))
 	}
-	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log}
+	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log,
+		maxOut: clampOutput(pr.MaxOutputTokens, req.tenant.CallLimits.MaxOutputTokens)}
 	if err := t.admit(r.Context(), r); err != nil {
 		writeError(w, req.api, err)
 		return
@@ -77,6 +83,18 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	t.log = s.log.With(slog.String("trajectory", t.recID), slog.String("tenant", req.tenant.Name),
 		slog.String("model", pr.Model), slog.String("api", string(req.api)))
 	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
+
+	// The upstream call has its own context: an operator's cancel or kill,
+	// or the call deadline, aborts it while the agent's request stays open.
+	uctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	t.cancelUp = cancel
+	s.live.add(t)
+	defer s.live.remove(t)
+	if d := req.tenant.CallLimits.CallDeadline.Std(); d > 0 {
+		timer := time.AfterFunc(d, func() { t.stop(stopDeadline) })
+		defer timer.Stop()
+	}
 
 	if body, err = t.shape(body); err != nil {
 		t.failed(err)
@@ -86,7 +104,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	t.body = body
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
-	ctx := context.WithValue(r.Context(), ctxKey{}, &reqState{req: req, turn: t})
+	ctx := context.WithValue(uctx, ctxKey{}, &reqState{req: req, turn: t})
 	defer func() {
 		// A panic out of the copy (http.ErrAbortHandler) must still record the turn.
 		if v := recover(); v != nil {
@@ -174,24 +192,7 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 				return err
 			}
 		}
-		var adm admission
-		var chain []*trajectory.Record
-		var err error
-		for start, wait := time.Now(), 5*time.Millisecond; ; wait = min(wait*2, budgetWaitStep) {
-			chain, err = t.s.store.UpdateChain(ctx, candidate, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
-				var evs []trajectory.Event
-				var err error
-				adm, evs, err = t.admitChain(chain, key, ids)
-				return evs, err
-			})
-			if !errors.Is(err, errBudgetWait) {
-				break
-			}
-			if time.Since(start) > budgetWaitMax || sleepCtx(ctx, wait) != nil {
-				return &HTTPError{Code: http.StatusTooManyRequests, Type: "rate_limited", RetryAfter: 5 * time.Second,
-					Msg: "the calls this run has in flight hold the rest of its budget; retry when they finish", Err: err}
-			}
-		}
+		chain, adm, err := t.admitWaiting(ctx, candidate, key, ids)
 		if errors.Is(err, errBusy) {
 			continue
 		}
@@ -212,6 +213,57 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		Msg: fmt.Sprintf("more than %d calls of one conversation are in flight; retry shortly", maxSiblings)}
 }
 
+// admitWaiting runs the admission step on record id, waiting while the
+// record is paused (until resumed, or limits.pause_hold) and while the
+// calls in flight hold the rest of its budget (until budgetWaitMax).
+func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) ([]*trajectory.Record, admission, error) {
+	var adm admission
+	budgetSince, pausedSince := time.Time{}, time.Time{}
+	wait := 5 * time.Millisecond
+	for {
+		chain, err := t.s.store.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+			var evs []trajectory.Event
+			var err error
+			adm, evs, err = t.admitChain(chain, key, ids)
+			return evs, err
+		})
+		switch {
+		case errors.Is(err, errBudgetWait):
+			if budgetSince.IsZero() {
+				budgetSince = time.Now()
+			}
+			if time.Since(budgetSince) > budgetWaitMax || sleepCtx(ctx, wait) != nil {
+				return nil, adm, &HTTPError{Code: http.StatusTooManyRequests, Type: "rate_limited", RetryAfter: 5 * time.Second,
+					Msg: "the calls this run has in flight hold the rest of its budget; retry when they finish", Err: err}
+			}
+			wait = min(wait*2, budgetWaitStep)
+		case errors.Is(err, errPausedWait) || err == nil && adm.paused:
+			// Held, not forwarded, until an operator resumes the run: a
+			// resume signal wakes the wait, a poll covers a lost one.
+			if pausedSince.IsZero() {
+				pausedSince = time.Now()
+			}
+			hold := t.s.cfg.Limits.PauseHold.Std()
+			left := hold - time.Since(pausedSince)
+			if left <= 0 {
+				return nil, adm, &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
+					Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", id)}
+			}
+			woken, stop := t.s.live.wait(id)
+			select {
+			case <-woken:
+			case <-time.After(min(left, pausePoll)):
+			case <-ctx.Done():
+				stop()
+				return nil, adm, ctx.Err()
+			}
+			stop()
+		default:
+			return chain, adm, err
+		}
+	}
+}
+
 // admitChain is the admission step on a thread record (chain[0]) and its
 // ancestors, run inside the store's atomic update.
 func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) (admission, []trajectory.Event, error) {
@@ -226,14 +278,19 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 			return admission{}, nil, endedError(r)
 		}
 	}
+	for _, r := range chain[1:] {
+		if r.State == trajectory.Paused {
+			// A thread started under a paused run waits with it.
+			return admission{}, nil, errPausedWait
+		}
+	}
 	switch {
 	case rec.Thread != "" && rec.Thread != key:
 		return admission{}, nil, errOtherThread
 	case rec.State == trajectory.CallingModel && now.Sub(rec.UpdatedAt) < t.s.staleCall(t.req.tenant):
 		return admission{}, nil, errBusy
 	case rec.State == trajectory.Paused:
-		return admission{}, nil, &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 10 * time.Second,
-			Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", rec.ID)}
+		return admission{}, nil, errPausedWait
 	case rec.State == trajectory.AwaitingApproval || rec.State == trajectory.Finalizing:
 		return admission{}, nil, errBusy
 	}
@@ -263,6 +320,24 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		// Results for calls that are not pending: late, repeated or forged.
 		// They are dropped from accounting and kept for audit.
 		evs = append(evs, eventWith(rec.ID, now, trajectory.EventToolResultUnknown, map[string]any{"ids": check.Unknown}))
+	}
+	if c := rec.Pending.Control; c != nil && rec.State == trajectory.Ready {
+		// The request is a turn boundary: a pause or an operator's
+		// message waiting for it applies now.
+		switch c.Kind {
+		case trajectory.ControlPause:
+			rec.TakeControl()
+			tr, err := rec.Transition(trajectory.Paused, "operator pause", now)
+			if err != nil {
+				return admission{}, nil, err
+			}
+			evs = append(evs, controlApplied(rec.ID, c, now))
+			return admission{paused: true}, append(evs, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
+		case trajectory.ControlInterrupt:
+			rec.TakeControl()
+			t.interrupt = c.Message
+			evs = append(evs, controlApplied(rec.ID, c, now))
+		}
 	}
 	adm, bevs, err := t.reserve(chain, now)
 	if err != nil {
@@ -323,6 +398,15 @@ func (t *turn) attach(resp *http.Response) error {
 		if err != nil {
 			return err
 		}
+		if t.filter == nil {
+			if t.filter, err = streaming.NewCallFilter(t.req.api, allowAll, t.refusal); err != nil {
+				return err
+			}
+		}
+		// Tool calls reach the agent only once the reply's stop shows
+		// them whole: a call cut by an operator or by the output limit is
+		// never delivered in part.
+		t.filter.Hold()
 		resp.Body = &sseBody{t: t, src: resp.Body, rd: streaming.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
 			in: t.s.bufs.Get()}
 	default:
@@ -456,6 +540,11 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		}
 		evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
 	}
+	cevs, err := t.afterTurn(rec, now)
+	if err != nil {
+		return nil, err
+	}
+	evs = append(evs, cevs...)
 	released := rec.CallReserved
 	rec.Call, rec.CallReserved = "", trajectory.Reservation{}
 	for i, l := range chain {
@@ -476,7 +565,13 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 // outcomeOf turns a decoded reply into an outcome.
 func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome {
 	o := outcome{status: status, stop: string(res.StopReason())}
-	switch {
+	switch why := t.stopReason(); {
+	case why == stopCancel || why == stopKill:
+		cause = errors.New("stopped by an operator")
+		o.stop, o.detail = "canceled", cause.Error()
+	case why == stopDeadline:
+		cause = errors.New("call deadline exceeded")
+		o.stop, o.detail = "error", cause.Error()
 	case cause != nil && t.clientGone():
 		o.stop = "canceled"
 		o.detail = "client went away"

@@ -37,6 +37,8 @@ const usage = `usage: gatekeeper COMMAND [flags]
   mock-provider  [-addr 127.0.0.1:9090] [-script FILE]  a scripted fake model provider
   check-config   [-config config.yaml]                  exit 1 with every problem listed
   trajectories   ls | show ID                           read trajectory records (admin API)
+                 pause|resume|cancel|kill|finish ID     control a run and its subagents
+                 interrupt ID MESSAGE                   a message to the run at its next turn
 
 The admin verbs read GATEKEEPER_URL (default http://127.0.0.1:8080) and
 GATEKEEPER_ADMIN_TOKEN, and print JSON with -json.

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -252,5 +253,109 @@ log: {level: info, format: json}
 	}
 	if state != "FAILED" || exit != "BUDGET_EXCEEDED" {
 		t.Errorf("root %s %s, want FAILED BUDGET_EXCEEDED", state, exit)
+	}
+}
+
+// TestReplicasCancelAcross cancels, through one gatekeeper process, a run
+// whose destructive tool call is streaming through another: the agent's
+// SDK reports the cancel and never sees the call, and the provider sees
+// its connection closed.
+func TestReplicasCancelAcross(t *testing.T) {
+	srv := redistest.StartServer(t)
+	mp := mockprovider.New(mockprovider.Options{})
+	mock := httptest.NewServer(mp)
+	defer mock.Close()
+	cfgText := fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: {kind: redis, redis_url: %q}
+providers:
+  - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: [{name: k, key: sk-upstream-0001}]}
+tenants:
+  - {name: fleet, keys: [%s]}
+admin:
+  tokens: [{name: ops, token: %s, roles: [operator]}]
+log: {level: info, format: json}
+`, srv.URL, mock.URL, replicaKey, replicaAdmin)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, b := startReplica(t, cfg), startReplica(t, cfg)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spec := `{"kind":"tool","text":"Cleaning up.","event_delay":"30ms","tools":[{"name":"Bash","input":{"command":"rm -rf /srv/data/` +
+		strings.Repeat("old-artifacts/", 60) + `"}}]}`
+	c := anthropic.NewClient(option.WithBaseURL(a.base+"/t/across/anthropic"), option.WithAPIKey(replicaKey),
+		option.WithMaxRetries(0), option.WithHeader("X-Mock-Turn", spec))
+	s := c.Messages.NewStreaming(ctx, anthropic.MessageNewParams{
+		Model: "claude-sonnet-4-5", MaxTokens: 1024,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("clean the build"))},
+		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "Bash", InputSchema: anthropic.ToolInputSchemaParam{
+			Properties: map[string]any{"command": map[string]any{"type": "string"}}}}}},
+	})
+	defer s.Close()
+	if !s.Next() { // the stream has begun
+		t.Fatalf("no first event: %v", s.Err())
+	}
+	var m anthropic.Message
+	if err := m.Accumulate(s.Current()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond) // into the tool call
+	req, _ := http.NewRequestWithContext(ctx, "POST", b.base+"/admin/v1/trajectories/across/cancel", nil)
+	req.Header.Set("Authorization", "Bearer "+replicaAdmin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("cancel through the other replica: %d", resp.StatusCode)
+	}
+	for s.Next() {
+		if err := m.Accumulate(s.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "trajectory_canceled") {
+		t.Errorf("SDK error %v, want trajectory_canceled", err)
+	}
+	for _, blk := range m.Content {
+		if blk.Type == "tool_use" {
+			t.Errorf("the agent received a tool call")
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		reqs := mp.Requests()
+		if len(reqs) == 1 && (reqs[0].Canceled || reqs[0].Aborted) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the provider did not see its call aborted: %+v", reqs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var rec struct {
+		State      string  `json:"state"`
+		ExitReason *string `json:"exit_reason"`
+		Spend      struct {
+			Estimated bool `json:"estimated"`
+		} `json:"spend"`
+	}
+	for i := 0; i < 500 && rec.State != "CANCELED"; i++ {
+		req, _ := http.NewRequestWithContext(ctx, "GET", a.base+"/admin/v1/trajectories/across", nil)
+		req.Header.Set("Authorization", "Bearer "+replicaAdmin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&rec)
+		resp.Body.Close()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rec.State != "CANCELED" || !rec.Spend.Estimated {
+		t.Errorf("record %+v, want CANCELED with an estimated charge", rec)
 	}
 }

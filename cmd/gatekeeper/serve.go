@@ -127,7 +127,11 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger) (*serv
 		}
 		_, _ = io.WriteString(w, "ready\n")
 	})
-	admin.New(cfg, s.store, log, nil).Routes(r)
+	var opts []admin.Option
+	if sigs, ok := s.store.(trajectory.Signals); ok {
+		opts = append(opts, admin.WithSignals(sigs))
+	}
+	admin.New(cfg, s.store, log, nil, opts...).Routes(r)
 	px.Routes(r)
 	s.handler = r
 	return s, nil

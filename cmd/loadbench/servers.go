@@ -56,6 +56,7 @@ type bench struct {
 	mock    *mockprovider.Server
 	gate    *gate
 	store   trajectory.Store
+	px      *proxy.Server
 	client  *http.Client
 	targets [2]target
 
@@ -152,6 +153,7 @@ admin:
 	if err != nil {
 		return nil, err
 	}
+	b.px = px
 	r := chi.NewRouter()
 	admin.New(cfg, b.store, nil, nil).Routes(r)
 	px.Routes(r)
@@ -240,6 +242,11 @@ func (b *bench) close() error {
 		}
 	}
 	b.servers = nil
+	if b.px != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		b.px.Close(ctx)
+		cancel()
+	}
 	if b.store != nil {
 		errs = append(errs, b.store.Close())
 	}

@@ -1,0 +1,227 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gatekeeper/trajectory"
+)
+
+// Reasons a call in flight is stopped before its reply ends.
+type stopKind int32
+
+const (
+	stopNone     stopKind = iota
+	stopCancel            // an operator canceled the run: end the stream with an error event
+	stopKill              // an operator killed the run: drop the agent's connection
+	stopDeadline          // the call outlived the tenant's call_deadline
+)
+
+// errPausedWait: the thread's record is paused; the request waits.
+var errPausedWait = errors.New("proxy: trajectory paused")
+
+// pausePoll bounds how long a held request waits between looks at its
+// record, in case a resume signal was lost.
+const pausePoll = time.Second
+
+// errKilled drops the agent's connection: a killed run gets no more bytes.
+var errKilled = errors.New("proxy: trajectory killed by an operator")
+
+// live tracks the calls in flight in this process by thread record, and
+// the requests waiting on a paused record, so that a control signal acts
+// on them at once.
+type live struct {
+	mu      sync.Mutex
+	turns   map[string]*turn
+	waiters map[string]map[chan struct{}]struct{}
+}
+
+func newLive() *live {
+	return &live{turns: make(map[string]*turn), waiters: make(map[string]map[chan struct{}]struct{})}
+}
+
+func (l *live) add(t *turn) {
+	l.mu.Lock()
+	l.turns[t.recID] = t
+	l.mu.Unlock()
+}
+
+func (l *live) remove(t *turn) {
+	l.mu.Lock()
+	if l.turns[t.recID] == t {
+		delete(l.turns, t.recID)
+	}
+	l.mu.Unlock()
+}
+
+// wait returns a channel closed by the next signal for id, and a func to
+// stop waiting.
+func (l *live) wait(id string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	l.mu.Lock()
+	if l.waiters[id] == nil {
+		l.waiters[id] = make(map[chan struct{}]struct{})
+	}
+	l.waiters[id][ch] = struct{}{}
+	l.mu.Unlock()
+	return ch, func() {
+		l.mu.Lock()
+		if _, ok := l.waiters[id][ch]; ok {
+			delete(l.waiters[id], ch)
+			if len(l.waiters[id]) == 0 {
+				delete(l.waiters, id)
+			}
+		}
+		l.mu.Unlock()
+	}
+}
+
+// signal acts on a control signal for record id: a call in flight there
+// is stopped (cancel, kill) and requests waiting on it look again.
+func (l *live) signal(sig trajectory.Signal) {
+	l.mu.Lock()
+	t := l.turns[sig.ID]
+	for ch := range l.waiters[sig.ID] {
+		close(ch)
+	}
+	delete(l.waiters, sig.ID)
+	l.mu.Unlock()
+	if t == nil {
+		return
+	}
+	switch sig.Kind {
+	case trajectory.ControlCancel:
+		t.stop(stopCancel)
+	case trajectory.ControlKill:
+		t.stop(stopKill)
+	}
+}
+
+// listen applies the signals of every replica until ctx ends.
+func (s *Server) listen(ctx context.Context, sigs trajectory.Signals) {
+	for ctx.Err() == nil {
+		ch, err := sigs.Subscribe(ctx)
+		if err != nil {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "control signals unavailable; controls act at the next turn boundary", slog.String("error", err.Error()))
+			if sleepCtx(ctx, 2*time.Second) != nil {
+				return
+			}
+			continue
+		}
+		for sig := range ch {
+			s.live.signal(sig)
+		}
+	}
+}
+
+// stop ends the call in flight for why; the first reason wins.
+func (t *turn) stop(why stopKind) {
+	if atomic.CompareAndSwapInt32((*int32)(&t.stopped), int32(stopNone), int32(why)) {
+		t.cancelUp()
+	}
+}
+
+func (t *turn) stopReason() stopKind { return stopKind(atomic.LoadInt32((*int32)(&t.stopped))) }
+
+// controlApplied is the event of a pending control taking effect.
+func controlApplied(id string, c *trajectory.Control, now time.Time) trajectory.Event {
+	return eventWith(id, now, trajectory.EventControl, map[string]any{"kind": c.Kind, "by": c.By, "applied": true})
+}
+
+// afterTurn applies, when a call ends, what an operator asked while it was
+// out: the call was stopped by a cancel, or a cancel, finish or pause was
+// left pending for this boundary.
+func (t *turn) afterTurn(rec *trajectory.Record, now time.Time) ([]trajectory.Event, error) {
+	if rec.State.Terminal() {
+		return nil, nil
+	}
+	c := rec.Pending.Control
+	var ts []trajectory.Transition
+	var err error
+	switch {
+	case t.stopReason() == stopCancel || c != nil && c.Kind == trajectory.ControlCancel:
+		ts, err = rec.Finalize(trajectory.Canceled, trajectory.ExitCanceled, now)
+	case c != nil && c.Kind == trajectory.ControlFinish:
+		ts, err = rec.Finalize(trajectory.Completed, trajectory.ExitFinished, now)
+	case c != nil && c.Kind == trajectory.ControlPause && rec.State == trajectory.Ready:
+		rec.TakeControl()
+		var tr trajectory.Transition
+		tr, err = rec.Transition(trajectory.Paused, "operator pause", now)
+		ts = []trajectory.Transition{tr}
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var evs []trajectory.Event
+	if c != nil {
+		evs = append(evs, controlApplied(rec.ID, c, now))
+	}
+	return append(evs, trajectory.EventsFor(rec.ID, ts)...), nil
+}
+
+// Idle finish: a run whose last turn ended its task (end_turn) and that
+// then stayed READY for limits.idle_finish is finished, as an orchestrator's
+// finish would.
+const exitIdle = "IDLE"
+
+// sweepIdle finishes the idle runs it finds; it returns how many.
+func (s *Server) sweepIdle(ctx context.Context) int {
+	idle := s.cfg.Limits.IdleFinish.Std()
+	if idle <= 0 {
+		return 0
+	}
+	recs, err := s.store.List(ctx, trajectory.Filter{State: trajectory.Ready, Limit: trajectory.MaxListLimit})
+	if err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "idle sweep: listing records failed", slog.String("error", err.Error()))
+		return 0
+	}
+	n := 0
+	for _, rec := range recs {
+		if rec.LastStopReason != "end_turn" || s.now().Sub(rec.UpdatedAt) < idle {
+			continue
+		}
+		_, err := s.store.Update(ctx, rec.ID, func(r *trajectory.Record) ([]trajectory.Event, error) {
+			now := s.now()
+			if r.State != trajectory.Ready || r.LastStopReason != "end_turn" || now.Sub(r.UpdatedAt) < idle {
+				return nil, errNotIdle
+			}
+			ts, err := r.Finalize(trajectory.Completed, exitIdle, now)
+			return trajectory.EventsFor(r.ID, ts), err
+		})
+		switch {
+		case err == nil:
+			n++
+		case !errors.Is(err, errNotIdle):
+			s.log.LogAttrs(ctx, slog.LevelWarn, "idle sweep: finishing a run failed", slog.String("trajectory", rec.ID), slog.String("error", err.Error()))
+		}
+	}
+	return n
+}
+
+var errNotIdle = errors.New("proxy: record not idle")
+
+// sweep runs sweepIdle every quarter of limits.idle_finish (at most every
+// 30 s) until ctx ends.
+func (s *Server) sweep(ctx context.Context) {
+	idle := s.cfg.Limits.IdleFinish.Std()
+	if idle <= 0 {
+		return
+	}
+	every := min(max(idle/4, 10*time.Millisecond), 30*time.Second)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			s.sweepIdle(ctx)
+		}
+	}
+}
