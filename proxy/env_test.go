@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -67,6 +68,8 @@ type envOpts struct {
 	realClock bool // the mock stamps events with time.Now (per-event delay tests)
 	limits    string
 	upstream  string // base_url override for both providers
+	// log, when set, receives gatekeeper's JSON log at debug level.
+	log io.Writer
 	// wrap, when set, puts a layer between gatekeeper and the memory
 	// store (e.record still reads the store itself).
 	wrap func(trajectory.Store) trajectory.Store
@@ -130,13 +133,17 @@ admin:
 	if o.wrap != nil {
 		st = o.wrap(e.store)
 	}
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: newClock().Now})
+	var logger *slog.Logger
+	if o.log != nil {
+		logger = slog.New(slog.NewJSONHandler(o.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: newClock().Now, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.px = px
 	r := chi.NewRouter()
-	admin.New(cfg, e.store, nil, nil, admin.WithSignals(e.store)).Routes(r)
+	admin.New(cfg, e.store, logger, nil, admin.WithSignals(e.store)).Routes(r)
 	px.Routes(r)
 	gk := httptest.NewServer(r)
 	t.Cleanup(func() {

@@ -131,7 +131,7 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 // passThrough forwards a non-turn request with the key swapped. It is
 // logged, not metered.
 func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *request) {
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "pass-through",
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "pass-through", slog.String("request_id", req.id),
 		slog.String("provider", req.up.cfg.Name), slog.String("method", r.Method),
 		slog.String("path", req.rest), slog.String("tenant", req.tenant.Name))
 	ctx := context.WithValue(r.Context(), ctxKey{}, &reqState{req: req})

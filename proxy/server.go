@@ -242,7 +242,8 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 			"gatekeeper serves the Responses API over HTTP streaming only; WebSocket turns are not supported"))
 		return
 	}
-	req := &request{up: up, rest: rest, tenant: tenant, keyHash: keyHash, trajectoryID: tid, api: api}
+	req := &request{up: up, rest: rest, tenant: tenant, keyHash: keyHash, trajectoryID: tid, api: api, id: requestID(r)}
+	w.Header().Set("X-Gatekeeper-Request-Id", req.id)
 	if api == "" {
 		s.passThrough(w, r, req)
 		return
@@ -274,6 +275,16 @@ type request struct {
 	keyHash      [32]byte
 	trajectoryID string // from the path; "" when none
 	api          streaming.API
+	id           string // the request id in logs and X-Gatekeeper-Request-Id
+}
+
+// requestID is the agent's X-Request-Id when it is a plain token, else a
+// new one: it ties gatekeeper's log lines to the agent's request.
+func requestID(r *http.Request) string {
+	if v := r.Header.Get("X-Request-Id"); len(v) > 0 && len(v) <= 64 && trajectory.ValidID(v) {
+		return v
+	}
+	return "req_" + newCallID()
 }
 
 type ctxKey struct{}

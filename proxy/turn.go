@@ -80,7 +80,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		writeError(w, req.api, err)
 		return
 	}
-	t.log = s.log.With(slog.String("trajectory", t.recID), slog.String("tenant", req.tenant.Name),
+	t.log = s.log.With(slog.String("request_id", req.id), slog.String("trajectory", t.recID), slog.String("tenant", req.tenant.Name),
 		slog.String("model", pr.Model), slog.String("api", string(req.api)))
 	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
 
