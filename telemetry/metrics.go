@@ -46,7 +46,9 @@ type instruments struct {
 	upstreamErrors   metric.Int64Counter
 
 	// One bound per label that takes values from outside the config.
-	models, stops, tenants, providers, states, errTypes, gates, outcomes, classes *bounded
+	models, stops, tenants, providers, servers, states, errTypes, gates, outcomes, classes *bounded
+
+	series *seriesCache
 }
 
 func newInstruments(m metric.Meter) (*instruments, error) {
@@ -57,7 +59,8 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		}
 	}
 	in := &instruments{
-		models: newBounded(), stops: newBounded(), tenants: newBounded(), providers: newBounded(),
+		models: newBounded(), stops: newBounded(), tenants: newBounded(), providers: newBounded(), servers: newBounded(),
+		series: &seriesCache{},
 		states: newBounded(), errTypes: newBounded(), gates: newBounded(), outcomes: newBounded(), classes: newBounded(),
 	}
 	var err error

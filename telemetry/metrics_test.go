@@ -222,3 +222,21 @@ func TestHandlerUsesOwnRegistry(t *testing.T) {
 		t.Errorf("got %v, want 1", got)
 	}
 }
+
+func TestSeriesCacheIsBounded(t *testing.T) {
+	var c seriesCache
+	k := seriesKey{tenant: "t", provider: "p", providerName: "openai", server: "s"}
+	for i := range maxCachedSeries + 10 {
+		k.model = fmt.Sprintf("m%d", i)
+		if s := c.get(k); s.genAI[2].Value.AsString() != k.model {
+			t.Fatalf("series of %s carries model %s", k.model, s.genAI[2].Value.AsString())
+		}
+	}
+	if n := c.n.Load(); n != maxCachedSeries {
+		t.Errorf("%d series cached, want %d", n, maxCachedSeries)
+	}
+	k.model = "m0"
+	if c.get(k) != c.get(k) {
+		t.Error("a cached series is rebuilt")
+	}
+}

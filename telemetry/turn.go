@@ -50,9 +50,9 @@ type Turn struct {
 	span  trace.Span
 	start time.Time
 
-	// Bounded label values, fixed at the start.
-	tenant, provider, model string
-	providerName, server    string
+	// Bounded label values, fixed at the start, and their label sets.
+	key    seriesKey
+	series *series
 
 	firstByte atomic.Bool
 	ended     atomic.Bool
@@ -91,16 +91,14 @@ func (t *Telemetry) StartTurn(ctx context.Context, agentHeaders http.Header, s T
 	}
 	ctx, span := t.tracer.Start(ctx, name, opts...)
 	m := t.m
-	return ctx, &Turn{
-		t:            t,
-		span:         span,
-		start:        start,
+	key := seriesKey{
 		tenant:       m.tenants.value(s.Tenant),
 		provider:     m.providers.value(s.Provider),
 		model:        m.models.value(s.Model),
-		providerName: s.ProviderName,
-		server:       s.ServerAddress,
+		providerName: m.providers.value(s.ProviderName),
+		server:       m.servers.value(s.ServerAddress),
 	}
+	return ctx, &Turn{t: t, span: span, start: start, key: key, series: m.series.get(key)}
 }
 
 // Inject writes the turn's trace context (its span's traceparent, with the
@@ -119,8 +117,7 @@ func (tt *Turn) FirstByte() {
 		return
 	}
 	now := tt.t.now()
-	tt.t.m.ttft.Record(context.Background(), now.Sub(tt.start).Seconds(), metric.WithAttributes(
-		labelTenant.String(tt.tenant), labelProvider.String(tt.provider), labelModel.String(tt.model)))
+	tt.t.m.ttft.Record(context.Background(), now.Sub(tt.start).Seconds(), tt.series.base)
 	if tt.span.IsRecording() {
 		tt.span.AddEvent("gatekeeper.first_byte", trace.WithTimestamp(now))
 	}
@@ -178,37 +175,28 @@ func (tt *Turn) End(e TurnEnd) {
 // record adds the finished turn to the metrics.
 func (tt *Turn) record(e TurnEnd, input int64, d time.Duration) {
 	ctx := context.Background()
-	m := tt.t.m
-	tenant, provider, model := labelTenant.String(tt.tenant), labelProvider.String(tt.provider), labelModel.String(tt.model)
+	m, s := tt.t.m, tt.series
 
-	m.turns.Add(ctx, 1, metric.WithAttributes(tenant, provider, model, labelStop.String(m.stops.value(e.Stop))))
-	for _, c := range [...]struct {
-		typ string
-		n   int64
-	}{{tokenInput, e.InputTokens}, {tokenCached, e.CachedInputTokens}, {tokenCacheWrite, e.CacheWriteTokens}, {tokenOutput, e.OutputTokens}} {
-		if c.n > 0 {
-			m.tokens.Add(ctx, c.n, metric.WithAttributes(tenant, provider, model, labelType.String(c.typ)))
+	m.turns.Add(ctx, 1, s.stop(tt.key, m.stops.value(e.Stop)))
+	for i, n := range [4]int64{e.InputTokens, e.CachedInputTokens, e.CacheWriteTokens, e.OutputTokens} {
+		if n > 0 {
+			m.tokens.Add(ctx, n, s.tokens[i])
 		}
 	}
 	if e.Dollars > 0 {
-		m.dollars.Add(ctx, e.Dollars, metric.WithAttributes(tenant, provider, model))
+		m.dollars.Add(ctx, e.Dollars, s.base)
 	}
-	m.turnDuration.Record(ctx, d.Seconds(), metric.WithAttributes(tenant, provider, model))
+	m.turnDuration.Record(ctx, d.Seconds(), s.base)
 
-	genAI := []attribute.KeyValue{
-		keyOperationName.String(operationChat),
-		keyProviderName.String(tt.providerName),
-		keyRequestModel.String(tt.model),
-		keyServerAddress.String(tt.server),
+	if e.ErrorType == "" {
+		m.operation.Record(ctx, d.Seconds(), s.operation)
+	} else {
+		m.operation.Record(ctx, d.Seconds(), metric.WithAttributes(
+			append(s.genAI[:len(s.genAI):len(s.genAI)], keyErrorType.String(m.errTypes.value(e.ErrorType)))...))
 	}
-	op := genAI
-	if e.ErrorType != "" {
-		op = append(op[:len(op):len(op)], keyErrorType.String(m.errTypes.value(e.ErrorType)))
-	}
-	m.operation.Record(ctx, d.Seconds(), metric.WithAttributes(op...))
 	// A failed call reports the tokens it used, when the provider said.
 	if input > 0 || e.OutputTokens > 0 {
-		m.tokenUsage.Record(ctx, input, metric.WithAttributes(append(genAI[:len(genAI):len(genAI)], keyTokenType.String(tokenInput))...))
-		m.tokenUsage.Record(ctx, e.OutputTokens, metric.WithAttributes(append(genAI[:len(genAI):len(genAI)], keyTokenType.String(tokenOutput))...))
+		m.tokenUsage.Record(ctx, input, s.usageIn)
+		m.tokenUsage.Record(ctx, e.OutputTokens, s.usageOut)
 	}
 }
