@@ -14,6 +14,7 @@ type Config struct {
 	Limits    Limits           `yaml:"limits" json:"limits"`
 	Stages    Stages           `yaml:"budget_stages" json:"budget_stages"`
 	Log       Log              `yaml:"log" json:"log"`
+	Telemetry Telemetry        `yaml:"telemetry" json:"telemetry"`
 
 	// env records, by field path, which variables each expanded value came
 	// from, so Validate can say "TEAM_A_KEY is not set" instead of a bare
@@ -169,6 +170,28 @@ type Log struct {
 	Format string `yaml:"format" json:"format"`
 }
 
+// Telemetry configures traces and metrics. Metrics are always served at
+// /metrics; traces are exported only when turned on.
+type Telemetry struct {
+	// ServiceName is the service.name of every span and metric.
+	ServiceName string `yaml:"service_name" json:"service_name"`
+	Traces      Traces `yaml:"traces" json:"traces"`
+}
+
+// Traces configures the OTLP export of one span per model call. Tracing is
+// also turned on by the standard OTEL_EXPORTER_OTLP_ENDPOINT and
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT variables, and off by
+// OTEL_SDK_DISABLED=true.
+type Traces struct {
+	Enabled bool `yaml:"enabled" json:"enabled"`
+	// OTLPEndpoint is the full URL spans are posted to over OTLP/HTTP, e.g.
+	// http://collector:4318/v1/traces; empty leaves it to the variables.
+	OTLPEndpoint string `yaml:"otlp_endpoint" json:"otlp_endpoint"`
+	// SampleRatio is the share of new traces recorded; a trace the agent
+	// started keeps the agent's sampling decision.
+	SampleRatio float64 `yaml:"sample_ratio" json:"sample_ratio"`
+}
+
 // Defaults that DefaultConfig fills in.
 const (
 	DefaultListen        = "127.0.0.1:8080"
@@ -177,6 +200,7 @@ const (
 	DefaultMaxEventBytes = 16 << 20
 	DefaultToolDeadline  = 30 * time.Minute
 	DefaultPauseHold     = 240 * time.Second
+	DefaultServiceName   = "gatekeeper"
 )
 
 // DefaultConfig returns a config holding every default and nothing else: no
@@ -193,6 +217,10 @@ func DefaultConfig() *Config {
 		},
 		Stages: Stages{Steer: 0.70, Restrict: 0.90, Halt: 1.00},
 		Log:    Log{Level: LogInfo, Format: LogJSON},
+		Telemetry: Telemetry{
+			ServiceName: DefaultServiceName,
+			Traces:      Traces{SampleRatio: 1},
+		},
 	}
 }
 

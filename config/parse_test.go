@@ -63,6 +63,8 @@ func TestLoadFullExample(t *testing.T) {
 		Limits: Limits{MaxBodyBytes: 16 << 20, MaxEventBytes: 8 << 20, ToolDeadline: Duration(45 * time.Minute), IdleFinish: Duration(2 * time.Hour), PauseHold: Duration(DefaultPauseHold)},
 		Stages: Stages{Steer: 0.6, Restrict: 0.85, Halt: 1.0},
 		Log:    Log{Level: "debug", Format: "text"},
+		Telemetry: Telemetry{ServiceName: "gatekeeper-eu",
+			Traces: Traces{Enabled: true, OTLPEndpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 0.5}},
 	}
 	gotEnv := c.env
 	c.env = nil
@@ -115,7 +117,8 @@ func TestDefaults(t *testing.T) {
 	if c.Listen != "127.0.0.1:8080" || c.Store.Kind != "memory" || c.Store.Retention.Std() != 168*time.Hour ||
 		c.Limits.MaxBodyBytes != 32<<20 || c.Limits.MaxEventBytes != 16<<20 ||
 		c.Limits.ToolDeadline.Std() != 30*time.Minute || c.Limits.IdleFinish != 0 ||
-		c.Log.Level != "info" || c.Log.Format != "json" {
+		c.Log.Level != "info" || c.Log.Format != "json" ||
+		c.Telemetry.ServiceName != "gatekeeper" || c.Telemetry.Traces.Enabled || c.Telemetry.Traces.SampleRatio != 1 {
 		t.Errorf("defaults are not the documented ones: %+v", c)
 	}
 	if _, ok := c.DefaultProvider(); ok {

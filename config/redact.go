@@ -17,6 +17,7 @@ const Redacted = "REDACTED"
 func (c *Config) Redacted() *Config {
 	r := *c
 	r.Store.RedisURL = redactURL(c.Store.RedisURL)
+	r.Telemetry.Traces.OTLPEndpoint = redactURL(c.Telemetry.Traces.OTLPEndpoint)
 	r.Prices = maps.Clone(c.Prices)
 	r.env = maps.Clone(c.env)
 

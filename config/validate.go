@@ -66,6 +66,7 @@ func (c *Config) Validate() error {
 	v.limits(c.Limits)
 	v.stages(c.Stages)
 	v.log(c.Log)
+	v.telemetry(c.Telemetry)
 	v.unsetVariables()
 	if len(v.errs) == 0 {
 		return nil
@@ -470,5 +471,32 @@ func (v *validator) log(l Log) {
 	case LogJSON, LogText:
 	default:
 		v.add("log.format", "unknown format %s (want json or text)", v.show("log.format", l.Format))
+	}
+}
+
+func (v *validator) telemetry(t Telemetry) {
+	if strings.TrimSpace(t.ServiceName) == "" {
+		v.add("telemetry.service_name", "empty")
+	}
+	if r := t.Traces.SampleRatio; math.IsNaN(r) || r < 0 || r > 1 {
+		v.add("telemetry.traces.sample_ratio", "is %v, want a value in [0, 1]", r)
+	}
+	v.otlpEndpoint("telemetry.traces.otlp_endpoint", t.Traces.OTLPEndpoint)
+}
+
+// otlpEndpoint accepts empty or an absolute http(s) URL. The value is never
+// quoted: a collector URL may carry a token.
+func (v *validator) otlpEndpoint(field, raw string) {
+	if raw == "" {
+		return
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		v.add(field, "not a valid URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		v.add(field, "must be an absolute http:// or https:// URL, e.g. http://127.0.0.1:4318/v1/traces")
+	case u.Host == "":
+		v.add(field, "no host")
 	}
 }

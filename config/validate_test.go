@@ -180,6 +180,18 @@ func TestValidateRules(t *testing.T) {
 		{"idle_finish negative", func(c *Config) { c.Limits.IdleFinish = -1 }, "limits.idle_finish", "negative"},
 		{"log level unknown", func(c *Config) { c.Log.Level = "verbose" }, "log.level", `unknown level "verbose"`},
 		{"log format unknown", func(c *Config) { c.Log.Format = "xml" }, "log.format", `unknown format "xml"`},
+
+		{"telemetry service name empty", func(c *Config) { c.Telemetry.ServiceName = " " }, "telemetry.service_name", "empty"},
+		{"sample ratio negative", func(c *Config) { c.Telemetry.Traces.SampleRatio = -0.1 }, "telemetry.traces.sample_ratio", "want a value in [0, 1]"},
+		{"sample ratio above one", func(c *Config) { c.Telemetry.Traces.SampleRatio = 1.5 }, "telemetry.traces.sample_ratio", "want a value in [0, 1]"},
+		{"sample ratio NaN", func(c *Config) { c.Telemetry.Traces.SampleRatio = math.NaN() }, "telemetry.traces.sample_ratio", "want a value in [0, 1]"},
+		{"sample ratio zero", func(c *Config) { c.Telemetry.Traces.SampleRatio = 0 }, "", ""},
+		{"otlp endpoint not http", func(c *Config) { c.Telemetry.Traces.OTLPEndpoint = "grpc://collector:4317" }, "telemetry.traces.otlp_endpoint", "must be an absolute http"},
+		{"otlp endpoint no host", func(c *Config) { c.Telemetry.Traces.OTLPEndpoint = "http:///v1/traces" }, "telemetry.traces.otlp_endpoint", "no host"},
+		{"otlp endpoint not a url", func(c *Config) { c.Telemetry.Traces.OTLPEndpoint = "http://[::1" }, "telemetry.traces.otlp_endpoint", "not a valid URL"},
+		{"traces on with an endpoint", func(c *Config) {
+			c.Telemetry.Traces = Traces{Enabled: true, OTLPEndpoint: "https://collector.example:4318/v1/traces", SampleRatio: 0.25}
+		}, "", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,217 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// maxLabelValues bounds the distinct values one label takes in a process;
+// later values are reported as otherLabel, so a client sending a new model
+// name per request cannot grow the exposition without bound.
+const (
+	maxLabelValues = 100
+	otherLabel     = "other"
+)
+
+// Bucket boundaries: the GenAI conventions' advice for the gen_ai.client.*
+// histograms, and seconds-scale ones for gatekeeper's own (the SDK's
+// defaults are meant for milliseconds).
+var (
+	tokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+	durationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84, 327.68, 655.36}
+	ttftBuckets     = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60}
+	waitBuckets     = []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	decisionBuckets = []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400}
+)
+
+// instruments are the process's meters, each created once by New.
+type instruments struct {
+	turns            metric.Int64Counter
+	tokens           metric.Int64Counter
+	dollars          metric.Float64Counter
+	tokenUsage       metric.Int64Histogram   // gen_ai.client.token.usage
+	operation        metric.Float64Histogram // gen_ai.client.operation.duration
+	ttft             metric.Float64Histogram
+	turnDuration     metric.Float64Histogram
+	trajectories     metric.Int64UpDownCounter
+	stageTransitions metric.Int64Counter
+	approvalsPending metric.Int64UpDownCounter
+	approvalDecision metric.Float64Histogram
+	queueWait        metric.Float64Histogram
+	upstreamErrors   metric.Int64Counter
+
+	// One bound per label that takes values from outside the config.
+	models, stops, tenants, providers, servers, states, errTypes, gates, outcomes, classes *bounded
+
+	series *seriesCache
+}
+
+func newInstruments(m metric.Meter) (*instruments, error) {
+	var errs []error
+	check := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	in := &instruments{
+		models: newBounded(), stops: newBounded(), tenants: newBounded(), providers: newBounded(), servers: newBounded(),
+		series: &seriesCache{},
+		states: newBounded(), errTypes: newBounded(), gates: newBounded(), outcomes: newBounded(), classes: newBounded(),
+	}
+	var err error
+	in.turns, err = m.Int64Counter("gatekeeper.turns",
+		metric.WithDescription("Model calls finished, by how they stopped."))
+	check(err)
+	in.tokens, err = m.Int64Counter("gatekeeper.tokens", metric.WithUnit("{token}"),
+		metric.WithDescription("Tokens used, by type: input, cached_input, cache_write, output."))
+	check(err)
+	in.dollars, err = m.Float64Counter("gatekeeper.dollars",
+		metric.WithDescription("Cost of the model calls in US dollars, estimated ones included."))
+	check(err)
+	in.tokenUsage, err = m.Int64Histogram("gen_ai.client.token.usage", metric.WithUnit("{token}"),
+		metric.WithDescription("Number of input and output tokens used."),
+		metric.WithExplicitBucketBoundaries(tokenBuckets...))
+	check(err)
+	in.operation, err = m.Float64Histogram("gen_ai.client.operation.duration", metric.WithUnit("s"),
+		metric.WithDescription("GenAI operation duration."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	check(err)
+	in.ttft, err = m.Float64Histogram("gatekeeper.time_to_first_token", metric.WithUnit("s"),
+		metric.WithDescription("Time from the start of a model call to the first byte of its reply."),
+		metric.WithExplicitBucketBoundaries(ttftBuckets...))
+	check(err)
+	in.turnDuration, err = m.Float64Histogram("gatekeeper.turn_duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of a model call, to the end of its reply."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	check(err)
+	in.trajectories, err = m.Int64UpDownCounter("gatekeeper.trajectories",
+		metric.WithDescription("Trajectories by state."))
+	check(err)
+	in.stageTransitions, err = m.Int64Counter("gatekeeper.budget_stage_transitions",
+		metric.WithDescription("Budget escalation stage changes."))
+	check(err)
+	in.approvalsPending, err = m.Int64UpDownCounter("gatekeeper.approvals_pending",
+		metric.WithDescription("Tool calls waiting for an approval decision."))
+	check(err)
+	in.approvalDecision, err = m.Float64Histogram("gatekeeper.approval_decision", metric.WithUnit("s"),
+		metric.WithDescription("Time from a hold to its approval decision."),
+		metric.WithExplicitBucketBoundaries(decisionBuckets...))
+	check(err)
+	in.queueWait, err = m.Float64Histogram("gatekeeper.ratelimit_queue_wait", metric.WithUnit("s"),
+		metric.WithDescription("Time a request waited for provider rate-limit capacity."),
+		metric.WithExplicitBucketBoundaries(waitBuckets...))
+	check(err)
+	in.upstreamErrors, err = m.Int64Counter("gatekeeper.upstream_errors",
+		metric.WithDescription("Failed upstream calls, by error type."))
+	check(err)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("telemetry: instruments: %w", errors.Join(errs...))
+	}
+	return in, nil
+}
+
+// bounded admits the first maxLabelValues distinct values of a label and
+// maps every later one to otherLabel.
+type bounded struct {
+	mu   sync.RWMutex
+	seen map[string]struct{}
+}
+
+func newBounded() *bounded { return &bounded{seen: make(map[string]struct{})} }
+
+func (b *bounded) value(v string) string {
+	b.mu.RLock()
+	_, ok := b.seen[v]
+	full := len(b.seen) >= maxLabelValues
+	b.mu.RUnlock()
+	switch {
+	case ok:
+		return v
+	case full:
+		return otherLabel
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.seen[v]; ok {
+		return v
+	}
+	if len(b.seen) >= maxLabelValues {
+		return otherLabel
+	}
+	b.seen[v] = struct{}{}
+	return v
+}
+
+// StageChanged counts a trajectory's move between budget stages.
+func (t *Telemetry) StageChanged(tenant, from, to string) {
+	if t == nil {
+		return
+	}
+	m := t.m
+	t.m.stageTransitions.Add(context.Background(), 1, metric.WithAttributes(
+		labelTenant.String(m.tenants.value(tenant)),
+		labelFrom.String(m.states.value(from)),
+		labelTo.String(m.states.value(to))))
+}
+
+// StateChanged moves one trajectory between states on the trajectories
+// gauge: from loses one, to gains one; "" stands for no state (created or
+// forgotten).
+func (t *Telemetry) StateChanged(tenant, from, to string) {
+	if t == nil || from == to {
+		return
+	}
+	m := t.m
+	tenant = m.tenants.value(tenant)
+	if from != "" {
+		m.trajectories.Add(context.Background(), -1, metric.WithAttributes(labelTenant.String(tenant), labelState.String(m.states.value(from))))
+	}
+	if to != "" {
+		m.trajectories.Add(context.Background(), 1, metric.WithAttributes(labelTenant.String(tenant), labelState.String(m.states.value(to))))
+	}
+}
+
+// UpstreamError counts a failed upstream call.
+func (t *Telemetry) UpstreamError(provider, errType string) {
+	if t == nil {
+		return
+	}
+	m := t.m
+	m.upstreamErrors.Add(context.Background(), 1, metric.WithAttributes(
+		labelProvider.String(m.providers.value(provider)),
+		labelType.String(m.errTypes.value(errType))))
+}
+
+// ApprovalPending moves the gauge of held tool calls by delta.
+func (t *Telemetry) ApprovalPending(delta int64) {
+	if t == nil {
+		return
+	}
+	t.m.approvalsPending.Add(context.Background(), delta)
+}
+
+// ApprovalDecided records how long a held call waited for its decision.
+func (t *Telemetry) ApprovalDecided(gate, outcome string, latency time.Duration) {
+	if t == nil {
+		return
+	}
+	m := t.m
+	m.approvalDecision.Record(context.Background(), latency.Seconds(), metric.WithAttributes(
+		labelGate.String(m.gates.value(gate)),
+		labelOutcome.String(m.outcomes.value(outcome))))
+}
+
+// QueueWait records how long a request of a priority class waited for
+// rate-limit capacity.
+func (t *Telemetry) QueueWait(class string, d time.Duration) {
+	if t == nil {
+		return
+	}
+	m := t.m
+	m.queueWait.Record(context.Background(), d.Seconds(), metric.WithAttributes(labelClass.String(m.classes.value(class))))
+}

@@ -1,0 +1,202 @@
+package telemetry
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TurnStart describes a model call as it starts.
+type TurnStart struct {
+	Provider     string // the configured provider's name, e.g. "anthropic-eu"
+	ProviderName string // gen_ai.provider.name: "anthropic" or "openai"
+	API          string // which of the APIs: messages, chat completions, responses
+	Model        string // the model the request asks for
+	Trajectory   string
+	Parent       string // the parent trajectory's id, if any
+	Tenant       string
+	Stage        string // budget stage when the call starts
+	// ServerAddress is the upstream host, server.address.
+	ServerAddress string
+}
+
+// TurnEnd is what a finished model call came to.
+type TurnEnd struct {
+	ResponseModel string
+	FinishReasons []string
+	Stop          string // the stop reason, as the provider said it
+	// gen_ai.usage.input_tokens is the sum of the three input counts.
+	InputTokens, CachedInputTokens, CacheWriteTokens, OutputTokens int64
+	Dollars                                                        float64
+	Estimated                                                      bool // the price was a fallback or the usage was counted locally
+	Status                                                         int  // HTTP status of the reply to the agent
+	// ErrorType classifies a failed call ("" when it did not fail); it sets
+	// the span's status to Error and error.type.
+	ErrorType  string
+	ApprovalID string
+}
+
+// Turn is one model call in flight. Its methods are safe for concurrent use
+// and a nil *Turn does nothing.
+type Turn struct {
+	t     *Telemetry
+	span  trace.Span
+	start time.Time
+
+	// Bounded label values, fixed at the start, and their label sets.
+	key    seriesKey
+	series *series
+
+	firstByte atomic.Bool
+	ended     atomic.Bool
+}
+
+// StartTurn begins the span of one model call, a CLIENT span named
+// "chat {model}", child of the W3C trace context in the agent's headers
+// (traceparent, tracestate) when there is one. The returned context carries
+// the span. With tracing off the agent's context still passes through, so
+// Inject forwards it upstream unchanged.
+func (t *Telemetry) StartTurn(ctx context.Context, agentHeaders http.Header, s TurnStart) (context.Context, *Turn) {
+	if t == nil {
+		return ctx, nil
+	}
+	if agentHeaders != nil {
+		ctx = t.propagator.Extract(ctx, propagation.HeaderCarrier(agentHeaders))
+	}
+	start := t.now()
+	name := operationChat
+	if s.Model != "" {
+		name += " " + s.Model
+	}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start)}
+	if t.tracing {
+		opts = append(opts, trace.WithAttributes(
+			keyOperationName.String(operationChat),
+			keyProviderName.String(s.ProviderName),
+			keyRequestModel.String(s.Model),
+			keyServerAddress.String(s.ServerAddress),
+			keyTrajectory.String(s.Trajectory),
+			keyParent.String(s.Parent),
+			keyTenant.String(s.Tenant),
+			keyAPI.String(s.API),
+			keyStage.String(s.Stage),
+		))
+	}
+	ctx, span := t.tracer.Start(ctx, name, opts...)
+	m := t.m
+	key := seriesKey{
+		tenant:       m.tenants.value(s.Tenant),
+		provider:     m.providers.value(s.Provider),
+		model:        m.models.value(s.Model),
+		providerName: m.providers.value(s.ProviderName),
+		server:       m.servers.value(s.ServerAddress),
+	}
+	return ctx, &Turn{t: t, span: span, start: start, key: key, series: m.series.get(key)}
+}
+
+// Inject writes the turn's trace context (its span's traceparent, with the
+// agent's tracestate) into the headers of the upstream request.
+func (tt *Turn) Inject(h http.Header) {
+	if tt == nil || h == nil {
+		return
+	}
+	ctx := trace.ContextWithSpan(context.Background(), tt.span)
+	tt.t.propagator.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// FirstByte marks the first byte of the reply; only the first call counts.
+func (tt *Turn) FirstByte() {
+	if tt == nil || !tt.firstByte.CompareAndSwap(false, true) {
+		return
+	}
+	now := tt.t.now()
+	tt.t.m.ttft.Record(context.Background(), now.Sub(tt.start).Seconds(), tt.series.base)
+	if tt.span.IsRecording() {
+		tt.span.AddEvent("gatekeeper.first_byte", trace.WithTimestamp(now))
+	}
+}
+
+// Event adds a span event, e.g. a state transition of the trajectory.
+func (tt *Turn) Event(name string, attrs ...attribute.KeyValue) {
+	if tt == nil || !tt.span.IsRecording() {
+		return
+	}
+	tt.span.AddEvent(name, trace.WithTimestamp(tt.t.now()), trace.WithAttributes(attrs...))
+}
+
+// End ends the span and records the turn's metrics; calls after the first
+// do nothing.
+func (tt *Turn) End(e TurnEnd) {
+	if tt == nil || !tt.ended.CompareAndSwap(false, true) {
+		return
+	}
+	now := tt.t.now()
+	input := e.InputTokens + e.CachedInputTokens + e.CacheWriteTokens
+	if tt.span.IsRecording() {
+		tt.span.SetAttributes(
+			keyInputTokens.Int64(input),
+			keyOutputTokens.Int64(e.OutputTokens),
+			keyCacheReadTokens.Int64(e.CachedInputTokens),
+			keyCacheWriteTokens.Int64(e.CacheWriteTokens),
+			keyDollars.Float64(e.Dollars),
+			keyEstimated.Bool(e.Estimated),
+		)
+		if e.ResponseModel != "" {
+			tt.span.SetAttributes(keyResponseModel.String(e.ResponseModel))
+		}
+		if len(e.FinishReasons) > 0 {
+			tt.span.SetAttributes(keyFinishReasons.StringSlice(e.FinishReasons))
+		}
+		if e.Stop != "" {
+			tt.span.SetAttributes(keyStop.String(e.Stop))
+		}
+		if e.Status != 0 {
+			tt.span.SetAttributes(keyHTTPStatus.Int(e.Status))
+		}
+		if e.ApprovalID != "" {
+			tt.span.SetAttributes(keyApprovalID.String(e.ApprovalID))
+		}
+		if e.ErrorType != "" {
+			tt.span.SetAttributes(keyErrorType.String(e.ErrorType))
+			tt.span.SetStatus(codes.Error, e.ErrorType)
+		}
+	}
+	tt.span.End(trace.WithTimestamp(now))
+	tt.record(e, input, now.Sub(tt.start))
+}
+
+// record adds the finished turn to the metrics.
+func (tt *Turn) record(e TurnEnd, input int64, d time.Duration) {
+	ctx := context.Background()
+	m, s := tt.t.m, tt.series
+
+	m.turns.Add(ctx, 1, s.stop(tt.key, m.stops.value(e.Stop)))
+	for i, n := range [4]int64{e.InputTokens, e.CachedInputTokens, e.CacheWriteTokens, e.OutputTokens} {
+		if n > 0 {
+			m.tokens.Add(ctx, n, s.tokens[i])
+		}
+	}
+	if e.Dollars > 0 {
+		m.dollars.Add(ctx, e.Dollars, s.base)
+	}
+	m.turnDuration.Record(ctx, d.Seconds(), s.base)
+
+	if e.ErrorType == "" {
+		m.operation.Record(ctx, d.Seconds(), s.operation)
+	} else {
+		m.operation.Record(ctx, d.Seconds(), metric.WithAttributes(
+			append(s.genAI[:len(s.genAI):len(s.genAI)], keyErrorType.String(m.errTypes.value(e.ErrorType)))...))
+	}
+	// A failed call reports the tokens it used, when the provider said.
+	if input > 0 || e.OutputTokens > 0 {
+		m.tokenUsage.Record(ctx, input, s.usageIn)
+		m.tokenUsage.Record(ctx, e.OutputTokens, s.usageOut)
+	}
+}
