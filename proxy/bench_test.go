@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"gatekeeper/config"
 	"gatekeeper/internal/redistest"
@@ -21,6 +22,7 @@ import (
 	"gatekeeper/proxy"
 	"gatekeeper/store/memory"
 	redisstore "gatekeeper/store/redis"
+	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
 
 	"github.com/go-chi/chi/v5"
@@ -52,8 +54,19 @@ tenants:
 	if err != nil {
 		b.Fatal(err)
 	}
-	gatekeeper := func(b *testing.B, st trajectory.Store) http.Handler {
-		px, err := proxy.New(proxy.Options{Config: cfg, Store: st})
+	gatekeeper := func(b *testing.B, st trajectory.Store, traced bool) http.Handler {
+		// Metrics are always on, as in serve; traced adds a span per turn,
+		// batched to an in-memory exporter.
+		o := telemetry.Options{}
+		if traced {
+			o.SpanExporter = tracetest.NewInMemoryExporter()
+		}
+		tel, err := telemetry.New(context.Background(), o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+		px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Telemetry: tel})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -76,7 +89,12 @@ tenants:
 		{"memory", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 			st := memory.New(memory.Options{})
 			b.Cleanup(func() { _ = st.Close() })
-			return gatekeeper(b, st), nil
+			return gatekeeper(b, st, false), nil
+		}},
+		{"memory-traced", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
+			st := memory.New(memory.Options{})
+			b.Cleanup(func() { _ = st.Close() })
+			return gatekeeper(b, st, true), nil
 		}},
 		{"redis", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 			srv := redistest.StartServer(b)
@@ -93,7 +111,7 @@ tenants:
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = st.Close() })
-			return gatekeeper(b, st), rt
+			return gatekeeper(b, st, false), rt
 		}},
 	}
 	for _, sh := range shapes {

@@ -23,6 +23,7 @@ import (
 	"gatekeeper/mockprovider"
 	"gatekeeper/proxy"
 	"gatekeeper/store/memory"
+	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
 )
 
@@ -68,6 +69,8 @@ type envOpts struct {
 	realClock bool // the mock stamps events with time.Now (per-event delay tests)
 	limits    string
 	upstream  string // base_url override for both providers
+	// tel, when set, receives the turns' spans and metrics.
+	tel *telemetry.Telemetry
 	// log, when set, receives gatekeeper's JSON log at debug level.
 	log io.Writer
 	// wrap, when set, puts a layer between gatekeeper and the memory
@@ -137,7 +140,7 @@ admin:
 	if o.log != nil {
 		logger = slog.New(slog.NewJSONHandler(o.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: newClock().Now, Logger: logger})
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: newClock().Now, Logger: logger, Telemetry: o.tel})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,10 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest, up *upstream) {
 			h.Del(k)
 		}
 	}
+	if st.turn != nil {
+		// The provider sees the turn's span as the caller of its call.
+		st.turn.tt.Inject(h)
+	}
 	key := up.pickKey()
 	if up.cfg.API == "anthropic" {
 		h.Set("X-Api-Key", key)

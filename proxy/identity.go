@@ -93,6 +93,9 @@ func (s *Server) ensureRoot(ctx context.Context, id string, tenant *config.Tenan
 	if errors.Is(err, trajectory.ErrNotFound) {
 		rec = s.newRecord(id, "", tenant)
 		err = s.store.Create(ctx, rec, s.createdEvent(rec))
+		if err == nil {
+			s.tel.StateChanged(tenant.Name, "", string(rec.State))
+		}
 		if errors.Is(err, trajectory.ErrExists) {
 			rec, err = s.store.Get(ctx, id)
 		}
@@ -122,6 +125,9 @@ func (s *Server) ensureChild(ctx context.Context, parent, tenant, id, key string
 	rec.Budget = trajectory.Budget{} // the ancestors' ceilings bind a child
 	rec.Thread = key
 	err = s.store.Create(ctx, rec, s.createdEvent(rec))
+	if err == nil {
+		s.tel.StateChanged(tenant, "", string(rec.State))
+	}
 	if err != nil && !errors.Is(err, trajectory.ErrExists) {
 		return storeErr(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/streaming"
+	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
 )
 
@@ -34,6 +35,8 @@ type Options struct {
 	// Signals carries operators' control requests between replicas; the
 	// store's own when nil and the store has them.
 	Signals trajectory.Signals
+	// Telemetry receives a span and metrics per turn; nil records nothing.
+	Telemetry *telemetry.Telemetry
 }
 
 // Server serves the agent-facing routes.
@@ -52,6 +55,7 @@ type Server struct {
 	hints      *hints
 	settles    *settles
 	live       *live
+	tel        *telemetry.Telemetry
 	stopListen context.CancelFunc
 	listening  chan struct{}
 }
@@ -84,6 +88,7 @@ func New(opts Options) (*Server, error) {
 		hints:     newHints(1 << 16),
 		settles:   newSettles(),
 		live:      newLive(),
+		tel:       opts.Telemetry,
 		listening: make(chan struct{}),
 	}
 	if s.prices == nil {

@@ -40,6 +40,7 @@ func (b *sseBody) Read(p []byte) (int, error) {
 		b.out, b.off = b.out[:0], 0
 		n, err := b.src.Read(b.in)
 		if n > 0 {
+			b.t.tt.FirstByte()
 			if ferr := b.rd.Feed(b.in[:n], b.take); ferr != nil {
 				b.err = ferr
 				continue
@@ -163,6 +164,9 @@ type jsonBody struct {
 
 func (b *jsonBody) Read(p []byte) (int, error) {
 	n, err := b.src.Read(p)
+	if n > 0 {
+		b.t.tt.FirstByte()
+	}
 	if n > 0 && !b.over {
 		if int64(len(b.buf)+n) > b.limit {
 			b.over, b.buf = true, nil

@@ -14,6 +14,7 @@ import (
 
 	"gatekeeper/meter"
 	"gatekeeper/streaming"
+	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
 )
 
@@ -43,6 +44,10 @@ type turn struct {
 
 	stopped  stopKind           // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
+
+	tt          *telemetry.Turn    // the turn's span and metrics
+	parentID    string             // the thread record's parent
+	admitEvents []trajectory.Event // what admission wrote, for telemetry
 
 	once sync.Once
 }
@@ -84,9 +89,16 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		slog.String("model", pr.Model), slog.String("api", string(req.api)))
 	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
 
+	sctx, tt := s.tel.StartTurn(r.Context(), r.Header, telemetry.TurnStart{
+		Provider: req.up.cfg.Name, ProviderName: req.up.cfg.API, API: string(req.api), Model: pr.Model,
+		Trajectory: t.recID, Parent: t.parentID, Tenant: req.tenant.Name, Stage: string(t.adm.decision.Stage),
+		ServerAddress: req.up.target.Host})
+	t.tt = tt
+	t.observe(t.admitEvents)
+
 	// The upstream call has its own context: an operator's cancel or kill,
 	// or the call deadline, aborts it while the agent's request stays open.
-	uctx, cancel := context.WithCancel(r.Context())
+	uctx, cancel := context.WithCancel(sctx)
 	defer cancel()
 	t.cancelUp = cancel
 	s.live.add(t)
@@ -202,7 +214,7 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 			}
 			return storeErr(err)
 		}
-		t.recID = chain[0].ID
+		t.recID, t.parentID = chain[0].ID, chain[0].ParentID
 		t.adm = adm
 		if adm.decision.Stage == meter.Halt {
 			return t.s.haltError(chain[0], adm.decision)
@@ -221,12 +233,15 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 	budgetSince, pausedSince := time.Time{}, time.Time{}
 	wait := 5 * time.Millisecond
 	for {
+		var evs []trajectory.Event
 		chain, err := t.s.store.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
-			var evs []trajectory.Event
 			var err error
 			adm, evs, err = t.admitChain(chain, key, ids)
 			return evs, err
 		})
+		if err == nil {
+			t.admitEvents = evs
+		}
 		switch {
 		case errors.Is(err, errBudgetWait):
 			if budgetSince.IsZero() {
@@ -472,14 +487,21 @@ func (t *turn) record(ctx context.Context, o outcome) {
 	}
 	t.stageNote(data)
 	settle := func(ctx context.Context) error {
+		var evs []trajectory.Event
 		_, err := s.store.UpdateChain(ctx, t.recID, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
-			return t.settleChain(chain, o, charge, data, now)
+			var err error
+			evs, err = t.settleChain(chain, o, charge, data, now)
+			return evs, err
 		})
 		if errors.Is(err, errSettled) {
 			return nil
 		}
+		if err == nil {
+			t.observe(evs)
+		}
 		return err
 	}
+	defer t.endSpan(o, charge)
 	attrs := []slog.Attr{slog.String("stop", o.stop), slog.Int("status", o.status),
 		slog.Int64("input_tokens", o.usage.InputTokens), slog.Int64("cached_input_tokens", o.usage.CachedInputTokens),
 		slog.Int64("cache_write_tokens", o.usage.CacheWriteTokens), slog.Int64("output_tokens", o.usage.OutputTokens),

@@ -169,6 +169,14 @@ func (t *Telemetry) Handler() http.Handler {
 	return t.handler
 }
 
+// ForceFlush exports the spans ended so far, without stopping anything.
+func (t *Telemetry) ForceFlush(ctx context.Context) error {
+	if t == nil || t.tp == nil {
+		return nil
+	}
+	return t.tp.ForceFlush(ctx)
+}
+
 // Shutdown flushes the spans not yet exported and stops the providers.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	if t == nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -94,6 +95,22 @@ func TestQuickStart(t *testing.T) {
 	s.Close()
 	if len(msg.Content) == 0 || msg.StopReason != "end_turn" {
 		t.Fatalf("reply %+v", msg)
+	}
+	// The turn is counted at /metrics once the record has it.
+	for i := 0; ; i++ {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && bytes.Contains(body, []byte(`gatekeeper_turns_total{`)) {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("/metrics: %d, no gatekeeper_turns_total:\n%s", resp.StatusCode, body)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	cli := env("GATEKEEPER_URL", base, "GATEKEEPER_ADMIN_TOKEN", "dev-admin-token-change-me")

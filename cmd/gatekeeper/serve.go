@@ -19,6 +19,7 @@ import (
 	"gatekeeper/proxy"
 	"gatekeeper/store/memory"
 	redisstore "gatekeeper/store/redis"
+	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
 )
 
@@ -34,7 +35,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	log := newLogger(cfg, stderr)
-	srv, err := newServer(ctx, cfg, log)
+	srv, err := newServer(ctx, cfg, log, getenv)
 	if err != nil {
 		return err
 	}
@@ -80,12 +81,13 @@ type server struct {
 	mockErr chan error
 	stop    context.CancelFunc
 	proxy   *proxy.Server
+	tel     *telemetry.Telemetry
 }
 
 // newServer builds gatekeeper from a validated config. Providers whose
 // base_url is "mock" are served by a mock provider started here on a
 // loopback port, so the quick start works offline.
-func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger) (*server, error) {
+func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv func(string) string) (*server, error) {
 	s := &server{log: log}
 	ctx, s.stop = context.WithCancel(ctx)
 	if err := s.startMock(ctx, cfg); err != nil {
@@ -110,13 +112,20 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger) (*serv
 		s.stop()
 		return nil, fmt.Errorf("store.kind %q is not available in this build; use memory or redis", cfg.Store.Kind)
 	}
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log})
+	tel, err := telemetry.New(ctx, telemetry.Options{Config: cfg.Telemetry, Getenv: getenv})
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	s.tel = tel
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel})
 	if err != nil {
 		s.close()
 		return nil, err
 	}
 	s.proxy = px
 	r := chi.NewRouter()
+	r.Handle("/metrics", tel.Handler())
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		pctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -192,6 +201,11 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 
 func (s *server) close() {
 	s.stop()
+	if s.tel != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.tel.Shutdown(ctx) // flushes the last spans
+		cancel()
+	}
 	if s.mockErr != nil {
 		<-s.mockErr
 	}
