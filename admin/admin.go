@@ -68,6 +68,17 @@ func WithSignals(p Publisher) Option {
 	return func(a *API) { a.signals = p }
 }
 
+// StateObserver hears of every state change the API makes (telemetry's
+// trajectories-by-state gauge).
+type StateObserver interface {
+	StateChanged(tenant, from, to string)
+}
+
+// WithStateObserver reports the transitions of control requests to o.
+func WithStateObserver(o StateObserver) Option {
+	return func(a *API) { a.states = o }
+}
+
 // API is the admin handler.
 type API struct {
 	store  Store
@@ -77,6 +88,7 @@ type API struct {
 	now    func() time.Time
 	// signals is nil when control requests are not published.
 	signals Publisher
+	states  StateObserver // nil: none
 }
 
 type token struct {

@@ -187,6 +187,7 @@ func readControl(w http.ResponseWriter, r *http.Request, kind trajectory.Control
 func (a *API) apply(ctx context.Context, id string, ctl trajectory.Control, reason, target string, now time.Time) (*trajectory.Record, []string, bool, error) {
 	var children []string
 	var changed bool
+	var moves []trajectory.Transition
 	rec, err := a.store.Update(ctx, id, func(rec *trajectory.Record) ([]trajectory.Event, error) {
 		children = rec.Children
 		var before *trajectory.Control
@@ -198,6 +199,7 @@ func (a *API) apply(ctx context.Context, id string, ctl trajectory.Control, reas
 		if err != nil {
 			return nil, err
 		}
+		moves = ts
 		after := rec.Pending.Control
 		d := controlEvent{Kind: ctl.Kind, By: ctl.By, Message: ctl.Message, Reason: reason, Target: target,
 			Applied: len(ts) > 0 || (before != nil && after == nil),
@@ -223,6 +225,11 @@ func (a *API) apply(ctx context.Context, id string, ctl trajectory.Control, reas
 		}
 		return evs, nil
 	})
+	if err == nil && a.states != nil {
+		for _, m := range moves {
+			a.states.StateChanged(rec.Tenant, string(m.From), string(m.To))
+		}
+	}
 	return rec, children, changed, err
 }
 

@@ -510,3 +510,27 @@ func TestControlCascadeBound(t *testing.T) {
 		t.Errorf("the last descendant within the bound: %+v %v", first, err)
 	}
 }
+
+// states records the state changes the API reports.
+type states struct{ moves []string }
+
+func (s *states) StateChanged(tenant, from, to string) {
+	s.moves = append(s.moves, tenant+":"+from+">"+to)
+}
+
+func TestControlReportsStateChanges(t *testing.T) {
+	st := memory.New(memory.Options{})
+	obs := &states{}
+	r := chi.NewRouter()
+	admin.New(testConfig(t), st, nil, func() time.Time { return controlNow }, admin.WithStateObserver(obs)).Routes(r)
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	put(t, st, "run-1", trajectory.Ready)
+	if status, out := call(t, "POST", srv.URL+"/admin/v1/trajectories/run-1/cancel", opToken, ""); status != 202 {
+		t.Fatalf("%d %v", status, out)
+	}
+	want := []string{"team-a:READY>FINALIZING", "team-a:FINALIZING>CANCELED"}
+	if strings.Join(obs.moves, " ") != strings.Join(want, " ") {
+		t.Errorf("reported %v, want %v", obs.moves, want)
+	}
+}

@@ -136,7 +136,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		}
 		_, _ = io.WriteString(w, "ready\n")
 	})
-	var opts []admin.Option
+	opts := []admin.Option{admin.WithStateObserver(tel)}
 	if sigs, ok := s.store.(trajectory.Signals); ok {
 		opts = append(opts, admin.WithSignals(sigs))
 	}
