@@ -55,8 +55,11 @@ func (t *turn) endSpan(o outcome, charge meter.Charge) {
 		CacheWriteTokens: o.usage.CacheWriteTokens, OutputTokens: o.usage.OutputTokens,
 		Dollars: charge.Dollars(), Estimated: o.estimated || !charge.Priced && !o.upstream, Status: o.status,
 	}
+	if o.model != "" {
+		e.ResponseModel = o.model
+	}
 	if o.stop != "" {
-		e.FinishReasons = []string{o.stop}
+		e.FinishReasons = []string{o.stop} // normalized: the same vocabulary for the three APIs
 	}
 	switch {
 	case o.upstream:

@@ -396,6 +396,7 @@ type outcome struct {
 	status    int
 	upstream  bool // the provider answered with an error status or could not be reached
 	detail    string
+	model     string // the model the reply names; "" when none
 }
 
 // attach takes over the upstream reply: it labels it with the trajectory
@@ -586,7 +587,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 
 // outcomeOf turns a decoded reply into an outcome.
 func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome {
-	o := outcome{status: status, stop: string(res.StopReason())}
+	o := outcome{status: status, stop: string(res.StopReason()), model: res.Model}
 	switch why := t.stopReason(); {
 	case why == stopCancel || why == stopKill:
 		cause = errors.New("stopped by an operator")
