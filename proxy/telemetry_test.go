@@ -70,7 +70,7 @@ func TestTurnSpans(t *testing.T) {
 			}
 			want := map[attribute.Key]string{
 				"gen_ai.operation.name": "chat", "gen_ai.provider.name": c.provider, "gen_ai.request.model": model,
-				"gen_ai.response.model": model,
+				"gen_ai.response.model":    model,
 				"gatekeeper.trajectory.id": id, "gatekeeper.tenant": "team-a",
 			}
 			for k, v := range want {
