@@ -627,7 +627,7 @@ func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome
 				o.calls = append(o.calls, trajectory.PendingCall{ID: tc.ID, Name: tc.Name})
 			}
 		}
-		if len(o.calls) == 0 && o.stop == string(streaming.StopToolUse) && t.filter != nil && len(t.filter.Refused()) > 0 {
+		if len(o.calls) == 0 && o.stop == string(streaming.StopToolUse) && t.filter != nil && len(t.filter.Withheld()) > 0 {
 			o.stop = string(streaming.StopEndTurn) // what the agent received
 		}
 	}
