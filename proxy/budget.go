@@ -57,7 +57,7 @@ func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []
 	adm := admission{
 		call:     newCallID(),
 		reserved: trajectory.Reservation{Calls: 1, Tokens: est.Tokens, Micros: est.Micros},
-		levels:   levels(chain, now),
+		levels:   levels(chain, now, true),
 	}
 	adm.decision = meter.Check(adm.levels, est, t.s.stages)
 	if adm.decision.Stage == meter.Halt {
@@ -65,16 +65,11 @@ func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []
 		// leaves room for this call, those calls hold the rest of the
 		// budget and may give some back: the call waits for them rather
 		// than ending the run.
-		settled := levels(chain, now)
-		for i := range settled {
-			settled[i].Used = meter.UsedOf(chain[i].Spend)
-			settled[i].Used.WallClock = adm.levels[i].Used.WallClock
-		}
-		if meter.Check(settled, est, t.s.stages).Stage != meter.Halt {
+		if meter.Check(levels(chain, now, false), est, t.s.stages).Stage != meter.Halt {
 			return admission{}, nil, errBudgetWait
 		}
 	}
-	evs := t.s.readStages(chain, now, est)
+	evs := t.s.readStages(chain, adm.levels, est, now)
 	if adm.decision.Stage == meter.Halt {
 		for _, rec := range chain {
 			if rec != chain[0] && rec.ID != adm.decision.BindingID || rec.State.Terminal() {
@@ -101,12 +96,11 @@ func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []
 	return adm, evs, nil
 }
 
-// readStages records on every record of a chain its budget reading at
-// now, counting the reservations in flight and r, a call about to start.
-// The thread record (chain[0]) gets the tightest reading of its chain,
-// which is the one applied to its calls; each ancestor its own.
-func (s *Server) readStages(chain []*trajectory.Record, now time.Time, r meter.Reservation) []trajectory.Event {
-	ls := levels(chain, now)
+// readStages records on every record of a chain its budget reading, from
+// ls (the chain's levels at now) and r, a call about to start. The thread
+// record (chain[0]) gets the tightest reading of its chain, which is the
+// one applied to its calls; each ancestor its own.
+func (s *Server) readStages(chain []*trajectory.Record, ls []meter.Level, r meter.Reservation, now time.Time) []trajectory.Event {
 	own := meter.Reservation{Tokens: r.Tokens, Micros: r.Micros}
 	var evs []trajectory.Event
 	for i, rec := range chain {
@@ -152,14 +146,16 @@ func reclaim(chain []*trajectory.Record, now time.Time) ([]trajectory.Event, err
 	return append([]trajectory.Event{ev}, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
 }
 
-// levels reads a chain as the meter sees it at now: spend, wall clock and
-// the reservations of calls in flight.
-func levels(chain []*trajectory.Record, now time.Time) []meter.Level {
+// levels reads a chain as the meter sees it at now: spend, wall clock
+// and, when inFlight is set, the reservations of calls in flight.
+func levels(chain []*trajectory.Record, now time.Time, inFlight bool) []meter.Level {
 	out := make([]meter.Level, len(chain))
 	for i, rec := range chain {
 		u := meter.UsedOf(rec.Spend)
 		u.WallClock = meter.Elapsed(rec.StartedAt, now, rec.Waited(now))
-		u = u.Add(meter.Reservation{Turns: rec.Reserved.Calls, Tokens: rec.Reserved.Tokens, Micros: rec.Reserved.Micros})
+		if inFlight {
+			u = u.Add(meter.Reservation{Turns: rec.Reserved.Calls, Tokens: rec.Reserved.Tokens, Micros: rec.Reserved.Micros})
+		}
 		out[i] = meter.Level{ID: rec.ID, Budget: rec.Budget, Used: u}
 	}
 	return out

@@ -582,7 +582,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		}
 		l.ChargeWallClock(now)
 	}
-	return append(evs, t.s.readStages(chain, now, meter.Reservation{})...), nil
+	return append(evs, t.s.readStages(chain, levels(chain, now, true), meter.Reservation{}, now)...), nil
 }
 
 // outcomeOf turns a decoded reply into an outcome.
