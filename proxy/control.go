@@ -132,6 +132,17 @@ func controlApplied(id string, c *trajectory.Control, now time.Time) trajectory.
 	return eventWith(id, now, trajectory.EventControl, map[string]any{"kind": c.Kind, "by": c.By, "applied": true})
 }
 
+// applyPause applies a pending pause c to a READY record at a turn
+// boundary, with its events.
+func applyPause(rec *trajectory.Record, c *trajectory.Control, now time.Time) ([]trajectory.Event, error) {
+	rec.TakeControl()
+	tr, err := rec.Transition(trajectory.Paused, "operator pause", now)
+	if err != nil {
+		return nil, err
+	}
+	return append([]trajectory.Event{controlApplied(rec.ID, c, now)}, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
+}
+
 // afterTurn applies, when a call ends, what an operator asked while it was
 // out: the call was stopped by a cancel, or a cancel, finish or pause was
 // left pending for this boundary.
@@ -148,10 +159,7 @@ func (t *turn) afterTurn(rec *trajectory.Record, now time.Time) ([]trajectory.Ev
 	case c != nil && c.Kind == trajectory.ControlFinish:
 		ts, err = rec.Finalize(trajectory.Completed, trajectory.ExitFinished, now)
 	case c != nil && c.Kind == trajectory.ControlPause && rec.State == trajectory.Ready:
-		rec.TakeControl()
-		var tr trajectory.Transition
-		tr, err = rec.Transition(trajectory.Paused, "operator pause", now)
-		ts = []trajectory.Transition{tr}
+		return applyPause(rec, c, now)
 	default:
 		return nil, nil
 	}

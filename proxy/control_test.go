@@ -300,3 +300,28 @@ func TestCutAtOutputLimitDeliversNoHalfCall(t *testing.T) {
 		t.Errorf("record %s stop %q pending %v", rec.State, rec.LastStopReason, rec.Pending.ToolCalls)
 	}
 }
+
+// TestPauseDuringCallAppliesAtItsEnd: a pause sent while a call streams
+// waits for the call's end, which then leaves the run PAUSED.
+func TestPauseDuringCallAppliesAtItsEnd(t *testing.T) {
+	e := newEnv(t, envOpts{realClock: true})
+	done := make(chan []byte, 1)
+	go func() {
+		resp := e.do(t, "POST", "/t/mid-pause/anthropic/v1/messages", anthropicReq(true, "first"),
+			hdr("X-Mock-Turn", `{"kind":"text","deltas":10,"event_delay":"30ms"}`)...)
+		done <- readAll(t, resp)
+	}()
+	waitFor(t, "the call in flight", func() bool {
+		rec, err := e.store.Get(context.Background(), "mid-pause")
+		return err == nil && rec.State == trajectory.CallingModel
+	})
+	e.control(t, "mid-pause", "pause", "")
+	if got := <-done; !bytes.Contains(got, []byte("message_stop")) {
+		t.Fatalf("the paused call's reply was cut:\n%s", got)
+	}
+	var rec *trajectory.Record
+	waitFor(t, "the call's end", func() bool { rec = e.record(t, "mid-pause"); return rec.Turns == 1 })
+	if rec.State != trajectory.Paused || rec.Pending.Control != nil {
+		t.Errorf("after the call: %s, pending %+v", rec.State, rec.Pending.Control)
+	}
+}

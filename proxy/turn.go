@@ -341,13 +341,11 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		// message waiting for it applies now.
 		switch c.Kind {
 		case trajectory.ControlPause:
-			rec.TakeControl()
-			tr, err := rec.Transition(trajectory.Paused, "operator pause", now)
+			pevs, err := applyPause(rec, c, now)
 			if err != nil {
 				return admission{}, nil, err
 			}
-			evs = append(evs, controlApplied(rec.ID, c, now))
-			return admission{paused: true}, append(evs, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
+			return admission{paused: true}, append(evs, pevs...), nil
 		case trajectory.ControlInterrupt:
 			rec.TakeControl()
 			t.interrupt = c.Message
