@@ -261,14 +261,9 @@ func (v *validator) baseURL(field, raw string) {
 		v.add(field, "empty (want an http:// or https:// URL, or mock)")
 		return
 	}
-	u, err := url.Parse(raw)
+	u := v.httpURL(field, raw, "must be an absolute http:// or https:// URL, or mock")
 	switch {
-	case err != nil:
-		v.add(field, "not a valid URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		v.add(field, "must be an absolute http:// or https:// URL, or mock")
-	case u.Host == "":
-		v.add(field, "no host")
+	case u == nil:
 	case u.User != nil:
 		v.add(field, "must not contain credentials (put provider keys under keys)")
 	case u.RawQuery != "" || u.ForceQuery:
@@ -490,13 +485,22 @@ func (v *validator) otlpEndpoint(field, raw string) {
 	if raw == "" {
 		return
 	}
+	v.httpURL(field, raw, "must be an absolute http:// or https:// URL, e.g. http://127.0.0.1:4318/v1/traces")
+}
+
+// httpURL parses raw as an absolute http(s) URL with a host; it reports
+// what is wrong (badScheme when the scheme is) and returns nil, or the URL.
+func (v *validator) httpURL(field, raw, badScheme string) *url.URL {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
 		v.add(field, "not a valid URL")
 	case u.Scheme != "http" && u.Scheme != "https":
-		v.add(field, "must be an absolute http:// or https:// URL, e.g. http://127.0.0.1:4318/v1/traces")
+		v.add(field, "%s", badScheme)
 	case u.Host == "":
 		v.add(field, "no host")
+	default:
+		return u
 	}
+	return nil
 }
