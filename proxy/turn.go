@@ -540,10 +540,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		// The run was stopped while the call was out (a sibling's call
 		// halted it, or an operator): charged, with no state change.
 		if !o.upstream {
-			rec.Turns++
-			rec.Spend.Turns++
-			rec.AddSpend(o.usage, dollars, o.estimated)
-			rec.LastStopReason = o.stop
+			rec.CountTurn(trajectory.TurnOutcome{StopReason: o.stop, Usage: o.usage, Dollars: dollars, Estimated: o.estimated})
 		}
 	case o.upstream:
 		// No reply from the model: the call is not a turn of the run.

@@ -114,10 +114,7 @@ func (r *Record) EndTurn(o TurnOutcome, now time.Time) ([]Transition, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.Turns++
-	r.Spend.Turns++
-	r.AddSpend(o.Usage, o.Dollars, o.Estimated)
-	r.LastStopReason = o.StopReason
+	r.CountTurn(o)
 	r.chargeWallClock(now)
 	switch to {
 	case AwaitingApproval:
@@ -127,6 +124,17 @@ func (r *Record) EndTurn(o TurnOutcome, now time.Time) ([]Transition, error) {
 		r.Pending.ToolCalls = withDeadlines(o.ToolCalls, deadline(now, o.ToolDeadline))
 	}
 	return []Transition{t}, nil
+}
+
+// CountTurn charges a finished model call to the record: one turn, its
+// usage and dollars, its stop reason. EndTurn does it with the state
+// change; a record stopped while the call was out (halted, killed) is
+// charged with CountTurn alone.
+func (r *Record) CountTurn(o TurnOutcome) {
+	r.Turns++
+	r.Spend.Turns++
+	r.AddSpend(o.Usage, o.Dollars, o.Estimated)
+	r.LastStopReason = o.StopReason
 }
 
 // ResultCheck sorts the tool-result IDs a request carried.
