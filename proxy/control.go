@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -123,6 +124,16 @@ func (t *turn) stop(why stopKind) {
 	if atomic.CompareAndSwapInt32((*int32)(&t.stopped), int32(stopNone), int32(why)) {
 		t.cancelUp()
 	}
+}
+
+// stopError is the error type and message the agent gets for a call
+// stopped by a cancel or by its deadline.
+func (t *turn) stopError() (typ, msg string) {
+	if t.stopReason() == stopDeadline {
+		return errUpstream, fmt.Sprintf("the call ran past its deadline (call_limits.call_deadline %s) and was stopped",
+			t.req.tenant.CallLimits.CallDeadline.Std())
+	}
+	return errTrajectoryCanceled, fmt.Sprintf("trajectory %s was canceled by an operator; this call was stopped and the run has ended", t.recID)
 }
 
 func (t *turn) stopReason() stopKind { return stopKind(atomic.LoadInt32((*int32)(&t.stopped))) }

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log"
 	"log/slog"
 	"net/http"
@@ -96,19 +95,17 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 	st := stateFrom(r.Context())
 	if st != nil && st.turn != nil {
 		t := st.turn
-		switch t.stopReason() {
-		case stopCancel:
+		if why := t.stopReason(); why != stopNone {
 			t.finish(t.outcomeOf(&streaming.Result{}, 0, err))
-			writeError(w, st.req.api, &HTTPError{Code: http.StatusForbidden, Type: errTrajectoryCanceled, NoRetry: true,
-				Msg: fmt.Sprintf("trajectory %s was canceled by an operator; this call was stopped and the run has ended", t.recID)})
-			return
-		case stopKill:
-			t.finish(t.outcomeOf(&streaming.Result{}, 0, err))
-			panic(http.ErrAbortHandler) // a killed run gets no answer
-		case stopDeadline:
-			t.finish(t.outcomeOf(&streaming.Result{}, 0, err))
-			writeError(w, st.req.api, httpErr(http.StatusGatewayTimeout, errUpstream,
-				fmt.Sprintf("the call ran past its deadline (call_limits.call_deadline %s) and was stopped", t.req.tenant.CallLimits.CallDeadline.Std())))
+			if why == stopKill {
+				panic(http.ErrAbortHandler) // a killed run gets no answer
+			}
+			typ, msg := t.stopError()
+			code := http.StatusForbidden
+			if why == stopDeadline {
+				code = http.StatusGatewayTimeout
+			}
+			writeError(w, st.req.api, &HTTPError{Code: code, Type: typ, Msg: msg, NoRetry: why == stopCancel})
 			return
 		}
 		t.failed(err)

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -110,13 +109,9 @@ func (b *sseBody) end() {
 func (b *sseBody) fail(err error) {
 	t := b.t
 	switch t.stopReason() {
-	case stopCancel:
-		b.out = t.filter.End(b.out, errTrajectoryCanceled,
-			fmt.Sprintf("trajectory %s was canceled by an operator; this call was stopped and the run has ended", t.recID))
-		b.err = io.EOF
-	case stopDeadline:
-		b.out = t.filter.End(b.out, errUpstream,
-			fmt.Sprintf("the call ran past its deadline (call_limits.call_deadline %s) and was stopped", t.req.tenant.CallLimits.CallDeadline.Std()))
+	case stopCancel, stopDeadline:
+		typ, msg := t.stopError()
+		b.out = t.filter.End(b.out, typ, msg)
 		b.err = io.EOF
 	case stopKill:
 		b.err = errKilled
