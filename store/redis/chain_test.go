@@ -234,16 +234,7 @@ func TestUpdateChainAcrossReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	distinct := map[string]bool{}
-	for i, e := range evs {
-		if e.Seq != int64(i+2) {
-			t.Errorf("root event %d has seq %d", i, e.Seq)
-		}
-		distinct[e.Reason] = true
-	}
-	if len(evs) != total || len(distinct) != total {
-		t.Errorf("root log: %d events, %d distinct; want %d", len(evs), len(distinct), total)
-	}
+	checkDistinctLog(t, evs, 2, total)
 	for _, id := range ids[1:] {
 		if r := mustGet(t, replicas[0], id); r.Turns != calls {
 			t.Errorf("%s turns %d, want %d", id, r.Turns, calls)

@@ -128,16 +128,7 @@ func TestUpdateAtomicAcrossReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reasons := map[string]bool{}
-	for i, e := range evs {
-		if e.Seq != int64(i+1) {
-			t.Errorf("event %d has seq %d", i, e.Seq)
-		}
-		reasons[e.Reason] = true
-	}
-	if len(evs) != n || len(reasons) != n {
-		t.Errorf("%d events, %d distinct; want %d", len(evs), len(reasons), n)
-	}
+	checkDistinctLog(t, evs, 1, n)
 	t.Logf("%d updates ran fn %d times", n, runs.Load())
 }
 
@@ -583,5 +574,21 @@ func TestEventCap(t *testing.T) {
 	got, err = s.Events(ctx, "run-1", appended, 0)
 	if err != nil || len(got) != 1 || got[0].Seq != appended+1 {
 		t.Errorf("after trimming: %+v, %v; want seq %d", got, err, appended+1)
+	}
+}
+
+// checkDistinctLog checks that concurrent writers lost no event: want
+// events, numbered on from firstSeq, each with its own reason.
+func checkDistinctLog(t *testing.T, evs []trajectory.Event, firstSeq int64, want int) {
+	t.Helper()
+	reasons := map[string]bool{}
+	for i, e := range evs {
+		if e.Seq != firstSeq+int64(i) {
+			t.Errorf("event %d has seq %d, want %d", i, e.Seq, firstSeq+int64(i))
+		}
+		reasons[e.Reason] = true
+	}
+	if len(evs) != want || len(reasons) != want {
+		t.Errorf("%d events, %d distinct; want %d", len(evs), len(reasons), want)
 	}
 }
