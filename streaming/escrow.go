@@ -1,6 +1,9 @@
 package streaming
 
-import "errors"
+import (
+	"errors"
+	"slices"
+)
 
 // Reshaping a held reply for the escrow.
 //
@@ -53,4 +56,10 @@ func SpliceJSON(api API, first, cont []byte) ([]byte, error) { return nil, errNo
 // RefuseCalls makes the filter refuse the client tool calls with these ids
 // as allow=false refuses a name (replaced by the refusal text, stop reason
 // fixed). Call before the first AppendEvent or Body.
-func (f *CallFilter) RefuseCalls(ids ...string) {}
+func (f *CallFilter) RefuseCalls(ids ...string) {
+	for _, id := range ids {
+		if id != "" && !slices.Contains(f.refuseIDs, id) {
+			f.refuseIDs = append(f.refuseIDs, id)
+		}
+	}
+}

@@ -41,6 +41,9 @@ type CallFilter struct {
 
 	refused []ToolCall
 	texts   []string // the text that replaced each refused call
+	// refuseIDs are the ids of calls refused whatever their name
+	// (RefuseCalls).
+	refuseIDs []string
 
 	anthropic anthropicCallFilter
 	chat      chatCallFilter
@@ -141,6 +144,11 @@ func (f *CallFilter) refuse(tc ToolCall) string {
 	f.refused = append(f.refused, tc)
 	f.texts = append(f.texts, text)
 	return text
+}
+
+// refusesID reports whether RefuseCalls named the call with this id.
+func (f *CallFilter) refusesID(id string) bool {
+	return id != "" && slices.Contains(f.refuseIDs, id)
 }
 
 // permits judges the names a call carries: every one must be allowed, and a
