@@ -1,57 +1,33 @@
 package streaming
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
+
+	"github.com/tidwall/gjson"
 )
 
 // Reshaping a held reply for the escrow.
 //
-// A reply whose tool call waits for approval is kept whole by the proxy. When
-// the decision comes the reply goes out in the form the agent asked for last
-// (AssembleJSON, RenderSSE); a refused call is answered by calling the model
-// again with the refusal as the call's result (Continuation) and the two
-// replies are joined into one (SpliceStream, SpliceJSON).
+// A reply whose tool call waits for approval is kept whole by the proxy.
+// When the decision comes the reply goes out in the form the agent asked
+// for last, which may not be the form it came in (an agent that gave up on
+// a silent stream retries without streaming): AssembleJSON and RenderSSE
+// turn one into the other. A refused call is answered by calling the model
+// again with the refusal as the call's result (Continuation), and the two
+// replies are joined into the one reply the agent reads (SpliceStream,
+// SpliceJSON).
+//
+// These work on whole replies the proxy already holds in memory, bounded
+// by its own limit, so unlike the filter they may copy and allocate; they
+// still edit JSON member by member and never re-encode what they pass on.
 
 // ErrIncompleteStream is returned when a stream has no stop or terminal
 // event, so no whole reply can be built from it.
 var ErrIncompleteStream = errors.New("streaming: stream has no stop event")
-
-// errNotYet marks a function whose body is not written yet.
-var errNotYet = errors.New("streaming: not implemented")
-
-// AssembleJSON returns the non-streamed reply body the provider would have
-// sent for a complete stream (Anthropic Message, Chat ChatCompletion,
-// Responses Response object), content exactly as streamed (thinking blocks
-// and signatures included). ErrIncompleteStream when the stream has no
-// stop/terminal event.
-func AssembleJSON(api API, stream []byte) ([]byte, error) { return nil, errNotYet }
-
-// RenderSSE returns a stream that carries the same reply as the non-streamed
-// body, in the provider's event grammar (what the SDKs accumulate back into
-// an equal message).
-func RenderSSE(api API, body []byte) ([]byte, error) { return nil, errNotYet }
-
-// Continuation returns the request that continues a reply whose client tool
-// calls were not run: the original request, plus the reply's assistant
-// message exactly as received, plus one tool result per client tool call of
-// the reply (results by call id; a call missing from results gets
-// results[""]). reply is an SSE stream when streamed, else a JSON body. The
-// continuation keeps the original's stream flag and every other field
-// untouched.
-func Continuation(api API, request, reply []byte, streamed bool, results map[string][]byte) ([]byte, error) {
-	return nil, errNotYet
-}
-
-// SpliceStream returns one stream that reads as a single reply: first
-// without its client tool calls and without its stop and terminal events,
-// then cont's content (its start events dropped; indices, output_index and
-// sequence_number renumbered to follow first's), cont's stop and terminal
-// events, with usage summed over both calls. ids and model stay first's.
-func SpliceStream(api API, first, cont []byte) ([]byte, error) { return nil, errNotYet }
-
-// SpliceJSON does what SpliceStream does for non-streamed bodies.
-func SpliceJSON(api API, first, cont []byte) ([]byte, error) { return nil, errNotYet }
 
 // RefuseCalls makes the filter refuse the client tool calls with these ids
 // as allow=false refuses a name (replaced by the refusal text, stop reason
@@ -62,4 +38,158 @@ func (f *CallFilter) RefuseCalls(ids ...string) {
 			f.refuseIDs = append(f.refuseIDs, id)
 		}
 	}
+}
+
+// streamEvent is one event of a whole stream, copied out of the Reader.
+type streamEvent struct {
+	name    string // the event line's value
+	data    string // the data lines joined
+	raw     []byte // the event's bytes as they came
+	hasData bool
+}
+
+// readEvents splits a whole stream into its events.
+func readEvents(stream []byte) ([]streamEvent, error) {
+	var evs []streamEvent
+	fn := func(ev *Event) error {
+		evs = append(evs, streamEvent{
+			name: string(ev.Name), data: string(ev.Data), raw: bytes.Clone(ev.Raw), hasData: ev.HasData,
+		})
+		return nil
+	}
+	r := NewReader(0)
+	if err := r.Feed(stream, fn); err != nil {
+		return nil, err
+	}
+	if err := r.Finish(fn); err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+// jsonEvent reads an event's data as a JSON object: ok is false for an
+// event without data; an event whose data is not a JSON object fails.
+func (e *streamEvent) jsonEvent(api API) (js string, ok bool, err error) {
+	if !e.hasData {
+		return "", false, nil
+	}
+	if !isObject(e.data) || !gjson.Valid(e.data) {
+		return "", false, fmt.Errorf("%w: %s event %.64q", ErrInvalidJSON, api, e.data)
+	}
+	return e.data, true, nil
+}
+
+// rawMember is a member to set on an object: key as written (no quotes),
+// and a valid JSON value.
+type rawMember struct{ key, val string }
+
+// setMembers returns the JSON object obj (valid JSON) with every member
+// named in set given its value, each in place (a duplicate key takes the
+// same value), and the members obj lacks added at its end in set's order.
+// Members whose val is empty are removed instead.
+func setMembers(dst []byte, obj string, set ...rawMember) []byte {
+	seen := make([]bool, len(set))
+	return filterObject(dst, obj, func(dst []byte, m jsonMember) ([]byte, filterAction) {
+		for i, s := range set {
+			if keyEqual(m.key, s.key) {
+				seen[i] = true
+				if s.val == "" {
+					return dst, filterDrop
+				}
+				return append(dst, s.val...), filterReplace
+			}
+		}
+		return dst, filterKeep
+	}, func(dst []byte, sep bool) []byte {
+		for i, s := range set {
+			if seen[i] || s.val == "" {
+				continue
+			}
+			if sep {
+				dst = append(dst, ',')
+			}
+			sep = true
+			dst = appendJSONQuoted(dst, s.key)
+			dst = append(append(dst, ':'), s.val...)
+		}
+		return dst
+	})
+}
+
+// quoted is s as a JSON string literal.
+func quoted(s string) string { return string(appendJSONQuoted(nil, s)) }
+
+// maxUsageDepth bounds the nesting sumUsage follows.
+const maxUsageDepth = 8
+
+// sumUsage adds two usage objects member by member: numbers are summed,
+// objects summed in turn, any other value taken from b when b has it (and
+// it is not null), else from a. Either may be empty or null. Members keep
+// a's order, b's new ones follow.
+func sumUsage(a, b string) string {
+	if !isObject(a) {
+		if isObject(b) {
+			return b
+		}
+		return a
+	}
+	if !isObject(b) {
+		return a
+	}
+	return string(sumObjects(nil, a, b, 0))
+}
+
+func sumObjects(dst []byte, a, b string, depth int) []byte {
+	var keys []string
+	for m, next, ok := nextMember(a, objectStart(a)); ok; m, next, ok = nextMember(a, next) {
+		if !slices.Contains(keys, m.key) {
+			keys = append(keys, m.key)
+		}
+	}
+	for m, next, ok := nextMember(b, objectStart(b)); ok; m, next, ok = nextMember(b, next) {
+		if !slices.Contains(keys, m.key) {
+			keys = append(keys, m.key)
+		}
+	}
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '"')
+		dst = append(dst, k...)
+		dst = append(dst, '"', ':')
+		dst = sumValue(dst, memberByKey(a, k), memberByKey(b, k), depth)
+	}
+	return append(dst, '}')
+}
+
+func sumValue(dst []byte, va, vb string, depth int) []byte {
+	switch {
+	case isNumber(va) && isNumber(vb):
+		x, errA := strconv.ParseInt(va, 10, 64)
+		y, errB := strconv.ParseInt(vb, 10, 64)
+		if errA == nil && errB == nil {
+			return strconv.AppendInt(dst, x+y, 10)
+		}
+		return strconv.AppendFloat(dst, gjson.Parse(va).Float()+gjson.Parse(vb).Float(), 'g', -1, 64)
+	case isObject(va) && isObject(vb) && depth < maxUsageDepth:
+		return sumObjects(dst, va, vb, depth+1)
+	case vb != "" && vb != "null":
+		return append(dst, vb...)
+	case va != "":
+		return append(dst, va...)
+	}
+	return append(dst, "null"...)
+}
+
+// memberByKey is the raw value of the first member of obj whose key is
+// written exactly as key, "" when none.
+func memberByKey(obj, key string) string {
+	for m, next, ok := nextMember(obj, objectStart(obj)); ok; m, next, ok = nextMember(obj, next) {
+		if m.key == key {
+			return m.val
+		}
+	}
+	return ""
 }

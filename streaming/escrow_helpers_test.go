@@ -1,0 +1,106 @@
+package streaming
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// escrowAPIs are the APIs every escrow function serves.
+var escrowAPIs = []API{APIAnthropic, APIChat, APIResponses}
+
+// replyStreams returns every stream of api in the package's testdata
+// (decoders' and filter's) and, when present, the recorded fixtures.
+func replyStreams(t *testing.T, api API) map[string][]byte {
+	t.Helper()
+	streams := decoderStreams(t, api)
+	for _, f := range testdataFiles(t, filepath.Join(filterTestdata, filterPrefix(api)+"*.sse")) {
+		streams["filter/"+filepath.Base(f)] = readFile(t, f)
+	}
+	return streams
+}
+
+func filterPrefix(api API) string {
+	switch api {
+	case APIAnthropic:
+		return "anthropic-"
+	case APIChat:
+		return "chat-"
+	}
+	return "responses-"
+}
+
+// wholeReply reports whether a decoded stream is a reply that stopped
+// cleanly: the ones AssembleJSON must turn into a body.
+func wholeReply(res *Result) bool {
+	if !res.Done || res.Truncated || len(res.Errors) > 0 || len(res.Stops) == 0 || res.Unparsed > 0 {
+		return false
+	}
+	for _, tc := range res.ClientToolCalls() {
+		if res.API == APIAnthropic && !json.Valid(tc.Arguments) {
+			return false // cut at the output limit: no Message holds that input
+		}
+	}
+	return true
+}
+
+// completeCalls leaves out of res the calls whose end never came: a
+// Responses reply's final output does not list them.
+func completeCalls(res *Result) *Result {
+	out := *res
+	out.ToolCalls = slices.DeleteFunc(slices.Clone(res.ToolCalls), func(tc ToolCall) bool { return !tc.Complete })
+	return &out
+}
+
+// sameArgs compares arguments as JSON when both are JSON, else as bytes.
+func sameArgs(a, b []byte) bool {
+	if json.Valid(a) && json.Valid(b) {
+		var va, vb any
+		_ = json.Unmarshal(a, &va)
+		_ = json.Unmarshal(b, &vb)
+		ja, _ := json.Marshal(va)
+		jb, _ := json.Marshal(vb)
+		return bytes.Equal(ja, jb)
+	}
+	return bytes.Equal(a, b)
+}
+
+// checkSameReply fails unless two results carry the same reply: stops,
+// client calls (id, name, arguments), usage, id and model.
+func checkSameReply(t *testing.T, got, want *Result) {
+	t.Helper()
+	if got.MessageID != want.MessageID || got.Model != want.Model {
+		t.Errorf("id/model %q/%q, want %q/%q", got.MessageID, got.Model, want.MessageID, want.Model)
+	}
+	if !slices.Equal(got.Stops, want.Stops) {
+		t.Errorf("stops %+v, want %+v", got.Stops, want.Stops)
+	}
+	if got.Usage != want.Usage || got.UsageSeen != want.UsageSeen {
+		t.Errorf("usage %+v (seen %v), want %+v (seen %v)", got.Usage, got.UsageSeen, want.Usage, want.UsageSeen)
+	}
+	gc, wc := got.ClientToolCalls(), want.ClientToolCalls()
+	if len(gc) != len(wc) {
+		t.Fatalf("%d client calls, want %d: %+v", len(gc), len(wc), gc)
+	}
+	for i := range gc {
+		if gc[i].ID != wc[i].ID || gc[i].Name != wc[i].Name || gc[i].Choice != wc[i].Choice || !sameArgs(gc[i].Arguments, wc[i].Arguments) {
+			t.Errorf("call %d: %s %s %s, want %s %s %s", i, gc[i].ID, gc[i].Name, gc[i].Arguments, wc[i].ID, wc[i].Name, wc[i].Arguments)
+		}
+	}
+}
+
+// replyText is the text a stream's decoder saw, by part kind.
+func replyText(t *testing.T, api API, stream []byte) map[PartKind]string {
+	t.Helper()
+	_, parts := mustDecode(t, api, stream)
+	out := map[PartKind]string{}
+	for _, k := range []PartKind{PartTextDelta, PartThinkingDelta, PartRefusalDelta} {
+		out[k] = partText(parts, k)
+	}
+	return out
+}
+
+func sortedNames(m map[string][]byte) []string { return slices.Sorted(maps.Keys(m)) }

@@ -1,0 +1,32 @@
+package streaming
+
+import "errors"
+
+// errNotYet marks a function whose body is not written yet.
+var errNotYet = errors.New("streaming: not implemented")
+
+// RenderSSE returns a stream that carries the same reply as the non-streamed
+// body, in the provider's event grammar (what the SDKs accumulate back into
+// an equal message).
+func RenderSSE(api API, body []byte) ([]byte, error) { return nil, errNotYet }
+
+// Continuation returns the request that continues a reply whose client tool
+// calls were not run: the original request, plus the reply's assistant
+// message exactly as received, plus one tool result per client tool call of
+// the reply (results by call id; a call missing from results gets
+// results[""]). reply is an SSE stream when streamed, else a JSON body. The
+// continuation keeps the original's stream flag and every other field
+// untouched.
+func Continuation(api API, request, reply []byte, streamed bool, results map[string][]byte) ([]byte, error) {
+	return nil, errNotYet
+}
+
+// SpliceStream returns one stream that reads as a single reply: first
+// without its client tool calls and without its stop and terminal events,
+// then cont's content (its start events dropped; indices, output_index and
+// sequence_number renumbered to follow first's), cont's stop and terminal
+// events, with usage summed over both calls. ids and model stay first's.
+func SpliceStream(api API, first, cont []byte) ([]byte, error) { return nil, errNotYet }
+
+// SpliceJSON does what SpliceStream does for non-streamed bodies.
+func SpliceJSON(api API, first, cont []byte) ([]byte, error) { return nil, errNotYet }
