@@ -15,6 +15,8 @@ type Config struct {
 	Stages    Stages           `yaml:"budget_stages" json:"budget_stages"`
 	Log       Log              `yaml:"log" json:"log"`
 	Telemetry Telemetry        `yaml:"telemetry" json:"telemetry"`
+	Gates     []Gate           `yaml:"gates" json:"gates"`
+	Approvals Approvals        `yaml:"approvals" json:"approvals"`
 
 	// env records, by field path, which variables each expanded value came
 	// from, so Validate can say "TEAM_A_KEY is not set" instead of a bare
