@@ -15,14 +15,10 @@ var directive = regexp.MustCompile(`mock:([A-Za-z0-9_-]+)`)
 // default.
 func (s *Server) chooseTurn(h http.Header, req *turnRequest) (string, TurnSpec, error) {
 	if v := strings.TrimSpace(h.Get(HeaderTurn)); v != "" {
-		if strings.HasPrefix(v, "{") {
-			spec, err := parseSpecJSON(v)
-			return "header", spec, err
+		spec, name, err := s.headerTurn(v)
+		if err != nil || !spec.FirstOnly || req.toolResults == 0 {
+			return name, spec, err
 		}
-		if spec, ok := s.namedTurn(v); ok {
-			return v, spec, nil
-		}
-		return "", TurnSpec{}, &ScriptError{Field: HeaderTurn, Msg: fmt.Sprintf("no turn named %q", v)}
 	}
 	for _, m := range directive.FindAllStringSubmatch(req.lastUserText, -1) {
 		if spec, ok := s.namedTurn(m[1]); ok {
@@ -45,6 +41,18 @@ func (s *Server) chooseTurn(h http.Header, req *turnRequest) (string, TurnSpec, 
 		return "default_tool_results", TurnSpec{Kind: KindText}, nil
 	}
 	return "default", TurnSpec{Kind: KindText}, nil
+}
+
+// headerTurn reads an X-Mock-Turn value: a spec as JSON or a turn name.
+func (s *Server) headerTurn(v string) (TurnSpec, string, error) {
+	if strings.HasPrefix(v, "{") {
+		spec, err := parseSpecJSON(v)
+		return spec, "header", err
+	}
+	if spec, ok := s.namedTurn(v); ok {
+		return spec, v, nil
+	}
+	return TurnSpec{}, "", &ScriptError{Field: HeaderTurn, Msg: fmt.Sprintf("no turn named %q", v)}
 }
 
 func (s *Server) namedTurn(name string) (TurnSpec, bool) {

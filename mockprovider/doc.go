@@ -9,7 +9,8 @@
 //   - the routes a provider serves (turns, count_tokens, models, HEAD) and
 //     their request validation, authentication and error bodies;
 //   - the turn a request gets, chosen in this order: the X-Mock-Turn header
-//     (a TurnSpec as JSON, or a turn name); a "mock:<name>" directive in the
+//     (a TurnSpec as JSON, or a turn name; with first_only it skips
+//     requests that end in tool results); a "mock:<name>" directive in the
 //     user message that ends the conversation; the Script's rules; a default
 //     that echoes the prompt ("You said: ...") or, after tool results,
 //     answers "Done: ..." so that an agent loop ends;

@@ -98,6 +98,12 @@ type TurnSpec struct {
 	Usage *Usage `yaml:"usage,omitempty" json:"usage,omitempty"`
 	// Model overrides the model named in the reply (default: the request's).
 	Model string `yaml:"model,omitempty" json:"model,omitempty"`
+	// FirstOnly limits an X-Mock-Turn spec to requests whose conversation
+	// does not end in tool results: a request carrying results (the next
+	// turn of an agent loop, or a proxy's continuation after a refused
+	// call, sent with the same headers) goes on to the directive, the
+	// rules and the default ("Done: ...").
+	FirstOnly bool `yaml:"first_only,omitempty" json:"first_only,omitempty"`
 }
 
 // ToolCall is one tool call of a tool turn. Input is encoded as the JSON

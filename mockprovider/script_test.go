@@ -3,6 +3,7 @@ package mockprovider
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,6 +168,29 @@ func TestTurnHeaderParsing(t *testing.T) {
 				if in, _ := encodeInput(spec.Tools[0].Input); in != `{"n":12345678901234567890}` {
 					t.Errorf("input = %s", in)
 				}
+			}
+		})
+	}
+}
+
+// A first_only spec answers the turn it was written for; the request that
+// carries the tool results back (same headers) gets the default "Done:".
+func TestTurnHeaderFirstOnly(t *testing.T) {
+	_, url := newMock(t, Options{})
+	spec := `{"kind":"tool","first_only":true,"tools":[{"name":"Bash","input":{"command":"ls"}}]}`
+	first := `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"go"}]}`
+	cont := `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"go"},
+	 {"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]},
+	 {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"REFUSED"}]}]}`
+	for _, tc := range []struct{ name, body, want string }{
+		{"first turn", first, `"stop_reason":"tool_use"`},
+		{"after tool results", cont, `Done: received 1 tool result`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := post(t, context.Background(), url+"/v1/messages", tc.body, HeaderTurn, spec)
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 || !strings.Contains(string(b), tc.want) {
+				t.Fatalf("status %d body %s, want %s", resp.StatusCode, b, tc.want)
 			}
 		})
 	}
