@@ -10,17 +10,6 @@ var errNotYet = errors.New("streaming: not implemented")
 // an equal message).
 func RenderSSE(api API, body []byte) ([]byte, error) { return nil, errNotYet }
 
-// Continuation returns the request that continues a reply whose client tool
-// calls were not run: the original request, plus the reply's assistant
-// message exactly as received, plus one tool result per client tool call of
-// the reply (results by call id; a call missing from results gets
-// results[""]). reply is an SSE stream when streamed, else a JSON body. The
-// continuation keeps the original's stream flag and every other field
-// untouched.
-func Continuation(api API, request, reply []byte, streamed bool, results map[string][]byte) ([]byte, error) {
-	return nil, errNotYet
-}
-
 // SpliceStream returns one stream that reads as a single reply: first
 // without its client tool calls and without its stop and terminal events,
 // then cont's content (its start events dropped; indices, output_index and
