@@ -1,0 +1,208 @@
+package streaming
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+// spliceCase is a reply and its continuation, both in the package's
+// testdata.
+type spliceCase struct {
+	name        string
+	first, cont []string // path elements
+}
+
+var spliceCases = map[API][]spliceCase{
+	APIAnthropic: {
+		{"text then call, text", []string{filterTestdata, "anthropic-hold-text-call.sse"}, []string{anthropicTestdata, "text.sse"}},
+		{"thinking, text, two calls; cont with its own call", []string{filterTestdata, "anthropic-text-refused-allowed.sse"}, []string{anthropicTestdata, "tool_use_fragmented.sse"}},
+		{"call then text, thinking", []string{filterTestdata, "anthropic-hold-call-then-text.sse"}, []string{anthropicTestdata, "thinking_signature.sse"}},
+		{"server tool then call, text", []string{anthropicTestdata, "server_tool_then_tool_use.sse"}, []string{anthropicTestdata, "text.sse"}},
+	},
+	APIChat: {
+		{"text then call, text", []string{filterTestdata, "chat-hold-text-call.sse"}, []string{"testdata/chat", "azure-empty-first-chunk.sse"}},
+		{"text, two calls; cont with its own call", []string{filterTestdata, "chat-text-refused-allowed.sse"}, []string{filterTestdata, "chat-hold-text-call.sse"}},
+		{"parallel calls, usage on finish", []string{"testdata/chat", "parallel-tool-calls.sse"}, []string{"testdata/chat", "deepseek-usage-on-finish.sse"}},
+		{"whole call, refusal", []string{"testdata/chat", "groq-whole-call-usage-on-finish.sse"}, []string{"testdata/chat", "refusal.sse"}},
+	},
+	APIResponses: {
+		{"text then call, text", []string{filterTestdata, "responses-hold-text-call.sse"}, []string{"testdata/responses", "cached-tokens.sse"}},
+		{"text, two calls; cont with its own call", []string{filterTestdata, "responses-text-refused-allowed.sse"}, []string{filterTestdata, "responses-hold-text-call.sse"}},
+		{"call then text, reasoning and call", []string{filterTestdata, "responses-hold-call-then-text.sse"}, []string{"testdata/responses", "reasoning-then-function-call.sse"}},
+		{"reasoning then call, no sequence numbers", []string{"testdata/responses", "reasoning-then-function-call.sse"}, []string{"testdata/responses", "function-call-no-sequence-done-without-name.sse"}},
+	},
+}
+
+// heldFilterOut is what a Hold filter refusing nothing gives for the
+// first n events of evs (all when n < 0).
+func heldFilterOut(t *testing.T, api API, evs []Event, n int) []byte {
+	t.Helper()
+	f := newHoldFilter(t, api, allowAll)
+	var out []byte
+	for i, ev := range evs {
+		if n >= 0 && i >= n {
+			break
+		}
+		out = f.AppendEvent(out, ev)
+	}
+	return out
+}
+
+func sumUsages(a, b Usage) Usage {
+	return Usage{
+		InputTokens: a.InputTokens + b.InputTokens, CachedInputTokens: a.CachedInputTokens + b.CachedInputTokens,
+		CacheWriteTokens: a.CacheWriteTokens + b.CacheWriteTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
+		ReasoningTokens: a.ReasoningTokens + b.ReasoningTokens,
+	}
+}
+
+// TestSpliceStream joins replies and continuations of several shapes and
+// checks what the proxy relies on: a Hold filter over the spliced stream
+// starts with exactly what it gave the client for the first reply before
+// its stop; the spliced stream decodes as one whole reply with the first's
+// id, the continuation's stop and calls, the text of both and the usage of
+// both; and it assembles into the body SpliceJSON gives for the bodies.
+func TestSpliceStream(t *testing.T) {
+	for _, api := range escrowAPIs {
+		for _, tc := range spliceCases[api] {
+			t.Run(string(api)+"/"+tc.name, func(t *testing.T) {
+				first, cont := readFile(t, tc.first...), readFile(t, tc.cont...)
+				spliced, err := SpliceStream(api, first, cont)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fevs := sseEvents(t, first)
+				_, stop := callEvents(t, api, fevs)
+				sent := heldFilterOut(t, api, fevs, stop)
+				if got := heldFilterOut(t, api, sseEvents(t, spliced), -1); !bytes.HasPrefix(got, sent) {
+					t.Fatalf("the filtered splice does not start with what the client has:\n%s\nwant prefix:\n%s", got, sent)
+				}
+
+				fres, _ := mustDecode(t, api, first)
+				cres, _ := mustDecode(t, api, cont)
+				sres, _ := mustDecode(t, api, spliced)
+				if !sres.Done || sres.Truncated || sres.Unparsed != 0 || len(sres.Errors) != 0 {
+					t.Fatalf("the splice is not one whole reply: %+v\n%s", sres, spliced)
+				}
+				if sres.MessageID != fres.MessageID || sres.Model != fres.Model {
+					t.Errorf("id %q model %q, want the first's %q %q", sres.MessageID, sres.Model, fres.MessageID, fres.Model)
+				}
+				if got, want := sres.Usage, sumUsages(fres.Usage, cres.Usage); got != want {
+					t.Errorf("usage %+v, want %+v", got, want)
+				}
+				if !slicesEqualStops(sres.Stops, cres.Stops) {
+					t.Errorf("stops %+v, want the continuation's %+v", sres.Stops, cres.Stops)
+				}
+				sc, cc := sres.ClientToolCalls(), cres.ClientToolCalls()
+				if len(sc) != len(cc) {
+					t.Fatalf("calls %+v, want the continuation's %+v", sc, cc)
+				}
+				for i := range sc {
+					if sc[i].ID != cc[i].ID || sc[i].Name != cc[i].Name || !sameArgs(sc[i].Arguments, cc[i].Arguments) {
+						t.Errorf("call %d: %+v, want %+v", i, sc[i], cc[i])
+					}
+				}
+				ft, ct, st := replyText(t, api, first), replyText(t, api, cont), replyText(t, api, spliced)
+				for k, v := range st {
+					if v != ft[k]+ct[k] {
+						t.Errorf("%s: %q, want %q", k, v, ft[k]+ct[k])
+					}
+				}
+
+				fb, err := AssembleJSON(api, first)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cb, err := AssembleJSON(api, cont)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := SpliceJSON(api, fb, cb)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := AssembleJSON(api, spliced)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !jsonEqual(t, got, want) {
+					t.Errorf("assembled splice:\n%s\nspliced bodies:\n%s", got, want)
+				}
+			})
+		}
+	}
+}
+
+func slicesEqualStops(a, b []Stop) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSpliceJSON joins bodies and decodes the result.
+func TestSpliceJSON(t *testing.T) {
+	for _, api := range escrowAPIs {
+		for _, tc := range spliceCases[api] {
+			t.Run(string(api)+"/"+tc.name, func(t *testing.T) {
+				fb, err := AssembleJSON(api, readFile(t, tc.first...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cb, err := AssembleJSON(api, readFile(t, tc.cont...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := SpliceJSON(api, fb, cb)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fres, _ := DecodeJSON(api, fb)
+				cres, _ := DecodeJSON(api, cb)
+				sres, err := DecodeJSON(api, out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sres.MessageID != fres.MessageID || sres.Usage != sumUsages(fres.Usage, cres.Usage) || !slicesEqualStops(sres.Stops, cres.Stops) {
+					t.Errorf("spliced %+v\nfirst %+v\ncont %+v", sres, fres, cres)
+				}
+				if len(sres.ClientToolCalls()) != len(cres.ClientToolCalls()) {
+					t.Errorf("calls %+v, want %+v", sres.ClientToolCalls(), cres.ClientToolCalls())
+				}
+			})
+		}
+	}
+}
+
+func TestSpliceErrors(t *testing.T) {
+	whole := readFile(t, anthropicTestdata, "text.sse")
+	cut := readFile(t, anthropicTestdata, "truncated_mid_tool.sse")
+	tests := []struct {
+		name        string
+		api         API
+		first, cont []byte
+		want        error
+	}{
+		{"first cut", APIAnthropic, cut, whole, ErrIncompleteStream},
+		{"cont cut", APIAnthropic, whole, cut, ErrIncompleteStream},
+		{"chat cont error", APIChat, readFile(t, "testdata/chat", "refusal.sse"), readFile(t, "testdata/chat", "groq-error-event.sse"), ErrIncompleteStream},
+		{"responses cont failed", APIResponses, readFile(t, "testdata/responses", "cached-tokens.sse"), readFile(t, "testdata/responses", "truncated-no-terminal.sse"), ErrIncompleteStream},
+		{"unknown", API("x"), whole, whole, ErrUnknownAPI},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if out, err := SpliceStream(tt.api, tt.first, tt.cont); !errors.Is(err, tt.want) {
+				t.Fatalf("got %s, %v; want %v", out, err, tt.want)
+			}
+		})
+	}
+	if _, err := SpliceJSON(APIChat, []byte(`{"choices":[`), []byte(`{}`)); !errors.Is(err, ErrInvalidJSON) {
+		t.Errorf("SpliceJSON of a broken body: %v", err)
+	}
+}
