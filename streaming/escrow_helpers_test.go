@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -92,13 +93,16 @@ func checkSameReply(t *testing.T, got, want *Result) {
 	}
 }
 
-// replyText is the text a stream's decoder saw, by part kind.
-func replyText(t *testing.T, api API, stream []byte) map[PartKind]string {
+// replyText is the text a stream's decoder saw, by part kind and choice.
+func replyText(t *testing.T, api API, stream []byte) map[string]string {
 	t.Helper()
 	_, parts := mustDecode(t, api, stream)
-	out := map[PartKind]string{}
-	for _, k := range []PartKind{PartTextDelta, PartThinkingDelta, PartRefusalDelta} {
-		out[k] = partText(parts, k)
+	out := map[string]string{}
+	for _, p := range parts {
+		switch p.Kind {
+		case PartTextDelta, PartThinkingDelta, PartRefusalDelta:
+			out[p.Kind.String()+"/"+strconv.Itoa(p.Choice)] += string(p.Text)
+		}
 	}
 	return out
 }

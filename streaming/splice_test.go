@@ -104,9 +104,11 @@ func TestSpliceStream(t *testing.T) {
 					}
 				}
 				ft, ct, st := replyText(t, api, first), replyText(t, api, cont), replyText(t, api, spliced)
-				for k, v := range st {
-					if v != ft[k]+ct[k] {
-						t.Errorf("%s: %q, want %q", k, v, ft[k]+ct[k])
+				for _, m := range []map[string]string{ft, ct, st} {
+					for k := range m {
+						if st[k] != ft[k]+ct[k] {
+							t.Errorf("%s: %q, want %q", k, st[k], ft[k]+ct[k])
+						}
 					}
 				}
 

@@ -1,0 +1,108 @@
+package streaming
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// TestRenderSSE renders the body of every whole reply stream and reads it
+// back: the rendered stream decodes to the reply the body decodes to, with
+// the text of the original stream, and assembles into the same body.
+func TestRenderSSE(t *testing.T) {
+	for _, api := range escrowAPIs {
+		streams := replyStreams(t, api)
+		for _, name := range sortedNames(streams) {
+			stream := streams[name]
+			res, _ := mustDecode(t, api, stream)
+			if !wholeReply(res) {
+				continue
+			}
+			t.Run(string(api)+"/"+name, func(t *testing.T) {
+				body, err := AssembleJSON(api, stream)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rendered, err := RenderSSE(api, body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, _ := mustDecode(t, api, rendered)
+				if !wholeReply(got) {
+					t.Fatalf("the rendered stream is not a whole reply: %+v\n%s", got, rendered)
+				}
+				want, err := DecodeJSON(api, body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkSameReply(t, completeCalls(got), want)
+				if api != APIResponses { // Responses text comes from items the decoder reads as a whole
+					orig, text := replyText(t, api, stream), replyText(t, api, rendered)
+					for k, v := range orig {
+						if text[k] != v {
+							t.Errorf("%s: %q, want %q", k, text[k], v)
+						}
+					}
+				}
+				again, err := AssembleJSON(api, rendered)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !jsonEqual(t, again, body) {
+					t.Errorf("the rendered stream assembles into\n%s\nwant\n%s", again, body)
+				}
+			})
+		}
+	}
+}
+
+// TestRenderSSEBodies renders bodies written as the providers send them.
+func TestRenderSSEBodies(t *testing.T) {
+	bodies := map[API]string{APIAnthropic: "anthropic-body.json", APIChat: "chat-body.json", APIResponses: "responses-body.json"}
+	for _, api := range escrowAPIs {
+		body := readFile(t, filterTestdata, bodies[api])
+		rendered, err := RenderSSE(api, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := mustDecode(t, api, rendered)
+		want, _ := DecodeJSON(api, body)
+		if !wholeReply(got) {
+			t.Fatalf("%s: not a whole reply:\n%s", api, rendered)
+		}
+		checkSameReply(t, got, want)
+		again, err := AssembleJSON(api, rendered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range []string{"content", "stop_reason", "usage", "choices.0.message.tool_calls", "choices.0.message.content", "output"} {
+			if a, b := gjson.GetBytes(again, path), gjson.GetBytes(body, path); a.Exists() != b.Exists() || a.Exists() && !jsonEqual(t, []byte(a.Raw), []byte(b.Raw)) {
+				t.Errorf("%s %s: %s, want %s", api, path, a.Raw, b.Raw)
+			}
+		}
+	}
+}
+
+func TestRenderSSEErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		api  API
+		body string
+		want error
+	}{
+		{"not JSON", APIAnthropic, `{"type":"message"`, ErrInvalidJSON},
+		{"anthropic error body", APIAnthropic, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, ErrInvalidJSON},
+		{"chat error body", APIChat, `{"error":{"message":"boom"}}`, ErrInvalidJSON},
+		{"responses without output", APIResponses, `{"id":"resp_1"}`, ErrInvalidJSON},
+		{"array", APIChat, `[]`, ErrInvalidJSON},
+		{"unknown", API("x"), `{}`, ErrUnknownAPI},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if out, err := RenderSSE(tt.api, []byte(tt.body)); !errors.Is(err, tt.want) {
+				t.Fatalf("got %s, %v; want %v", out, err, tt.want)
+			}
+		})
+	}
+}
