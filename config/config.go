@@ -223,6 +223,11 @@ func DefaultConfig() *Config {
 			ServiceName: DefaultServiceName,
 			Traces:      Traces{SampleRatio: 1},
 		},
+		Approvals: Approvals{
+			Keepalive:    Duration(DefaultKeepalive),
+			MaxPending:   DefaultMaxPending,
+			MaxHeldBytes: DefaultMaxHeldBytes,
+		},
 	}
 }
 
@@ -234,6 +239,7 @@ func (c *Config) applyElementDefaults() {
 			c.Tenants[i].Priority = PriorityStandard
 		}
 	}
+	c.applyApprovalDefaults()
 }
 
 // Provider returns the provider with that name.

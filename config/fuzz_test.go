@@ -98,6 +98,12 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("admin token not redacted: %q", tok.Token)
 			}
 		}
+		if s := r.Approvals.Slack; s != nil && (s.BotToken != "" && s.BotToken != Redacted || s.SigningSecret != "" && s.SigningSecret != Redacted) {
+			t.Fatalf("slack secrets not redacted: %+v", s)
+		}
+		if w := r.Approvals.Webhook; w != nil && w.Secret != "" && w.Secret != Redacted {
+			t.Fatalf("webhook secret not redacted: %q", w.Secret)
+		}
 		if _, err := yaml.Marshal(r); err != nil {
 			t.Fatalf("the redacted config does not marshal: %v", err)
 		}

@@ -18,11 +18,14 @@ func env(vars map[string]string) func(string) string {
 }
 
 var fullEnv = map[string]string{
-	"ANTHROPIC_API_KEY": "sk-ant-test-0001",
-	"OPENAI_API_KEY":    "sk-openai-test-0002",
-	"TEAM_A_KEY":        "vk-team-a-0003",
-	"ALICE_TOKEN":       "alice-admin-token-0004",
-	"RELEASE_BOT_TOKEN": "release-bot-token-0005",
+	"ANTHROPIC_API_KEY":    "sk-ant-test-0001",
+	"OPENAI_API_KEY":       "sk-openai-test-0002",
+	"TEAM_A_KEY":           "vk-team-a-0003",
+	"ALICE_TOKEN":          "alice-admin-token-0004",
+	"RELEASE_BOT_TOKEN":    "release-bot-token-0005",
+	"SLACK_BOT_TOKEN":      "xoxb-test-0006",
+	"SLACK_SIGNING_SECRET": "slack-signing-0007",
+	"WEBHOOK_SECRET":       "whsec_c2VjcmV0LTAwMDg=",
 }
 
 func TestLoadFullExample(t *testing.T) {
@@ -65,6 +68,19 @@ func TestLoadFullExample(t *testing.T) {
 		Log:    Log{Level: "debug", Format: "text"},
 		Telemetry: Telemetry{ServiceName: "gatekeeper-eu",
 			Traces: Traces{Enabled: true, OTLPEndpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 0.5}},
+		Gates: []Gate{
+			{Name: "destructive-shell", When: `tool.name == "Bash" && tool.input.command.matches("rm -rf|DROP TABLE|kubectl delete")`,
+				Tenants:   []string{"team-a"},
+				Approvers: Approvers{Roles: []string{"secops", "sre"}, Quorum: 2, DistinctRoles: true},
+				Expiry:    Duration(15 * time.Minute), OnRefusal: "continue"},
+			{Name: "release", When: `tool.name == "Deploy"`,
+				Approvers: Approvers{Roles: []string{"approver:release"}, Quorum: 1},
+				Expiry:    Duration(DefaultGateExpiry), OnRefusal: "end_turn"},
+		},
+		Approvals: Approvals{Keepalive: Duration(10 * time.Second), MaxPending: 8, MaxHeldBytes: 4 << 20,
+			Slack: &Slack{BotToken: "xoxb-test-0006", SigningSecret: "slack-signing-0007", Channel: "C0123456789",
+				APIURL: DefaultSlackAPIURL, Users: []SlackUser{{SlackID: "U012AB3CD", Name: "carol", Roles: []string{"secops"}}}},
+			Webhook: &Webhook{URL: "https://chat.example.com/hooks/gatekeeper", Secret: "whsec_c2VjcmV0LTAwMDg="}},
 	}
 	gotEnv := c.env
 	c.env = nil
@@ -72,12 +88,15 @@ func TestLoadFullExample(t *testing.T) {
 		t.Errorf("config mismatch\n got %+v\nwant %+v", c, want)
 	}
 	wantVars := map[string][]string{
-		"providers[0].keys[0].key": {"ANTHROPIC_API_KEY"},
-		"providers[1].keys[0].key": {"OPENAI_API_KEY"},
-		"providers[1].keys[1].key": {"OPENAI_BACKUP_KEY"},
-		"tenants[0].keys[0]":       {"TEAM_A_KEY"},
-		"admin.tokens[0].token":    {"ALICE_TOKEN"},
-		"admin.tokens[1].token":    {"RELEASE_BOT_TOKEN"},
+		"providers[0].keys[0].key":       {"ANTHROPIC_API_KEY"},
+		"providers[1].keys[0].key":       {"OPENAI_API_KEY"},
+		"providers[1].keys[1].key":       {"OPENAI_BACKUP_KEY"},
+		"tenants[0].keys[0]":             {"TEAM_A_KEY"},
+		"admin.tokens[0].token":          {"ALICE_TOKEN"},
+		"admin.tokens[1].token":          {"RELEASE_BOT_TOKEN"},
+		"approvals.slack.bot_token":      {"SLACK_BOT_TOKEN"},
+		"approvals.slack.signing_secret": {"SLACK_SIGNING_SECRET"},
+		"approvals.webhook.secret":       {"WEBHOOK_SECRET"},
 	}
 	if len(gotEnv) != len(wantVars) {
 		t.Errorf("recorded %d expanded fields, want %d: %v", len(gotEnv), len(wantVars), gotEnv)

@@ -47,6 +47,30 @@ func (c *Config) Redacted() *Config {
 		tok.Token = redact(tok.Token)
 		tok.Roles = slices.Clone(tok.Roles)
 	}
+
+	r.Gates = slices.Clone(c.Gates)
+	for i := range r.Gates {
+		g := &r.Gates[i]
+		g.Tenants = slices.Clone(g.Tenants)
+		g.Approvers.Roles = slices.Clone(g.Approvers.Roles)
+	}
+	if s := c.Approvals.Slack; s != nil {
+		cp := *s
+		cp.BotToken = redact(s.BotToken)
+		cp.SigningSecret = redact(s.SigningSecret)
+		cp.APIURL = redactURL(s.APIURL)
+		cp.Users = slices.Clone(s.Users)
+		for i := range cp.Users {
+			cp.Users[i].Roles = slices.Clone(cp.Users[i].Roles)
+		}
+		r.Approvals.Slack = &cp
+	}
+	if w := c.Approvals.Webhook; w != nil {
+		cp := *w
+		cp.URL = redactURL(w.URL)
+		cp.Secret = redact(w.Secret)
+		r.Approvals.Webhook = &cp
+	}
 	return &r
 }
 

@@ -154,11 +154,14 @@ func TestKeyHashes(t *testing.T) {
 
 func TestRedacted(t *testing.T) {
 	secrets := map[string]string{
-		"ANTHROPIC_API_KEY": "sk-ant-secret-1111",
-		"OPENAI_API_KEY":    "sk-openai-secret-2222",
-		"TEAM_A_KEY":        "vk-secret-3333",
-		"ALICE_TOKEN":       "admin-secret-4444-xxxx",
-		"RELEASE_BOT_TOKEN": "admin-secret-5555-xxxx",
+		"ANTHROPIC_API_KEY":    "sk-ant-secret-1111",
+		"OPENAI_API_KEY":       "sk-openai-secret-2222",
+		"TEAM_A_KEY":           "vk-secret-3333",
+		"ALICE_TOKEN":          "admin-secret-4444-xxxx",
+		"RELEASE_BOT_TOKEN":    "admin-secret-5555-xxxx",
+		"SLACK_BOT_TOKEN":      "xoxb-secret-aaaa",
+		"SLACK_SIGNING_SECRET": "slack-secret-bbbb",
+		"WEBHOOK_SECRET":       "whsec_c2VjcmV0LWNjY2M=",
 	}
 	c, err := Load("testdata/full.yaml", env(secrets))
 	if err != nil {

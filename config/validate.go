@@ -67,6 +67,8 @@ func (c *Config) Validate() error {
 	v.stages(c.Stages)
 	v.log(c.Log)
 	v.telemetry(c.Telemetry)
+	v.gates(c.Gates, c.Tenants)
+	v.approvals(c.Approvals)
 	v.unsetVariables()
 	if len(v.errs) == 0 {
 		return nil
