@@ -19,12 +19,12 @@ type chanStore struct {
 	claims map[string]bool
 }
 
-func newChanStore(t *testing.T) *chanStore {
+func newChanStore(t testing.TB) *chanStore {
 	t.Helper()
 	return &chanStore{reqs: map[string]*Request{}, claims: map[string]bool{}}
 }
 
-func (s *chanStore) put(t *testing.T, r *Request) *Request {
+func (s *chanStore) put(t testing.TB, r *Request) *Request {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()

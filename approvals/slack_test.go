@@ -33,7 +33,7 @@ type slackCall struct {
 // slackAPI stands in for Slack's Web API on loopback: it records every call
 // and answers as Slack does, or with what a test scripted.
 type slackAPI struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *httptest.Server
 	mu     sync.Mutex
 	calls  []slackCall
@@ -42,7 +42,7 @@ type slackAPI struct {
 	follow []string // bodies posted to /response
 }
 
-func newSlackAPI(t *testing.T) *slackAPI {
+func newSlackAPI(t testing.TB) *slackAPI {
 	t.Helper()
 	a := &slackAPI{t: t}
 	a.srv = httptest.NewServer(http.HandlerFunc(a.serve))
@@ -129,7 +129,7 @@ func (w *chanWaits) wait(ctx context.Context, d time.Duration) error {
 var chanNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // chanRequest is a pending request as Service.Open stores it.
-func chanRequest(t *testing.T, id string) *Request {
+func chanRequest(t testing.TB, id string) *Request {
 	t.Helper()
 	call, err := Canonical("Bash", []byte(`{"command":"kubectl delete ns prod","timeout":30}`))
 	if err != nil {
@@ -146,7 +146,7 @@ func chanRequest(t *testing.T, id string) *Request {
 	}
 }
 
-func newChanSlack(t *testing.T, api *slackAPI, st Store, w *chanWaits) *Slack {
+func newChanSlack(t testing.TB, api *slackAPI, st Store, w *chanWaits) *Slack {
 	t.Helper()
 	return NewSlack(api.config(), st, WithSlackClock(func() time.Time { return chanNow }), WithSlackWait(w.wait))
 }
