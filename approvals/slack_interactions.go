@@ -43,6 +43,8 @@ type Voter interface {
 	Vote(ctx context.Context, id string, v Vote) (*Request, error)
 }
 
+var _ Voter = (*Service)(nil)
+
 // VerifySlack checks a Slack delivery: X-Slack-Request-Timestamp within
 // SlackTolerance of now, and X-Slack-Signature equal to
 // "v0=" + hex(HMAC-SHA256(secret, "v0:" + timestamp + ":" + body)),
