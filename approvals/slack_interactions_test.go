@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gatekeeper/config"
 )
 
 // chanPayload is a block_actions payload as Slack posts it (trimmed to
@@ -284,6 +287,49 @@ func TestSlackFollowUpOnlyToSlackHosts(t *testing.T) {
 	} {
 		if got := f.slack.slackHost(u); got != want {
 			t.Errorf("slackHost(%q) = %v, want %v", u, got, want)
+		}
+	}
+}
+
+func TestChannelsLogNoSecret(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	api := newSlackAPI(t)
+	st := newChanStore(t)
+	st.put(t, chanRequest(t, "apr_vote"))
+	s := NewSlack(api.config(), st, WithSlackClock(func() time.Time { return chanNow }),
+		WithSlackWait((&chanWaits{}).wait), WithSlackLogger(logger))
+	h := s.Handler(&chanVoter{st: st, now: chanNow})
+
+	good := chanPayload("UCAROL", "approve", "apr_vote", "")
+	chanPost(t, h, chanSign("wrong", chanNow.Unix(), good), good)
+	chanPost(t, h, chanSign(chanSigningSecret, chanNow.Unix(), good), good)
+	chanPost(t, h, chanSign(chanSigningSecret, chanNow.Unix(), good), good)
+	unmapped := chanPayload("UMALLORY", "deny", "apr_vote", "")
+	chanPost(t, h, chanSign(chanSigningSecret, chanNow.Unix(), unmapped), unmapped)
+	api.answer(func(w http.ResponseWriter) { _, _ = w.Write([]byte(`{"ok":false,"error":"invalid_auth"}`)) })
+	if err := s.Announce(t.Context(), chanRequest(t, "apr_vote")); err != nil {
+		logger.Error("announce failed", "err", err)
+	}
+
+	hookURL := "http://127.0.0.1:1/hooks/T0000/B0000/capability-in-the-path"
+	wh, err := NewWebhook(config.Webhook{URL: hookURL, Secret: chanWebhookSecret},
+		WithWebhookLogger(logger), WithWebhookWait((&chanWaits{}).wait))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wh.Announce(t.Context(), chanRequest(t, "apr_vote")); err != nil {
+		logger.Error("webhook failed", "err", err)
+	}
+
+	out := buf.String()
+	if !strings.Contains(out, "slack interaction refused") || !strings.Contains(out, "webhook delivery failed") {
+		t.Fatalf("the log lacks the expected lines:\n%s", out)
+	}
+	for _, secret := range []string{chanBotToken, chanSigningSecret, strings.TrimPrefix(chanWebhookSecret, "whsec_"),
+		"capability-in-the-path"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the log carries %q:\n%s", secret, out)
 		}
 	}
 }

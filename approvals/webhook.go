@@ -191,7 +191,8 @@ func (w *Webhook) try(ctx context.Context, id string, body []byte) (retry bool, 
 	req.Header.Set(HeaderWebhookSignature, "v1,"+signWebhook(w.key, id, ts, body))
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return true, fmt.Errorf("approvals: webhook: %w", err)
+		// Without the URL: a webhook URL is often a capability itself.
+		return true, fmt.Errorf("approvals: webhook: %w", redactURLError(err))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, slackMaxReply))
 	resp.Body.Close()
