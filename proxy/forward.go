@@ -109,6 +109,12 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 			return
 		}
 		t.failed(err)
+		var he *HTTPError
+		if errors.As(err, &he) {
+			// The escrow's answer for a held non-streamed turn.
+			writeError(w, st.req.api, he)
+			return
+		}
 	}
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The agent went away; nobody is left to answer.

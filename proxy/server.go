@@ -9,10 +9,12 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"gatekeeper/approvals"
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/streaming"
@@ -37,6 +39,11 @@ type Options struct {
 	Signals trajectory.Signals
 	// Telemetry receives a span and metrics per turn; nil records nothing.
 	Telemetry *telemetry.Telemetry
+	// Approvals holds replies whose tool calls a gate matches until they
+	// are approved; nil (or no gate) holds nothing.
+	Approvals *approvals.Service
+	// Gates are the compiled gates; the service's own when nil.
+	Gates *approvals.Gates
 }
 
 // Server serves the agent-facing routes.
@@ -58,6 +65,9 @@ type Server struct {
 	tel        *telemetry.Telemetry
 	stopListen context.CancelFunc
 	listening  chan struct{}
+	closing    chan struct{} // closed by EndHolds: held waits end
+	endHolds   sync.Once
+	esc        *escrow // nil when no gate is configured
 }
 
 // upstream is one configured provider with its reverse proxy.
@@ -108,6 +118,8 @@ func New(opts Options) (*Server, error) {
 	}
 	var ctx context.Context
 	ctx, s.stopListen = context.WithCancel(context.Background())
+	s.closing = make(chan struct{})
+	s.esc = newEscrow(opts.Approvals, opts.Gates, opts.Config.Approvals)
 	go func() {
 		defer close(s.listening)
 		done := make(chan struct{})
@@ -148,10 +160,18 @@ func New(opts Options) (*Server, error) {
 // Close waits, until ctx ends, for the charges still being retried to
 // reach the store; call it after the HTTP server has shut down.
 func (s *Server) Close(ctx context.Context) {
+	s.EndHolds()
 	s.stopListen()
 	<-s.listening
 	s.settles.close(ctx)
 }
+
+// EndHolds ends every wait on a held turn in this process: each held
+// client's connection is dropped (a non-streamed one gets a 503), and the
+// holds stay in the approvals store for the agents' retries, on another
+// replica or after a restart. Register it with http.Server.RegisterOnShutdown:
+// Shutdown does not cancel requests, and a held one may wait for minutes.
+func (s *Server) EndHolds() { s.endHolds.Do(func() { close(s.closing) }) }
 
 // newTransport is the upstream transport: bounded connection setup, no
 // overall timeout (replies stream for minutes), HTTP/2 when offered.

@@ -29,10 +29,16 @@ type sseBody struct {
 
 	recorded bool // the turn was recorded at the reply's end
 	closed   bool
+
+	held *heldStream // the escrow's state; nil for a tenant without gates
 }
 
 func (b *sseBody) Read(p []byte) (int, error) {
 	for b.off >= len(b.out) {
+		if b.err != nil && b.holding() {
+			b.holdRead()
+			continue
+		}
 		if b.err != nil {
 			return 0, b.err
 		}
@@ -52,7 +58,7 @@ func (b *sseBody) Read(p []byte) (int, error) {
 			b.fail(err)
 		}
 	}
-	if res := b.dec.Result(); !b.recorded && (res.Done || b.err == io.EOF) {
+	if res := b.dec.Result(); !b.recorded && (res.Done || b.err == io.EOF) && !b.holding() {
 		b.recorded = true
 		// Record the turn before the agent gets the reply's last bytes: an
 		// agent answering at once must find its thread ready, not busy.
@@ -66,16 +72,25 @@ func (b *sseBody) Read(p []byte) (int, error) {
 // take decodes one event as the provider sent it (the meter needs its
 // usage) and queues what the agent receives of it.
 func (b *sseBody) take(ev *streaming.Event) error {
+	if b.held != nil {
+		return b.takeHeld(ev)
+	}
 	b.dec.Decode(ev, nil)
+	b.forward(ev)
+	return nil
+}
+
+// forward queues what the agent receives of one decoded event.
+func (b *sseBody) forward(ev *streaming.Event) {
 	t := b.t
 	if t.stripUsage {
 		raw, drop := streaming.StripUsage(ev.Raw)
 		if drop {
-			return nil
+			return
 		}
 		if t.filter == nil {
 			b.out = append(b.out, raw...)
-			return nil
+			return
 		}
 		e := *ev
 		e.Raw = raw
@@ -83,10 +98,9 @@ func (b *sseBody) take(ev *streaming.Event) error {
 	}
 	if t.filter != nil {
 		b.out = t.filter.AppendEvent(b.out, *ev)
-		return nil
+		return
 	}
 	b.out = append(b.out, ev.Raw...)
-	return nil
 }
 
 // end handles the upstream's EOF: bytes of a last event without its blank

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"gatekeeper/approvals"
 	"gatekeeper/meter"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
@@ -49,6 +50,15 @@ type turn struct {
 	parentID    string             // the thread record's parent
 	admitEvents []trajectory.Event // what admission wrote, for telemetry
 
+	// Escrow (escrow.go); zero for a tenant without gates.
+	gated       bool            // some gate applies to the tenant
+	key         string          // the turn key, over the agent's body as it came
+	thread      string          // the thread key
+	root        string          // the root trajectory id
+	hdr         http.Header     // the agent's headers, which a continuation sends on
+	holdChecked bool            // admission looked for a hold of this turn and found none
+	hold        *approvals.Hold // the held turn this request re-attaches to
+
 	once sync.Once
 }
 
@@ -81,12 +91,19 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	}
 	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log,
 		maxOut: clampOutput(pr.MaxOutputTokens, req.tenant.CallLimits.MaxOutputTokens)}
+	if s.esc != nil && s.esc.gates.ForTenant(req.tenant.Name) {
+		t.gated, t.key, t.hdr = true, turnKey(req.api, body), r.Header
+	}
 	if err := t.admit(r.Context(), r); err != nil {
 		writeError(w, req.api, err)
 		return
 	}
 	t.log = s.log.With(slog.String("request_id", req.id), slog.String("trajectory", t.recID), slog.String("tenant", req.tenant.Name),
 		slog.String("model", pr.Model), slog.String("api", string(req.api)))
+	if t.hold != nil {
+		s.serveReattach(w, r, t)
+		return
+	}
 	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
 
 	sctx, tt := s.tel.StartTurn(r.Context(), r.Header, telemetry.TurnStart{
@@ -140,6 +157,7 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 		return err
 	}
 	key, parentKey := threadKey(r, t.pr)
+	t.thread, t.root = key, rid
 	ids := make([]string, len(t.pr.ToolResults))
 	for i, tr := range t.pr.ToolResults {
 		ids[i] = tr.ID
@@ -205,6 +223,14 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 			}
 		}
 		chain, adm, err := t.admitWaiting(ctx, candidate, key, ids)
+		if errors.Is(err, errAwaiting) {
+			// The record holds a reply for approval, or has just released
+			// one: this request may be a retry of that turn.
+			if found, err := t.findHold(ctx, candidate); found || err != nil {
+				return err
+			}
+			chain, adm, err = t.admitWaiting(ctx, candidate, key, ids)
+		}
 		if errors.Is(err, errBusy) {
 			continue
 		}
@@ -306,6 +332,10 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		return admission{}, nil, errBusy
 	case rec.State == trajectory.Paused:
 		return admission{}, nil, errPausedWait
+	case rec.State == trajectory.AwaitingApproval && t.gated && !t.holdChecked,
+		rec.State == trajectory.WaitingTool && len(ids) == 0 && t.gated && !t.holdChecked:
+		// A retry of a held turn carries no tool results.
+		return admission{}, nil, errAwaiting
 	case rec.State == trajectory.AwaitingApproval || rec.State == trajectory.Finalizing:
 		return admission{}, nil, errBusy
 	}
@@ -395,6 +425,9 @@ type outcome struct {
 	upstream  bool // the provider answered with an error status or could not be reached
 	detail    string
 	model     string // the model the reply names; "" when none
+	// approvalID, when set, holds the reply's calls for approval: the
+	// record ends the turn AWAITING_APPROVAL.
+	approvalID string
 }
 
 // attach takes over the upstream reply: it labels it with the trajectory
@@ -421,13 +454,20 @@ func (t *turn) attach(resp *http.Response) error {
 		// them whole: a call cut by an operator or by the output limit is
 		// never delivered in part.
 		t.filter.Hold()
-		resp.Body = &sseBody{t: t, src: resp.Body, rd: streaming.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
+		body := &sseBody{t: t, src: resp.Body, rd: streaming.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
 			in: t.s.bufs.Get()}
+		if t.gated {
+			body.held = &heldStream{}
+		}
+		resp.Body = body
 	default:
 		if t.filter != nil {
 			if err := t.filterJSON(resp); err != nil {
 				return err
 			}
+		}
+		if t.gated {
+			return t.holdJSON(resp)
 		}
 		resp.Body = &jsonBody{t: t, src: resp.Body, status: resp.StatusCode, limit: t.s.cfg.Limits.MaxBodyBytes}
 	}
@@ -552,7 +592,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		evs = append(evs, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...)
 	default:
 		ts, err := rec.EndTurn(trajectory.TurnOutcome{StopReason: o.stop, ToolCalls: o.calls, Usage: o.usage,
-			Dollars: dollars, Estimated: o.estimated, ToolDeadline: t.s.cfg.Limits.ToolDeadline.Std()}, now)
+			Dollars: dollars, Estimated: o.estimated, ToolDeadline: t.s.cfg.Limits.ToolDeadline.Std(), ApprovalID: o.approvalID}, now)
 		if err != nil {
 			return nil, err
 		}

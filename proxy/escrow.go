@@ -1,0 +1,251 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"gatekeeper/approvals"
+	"gatekeeper/config"
+	"gatekeeper/meter"
+	"gatekeeper/streaming"
+	"gatekeeper/trajectory"
+)
+
+// Escrow: a reply whose client tool call some gate matches is held here,
+// undelivered, until its approval requests are decided (DESIGN.md,
+// "Holding a call"). The reply is kept whole in an approvals.Hold keyed by
+// the turn's content, so that a retry of the same turn, on any replica,
+// re-attaches to it instead of calling the model again.
+//
+// The pieces: escrow.go (matching, opening a hold), hold_wait.go (waiting
+// for the decision), hold_settle.go (release or refusal), hold_render.go
+// (the decided reply in the form a client asked for), hold_stream.go (the
+// original streamed turn), reattach.go (a retry).
+
+// escrow is the proxy's side of approval gates; nil when no gate is
+// configured, so that tenants without gates pay nothing for it.
+type escrow struct {
+	svc       *approvals.Service
+	gates     *approvals.Gates
+	store     approvals.Store
+	keepalive time.Duration
+	maxHeld   int64
+}
+
+func newEscrow(svc *approvals.Service, gates *approvals.Gates, cfg config.Approvals) *escrow {
+	if svc == nil {
+		return nil
+	}
+	if gates == nil {
+		gates = svc.Gates()
+	}
+	if gates.Empty() {
+		return nil
+	}
+	e := &escrow{svc: svc, gates: gates, store: svc.Store(), keepalive: cfg.Keepalive.Std(), maxHeld: cfg.MaxHeldBytes}
+	if e.keepalive <= 0 {
+		e.keepalive = config.DefaultKeepalive
+	}
+	if e.maxHeld <= 0 {
+		e.maxHeld = config.DefaultMaxHeldBytes
+	}
+	return e
+}
+
+// Errors of the escrow.
+var (
+	// errAwaiting: admission found the thread record holding a reply for
+	// approval (or just past one); the request may be a retry of that turn.
+	errAwaiting = errors.New("proxy: thread record holds a reply for approval")
+	// errDelivered: the held turn's decided reply already went to a client.
+	errDelivered = errors.New("proxy: held reply already delivered")
+	// errHeldTooLarge: the reply grew past approvals.max_held_bytes.
+	errHeldTooLarge = errors.New("proxy: reply too large to hold for approval")
+)
+
+// errApprovalsDown is the agent's answer when the approval machinery cannot
+// hold a gated call: the call is not delivered (fail closed), and the agent
+// may retry.
+func errApprovalsDown(err error) *HTTPError {
+	return &HTTPError{Code: http.StatusServiceUnavailable, Type: errUpstream, RetryAfter: 5 * time.Second, Err: err,
+		Msg: "a tool call in this reply needs approval and gatekeeper could not hold it for approval; retry shortly"}
+}
+
+// turnKey is the held turn's key: SHA-256 over the request's conversation
+// and tools, and nothing that a retry may change (stream, stream_options,
+// max_tokens, metadata). It is computed on the agent's body as it came,
+// before any rewrite, so that a retry finds the hold whatever the budget
+// stage is by then.
+func turnKey(api streaming.API, body []byte) string {
+	var fields []string
+	switch api {
+	case streaming.APIAnthropic:
+		fields = []string{"system", "messages", "tools"}
+	case streaming.APIChat:
+		fields = []string{"messages", "tools"}
+	default:
+		fields = []string{"instructions", "input", "previous_response_id", "tools"}
+	}
+	h := sha256.New()
+	h.Write([]byte(api))
+	for _, f := range gjson.GetManyBytes(body, fields...) {
+		// Each field is written with its length, so that no two different
+		// requests hash the same bytes.
+		fmt.Fprintf(h, "\x00%d:", len(f.Raw))
+		h.Write([]byte(f.Raw))
+	}
+	return "turn_" + hex.EncodeToString(h.Sum(nil))
+}
+
+// gatedCall is one client tool call of a reply that a gate matched.
+type gatedCall struct {
+	tc   streaming.ToolCall
+	call approvals.Call
+	gate *approvals.Gate
+	why  string
+}
+
+// gatedCalls returns the complete client calls of res that some gate
+// matches. A call whose arguments are not canonical JSON is judged on its
+// raw text, which no condition over tool.input can read: the gate that
+// could match it holds it (fail closed).
+func (t *turn) gatedCalls(res *streaming.Result) []gatedCall {
+	g := t.s.esc.gates
+	var out []gatedCall
+	for _, tc := range res.ToolCalls {
+		if tc.Server || !tc.Complete || tc.Choice != 0 || t.withheld(tc.ID) {
+			continue
+		}
+		in := approvals.Input{ToolName: tc.Name, Tenant: t.req.tenant.Name, Trajectory: t.recID,
+			Stage: string(t.adm.decision.Stage), BudgetUsed: t.adm.decision.Rho, Provider: t.req.up.cfg.Name, Model: t.pr.Model}
+		if !g.CouldMatch(in.Tenant, tc.Name, in) {
+			continue
+		}
+		call, err := approvals.Canonical(tc.Name, tc.Arguments)
+		if err == nil {
+			in.ToolInput, err = call.Value()
+		}
+		if err != nil {
+			raw, _ := json.Marshal(string(tc.Arguments)) // a string always marshals
+			call = approvals.Call{Name: tc.Name, Input: raw}
+			in.ToolInput = string(tc.Arguments)
+		}
+		gate, why := g.Match(in)
+		if gate == nil {
+			continue
+		}
+		out = append(out, gatedCall{tc: tc, call: call, gate: gate, why: why})
+	}
+	return out
+}
+
+// openHold stores the held reply with one approval request per gated call,
+// then records the turn: charged, its calls pending, the record
+// AWAITING_APPROVAL. A gated call proposed again after an identical one
+// was refused in this trajectory, before that refusal's request expired,
+// gets a request already decided the same way: nobody is asked again.
+func (t *turn) openHold(ctx context.Context, res *streaming.Result, reply []byte, streamed bool, gated []gatedCall, o outcome) (*approvals.Hold, error) {
+	s, esc := t.s, t.s.esc
+	now := s.now()
+	reqs := make([]*approvals.Request, len(gated))
+	asked := false
+	for i, g := range gated {
+		r := g.gate.Request(approvals.NewID("apr_"), g.call, g.why, now)
+		r.CallID, r.Thread = g.tc.ID, t.thread
+		r.Observed = approvals.Observed{State: string(trajectory.AwaitingApproval), Stage: string(t.adm.decision.Stage),
+			BudgetUsed: t.adm.decision.Rho}
+		if t.adm.decision.Stage == meter.Restrict {
+			r.Observed.Grant = t.req.tenant.ReadOnlyTools
+		}
+		if prev, err := esc.store.Recent(ctx, t.recID, r.Digest); err == nil && refusedBefore(prev, now) {
+			r.State, r.Reason, r.DecidedAt = prev.State, "the same call was refused earlier ("+prev.ID+")", &now
+			r.Votes = nil
+		} else {
+			asked = true
+		}
+		reqs[i] = r
+	}
+	var ids []string
+	for _, tc := range res.ClientToolCalls() {
+		ids = append(ids, tc.ID)
+	}
+	h := &approvals.Hold{ID: approvals.NewID("hold_"), Trajectory: t.recID, Root: t.root, Tenant: t.req.tenant.Name,
+		Key: t.key, API: string(t.req.api), Streamed: streamed, Provider: t.req.up.cfg.Name, Model: t.pr.Model,
+		Request: t.body, Reply: reply, Calls: ids, State: approvals.Holding, CreatedAt: now}
+	var err error
+	if asked {
+		h, err = esc.svc.Open(ctx, h, reqs)
+	} else {
+		// Every call is refused already: nobody is announced anything.
+		for _, r := range reqs {
+			r.Hold, r.Trajectory, r.Root, r.Tenant = h.ID, h.Trajectory, h.Root, h.Tenant
+			h.Requests = append(h.Requests, r.ID)
+			h.ExpiresAt = later(h.ExpiresAt, r.ExpiresAt)
+		}
+		h, err = esc.store.CreateHold(ctx, h, reqs)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.tel.ApprovalPending(int64(len(reqs)))
+	o.approvalID = h.Requests[0]
+	t.finish(o)
+	rec, err := s.store.Get(ctx, t.recID)
+	if err == nil && (rec.State != trajectory.AwaitingApproval || rec.Pending.ApprovalID != o.approvalID) {
+		err = fmt.Errorf("record is %s after the held turn was recorded", rec.State)
+	}
+	if err != nil {
+		// The turn could not be recorded as held (the store failed, or an
+		// operator stopped the run meanwhile): nothing will be delivered.
+		t.withdraw(ctx, h, "the held turn could not be recorded: "+err.Error())
+		return nil, err
+	}
+	t.log.LogAttrs(ctx, slog.LevelInfo, "tool call held for approval", slog.String("hold", h.ID),
+		slog.String("approval_id", o.approvalID), slog.Int("requests", len(reqs)))
+	return h, nil
+}
+
+// refusedBefore reports whether prev refuses the same call again at now.
+func refusedBefore(prev *approvals.Request, now time.Time) bool {
+	switch prev.State {
+	case approvals.Denied, approvals.Expired, approvals.Stale:
+		return now.Before(prev.ExpiresAt)
+	}
+	return false
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// withdraw marks the hold's pending requests withdrawn and the hold
+// refused: nobody needs to decide a turn that will not be delivered.
+func (t *turn) withdraw(ctx context.Context, h *approvals.Hold, reason string) {
+	t.s.withdrawHold(ctx, h, reason, t.log)
+}
+
+func (s *Server) withdrawHold(ctx context.Context, h *approvals.Hold, reason string, log *slog.Logger) {
+	for _, id := range h.Requests {
+		if _, err := s.esc.svc.Decide(ctx, id, approvals.Withdrawn, reason); err != nil && !errors.Is(err, approvals.ErrDecided) {
+			log.LogAttrs(ctx, slog.LevelWarn, "withdrawing an approval request failed", slog.String("approval_id", id), slog.String("error", err.Error()))
+		}
+	}
+	if _, err := s.esc.store.UpdateHold(ctx, h.ID, func(h *approvals.Hold) error {
+		h.State = approvals.Refused
+		return nil
+	}); err != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "closing a hold failed", slog.String("hold", h.ID), slog.String("error", err.Error()))
+	}
+}

@@ -1,0 +1,183 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"gatekeeper/approvals"
+	"gatekeeper/meter"
+	"gatekeeper/streaming"
+	"gatekeeper/trajectory"
+)
+
+// turnPath is where each API takes a turn below a provider's base URL.
+var turnPath = map[streaming.API]string{
+	streaming.APIAnthropic: "/v1/messages",
+	streaming.APIChat:      "/v1/chat/completions",
+	streaming.APIResponses: "/v1/responses",
+}
+
+// continueHeld asks the model to go on after refused calls: the held
+// request, plus the held reply, plus each call's REFUSED result. The call
+// is admitted on the hold's record like a turn (budget checked, estimate
+// reserved, charged as a turn), sent to the same provider with the
+// client's headers, and read whole; its reply is spliced into the held one
+// so that the client reads one coherent message. Gated calls in the
+// continuation are not delivered: they end the turn as refused.
+func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, results map[string][]byte, c *holdClient) (*heldReply, error) {
+	api := streaming.API(h.API)
+	body, err := streaming.Continuation(api, h.Request, h.Reply, h.Streamed, results)
+	if err != nil {
+		return nil, err
+	}
+	up, ok := s.providers[h.Provider]
+	if !ok {
+		return nil, fmt.Errorf("provider %s of the held turn is no longer configured", h.Provider)
+	}
+	pr, err := streaming.ParseRequest(api, body)
+	if err != nil {
+		return nil, err
+	}
+	sub := &turn{s: s, req: &request{up: up, rest: turnPath[api], tenant: c.req.tenant, keyHash: c.req.keyHash, api: api, id: c.req.id},
+		pr: pr, body: body, started: s.now(), ctx: ctx, log: c.log, recID: h.Trajectory, gated: true}
+	sub.maxOut = pr.MaxOutputTokens
+	var adm admission
+	_, err = s.store.UpdateChain(ctx, h.Trajectory, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+		var evs []trajectory.Event
+		var err error
+		adm, evs, err = sub.admitChain(chain, chain[0].Thread, nil)
+		if err == nil && adm.paused {
+			err = errors.New("the run was paused")
+		}
+		return evs, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("admitting the continuation: %w", err)
+	}
+	sub.adm = adm
+	if adm.decision.Stage == meter.Halt {
+		return nil, errors.New("the run's budget is spent")
+	}
+	raw, status, err := s.callUpstream(ctx, sub, c.hdr)
+	if err != nil {
+		sub.failed(err)
+		return nil, err
+	}
+	if status < 200 || status > 299 {
+		sub.finish(outcome{stop: "error", status: status, upstream: true, detail: upstreamErrorDetail(api, raw)})
+		return nil, fmt.Errorf("provider answered the continuation with status %d", status)
+	}
+	res, err := decodeReply(api, raw, h.Streamed)
+	if err != nil {
+		sub.failed(err)
+		return nil, err
+	}
+	o := sub.outcomeOf(res, status, nil)
+	var refuse []string
+	texts := make(map[string]string)
+	for _, g := range sub.gatedCalls(res) {
+		// A continuation's own gated call is not held again: the turn
+		// ends with it refused.
+		refuse = append(refuse, g.tc.ID)
+		texts[g.tc.ID] = fmt.Sprintf("[gatekeeper] The call to %s needs approval (gate %s) and was not delivered: the turn ends here after an earlier call was refused.", g.tc.Name, g.gate.Name)
+	}
+	if len(refuse) > 0 {
+		o.calls = withoutCalls(o.calls, refuse)
+		if len(o.calls) == 0 && o.stop == string(streaming.StopToolUse) {
+			o.stop = string(streaming.StopEndTurn)
+		}
+	}
+	sub.finish(o)
+	if res.Truncated || len(res.Errors) > 0 {
+		return nil, errors.New("the continuation did not end cleanly")
+	}
+	var spliced []byte
+	if h.Streamed {
+		spliced, err = streaming.SpliceStream(api, h.Reply, raw)
+	} else {
+		spliced, err = streaming.SpliceJSON(api, h.Reply, raw)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &heldReply{body: spliced, streamed: h.Streamed, refuse: refuse, texts: texts}, nil
+}
+
+func withoutCalls(calls []trajectory.PendingCall, ids []string) []trajectory.PendingCall {
+	var out []trajectory.PendingCall
+	for _, c := range calls {
+		drop := false
+		for _, id := range ids {
+			drop = drop || c.ID == id
+		}
+		if !drop {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// callUpstream sends t's body to its provider as the reverse proxy would
+// (the key swapped, gatekeeper's headers dropped, everything else the
+// client sent kept) and reads the whole reply, bounded by
+// approvals.max_held_bytes.
+func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]byte, int, error) {
+	up := t.req.up
+	u := *up.target
+	u.Path = strings.TrimSuffix(u.Path, "/") + t.req.rest
+	u.RawPath = ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(t.body))
+	if err != nil {
+		return nil, 0, err
+	}
+	for k, v := range hdr {
+		lk := strings.ToLower(k)
+		switch {
+		case lk == "x-api-key" || lk == "authorization" || lk == "content-length" || lk == "accept-encoding",
+			strings.HasPrefix(lk, "x-gatekeeper-"), hopHeader(lk):
+			continue
+		}
+		req.Header[k] = append([]string(nil), v...)
+	}
+	key := up.pickKey()
+	if up.cfg.API == "anthropic" {
+		req.Header.Set("X-Api-Key", key)
+	} else {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	req.Header.Set("Accept-Encoding", "identity")
+	req.Header.Set("Content-Length", strconv.Itoa(len(t.body)))
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header["User-Agent"] = nil
+	}
+	resp, err := s.transport.RoundTrip(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	limit := s.esc.maxHeld
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, resp.StatusCode, err
+	}
+	if int64(len(raw)) > limit {
+		return nil, resp.StatusCode, errHeldTooLarge
+	}
+	return raw, resp.StatusCode, nil
+}
+
+// hopHeader reports the hop-by-hop headers a proxy does not forward.
+func hopHeader(lk string) bool {
+	switch lk {
+	case "connection", "proxy-connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+		"transfer-encoding", "upgrade":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,331 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"gatekeeper/approvals"
+	"gatekeeper/config"
+	"gatekeeper/meter"
+	"gatekeeper/streaming"
+	"gatekeeper/trajectory"
+)
+
+// maxContinuations bounds the model calls made to continue one held turn
+// past refused calls; after them a refused call ends the turn instead.
+const maxContinuations = 2
+
+// holdClient is one client attached to a held turn: the request that
+// produced the reply, or a retry of it.
+type holdClient struct {
+	req    *request    // its routing: tenant, API, request id
+	hdr    http.Header // its headers, which a continuation call sends on
+	stream bool        // it asked for a stream
+	strip  bool        // Chat usage it did not ask for is taken out
+	// sent and sum are the length and CRC-32 of what the client already
+	// has of the streamed reply (the original request only).
+	sent int
+	sum  uint32
+	// allow and refusal are the client's call filter policy (the restrict
+	// stage's grant); nil: every call allowed.
+	allow   func(string) bool
+	refusal func(streaming.ToolCall) string
+	log     *slog.Logger
+}
+
+// heldReply is a decided held turn: the reply that goes out, and the
+// calls in it that are replaced by a text saying why.
+type heldReply struct {
+	body     []byte // a stream when streamed, else a JSON body
+	streamed bool
+	refuse   []string          // client call ids the client does not get
+	texts    map[string]string // what replaces each of them
+}
+
+// staleError is a release re-check that failed: the approval no longer
+// covers the world as it is.
+type staleError struct{ why string }
+
+func (e *staleError) Error() string { return "proxy: approval is stale: " + e.why }
+
+// settleHold turns a held turn whose requests are all decided into the
+// reply that client c receives. Delivery is claimed on the hold first, in
+// one atomic update: only one client ever gets a held turn's reply, and a
+// later one gets errDelivered. Approved calls are re-checked and released
+// (AWAITING_APPROVAL → WAITING_TOOL); refused ones are answered by a
+// continuation, or by a text that ends the turn.
+func (s *Server) settleHold(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, c *holdClient) (*heldReply, error) {
+	esc := s.esc
+	h, err := esc.store.UpdateHold(ctx, h.ID, func(h *approvals.Hold) error {
+		if h.Delivered {
+			return errDelivered
+		}
+		h.Delivered = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	hr, err := s.decideHold(ctx, h, reqs, c)
+	if err != nil {
+		// Nothing went out: a retry may still get the reply.
+		if _, uerr := esc.store.UpdateHold(context.WithoutCancel(ctx), h.ID, func(h *approvals.Hold) error {
+			h.Delivered = false
+			return nil
+		}); uerr != nil {
+			c.log.LogAttrs(ctx, slog.LevelError, "releasing the delivery claim failed", slog.String("hold", h.ID), slog.String("error", uerr.Error()))
+		}
+		return nil, err
+	}
+	return hr, nil
+}
+
+func (s *Server) decideHold(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, c *holdClient) (*heldReply, error) {
+	api := streaming.API(h.API)
+	res, err := decodeReply(api, h.Reply, h.Streamed)
+	if err != nil {
+		return nil, fmt.Errorf("decoding the held reply: %w", err)
+	}
+	approved := true
+	for _, r := range reqs {
+		approved = approved && r.State == approvals.Approved
+	}
+	if approved {
+		err := s.releaseHeld(ctx, h, reqs, res)
+		var stale *staleError
+		switch {
+		case err == nil:
+			s.closeHold(ctx, h, approvals.Released, 0, reqs, c.log)
+			c.log.LogAttrs(ctx, slog.LevelInfo, "held tool calls released", slog.String("hold", h.ID))
+			return &heldReply{body: h.Reply, streamed: h.Streamed}, nil
+		case errors.As(err, &stale):
+			reqs = s.markStale(ctx, reqs, stale.why, c.log)
+		default:
+			return nil, err
+		}
+	}
+	reason := "refused"
+	for _, r := range reqs {
+		if r.State != approvals.Approved {
+			reason = r.RefusalReason()
+			break
+		}
+	}
+	if err := s.refuseHeld(ctx, h, reason); err != nil {
+		return nil, err
+	}
+	hr, conts := s.refusalReply(ctx, h, reqs, res, c)
+	s.closeHold(ctx, h, approvals.Refused, conts, reqs, c.log)
+	c.log.LogAttrs(ctx, slog.LevelInfo, "held tool calls refused", slog.String("hold", h.ID), slog.String("reason", reason),
+		slog.Int("continuations", conts))
+	return hr, nil
+}
+
+// decodeReply decodes a held reply.
+func decodeReply(api streaming.API, reply []byte, streamed bool) (*streaming.Result, error) {
+	if !streamed {
+		return streaming.DecodeJSON(api, reply)
+	}
+	dec, err := streaming.NewDecoder(api)
+	if err != nil {
+		return nil, err
+	}
+	rd := streaming.NewReader(len(reply) + 1)
+	each := func(ev *streaming.Event) error { dec.Decode(ev, nil); return nil }
+	if err := rd.Feed(reply, each); err != nil {
+		return nil, err
+	}
+	if err := rd.Finish(each); err != nil {
+		return nil, err
+	}
+	return dec.Finish(), nil
+}
+
+// releaseHeld re-checks an approved hold against the world as it is now
+// and, when it still holds, moves the record AWAITING_APPROVAL →
+// WAITING_TOOL in the same atomic update: the digest of each held call is
+// the one approved, each approval came before its expiry, the run is live
+// and still awaiting this approval, its budget is not spent, and the stage
+// still grants the tool.
+func (s *Server) releaseHeld(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, res *streaming.Result) error {
+	for _, r := range reqs {
+		i := slices.IndexFunc(res.ToolCalls, func(tc streaming.ToolCall) bool { return tc.ID == r.CallID })
+		if i < 0 {
+			return &staleError{why: "the approved call is not in the held reply"}
+		}
+		call, err := approvals.Canonical(res.ToolCalls[i].Name, res.ToolCalls[i].Arguments)
+		if err != nil || call.Digest() != r.Digest {
+			return &staleError{why: "the held call is not the one approved"}
+		}
+		if r.DecidedAt == nil || !r.DecidedAt.Before(r.ExpiresAt) {
+			return &staleError{why: "the approval came after its expiry"}
+		}
+	}
+	now := s.now()
+	_, err := s.store.UpdateChain(ctx, h.Trajectory, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+		rec := chain[0]
+		for _, r := range chain {
+			if r.State.Terminal() || r.State == trajectory.Finalizing {
+				return nil, &staleError{why: fmt.Sprintf("trajectory %s has ended", r.ID)}
+			}
+		}
+		if rec.State != trajectory.AwaitingApproval || rec.Pending.ApprovalID != h.Requests[0] {
+			return nil, &staleError{why: fmt.Sprintf("trajectory %s is %s, no longer awaiting this approval", rec.ID, rec.State)}
+		}
+		d := meter.Check(levels(chain, now, true), meter.Reservation{}, s.stages)
+		switch d.Stage {
+		case meter.Halt:
+			return nil, &staleError{why: "the run's budget is spent"}
+		case meter.Restrict:
+			for _, r := range reqs {
+				if !slices.Contains(s.tenantReadOnly(h.Tenant), r.Call.Name) {
+					return nil, &staleError{why: "the run's budget stage no longer grants " + r.Call.Name}
+				}
+			}
+		}
+		ts, err := rec.ApproveHeld(s.cfg.Limits.ToolDeadline.Std(), now)
+		if err != nil {
+			return nil, err
+		}
+		return trajectory.EventsFor(rec.ID, ts), nil
+	})
+	return err
+}
+
+// tenantReadOnly is a tenant's read-only grant.
+func (s *Server) tenantReadOnly(name string) []string {
+	for i := range s.cfg.Tenants {
+		if s.cfg.Tenants[i].Name == name {
+			return s.cfg.Tenants[i].ReadOnlyTools
+		}
+	}
+	return nil
+}
+
+// markStale turns approved requests whose release re-check failed into
+// stale ones, and returns the requests as they now are.
+func (s *Server) markStale(ctx context.Context, reqs []*approvals.Request, why string, log *slog.Logger) []*approvals.Request {
+	now := s.now()
+	out := make([]*approvals.Request, len(reqs))
+	for i, r := range reqs {
+		nr, err := s.esc.store.Update(ctx, r.ID, func(r *approvals.Request) error {
+			if r.State == approvals.Approved || r.State == approvals.Pending {
+				r.State, r.Reason, r.DecidedAt = approvals.Stale, why, &now
+			}
+			return nil
+		})
+		if err != nil {
+			log.LogAttrs(ctx, slog.LevelWarn, "marking an approval stale failed", slog.String("approval_id", r.ID), slog.String("error", err.Error()))
+			nr = r.Clone()
+			nr.State, nr.Reason = approvals.Stale, why
+		}
+		out[i] = nr
+	}
+	return out
+}
+
+// refuseHeld moves the record AWAITING_APPROVAL → READY: the agent gets no
+// held call, so nothing is owed.
+func (s *Server) refuseHeld(ctx context.Context, h *approvals.Hold, reason string) error {
+	now := s.now()
+	_, err := s.store.UpdateChain(ctx, h.Trajectory, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+		rec := chain[0]
+		if rec.State != trajectory.AwaitingApproval || rec.Pending.ApprovalID != h.Requests[0] {
+			return nil, nil // already moved on: nothing to undo
+		}
+		ts, err := rec.RefuseHeld(reason, now)
+		if err != nil {
+			return nil, err
+		}
+		return trajectory.EventsFor(rec.ID, ts), nil
+	})
+	return err
+}
+
+// closeHold records the hold's end and the decisions' telemetry.
+func (s *Server) closeHold(ctx context.Context, h *approvals.Hold, st approvals.HoldState, conts int, reqs []*approvals.Request, log *slog.Logger) {
+	if _, err := s.esc.store.UpdateHold(ctx, h.ID, func(h *approvals.Hold) error {
+		h.State, h.Continuations = st, conts
+		return nil
+	}); err != nil {
+		log.LogAttrs(ctx, slog.LevelWarn, "closing a hold failed", slog.String("hold", h.ID), slog.String("error", err.Error()))
+	}
+	s.tel.ApprovalPending(-int64(len(reqs)))
+	for _, r := range reqs {
+		var latency time.Duration
+		if r.DecidedAt != nil {
+			latency = r.DecidedAt.Sub(r.CreatedAt)
+		}
+		s.tel.ApprovalDecided(r.Gate, string(r.State), latency)
+	}
+}
+
+// refusalReply is the reply for a hold with refused calls: with
+// on_refusal continue, the model's continuation after being told each call
+// was refused, spliced into the held reply; otherwise, or when the
+// continuation cannot be had, the held reply with every client call
+// replaced by a text saying why, ending the turn. It returns the number of
+// continuations made.
+func (s *Server) refusalReply(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, res *streaming.Result, c *holdClient) (*heldReply, int) {
+	results := make(map[string][]byte)
+	texts := make(map[string]string)
+	endTurn := false
+	var first *approvals.Request
+	for _, r := range reqs {
+		if r.State == approvals.Approved {
+			continue
+		}
+		if first == nil {
+			first = r
+		}
+		results[r.CallID] = r.Refusal()
+		texts[r.CallID] = refusalText(r)
+		endTurn = endTurn || r.OnRefusal == config.OnRefusalEndTurn
+	}
+	for _, tc := range res.ClientToolCalls() {
+		if _, ok := results[tc.ID]; ok {
+			continue
+		}
+		results[tc.ID] = notRun(tc.Name, first)
+		texts[tc.ID] = fmt.Sprintf("[gatekeeper] The call to %s was not delivered and was not run: another call of this reply was refused approval.", tc.Name)
+	}
+	endTurnReply := &heldReply{body: h.Reply, streamed: h.Streamed, refuse: slices.Clone(h.Calls), texts: texts}
+	if endTurn || h.Continuations >= maxContinuations {
+		return endTurnReply, h.Continuations
+	}
+	hr, err := s.continueHeld(ctx, h, results, c)
+	if err != nil {
+		c.log.LogAttrs(ctx, slog.LevelWarn, "continuation after a refused call failed; the turn ends with the refusal",
+			slog.String("hold", h.ID), slog.String("error", err.Error()))
+		return endTurnReply, h.Continuations
+	}
+	return hr, h.Continuations + 1
+}
+
+// refusalText replaces a refused call in the reply (on_refusal end_turn).
+func refusalText(r *approvals.Request) string {
+	why := map[approvals.State]string{approvals.Denied: "an approver denied it", approvals.Expired: "no approver decided before it expired",
+		approvals.Stale: "its approval no longer held when it was to be released", approvals.Withdrawn: "it was withdrawn"}[r.State]
+	if r.Reason != "" && r.State != approvals.Expired {
+		why += " (" + r.Reason + ")"
+	}
+	return fmt.Sprintf("[gatekeeper] The call to %s was refused and was not run: %s. Gate: %s.", r.Call.Name, why, r.Gate)
+}
+
+// notRun is the tool result for a call of a reply that was not run
+// because another call of the reply was refused.
+func notRun(name string, refused *approvals.Request) []byte {
+	reason := approvals.ReasonStale
+	if refused != nil {
+		reason = refused.RefusalReason()
+	}
+	b, _ := json.Marshal(map[string]string{"status": "REFUSED", "reason": reason, "call": name, // strings always marshal
+		"message": "This call was not run: another tool call of the same reply was refused approval."})
+	return b
+}
