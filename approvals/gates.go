@@ -135,7 +135,7 @@ func compileGate(env *cel.Env, cg config.Gate) (*Gate, []string) {
 	if t := ast.OutputType(); !t.IsExactType(types.BoolType) {
 		return nil, []string{fmt.Sprintf("1:1: the condition is of type %s, want bool (compare explicitly, e.g. tool.input.force == true)", t)}
 	}
-	program, err := env.Program(ast, cel.CostLimit(evalCostLimit))
+	program, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(evalCostLimit))
 	if err != nil {
 		return nil, []string{err.Error()}
 	}
