@@ -470,3 +470,31 @@ func contextText(t *testing.T, raw []byte) string {
 	}
 	return last.Elements[0].Text
 }
+
+// A decision that lands while the message is being posted found no ts to
+// update; Announce brings the message up to date itself.
+func TestSlackAnnounceCatchesUpWithDecision(t *testing.T) {
+	api := newSlackAPI(t)
+	st := newChanStore(t)
+	r := st.put(t, chanRequest(t, "apr_race"))
+	s := newChanSlack(t, api, st, &chanWaits{})
+	api.answer(func(w http.ResponseWriter) {
+		if _, err := st.Update(context.Background(), r.ID, func(r *Request) error {
+			_, err := r.Cast(Vote{Approver: "dave", Roles: []string{"sre"}, Reason: "no"}, chanNow)
+			return err
+		}); err != nil {
+			t.Error(err)
+		}
+		_, _ = io.WriteString(w, `{"ok":true,"channel":"C0APPROVE","ts":"1700000000.000777"}`)
+	})
+	if err := s.Announce(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	calls := api.Calls()
+	if len(calls) != 2 || calls[1].Method != "chat.update" || calls[1].Body.TS != "1700000000.000777" {
+		t.Fatalf("calls = %+v, want the post then an update of it", calls)
+	}
+	if txt := contextText(t, calls[1].Raw); txt != "Denied by dave: no" {
+		t.Errorf("outcome = %q", txt)
+	}
+}
