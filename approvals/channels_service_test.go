@@ -125,6 +125,12 @@ func press(t *testing.T, h http.Handler, user, action, id string, ts time.Time, 
 }
 
 func TestChannelsWithService(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		channelsWithService(t, memory.NewApprovals(memory.ApprovalsOptions{}))
+	})
+}
+
+func channelsWithService(t *testing.T, st approvals.Store) {
 	slackAPI := &e2eSlack{}
 	apiSrv := httptest.NewServer(slackAPI)
 	t.Cleanup(apiSrv.Close)
@@ -144,7 +150,6 @@ func TestChannelsWithService(t *testing.T) {
 			}},
 		Webhook: &config.Webhook{URL: hookSrv.URL, Secret: e2eWebhookSecret},
 	}
-	st := memory.NewApprovals(memory.ApprovalsOptions{})
 	notifiers, slack, err := approvals.Channels(cfg, st, nil)
 	if err != nil || slack == nil || len(notifiers) != 2 {
 		t.Fatalf("Channels: %d notifiers, slack %v, err %v", len(notifiers), slack != nil, err)
