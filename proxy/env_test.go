@@ -19,6 +19,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"gatekeeper/admin"
+	"gatekeeper/approvals"
 	"gatekeeper/config"
 	"gatekeeper/mockprovider"
 	"gatekeeper/proxy"
@@ -46,6 +47,13 @@ type clock struct {
 
 func newClock() *clock { return &clock{now: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)} }
 
+// advance moves the clock d ahead.
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
 func (c *clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -63,6 +71,10 @@ type env struct {
 	store   *memory.Store
 	cfg     *config.Config
 	px      *proxy.Server
+	clk     *clock // gatekeeper's clock
+	// With gates in the config: the approvals service and its store.
+	svc  *approvals.Service
+	apst *memory.Approvals
 }
 
 type envOpts struct {
@@ -140,7 +152,17 @@ admin:
 	if o.log != nil {
 		logger = slog.New(slog.NewJSONHandler(o.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: newClock().Now, Logger: logger, Telemetry: o.tel})
+	e.clk = newClock()
+	if len(cfg.Gates) > 0 {
+		gates, err := approvals.Compile(cfg.Gates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.apst = memory.NewApprovals(memory.ApprovalsOptions{Clock: e.clk.Now})
+		e.svc = approvals.NewService(approvals.ServiceOptions{Store: e.apst, Gates: gates, Signals: e.store, Clock: e.clk.Now,
+			Logger: slog.New(slog.DiscardHandler), MaxPending: cfg.Approvals.MaxPending})
+	}
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: e.clk.Now, Logger: logger, Telemetry: o.tel, Approvals: e.svc})
 	if err != nil {
 		t.Fatal(err)
 	}
