@@ -44,14 +44,14 @@ type ServiceOptions struct {
 // answered and tells the channels and the replica holding the turn. It owns
 // the goroutines that deliver notifications; Close stops and waits for them.
 type Service struct {
-	o      ServiceOptions
-	now    func() time.Time
-	log    *slog.Logger
-	wake   chan struct{}
-	bg     context.Context
-	stop   context.CancelFunc
-	mu     sync.Mutex // guards wg.Add against Close
-	wg     sync.WaitGroup
+	o    ServiceOptions
+	now  func() time.Time
+	log  *slog.Logger
+	wake chan struct{}
+	bg   context.Context
+	stop context.CancelFunc
+	mu   sync.Mutex // guards wg.Add against Close
+	wg   sync.WaitGroup
 }
 
 // NewService returns a Service over o.Store.
