@@ -1,8 +1,13 @@
 package proxy_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"gatekeeper/approvals"
 	"gatekeeper/trajectory"
@@ -100,5 +105,92 @@ func TestEscrowAnthropicStreamDeny(t *testing.T) {
 	rec := e.waitState(t, "esc-deny", trajectory.Ready)
 	if rec.Turns != 2 || rec.LastStopReason != "end_turn" || len(rec.Pending.ToolCalls) != 0 {
 		t.Fatalf("record after refusal: turns %d stop %s pending %+v", rec.Turns, rec.LastStopReason, rec.Pending)
+	}
+}
+
+// Silence is denial: a request nobody decides expires, and the call is
+// refused with APPROVAL_EXPIRED.
+func TestEscrowExpiry(t *testing.T) {
+	e := newEnv(t, envOpts{limits: gatesYAML("", "    expiry: 2s")})
+	s := startAntStream(ctxT(t), antClient(e.gk+"/t/esc-expire/anthropic", vkA, bashTurn("rm -rf /srv")), bashParams("clean up"))
+	s.untilText(t)
+	r := e.pending(t, "esc-expire", 1)[0]
+	e.clk.advance(3 * time.Second)
+	via := s.wait(t)
+	if len(toolUses(via)) != 0 || !strings.Contains(messageText(via), "Done: received 1 tool result") {
+		t.Fatalf("expired call: message %s", mustJSON(t, via))
+	}
+	got, err := e.apst.Get(context.Background(), r.ID)
+	if err != nil || got.State != approvals.Expired {
+		t.Fatalf("request after expiry: %+v %v", got, err)
+	}
+	if bodies := e.turnRequests(); len(bodies) != 2 || !strings.Contains(string(bodies[1]), approvals.ReasonExpired) {
+		t.Fatalf("continuation requests %d; want one carrying %s", len(bodies), approvals.ReasonExpired)
+	}
+}
+
+// An approval covers exactly the call shown: the same tool with another
+// argument, in the next turn, is held again under a new request.
+func TestEscrowOtherArgumentHeldAgain(t *testing.T) {
+	e := newEnv(t, envOpts{limits: gatesYAML("", "")})
+	p := bashParams("clean up")
+	s := startAntStream(ctxT(t), antClient(e.gk+"/t/esc-args/anthropic", vkA, bashTurn("rm -rf ./a")), p)
+	s.untilText(t)
+	first := e.pending(t, "esc-args", 1)[0]
+	if _, err := e.vote(t, first.ID, "carol", []string{"secops"}, true); err != nil {
+		t.Fatal(err)
+	}
+	m := s.wait(t)
+	call := toolUses(m)[0]
+
+	// The agent runs the call and answers it; the model then proposes the
+	// same tool on another path.
+	p.Messages = append(p.Messages, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock(call.ID, "removed", false)))
+	spec := `{"kind":"tool","text":"One more.","tools":[{"name":"Bash","input":{"command":"rm -rf ./b"}}]}`
+	s2 := startAntStream(ctxT(t), antClient(e.gk+"/t/esc-args/anthropic", vkA, spec), p)
+	s2.untilText(t)
+	second := e.pending(t, "esc-args", 1)[0]
+	if second.ID == first.ID || second.Digest == first.Digest || !strings.Contains(string(second.Call.Input), "./b") {
+		t.Fatalf("second request %+v; first %+v", second, first)
+	}
+	e.waitState(t, "esc-args", trajectory.AwaitingApproval)
+	if _, err := e.vote(t, second.ID, "carol", []string{"secops"}, true); err != nil {
+		t.Fatal(err)
+	}
+	if uses := toolUses(s2.wait(t)); len(uses) != 1 || !strings.Contains(string(uses[0].Input), "./b") {
+		t.Fatalf("second call after its own approval: %+v", uses)
+	}
+}
+
+// A quorum of two distinct roles: one secops approval leaves the request
+// pending, the same person again does not count, an sre approval releases
+// the call.
+func TestEscrowQuorumDistinctRoles(t *testing.T) {
+	e := newEnv(t, envOpts{limits: gatesYAML("{roles: [secops, sre], quorum: 2, distinct_roles: true}", "")})
+	s := startAntStream(ctxT(t), antClient(e.gk+"/t/esc-quorum/anthropic", vkA, bashTurn("rm -rf /opt")), bashParams("clean up"))
+	s.untilText(t)
+	r := e.pending(t, "esc-quorum", 1)[0]
+	got, err := e.vote(t, r.ID, "carol", []string{"secops"}, true)
+	if err != nil || got.State != approvals.Pending {
+		t.Fatalf("after one approval: %+v %v", got, err)
+	}
+	if _, err := e.vote(t, r.ID, "carol", []string{"secops"}, true); !errors.Is(err, approvals.ErrAlreadyVoted) {
+		t.Fatalf("second vote by the same person: %v, want ErrAlreadyVoted", err)
+	}
+	if _, err := e.vote(t, r.ID, "dave", []string{"secops"}, true); err == nil {
+		if got, _ := e.apst.Get(context.Background(), r.ID); got.State != approvals.Pending {
+			t.Fatalf("a second secops approval decided a distinct-roles quorum: %+v", got)
+		}
+	}
+	select {
+	case <-s.done:
+		t.Fatalf("released before the quorum: %v", s.err)
+	default:
+	}
+	if got, err := e.vote(t, r.ID, "erin", []string{"sre"}, true); err != nil || got.State != approvals.Approved {
+		t.Fatalf("sre approval: %+v %v", got, err)
+	}
+	if uses := toolUses(s.wait(t)); len(uses) != 1 || uses[0].ID != r.CallID {
+		t.Fatalf("released calls %+v", uses)
 	}
 }
