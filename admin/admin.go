@@ -89,6 +89,8 @@ type API struct {
 	// signals is nil when control requests are not published.
 	signals Publisher
 	states  StateObserver // nil: none
+	// approvals is nil when gates are not configured (see WithApprovals).
+	approvals approvalService
 }
 
 type token struct {
@@ -126,6 +128,7 @@ func (a *API) Routes(r chi.Router) {
 		// POST .../{id}/{verb}: the last segment is the verb, the rest
 		// the id.
 		r.Post("/trajectories/*", a.handle(a.control, RoleOperator))
+		a.approvalRoutes(r)
 	})
 }
 

@@ -1,0 +1,133 @@
+package admin_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"gatekeeper/admin"
+	"gatekeeper/approvals"
+	"gatekeeper/config"
+	"gatekeeper/store/memory"
+)
+
+const (
+	secopsToken = "secops-token-0123456789"
+	sreToken    = "sre-token-01234567890123"
+)
+
+// approvalsSetup serves the admin API with an approvals Service over a
+// memory store holding one pending request of gate "destructive-shell"
+// (roles secops and sre, quorum 2, distinct roles), and returns its id.
+func approvalsSetup(t *testing.T) (base, id string, st *memory.Approvals) {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.Admin.Tokens = append(cfg.Admin.Tokens,
+		config.AdminToken{Name: "carol", Token: secopsToken, Roles: []string{"approver:secops"}},
+		config.AdminToken{Name: "erin", Token: sreToken, Roles: []string{"operator", "approver:sre"}})
+	st = memory.NewApprovals(memory.ApprovalsOptions{})
+	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	svc := approvals.NewService(approvals.ServiceOptions{Store: st, Clock: func() time.Time { return now }})
+	t.Cleanup(func() { _ = svc.Close(context.Background()) })
+	call, err := approvals.Canonical("Bash", []byte(`{"command":"kubectl delete ns prod"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &approvals.Request{Call: call, Digest: call.Digest(), Gate: "destructive-shell", Roles: []string{"secops", "sre"},
+		Quorum: 2, DistinctRoles: true, ExpiresAt: now.Add(15 * time.Minute)}
+	if _, err := svc.Open(context.Background(), &approvals.Hold{Trajectory: "run-1", Root: "run-1", Key: "k"}, []*approvals.Request{req}); err != nil {
+		t.Fatal(err)
+	}
+	r := chi.NewRouter()
+	admin.New(cfg, memory.New(memory.Options{}), nil, func() time.Time { return now }, admin.WithApprovals(svc)).Routes(r)
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return srv.URL, req.ID, st
+}
+
+func TestApprovalsAPI(t *testing.T) {
+	base, id, st := approvalsSetup(t)
+	u := base + "/admin/v1/approvals"
+	steps := []struct {
+		name, method, path, token, body string
+		status                          int
+		check                           func(t *testing.T, out map[string]any)
+	}{
+		{name: "no token", method: "GET", path: "", status: 401},
+		{name: "list pending", method: "GET", path: "?state=pending", token: opToken, status: 200, check: func(t *testing.T, out map[string]any) {
+			list := out["approvals"].([]any)
+			if len(list) != 1 || list[0].(map[string]any)["id"] != id {
+				t.Errorf("list = %v", list)
+			}
+		}},
+		{name: "list by trajectory", method: "GET", path: "?trajectory=run-2", token: opToken, status: 200, check: func(t *testing.T, out map[string]any) {
+			if list := out["approvals"].([]any); len(list) != 0 {
+				t.Errorf("list = %v", list)
+			}
+		}},
+		{name: "list bad state", method: "GET", path: "?state=maybe", token: opToken, status: 400},
+		{name: "list bad limit", method: "GET", path: "?limit=0", token: opToken, status: 400},
+		{name: "show", method: "GET", path: "/" + id, token: apprToken, status: 200, check: func(t *testing.T, out map[string]any) {
+			if out["state"] != "pending" || out["gate"] != "destructive-shell" || out["call"].(map[string]any)["name"] != "Bash" {
+				t.Errorf("show = %v", out)
+			}
+		}},
+		{name: "show missing", method: "GET", path: "/apr_none", token: opToken, status: 404},
+		{name: "operator without the gate's role", method: "POST", path: "/" + id + "/approve", token: opToken, status: 403},
+		{name: "plain approver without the gate's role", method: "POST", path: "/" + id + "/approve", token: apprToken, status: 403},
+		{name: "unknown verb", method: "POST", path: "/" + id + "/maybe", token: secopsToken, status: 404},
+		{name: "bad body", method: "POST", path: "/" + id + "/approve", token: secopsToken, body: `{"why":"x"}`, status: 400},
+		{name: "vote missing request", method: "POST", path: "/apr_none/approve", token: secopsToken, status: 404},
+		{name: "secops approves", method: "POST", path: "/" + id + "/approve", token: secopsToken, body: `{"reason":"checked"}`, status: 200,
+			check: func(t *testing.T, out map[string]any) {
+				votes := out["votes"].([]any)
+				v := votes[0].(map[string]any)
+				if out["state"] != "pending" || len(votes) != 1 || v["approver"] != "carol" || v["via"] != "admin" || v["reason"] != "checked" {
+					t.Errorf("after one vote: %v", out)
+				}
+			}},
+		{name: "secops again", method: "POST", path: "/" + id + "/approve", token: secopsToken, status: 409},
+		{name: "sre approves", method: "POST", path: "/" + id + "/approve", token: sreToken, body: ``, status: 200,
+			check: func(t *testing.T, out map[string]any) {
+				if out["state"] != "approved" {
+					t.Errorf("after two distinct roles: %v", out)
+				}
+			}},
+		{name: "vote after the decision", method: "POST", path: "/" + id + "/deny", token: sreToken, status: 409},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			status, out := call(t, s.method, u+s.path, s.token, s.body)
+			if status != s.status {
+				t.Fatalf("status %d, want %d: %v", status, s.status, out)
+			}
+			if status >= 400 {
+				if e, ok := out["error"].(map[string]any); !ok || e["type"] == "" || e["message"] == "" {
+					t.Errorf("error body %v", out)
+				}
+			}
+			if s.check != nil {
+				s.check(t, out)
+			}
+		})
+	}
+	r, err := st.Get(context.Background(), id)
+	if err != nil || r.State != approvals.Approved || len(r.Votes) != 2 {
+		t.Errorf("stored: %+v, %v", r, err)
+	}
+}
+
+func TestApprovalsNotConfigured(t *testing.T) {
+	base, _ := setup(t)
+	for _, p := range []string{"GET /admin/v1/approvals", "GET /admin/v1/approvals/apr_1", "POST /admin/v1/approvals/apr_1/approve"} {
+		method, path, _ := strings.Cut(p, " ")
+		status, out := call(t, method, base+path, opToken, "")
+		if status != 404 || out["error"].(map[string]any)["message"] != "approvals are not configured" {
+			t.Errorf("%s: %d %v", p, status, out)
+		}
+	}
+}
