@@ -17,11 +17,14 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"gatekeeper/approvals"
 	"gatekeeper/config"
+	"gatekeeper/internal/redistest"
 	"gatekeeper/store/memory"
+	redisstore "gatekeeper/store/redis"
 )
 
 // The channels end to end over the memory store and a real Service: a
@@ -127,6 +130,16 @@ func press(t *testing.T, h http.Handler, user, action, id string, ts time.Time, 
 func TestChannelsWithService(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
 		channelsWithService(t, memory.NewApprovals(memory.ApprovalsOptions{}))
+	})
+	// The replay guard is shared by replicas only when the store is.
+	t.Run("redis", func(t *testing.T) {
+		o, err := goredis.ParseURL(redistest.Start(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := goredis.NewClient(o)
+		t.Cleanup(func() { _ = client.Close() })
+		channelsWithService(t, redisstore.NewApprovals(redisstore.ApprovalsOptions{Client: client}))
 	})
 }
 
