@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -192,5 +193,102 @@ func TestEscrowQuorumDistinctRoles(t *testing.T) {
 	}
 	if uses := toolUses(s.wait(t)); len(uses) != 1 || uses[0].ID != r.CallID {
 		t.Fatalf("released calls %+v", uses)
+	}
+}
+
+// The agent gives up on the silent stream and retries the same turn
+// without streaming: the retry re-attaches to the held turn and, once the
+// call is approved, gets the reply as one Message carrying the call. The
+// model was called once.
+func TestEscrowNonStreamingRetry(t *testing.T) {
+	e := newEnv(t, envOpts{limits: gatesYAML("", "")})
+	spec := bashTurn("rm -rf ./build")
+	params := bashParams("clean the build")
+	direct := startAntStream(ctxT(t), antClient(e.twinURL, antKey, spec), params).wait(t)
+
+	ctx, giveUp := context.WithCancel(ctxT(t))
+	s := startAntStream(ctx, antClient(e.gk+"/t/esc-retry/anthropic", vkA, spec), params)
+	s.untilText(t)
+	r := e.pending(t, "esc-retry", 1)[0]
+	giveUp()
+	<-s.done
+
+	type result struct {
+		m   *anthropic.Message
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		c := antClient(e.gk+"/t/esc-retry/anthropic", vkA, spec)
+		m, err := c.Messages.New(ctxT(t), params)
+		got <- result{m, err}
+	}()
+	// The retry is waiting on the hold: nothing is decided, the record
+	// still awaits approval, and the model was not called again.
+	waitFor(t, "the retry to re-attach", func() bool { return len(e.turnRequests()) == 1 && e.record(t, "esc-retry").State == trajectory.AwaitingApproval })
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case res := <-got:
+		t.Fatalf("retry answered before the decision: %+v %v", res.m, res.err)
+	default:
+	}
+	if _, err := e.vote(t, r.ID, "carol", []string{"secops"}, true); err != nil {
+		t.Fatal(err)
+	}
+	var res result
+	select {
+	case res = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("retry got no reply")
+	}
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if a, b := mustJSON(t, direct), mustJSON(t, *res.m); a != b {
+		t.Fatalf("non-streamed reply differs from the provider's message:\ndirect %s\nretry  %s", a, b)
+	}
+	if uses := toolUses(*res.m); len(uses) != 1 || uses[0].ID != r.CallID {
+		t.Fatalf("calls %+v", uses)
+	}
+	if n := len(e.turnRequests()); n != 1 {
+		t.Fatalf("mock saw %d turn requests, want 1", n)
+	}
+	e.waitState(t, "esc-retry", trajectory.WaitingTool)
+
+	// A third attempt of the same turn gets no second delivery.
+	c := antClient(e.gk+"/t/esc-retry/anthropic", vkA, spec)
+	_, err := c.Messages.New(ctxT(t), params)
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusConflict {
+		t.Fatalf("third attempt: %v, want 409", err)
+	}
+	if n := len(e.turnRequests()); n != 1 {
+		t.Fatalf("mock saw %d turn requests after the third attempt, want 1", n)
+	}
+}
+
+// A reply with no gated call streams through as before, for a tenant with
+// gates (a harmless call) and for one without (the same gated-looking
+// call: team-b has no gate).
+func TestEscrowNoGatedCall(t *testing.T) {
+	e := newEnv(t, envOpts{limits: gatesYAML("", "")})
+	for _, tc := range []struct{ name, key, command string }{
+		{"gated tenant, harmless call", vkA, "ls -la"},
+		{"tenant without gates", vkB, "rm -rf ./build"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := strings.Replace(bashTurn(tc.command), `"first_only":true,`, "", 1)
+			direct := startAntStream(ctxT(t), antClient(e.twinURL, antKey, spec), bashParams("list")).wait(t)
+			via := startAntStream(ctxT(t), antClient(e.gk+"/t/esc-none-"+tc.key[3:9]+"/anthropic", tc.key, spec), bashParams("list")).wait(t)
+			if len(toolUses(via)) != 1 || messageText(via) != messageText(direct) {
+				t.Fatalf("message %s", mustJSON(t, via))
+			}
+			if uses := toolUses(via); !jsonEqual(t, uses[0].Input, toolUses(direct)[0].Input) {
+				t.Fatalf("call %s, provider sent %s", uses[0].Input, toolUses(direct)[0].Input)
+			}
+		})
+	}
+	if reqs, _ := e.apst.List(context.Background(), approvals.Filter{Limit: 100}); len(reqs) != 0 {
+		t.Fatalf("approval requests opened: %+v", reqs)
 	}
 }
