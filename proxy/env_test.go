@@ -37,6 +37,10 @@ const (
 	oaiKey     = "sk-oai-upstream-key-1"
 	adminToken = "admin-token-0123456789"
 	readToken  = "reader-token-0123456789"
+	// Approvers' tokens: the role "approver:X" votes as X.
+	carolToken = "carol-secops-token-0123456789"
+	daveToken  = "dave-secops-token-0123456789"
+	erinToken  = "erin-sre-token-0123456789"
 )
 
 // clock is a test clock that moves one millisecond per reading.
@@ -133,8 +137,11 @@ admin:
   tokens:
     - {name: alice, token: %[6]s, roles: [operator, approver]}
     - {name: bob, token: %[7]s, roles: [approver]}
+    - {name: carol, token: %[9]s, roles: ["approver:secops"]}
+    - {name: dave, token: %[10]s, roles: ["approver:secops"]}
+    - {name: erin, token: %[11]s, roles: ["approver:sre"]}
 %[8]s
-`, up, antKey, oaiKey, vkA, vkB, adminToken, readToken, o.limits)
+`, up, antKey, oaiKey, vkA, vkB, adminToken, readToken, o.limits, carolToken, daveToken, erinToken)
 	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +175,11 @@ admin:
 	}
 	e.px = px
 	r := chi.NewRouter()
-	admin.New(cfg, e.store, logger, nil, admin.WithSignals(e.store)).Routes(r)
+	adminOpts := []admin.Option{admin.WithSignals(e.store)}
+	if e.svc != nil {
+		adminOpts = append(adminOpts, admin.WithApprovals(e.svc))
+	}
+	admin.New(cfg, e.store, logger, nil, adminOpts...).Routes(r)
 	px.Routes(r)
 	gk := httptest.NewServer(r)
 	t.Cleanup(func() {

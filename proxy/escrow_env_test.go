@@ -140,6 +140,18 @@ func (e *env) vote(t *testing.T, id, approver string, roles []string, approve bo
 		Reason: "test", Via: approvals.ViaAdmin, At: e.clk.Now()})
 }
 
+// adminVote votes through the admin API with an approver's token and
+// returns the status.
+func (e *env) adminVote(t *testing.T, id, token, verb string) int {
+	t.Helper()
+	resp := e.do(t, "POST", "/admin/v1/approvals/"+id+"/"+verb, `{"reason":"checked"}`, "Authorization", "Bearer "+token)
+	body := readAll(t, resp)
+	if resp.StatusCode != 200 {
+		t.Logf("vote %s %s: %d %s", verb, id, resp.StatusCode, body)
+	}
+	return resp.StatusCode
+}
+
 func (e *env) waitState(t *testing.T, id string, st trajectory.State) *trajectory.Record {
 	t.Helper()
 	var rec *trajectory.Record

@@ -45,8 +45,8 @@ func TestEscrowAnthropicStreamApprove(t *testing.T) {
 	default:
 	}
 
-	if _, err := e.vote(t, r.ID, "carol", []string{"secops"}, true); err != nil {
-		t.Fatal(err)
+	if code := e.adminVote(t, r.ID, carolToken, "approve"); code != 200 {
+		t.Fatalf("approve: %d", code)
 	}
 	via := s.wait(t)
 	if a, b := mustJSON(t, direct), mustJSON(t, via); a != b {
@@ -78,8 +78,8 @@ func TestEscrowAnthropicStreamDeny(t *testing.T) {
 	s := startAntStream(ctxT(t), antClient(e.gk+"/t/esc-deny/anthropic", vkA, spec), params)
 	s.untilText(t)
 	r := e.pending(t, "esc-deny", 1)[0]
-	if _, err := e.vote(t, r.ID, "carol", []string{"secops"}, false); err != nil {
-		t.Fatal(err)
+	if code := e.adminVote(t, r.ID, carolToken, "deny"); code != 200 {
+		t.Fatalf("deny: %d", code)
 	}
 	via := s.wait(t)
 	if len(toolUses(via)) != 0 {
@@ -171,25 +171,32 @@ func TestEscrowQuorumDistinctRoles(t *testing.T) {
 	s := startAntStream(ctxT(t), antClient(e.gk+"/t/esc-quorum/anthropic", vkA, bashTurn("rm -rf /opt")), bashParams("clean up"))
 	s.untilText(t)
 	r := e.pending(t, "esc-quorum", 1)[0]
-	got, err := e.vote(t, r.ID, "carol", []string{"secops"}, true)
-	if err != nil || got.State != approvals.Pending {
-		t.Fatalf("after one approval: %+v %v", got, err)
-	}
-	if _, err := e.vote(t, r.ID, "carol", []string{"secops"}, true); !errors.Is(err, approvals.ErrAlreadyVoted) {
-		t.Fatalf("second vote by the same person: %v, want ErrAlreadyVoted", err)
-	}
-	if _, err := e.vote(t, r.ID, "dave", []string{"secops"}, true); err == nil {
-		if got, _ := e.apst.Get(context.Background(), r.ID); got.State != approvals.Pending {
-			t.Fatalf("a second secops approval decided a distinct-roles quorum: %+v", got)
+	state := func() approvals.State {
+		got, err := e.apst.Get(context.Background(), r.ID)
+		if err != nil {
+			t.Fatal(err)
 		}
+		return got.State
+	}
+	if code := e.adminVote(t, r.ID, carolToken, "approve"); code != 200 || state() != approvals.Pending {
+		t.Fatalf("after one secops approval: %d %s", code, state())
+	}
+	if code := e.adminVote(t, r.ID, carolToken, "approve"); code != http.StatusConflict || state() != approvals.Pending {
+		t.Fatalf("the same approver again: %d %s, want 409 and pending", code, state())
+	}
+	if code := e.adminVote(t, r.ID, daveToken, "approve"); code == 200 && state() != approvals.Pending {
+		t.Fatalf("a second secops approval decided a distinct-roles quorum: %s", state())
+	}
+	if code := e.adminVote(t, r.ID, readToken, "approve"); code != http.StatusForbidden {
+		t.Fatalf("a token without a required role: %d, want 403", code)
 	}
 	select {
 	case <-s.done:
 		t.Fatalf("released before the quorum: %v", s.err)
 	default:
 	}
-	if got, err := e.vote(t, r.ID, "erin", []string{"sre"}, true); err != nil || got.State != approvals.Approved {
-		t.Fatalf("sre approval: %+v %v", got, err)
+	if code := e.adminVote(t, r.ID, erinToken, "approve"); code != 200 || state() != approvals.Approved {
+		t.Fatalf("sre approval: %d %s", code, state())
 	}
 	if uses := toolUses(s.wait(t)); len(uses) != 1 || uses[0].ID != r.CallID {
 		t.Fatalf("released calls %+v", uses)
