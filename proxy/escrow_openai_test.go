@@ -147,7 +147,9 @@ var oaiCases = []oaiCase{
 			}
 			return names, ids, args, m.Content
 		}},
-	{"responses", func(ctx context.Context, c openai.Client) *bgStream { return startResponses(ctx, c, bashResponsesParams()) },
+	{"responses", func(ctx context.Context, c openai.Client) *bgStream {
+		return startResponses(ctx, c, bashResponsesParams())
+	},
 		func(final any) (names, ids, args []string, text string) {
 			r := final.(responses.Response)
 			for _, it := range r.Output {

@@ -232,7 +232,9 @@ func TestEscrowNonStreamingRetry(t *testing.T) {
 	}()
 	// The retry is waiting on the hold: nothing is decided, the record
 	// still awaits approval, and the model was not called again.
-	waitFor(t, "the retry to re-attach", func() bool { return len(e.turnRequests()) == 1 && e.record(t, "esc-retry").State == trajectory.AwaitingApproval })
+	waitFor(t, "the retry to re-attach", func() bool {
+		return len(e.turnRequests()) == 1 && e.record(t, "esc-retry").State == trajectory.AwaitingApproval
+	})
 	time.Sleep(50 * time.Millisecond)
 	select {
 	case res := <-got:
