@@ -39,6 +39,8 @@ const usage = `usage: gatekeeper COMMAND [flags]
   trajectories   ls | show ID                           read trajectory records (admin API)
                  pause|resume|cancel|kill|finish ID     control a run and its subagents
                  interrupt ID MESSAGE                   a message to the run at its next turn
+  approvals      ls | show ID                           read approval requests (admin API)
+                 approve|deny ID [-reason TEXT]         vote on a held tool call
 
 The admin verbs read GATEKEEPER_URL (default http://127.0.0.1:8080) and
 GATEKEEPER_ADMIN_TOKEN, and print JSON with -json.
@@ -59,6 +61,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runCheckConfig(args[1:], getenv, stdout, stderr)
 	case "trajectories":
 		return runTrajectories(ctx, args[1:], getenv, stdout, stderr)
+	case "approvals":
+		return runApprovals(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

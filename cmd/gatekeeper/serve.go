@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	goredis "github.com/redis/go-redis/v9"
 
 	"gatekeeper/admin"
+	"gatekeeper/approvals"
 	"gatekeeper/config"
 	"gatekeeper/mockprovider"
 	"gatekeeper/proxy"
@@ -53,8 +55,18 @@ func loadConfig(path string, getenv func(string) string, stderr io.Writer) (*con
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "%s: invalid config:\n%v\n", path, err)
+	// Gates' conditions are CEL, which config does not know: they are
+	// compiled here, and every problem of both checks is listed at once.
+	verr := cfg.Validate()
+	_, gerr := approvals.Compile(cfg.Gates)
+	if verr != nil || gerr != nil {
+		fmt.Fprintf(stderr, "%s: invalid config:\n", path)
+		if verr != nil {
+			fmt.Fprintf(stderr, "%v\n", verr)
+		}
+		if gerr != nil {
+			fmt.Fprintf(stderr, "%v\n", gerr)
+		}
 		return nil, errReported
 	}
 	return cfg, nil
@@ -82,6 +94,10 @@ type server struct {
 	stop    context.CancelFunc
 	proxy   *proxy.Server
 	tel     *telemetry.Telemetry
+
+	redis     *goredis.Client    // shared by the record and approvals stores; nil with memory
+	approvals *approvals.Service // nil without gates
+	aprDone   chan struct{}      // closed when approvals.Run has returned
 }
 
 // newServer builds gatekeeper from a validated config. Providers whose
@@ -94,20 +110,29 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		s.stop()
 		return nil, err
 	}
+	var aprStore approvals.Store
 	switch cfg.Store.Kind {
 	case config.StoreMemory:
 		s.store = memory.New(memory.Options{})
+		aprStore = memory.NewApprovals(memory.ApprovalsOptions{Retention: cfg.Store.Retention.Std()})
 	case config.StoreRedis:
+		client, err := redisstore.NewClient(cfg.Store.RedisURL)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("store.kind redis: store.redis_url: %w", err)
+		}
+		s.redis = client
 		// A replica that cannot reach the shared store must not start
 		// serving: it would refuse every turn.
 		octx, cancel := context.WithTimeout(ctx, redisOpenTimeout)
-		rs, err := redisstore.Open(octx, redisstore.Options{URL: cfg.Store.RedisURL, Retention: cfg.Store.Retention.Std()})
+		rs, err := redisstore.Open(octx, redisstore.Options{Client: client, Retention: cfg.Store.Retention.Std()})
 		cancel()
 		if err != nil {
 			s.close()
 			return nil, fmt.Errorf("store.kind redis: opening store.redis_url: %w", err)
 		}
 		s.store = rs
+		aprStore = redisstore.NewApprovals(redisstore.ApprovalsOptions{Client: client, Retention: cfg.Store.Retention.Std()})
 	default:
 		s.stop()
 		return nil, fmt.Errorf("store.kind %q is not available in this build; use memory or redis", cfg.Store.Kind)
@@ -118,7 +143,16 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
 	s.tel = tel
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel})
+	slack, err := s.startApprovals(ctx, cfg, aprStore)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	var gates *approvals.Gates
+	if s.approvals != nil {
+		gates = s.approvals.Gates()
+	}
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel, Approvals: s.approvals, Gates: gates})
 	if err != nil {
 		s.close()
 		return nil, err
@@ -140,10 +174,54 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	if sigs, ok := s.store.(trajectory.Signals); ok {
 		opts = append(opts, admin.WithSignals(sigs))
 	}
+	if s.approvals != nil {
+		opts = append(opts, admin.WithApprovals(s.approvals))
+	}
+	if slack != nil {
+		r.Method(http.MethodPost, approvals.SlackInteractionsPath, slack.Handler(s.approvals))
+	}
 	admin.New(cfg, s.store, log, nil, opts...).Routes(r)
 	px.Routes(r)
 	s.handler = r
 	return s, nil
+}
+
+// startApprovals builds the approvals Service when gates are configured,
+// with the channels config names, and runs its expiry sweep until ctx
+// ends. It returns the Slack channel, whose interactions serve mounts, or
+// nil.
+func (s *server) startApprovals(ctx context.Context, cfg *config.Config, store approvals.Store) (*approvals.Slack, error) {
+	if len(cfg.Gates) == 0 {
+		return nil, nil
+	}
+	gates, err := approvals.Compile(cfg.Gates)
+	if err != nil {
+		return nil, err // loadConfig has already reported it
+	}
+	notifiers, slack, err := approvals.Channels(cfg.Approvals, store, s.log)
+	if err != nil {
+		return nil, err
+	}
+	o := approvals.ServiceOptions{
+		Store: store, Gates: gates, Notifiers: notifiers, Logger: s.log, MaxPending: cfg.Approvals.MaxPending,
+		Decided: func(r *approvals.Request) {
+			var latency time.Duration
+			if r.DecidedAt != nil {
+				latency = r.DecidedAt.Sub(r.CreatedAt)
+			}
+			s.tel.ApprovalDecided(r.Gate, string(r.State), latency)
+		},
+	}
+	if sigs, ok := s.store.(trajectory.Signals); ok {
+		o.Signals = sigs
+	}
+	s.approvals = approvals.NewService(o)
+	s.aprDone = make(chan struct{})
+	go func() {
+		defer close(s.aprDone)
+		s.approvals.Run(ctx)
+	}()
+	return slack, nil
 }
 
 func (s *server) startMock(ctx context.Context, cfg *config.Config) error {
@@ -209,7 +287,16 @@ func (s *server) close() {
 	if s.mockErr != nil {
 		<-s.mockErr
 	}
+	if s.aprDone != nil {
+		<-s.aprDone // s.stop ended its context
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.approvals.Close(ctx) // stops the notifications still running
+		cancel()
+	}
 	if s.store != nil {
 		_ = s.store.Close()
+	}
+	if s.redis != nil {
+		_ = s.redis.Close()
 	}
 }

@@ -145,27 +145,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	client := opts.Client
 	if client == nil {
-		o, err := goredis.ParseURL(opts.URL)
-		if err != nil {
-			// The URL may carry a password: say what is wrong, not what it
-			// is. url.Error quotes the whole URL; go-redis's own errors
-			// name only the faulty part.
-			var uerr *url.Error
-			if errors.As(err, &uerr) {
-				err = uerr.Err
-			}
-			return nil, fmt.Errorf("redis store: parsing the Redis URL: %w", err)
+		var err error
+		if client, err = NewClient(opts.URL); err != nil {
+			return nil, err
 		}
-		// Callers fail closed and retry at their own level, so a dead Redis
-		// is reported after one retry, not after go-redis's default of
-		// about two seconds of redials. A URL's max_retries still wins.
-		o.DialerRetries = 1
-		// A caller's deadline, not a fixed read timeout, bounds each call.
-		o.ContextTimeoutEnabled = true
-		if o.MaxRetries == 0 {
-			o.MaxRetries = 1
-		}
-		client = goredis.NewClient(o)
 		s.closeClient = client.Close
 	}
 	s.rdb = client
@@ -182,6 +165,33 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// NewClient returns a client of the Redis at rawURL, set up as the Store sets
+// up its own, for a caller that shares one client between the record store
+// and the approvals store. The caller closes it.
+func NewClient(rawURL string) (*goredis.Client, error) {
+	o, err := goredis.ParseURL(rawURL)
+	if err != nil {
+		// The URL may carry a password: say what is wrong, not what it
+		// is. url.Error quotes the whole URL; go-redis's own errors
+		// name only the faulty part.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("redis store: parsing the Redis URL: %w", err)
+	}
+	// Callers fail closed and retry at their own level, so a dead Redis
+	// is reported after one retry, not after go-redis's default of
+	// about two seconds of redials. A URL's max_retries still wins.
+	o.DialerRetries = 1
+	// A caller's deadline, not a fixed read timeout, bounds each call.
+	o.ContextTimeoutEnabled = true
+	if o.MaxRetries == 0 {
+		o.MaxRetries = 1
+	}
+	return goredis.NewClient(o), nil
 }
 
 // Close makes every later call return trajectory.ErrClosed, ends every
