@@ -301,3 +301,152 @@ func TestEscrowNoGatedCall(t *testing.T) {
 		t.Fatalf("approval requests opened: %+v", reqs)
 	}
 }
+
+// on_refusal end_turn: the refused call is replaced by a text saying why
+// and the turn ends; the model is not called again. A non-streamed
+// request is held the same way and gets the same reply as one body.
+func TestEscrowEndTurn(t *testing.T) {
+	for _, stream := range []bool{true, false} {
+		t.Run(map[bool]string{true: "stream", false: "json"}[stream], func(t *testing.T) {
+			e := newEnv(t, envOpts{limits: gatesYAML("", "    on_refusal: end_turn")})
+			c := antClient(e.gk+"/t/esc-end/anthropic", vkA, bashTurn("rm -rf /home"))
+			var m anthropic.Message
+			if stream {
+				s := startAntStream(ctxT(t), c, bashParams("clean up"))
+				s.untilText(t)
+				r := e.pending(t, "esc-end", 1)[0]
+				if code := e.adminVote(t, r.ID, carolToken, "deny"); code != 200 {
+					t.Fatalf("deny: %d", code)
+				}
+				m = s.wait(t)
+			} else {
+				got := make(chan *anthropic.Message, 1)
+				go func() {
+					m, err := c.Messages.New(ctxT(t), bashParams("clean up"))
+					if err != nil {
+						t.Error(err)
+					}
+					got <- m
+				}()
+				r := e.pending(t, "esc-end", 1)[0]
+				e.waitState(t, "esc-end", trajectory.AwaitingApproval)
+				if code := e.adminVote(t, r.ID, carolToken, "deny"); code != 200 {
+					t.Fatalf("deny: %d", code)
+				}
+				select {
+				case p := <-got:
+					if p == nil {
+						t.FailNow()
+					}
+					m = *p
+				case <-time.After(20 * time.Second):
+					t.Fatal("no reply")
+				}
+			}
+			text := messageText(m)
+			if len(toolUses(m)) != 0 || m.StopReason != "end_turn" || !strings.Contains(text, "I will clean the build directory now.") ||
+				!strings.Contains(text, "The call to Bash was refused") {
+				t.Fatalf("message %s", mustJSON(t, m))
+			}
+			if n := len(e.turnRequests()); n != 1 {
+				t.Fatalf("mock saw %d turn requests, want 1", n)
+			}
+			rec := e.waitState(t, "esc-end", trajectory.Ready)
+			if rec.Turns != 1 || len(rec.Pending.ToolCalls) != 0 {
+				t.Fatalf("record %+v", rec)
+			}
+		})
+	}
+}
+
+// A non-streamed request is simply held, and released whole.
+func TestEscrowJSONApprove(t *testing.T) {
+	e := newEnv(t, envOpts{limits: gatesYAML("", "")})
+	spec := bashTurn("rm -rf ./build")
+	dc := antClient(e.twinURL, antKey, spec)
+	direct, err := dc.Messages.New(ctxT(t), bashParams("clean"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *anthropic.Message, 1)
+	go func() {
+		c := antClient(e.gk+"/t/esc-json/anthropic", vkA, spec)
+		m, err := c.Messages.New(ctxT(t), bashParams("clean"))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- m
+	}()
+	r := e.pending(t, "esc-json", 1)[0]
+	e.waitState(t, "esc-json", trajectory.AwaitingApproval)
+	if code := e.adminVote(t, r.ID, carolToken, "approve"); code != 200 {
+		t.Fatalf("approve: %d", code)
+	}
+	select {
+	case m := <-got:
+		if m == nil || mustJSON(t, *m) != mustJSON(t, *direct) {
+			t.Fatalf("released body differs:\ndirect %s\nvia    %v", mustJSON(t, *direct), m)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no reply")
+	}
+	e.waitState(t, "esc-json", trajectory.WaitingTool)
+}
+
+// An operator's cancel ends a held stream with the provider's error event;
+// the request is withdrawn and nothing is delivered.
+func TestEscrowCancelWhileHeld(t *testing.T) {
+	e := newEnv(t, envOpts{limits: gatesYAML("", "")})
+	s := startAntStream(ctxT(t), antClient(e.gk+"/t/esc-cancel/anthropic", vkA, bashTurn("rm -rf /")), bashParams("clean up"))
+	s.untilText(t)
+	r := e.pending(t, "esc-cancel", 1)[0]
+	resp := e.do(t, "POST", "/admin/v1/trajectories/esc-cancel/cancel", "", "Authorization", "Bearer "+adminToken)
+	if b := readAll(t, resp); resp.StatusCode != 200 && resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("cancel: %d %s", resp.StatusCode, b)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("held stream not ended by the cancel")
+	}
+	if s.err == nil || !strings.Contains(s.err.Error(), "trajectory_canceled") || len(toolUses(s.msg)) != 0 {
+		t.Fatalf("stream end: %v, message %s", s.err, mustJSON(t, s.msg))
+	}
+	waitFor(t, "the request withdrawn", func() bool {
+		got, err := e.apst.Get(context.Background(), r.ID)
+		return err == nil && got.State == approvals.Withdrawn
+	})
+}
+
+// A call refused earlier in the trajectory, proposed again before that
+// request expired, is refused at once: nobody is asked again.
+func TestEscrowSameCallRefusedAgain(t *testing.T) {
+	e := newEnv(t, envOpts{limits: gatesYAML("", "")})
+	spec := bashTurn("rm -rf /etc")
+	p := bashParams("clean up")
+	s := startAntStream(ctxT(t), antClient(e.gk+"/t/esc-again/anthropic", vkA, spec), p)
+	s.untilText(t)
+	first := e.pending(t, "esc-again", 1)[0]
+	if code := e.adminVote(t, first.ID, carolToken, "deny"); code != 200 {
+		t.Fatalf("deny: %d", code)
+	}
+	m := s.wait(t)
+	e.waitState(t, "esc-again", trajectory.Ready)
+
+	p.Messages = append(p.Messages, m.ToParam(), anthropic.NewUserMessage(anthropic.NewTextBlock("do it anyway")))
+	m2 := startAntStream(ctxT(t), antClient(e.gk+"/t/esc-again/anthropic", vkA, spec), p).wait(t)
+	if len(toolUses(m2)) != 0 || !strings.Contains(messageText(m2), "Done: received 1 tool result") {
+		t.Fatalf("second proposal: %s", mustJSON(t, m2))
+	}
+	reqs, err := e.apst.List(context.Background(), approvals.Filter{Trajectory: "esc-again", Limit: 10})
+	if err != nil || len(reqs) != 2 {
+		t.Fatalf("requests %d %v", len(reqs), err)
+	}
+	if again := reqs[0]; again.State != approvals.Denied || again.Digest != first.Digest || len(again.Votes) != 0 {
+		t.Fatalf("second request %+v", again)
+	}
+	bodies := e.turnRequests()
+	if len(bodies) != 4 || !strings.Contains(string(bodies[3]), approvals.ReasonDenied) {
+		t.Fatalf("mock saw %d turn requests, want 4 (the last with the refusal)", len(bodies))
+	}
+}
