@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"time"
 
 	"gatekeeper/approvals"
 	"gatekeeper/config"
@@ -248,7 +247,9 @@ func (s *Server) refuseHeld(ctx context.Context, h *approvals.Hold, reason strin
 	return err
 }
 
-// closeHold records the hold's end and the decisions' telemetry.
+// closeHold records the hold's end. The decisions themselves reach
+// telemetry through the Service's Decided hook; here the held requests
+// leave the pending gauge.
 func (s *Server) closeHold(ctx context.Context, h *approvals.Hold, st approvals.HoldState, conts int, reqs []*approvals.Request, log *slog.Logger) {
 	if _, err := s.esc.store.UpdateHold(ctx, h.ID, func(h *approvals.Hold) error {
 		h.State, h.Continuations = st, conts
@@ -257,13 +258,6 @@ func (s *Server) closeHold(ctx context.Context, h *approvals.Hold, st approvals.
 		log.LogAttrs(ctx, slog.LevelWarn, "closing a hold failed", slog.String("hold", h.ID), slog.String("error", err.Error()))
 	}
 	s.tel.ApprovalPending(-int64(len(reqs)))
-	for _, r := range reqs {
-		var latency time.Duration
-		if r.DecidedAt != nil {
-			latency = r.DecidedAt.Sub(r.CreatedAt)
-		}
-		s.tel.ApprovalDecided(r.Gate, string(r.State), latency)
-	}
 }
 
 // refusalReply is the reply for a hold with refused calls: with
