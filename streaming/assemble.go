@@ -52,6 +52,7 @@ type assembledBlock struct {
 type anthropicMessage struct {
 	base    string // message_start's message
 	blocks  []*assembledBlock
+	byIndex map[int]*assembledBlock
 	delta   []rawMember // message_delta's delta members, the stop among them
 	usage   []rawMember // message_delta's non-null usage members
 	stopped bool        // a stop_reason came
@@ -66,7 +67,7 @@ func assembleAnthropic(evs []streamEvent) ([]byte, error) {
 }
 
 func readAnthropicMessage(evs []streamEvent) (*anthropicMessage, error) {
-	m := &anthropicMessage{}
+	m := &anthropicMessage{byIndex: map[int]*assembledBlock{}}
 	for i := range evs {
 		js, ok, err := evs[i].jsonEvent(APIAnthropic)
 		if err != nil {
@@ -84,8 +85,13 @@ func readAnthropicMessage(evs []streamEvent) (*anthropicMessage, error) {
 			if idx.Type != gjson.Number || !block.IsObject() {
 				return nil, fmt.Errorf("%w: anthropic content_block_start without index or block", ErrInvalidJSON)
 			}
-			m.blocks = slices.DeleteFunc(m.blocks, func(b *assembledBlock) bool { return b.index == int(idx.Int()) })
-			m.blocks = append(m.blocks, &assembledBlock{index: int(idx.Int()), start: block.Raw, deltas: map[string]bool{}})
+			b := &assembledBlock{index: int(idx.Int()), start: block.Raw, deltas: map[string]bool{}}
+			if old, ok := m.byIndex[b.index]; ok {
+				// A block started again at an index replaces it.
+				m.blocks = slices.DeleteFunc(m.blocks, func(x *assembledBlock) bool { return x == old })
+			}
+			m.blocks = append(m.blocks, b)
+			m.byIndex[b.index] = b
 		case "content_block_delta":
 			b := m.block(int(gjson.Get(js, "index").Int()))
 			if b == nil {
@@ -113,18 +119,14 @@ func readAnthropicMessage(evs []streamEvent) (*anthropicMessage, error) {
 	if m.base == "" || !isObject(m.base) || !m.stopped {
 		return nil, ErrIncompleteStream
 	}
+	if gjson.Get(m.base, "type").Str != "message" {
+		return nil, fmt.Errorf("%w: anthropic message_start without a message", ErrInvalidJSON)
+	}
 	slices.SortStableFunc(m.blocks, func(a, b *assembledBlock) int { return cmp.Compare(a.index, b.index) })
 	return m, nil
 }
 
-func (m *anthropicMessage) block(index int) *assembledBlock {
-	for _, b := range m.blocks {
-		if b.index == index {
-			return b
-		}
-	}
-	return nil
-}
+func (m *anthropicMessage) block(index int) *assembledBlock { return m.byIndex[index] }
 
 func (b *assembledBlock) add(delta gjson.Result) {
 	kind := delta.Get("type").Str
@@ -224,6 +226,7 @@ type chatChoice struct {
 	reasoning    strings.Builder // reasoning_content (DeepSeek and others)
 	reasonSeen   bool
 	calls        []*chatAssembledCall
+	byIndex      map[int]*chatAssembledCall
 	legacy       *chatAssembledCall // deprecated function_call
 	finishReason string             // raw JSON
 }
@@ -402,13 +405,15 @@ func (c *chatChoice) addDelta(d gjson.Result) {
 }
 
 func (c *chatChoice) call(index int) *chatAssembledCall {
-	for _, call := range c.calls {
-		if call.index == index {
-			return call
-		}
+	if call, ok := c.byIndex[index]; ok {
+		return call
+	}
+	if c.byIndex == nil {
+		c.byIndex = map[int]*chatAssembledCall{}
 	}
 	call := &chatAssembledCall{index: index}
 	c.calls = append(c.calls, call)
+	c.byIndex[index] = call
 	return call
 }
 
@@ -485,7 +490,7 @@ func responsesTerminal(evs []streamEvent) (resp string, at int, err error) {
 		switch gjson.Get(js, "type").Str {
 		case "response.completed", "response.incomplete", "response.failed":
 			r := gjson.Get(js, "response")
-			if !r.IsObject() {
+			if !r.IsObject() || !r.Get("output").IsArray() {
 				return "", -1, fmt.Errorf("%w: responses terminal event without a response", ErrInvalidJSON)
 			}
 			return r.Raw, i, nil

@@ -141,14 +141,16 @@ func sumUsage(a, b string) string {
 
 func sumObjects(dst []byte, a, b string, depth int) []byte {
 	var keys []string
-	for m, next, ok := nextMember(a, objectStart(a)); ok; m, next, ok = nextMember(a, next) {
-		if !slices.Contains(keys, m.key) {
-			keys = append(keys, m.key)
-		}
-	}
-	for m, next, ok := nextMember(b, objectStart(b)); ok; m, next, ok = nextMember(b, next) {
-		if !slices.Contains(keys, m.key) {
-			keys = append(keys, m.key)
+	vals := [2]map[string]string{{}, {}} // the first member of each key, in a and in b
+	for n, obj := range []string{a, b} {
+		for m, next, ok := nextMember(obj, objectStart(obj)); ok; m, next, ok = nextMember(obj, next) {
+			if _, dup := vals[n][m.key]; dup {
+				continue
+			}
+			vals[n][m.key] = m.val
+			if _, inA := vals[0][m.key]; n == 0 || !inA {
+				keys = append(keys, m.key)
+			}
 		}
 	}
 	dst = append(dst, '{')
@@ -159,7 +161,7 @@ func sumObjects(dst []byte, a, b string, depth int) []byte {
 		dst = append(dst, '"')
 		dst = append(dst, k...)
 		dst = append(dst, '"', ':')
-		dst = sumValue(dst, memberByKey(a, k), memberByKey(b, k), depth)
+		dst = sumValue(dst, vals[0][k], vals[1][k], depth)
 	}
 	return append(dst, '}')
 }
@@ -181,15 +183,4 @@ func sumValue(dst []byte, va, vb string, depth int) []byte {
 		return append(dst, va...)
 	}
 	return append(dst, "null"...)
-}
-
-// memberByKey is the raw value of the first member of obj whose key is
-// written exactly as key, "" when none.
-func memberByKey(obj, key string) string {
-	for m, next, ok := nextMember(obj, objectStart(obj)); ok; m, next, ok = nextMember(obj, next) {
-		if m.key == key {
-			return m.val
-		}
-	}
-	return ""
 }

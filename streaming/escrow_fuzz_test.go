@@ -1,0 +1,153 @@
+package streaming
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// Fuzz targets for the escrow's reshaping functions: no panic, output
+// bounded by the input, and either an error or output of the right kind.
+
+// escrowFuzzMax bounds fuzz inputs; escrowGrowth bounds how much larger
+// than its input an output may be (a tool call fragment of a few bytes
+// becomes a call with every member written out, a byte of bad UTF-8 a
+// \ufffd escape).
+const (
+	escrowFuzzMax    = 1 << 15
+	escrowGrowth     = 96
+	escrowGrowthBase = 4096
+)
+
+func fuzzAPI(sel uint8) API { return escrowAPIs[int(sel)%len(escrowAPIs)] }
+
+func checkBounded(t *testing.T, out []byte, in ...[]byte) {
+	t.Helper()
+	n := 0
+	for _, b := range in {
+		n += len(b)
+	}
+	if len(out) > escrowGrowth*n+escrowGrowthBase {
+		t.Fatalf("%d output bytes from %d input bytes", len(out), n)
+	}
+}
+
+// addEscrowStreamSeeds adds every reply stream of the package's testdata,
+// with its API's selector.
+func addEscrowStreamSeeds(f *testing.F, add func(sel uint8, stream []byte)) {
+	for i, api := range escrowAPIs {
+		for _, dir := range []string{decoderTestdata[api]} {
+			for _, p := range testdataFiles(f, filepath.Join(dir, "*.sse")) {
+				add(uint8(i), readFile(f, p))
+			}
+		}
+		for _, p := range testdataFiles(f, filepath.Join(filterTestdata, filterPrefix(api)+"*.sse")) {
+			add(uint8(i), readFile(f, p))
+		}
+	}
+}
+
+func FuzzAssembleJSON(f *testing.F) {
+	addEscrowStreamSeeds(f, func(sel uint8, s []byte) { f.Add(sel, s) })
+	f.Fuzz(func(t *testing.T, sel uint8, stream []byte) {
+		if len(stream) > escrowFuzzMax {
+			return
+		}
+		api := fuzzAPI(sel)
+		body, err := AssembleJSON(api, stream)
+		if err != nil {
+			if !errors.Is(err, ErrIncompleteStream) && !errors.Is(err, ErrInvalidJSON) && !errors.Is(err, ErrEventTooLarge) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		checkBounded(t, body, stream)
+		if !gjson.ValidBytes(body) {
+			t.Fatalf("not JSON: %s", body)
+		}
+		if _, err := DecodeJSON(api, body); err != nil {
+			t.Fatalf("the assembled body does not decode: %v: %s", err, body)
+		}
+	})
+}
+
+func FuzzRenderSSE(f *testing.F) {
+	addEscrowStreamSeeds(f, func(sel uint8, s []byte) {
+		if body, err := AssembleJSON(fuzzAPI(sel), s); err == nil {
+			f.Add(sel, body)
+		}
+	})
+	for i, name := range []string{"anthropic-body.json", "chat-body.json", "responses-body.json"} {
+		f.Add(uint8(i), readFile(f, filterTestdata, name))
+	}
+	f.Fuzz(func(t *testing.T, sel uint8, body []byte) {
+		if len(body) > escrowFuzzMax {
+			return
+		}
+		api := fuzzAPI(sel)
+		stream, err := RenderSSE(api, body)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidJSON) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		checkBounded(t, stream, body)
+		res, _, err := decodeStream(api, 0, whole(stream))
+		if err != nil {
+			t.Fatalf("the rendered stream does not read: %v", err)
+		}
+		if res.Unparsed != 0 {
+			t.Fatalf("%d events of the rendered stream do not decode: %v\n%s", res.Unparsed, res.UnparsedErrors, stream)
+		}
+	})
+}
+
+func FuzzContinuation(f *testing.F) {
+	reqs := []string{"anthropic-claude-code-turn1.json", "chat-openai-sdk-parallel-tools.json", "responses-codex-exec.json"}
+	bodies := []string{"anthropic-body.json", "chat-body.json", "responses-body.json"}
+	for i := range escrowAPIs {
+		f.Add(uint8(i), readFile(f, "testdata/requests", reqs[i]), readFile(f, filterTestdata, bodies[i]), false)
+		f.Add(uint8(i), readFile(f, "testdata/requests", reqs[i]),
+			readFile(f, filterTestdata, filterPrefix(escrowAPIs[i])+"text-refused-allowed.sse"), true)
+	}
+	f.Add(uint8(2), []byte(`{"input":"hi","stream":true}`), []byte(`{"output":[{"type":"function_call","call_id":"c","name":"n","arguments":"{}"}]}`), false)
+	f.Fuzz(func(t *testing.T, sel uint8, req, reply []byte, streamed bool) {
+		if len(req)+len(reply) > escrowFuzzMax {
+			return
+		}
+		results := map[string][]byte{"": []byte(refusedResult)}
+		out, err := Continuation(fuzzAPI(sel), req, reply, streamed, results)
+		if err != nil {
+			return
+		}
+		checkBounded(t, out, req, reply, []byte(refusedResult))
+		if !gjson.ValidBytes(out) {
+			t.Fatalf("not JSON: %s", out)
+		}
+	})
+}
+
+func FuzzSpliceStream(f *testing.F) {
+	for i, api := range escrowAPIs {
+		for _, tc := range spliceCases[api] {
+			f.Add(uint8(i), readFile(f, tc.first...), readFile(f, tc.cont...))
+		}
+	}
+	f.Fuzz(func(t *testing.T, sel uint8, first, cont []byte) {
+		if len(first)+len(cont) > escrowFuzzMax {
+			return
+		}
+		api := fuzzAPI(sel)
+		out, err := SpliceStream(api, first, cont)
+		if err != nil {
+			return
+		}
+		checkBounded(t, out, first, cont)
+		if _, _, err := decodeStream(api, 0, whole(out)); err != nil {
+			t.Fatalf("the spliced stream does not read: %v", err)
+		}
+	})
+}
