@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -174,24 +175,18 @@ func (t *turn) openHold(ctx context.Context, res *streaming.Result, reply []byte
 		}
 		reqs[i] = r
 	}
-	var ids []string
-	for _, tc := range res.ClientToolCalls() {
-		ids = append(ids, tc.ID)
-	}
-	h := &approvals.Hold{ID: approvals.NewID("hold_"), Trajectory: t.recID, Root: t.root, Tenant: t.req.tenant.Name,
-		Key: t.key, API: string(t.req.api), Streamed: streamed, Provider: t.req.up.cfg.Name, Model: t.pr.Model,
-		Request: t.body, Reply: reply, Calls: ids, State: approvals.Holding, CreatedAt: now}
+	h := t.newHold(res, reply, streamed, now)
 	var err error
-	if asked {
-		h, err = esc.svc.Open(ctx, h, reqs)
-	} else {
-		// Every call is refused already: nobody is announced anything.
-		for _, r := range reqs {
-			r.Hold, r.Trajectory, r.Root, r.Tenant = h.ID, h.Trajectory, h.Root, h.Tenant
-			h.Requests = append(h.Requests, r.ID)
-			h.ExpiresAt = later(h.ExpiresAt, r.ExpiresAt)
+	for gen := 0; ; gen++ {
+		// A turn sent again after its hold was decided (the same
+		// conversation, the model asked anew) is held under the next
+		// generation of its key.
+		h.Key = holdKey(t.key, gen)
+		h, err = t.createHold(ctx, h, reqs, asked)
+		if !errors.Is(err, approvals.ErrExists) || gen >= maxHoldGenerations || h.State == approvals.Holding && !h.Delivered {
+			break
 		}
-		h, err = esc.store.CreateHold(ctx, h, reqs)
+		h = t.newHold(res, reply, streamed, now)
 	}
 	if err != nil {
 		return nil, err
@@ -212,6 +207,45 @@ func (t *turn) openHold(ctx context.Context, res *streaming.Result, reply []byte
 	t.log.LogAttrs(ctx, slog.LevelInfo, "tool call held for approval", slog.String("hold", h.ID),
 		slog.String("approval_id", o.approvalID), slog.Int("requests", len(reqs)))
 	return h, nil
+}
+
+// maxHoldGenerations bounds how many times one turn's content is held on
+// one record.
+const maxHoldGenerations = 8
+
+// holdKey is the key of a turn's gen-th hold on its record.
+func holdKey(key string, gen int) string {
+	if gen == 0 {
+		return key
+	}
+	return key + "/" + strconv.Itoa(gen)
+}
+
+func (t *turn) newHold(res *streaming.Result, reply []byte, streamed bool, now time.Time) *approvals.Hold {
+	var ids []string
+	for _, tc := range res.ClientToolCalls() {
+		ids = append(ids, tc.ID)
+	}
+	return &approvals.Hold{ID: approvals.NewID("hold_"), Trajectory: t.recID, Root: t.root, Tenant: t.req.tenant.Name,
+		Key: t.key, API: string(t.req.api), Streamed: streamed, Provider: t.req.up.cfg.Name, Model: t.pr.Model,
+		Request: t.body, Reply: reply, Calls: ids, State: approvals.Holding, CreatedAt: now}
+}
+
+// createHold stores h with reqs: through the Service, which announces
+// them, when someone is asked; straight to the store when every call is
+// refused already, so that nobody is announced anything. On ErrExists it
+// returns the existing hold.
+func (t *turn) createHold(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, asked bool) (*approvals.Hold, error) {
+	if asked {
+		return t.s.esc.svc.Open(ctx, h, reqs)
+	}
+	h.Requests = h.Requests[:0]
+	for _, r := range reqs {
+		r.Hold, r.Trajectory, r.Root, r.Tenant = h.ID, h.Trajectory, h.Root, h.Tenant
+		h.Requests = append(h.Requests, r.ID)
+		h.ExpiresAt = later(h.ExpiresAt, r.ExpiresAt)
+	}
+	return t.s.esc.store.CreateHold(ctx, h, reqs)
 }
 
 // refusedBefore reports whether prev refuses the same call again at now.

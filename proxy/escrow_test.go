@@ -450,3 +450,31 @@ func TestEscrowSameCallRefusedAgain(t *testing.T) {
 		t.Fatalf("mock saw %d turn requests, want 4 (the last with the refusal)", len(bodies))
 	}
 }
+
+// The same turn sent again after its hold was refused and delivered asks
+// the model anew; the identical call is refused at once under a new hold
+// of the same turn.
+func TestEscrowSameTurnAfterRefusal(t *testing.T) {
+	e := newEnv(t, envOpts{limits: gatesYAML("", "    on_refusal: end_turn")})
+	c := antClient(e.gk+"/t/esc-twice/anthropic", vkA, bashTurn("rm -rf /data"))
+	s := startAntStream(ctxT(t), c, bashParams("clean up"))
+	s.untilText(t)
+	r := e.pending(t, "esc-twice", 1)[0]
+	if code := e.adminVote(t, r.ID, carolToken, "deny"); code != 200 {
+		t.Fatalf("deny: %d", code)
+	}
+	if m := s.wait(t); len(toolUses(m)) != 0 {
+		t.Fatalf("denied call delivered: %s", mustJSON(t, m))
+	}
+	e.waitState(t, "esc-twice", trajectory.Ready)
+	m, err := c.Messages.New(ctxT(t), bashParams("clean up"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(toolUses(*m)) != 0 || !strings.Contains(messageText(*m), "The call to Bash was refused") {
+		t.Fatalf("second sending: %s", mustJSON(t, *m))
+	}
+	if n := len(e.turnRequests()); n != 2 {
+		t.Fatalf("mock saw %d turn requests, want 2", n)
+	}
+}

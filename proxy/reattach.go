@@ -21,13 +21,21 @@ import (
 // was delivered already, or the approvals store failed). When the record
 // holds no turn of this key, admission goes on as usual.
 func (t *turn) findHold(ctx context.Context, id string) (found bool, err error) {
-	h, err := t.s.esc.store.FindHold(ctx, id, t.key)
+	var h *approvals.Hold
+	for gen := 0; gen <= maxHoldGenerations; gen++ {
+		next, err := t.s.esc.store.FindHold(ctx, id, holdKey(t.key, gen))
+		if errors.Is(err, approvals.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			return true, errApprovalsDown(err)
+		}
+		h = next // the latest generation decides
+	}
 	switch {
-	case errors.Is(err, approvals.ErrNotFound):
+	case h == nil:
 		t.holdChecked = true
 		return false, nil
-	case err != nil:
-		return true, errApprovalsDown(err)
 	case h.Delivered:
 		return true, &HTTPError{Code: http.StatusConflict, Type: errInvalidRequest, NoRetry: true,
 			Msg: "this turn's reply, held for approval, was already delivered to an earlier request of the same turn; continue from it"}
