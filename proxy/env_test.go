@@ -89,13 +89,15 @@ type envOpts struct {
 	tel *telemetry.Telemetry
 	// log, when set, receives gatekeeper's JSON log at debug level.
 	log io.Writer
+	// script, when set, scripts both mocks.
+	script *mockprovider.Script
 	// wrap, when set, puts a layer between gatekeeper and the memory
 	// store (e.record still reads the store itself).
 	wrap func(trajectory.Store) trajectory.Store
 }
 
-func newMock(t testing.TB, realClock bool) (*mockprovider.Server, string) {
-	opts := mockprovider.Options{Rand: rand.New(rand.NewPCG(7, 11)), Keys: []string{antKey, oaiKey}}
+func newMock(t testing.TB, realClock bool, script *mockprovider.Script) (*mockprovider.Server, string) {
+	opts := mockprovider.Options{Rand: rand.New(rand.NewPCG(7, 11)), Keys: []string{antKey, oaiKey}, Script: script}
 	if !realClock {
 		opts.Clock = newClock().Now
 	}
@@ -108,8 +110,8 @@ func newMock(t testing.TB, realClock bool) (*mockprovider.Server, string) {
 func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	e := &env{}
-	e.mock, e.mockURL = newMock(t, o.realClock)
-	_, e.twinURL = newMock(t, o.realClock)
+	e.mock, e.mockURL = newMock(t, o.realClock, o.script)
+	_, e.twinURL = newMock(t, o.realClock, o.script)
 	up := e.mockURL
 	if o.upstream != "" {
 		up = o.upstream

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -221,6 +222,19 @@ func holdKey(key string, gen int) string {
 	return key + "/" + strconv.Itoa(gen)
 }
 
+// splitHoldKey is holdKey's inverse.
+func splitHoldKey(k string) (key string, gen int) {
+	i := strings.LastIndexByte(k, '/')
+	if i < 0 {
+		return k, 0
+	}
+	n, err := strconv.Atoi(k[i+1:])
+	if err != nil {
+		return k, 0
+	}
+	return k[:i], n
+}
+
 func (t *turn) newHold(res *streaming.Result, reply []byte, streamed bool, now time.Time) *approvals.Hold {
 	var ids []string
 	for _, tc := range res.ClientToolCalls() {
@@ -228,7 +242,7 @@ func (t *turn) newHold(res *streaming.Result, reply []byte, streamed bool, now t
 	}
 	return &approvals.Hold{ID: approvals.NewID("hold_"), Trajectory: t.recID, Root: t.root, Tenant: t.req.tenant.Name,
 		Key: t.key, API: string(t.req.api), Streamed: streamed, Provider: t.req.up.cfg.Name, Model: t.pr.Model,
-		Request: t.body, Reply: reply, Calls: ids, State: approvals.Holding, CreatedAt: now}
+		Request: t.body, Reply: reply, Calls: ids, State: approvals.Holding, Continuations: t.conts, CreatedAt: now}
 }
 
 // createHold stores h with reqs: through the Service, which announces

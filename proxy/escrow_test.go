@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"gatekeeper/approvals"
+	"gatekeeper/mockprovider"
 	"gatekeeper/trajectory"
 )
 
@@ -476,5 +478,55 @@ func TestEscrowSameTurnAfterRefusal(t *testing.T) {
 	}
 	if n := len(e.turnRequests()); n != 2 {
 		t.Fatalf("mock saw %d turn requests, want 2", n)
+	}
+}
+
+// The model's continuation after a refusal proposes another gated call: it
+// is held in turn (a new hold of the same turn, the client still waiting).
+// Refused too, the model continues a second time and proposes that same
+// call again, which is refused at once (nobody is asked twice); the turn
+// has had its two continuations, so it ends with the call replaced by a
+// text.
+func TestEscrowContinuationHeldAgain(t *testing.T) {
+	script, err := mockprovider.ParseScript([]byte(`
+rules:
+  - when: {has_tool_results: true}
+    turn: {kind: tool, text: "Then another way.", tools: [{name: Bash, input: {command: "rm -rf /other"}}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOpts{limits: gatesYAML("", ""), script: script})
+	s := startAntStream(ctxT(t), antClient(e.gk+"/t/esc-chain/anthropic", vkA, bashTurn("rm -rf /first")), bashParams("clean up"))
+	s.untilText(t)
+	var ids []string
+	for round := 0; round < 2; round++ {
+		reqs := e.pending(t, "esc-chain", 1)
+		r := reqs[0]
+		if slices.Contains(ids, r.ID) {
+			t.Fatalf("round %d: the same request %s", round, r.ID)
+		}
+		ids = append(ids, r.ID)
+		e.waitState(t, "esc-chain", trajectory.AwaitingApproval)
+		if code := e.adminVote(t, r.ID, carolToken, "deny"); code != 200 {
+			t.Fatalf("round %d deny: %d", round, code)
+		}
+	}
+	m := s.wait(t)
+	text := messageText(m)
+	if len(toolUses(m)) != 0 || m.StopReason != "end_turn" || strings.Count(text, "Then another way.") != 2 ||
+		!strings.Contains(text, "The call to Bash was refused") {
+		t.Fatalf("final message %s", mustJSON(t, m))
+	}
+	if n := len(e.turnRequests()); n != 3 {
+		t.Fatalf("mock saw %d turn requests, want 3 (the turn and two continuations)", n)
+	}
+	all, err := e.apst.List(context.Background(), approvals.Filter{Trajectory: "esc-chain", Limit: 10})
+	if err != nil || len(all) != 3 || all[0].State != approvals.Denied || len(all[0].Votes) != 0 || all[0].Digest != all[1].Digest {
+		t.Fatalf("requests %d %v; the last %+v", len(all), err, all[0])
+	}
+	rec := e.waitState(t, "esc-chain", trajectory.Ready)
+	if rec.Turns != 3 || len(rec.Pending.ToolCalls) != 0 {
+		t.Fatalf("record turns %d pending %+v", rec.Turns, rec.Pending)
 	}
 }

@@ -27,10 +27,11 @@ var turnPath = map[streaming.API]string{
 // request, plus the held reply, plus each call's REFUSED result. The call
 // is admitted on the hold's record like a turn (budget checked, estimate
 // reserved, charged as a turn), sent to the same provider with the
-// client's headers, and read whole; its reply is spliced into the held one
-// so that the client reads one coherent message. Gated calls in the
-// continuation are not delivered: they end the turn as refused.
-func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, results map[string][]byte, c *holdClient) (*heldReply, error) {
+// client's headers, and read whole; its reply is spliced into base, the
+// held reply as the client would get it, so that the client reads one
+// coherent message. A gated call in the continuation is held in turn: the
+// reply is the next hold of the same turn, which the client waits on.
+func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base []byte, results map[string][]byte, c *holdClient) (*heldReply, error) {
 	api := streaming.API(h.API)
 	body, err := streaming.Continuation(api, h.Request, h.Reply, h.Streamed, results)
 	if err != nil {
@@ -44,13 +45,15 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, results ma
 	if err != nil {
 		return nil, err
 	}
+	key, _ := splitHoldKey(h.Key)
 	sub := &turn{s: s, req: &request{up: up, rest: turnPath[api], tenant: c.req.tenant, keyHash: c.req.keyHash, api: api, id: c.req.id},
-		pr: pr, body: body, started: s.now(), ctx: ctx, log: c.log, recID: h.Trajectory, gated: true}
-	sub.maxOut = pr.MaxOutputTokens
+		pr: pr, body: body, started: s.now(), ctx: ctx, log: c.log, recID: h.Trajectory, root: h.Root, key: key, gated: true,
+		conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
 	var adm admission
 	_, err = s.store.UpdateChain(ctx, h.Trajectory, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 		var evs []trajectory.Event
 		var err error
+		sub.thread = chain[0].Thread
 		adm, evs, err = sub.admitChain(chain, chain[0].Thread, nil)
 		if err == nil && adm.paused {
 			err = errors.New("the run was paused")
@@ -79,48 +82,27 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, results ma
 		return nil, err
 	}
 	o := sub.outcomeOf(res, status, nil)
-	var refuse []string
-	texts := make(map[string]string)
-	for _, g := range sub.gatedCalls(res) {
-		// A continuation's own gated call is not held again: the turn
-		// ends with it refused.
-		refuse = append(refuse, g.tc.ID)
-		texts[g.tc.ID] = fmt.Sprintf("[gatekeeper] The call to %s needs approval (gate %s) and was not delivered: the turn ends here after an earlier call was refused.", g.tc.Name, g.gate.Name)
-	}
-	if len(refuse) > 0 {
-		o.calls = withoutCalls(o.calls, refuse)
-		if len(o.calls) == 0 && o.stop == string(streaming.StopToolUse) {
-			o.stop = string(streaming.StopEndTurn)
-		}
-	}
-	sub.finish(o)
 	if res.Truncated || len(res.Errors) > 0 {
+		sub.finish(o)
 		return nil, errors.New("the continuation did not end cleanly")
 	}
-	var spliced []byte
-	if h.Streamed {
-		spliced, err = streaming.SpliceStream(api, h.Reply, raw)
-	} else {
-		spliced, err = streaming.SpliceJSON(api, h.Reply, raw)
+	if gated := sub.gatedCalls(res); len(gated) > 0 {
+		next, err := sub.openHold(ctx, res, raw, h.Streamed, gated, o)
+		if err != nil {
+			// Charged, and nothing of it delivered: the turn ends with the
+			// earlier refusal.
+			o.calls, o.stop = nil, string(streaming.StopEndTurn)
+			sub.finish(o)
+			return nil, fmt.Errorf("holding the continuation's gated call: %w", err)
+		}
+		return &heldReply{next: next}, nil
 	}
+	sub.finish(o)
+	spliced, err := splice(api, h.Streamed, base, raw)
 	if err != nil {
 		return nil, err
 	}
-	return &heldReply{body: spliced, streamed: h.Streamed, refuse: refuse, texts: texts}, nil
-}
-
-func withoutCalls(calls []trajectory.PendingCall, ids []string) []trajectory.PendingCall {
-	var out []trajectory.PendingCall
-	for _, c := range calls {
-		drop := false
-		for _, id := range ids {
-			drop = drop || c.ID == id
-		}
-		if !drop {
-			out = append(out, c)
-		}
-	}
-	return out
+	return &heldReply{body: spliced, streamed: h.Streamed}, nil
 }
 
 // callUpstream sends t's body to its provider as the reverse proxy would

@@ -39,12 +39,15 @@ type holdClient struct {
 }
 
 // heldReply is a decided held turn: the reply that goes out, and the
-// calls in it that are replaced by a text saying why.
+// calls in it that are replaced by a text saying why; or, when the
+// model's continuation after a refusal made a gated call of its own, the
+// hold the turn waits on next.
 type heldReply struct {
 	body     []byte // a stream when streamed, else a JSON body
 	streamed bool
 	refuse   []string          // client call ids the client does not get
 	texts    map[string]string // what replaces each of them
+	next     *approvals.Hold
 }
 
 // staleError is a release re-check that failed: the approval no longer
@@ -91,6 +94,10 @@ func (s *Server) decideHold(ctx context.Context, h *approvals.Hold, reqs []*appr
 	if err != nil {
 		return nil, fmt.Errorf("decoding the held reply: %w", err)
 	}
+	base, err := s.heldBase(ctx, h)
+	if err != nil {
+		return nil, fmt.Errorf("rebuilding the held reply: %w", err)
+	}
 	approved := true
 	for _, r := range reqs {
 		approved = approved && r.State == approvals.Approved
@@ -100,9 +107,9 @@ func (s *Server) decideHold(ctx context.Context, h *approvals.Hold, reqs []*appr
 		var stale *staleError
 		switch {
 		case err == nil:
-			s.closeHold(ctx, h, approvals.Released, 0, reqs, c.log)
+			s.closeHold(ctx, h, approvals.Released, reqs, c.log)
 			c.log.LogAttrs(ctx, slog.LevelInfo, "held tool calls released", slog.String("hold", h.ID))
-			return &heldReply{body: h.Reply, streamed: h.Streamed}, nil
+			return &heldReply{body: base, streamed: h.Streamed}, nil
 		case errors.As(err, &stale):
 			reqs = s.markStale(ctx, reqs, stale.why, c.log)
 		default:
@@ -119,10 +126,10 @@ func (s *Server) decideHold(ctx context.Context, h *approvals.Hold, reqs []*appr
 	if err := s.refuseHeld(ctx, h, reason); err != nil {
 		return nil, err
 	}
-	hr, conts := s.refusalReply(ctx, h, reqs, res, c)
-	s.closeHold(ctx, h, approvals.Refused, conts, reqs, c.log)
+	hr := s.refusalReply(ctx, h, base, reqs, res, c)
+	s.closeHold(ctx, h, approvals.Refused, reqs, c.log)
 	c.log.LogAttrs(ctx, slog.LevelInfo, "held tool calls refused", slog.String("hold", h.ID), slog.String("reason", reason),
-		slog.Int("continuations", conts))
+		slog.Bool("held_again", hr.next != nil))
 	return hr, nil
 }
 
@@ -250,9 +257,9 @@ func (s *Server) refuseHeld(ctx context.Context, h *approvals.Hold, reason strin
 // closeHold records the hold's end. The decisions themselves reach
 // telemetry through the Service's Decided hook; here the held requests
 // leave the pending gauge.
-func (s *Server) closeHold(ctx context.Context, h *approvals.Hold, st approvals.HoldState, conts int, reqs []*approvals.Request, log *slog.Logger) {
+func (s *Server) closeHold(ctx context.Context, h *approvals.Hold, st approvals.HoldState, reqs []*approvals.Request, log *slog.Logger) {
 	if _, err := s.esc.store.UpdateHold(ctx, h.ID, func(h *approvals.Hold) error {
-		h.State, h.Continuations = st, conts
+		h.State = st
 		return nil
 	}); err != nil {
 		log.LogAttrs(ctx, slog.LevelWarn, "closing a hold failed", slog.String("hold", h.ID), slog.String("error", err.Error()))
@@ -262,11 +269,12 @@ func (s *Server) closeHold(ctx context.Context, h *approvals.Hold, st approvals.
 
 // refusalReply is the reply for a hold with refused calls: with
 // on_refusal continue, the model's continuation after being told each call
-// was refused, spliced into the held reply; otherwise, or when the
-// continuation cannot be had, the held reply with every client call
-// replaced by a text saying why, ending the turn. It returns the number of
-// continuations made.
-func (s *Server) refusalReply(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, res *streaming.Result, c *holdClient) (*heldReply, int) {
+// was refused, spliced into the held reply (or, when the continuation
+// makes a gated call, the next hold); otherwise, when the turn already had
+// its continuations, or when the continuation cannot be had, the held
+// reply with every client call replaced by a text saying why, ending the
+// turn. base is the held reply as the client would get it.
+func (s *Server) refusalReply(ctx context.Context, h *approvals.Hold, base []byte, reqs []*approvals.Request, res *streaming.Result, c *holdClient) *heldReply {
 	results := make(map[string][]byte)
 	texts := make(map[string]string)
 	endTurn := false
@@ -289,17 +297,46 @@ func (s *Server) refusalReply(ctx context.Context, h *approvals.Hold, reqs []*ap
 		results[tc.ID] = notRun(tc.Name, first)
 		texts[tc.ID] = fmt.Sprintf("[gatekeeper] The call to %s was not delivered and was not run: another call of this reply was refused approval.", tc.Name)
 	}
-	endTurnReply := &heldReply{body: h.Reply, streamed: h.Streamed, refuse: slices.Clone(h.Calls), texts: texts}
+	endTurnReply := &heldReply{body: base, streamed: h.Streamed, refuse: slices.Clone(h.Calls), texts: texts}
 	if endTurn || h.Continuations >= maxContinuations {
-		return endTurnReply, h.Continuations
+		return endTurnReply
 	}
-	hr, err := s.continueHeld(ctx, h, results, c)
+	hr, err := s.continueHeld(ctx, h, base, results, c)
 	if err != nil {
 		c.log.LogAttrs(ctx, slog.LevelWarn, "continuation after a refused call failed; the turn ends with the refusal",
 			slog.String("hold", h.ID), slog.String("error", err.Error()))
-		return endTurnReply, h.Continuations
+		return endTurnReply
 	}
-	return hr, h.Continuations + 1
+	return hr
+}
+
+// heldBase is the reply a client gets of hold h before its own calls are
+// decided: h's reply, or for a hold of a continuation, the earlier held
+// reply (its refused calls dropped) with h's reply spliced in.
+func (s *Server) heldBase(ctx context.Context, h *approvals.Hold) ([]byte, error) {
+	if h.Continuations == 0 {
+		return h.Reply, nil
+	}
+	key, gen := splitHoldKey(h.Key)
+	if gen == 0 {
+		return nil, fmt.Errorf("hold %s of a continuation has no earlier hold", h.ID)
+	}
+	parent, err := s.esc.store.FindHold(ctx, h.Trajectory, holdKey(key, gen-1))
+	if err != nil {
+		return nil, err
+	}
+	first, err := s.heldBase(ctx, parent)
+	if err != nil {
+		return nil, err
+	}
+	return splice(streaming.API(h.API), h.Streamed, first, h.Reply)
+}
+
+func splice(api streaming.API, streamed bool, first, cont []byte) ([]byte, error) {
+	if streamed {
+		return streaming.SpliceStream(api, first, cont)
+	}
+	return streaming.SpliceJSON(api, first, cont)
 }
 
 // refusalText replaces a refused call in the reply (on_refusal end_turn).

@@ -166,6 +166,12 @@ func (b *sseBody) release(reqs []*approvals.Request) {
 		b.endHeld(he.Type, he.Msg)
 		return
 	}
+	if hr.next != nil {
+		// The continuation made a gated call of its own: held again.
+		h.hold, h.phase = hr.next, phaseWait
+		b.out = append(b.out, keepalive(t.req.api)...)
+		return
+	}
 	out, err := render(t.req.api, hr, c, int(t.s.cfg.Limits.MaxEventBytes))
 	if err != nil {
 		// Nothing can be appended coherently: the connection is dropped so

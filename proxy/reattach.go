@@ -100,32 +100,35 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 			}
 			continue
 		}
-		s.deliverHeld(w, r, h, reqs, c, fail)
-		return
+		if h = s.deliverHeld(w, r, h, reqs, c, fail); h == nil {
+			return
+		}
 	}
 }
 
 // deliverHeld settles a decided hold and writes its reply to a re-attached
-// client.
-func (s *Server) deliverHeld(w http.ResponseWriter, r *http.Request, h *approvals.Hold, reqs []*approvals.Request, c *holdClient, fail func(*HTTPError)) {
+// client; it returns the next hold when the turn is held again.
+func (s *Server) deliverHeld(w http.ResponseWriter, r *http.Request, h *approvals.Hold, reqs []*approvals.Request, c *holdClient, fail func(*HTTPError)) *approvals.Hold {
 	ctx := context.WithoutCancel(r.Context())
 	hr, err := s.settleHold(ctx, h, reqs, c)
 	switch {
 	case errors.Is(err, errDelivered):
 		fail(&HTTPError{Code: http.StatusConflict, Type: errInvalidRequest, NoRetry: true,
 			Msg: "this turn's reply, held for approval, was delivered to another request of the same turn"})
-		return
+		return nil
 	case err != nil:
 		c.log.LogAttrs(ctx, slog.LevelError, "settling a held turn failed", slog.String("error", err.Error()))
 		fail(errApprovalsDown(err))
-		return
+		return nil
+	case hr.next != nil:
+		return hr.next
 	}
 	out, err := render(c.req.api, hr, c, int(s.cfg.Limits.MaxEventBytes))
 	if err != nil {
 		c.log.LogAttrs(ctx, slog.LevelError, "rendering the decided reply failed", slog.String("error", err.Error()))
 		fail(&HTTPError{Code: http.StatusInternalServerError, Type: errUpstream, NoRetry: true, Err: err,
 			Msg: "gatekeeper could not render the decided reply of this held turn"})
-		return
+		return nil
 	}
 	if !c.stream {
 		w.Header().Set("Content-Type", "application/json")
@@ -134,6 +137,7 @@ func (s *Server) deliverHeld(w http.ResponseWriter, r *http.Request, h *approval
 	}
 	_, _ = w.Write(out)
 	_ = http.NewResponseController(w).Flush()
+	return nil
 }
 
 // holdJSON decides a non-streamed reply of a tenant with gates before any
@@ -209,6 +213,10 @@ func (t *turn) holdJSON(resp *http.Response) error {
 		}
 		if err != nil {
 			return errApprovalsDown(err)
+		}
+		if hr.next != nil {
+			h = hr.next // held again: the continuation made a gated call
+			continue
 		}
 		out, err := render(t.req.api, hr, c, 0)
 		if err != nil {

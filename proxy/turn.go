@@ -58,6 +58,7 @@ type turn struct {
 	hdr         http.Header     // the agent's headers, which a continuation sends on
 	holdChecked bool            // admission looked for a hold of this turn and found none
 	hold        *approvals.Hold // the held turn this request re-attaches to
+	conts       int             // continuations before this call's reply (a continuation's sub-turn)
 
 	once sync.Once
 }
