@@ -1,0 +1,226 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"gatekeeper/meter"
+	"gatekeeper/streaming"
+	"gatekeeper/trajectory"
+)
+
+// Recording a turn: its outcome, charged to its thread record and the
+// record's ancestors once, when the reply ends (or fails).
+
+// outcome is what a finished turn reports to its record.
+type outcome struct {
+	stop      string
+	calls     []trajectory.PendingCall
+	usage     trajectory.Usage
+	estimated bool
+	status    int
+	upstream  bool // the provider answered with an error status or could not be reached
+	detail    string
+	model     string // the model the reply names; "" when none
+	// approvalID, when set, holds the reply's calls for approval: the
+	// record ends the turn AWAITING_APPROVAL.
+	approvalID string
+}
+
+// failed records a turn that produced no reply the decoder saw. It is a
+// no-op once the turn was recorded.
+func (t *turn) failed(err error) {
+	o := outcome{stop: "error", upstream: true, estimated: true, detail: err.Error()}
+	if t.clientGone() {
+		o.stop = "canceled"
+	}
+	o.usage.InputTokens = estimateTokens(int64(len(t.body)))
+	t.finish(o)
+}
+
+// finish records the outcome once, with a context that outlives the agent:
+// a turn whose client went away is still charged.
+func (t *turn) finish(o outcome) {
+	t.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 10*time.Second)
+		defer cancel()
+		t.record(ctx, o)
+	})
+}
+
+func (t *turn) record(ctx context.Context, o outcome) {
+	s := t.s
+	now := s.now()
+	var charge meter.Charge
+	if !o.upstream {
+		charge = s.prices.Cost(t.pr.Model, o.usage)
+	}
+	data := map[string]any{
+		"stop": o.stop, "status": o.status, "model": t.pr.Model, "provider": t.req.up.cfg.Name,
+		"duration_ms": now.Sub(t.started).Milliseconds(), "estimated": o.estimated,
+		"usage": o.usage, "dollars": charge.Dollars(), "call": t.adm.call,
+	}
+	if !o.upstream && !charge.Priced {
+		data["fallback_priced"] = true
+	}
+	if len(o.calls) > 0 {
+		calls := make([]map[string]string, len(o.calls))
+		for i, c := range o.calls {
+			calls[i] = map[string]string{"id": c.ID, "name": c.Name}
+		}
+		data["tool_calls"] = calls
+	}
+	if o.detail != "" {
+		data["detail"] = o.detail
+	}
+	t.stageNote(data)
+	settle := func(ctx context.Context) error {
+		var evs []trajectory.Event
+		_, err := s.store.UpdateChain(ctx, t.recID, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+			var err error
+			evs, err = t.settleChain(chain, o, charge, data, now)
+			return evs, err
+		})
+		if errors.Is(err, errSettled) {
+			return nil
+		}
+		if err == nil {
+			t.observe(evs)
+		}
+		return err
+	}
+	defer t.endSpan(o, charge)
+	attrs := []slog.Attr{slog.String("stop", o.stop), slog.Int("status", o.status),
+		slog.Int64("input_tokens", o.usage.InputTokens), slog.Int64("cached_input_tokens", o.usage.CachedInputTokens),
+		slog.Int64("cache_write_tokens", o.usage.CacheWriteTokens), slog.Int64("output_tokens", o.usage.OutputTokens),
+		slog.Float64("dollars", charge.Dollars()), slog.Bool("estimated", o.estimated), slog.Int("tool_calls", len(o.calls))}
+	if err := settle(ctx); err != nil {
+		if errors.Is(err, trajectory.ErrUnavailable) {
+			// The reply went out; its charge must not be lost.
+			s.settles.retry(t.log, settle, attrs)
+			return
+		}
+		t.log.LogAttrs(ctx, slog.LevelError, "recording turn failed", append(attrs, slog.String("error", err.Error()))...)
+		return
+	}
+	t.log.LogAttrs(ctx, slog.LevelInfo, "turn", attrs...)
+}
+
+// errSettled aborts a settle that was already applied.
+var errSettled = errors.New("proxy: call already settled")
+
+// settleChain ends the turn on its thread record and moves the call's
+// reservation to spend on every record of the chain, in one atomic update.
+// The call id makes it idempotent: a settle retried after a lost reply
+// finds the call gone and changes nothing.
+func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.Charge, data map[string]any, now time.Time) ([]trajectory.Event, error) {
+	rec := chain[0]
+	if rec.Call == "" || rec.Call != t.adm.call {
+		return nil, errSettled
+	}
+	dollars := charge.Dollars()
+	typ := trajectory.EventTurn
+	if o.upstream {
+		typ = trajectory.EventUpstreamError
+	}
+	evs := []trajectory.Event{eventWith(rec.ID, now, typ, data)}
+	switch {
+	case rec.State != trajectory.CallingModel:
+		// The run was stopped while the call was out (a sibling's call
+		// halted it, or an operator): charged, with no state change.
+		if !o.upstream {
+			rec.CountTurn(trajectory.TurnOutcome{StopReason: o.stop, Usage: o.usage, Dollars: dollars, Estimated: o.estimated})
+		}
+	case o.upstream:
+		// No reply from the model: the call is not a turn of the run.
+		tr, err := rec.Transition(trajectory.Ready, "upstream_error", now)
+		if err != nil {
+			return nil, err
+		}
+		rec.LastStopReason = o.stop
+		evs = append(evs, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...)
+	default:
+		ts, err := rec.EndTurn(trajectory.TurnOutcome{StopReason: o.stop, ToolCalls: o.calls, Usage: o.usage,
+			Dollars: dollars, Estimated: o.estimated, ToolDeadline: t.s.cfg.Limits.ToolDeadline.Std(), ApprovalID: o.approvalID}, now)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
+	}
+	cevs, err := t.afterTurn(rec, now)
+	if err != nil {
+		return nil, err
+	}
+	evs = append(evs, cevs...)
+	released := rec.CallReserved
+	rec.Call, rec.CallReserved = "", trajectory.Reservation{}
+	for i, l := range chain {
+		l.Reserved = l.Reserved.Release(released)
+		if i > 0 && !o.upstream {
+			// A descendant's model call is a turn of the whole run.
+			l.AddSpend(o.usage, dollars, o.estimated)
+			l.Spend.Turns++
+		}
+		if !o.upstream && !charge.Priced {
+			l.FallbackPriced = true
+		}
+		l.ChargeWallClock(now)
+	}
+	return append(evs, t.s.readStages(chain, levels(chain, now, true), meter.Reservation{}, now)...), nil
+}
+
+// outcomeOf turns a decoded reply into an outcome.
+func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome {
+	o := outcome{status: status, stop: string(res.StopReason()), model: res.Model}
+	switch why := t.stopReason(); {
+	case why == stopCancel || why == stopKill:
+		cause = errors.New("stopped by an operator")
+		o.stop, o.detail = "canceled", cause.Error()
+	case why == stopDeadline:
+		cause = errors.New("call deadline exceeded")
+		o.stop, o.detail = "error", cause.Error()
+	case cause != nil && t.clientGone():
+		o.stop = "canceled"
+		o.detail = "client went away"
+	case cause != nil:
+		o.stop = "error"
+		o.detail = cause.Error()
+	case res.Truncated:
+		o.stop = "error"
+		o.detail = "upstream stream ended without its terminal event"
+	case o.stop == "":
+		o.stop = "end_turn"
+	}
+	o.usage = trajectory.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens,
+		CacheWriteTokens: res.Usage.CacheWriteTokens, OutputTokens: res.Usage.OutputTokens}
+	complete := cause == nil && !res.Truncated && len(res.Errors) == 0
+	if cause != nil || res.Truncated || !res.UsageSeen {
+		// Charged from what was seen: input from the request when the
+		// provider reported none, output estimated from the streamed bytes.
+		o.estimated = true
+		if o.usage.InputTokens+o.usage.CachedInputTokens+o.usage.CacheWriteTokens == 0 {
+			o.usage.InputTokens = estimateTokens(int64(len(t.body)))
+		}
+		if est := estimateTokens(res.OutputBytes); est > o.usage.OutputTokens {
+			o.usage.OutputTokens = est
+		}
+	}
+	if complete {
+		for _, tc := range res.ClientToolCalls() {
+			if tc.Complete && tc.Choice == 0 && !t.withheld(tc.ID) {
+				o.calls = append(o.calls, trajectory.PendingCall{ID: tc.ID, Name: tc.Name})
+			}
+		}
+		if len(o.calls) == 0 && o.stop == string(streaming.StopToolUse) && t.filter != nil && len(t.filter.Withheld()) > 0 {
+			o.stop = string(streaming.StopEndTurn) // what the agent received
+		}
+	}
+	return o
+}
+
+// estimateTokens is the usual four bytes a token.
+func estimateTokens(n int64) int64 { return (n + 3) / 4 }
+
+func (t *turn) clientGone() bool { return t.ctx.Err() != nil }
