@@ -463,4 +463,3 @@ func (t *turn) attach(resp *http.Response) error {
 func isEventStream(ct string) bool {
 	return len(ct) >= 17 && ct[:17] == "text/event-stream"
 }
-
