@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"gatekeeper/approvals"
 	"gatekeeper/config"
 	"gatekeeper/internal/redistest"
 	"gatekeeper/mockprovider"
@@ -53,6 +55,41 @@ tenants:
 	cfg, err := config.Parse([]byte(cfgText), func(string) string { return "" })
 	if err != nil {
 		b.Fatal(err)
+	}
+	// gatedFor puts a gate that no reply here matches on the tenant named:
+	// team-a's turns are then checked at their stop and their reply kept;
+	// another tenant's gate must cost team-a nothing.
+	gated := func(b *testing.B, tenant string) (*config.Config, *approvals.Service) {
+		c, err := config.Parse([]byte(cfgText+fmt.Sprintf(`
+gates:
+  - {name: g, when: 'tool.name == "Bash"', tenants: [%s], approvers: {roles: [secops], quorum: 1}}
+`, tenant)), func(string) string { return "" })
+		if err != nil {
+			b.Fatal(err)
+		}
+		gs, err := approvals.Compile(c.Gates)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c, approvals.NewService(approvals.ServiceOptions{Store: memory.NewApprovals(memory.ApprovalsOptions{}), Gates: gs,
+			Logger: slog.New(slog.DiscardHandler)})
+	}
+	gatedProxy := func(b *testing.B, tenant string) http.Handler {
+		c, svc := gated(b, tenant)
+		st := memory.New(memory.Options{})
+		b.Cleanup(func() { _ = st.Close() })
+		tel, err := telemetry.New(context.Background(), telemetry.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+		px, err := proxy.New(proxy.Options{Config: c, Store: st, Telemetry: tel, Approvals: svc})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r := chi.NewRouter()
+		px.Routes(r)
+		return r
 	}
 	gatekeeper := func(b *testing.B, st trajectory.Store, traced bool) http.Handler {
 		// Metrics are always on, as in serve; traced adds a span per turn,
@@ -95,6 +132,12 @@ tenants:
 			st := memory.New(memory.Options{})
 			b.Cleanup(func() { _ = st.Close() })
 			return gatekeeper(b, st, true), nil
+		}},
+		{"memory-gates-elsewhere", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
+			return gatedProxy(b, "team-z"), nil
+		}},
+		{"memory-gated", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
+			return gatedProxy(b, "team-a"), nil
 		}},
 		{"redis", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 			srv := redistest.StartServer(b)
