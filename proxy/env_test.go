@@ -89,6 +89,9 @@ type envOpts struct {
 	tel *telemetry.Telemetry
 	// log, when set, receives gatekeeper's JSON log at debug level.
 	log io.Writer
+	// approvals, when set, puts a layer between the approvals service
+	// (and the proxy) and the memory approvals store.
+	approvals func(approvals.Store) approvals.Store
 	// script, when set, scripts both mocks.
 	script *mockprovider.Script
 	// wrap, when set, puts a layer between gatekeeper and the memory
@@ -168,7 +171,11 @@ admin:
 			t.Fatal(err)
 		}
 		e.apst = memory.NewApprovals(memory.ApprovalsOptions{Clock: e.clk.Now})
-		e.svc = approvals.NewService(approvals.ServiceOptions{Store: e.apst, Gates: gates, Signals: e.store, Clock: e.clk.Now,
+		var ast approvals.Store = e.apst
+		if o.approvals != nil {
+			ast = o.approvals(e.apst)
+		}
+		e.svc = approvals.NewService(approvals.ServiceOptions{Store: ast, Gates: gates, Signals: e.store, Clock: e.clk.Now,
 			Logger: slog.New(slog.DiscardHandler), MaxPending: cfg.Approvals.MaxPending})
 	}
 	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: e.clk.Now, Logger: logger, Telemetry: o.tel, Approvals: e.svc})
