@@ -282,3 +282,58 @@ func TestEscrowFailsClosed(t *testing.T) {
 		t.Fatalf("non-streamed: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 }
+
+// Two clients wait on one held turn (the original stream, still open, and
+// a non-streamed retry): the approved reply goes to exactly one of them;
+// the other is told it went elsewhere.
+func TestEscrowDeliveredOnce(t *testing.T) {
+	e := newEnv(t, envOpts{limits: gatesYAML("", "")})
+	spec := bashTurn("rm -rf ./build")
+	s := startAntStream(ctxT(t), antClient(e.gk+"/t/esc-once/anthropic", vkA, spec), bashParams("clean"))
+	s.untilText(t)
+	r := e.pending(t, "esc-once", 1)[0]
+	type result struct {
+		m   *anthropic.Message
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		c := antClient(e.gk+"/t/esc-once/anthropic", vkA, spec)
+		m, err := c.Messages.New(ctxT(t), bashParams("clean"))
+		got <- result{m, err}
+	}()
+	time.Sleep(50 * time.Millisecond) // let the retry re-attach; either order must deliver once
+	if code := e.adminVote(t, r.ID, carolToken, "approve"); code != 200 {
+		t.Fatalf("approve: %d", code)
+	}
+	var retry result
+	select {
+	case retry = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("retry got no answer")
+	}
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("stream not ended")
+	}
+	delivered := 0
+	if s.err == nil && len(toolUses(s.msg)) == 1 {
+		delivered++
+	} else if s.err == nil || !strings.Contains(s.err.Error(), "delivered") {
+		t.Fatalf("stream neither delivered nor told: err %v, message %s", s.err, mustJSON(t, s.msg))
+	}
+	var ae *anthropic.Error
+	switch {
+	case retry.err == nil && len(toolUses(*retry.m)) == 1:
+		delivered++
+	case !errors.As(retry.err, &ae) || ae.StatusCode != http.StatusConflict:
+		t.Fatalf("retry neither delivered nor refused with 409: %v", retry.err)
+	}
+	if delivered != 1 {
+		t.Fatalf("the call was delivered %d times", delivered)
+	}
+	if n := len(e.turnRequests()); n != 1 {
+		t.Fatalf("mock saw %d turn requests, want 1", n)
+	}
+}

@@ -54,6 +54,7 @@ func (t *turn) endSpan(o outcome, charge meter.Charge) {
 		InputTokens: o.usage.InputTokens, CachedInputTokens: o.usage.CachedInputTokens,
 		CacheWriteTokens: o.usage.CacheWriteTokens, OutputTokens: o.usage.OutputTokens,
 		Dollars: charge.Dollars(), Estimated: o.estimated || !charge.Priced && !o.upstream, Status: o.status,
+		ApprovalID: o.approvalID,
 	}
 	if o.model != "" {
 		e.ResponseModel = o.model
