@@ -124,7 +124,9 @@ func (t *turn) gatedCalls(res *streaming.Result) []gatedCall {
 	g := t.s.esc.gates
 	var out []gatedCall
 	for _, tc := range res.ToolCalls {
-		if tc.Server || !tc.Complete || tc.Choice != 0 || t.withheld(tc.ID) {
+		// Every choice counts (Chat n>1): an unmatched choice must not
+		// carry a gated call past the gate.
+		if tc.Server || !tc.Complete || t.withheld(tc.ID) {
 			continue
 		}
 		in := approvals.Input{ToolName: tc.Name, Tenant: t.req.tenant.Name, Trajectory: t.recID,

@@ -116,7 +116,12 @@ func (b *sseBody) holdRead() {
 			b.err = io.EOF
 			return
 		}
+		// Judged again on the whole reply: a call that completed after the
+		// stop that started the escrow (another Chat choice) is gated too.
 		res := b.dec.Result()
+		if g := t.gatedCalls(res); len(g) > 0 {
+			h.gated = g
+		}
 		hold, err := t.openHold(context.WithoutCancel(t.ctx), res, h.raw, true, h.gated, t.outcomeOf(res, http.StatusOK, nil))
 		if err != nil {
 			t.log.LogAttrs(t.ctx, slog.LevelError, "holding a gated call failed; the call is not delivered", slog.String("error", err.Error()))
