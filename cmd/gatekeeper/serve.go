@@ -258,6 +258,9 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	// Shutdown does not end requests; a turn held for approval may wait
+	// for minutes, and its hold outlives this process for the retry.
+	hs.RegisterOnShutdown(s.proxy.EndHolds)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
