@@ -204,3 +204,71 @@ func TestEscrowSurvivesRestart(t *testing.T) {
 		t.Fatalf("the mock saw %d model calls for the turn, want 1", turns)
 	}
 }
+
+// TestEscrowGracefulShutdown: a process asked to stop while it holds a
+// call ends the held stream at once (the agent retries elsewhere), exits
+// cleanly, and leaves the hold pending in Redis for that retry.
+func TestEscrowGracefulShutdown(t *testing.T) {
+	srv := redistest.StartServer(t)
+	ms := httptest.NewServer(mockprovider.New(mockprovider.Options{}))
+	defer ms.Close()
+	cfg := escrowReplicaConfig(t, srv.URL, ms.URL)
+	a, b := startReplica(t, cfg), startReplica(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	spec := `{"kind":"tool","first_only":true,"text":"Cleaning up now.","tools":[{"name":"Bash","input":{"command":"rm -rf ./build"}}]}`
+	params := anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("clean the build"))},
+		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "Bash",
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"command": map[string]any{"type": "string"}}}}}}}
+	ca := anthropic.NewClient(option.WithBaseURL(a.base+"/t/drain/anthropic"), option.WithAPIKey(replicaKey),
+		option.WithMaxRetries(0), option.WithHeader("X-Mock-Turn", spec))
+	sa := ca.Messages.NewStreaming(ctx, params)
+	defer sa.Close()
+	for sa.Next() {
+		if ev := sa.Current(); ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
+			break
+		}
+	}
+	var list struct {
+		Approvals []struct {
+			ID string `json:"id"`
+		} `json:"approvals"`
+	}
+	for i := 0; i < 200 && len(list.Approvals) == 0; i++ {
+		adminCall(ctx, t, "GET", b.base+"/admin/v1/approvals?state=pending&trajectory=drain", replicaAdmin, &list)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(list.Approvals) != 1 {
+		t.Fatalf("pending requests: %+v", list.Approvals)
+	}
+
+	if err := a.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- a.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("process exited with %v:\n%s", err, a.logs)
+		}
+	case <-time.After(25 * time.Second):
+		t.Fatal("process did not exit while holding a call")
+	}
+	for sa.Next() {
+		if ev := sa.Current(); ev.Type == "content_block_start" && ev.ContentBlock.Type == "tool_use" {
+			t.Fatal("the held call was delivered at shutdown")
+		}
+	}
+	if sa.Err() == nil {
+		t.Fatal("the held stream ended cleanly at shutdown; the agent would not retry")
+	}
+	var still struct {
+		State string `json:"state"`
+	}
+	if code := adminCall(ctx, t, "GET", b.base+"/admin/v1/approvals/"+list.Approvals[0].ID, replicaAdmin, &still); code != 200 || still.State != "pending" {
+		t.Fatalf("request after shutdown: %d %+v", code, still)
+	}
+}
