@@ -207,3 +207,23 @@ func (e *env) turnRequests() [][]byte {
 	}
 	return out
 }
+
+// directUsage sends body, as the proxy sent it upstream, to the twin mock
+// as the provider would be asked directly, and returns the streamed
+// reply's usage.
+func (e *env) directUsage(t *testing.T, body []byte, spec string) anthropic.Usage {
+	t.Helper()
+	c := antClient(e.twinURL, antKey, spec)
+	s := c.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{}, aoption.WithRequestBody("application/json", body))
+	defer s.Close()
+	var m anthropic.Message
+	for s.Next() {
+		if err := m.Accumulate(s.Current()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return m.Usage
+}

@@ -92,12 +92,16 @@ func TestEscrowAnthropicStreamDeny(t *testing.T) {
 	if via.StopReason != "end_turn" || via.ID != direct.ID {
 		t.Fatalf("stop %q id %q (first reply's id %q)", via.StopReason, via.ID, direct.ID)
 	}
-	if via.Usage.OutputTokens <= direct.Usage.OutputTokens || via.Usage.InputTokens <= direct.Usage.InputTokens {
-		t.Fatalf("usage %+v not summed over both calls (first %+v)", via.Usage, direct.Usage)
-	}
 	bodies := e.turnRequests()
 	if len(bodies) != 2 {
 		t.Fatalf("mock saw %d turn requests, want 2", len(bodies))
+	}
+	// The continuation as the provider answers it directly: the spliced
+	// message's usage is the sum of both calls'.
+	contUsage := e.directUsage(t, bodies[1], spec)
+	if via.Usage.OutputTokens != direct.Usage.OutputTokens+contUsage.OutputTokens ||
+		via.Usage.InputTokens != direct.Usage.InputTokens+contUsage.InputTokens {
+		t.Fatalf("usage %+v is not the sum of the first call's %+v and the continuation's %+v", via.Usage, direct.Usage, contUsage)
 	}
 	cont := string(bodies[1])
 	if !strings.Contains(cont, `REFUSED`) || !strings.Contains(cont, approvals.ReasonDenied) || !strings.Contains(cont, r.CallID) {
