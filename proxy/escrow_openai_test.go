@@ -130,12 +130,21 @@ func startResponses(ctx context.Context, c openai.Client, p responses.ResponseNe
 type oaiCase struct {
 	name  string
 	start func(ctx context.Context, c openai.Client) *bgStream
+	// plain sends the same turn without streaming.
+	plain func(ctx context.Context, c openai.Client) (any, error)
 	// calls returns the final reply's tool calls (name, id, arguments) and text.
 	calls func(final any) (names, ids, args []string, text string)
 }
 
 var oaiCases = []oaiCase{
 	{"chat", func(ctx context.Context, c openai.Client) *bgStream { return startChat(ctx, c, bashChatParams()) },
+		func(ctx context.Context, c openai.Client) (any, error) {
+			r, err := c.Chat.Completions.New(ctx, bashChatParams())
+			if err != nil {
+				return nil, err
+			}
+			return *r, nil
+		},
 		func(final any) (names, ids, args []string, text string) {
 			cc := final.(openai.ChatCompletion)
 			if len(cc.Choices) == 0 {
@@ -150,6 +159,13 @@ var oaiCases = []oaiCase{
 	{"responses", func(ctx context.Context, c openai.Client) *bgStream {
 		return startResponses(ctx, c, bashResponsesParams())
 	},
+		func(ctx context.Context, c openai.Client) (any, error) {
+			r, err := c.Responses.New(ctx, bashResponsesParams())
+			if err != nil {
+				return nil, err
+			}
+			return *r, nil
+		},
 		func(final any) (names, ids, args []string, text string) {
 			r := final.(responses.Response)
 			for _, it := range r.Output {
@@ -205,6 +221,54 @@ func TestEscrowOpenAI(t *testing.T) {
 				t.Fatalf("continuation requests %d", len(bodies))
 			}
 			e.waitState(t, "esc-oai", trajectory.Ready)
+		})
+	}
+}
+
+// A streaming client gives up during the hold; its non-streamed retry
+// re-attaches and gets the approved call as one body.
+func TestEscrowOpenAINonStreamingRetry(t *testing.T) {
+	for _, tc := range oaiCases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOpts{limits: gatesYAML("", "")})
+			spec := bashTurn("rm -rf ./build")
+			c := oaiClient(e.gk+"/t/esc-oai-retry/openai/v1", vkA, spec)
+			ctx, giveUp := context.WithCancel(ctxT(t))
+			s := tc.start(ctx, c)
+			s.untilText(t)
+			r := e.pending(t, "esc-oai-retry", 1)[0]
+			giveUp()
+			<-s.done
+			type result struct {
+				v   any
+				err error
+			}
+			got := make(chan result, 1)
+			go func() {
+				v, err := tc.plain(ctxT(t), c)
+				got <- result{v, err}
+			}()
+			if code := e.adminVote(t, r.ID, carolToken, "approve"); code != 200 {
+				t.Fatalf("approve: %d", code)
+			}
+			var res result
+			select {
+			case res = <-got:
+			case <-time.After(20 * time.Second):
+				t.Fatal("retry got no reply")
+			}
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			names, ids, args, text := tc.calls(res.v)
+			if len(names) != 1 || ids[0] != r.CallID || !jsonEqual(t, []byte(args[0]), []byte(`{"command":"rm -rf ./build"}`)) ||
+				!strings.HasPrefix(text, "I will clean the build directory now.") {
+				t.Fatalf("retry got calls %v %v %v, text %q", names, ids, args, text)
+			}
+			if n := len(e.turnRequests()); n != 1 {
+				t.Fatalf("mock saw %d turn requests, want 1", n)
+			}
+			e.waitState(t, "esc-oai-retry", trajectory.WaitingTool)
 		})
 	}
 }
