@@ -305,3 +305,37 @@ func TestEscrowNoGatedCall(t *testing.T) {
 		t.Fatalf("approval requests opened: %+v", reqs)
 	}
 }
+
+// A non-streamed request gives up during the hold; its streaming retry
+// re-attaches and gets the held body rendered as the provider's stream,
+// which the SDK accumulates back into the provider's message.
+func TestEscrowStreamingRetryOfJSONHold(t *testing.T) {
+	e := newEnv(t, envOpts{limits: gatesYAML("", "")})
+	spec := bashTurn("rm -rf ./build")
+	dc := antClient(e.twinURL, antKey, spec)
+	direct, err := dc.Messages.New(ctxT(t), bashParams("clean"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := antClient(e.gk+"/t/esc-render/anthropic", vkA, spec)
+	ctx, giveUp := context.WithCancel(ctxT(t))
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Messages.New(ctx, bashParams("clean"))
+		first <- err
+	}()
+	r := e.pending(t, "esc-render", 1)[0]
+	giveUp()
+	<-first
+	s := startAntStream(ctxT(t), c, bashParams("clean"))
+	if code := e.adminVote(t, r.ID, carolToken, "approve"); code != 200 {
+		t.Fatalf("approve: %d", code)
+	}
+	via := s.wait(t)
+	if a, b := mustJSON(t, *direct), mustJSON(t, via); a != b {
+		t.Fatalf("streamed retry differs from the provider's message:\ndirect %s\nretry  %s", a, b)
+	}
+	if n := len(e.turnRequests()); n != 1 {
+		t.Fatalf("mock saw %d turn requests, want 1", n)
+	}
+}
