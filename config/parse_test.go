@@ -65,6 +65,8 @@ func TestLoadFullExample(t *testing.T) {
 		Log:    Log{Level: "debug", Format: "text"},
 		Telemetry: Telemetry{ServiceName: "gatekeeper-eu",
 			Traces: Traces{Enabled: true, OTLPEndpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 0.5}},
+		RateLimits: RateLimits{MaxWait: Duration(45 * time.Second), DefaultOutputTokens: 8192,
+			Weights: map[string]int{"interactive": 4, "standard": 2, "batch": 2}},
 	}
 	gotEnv := c.env
 	c.env = nil
@@ -118,7 +120,9 @@ func TestDefaults(t *testing.T) {
 		c.Limits.MaxBodyBytes != 32<<20 || c.Limits.MaxEventBytes != 16<<20 ||
 		c.Limits.ToolDeadline.Std() != 30*time.Minute || c.Limits.IdleFinish != 0 ||
 		c.Log.Level != "info" || c.Log.Format != "json" ||
-		c.Telemetry.ServiceName != "gatekeeper" || c.Telemetry.Traces.Enabled || c.Telemetry.Traces.SampleRatio != 1 {
+		c.Telemetry.ServiceName != "gatekeeper" || c.Telemetry.Traces.Enabled || c.Telemetry.Traces.SampleRatio != 1 ||
+		c.RateLimits.MaxWait.Std() != 30*time.Second || c.RateLimits.DefaultOutputTokens != 4096 ||
+		!reflect.DeepEqual(c.RateLimits.Weights, map[string]int{"interactive": 4, "standard": 2, "batch": 1}) {
 		t.Errorf("defaults are not the documented ones: %+v", c)
 	}
 	if _, ok := c.DefaultProvider(); ok {
@@ -417,6 +421,7 @@ tenants:
     budget: {turn: 3}
 admin: {token: []}
 prices: {m: {inptu: 1}}
+rate_limits: {max_wiat: 5s}
 `,
 			want: []Problem{
 				{4, `unknown field "bse_url" in providers[0]`},
@@ -424,6 +429,7 @@ prices: {m: {inptu: 1}}
 				{8, `unknown field "turn" in tenants[0].budget`},
 				{9, `unknown field "token" in admin`},
 				{10, `unknown field "inptu" in prices["m"]`},
+				{11, `unknown field "max_wiat" in rate_limits`},
 			},
 		},
 		{
@@ -440,6 +446,11 @@ prices: {m: {inptu: 1}}
 			name: "wrong type",
 			doc:  "providers: [{name: p, keys: [{rpm: lots}]}]\n",
 			want: []Problem{{1, "cannot unmarshal !!str `lots` into int"}},
+		},
+		{
+			name: "weight of the wrong type",
+			doc:  "rate_limits: {weights: {batch: heavy}}\n",
+			want: []Problem{{1, "cannot unmarshal !!str `heavy` into int"}},
 		},
 		{
 			name: "bad duration",
