@@ -1,0 +1,120 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"gatekeeper/internal/redistest"
+)
+
+// newRedisClient starts a redis-server for t and returns a client of it.
+func newRedisClient(t testing.TB) *goredis.Client {
+	t.Helper()
+	srv := redistest.StartServer(t)
+	opt, err := goredis.ParseURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestRedisContract(t *testing.T) {
+	c := newRedisClient(t)
+	n := 0
+	runContract(t, func(t *testing.T) harness {
+		n++
+		// One server for the suite; a prefix per subtest keeps them
+		// apart.
+		prefix := "t" + strings.Repeat("x", n) + ":"
+		return harness{b: NewRedis(c, prefix), advance: time.Sleep}
+	})
+}
+
+// TestRedisKeys checks where a key's state lives: one hash under the
+// prefix, hash-tagged by the key id, expiring.
+func TestRedisKeys(t *testing.T) {
+	ctx := context.Background()
+	c := newRedisClient(t)
+	r := NewRedis(c, "gk:")
+	k := Key{ID: "anthropic/main", Limits: Limits{RPM: 60}}
+	mustTake(t, r, k, Cost{Requests: 1})
+	keys, err := c.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != "gk:rl:{anthropic/main}:b" {
+		t.Fatalf("keys %q, want [gk:rl:{anthropic/main}:b]", keys)
+	}
+	ttl, err := c.PTTL(ctx, keys[0]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl <= 0 || ttl > 2*time.Minute+time.Second {
+		t.Fatalf("TTL %s, want about two minutes", ttl)
+	}
+}
+
+// TestRedisScriptFlushed checks that the buckets survive a server that lost
+// its script cache (a restart, SCRIPT FLUSH).
+func TestRedisScriptFlushed(t *testing.T) {
+	ctx := context.Background()
+	c := newRedisClient(t)
+	r := NewRedis(c, "")
+	k := Key{ID: "p/k", Limits: Limits{RPM: 60}}
+	mustTake(t, r, k, Cost{Requests: 1})
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := takeAll(t, r, k, Cost{Requests: 1}, 60); n != 59 {
+		t.Fatalf("after SCRIPT FLUSH, %d of the 59 left fit", n)
+	}
+}
+
+// TestRedisWrongType checks that a key whose state is not what the scripts
+// keep (here a string, not a hash) gives an error, not an admission.
+func TestRedisWrongType(t *testing.T) {
+	ctx := context.Background()
+	c := newRedisClient(t)
+	r := NewRedis(c, "")
+	k := Key{ID: "p/k", Limits: Limits{RPM: 60}}
+	if err := c.Set(ctx, "rl:{p/k}:b", "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Take(ctx, k, Cost{Requests: 1}); err == nil {
+		t.Fatal("Take on a key whose state is not a hash succeeded")
+	}
+	if _, err := r.Headroom(ctx, k); err == nil {
+		t.Fatal("Headroom on a key whose state is not a hash succeeded")
+	}
+}
+
+// TestRedisDown checks that a Redis that is gone gives errors, not
+// admissions.
+func TestRedisDown(t *testing.T) {
+	srv := redistest.StartServer(t)
+	opt, err := goredis.ParseURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.MaxRetries = -1
+	c := goredis.NewClient(opt)
+	defer c.Close()
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewRedis(c, "")
+	ok, _, err := r.Take(context.Background(), Key{ID: "p/k", Limits: Limits{RPM: 60}}, Cost{Requests: 1})
+	if err == nil || ok {
+		t.Fatalf("Take with Redis down: ok %v, err %v; want an error", ok, err)
+	}
+	if errors.Is(err, ErrReply) {
+		t.Fatalf("a connection failure reported as a bad reply: %v", err)
+	}
+}
