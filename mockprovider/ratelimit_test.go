@@ -67,7 +67,7 @@ func TestRateLimitRequests(t *testing.T) {
 		t.Errorf("retry-after %q, want 20", h.Get("retry-after"))
 	}
 	var e struct {
-		Type  string `json:"type"`
+		Type  string                `json:"type"`
 		Error struct{ Type string } `json:"error"`
 	}
 	if err := json.Unmarshal(body, &e); err != nil || e.Type != "error" || e.Error.Type != "rate_limit_error" {
