@@ -120,7 +120,7 @@ func (s *Scheduler) try(c candidate) bool {
 	}
 	defer s.mu.Unlock()
 	waited := now.Sub(c.w.enq)
-	c.p.admit(c.w)
+	c.p.admit(c.w, now)
 	s.setLength(c.w.class, -1)
 	if c.p.n == 0 {
 		delete(s.pools, c.p.id)

@@ -12,6 +12,13 @@ import (
 // no busy rounds.
 const Quantum = 1000
 
+// creditGrace is how long a class whose queue emptied keeps its credit
+// (at most one round's, Quantum×weight): turns that come back to back, as
+// from agents with short turns, are not charged for the instant their
+// queue was empty. After it the class starts from nothing: no credit is
+// banked over a long absence.
+const creditGrace = 100 * time.Millisecond
+
 // waiter is a turn waiting in a class queue.
 type waiter struct {
 	class  string
@@ -38,6 +45,7 @@ type queue struct {
 	weight  int64
 	items   list.List // of *waiter
 	deficit int64
+	emptied time.Time // when items last became empty
 }
 
 func (q *queue) head() *waiter {
@@ -75,21 +83,25 @@ func newPool(id string, keys []Key, classes []string, weights map[string]int) *p
 	return p
 }
 
-func (p *pool) push(w *waiter) {
+func (p *pool) push(w *waiter, now time.Time) {
 	q := p.class[w.class]
+	if q.items.Len() == 0 && now.Sub(q.emptied) > creditGrace {
+		q.deficit = 0
+	}
 	w.q, w.el = q, q.items.PushBack(w)
 	p.n++
 }
 
-// remove takes w out of its queue. A queue left empty loses its deficit:
-// a class that stopped waiting banks no credit for later.
-func (p *pool) remove(w *waiter) {
+// remove takes w out of its queue. A queue left empty keeps at most one
+// round's credit, for creditGrace (see push).
+func (p *pool) remove(w *waiter, now time.Time) {
 	q := w.q
 	q.items.Remove(w.el)
 	w.q, w.el = nil, nil
 	p.n--
 	if q.items.Len() == 0 {
-		q.deficit = 0
+		q.deficit = min(q.deficit, Quantum*q.weight)
+		q.emptied = now
 	}
 	// The head may have changed: whatever blocked the old one says
 	// nothing of the new.
@@ -97,9 +109,9 @@ func (p *pool) remove(w *waiter) {
 }
 
 // admit charges w's class for w and takes w out of its queue.
-func (p *pool) admit(w *waiter) {
+func (p *pool) admit(w *waiter, now time.Time) {
 	w.q.deficit -= w.charge
-	p.remove(w)
+	p.remove(w, now)
 }
 
 // next is the turn deficit round-robin serves next: the head of the

@@ -3,7 +3,10 @@ package ratelimit
 import (
 	"strings"
 	"testing"
+	"time"
 )
+
+var t0 = time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 
 // newTestPool is a pool of the default classes.
 func newTestPool() *pool {
@@ -14,7 +17,7 @@ func newTestPool() *pool {
 
 func pushN(p *pool, class string, n int, charge int64) {
 	for range n {
-		p.push(&waiter{class: class, charge: charge})
+		p.push(&waiter{class: class, charge: charge}, t0)
 	}
 }
 
@@ -29,7 +32,7 @@ func serveOrder(t *testing.T, p *pool, limit int) string {
 			return b.String()
 		}
 		b.WriteByte(w.class[0])
-		p.admit(w)
+		p.admit(w, t0)
 	}
 	t.Fatalf("pool not empty after %d admissions: %s...", limit, b.String())
 	return ""
@@ -91,41 +94,58 @@ func TestDRROrder(t *testing.T) {
 }
 
 // TestDRRDeficitReset checks that a queue that empties loses its credit:
-// a class that was away banks nothing for its return.
+// it keeps at most one round's for creditGrace, for turns that come back
+// at once, and nothing after.
 func TestDRRDeficitReset(t *testing.T) {
 	p := newTestPool()
+	q := p.class[Interactive]
 	pushN(p, Interactive, 1, 100)
 	w := p.next()
 	if w == nil || w.class != Interactive {
 		t.Fatalf("next = %+v, want the interactive turn", w)
 	}
-	q := p.class[Interactive]
 	if q.deficit != 4000 {
 		t.Fatalf("deficit %d after one credit, want 4000", q.deficit)
 	}
-	p.admit(w)
+	p.admit(w, t0)
+	if q.deficit != 3900 {
+		t.Fatalf("deficit %d after serving 100 of 4000, want 3900 kept for a moment", q.deficit)
+	}
+	// Back within the grace: the credit is still there.
+	p.push(&waiter{class: Interactive, charge: 100}, t0.Add(creditGrace))
+	if q.deficit != 3900 {
+		t.Fatalf("a turn back within the grace found deficit %d, want 3900", q.deficit)
+	}
+	p.admit(p.next(), t0.Add(creditGrace))
+	// Back after it: nothing banked.
+	p.push(&waiter{class: Interactive, charge: 100}, t0.Add(2*creditGrace+time.Millisecond))
 	if q.deficit != 0 {
-		t.Fatalf("an emptied queue kept a deficit of %d", q.deficit)
+		t.Fatalf("a turn back after a long absence found deficit %d, want 0", q.deficit)
 	}
+	p.remove(q.head(), t0)
 
-	// The same when the last turn leaves without being served.
-	pushN(p, Standard, 2, 100)
-	w = p.next()
-	p.remove(w)
-	p.remove(p.class[Standard].head())
-	if d := p.class[Standard].deficit; d != 0 {
-		t.Fatalf("a queue emptied by departures kept a deficit of %d", d)
-	}
-
-	// After a long wait alone, batch's credit is its own affair: the
-	// interactive class arriving later starts from nothing and is served
-	// per the weights.
-	pushN(p, Batch, 2, 50000)
+	// Never more than one round's credit is kept.
+	pushN(p, Batch, 1, 50000)
+	pushN(p, Interactive, 1, 250000)
 	if w := p.next(); w.class != Batch {
 		t.Fatalf("next = %s, want batch", w.class)
 	}
-	if d := p.class[Interactive].deficit; d != 0 {
-		t.Fatalf("an empty interactive queue was credited %d while batch waited", d)
+	if d := q.deficit; d < 196000 {
+		t.Fatalf("interactive deficit %d after about 50 rounds, want 196000 or more", d)
+	}
+	p.remove(q.head(), t0)
+	if d := q.deficit; d != 4000 {
+		t.Fatalf("an emptied queue kept a deficit of %d, want at most one round's (4000)", d)
+	}
+
+	// The same when the last turn leaves without being served, and a
+	// class away for long starts from nothing.
+	pushN(p, Standard, 2, 100)
+	p.remove(p.class[Standard].head(), t0)
+	p.remove(p.class[Standard].head(), t0)
+	p.push(&waiter{class: Standard, charge: 100}, t0.Add(time.Minute))
+	if d := p.class[Standard].deficit; d != 0 {
+		t.Fatalf("a class back after a minute found deficit %d", d)
 	}
 }
 

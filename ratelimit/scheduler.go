@@ -223,7 +223,7 @@ func (s *Scheduler) Acquire(ctx context.Context, class string, keys []Key, est C
 		p = newPool(id, w.keys, s.classes, s.weights)
 		s.pools[id] = p
 	}
-	p.push(w)
+	p.push(w, start)
 	s.setLength(class, +1)
 	s.mu.Unlock()
 	s.nudge()
@@ -348,7 +348,7 @@ func (s *Scheduler) observeWait(class string, d time.Duration) {
 
 // leave takes w out of p, dropping p when it is empty. s.mu is held.
 func (s *Scheduler) leave(p *pool, w *waiter) {
-	p.remove(w)
+	p.remove(w, s.now())
 	s.setLength(w.class, -1)
 	if p.n == 0 {
 		delete(s.pools, p.id)
