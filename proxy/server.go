@@ -15,6 +15,7 @@ import (
 
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
@@ -37,6 +38,9 @@ type Options struct {
 	Signals trajectory.Signals
 	// Telemetry receives a span and metrics per turn; nil records nothing.
 	Telemetry *telemetry.Telemetry
+	// Buckets holds the provider keys' rate-limit capacity; in this
+	// process when nil. Replicas share it through ratelimit.NewRedis.
+	Buckets ratelimit.Buckets
 }
 
 // Server serves the agent-facing routes.
@@ -56,6 +60,7 @@ type Server struct {
 	settles    *settles
 	live       *live
 	tel        *telemetry.Telemetry
+	sched      *ratelimit.Scheduler // nil when no provider key has a limit
 	stopListen context.CancelFunc
 	listening  chan struct{}
 }
@@ -66,7 +71,8 @@ type upstream struct {
 	api    streaming.API // the API family; the turn API is chosen per path
 	target *url.URL
 	rp     *httputil.ReverseProxy
-	next   uint64 // round-robin cursor over keys
+	next   uint64 // round-robin cursor over keys, for requests without a grant
+	pool   keyPool
 }
 
 // New checks opts and builds the proxy.
@@ -132,7 +138,7 @@ func New(opts Options) (*Server, error) {
 		if err != nil || u.Scheme == "" || u.Host == "" {
 			return nil, fmt.Errorf("proxy: provider %s: base_url %q is not an absolute URL", p.Name, p.BaseURL)
 		}
-		up := &upstream{cfg: p, target: u, api: streaming.APIChat}
+		up := &upstream{cfg: p, target: u, api: streaming.APIChat, pool: newKeyPool(p)}
 		if p.API == "anthropic" {
 			up.api = streaming.APIAnthropic
 		}
@@ -142,6 +148,7 @@ func New(opts Options) (*Server, error) {
 			s.def = up
 		}
 	}
+	s.sched = s.newScheduler(opts)
 	return s, nil
 }
 
@@ -150,6 +157,9 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Close(ctx context.Context) {
 	s.stopListen()
 	<-s.listening
+	if s.sched != nil {
+		s.sched.Close()
+	}
 	s.settles.close(ctx)
 }
 
@@ -299,6 +309,15 @@ type ctxKey struct{}
 type reqState struct {
 	req  *request
 	turn *turn // nil for pass-through
+}
+
+// grantOf is the rate-limit grant of a turn; nil for pass-through requests
+// and turns whose pool has no limits.
+func (st *reqState) grantOf() *ratelimit.Grant {
+	if st.turn == nil {
+		return nil
+	}
+	return st.turn.grant.Load()
 }
 
 func stateFrom(ctx context.Context) *reqState {

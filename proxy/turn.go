@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gatekeeper/meter"
+	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
@@ -44,6 +46,8 @@ type turn struct {
 
 	stopped  stopKind           // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
+
+	grant atomic.Pointer[ratelimit.Grant] // the key the call goes on; nil when its pool has no limits
 
 	tt          *telemetry.Turn    // the turn's span and metrics
 	parentID    string             // the thread record's parent
@@ -117,6 +121,17 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	ctx := context.WithValue(uctx, ctxKey{}, &reqState{req: req, turn: t})
+	if err := t.acquireKey(ctx, w); err != nil {
+		if ctx.Err() != nil {
+			// The agent went away or an operator stopped the call while
+			// it waited for key capacity.
+			s.upstreamError(w, r.WithContext(ctx), err)
+			return
+		}
+		t.finish(rateLimitedOutcome(err))
+		writeError(w, req.api, err)
+		return
+	}
 	defer func() {
 		// A panic out of the copy (http.ErrAbortHandler) must still record the turn.
 		if v := recover(); v != nil {
@@ -221,7 +236,7 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		}
 		return nil
 	}
-	return &HTTPError{Code: http.StatusTooManyRequests, Type: "rate_limited", RetryAfter: 2 * time.Second,
+	return &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: 2 * time.Second,
 		Msg: fmt.Sprintf("more than %d calls of one conversation are in flight; retry shortly", maxSiblings)}
 }
 
@@ -248,7 +263,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 				budgetSince = time.Now()
 			}
 			if time.Since(budgetSince) > budgetWaitMax || sleepCtx(ctx, wait) != nil {
-				return nil, adm, &HTTPError{Code: http.StatusTooManyRequests, Type: "rate_limited", RetryAfter: 5 * time.Second,
+				return nil, adm, &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: 5 * time.Second,
 					Msg: "the calls this run has in flight hold the rest of its budget; retry when they finish", Err: err}
 			}
 			wait = min(wait*2, budgetWaitStep)
@@ -393,8 +408,10 @@ type outcome struct {
 	estimated bool
 	status    int
 	upstream  bool // the provider answered with an error status or could not be reached
-	detail    string
-	model     string // the model the reply names; "" when none
+	// rateLimited: the call was never sent, for want of key capacity.
+	rateLimited bool
+	detail      string
+	model       string // the model the reply names; "" when none
 }
 
 // attach takes over the upstream reply: it labels it with the trajectory
@@ -403,6 +420,7 @@ func (t *turn) attach(resp *http.Response) error {
 	// The header set on the agent's response names the record; the
 	// provider has no say in it.
 	resp.Header.Del("X-Gatekeeper-Trajectory")
+	resp.Header.Del(headerQueueWait)
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
@@ -462,6 +480,7 @@ func (t *turn) finish(o outcome) {
 func (t *turn) record(ctx context.Context, o outcome) {
 	s := t.s
 	now := s.now()
+	t.settleKey(ctx, o)
 	var charge meter.Charge
 	if !o.upstream {
 		charge = s.prices.Cost(t.pr.Model, o.usage)
