@@ -1,8 +1,13 @@
 package ratelimit
 
 import (
+	"context"
 	"time"
 )
+
+// giveBackTimeout bounds the give-back of a take whose turn left while
+// the dispatcher took it.
+const giveBackTimeout = 5 * time.Second
 
 // idle is how long the dispatcher sleeps with nothing queued; a new
 // waiter wakes it sooner.
@@ -113,9 +118,11 @@ func (s *Scheduler) try(c candidate) bool {
 		return false
 	case c.w.q == nil:
 		// The turn left (its ctx ended, or it expired) during the
-		// Take: give the take back.
+		// Take: give the take back, even if Close is under way.
 		s.mu.Unlock()
-		s.grant(k, c.w.class, c.w.est, 0).release(s.ctx)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), giveBackTimeout)
+		defer cancel()
+		s.grant(k, c.w.class, c.w.est, 0).release(ctx)
 		return true
 	}
 	defer s.mu.Unlock()
