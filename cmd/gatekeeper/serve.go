@@ -9,14 +9,17 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	goredis "github.com/redis/go-redis/v9"
 
 	"gatekeeper/admin"
 	"gatekeeper/config"
 	"gatekeeper/mockprovider"
 	"gatekeeper/proxy"
+	"gatekeeper/ratelimit"
 	"gatekeeper/store/memory"
 	redisstore "gatekeeper/store/redis"
 	"gatekeeper/telemetry"
@@ -73,6 +76,32 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 // redisOpenTimeout bounds the startup check that Redis answers.
 const redisOpenTimeout = 10 * time.Second
 
+// redisKeyPrefix starts the rate-limit buckets' keys, beside the store's
+// own "gk:{...}" keys.
+const redisKeyPrefix = "gk:"
+
+// redisClient dials store.redis_url the way the store does on its own:
+// a dead Redis is reported after one retry, and the caller's deadline,
+// not a fixed read timeout, bounds each call. The store and the rate-limit
+// buckets share it.
+func redisClient(rawURL string) (*goredis.Client, error) {
+	o, err := goredis.ParseURL(rawURL)
+	if err != nil {
+		// The URL may carry a password: say what is wrong, not what it is.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("parsing store.redis_url: %w", err)
+	}
+	o.DialerRetries = 1
+	o.ContextTimeoutEnabled = true
+	if o.MaxRetries == 0 {
+		o.MaxRetries = 1
+	}
+	return goredis.NewClient(o), nil
+}
+
 // server is one running gatekeeper: its HTTP handler and what it owns.
 type server struct {
 	handler http.Handler
@@ -82,6 +111,7 @@ type server struct {
 	stop    context.CancelFunc
 	proxy   *proxy.Server
 	tel     *telemetry.Telemetry
+	redis   *goredis.Client // shared by the store and the rate-limit buckets; nil for memory
 }
 
 // newServer builds gatekeeper from a validated config. Providers whose
@@ -94,20 +124,29 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		s.stop()
 		return nil, err
 	}
+	var buckets ratelimit.Buckets // in the proxy's memory unless Redis is shared
 	switch cfg.Store.Kind {
 	case config.StoreMemory:
 		s.store = memory.New(memory.Options{})
 	case config.StoreRedis:
+		client, err := redisClient(cfg.Store.RedisURL)
+		if err != nil {
+			s.stop()
+			return nil, fmt.Errorf("store.kind redis: %w", err)
+		}
+		s.redis = client
 		// A replica that cannot reach the shared store must not start
 		// serving: it would refuse every turn.
 		octx, cancel := context.WithTimeout(ctx, redisOpenTimeout)
-		rs, err := redisstore.Open(octx, redisstore.Options{URL: cfg.Store.RedisURL, Retention: cfg.Store.Retention.Std()})
+		rs, err := redisstore.Open(octx, redisstore.Options{Client: client, Retention: cfg.Store.Retention.Std()})
 		cancel()
 		if err != nil {
 			s.close()
 			return nil, fmt.Errorf("store.kind redis: opening store.redis_url: %w", err)
 		}
 		s.store = rs
+		// Every replica draws on one budget per provider key.
+		buckets = ratelimit.NewRedis(client, redisKeyPrefix)
 	default:
 		s.stop()
 		return nil, fmt.Errorf("store.kind %q is not available in this build; use memory or redis", cfg.Store.Kind)
@@ -118,7 +157,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
 	s.tel = tel
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel})
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel, Buckets: buckets})
 	if err != nil {
 		s.close()
 		return nil, err
@@ -211,5 +250,8 @@ func (s *server) close() {
 	}
 	if s.store != nil {
 		_ = s.store.Close()
+	}
+	if s.redis != nil {
+		_ = s.redis.Close()
 	}
 }
