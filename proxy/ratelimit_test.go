@@ -1,0 +1,293 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"gatekeeper/config"
+	"gatekeeper/mockprovider"
+	"gatekeeper/proxy"
+	"gatekeeper/ratelimit"
+	"gatekeeper/store/memory"
+	"gatekeeper/telemetry"
+	"gatekeeper/trajectory"
+)
+
+// Virtual keys of the rate-limit tests' tenants, one per priority class.
+const (
+	vkLive = "vk-live-0123456789"  // interactive
+	vkStd  = "vk-std-0123456789"   // standard
+	vkBulk = "vk-batch-0123456789" // batch
+)
+
+// rlOpts configure a gatekeeper with limited provider keys in front of a
+// mock that enforces its own rate limits.
+type rlOpts struct {
+	keys    string // YAML list of the anthropic provider's keys
+	maxWait string
+	mock    mockprovider.RateLimit
+	buckets ratelimit.Buckets // nil: in memory
+	mockURL string            // an existing mock to share; "" starts one
+}
+
+// rlEnv is that gatekeeper and its mock.
+type rlEnv struct {
+	mock    *mockprovider.Server
+	mockURL string
+	gk      string
+	px      *proxy.Server
+	tel     *telemetry.Telemetry
+	store   *memory.Store
+}
+
+func newRLEnv(t testing.TB, o rlOpts) *rlEnv {
+	t.Helper()
+	e := &rlEnv{mockURL: o.mockURL}
+	if e.mockURL == "" {
+		e.mock = mockprovider.New(mockprovider.Options{RateLimit: o.mock, MaxRecords: 100000})
+		ts := httptest.NewServer(e.mock)
+		t.Cleanup(ts.Close)
+		e.mockURL = ts.URL
+	}
+	doc := fmt.Sprintf(`
+providers:
+  - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: %s}
+tenants:
+  - {name: live, keys: [%s], priority: interactive}
+  - {name: std, keys: [%s], priority: standard}
+  - {name: bulk, keys: [%s], priority: batch}
+rate_limits: {max_wait: %s}
+`, e.mockURL, o.keys, vkLive, vkStd, vkBulk, o.maxWait)
+	cfg, err := config.Parse([]byte(doc), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e.tel, err = telemetry.New(context.Background(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store = memory.New(memory.Options{})
+	e.px, err = proxy.New(proxy.Options{Config: cfg, Store: e.store, Telemetry: e.tel, Buckets: o.buckets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := chi.NewRouter()
+	e.px.Routes(r)
+	gk := httptest.NewServer(r)
+	t.Cleanup(func() {
+		gk.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		e.px.Close(ctx)
+		_ = e.tel.Shutdown(ctx)
+		_ = e.store.Close()
+	})
+	e.gk = gk.URL
+	return e
+}
+
+// rlAnswer is what an agent got for one turn.
+type rlAnswer struct {
+	status     int
+	typ        string // the error type, for errors
+	retryAfter string
+	waitMs     int64 // X-Gatekeeper-Queue-Wait-Ms; 0 when absent
+	body       string
+}
+
+// turn sends one non-streamed Anthropic turn as vk on trajectory id.
+func (e *rlEnv) turn(t testing.TB, ctx context.Context, vk, id, body string, hdr ...string) (rlAnswer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.gk+"/t/"+id+"/anthropic/v1/messages", strings.NewReader(body))
+	if err != nil {
+		return rlAnswer{}, err
+	}
+	req.Header.Set("x-api-key", vk)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("content-type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return rlAnswer{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return rlAnswer{}, err
+	}
+	a := rlAnswer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), body: string(b)}
+	if v := resp.Header.Get("X-Gatekeeper-Queue-Wait-Ms"); v != "" {
+		a.waitMs, _ = strconv.ParseInt(v, 10, 64)
+	}
+	if resp.StatusCode != http.StatusOK {
+		a.typ = errorType(b)
+	}
+	return a, nil
+}
+
+// errorType reads the type of an Anthropic error body.
+func errorType(b []byte) string {
+	s := string(b)
+	i := strings.Index(s, `"error":{`)
+	if i < 0 {
+		return ""
+	}
+	s = s[i:]
+	j := strings.Index(s, `"type":"`)
+	if j < 0 {
+		return ""
+	}
+	s = s[j+len(`"type":"`):]
+	typ, _, _ := strings.Cut(s, `"`)
+	return typ
+}
+
+// metric sums the samples of a metric whose labels contain every one of
+// match, from the telemetry's /metrics.
+func (e *rlEnv) metric(t testing.TB, name string, match ...string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	e.tel.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	var v float64
+	sc := bufio.NewScanner(rec.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, m := range match {
+			ok = ok && strings.Contains(line, m)
+		}
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		v += f
+	}
+	return v
+}
+
+const smallTurn = `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"status?"}]}`
+
+// directTurn sends a turn straight to the mock with a provider key.
+func directTurn(t testing.TB, mockURL, key, spec string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, mockURL+"/v1/messages", strings.NewReader(smallTurn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("x-api-key", key)
+	req.Header.Set("content-type", "application/json")
+	if spec != "" {
+		req.Header.Set(mockprovider.HeaderTurn, spec)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestRateLimitRetryOnAnotherKey: a key the provider refuses (429) is
+// cooled for the provider's Retry-After and the turn goes to the other key
+// before the agent sees anything; with every key refused the agent gets
+// the provider's 429; with every key cooled, a turn waits max_wait and
+// gets rate_limited with a Retry-After. The agent never sees a provider
+// key, and a turn that was never sent is not charged.
+func TestRateLimitRetryOnAnotherKey(t *testing.T) {
+	const k1, k2 = "sk-pool-key-one", "sk-pool-key-two"
+	e := newRLEnv(t, rlOpts{
+		keys:    fmt.Sprintf(`[{name: k1, key: %s, rpm: 1000}, {name: k2, key: %s, rpm: 1000}]`, k1, k2),
+		maxWait: "1s",
+		mock:    mockprovider.RateLimit{RPM: 1}, // the provider's real limit: one a minute
+	})
+	// k1's minute is used up at the provider, which gatekeeper cannot know.
+	if code := directTurn(t, e.mockURL, k1, ""); code != http.StatusOK {
+		t.Fatalf("direct turn: %d", code)
+	}
+	ctx := ctxT(t)
+
+	a, err := e.turn(t, ctx, vkStd, "retry-1", smallTurn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.status != http.StatusOK {
+		t.Fatalf("first turn: %d %s, want 200 from the other key", a.status, a.body)
+	}
+	var keys []string
+	var statuses []int
+	for _, r := range e.mock.Requests()[1:] {
+		keys, statuses = append(keys, r.APIKey), append(statuses, r.Status)
+	}
+	if fmt.Sprint(keys) != fmt.Sprint([]string{k1, k2}) || fmt.Sprint(statuses) != "[429 200]" {
+		t.Errorf("provider saw keys %v with statuses %v, want k1 refused then k2", keys, statuses)
+	}
+	if got := e.metric(t, "gatekeeper_ratelimit_key_retries_total", `provider="anthropic"`); got != 1 {
+		t.Errorf("retries metric %v, want 1", got)
+	}
+
+	// k2 has now used its minute too, and k1 is cooled: the agent gets
+	// the provider's own 429 and Retry-After.
+	a, err = e.turn(t, ctx, vkStd, "retry-2", smallTurn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.status != http.StatusTooManyRequests || a.typ != "rate_limit_error" || a.retryAfter == "" {
+		t.Fatalf("second turn: %d %q retry-after %q, want the provider's 429 with its Retry-After", a.status, a.typ, a.retryAfter)
+	}
+
+	// Both keys are cooled for the provider's Retry-After (a minute):
+	// the next turn waits max_wait and is answered by gatekeeper.
+	a, err = e.turn(t, ctx, vkLive, "retry-3", smallTurn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.status != http.StatusTooManyRequests || a.typ != "rate_limited" {
+		t.Fatalf("third turn: %d %s, want gatekeeper's rate_limited", a.status, a.body)
+	}
+	if n, err := strconv.Atoi(a.retryAfter); err != nil || n < 1 {
+		t.Errorf("rate_limited Retry-After %q, want whole seconds >= 1", a.retryAfter)
+	}
+	if a.waitMs < 1000 {
+		t.Errorf("X-Gatekeeper-Queue-Wait-Ms %d, want the max_wait it waited", a.waitMs)
+	}
+	if n := len(e.mock.Requests()); n != 4 {
+		t.Errorf("the provider got %d requests, want 4: a rate_limited turn is never sent", n)
+	}
+	if got := e.metric(t, "gatekeeper_ratelimit_rejections_total", `class="interactive"`); got != 1 {
+		t.Errorf("rate_limited metric %v, want 1", got)
+	}
+	rec, err := e.store.Get(ctx, "retry-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != trajectory.Ready || rec.Turns != 0 || rec.Spend.Turns != 0 || rec.Call != "" {
+		t.Errorf("rate-limited record: state %s, %d turns, spend %+v, call %q; want READY, nothing charged, no call held",
+			rec.State, rec.Turns, rec.Spend, rec.Call)
+	}
+	for _, s := range []string{a.body, a.retryAfter} {
+		if strings.Contains(s, k1) || strings.Contains(s, k2) {
+			t.Error("a provider key reached the agent")
+		}
+	}
+}
