@@ -68,12 +68,12 @@ func TestRedisScriptFlushed(t *testing.T) {
 	c := newRedisClient(t)
 	r := NewRedis(c, "")
 	k := Key{ID: "p/k", Limits: Limits{RPM: 60}}
-	mustTake(t, r, k, Cost{Requests: 1})
+	mustTake(t, r, k, Cost{Requests: 10})
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if n := takeAll(t, r, k, Cost{Requests: 1}, 60); n != 59 {
-		t.Fatalf("after SCRIPT FLUSH, %d of the 59 left fit", n)
+	if n := takeAll(t, r, k, Cost{Requests: 10}, 6); n != 5 {
+		t.Fatalf("after SCRIPT FLUSH, %d takes of 10 of the 50 left fit, want 5", n)
 	}
 }
 
