@@ -37,11 +37,16 @@ func (g *Grant) settle() bool {
 }
 
 // Done corrects the estimate with the measured cost, once; later calls do
-// nothing. Call it with a context that outlives a client that went away
+// nothing. actual.Requests 0 means as estimated: a turn that ran was the
+// request it was admitted as, whether or not the caller counts it. Call it
+// with a context that outlives a client that went away
 // (context.WithoutCancel): the tokens were spent all the same.
 func (g *Grant) Done(ctx context.Context, actual Cost) {
 	if g == nil || !g.settle() {
 		return
+	}
+	if actual.Requests == 0 {
+		actual.Requests = g.est.Requests
 	}
 	delta := actual.sub(g.est)
 	if delta.zero() {

@@ -118,3 +118,42 @@ func TestRedisDown(t *testing.T) {
 		t.Fatalf("a connection failure reported as a bad reply: %v", err)
 	}
 }
+
+// TestSchedulerRedisDown checks that a Scheduler whose Redis is gone
+// answers Acquire with the error, on the fast path and for a waiting turn,
+// instead of admitting or hanging.
+func TestSchedulerRedisDown(t *testing.T) {
+	srv := redistest.StartServer(t)
+	opt, err := goredis.ParseURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.MaxRetries = -1
+	c := goredis.NewClient(opt)
+	defer c.Close()
+	s := New(Options{Buckets: NewRedis(c, ""), Poll: time.Millisecond})
+	defer s.Close()
+	ctx := context.Background()
+	k := Key{ID: "p/k", Limits: Limits{RPM: 60}}
+	g, err := s.Acquire(ctx, Batch, []Key{k}, Cost{Requests: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Done(ctx, Cost{Requests: 60})
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(ctx, Batch, []Key{k}, Cost{Requests: 1})
+		errc <- err
+	}()
+	waitQueued(t, s, Batch, 1)
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err == nil {
+		t.Fatal("a waiting turn was admitted with Redis gone")
+	}
+	if _, err := s.Acquire(ctx, Batch, []Key{k}, Cost{Requests: 1}); err == nil {
+		t.Fatal("the fast path admitted a turn with Redis gone")
+	}
+}

@@ -44,8 +44,9 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Observer receives the scheduler's metrics. Its methods are called with
-// the scheduler's lock held: they must be quick and must not call back.
+// Observer receives the scheduler's metrics. Its methods may be called with
+// the scheduler's lock held: they must be quick and must not call the
+// Scheduler.
 type Observer interface {
 	// QueueLength is the number of turns of class waiting, on every
 	// change.

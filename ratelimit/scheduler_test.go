@@ -270,13 +270,14 @@ func TestGrantDone(t *testing.T) {
 	m := NewMemory(clk.Now)
 	s := New(Options{Buckets: m, Clock: clk.Now})
 	defer s.Close()
-	k := Key{ID: "p/k", Limits: Limits{InputTPM: 1000, OutputTPM: 1000}}
+	k := Key{ID: "p/k", Limits: Limits{RPM: 10, InputTPM: 1000, OutputTPM: 1000}}
 
-	g, err := s.Acquire(ctx, Standard, []Key{k}, Cost{Input: 200, Output: 500})
+	g, err := s.Acquire(ctx, Standard, []Key{k}, Cost{Requests: 1, Input: 200, Output: 500})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Measured: more input than estimated, far less output.
+	// Measured: more input than estimated, far less output; the
+	// request is not counted again (Requests 0 is as estimated).
 	g.Done(ctx, Cost{Input: 300, Output: 100})
 	g.Done(ctx, Cost{Input: 900, Output: 900}) // no-op
 	if n := takeAll(t, m, k, Cost{Input: 1}, 1000); n != 700 {
@@ -284,6 +285,9 @@ func TestGrantDone(t *testing.T) {
 	}
 	if n := takeAll(t, m, k, Cost{Output: 1}, 1000); n != 900 {
 		t.Fatalf("%d output tokens left, want 900", n)
+	}
+	if n := takeAll(t, m, k, Cost{Requests: 1}, 1000); n != 9 {
+		t.Fatalf("%d requests left, want 9: Done must not give the turn's request back", n)
 	}
 	var nilGrant *Grant
 	nilGrant.Done(ctx, Cost{})
