@@ -79,13 +79,13 @@ func (s *Scheduler) pass() time.Duration {
 	}
 	sleep := s.poll
 	for _, p := range s.pools {
-		if p.blockedUntil.After(now) {
-			sleep = min(sleep, p.blockedUntil.Sub(now))
-		} else if p.blockedUntil.IsZero() {
-			// Changed since the pass began (a release, a
-			// departure): look again at once.
+		if !p.blockedUntil.After(now) {
+			// Not blocked, or no longer: changed since the pass
+			// began (a release, a departure, a new pool), or the
+			// wait passed during it. Look again at once.
 			return 0
 		}
+		sleep = min(sleep, p.blockedUntil.Sub(now))
 		for _, q := range p.queues {
 			if w := q.head(); w != nil {
 				sleep = min(sleep, w.enq.Add(s.maxWait).Sub(now))

@@ -14,6 +14,7 @@ type gateBuckets struct {
 	open    int           // takes that may still succeed
 	wait    time.Duration // what a refused take reports
 	taken   []Cost        // admitted takes, in order
+	calls   int           // every Take
 	adjusts []Cost
 	cools   map[string]time.Duration
 }
@@ -27,6 +28,7 @@ func newGate(wait time.Duration) *gateBuckets {
 func (g *gateBuckets) Take(ctx context.Context, k Key, c Cost) (bool, time.Duration, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.calls++
 	if g.open <= 0 {
 		return false, g.wait, nil
 	}

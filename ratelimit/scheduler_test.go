@@ -372,3 +372,32 @@ func TestPoolsIndependent(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestDispatcherSleeps checks that a turn waiting for capacity costs a
+// Take per wait the buckets report (bounded by Poll), not a busy loop.
+func TestDispatcherSleeps(t *testing.T) {
+	gate := newGate(20 * time.Millisecond)
+	s := New(Options{Buckets: gate, Poll: 40 * time.Millisecond})
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = s.Acquire(ctx, Batch, oneKey, Cost{Requests: 1})
+	}()
+	waitQueued(t, s, Batch, 1)
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	<-done
+	gate.mu.Lock()
+	calls := gate.calls
+	gate.mu.Unlock()
+	t.Logf("%d Takes", calls)
+	// About 15 in 300ms at one per 20ms; a busy loop makes thousands.
+	if calls > 100 {
+		t.Fatalf("%d Takes in 300ms for one turn told to wait 20ms", calls)
+	}
+	if calls < 2 {
+		t.Fatalf("%d Takes in 300ms: the dispatcher never looked again", calls)
+	}
+}
