@@ -18,6 +18,7 @@ var (
 func benchAcquire(b *testing.B, s *Scheduler, keys []Key) {
 	ctx := context.Background()
 	b.ReportAllocs()
+	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			g, err := s.Acquire(ctx, Interactive, keys, benchEst)
