@@ -117,6 +117,14 @@ func (t *turn) settleKey(ctx context.Context, o outcome) {
 		actual.Output = o.usage.OutputTokens
 	}
 	g.Done(ctx, actual)
+	// The provider's rate-limit headers already count this turn as the
+	// provider measured it. Read before the correction above, they would
+	// lower the key's level to what the provider reports and the
+	// correction would then take the turn's usage a second time; read
+	// after it, they only lower what gatekeeper's own accounting leaves.
+	if h := t.limitHeaders.Load(); h != nil {
+		g.Observe(ctx, *h)
+	}
 }
 
 // keyedTransport sends a turn on its grant's key and, when the provider
@@ -143,7 +151,8 @@ func (kt keyedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		retryAfter, refused := refusal(resp, err)
 		if !refused || ctx.Err() != nil {
 			if err == nil {
-				g.Observe(ctx, resp.Header)
+				h := resp.Header
+				t.limitHeaders.Store(&h) // read once the turn's usage is known
 			}
 			return resp, err
 		}

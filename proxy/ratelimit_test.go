@@ -188,9 +188,9 @@ func (e *rlEnv) metric(t testing.TB, name string, match ...string) float64 {
 const smallTurn = `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"status?"}]}`
 
 // directTurn sends a turn straight to the mock with a provider key.
-func directTurn(t testing.TB, mockURL, key, spec string) int {
+func directTurn(t testing.TB, mockURL, key, body, spec string) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, mockURL+"/v1/messages", strings.NewReader(smallTurn))
+	req, err := http.NewRequest(http.MethodPost, mockURL+"/v1/messages", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestRateLimitRetryOnAnotherKey(t *testing.T) {
 		mock:    mockprovider.RateLimit{RPM: 1}, // the provider's real limit: one a minute
 	})
 	// k1's minute is used up at the provider, which gatekeeper cannot know.
-	if code := directTurn(t, e.mockURL, k1, ""); code != http.StatusOK {
+	if code := directTurn(t, e.mockURL, k1, smallTurn, ""); code != http.StatusOK {
 		t.Fatalf("direct turn: %d", code)
 	}
 	ctx := ctxT(t)
@@ -290,4 +290,12 @@ func TestRateLimitRetryOnAnotherKey(t *testing.T) {
 			t.Error("a provider key reached the agent")
 		}
 	}
+}
+
+// startMock serves mock on loopback for the test.
+func startMock(t testing.TB, mock *mockprovider.Server) string {
+	t.Helper()
+	ts := httptest.NewServer(mock)
+	t.Cleanup(ts.Close)
+	return ts.URL
 }

@@ -47,7 +47,8 @@ type turn struct {
 	stopped  stopKind           // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
 
-	grant atomic.Pointer[ratelimit.Grant] // the key the call goes on; nil when its pool has no limits
+	grant        atomic.Pointer[ratelimit.Grant] // the key the call goes on; nil when its pool has no limits
+	limitHeaders atomic.Pointer[http.Header]     // the provider's reply headers, for the grant
 
 	tt          *telemetry.Turn    // the turn's span and metrics
 	parentID    string             // the thread record's parent
