@@ -37,16 +37,13 @@ func (g *Grant) settle() bool {
 }
 
 // Done corrects the estimate with the measured cost, once; later calls do
-// nothing. actual.Requests 0 means as estimated: a turn that ran was the
-// request it was admitted as, whether or not the caller counts it. Call it
-// with a context that outlives a client that went away
+// nothing. actual is taken as it is: a turn that made its request reports
+// Requests 1, and Done(ctx, Cost{}) gives a take that was never used back
+// whole. Call it with a context that outlives a client that went away
 // (context.WithoutCancel): the tokens were spent all the same.
 func (g *Grant) Done(ctx context.Context, actual Cost) {
 	if g == nil || !g.settle() {
 		return
-	}
-	if actual.Requests == 0 {
-		actual.Requests = g.est.Requests
 	}
 	delta := actual.sub(g.est)
 	if delta.zero() {

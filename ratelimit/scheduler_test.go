@@ -276,9 +276,8 @@ func TestGrantDone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Measured: more input than estimated, far less output; the
-	// request is not counted again (Requests 0 is as estimated).
-	g.Done(ctx, Cost{Input: 300, Output: 100})
+	// Measured: more input than estimated, far less output.
+	g.Done(ctx, Cost{Requests: 1, Input: 300, Output: 100})
 	g.Done(ctx, Cost{Input: 900, Output: 900}) // no-op
 	if n := takeAll(t, m, k, Cost{Input: 1}, 1000); n != 700 {
 		t.Fatalf("%d input tokens left, want 700", n)
@@ -287,7 +286,17 @@ func TestGrantDone(t *testing.T) {
 		t.Fatalf("%d output tokens left, want 900", n)
 	}
 	if n := takeAll(t, m, k, Cost{Requests: 1}, 1000); n != 9 {
-		t.Fatalf("%d requests left, want 9: Done must not give the turn's request back", n)
+		t.Fatalf("%d requests left, want 9", n)
+	}
+
+	// A grant never used, given back whole.
+	g2, err := s.Acquire(ctx, Standard, []Key{k}, Cost{Requests: 1, Input: 100, Output: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2.Done(ctx, Cost{})
+	if n := takeAll(t, m, k, Cost{Requests: 1}, 1000); n != 1 {
+		t.Fatalf("after giving back a grant whole, %d requests fit, want 1", n)
 	}
 	var nilGrant *Grant
 	nilGrant.Done(ctx, Cost{})
