@@ -290,13 +290,14 @@ func TestGrantDone(t *testing.T) {
 	}
 
 	// A grant never used, given back whole.
-	g2, err := s.Acquire(ctx, Standard, []Key{k}, Cost{Requests: 1, Input: 100, Output: 100})
+	k2 := Key{ID: "p/k2", Limits: k.Limits}
+	g2, err := s.Acquire(ctx, Standard, []Key{k2}, Cost{Requests: 1, Input: 100, Output: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
 	g2.Done(ctx, Cost{})
-	if n := takeAll(t, m, k, Cost{Requests: 1}, 1000); n != 1 {
-		t.Fatalf("after giving back a grant whole, %d requests fit, want 1", n)
+	if n := takeAll(t, m, k2, Cost{Requests: 1}, 1000); n != 10 {
+		t.Fatalf("after giving back a grant whole, %d requests fit, want 10", n)
 	}
 	var nilGrant *Grant
 	nilGrant.Done(ctx, Cost{})
