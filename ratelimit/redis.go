@@ -10,10 +10,12 @@ import (
 )
 
 // scripter is what Redis needs of a client: running a script by its hash,
-// and by its text when the server has lost its script cache (a restart).
+// by its text when the server has lost its script cache (a restart), and
+// several in one round trip.
 type scripter interface {
 	EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *goredis.Cmd
 	Eval(ctx context.Context, script string, keys []string, args ...any) *goredis.Cmd
+	Pipeline() goredis.Pipeliner
 }
 
 var _ scripter = goredis.UniversalClient(nil)
@@ -45,10 +47,15 @@ var ErrReply = errors.New("ratelimit: unexpected reply from Redis")
 
 func (r *Redis) hashKey(k Key) string { return r.prefix + "rl:{" + k.ID + "}:b" }
 
+// argv is the scripts' arguments for k: its limits, then args.
+func argv(k Key, args ...any) []any {
+	lim := perMinute(k.Limits)
+	return append([]any{lim[0], lim[1], lim[2]}, args...)
+}
+
 // run runs sc for k with the key's limits and then args, by hash first.
 func (r *Redis) run(ctx context.Context, sc *script, k Key, args ...any) (any, error) {
-	lim := perMinute(k.Limits)
-	argv := append([]any{lim[0], lim[1], lim[2]}, args...)
+	argv := argv(k, args...)
 	keys := []string{r.hashKey(k)}
 	v, err := r.rdb.EvalSha(ctx, sc.hash, keys, argv...).Result()
 	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -109,6 +116,40 @@ func (r *Redis) Headroom(ctx context.Context, k Key) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return headroomReply(k, v)
+}
+
+// headrooms is Headroom of every key of a pool in one round trip.
+func (r *Redis) headrooms(ctx context.Context, keys []Key) ([]float64, error) {
+	pipe := r.rdb.Pipeline()
+	cmds := make([]*goredis.Cmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.EvalSha(ctx, headroomScript.hash, []string{r.hashKey(k)}, argv(k)...)
+	}
+	// Each command's own error is read below.
+	_, _ = pipe.Exec(ctx)
+	out := make([]float64, len(keys))
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
+		if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			// The script cache was lost: one by one, which loads it.
+			if out[i], err = r.Headroom(ctx, keys[i]); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ratelimit: key %s: %w", keys[i].ID, err)
+		}
+		if out[i], err = headroomReply(keys[i], v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// headroomReply checks the headroom script's reply: millionths.
+func headroomReply(k Key, v any) (float64, error) {
 	n, ok := v.(int64)
 	if !ok || n < 0 || n > 1e6 {
 		return 0, fmt.Errorf("%w: headroom of key %s answered %T %v", ErrReply, k.ID, v, v)

@@ -157,3 +157,47 @@ func TestSchedulerRedisDown(t *testing.T) {
 		t.Fatal("the fast path admitted a turn with Redis gone")
 	}
 }
+
+// TestRedisHeadrooms checks the one-round-trip headroom of a pool against
+// each key's Headroom, also after the script cache was lost, and the
+// scheduler's choice of key on Redis.
+func TestRedisHeadrooms(t *testing.T) {
+	ctx := context.Background()
+	c := newRedisClient(t)
+	r := NewRedis(c, "")
+	keys := []Key{
+		{ID: "p/a", Limits: Limits{RPM: 60}},
+		{ID: "p/b", Limits: Limits{RPM: 60}},
+		{ID: "p/c"},
+	}
+	mustTake(t, r, keys[0], Cost{Requests: 45})
+	mustTake(t, r, keys[1], Cost{Requests: 15})
+	check := func() {
+		t.Helper()
+		hs, err := r.headrooms(ctx, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []float64{0.25, 0.75, 1} {
+			if hs[i] < want-0.01 || hs[i] > want+0.05 {
+				t.Fatalf("headroom of %s %v, want %v", keys[i].ID, hs[i], want)
+			}
+		}
+	}
+	check()
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	check()
+
+	s := New(Options{Buckets: r})
+	defer s.Close()
+	g, err := s.Acquire(ctx, Standard, keys[:2], Cost{Requests: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Key.ID != "p/b" {
+		t.Fatalf("turn on %s, want p/b (most headroom)", g.Key.ID)
+	}
+	g.Done(ctx, Cost{Requests: 1})
+}

@@ -65,9 +65,16 @@ type headroomTaker interface {
 	takeHeadroom(ctx context.Context, k Key, c Cost) (ok bool, wait time.Duration, headroom float64, err error)
 }
 
+// poolHeadroomer is implemented by Buckets that answer the Headroom of
+// several keys in one step.
+type poolHeadroomer interface {
+	headrooms(ctx context.Context, keys []Key) ([]float64, error)
+}
+
 var (
-	_ headroomTaker = (*Memory)(nil)
-	_ headroomTaker = (*Redis)(nil)
+	_ headroomTaker  = (*Memory)(nil)
+	_ headroomTaker  = (*Redis)(nil)
+	_ poolHeadroomer = (*Redis)(nil)
 )
 
 // Scheduler admits turns on keys, queueing them per class while no key has
@@ -298,12 +305,22 @@ func (s *Scheduler) byHeadroom(ctx context.Context, keys []Key) ([]Key, error) {
 		h float64
 	}
 	all := make([]kh, len(keys))
-	for i, k := range keys {
-		h, err := s.buckets.Headroom(ctx, k)
+	if ph, ok := s.buckets.(poolHeadroomer); ok {
+		hs, err := ph.headrooms(ctx, keys)
 		if err != nil {
 			return nil, err
 		}
-		all[i] = kh{k, h}
+		for i, k := range keys {
+			all[i] = kh{k, hs[i]}
+		}
+	} else {
+		for i, k := range keys {
+			h, err := s.buckets.Headroom(ctx, k)
+			if err != nil {
+				return nil, err
+			}
+			all[i] = kh{k, h}
+		}
 	}
 	slices.SortStableFunc(all, func(a, b kh) int { return cmp.Compare(b.h, a.h) })
 	out := make([]Key, len(all))
