@@ -58,3 +58,9 @@ func BenchmarkAcquireUnsaturatedRedis(b *testing.B) {
 	defer s.Close()
 	benchAcquire(b, s, []Key{{ID: "p/k", Limits: benchLimits}})
 }
+
+func BenchmarkAcquireUnsaturatedRedisPool(b *testing.B) {
+	s := New(Options{Buckets: NewRedis(newRedisClient(b), "gk:")})
+	defer s.Close()
+	benchAcquire(b, s, []Key{{ID: "p/a", Limits: benchLimits}, {ID: "p/b", Limits: benchLimits}, {ID: "p/c", Limits: benchLimits}})
+}
