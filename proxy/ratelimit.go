@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -212,25 +213,36 @@ func refusalText(resp *http.Response, err error) string {
 	return resp.Status
 }
 
+// maxCool bounds how long a provider's Retry-After cools a key: a key
+// cooled for hours by one odd header would leave its pool short.
+const maxCool = 5 * time.Minute
+
 // retryAfter reads the provider's retry-after-ms (OpenAI) or Retry-After
-// (seconds or an HTTP date); 0 when absent or unreadable.
+// (seconds or an HTTP date), at most maxCool; 0 when absent or unreadable.
 func retryAfter(h http.Header) time.Duration {
-	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
+	if d, ok := delay(h.Get("Retry-After-Ms"), time.Millisecond); ok {
+		return d
 	}
 	v := h.Get("Retry-After")
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil {
-		return max(time.Duration(secs*float64(time.Second)), 0)
+	if d, ok := delay(v, time.Second); ok {
+		return d
 	}
 	if at, err := http.ParseTime(v); err == nil {
-		return max(time.Until(at), 0)
+		return min(max(time.Until(at), 0), maxCool)
 	}
 	return 0
+}
+
+// delay reads a positive count of unit, at most maxCool.
+func delay(v string, unit time.Duration) (time.Duration, bool) {
+	f, err := strconv.ParseFloat(v, 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange), math.IsNaN(f), f <= 0:
+		return 0, false
+	case f >= float64(maxCool/unit):
+		return maxCool, true
+	}
+	return time.Duration(f * float64(unit)), true
 }
 
 // resend is req again, on another key, with the turn's body from the start.
