@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/openai/openai-go/v3"
+	ooption "github.com/openai/openai-go/v3/option"
 
 	"gatekeeper/config"
 	"gatekeeper/mockprovider"
@@ -298,4 +300,96 @@ func startMock(t testing.TB, mock *mockprovider.Server) string {
 	ts := httptest.NewServer(mock)
 	t.Cleanup(ts.Close)
 	return ts.URL
+}
+
+// TestRateLimitClientLeavesQueue: an agent that gives up while its turn
+// waits for key capacity leaves the queue; the turn is never sent, its
+// record is ready again and charged nothing.
+func TestRateLimitClientLeavesQueue(t *testing.T) {
+	e := newRLEnv(t, rlOpts{keys: `[{name: k, key: sk-queue-key, rpm: 1}]`, maxWait: "30s"})
+	if a, err := e.turn(t, ctxT(t), vkBulk, "queue-1", smallTurn); err != nil || a.status != http.StatusOK {
+		t.Fatalf("first turn: %v %+v", err, a)
+	}
+	// The key's one request a minute is spent: the next turn waits.
+	ctx, cancel := context.WithCancel(ctxT(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.turn(t, ctx, vkBulk, "queue-2", smallTurn)
+		done <- err
+	}()
+	waitFor(t, "the turn to queue", func() bool {
+		return e.metric(t, "gatekeeper_ratelimit_queue_length", `class="batch"`) == 1
+	})
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the canceled request got an answer")
+	}
+	waitFor(t, "the queue to empty", func() bool {
+		return e.metric(t, "gatekeeper_ratelimit_queue_length", `class="batch"`) == 0
+	})
+	var rec *trajectory.Record
+	waitFor(t, "the record to settle", func() bool {
+		r, err := e.store.Get(context.Background(), "queue-2")
+		rec = r
+		return err == nil && rec.Call == ""
+	})
+	if rec.State != trajectory.Ready || rec.Turns != 0 || rec.Spend.Turns != 0 {
+		t.Errorf("record after the agent left: state %s, %d turns, spend %+v", rec.State, rec.Turns, rec.Spend)
+	}
+	if n := len(e.mock.Requests()); n != 1 {
+		t.Errorf("the provider got %d requests, want only the first turn", n)
+	}
+}
+
+// TestRateLimitOpenAIKeyPool: the OpenAI SDK through a pool of two OpenAI
+// keys, the first refused by the provider: the turn is sent again with the
+// second key as a bearer token, and the SDK sees one answer.
+func TestRateLimitOpenAIKeyPool(t *testing.T) {
+	const k1, k2 = "sk-oai-pool-one", "sk-oai-pool-two"
+	mock := mockprovider.New(mockprovider.Options{RateLimit: mockprovider.RateLimit{RPM: 1}})
+	mockURL := startMock(t, mock)
+	doc := fmt.Sprintf(`
+providers:
+  - {name: openai, api: openai, base_url: %q, keys: [{name: k1, key: %s, rpm: 600}, {name: k2, key: %s, rpm: 600}]}
+tenants:
+  - {name: std, keys: [%s]}
+`, mockURL, k1, k2, vkStd)
+	cfg, err := config.Parse([]byte(doc), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	st := memory.New(memory.Options{})
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := chi.NewRouter()
+	px.Routes(r)
+	gk := httptest.NewServer(r)
+	t.Cleanup(func() { gk.Close(); px.Close(context.Background()); _ = st.Close() })
+
+	// k1's minute is spent at the provider.
+	req, _ := http.NewRequest(http.MethodPost, mockURL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"gpt-4.1","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+k1)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("direct turn: %v %v", err, resp)
+	}
+	resp.Body.Close()
+
+	c := openai.NewClient(ooption.WithBaseURL(gk.URL+"/t/oai-pool/openai/v1"), ooption.WithAPIKey(vkStd), ooption.WithMaxRetries(0))
+	if _, err := c.Chat.Completions.New(ctxT(t), chatParams()); err != nil {
+		t.Fatalf("chat through the pool: %v", err)
+	}
+	var got []string
+	for _, r := range mock.Requests()[1:] {
+		got = append(got, fmt.Sprintf("%s %d", r.APIKey, r.Status))
+	}
+	if want := []string{k1 + " 429", k2 + " 200"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("provider saw %v, want %v", got, want)
+	}
 }
