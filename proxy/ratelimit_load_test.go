@@ -49,7 +49,8 @@ func turnBody(promptBytes int) string {
 }
 
 // TestRateLimitManyClients is the must-show of provider key pools: 200
-// clients of the three classes, half of them the official Anthropic SDK,
+// clients of the three classes, half of them the official Anthropic SDK
+// (a quarter streaming),
 // against a provider that answers 429 above its per-key limits. With
 // gatekeeper in front the provider refuses (almost) nothing, and every
 // client either succeeds or is told rate_limited with a Retry-After, which
@@ -97,7 +98,7 @@ func TestRateLimitManyClients(t *testing.T) {
 					a, err = e.turn(t, ctx, vk, id, body)
 					status, typ, retry = a.status, a.typ, a.retryAfter
 				} else {
-					status, typ, retry, err = sdkTurn(ctx, e.gk+"/t/"+id+"/anthropic", vk, prompt(400))
+					status, typ, retry, err = sdkTurn(ctx, e.gk+"/t/"+id+"/anthropic", vk, prompt(400), i%4 == 1)
 				}
 				switch {
 				case err != nil:
@@ -171,15 +172,34 @@ func TestRateLimitManyClients(t *testing.T) {
 	}
 }
 
-// sdkTurn sends one turn with the official Anthropic SDK, retries off so
-// that every answer is seen, and returns the status, error type and
-// Retry-After of an error.
-func sdkTurn(ctx context.Context, base, vk, text string) (int, string, string, error) {
+// sdkTurn sends one turn, streamed or not, with the official Anthropic SDK,
+// retries off so that every answer is seen, and returns the status, error
+// type and Retry-After of an error.
+func sdkTurn(ctx context.Context, base, vk, text string, stream bool) (int, string, string, error) {
 	c := anthropic.NewClient(aoption.WithBaseURL(base), aoption.WithAPIKey(vk), aoption.WithMaxRetries(0))
-	_, err := c.Messages.New(ctx, anthropic.MessageNewParams{
+	params := anthropic.MessageNewParams{
 		Model: "claude-sonnet-4-5", MaxTokens: 16,
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(text))},
-	})
+	}
+	var err error
+	if stream {
+		s := c.Messages.NewStreaming(ctx, params)
+		var m anthropic.Message
+		for s.Next() {
+			if err = m.Accumulate(s.Current()); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = s.Err()
+		}
+		s.Close()
+		if err == nil && m.StopReason == "" {
+			err = errors.New("stream ended without a stop reason")
+		}
+	} else {
+		_, err = c.Messages.New(ctx, params)
+	}
 	if err == nil {
 		return http.StatusOK, "", "", nil
 	}
