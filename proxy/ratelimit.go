@@ -56,6 +56,7 @@ func (s *Server) newScheduler(opts Options) *ratelimit.Scheduler {
 	if b == nil {
 		b = ratelimit.NewMemory(s.now)
 	}
+	s.buckets = b
 	rl := s.cfg.RateLimits
 	o := ratelimit.Options{Buckets: b, Weights: rl.Weights, MaxWait: rl.MaxWait.Std(), Clock: s.now, Logger: s.log}
 	if s.tel != nil {
@@ -162,6 +163,11 @@ func (kt keyedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		other, rerr := g.Reject(ctx, retryAfter, up.pool.keys)
 		if rerr != nil {
 			t.log.LogAttrs(ctx, slog.LevelWarn, "no other key: rate-limit buckets unreadable", slog.String("error", rerr.Error()))
+		}
+		// The headroom gauge moves on takes; a cooled key is taken no
+		// more until it is warm, so it is reported here.
+		if h, err := t.s.buckets.Headroom(ctx, g.Key); err == nil {
+			t.s.tel.Headroom(g.Key.ID, h)
 		}
 		if other != nil && try >= len(up.pool.keys) {
 			other.Done(ctx, ratelimit.Cost{}) // every key was tried: give its take back

@@ -21,6 +21,7 @@ import (
 	"gatekeeper/internal/redistest"
 	"gatekeeper/mockprovider"
 	"gatekeeper/ratelimit"
+	redisstore "gatekeeper/store/redis"
 )
 
 // The providers' limits are per minute, and a key's bucket holds a whole
@@ -308,8 +309,8 @@ func TestRateLimitFairness(t *testing.T) {
 }
 
 // TestRateLimitReplicasShareKey is the must-show of shared limits: two
-// gatekeepers, each with its own scheduler on one Redis, in front of one
-// provider key. Their combined rate, counted at the provider over a
+// gatekeepers, each with its own Redis client, store and scheduler on one
+// Redis (as serve wires them), in front of one provider key. Their combined rate, counted at the provider over a
 // measured window once the key is saturated, is the key's limit within 5%.
 func TestRateLimitReplicasShareKey(t *testing.T) {
 	if testing.Short() {
@@ -331,8 +332,13 @@ func TestRateLimitReplicasShareKey(t *testing.T) {
 		}
 		client := goredis.NewClient(opt)
 		t.Cleanup(func() { _ = client.Close() })
+		st, err := redisstore.Open(context.Background(), redisstore.Options{Client: client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
 		o := rlOpts{keys: fmt.Sprintf(`[{name: k, key: sk-shared-key, input_tpm: %d}]`, tpm), maxWait: "30s",
-			buckets: ratelimit.NewRedis(client, "gk:"), mockURL: mockURL}
+			buckets: ratelimit.NewRedis(client, "gk:"), mockURL: mockURL, store: st}
 		if i == 0 {
 			ts := startMock(t, mock)
 			o.mockURL, mockURL = ts, ts

@@ -40,6 +40,7 @@ type rlOpts struct {
 	mock    mockprovider.RateLimit
 	buckets ratelimit.Buckets // nil: in memory
 	mockURL string            // an existing mock to share; "" starts one
+	store   trajectory.Store  // nil: a memory store of its own
 }
 
 // rlEnv is that gatekeeper and its mock.
@@ -49,7 +50,7 @@ type rlEnv struct {
 	gk      string
 	px      *proxy.Server
 	tel     *telemetry.Telemetry
-	store   *memory.Store
+	store   trajectory.Store
 }
 
 func newRLEnv(t testing.TB, o rlOpts) *rlEnv {
@@ -81,7 +82,12 @@ rate_limits: {max_wait: %s}
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.store = memory.New(memory.Options{})
+	e.store = o.store
+	if e.store == nil {
+		st := memory.New(memory.Options{})
+		t.Cleanup(func() { _ = st.Close() })
+		e.store = st
+	}
 	e.px, err = proxy.New(proxy.Options{Config: cfg, Store: e.store, Telemetry: e.tel, Buckets: o.buckets})
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +101,6 @@ rate_limits: {max_wait: %s}
 		defer cancel()
 		e.px.Close(ctx)
 		_ = e.tel.Shutdown(ctx)
-		_ = e.store.Close()
 	})
 	e.gk = gk.URL
 	return e
@@ -246,6 +251,15 @@ func TestRateLimitRetryOnAnotherKey(t *testing.T) {
 	}
 	if got := e.metric(t, "gatekeeper_ratelimit_key_retries_total", `provider="anthropic"`); got != 1 {
 		t.Errorf("retries metric %v, want 1", got)
+	}
+	if got := e.metric(t, "gatekeeper_ratelimit_headroom", `key="anthropic/k1"`); got != 0 {
+		t.Errorf("headroom of the cooled key %v, want 0", got)
+	}
+	if got := e.metric(t, "gatekeeper_ratelimit_headroom", `key="anthropic/k2"`); got <= 0 || got > 1 {
+		t.Errorf("headroom of the other key %v, want in (0, 1]", got)
+	}
+	if n := e.metric(t, "gatekeeper_ratelimit_headroom", k1) + e.metric(t, "gatekeeper_ratelimit_headroom", k2); n != 0 {
+		t.Error("a provider key is a metric label")
 	}
 
 	// k2 has now used its minute too, and k1 is cooled: the agent gets

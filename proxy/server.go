@@ -61,6 +61,7 @@ type Server struct {
 	live       *live
 	tel        *telemetry.Telemetry
 	sched      *ratelimit.Scheduler // nil when no provider key has a limit
+	buckets    ratelimit.Buckets    // the scheduler's
 	stopListen context.CancelFunc
 	listening  chan struct{}
 }
