@@ -5,18 +5,19 @@ import "time"
 // Config is the whole of config.yaml. Field names in YAML and JSON are
 // snake_case; a Config marshalled either way reads back as the same file.
 type Config struct {
-	Listen    string           `yaml:"listen" json:"listen"`
-	Store     Store            `yaml:"store" json:"store"`
-	Providers []Provider       `yaml:"providers" json:"providers"`
-	Prices    map[string]Price `yaml:"prices" json:"prices"`
-	Tenants   []Tenant         `yaml:"tenants" json:"tenants"`
-	Admin     Admin            `yaml:"admin" json:"admin"`
-	Limits    Limits           `yaml:"limits" json:"limits"`
-	Stages    Stages           `yaml:"budget_stages" json:"budget_stages"`
-	Log       Log              `yaml:"log" json:"log"`
-	Telemetry Telemetry        `yaml:"telemetry" json:"telemetry"`
-	Gates     []Gate           `yaml:"gates" json:"gates"`
-	Approvals Approvals        `yaml:"approvals" json:"approvals"`
+	Listen     string           `yaml:"listen" json:"listen"`
+	Store      Store            `yaml:"store" json:"store"`
+	Providers  []Provider       `yaml:"providers" json:"providers"`
+	Prices     map[string]Price `yaml:"prices" json:"prices"`
+	Tenants    []Tenant         `yaml:"tenants" json:"tenants"`
+	Admin      Admin            `yaml:"admin" json:"admin"`
+	Limits     Limits           `yaml:"limits" json:"limits"`
+	Stages     Stages           `yaml:"budget_stages" json:"budget_stages"`
+	Log        Log              `yaml:"log" json:"log"`
+	Telemetry  Telemetry        `yaml:"telemetry" json:"telemetry"`
+	RateLimits RateLimits       `yaml:"rate_limits" json:"rate_limits"`
+	Gates      []Gate           `yaml:"gates" json:"gates"`
+	Approvals  Approvals        `yaml:"approvals" json:"approvals"`
 
 	// env records, by field path, which variables each expanded value came
 	// from, so Validate can say "TEAM_A_KEY is not set" instead of a bare
@@ -194,6 +195,24 @@ type Traces struct {
 	SampleRatio float64 `yaml:"sample_ratio" json:"sample_ratio"`
 }
 
+// RateLimits configures how turns share the provider keys' rate limits
+// (providers[].keys[] rpm, input_tpm, output_tpm): a turn waits for key
+// capacity in its tenant's priority class, the classes served in proportion
+// to their weights.
+type RateLimits struct {
+	// MaxWait is how long a turn may queue for key capacity before the
+	// agent is answered rate_limited with a Retry-After.
+	MaxWait Duration `yaml:"max_wait" json:"max_wait"`
+	// Weights are the shares of key capacity, in tokens, each priority
+	// class gets while several classes wait. A class left out keeps its
+	// default weight.
+	Weights map[string]int `yaml:"weights" json:"weights"`
+	// DefaultOutputTokens is the output a turn is estimated at when its
+	// request names no output limit; the estimate is corrected by the
+	// reply's usage.
+	DefaultOutputTokens int64 `yaml:"default_output_tokens" json:"default_output_tokens"`
+}
+
 // Defaults that DefaultConfig fills in.
 const (
 	DefaultListen        = "127.0.0.1:8080"
@@ -203,7 +222,17 @@ const (
 	DefaultToolDeadline  = 30 * time.Minute
 	DefaultPauseHold     = 240 * time.Second
 	DefaultServiceName   = "gatekeeper"
+	DefaultMaxWait       = 30 * time.Second
+	DefaultOutputTokens  = 4096
+	// MaxMaxWait bounds rate_limits.max_wait: a turn held longer outlives
+	// the agents' own request timeouts (AGENTS.md).
+	MaxMaxWait = 10 * time.Minute
 )
+
+// DefaultWeights are the classes' default shares of key capacity.
+func DefaultWeights() map[string]int {
+	return map[string]int{PriorityInteractive: 4, PriorityStandard: 2, PriorityBatch: 1}
+}
 
 // DefaultConfig returns a config holding every default and nothing else: no
 // providers, tenants or tokens, so it does not validate on its own.
@@ -227,6 +256,11 @@ func DefaultConfig() *Config {
 			Keepalive:    Duration(DefaultKeepalive),
 			MaxPending:   DefaultMaxPending,
 			MaxHeldBytes: DefaultMaxHeldBytes,
+		},
+		RateLimits: RateLimits{
+			MaxWait:             Duration(DefaultMaxWait),
+			Weights:             DefaultWeights(),
+			DefaultOutputTokens: DefaultOutputTokens,
 		},
 	}
 }

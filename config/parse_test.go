@@ -81,6 +81,8 @@ func TestLoadFullExample(t *testing.T) {
 			Slack: &Slack{BotToken: "xoxb-test-0006", SigningSecret: "slack-signing-0007", Channel: "C0123456789",
 				APIURL: DefaultSlackAPIURL, Users: []SlackUser{{SlackID: "U012AB3CD", Name: "carol", Roles: []string{"secops"}}}},
 			Webhook: &Webhook{URL: "https://chat.example.com/hooks/gatekeeper", Secret: "whsec_c2VjcmV0LTAwMDg="}},
+		RateLimits: RateLimits{MaxWait: Duration(45 * time.Second), DefaultOutputTokens: 8192,
+			Weights: map[string]int{"interactive": 4, "standard": 2, "batch": 2}},
 	}
 	gotEnv := c.env
 	c.env = nil
@@ -137,7 +139,9 @@ func TestDefaults(t *testing.T) {
 		c.Limits.MaxBodyBytes != 32<<20 || c.Limits.MaxEventBytes != 16<<20 ||
 		c.Limits.ToolDeadline.Std() != 30*time.Minute || c.Limits.IdleFinish != 0 ||
 		c.Log.Level != "info" || c.Log.Format != "json" ||
-		c.Telemetry.ServiceName != "gatekeeper" || c.Telemetry.Traces.Enabled || c.Telemetry.Traces.SampleRatio != 1 {
+		c.Telemetry.ServiceName != "gatekeeper" || c.Telemetry.Traces.Enabled || c.Telemetry.Traces.SampleRatio != 1 ||
+		c.RateLimits.MaxWait.Std() != 30*time.Second || c.RateLimits.DefaultOutputTokens != 4096 ||
+		!reflect.DeepEqual(c.RateLimits.Weights, map[string]int{"interactive": 4, "standard": 2, "batch": 1}) {
 		t.Errorf("defaults are not the documented ones: %+v", c)
 	}
 	if _, ok := c.DefaultProvider(); ok {
@@ -436,6 +440,7 @@ tenants:
     budget: {turn: 3}
 admin: {token: []}
 prices: {m: {inptu: 1}}
+rate_limits: {max_wiat: 5s}
 `,
 			want: []Problem{
 				{4, `unknown field "bse_url" in providers[0]`},
@@ -443,6 +448,7 @@ prices: {m: {inptu: 1}}
 				{8, `unknown field "turn" in tenants[0].budget`},
 				{9, `unknown field "token" in admin`},
 				{10, `unknown field "inptu" in prices["m"]`},
+				{11, `unknown field "max_wiat" in rate_limits`},
 			},
 		},
 		{
@@ -459,6 +465,11 @@ prices: {m: {inptu: 1}}
 			name: "wrong type",
 			doc:  "providers: [{name: p, keys: [{rpm: lots}]}]\n",
 			want: []Problem{{1, "cannot unmarshal !!str `lots` into int"}},
+		},
+		{
+			name: "weight of the wrong type",
+			doc:  "rate_limits: {weights: {batch: heavy}}\n",
+			want: []Problem{{1, "cannot unmarshal !!str `heavy` into int"}},
 		},
 		{
 			name: "bad duration",

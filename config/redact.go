@@ -19,6 +19,7 @@ func (c *Config) Redacted() *Config {
 	r.Store.RedisURL = redactURL(c.Store.RedisURL)
 	r.Telemetry.Traces.OTLPEndpoint = redactURL(c.Telemetry.Traces.OTLPEndpoint)
 	r.Prices = maps.Clone(c.Prices)
+	r.RateLimits.Weights = maps.Clone(c.RateLimits.Weights)
 	r.env = maps.Clone(c.env)
 
 	r.Providers = slices.Clone(c.Providers)

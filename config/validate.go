@@ -69,6 +69,7 @@ func (c *Config) Validate() error {
 	v.telemetry(c.Telemetry)
 	v.gates(c.Gates, c.Tenants)
 	v.approvals(c.Approvals)
+	v.rateLimits(c.RateLimits)
 	v.unsetVariables()
 	if len(v.errs) == 0 {
 		return nil
@@ -505,4 +506,25 @@ func (v *validator) httpURL(field, raw, badScheme string) *url.URL {
 		return u
 	}
 	return nil
+}
+
+func (v *validator) rateLimits(r RateLimits) {
+	if r.MaxWait <= 0 || r.MaxWait.Std() > MaxMaxWait {
+		v.add("rate_limits.max_wait", "is %v, want a duration in (0s, %v]", r.MaxWait, MaxMaxWait)
+	}
+	for _, class := range slices.Sorted(maps.Keys(r.Weights)) {
+		field := keyPath("rate_limits.weights", class)
+		switch class {
+		case PriorityInteractive, PriorityStandard, PriorityBatch:
+		default:
+			v.add(field, "unknown class %s (want interactive, standard or batch)", v.show(field, class))
+			continue
+		}
+		if w := r.Weights[class]; w < 1 {
+			v.add(field, "is %d, want a weight >= 1", w)
+		}
+	}
+	if r.DefaultOutputTokens < 1 {
+		v.add("rate_limits.default_output_tokens", "must be positive")
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const validDoc = `providers:
@@ -189,6 +190,15 @@ func TestValidateRules(t *testing.T) {
 		{"otlp endpoint not http", func(c *Config) { c.Telemetry.Traces.OTLPEndpoint = "grpc://collector:4317" }, "telemetry.traces.otlp_endpoint", "must be an absolute http"},
 		{"otlp endpoint no host", func(c *Config) { c.Telemetry.Traces.OTLPEndpoint = "http:///v1/traces" }, "telemetry.traces.otlp_endpoint", "no host"},
 		{"otlp endpoint not a url", func(c *Config) { c.Telemetry.Traces.OTLPEndpoint = "http://[::1" }, "telemetry.traces.otlp_endpoint", "not a valid URL"},
+		{"max_wait zero", func(c *Config) { c.RateLimits.MaxWait = 0 }, "rate_limits.max_wait", "want a duration in (0s, 10m0s]"},
+		{"max_wait negative", func(c *Config) { c.RateLimits.MaxWait = -1 }, "rate_limits.max_wait", "want a duration in"},
+		{"max_wait past ten minutes", func(c *Config) { c.RateLimits.MaxWait = Duration(11 * time.Minute) }, "rate_limits.max_wait", "want a duration in"},
+		{"max_wait ten minutes", func(c *Config) { c.RateLimits.MaxWait = Duration(10 * time.Minute) }, "", ""},
+		{"weight zero", func(c *Config) { c.RateLimits.Weights["batch"] = 0 }, `rate_limits.weights["batch"]`, "want a weight >= 1"},
+		{"weight negative", func(c *Config) { c.RateLimits.Weights["interactive"] = -4 }, `rate_limits.weights["interactive"]`, "want a weight >= 1"},
+		{"weight of an unknown class", func(c *Config) { c.RateLimits.Weights["urgent"] = 8 }, `rate_limits.weights["urgent"]`, `unknown class "urgent"`},
+		{"weights changed", func(c *Config) { c.RateLimits.Weights = map[string]int{"interactive": 10, "standard": 3, "batch": 1} }, "", ""},
+		{"default output tokens zero", func(c *Config) { c.RateLimits.DefaultOutputTokens = 0 }, "rate_limits.default_output_tokens", "must be positive"},
 		{"traces on with an endpoint", func(c *Config) {
 			c.Telemetry.Traces = Traces{Enabled: true, OTLPEndpoint: "https://collector.example:4318/v1/traces", SampleRatio: 0.25}
 		}, "", ""},

@@ -18,6 +18,10 @@
 //     errors in the stream or as HTTP statuses, cut connections, slow
 //     streams) into each API's event stream or JSON body, with realistic ids,
 //     headers and usage (about one token per four bytes);
+//   - optionally (Options.RateLimit), a provider's rate limits per key:
+//     token buckets of requests, input and output tokens that answer 429
+//     with retry-after above them and report their levels in the
+//     providers' rate-limit headers, with counts for tests (RateCounts);
 //   - a record of the requests it received (RecordedRequest): key, body,
 //     when each event was flushed, whether the client went away.
 //

@@ -198,6 +198,9 @@ func (x *exchange) turn(api API) {
 		body = renderBody(p)
 	}
 	x.s.randMu.Unlock()
+	if !x.admitRate(p.usage) {
+		return
+	}
 
 	ctx := x.r.Context()
 	if p.firstByteDelay > 0 {

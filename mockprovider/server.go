@@ -36,6 +36,9 @@ type Options struct {
 	// first, so that a load test does not hold every body in memory.
 	// 0 means DefaultMaxRecords.
 	MaxRecords int
+	// RateLimit, when set, enforces a provider's rate limits per key and
+	// answers 429 above them; RateCounts reports what it did.
+	RateLimit RateLimit
 }
 
 // DefaultMaxRecords is the number of requests a Server remembers unless
@@ -89,6 +92,7 @@ type Server struct {
 	sleep  func(ctx context.Context, d time.Duration) error
 	keys   []string
 	limit  int
+	rate   *rateLimiter // nil when no rate limit is enforced
 
 	randMu sync.Mutex
 	rnd    *rand.Rand
@@ -119,6 +123,9 @@ func New(opts Options) *Server {
 		idle:   make(chan struct{}),
 	}
 	close(s.idle)
+	if opts.RateLimit.enabled() {
+		s.rate = newRateLimiter(opts.RateLimit)
+	}
 	if s.script == nil {
 		s.script = &Script{}
 	}
@@ -167,12 +174,16 @@ func (s *Server) Requests() []RecordedRequest {
 	return out
 }
 
-// Reset forgets the recorded requests and restarts the rate-limit counters.
+// Reset forgets the recorded requests, restarts the rate-limit counters
+// and refills every key's rate-limit buckets.
 func (s *Server) Reset() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.records = nil
 	s.window, s.windowCount = time.Time{}, 0
+	s.mu.Unlock()
+	if s.rate != nil {
+		s.rate.reset()
+	}
 }
 
 // WaitIdle returns once no request is being answered, or with ctx's error.

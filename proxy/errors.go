@@ -21,6 +21,7 @@ const (
 	errUpstream           = "upstream_error"
 	errNotFound           = "not_found_error"
 	errBudgetExceeded     = "budget_exceeded"
+	errRateLimited        = "rate_limited"
 )
 
 // HTTPError is an error with the status and message an agent should see.

@@ -19,7 +19,7 @@ import (
 func (s *Server) newReverseProxy(up *upstream) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite:        func(pr *httputil.ProxyRequest) { s.rewrite(pr, up) },
-		Transport:      s.transport,
+		Transport:      keyedTransport{s: s, next: s.transport},
 		FlushInterval:  -1, // flush every write: events are handed over whole, one per Read
 		BufferPool:     s.bufs,
 		ModifyResponse: s.modifyResponse,
@@ -56,11 +56,10 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest, up *upstream) {
 		// The provider sees the turn's span as the caller of its call.
 		st.turn.tt.Inject(h)
 	}
-	key := up.pickKey()
-	if up.cfg.API == "anthropic" {
-		h.Set("X-Api-Key", key)
+	if g := st.grantOf(); g != nil {
+		setProviderKey(h, up, up.pool.secrets[g.Key.ID])
 	} else {
-		h.Set("Authorization", "Bearer "+key)
+		setProviderKey(h, up, up.pickKey())
 	}
 	if st.turn != nil {
 		// Replies are decoded while they stream: ask for them uncompressed.
@@ -71,8 +70,9 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest, up *upstream) {
 	}
 }
 
-// pickKey takes the pool's keys in turn. Key choice by headroom comes with
-// rate limiting.
+// pickKey takes the pool's keys in turn, for requests the rate-limit
+// scheduler did not place on a key (pass-through requests, pools without
+// limits).
 func (up *upstream) pickKey() string {
 	keys := up.cfg.Keys
 	n := atomic.AddUint64(&up.next, 1)

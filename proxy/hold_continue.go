@@ -127,11 +127,15 @@ func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]
 		}
 		req.Header[k] = append([]string(nil), v...)
 	}
-	key := up.pickKey()
-	if up.cfg.API == "anthropic" {
-		req.Header.Set("X-Api-Key", key)
+	// A continuation is a model call like any other: it waits for key
+	// capacity in the tenant's class, and settling it corrects the estimate.
+	if err := t.acquireKey(ctx, nil); err != nil {
+		return nil, 0, err
+	}
+	if g := t.grant.Load(); g != nil {
+		setProviderKey(req.Header, up, up.pool.secrets[g.Key.ID])
 	} else {
-		req.Header.Set("Authorization", "Bearer "+key)
+		setProviderKey(req.Header, up, up.pickKey())
 	}
 	req.Header.Set("Accept-Encoding", "identity")
 	req.Header.Set("Content-Length", strconv.Itoa(len(t.body)))

@@ -63,6 +63,8 @@ func (t *turn) endSpan(o outcome, charge meter.Charge) {
 		e.FinishReasons = []string{o.stop} // normalized: the same vocabulary for the three APIs
 	}
 	switch {
+	case o.rateLimited:
+		e.ErrorType = errRateLimited // never sent: not the provider's error
 	case o.upstream:
 		e.ErrorType = "upstream_error"
 		if o.status >= 400 {

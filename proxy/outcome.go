@@ -22,8 +22,10 @@ type outcome struct {
 	estimated bool
 	status    int
 	upstream  bool // the provider answered with an error status or could not be reached
-	detail    string
-	model     string // the model the reply names; "" when none
+	// rateLimited: the call was never sent, for want of key capacity.
+	rateLimited bool
+	detail      string
+	model       string // the model the reply names; "" when none
 	// approvalID, when set, holds the reply's calls for approval: the
 	// record ends the turn AWAITING_APPROVAL.
 	approvalID string
@@ -53,6 +55,7 @@ func (t *turn) finish(o outcome) {
 func (t *turn) record(ctx context.Context, o outcome) {
 	s := t.s
 	now := s.now()
+	t.settleKey(ctx, o)
 	var charge meter.Charge
 	if !o.upstream {
 		charge = s.prices.Cost(t.pr.Model, o.usage)

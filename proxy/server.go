@@ -17,6 +17,7 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
@@ -44,6 +45,9 @@ type Options struct {
 	Approvals *approvals.Service
 	// Gates are the compiled gates; the service's own when nil.
 	Gates *approvals.Gates
+	// Buckets holds the provider keys' rate-limit capacity; in this
+	// process when nil. Replicas share it through ratelimit.NewRedis.
+	Buckets ratelimit.Buckets
 }
 
 // Server serves the agent-facing routes.
@@ -63,6 +67,8 @@ type Server struct {
 	settles    *settles
 	live       *live
 	tel        *telemetry.Telemetry
+	sched      *ratelimit.Scheduler // nil when no provider key has a limit
+	buckets    ratelimit.Buckets    // the scheduler's
 	stopListen context.CancelFunc
 	listening  chan struct{}
 	closing    chan struct{} // closed by EndHolds: held waits end
@@ -76,7 +82,8 @@ type upstream struct {
 	api    streaming.API // the API family; the turn API is chosen per path
 	target *url.URL
 	rp     *httputil.ReverseProxy
-	next   uint64 // round-robin cursor over keys
+	next   uint64 // round-robin cursor over keys, for requests without a grant
+	pool   keyPool
 }
 
 // New checks opts and builds the proxy.
@@ -144,7 +151,7 @@ func New(opts Options) (*Server, error) {
 		if err != nil || u.Scheme == "" || u.Host == "" {
 			return nil, fmt.Errorf("proxy: provider %s: base_url %q is not an absolute URL", p.Name, p.BaseURL)
 		}
-		up := &upstream{cfg: p, target: u, api: streaming.APIChat}
+		up := &upstream{cfg: p, target: u, api: streaming.APIChat, pool: newKeyPool(p)}
 		if p.API == "anthropic" {
 			up.api = streaming.APIAnthropic
 		}
@@ -154,6 +161,7 @@ func New(opts Options) (*Server, error) {
 			s.def = up
 		}
 	}
+	s.sched = s.newScheduler(opts)
 	return s, nil
 }
 
@@ -163,6 +171,9 @@ func (s *Server) Close(ctx context.Context) {
 	s.EndHolds()
 	s.stopListen()
 	<-s.listening
+	if s.sched != nil {
+		s.sched.Close()
+	}
 	s.settles.close(ctx)
 }
 
@@ -319,6 +330,15 @@ type ctxKey struct{}
 type reqState struct {
 	req  *request
 	turn *turn // nil for pass-through
+}
+
+// grantOf is the rate-limit grant of a turn; nil for pass-through requests
+// and turns whose pool has no limits.
+func (st *reqState) grantOf() *ratelimit.Grant {
+	if st.turn == nil {
+		return nil
+	}
+	return st.turn.grant.Load()
 }
 
 func stateFrom(ctx context.Context) *reqState {

@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gatekeeper/approvals"
 	"gatekeeper/meter"
+	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
@@ -45,6 +47,9 @@ type turn struct {
 
 	stopped  stopKind           // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
+
+	grant        atomic.Pointer[ratelimit.Grant] // the key the call goes on; nil when its pool has no limits
+	limitHeaders atomic.Pointer[http.Header]     // the provider's reply headers, for the grant
 
 	tt          *telemetry.Turn    // the turn's span and metrics
 	parentID    string             // the thread record's parent
@@ -135,6 +140,17 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	ctx := context.WithValue(uctx, ctxKey{}, &reqState{req: req, turn: t})
+	if err := t.acquireKey(ctx, w.Header()); err != nil {
+		if ctx.Err() != nil {
+			// The agent went away or an operator stopped the call while
+			// it waited for key capacity.
+			s.upstreamError(w, r.WithContext(ctx), err)
+			return
+		}
+		t.finish(rateLimitedOutcome(err))
+		writeError(w, req.api, err)
+		return
+	}
 	defer func() {
 		// A panic out of the copy (http.ErrAbortHandler) must still record the turn.
 		if v := recover(); v != nil {
@@ -248,7 +264,7 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		}
 		return nil
 	}
-	return &HTTPError{Code: http.StatusTooManyRequests, Type: "rate_limited", RetryAfter: 2 * time.Second,
+	return &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: 2 * time.Second,
 		Msg: fmt.Sprintf("more than %d calls of one conversation are in flight; retry shortly", maxSiblings)}
 }
 
@@ -275,7 +291,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 				budgetSince = time.Now()
 			}
 			if time.Since(budgetSince) > budgetWaitMax || sleepCtx(ctx, wait) != nil {
-				return nil, adm, &HTTPError{Code: http.StatusTooManyRequests, Type: "rate_limited", RetryAfter: 5 * time.Second,
+				return nil, adm, &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: 5 * time.Second,
 					Msg: "the calls this run has in flight hold the rest of its budget; retry when they finish", Err: err}
 			}
 			wait = min(wait*2, budgetWaitStep)
@@ -422,6 +438,7 @@ func (t *turn) attach(resp *http.Response) error {
 	// The header set on the agent's response names the record; the
 	// provider has no say in it.
 	resp.Header.Del("X-Gatekeeper-Trajectory")
+	resp.Header.Del(headerQueueWait)
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:

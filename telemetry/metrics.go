@@ -44,9 +44,13 @@ type instruments struct {
 	approvalDecision metric.Float64Histogram
 	queueWait        metric.Float64Histogram
 	upstreamErrors   metric.Int64Counter
+	queueLength      metric.Int64Gauge
+	headroom         metric.Float64Gauge
+	keyRetries       metric.Int64Counter
+	rateLimited      metric.Int64Counter
 
 	// One bound per label that takes values from outside the config.
-	models, stops, tenants, providers, servers, states, errTypes, gates, outcomes, classes *bounded
+	models, stops, tenants, providers, servers, states, errTypes, gates, outcomes, classes, keys *bounded
 
 	series *seriesCache
 }
@@ -62,6 +66,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		models: newBounded(), stops: newBounded(), tenants: newBounded(), providers: newBounded(), servers: newBounded(),
 		series: &seriesCache{},
 		states: newBounded(), errTypes: newBounded(), gates: newBounded(), outcomes: newBounded(), classes: newBounded(),
+		keys: newBounded(),
 	}
 	var err error
 	in.turns, err = m.Int64Counter("gatekeeper.turns",
@@ -108,6 +113,18 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	check(err)
 	in.upstreamErrors, err = m.Int64Counter("gatekeeper.upstream_errors",
 		metric.WithDescription("Failed upstream calls, by error type."))
+	check(err)
+	in.queueLength, err = m.Int64Gauge("gatekeeper.ratelimit_queue_length",
+		metric.WithDescription("Requests waiting for provider rate-limit capacity, by priority class."))
+	check(err)
+	in.headroom, err = m.Float64Gauge("gatekeeper.ratelimit_headroom",
+		metric.WithDescription("Share of a provider key's tightest rate limit left (0 to 1; 0 while the key is cooled after a 429)."))
+	check(err)
+	in.keyRetries, err = m.Int64Counter("gatekeeper.ratelimit_key_retries",
+		metric.WithDescription("Requests the provider refused (429, 529, 503, no connection) before any byte reached the agent, sent again on another key."))
+	check(err)
+	in.rateLimited, err = m.Int64Counter("gatekeeper.ratelimit_rejections",
+		metric.WithDescription("Requests answered rate_limited after waiting rate_limits.max_wait for key capacity, by priority class."))
 	check(err)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("telemetry: instruments: %w", errors.Join(errs...))

@@ -83,13 +83,21 @@ func TestMetricNames(t *testing.T) {
 	tel.ApprovalPending(1)
 	tel.ApprovalDecided("release", "approved", time.Minute)
 	tel.QueueWait("batch", time.Second)
+	tel.QueueLength("batch", 3)
+	tel.Headroom("anthropic/main", 0.5)
+	tel.KeyRetried("anthropic")
+	tel.RateLimited("batch")
 
 	want := []string{
 		"gatekeeper_approval_decision_seconds_count", "gatekeeper_approval_decision_seconds_sum",
 		"gatekeeper_approvals_pending",
 		"gatekeeper_budget_stage_transitions_total",
 		"gatekeeper_dollars_total",
+		"gatekeeper_ratelimit_headroom",
+		"gatekeeper_ratelimit_key_retries_total",
+		"gatekeeper_ratelimit_queue_length",
 		"gatekeeper_ratelimit_queue_wait_seconds_count", "gatekeeper_ratelimit_queue_wait_seconds_sum",
+		"gatekeeper_ratelimit_rejections_total",
 		"gatekeeper_time_to_first_token_seconds_count", "gatekeeper_time_to_first_token_seconds_sum",
 		"gatekeeper_tokens_total",
 		"gatekeeper_trajectories",

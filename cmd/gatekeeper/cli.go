@@ -23,10 +23,14 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:9090", "listen address")
 	script := fs.String("script", "", "script file (YAML) choosing each turn")
+	var rl mockprovider.RateLimit
+	fs.IntVar(&rl.RPM, "rpm", 0, "turn requests per minute and key above which the mock answers 429 (0: no limit)")
+	fs.Int64Var(&rl.InputTPM, "input-tpm", 0, "input tokens per minute and key (0: no limit)")
+	fs.Int64Var(&rl.OutputTPM, "output-tpm", 0, "output tokens per minute and key (0: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	opts := mockprovider.Options{}
+	opts := mockprovider.Options{RateLimit: rl}
 	if *script != "" {
 		sc, err := mockprovider.LoadScript(*script)
 		if err != nil {

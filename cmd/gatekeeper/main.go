@@ -34,7 +34,8 @@ var errReported = errors.New("reported")
 const usage = `usage: gatekeeper COMMAND [flags]
 
   serve          [-config config.yaml]                  run the proxy
-  mock-provider  [-addr 127.0.0.1:9090] [-script FILE]  a scripted fake model provider
+  mock-provider  [-addr 127.0.0.1:9090] [-script FILE] [-rpm N] [-input-tpm N] [-output-tpm N]
+                 a scripted fake model provider, optionally rate-limited per key
   check-config   [-config config.yaml]                  exit 1 with every problem listed
   trajectories   ls | show ID                           read trajectory records (admin API)
                  pause|resume|cancel|kill|finish ID     control a run and its subagents

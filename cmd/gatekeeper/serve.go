@@ -19,6 +19,7 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/mockprovider"
 	"gatekeeper/proxy"
+	"gatekeeper/ratelimit"
 	"gatekeeper/store/memory"
 	redisstore "gatekeeper/store/redis"
 	"gatekeeper/telemetry"
@@ -85,6 +86,10 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 // redisOpenTimeout bounds the startup check that Redis answers.
 const redisOpenTimeout = 10 * time.Second
 
+// redisKeyPrefix starts the rate-limit buckets' keys, beside the store's
+// own "gk:{...}" keys.
+const redisKeyPrefix = "gk:"
+
 // server is one running gatekeeper: its HTTP handler and what it owns.
 type server struct {
 	handler http.Handler
@@ -95,7 +100,7 @@ type server struct {
 	proxy   *proxy.Server
 	tel     *telemetry.Telemetry
 
-	redis     *goredis.Client    // shared by the record and approvals stores; nil with memory
+	redis     *goredis.Client    // shared by the record and approvals stores and the rate-limit buckets; nil with memory
 	approvals *approvals.Service // nil without gates
 	aprDone   chan struct{}      // closed when approvals.Run has returned
 }
@@ -111,6 +116,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		return nil, err
 	}
 	var aprStore approvals.Store
+	var buckets ratelimit.Buckets // in the proxy's memory unless Redis is shared
 	switch cfg.Store.Kind {
 	case config.StoreMemory:
 		s.store = memory.New(memory.Options{})
@@ -133,6 +139,8 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		}
 		s.store = rs
 		aprStore = redisstore.NewApprovals(redisstore.ApprovalsOptions{Client: client, Retention: cfg.Store.Retention.Std()})
+		// Every replica draws on one budget per provider key.
+		buckets = ratelimit.NewRedis(client, redisKeyPrefix)
 	default:
 		s.stop()
 		return nil, fmt.Errorf("store.kind %q is not available in this build; use memory or redis", cfg.Store.Kind)
@@ -152,7 +160,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	if s.approvals != nil {
 		gates = s.approvals.Gates()
 	}
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel, Approvals: s.approvals, Gates: gates})
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel, Approvals: s.approvals, Gates: gates, Buckets: buckets})
 	if err != nil {
 		s.close()
 		return nil, err

@@ -102,6 +102,15 @@ func TestServeRedis(t *testing.T) {
 	if !strings.Contains(rec, `"turns":1,`) || !strings.Contains(rec, `"tenant":"demo"`) {
 		t.Fatalf("record in Redis: %q, %v", rec, err)
 	}
+	// The example's keys have limits: the turn was admitted on buckets
+	// in the same Redis, named by provider and key name, never the secret.
+	buckets, err := rdb.Keys(ctx, "gk:rl:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(buckets) != 1 || buckets[0] != "gk:rl:{anthropic/main}:b" {
+		t.Errorf("rate-limit buckets in Redis: %q, want gk:rl:{anthropic/main}:b", buckets)
+	}
 
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)

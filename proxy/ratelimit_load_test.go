@@ -1,0 +1,394 @@
+package proxy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	goredis "github.com/redis/go-redis/v9"
+
+	"gatekeeper/internal/redistest"
+	"gatekeeper/mockprovider"
+	"gatekeeper/ratelimit"
+	redisstore "gatekeeper/store/redis"
+)
+
+// The providers' limits are per minute, and a key's bucket holds a whole
+// minute: a test that must see a saturated key in seconds first spends
+// that minute. drain sends one turn whose reply reports usage of a whole
+// minute's input tokens: the provider (the mock) charges it as it admits
+// the turn and gatekeeper when it corrects the turn's estimate, so both
+// start from an empty bucket. Turns go to the key with the most headroom,
+// so n turns drain n keys.
+func drain(t *testing.T, e *rlEnv, inputTPM int64, n int) {
+	t.Helper()
+	spec := fmt.Sprintf(`{"usage":{"input_tokens":%d,"output_tokens":1}}`, inputTPM)
+	for i := range n {
+		a, err := e.turn(t, ctxT(t), vkStd, fmt.Sprintf("drain-%d", i), smallTurn, mockprovider.HeaderTurn, spec)
+		if err != nil || a.status != http.StatusOK {
+			t.Fatalf("draining turn %d: %v %d %s", i, err, a.status, a.body)
+		}
+	}
+}
+
+// prompt is a user message of about n bytes.
+func prompt(n int) string { return strings.Repeat("word ", n/5) }
+
+func turnBody(promptBytes int) string {
+	return fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":%q}]}`, prompt(promptBytes))
+}
+
+// TestRateLimitManyClients is the must-show of provider key pools: 200
+// clients of the three classes, half of them the official Anthropic SDK
+// (a quarter streaming),
+// against a provider that answers 429 above its per-key limits. With
+// gatekeeper in front the provider refuses (almost) nothing, and every
+// client either succeeds or is told rate_limited with a Retry-After, which
+// it honours until it succeeds.
+func TestRateLimitManyClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test")
+	}
+	const (
+		k1, k2  = "sk-many-key-one", "sk-many-key-two"
+		tpm     = 200_000 // per key: 3333 input tokens a second, ~33 turns of ~100 tokens
+		clients = 200
+		tries   = 20
+	)
+	e := newRLEnv(t, rlOpts{
+		keys:    fmt.Sprintf(`[{name: k1, key: %s, input_tpm: %d}, {name: k2, key: %s, input_tpm: %d}]`, k1, tpm, k2, tpm),
+		maxWait: "1s",
+		mock:    mockprovider.RateLimit{InputTPM: tpm},
+	})
+	drain(t, e, tpm, 2)
+	if keys := []string{e.mock.Requests()[0].APIKey, e.mock.Requests()[1].APIKey}; keys[0] == keys[1] {
+		t.Fatalf("both drain turns went on %s", keys[0])
+	}
+	base := e.mock.RateCounts()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	body := turnBody(400)
+	vks := []string{vkLive, vkStd, vkBulk}
+	type result struct {
+		ok          bool
+		rateLimited int // rate_limited answers, each with a Retry-After
+		bad         []string
+	}
+	results := make([]result, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			r := &results[i]
+			vk, id := vks[i%3], fmt.Sprintf("many-%d", i)
+			for range tries {
+				status, typ, retry, err := 0, "", "", error(nil)
+				if i%2 == 0 {
+					var a rlAnswer
+					a, err = e.turn(t, ctx, vk, id, body)
+					status, typ, retry = a.status, a.typ, a.retryAfter
+				} else {
+					status, typ, retry, err = sdkTurn(ctx, e.gk+"/t/"+id+"/anthropic", vk, prompt(400), i%4 == 1)
+				}
+				switch {
+				case err != nil:
+					r.bad = append(r.bad, err.Error())
+					return
+				case status == http.StatusOK:
+					r.ok = true
+					return
+				case status != http.StatusTooManyRequests || typ != "rate_limited":
+					r.bad = append(r.bad, fmt.Sprintf("%d %s", status, typ))
+					return
+				}
+				secs, err := strconv.Atoi(retry)
+				if err != nil || secs < 1 {
+					r.bad = append(r.bad, "rate_limited with Retry-After "+strconv.Quote(retry))
+					return
+				}
+				r.rateLimited++
+				if sleepCtx(ctx, time.Duration(secs)*time.Second) != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	succeeded, limited := 0, 0
+	for i, r := range results {
+		if len(r.bad) > 0 {
+			t.Errorf("client %d got %v", i, r.bad)
+		}
+		if r.ok {
+			succeeded++
+		}
+		limited += r.rateLimited
+	}
+	got := e.mock.RateCounts()
+	served, refused := got.Served-base.Served, got.Limited-base.Limited
+	t.Logf("%d clients succeeded; %d rate_limited answers on the way; the provider served %d turns and refused %d",
+		succeeded, limited, served, refused)
+	if succeeded != clients {
+		t.Errorf("%d of %d clients succeeded", succeeded, clients)
+	}
+	if float64(refused) > 0.01*float64(served+refused) {
+		t.Errorf("the provider refused %d of %d turns, want under 1%%", refused, served+refused)
+	}
+	if limited == 0 {
+		t.Error("no client was ever told rate_limited: the load did not exceed the keys' limits")
+	}
+
+	// The same load straight at the provider, on a third key with its
+	// minute spent as gatekeeper's keys had theirs: most of it is refused,
+	// which is what gatekeeper spared the clients.
+	const k3 = "sk-many-key-three"
+	if code := directTurn(t, e.mockURL, k3, smallTurn, fmt.Sprintf(`{"usage":{"input_tokens":%d}}`, tpm)); code != http.StatusOK {
+		t.Fatalf("spending k3's minute: %d", code)
+	}
+	var direct atomic.Int64
+	var dwg sync.WaitGroup
+	for range clients {
+		dwg.Go(func() {
+			if directTurn(t, e.mockURL, k3, body, "") == http.StatusTooManyRequests {
+				direct.Add(1)
+			}
+		})
+	}
+	dwg.Wait()
+	t.Logf("the same load straight at the provider: %d of %d refused", direct.Load(), clients)
+	if direct.Load() < clients/2 {
+		t.Errorf("without gatekeeper the provider refused only %d of %d turns; the test's load is too light", direct.Load(), clients)
+	}
+}
+
+// sdkTurn sends one turn, streamed or not, with the official Anthropic SDK,
+// retries off so that every answer is seen, and returns the status, error
+// type and Retry-After of an error.
+func sdkTurn(ctx context.Context, base, vk, text string, stream bool) (int, string, string, error) {
+	c := anthropic.NewClient(aoption.WithBaseURL(base), aoption.WithAPIKey(vk), aoption.WithMaxRetries(0))
+	params := anthropic.MessageNewParams{
+		Model: "claude-sonnet-4-5", MaxTokens: 16,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(text))},
+	}
+	var err error
+	if stream {
+		s := c.Messages.NewStreaming(ctx, params)
+		var m anthropic.Message
+		for s.Next() {
+			if err = m.Accumulate(s.Current()); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = s.Err()
+		}
+		s.Close()
+		if err == nil && m.StopReason == "" {
+			err = errors.New("stream ended without a stop reason")
+		}
+	} else {
+		_, err = c.Messages.New(ctx, params)
+	}
+	if err == nil {
+		return http.StatusOK, "", "", nil
+	}
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) {
+		return 0, "", "", err
+	}
+	return apiErr.StatusCode, errorType([]byte(apiErr.RawJSON())), apiErr.Response.Header.Get("Retry-After"), nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestRateLimitFairness is the must-show of scheduling: 50 batch clients
+// with large turns and 5 interactive clients with small ones against one
+// saturated key. Interactive turns wait at least 4× less (p99), and, while
+// both classes are backlogged, the tokens served per class follow the
+// weights 4:1 within 10%. Shares are measured at the provider, in the
+// scheduler's unit (estimated input + output tokens).
+func TestRateLimitFairness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test")
+	}
+	const (
+		tpm    = 1_200_000 // 20000 input tokens a second
+		warmup = time.Second
+		window = 6 * time.Second
+	)
+	e := newRLEnv(t, rlOpts{
+		keys:    fmt.Sprintf(`[{name: k, key: sk-fair-key, input_tpm: %d}]`, tpm),
+		maxWait: "60s",
+	})
+	drain(t, e, tpm, 1)
+
+	ctx, cancel := context.WithCancel(ctxT(t))
+	start := time.Now()
+	var mu sync.Mutex
+	waits := map[string][]int64{}
+	var wg sync.WaitGroup
+	client := func(class, vk string, n, promptBytes int) {
+		body := turnBody(promptBytes)
+		for i := range n {
+			id := fmt.Sprintf("fair-%s-%d", class, i)
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					a, err := e.turn(t, ctx, vk, id, body, "X-Test-Class", class)
+					if err != nil {
+						return // the test ended
+					}
+					if a.status != http.StatusOK {
+						t.Errorf("%s turn: %d %s", class, a.status, a.body)
+						return
+					}
+					mu.Lock()
+					waits[class] = append(waits[class], a.waitMs)
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	client("batch", vkBulk, 50, 4000)     // ~1000 tokens a turn
+	client("interactive", vkLive, 5, 800) // ~200 tokens a turn
+	time.Sleep(warmup + window + 500*time.Millisecond)
+	cancel()
+	wg.Wait()
+
+	served := map[string]int64{}
+	from, to := start.Add(warmup), start.Add(warmup+window)
+	for _, r := range e.mock.Requests() {
+		class := r.Header.Get("X-Test-Class")
+		if class == "" || r.Started.Before(from) || !r.Started.Before(to) {
+			continue
+		}
+		served[class] += int64(len(r.Body)+3)/4 + 16 // the scheduler's charge: input estimate + max_tokens
+	}
+	total := float64(served["interactive"] + served["batch"])
+	if total == 0 {
+		t.Fatal("nothing served in the window")
+	}
+	share := float64(served["interactive"]) / total
+	p99 := func(class string) float64 {
+		w := slices.Clone(waits[class])
+		slices.Sort(w)
+		if len(w) == 0 {
+			return 0
+		}
+		return float64(w[int(math.Ceil(0.99*float64(len(w))))-1])
+	}
+	pi, pb := p99("interactive"), p99("batch")
+	t.Logf("tokens served in %s: interactive %d, batch %d (interactive share %.3f, want 0.8); p99 wait: interactive %.0f ms, batch %.0f ms (%d and %d turns)",
+		window, served["interactive"], served["batch"], share, pi, pb, len(waits["interactive"]), len(waits["batch"]))
+	if math.Abs(share/0.8-1) > 0.10 || math.Abs((1-share)/0.2-1) > 0.10 {
+		t.Errorf("interactive share of tokens %.3f, batch %.3f; want 0.8 and 0.2 within 10%%", share, 1-share)
+	}
+	if len(waits["batch"]) == 0 || pb < 4*pi {
+		t.Errorf("p99 wait: interactive %.0f ms, batch %.0f ms; want batch at least 4× interactive", pi, pb)
+	}
+}
+
+// TestRateLimitReplicasShareKey is the must-show of shared limits: two
+// gatekeepers, each with its own Redis client, store and scheduler on one
+// Redis (as serve wires them), in front of one provider key. Their combined rate, counted at the provider over a
+// measured window once the key is saturated, is the key's limit within 5%.
+func TestRateLimitReplicasShareKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test")
+	}
+	const (
+		tpm     = 600_000 // 10000 input tokens a second: ~100 turns of ~100 tokens
+		perRate = float64(tpm) / 60
+		window  = 3 * time.Second
+	)
+	srv := redistest.StartServer(t)
+	mock := mockprovider.New(mockprovider.Options{RateLimit: mockprovider.RateLimit{InputTPM: tpm}, MaxRecords: 100000})
+	var replicas []*rlEnv
+	var mockURL string
+	for i := range 2 {
+		opt, err := goredis.ParseURL(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := goredis.NewClient(opt)
+		t.Cleanup(func() { _ = client.Close() })
+		st, err := redisstore.Open(context.Background(), redisstore.Options{Client: client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		o := rlOpts{keys: fmt.Sprintf(`[{name: k, key: sk-shared-key, input_tpm: %d}]`, tpm), maxWait: "30s",
+			buckets: ratelimit.NewRedis(client, "gk:"), mockURL: mockURL, store: st}
+		if i == 0 {
+			ts := startMock(t, mock)
+			o.mockURL, mockURL = ts, ts
+		}
+		replicas = append(replicas, newRLEnv(t, o))
+	}
+	replicas[0].mock = mock
+	drain(t, replicas[0], tpm, 1)
+	base := mock.RateCounts()
+
+	ctx, cancel := context.WithCancel(ctxT(t))
+	var wg sync.WaitGroup
+	body := turnBody(400)
+	var perReplica [2]atomic.Int64
+	for i := range 40 {
+		r := i % 2
+		wg.Go(func() {
+			id := fmt.Sprintf("shared-%d", i)
+			for ctx.Err() == nil {
+				a, err := replicas[r].turn(t, ctx, vkStd, id, body)
+				if err != nil {
+					return
+				}
+				if a.status != http.StatusOK {
+					t.Errorf("replica %d: %d %s", r, a.status, a.body)
+					return
+				}
+				perReplica[r].Add(1)
+			}
+		})
+	}
+	time.Sleep(time.Second) // the queues fill
+	c1, t1 := mock.RateCounts(), time.Now()
+	time.Sleep(window)
+	c2, t2 := mock.RateCounts(), time.Now()
+	cancel()
+	wg.Wait()
+
+	rate := float64(c2.InputTokens-c1.InputTokens) / t2.Sub(t1).Seconds()
+	t.Logf("combined rate %.0f input tokens/s for a limit of %.0f (%.3f); turns per replica %d and %d; provider refusals %d",
+		rate, perRate, rate/perRate, perReplica[0].Load(), perReplica[1].Load(), c2.Limited-base.Limited)
+	if rate > 1.05*perRate || rate < 0.95*perRate {
+		t.Errorf("combined rate %.0f tokens/s, want %.0f within 5%%", rate, perRate)
+	}
+	for r := range 2 {
+		if n := perReplica[r].Load(); n < (perReplica[0].Load()+perReplica[1].Load())/5 {
+			t.Errorf("replica %d served %d turns: both replicas must be drawing on the key", r, n)
+		}
+	}
+	if refused := c2.Limited - base.Limited; float64(refused) > 0.01*float64(c2.Served-base.Served) {
+		t.Errorf("the provider refused %d turns", refused)
+	}
+}

@@ -1,0 +1,308 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// harness is a Buckets under test and a way to let time pass for it: a
+// fake clock for Memory, a real (short) sleep for Redis, whose scripts
+// read the server's clock.
+type harness struct {
+	b       Buckets
+	advance func(d time.Duration)
+}
+
+// The contract keeps its limits at 60 a minute or less (one unit a second
+// at most) and counts takes of 10 units from exact levels (a full bucket,
+// or a known amount taken from one), so that the real time a Redis run
+// takes, even on a loaded machine, cannot refill a whole take mid-check.
+var contract = []struct {
+	name string
+	fn   func(t *testing.T, h harness)
+}{
+	{"RequestsPerMinute", testRequestsPerMinute},
+	{"TokensPerMinute", testTokensPerMinute},
+	{"AllOrNothing", testAllOrNothing},
+	{"Refill", testRefill},
+	{"AdjustPositive", testAdjustPositive},
+	{"AdjustNegative", testAdjustNegative},
+	{"Cool", testCool},
+	{"Sync", testSync},
+	{"SyncCombinedTokens", testSyncCombinedTokens},
+	{"Headroom", testHeadroom},
+	{"Unlimited", testUnlimited},
+	{"Oversize", testOversize},
+	{"KeysIndependent", testKeysIndependent},
+}
+
+// runContract runs the Buckets contract on the buckets mk makes; each
+// subtest gets its own.
+func runContract(t *testing.T, mk func(t *testing.T) harness) {
+	for _, tc := range contract {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, mk(t)) })
+	}
+}
+
+func mustTake(t *testing.T, b Buckets, k Key, c Cost) (bool, time.Duration) {
+	t.Helper()
+	ok, wait, err := b.Take(context.Background(), k, c)
+	if err != nil {
+		t.Fatalf("Take(%s, %+v): %v", k.ID, c, err)
+	}
+	if ok && wait != 0 {
+		t.Fatalf("Take(%s, %+v) admitted with wait %s", k.ID, c, wait)
+	}
+	if !ok && (wait < minTakeWait || wait > MaxTakeWait) {
+		t.Fatalf("Take(%s, %+v) refused with wait %s, outside [%s, %s]", k.ID, c, wait, minTakeWait, MaxTakeWait)
+	}
+	return ok, wait
+}
+
+// takeAll takes c until refused, at most limit+1 times, and returns how
+// many were admitted.
+func takeAll(t *testing.T, b Buckets, k Key, c Cost, limit int) int {
+	t.Helper()
+	for n := 0; n <= limit; n++ {
+		if ok, _ := mustTake(t, b, k, c); !ok {
+			return n
+		}
+	}
+	t.Fatalf("Take(%s, %+v) admitted more than %d times", k.ID, c, limit)
+	return 0
+}
+
+func headroom(t *testing.T, b Buckets, k Key) float64 {
+	t.Helper()
+	h, err := b.Headroom(context.Background(), k)
+	if err != nil {
+		t.Fatalf("Headroom(%s): %v", k.ID, err)
+	}
+	if h < 0 || h > 1 {
+		t.Fatalf("Headroom(%s) = %v, outside [0, 1]", k.ID, h)
+	}
+	return h
+}
+
+func testRequestsPerMinute(t *testing.T, h harness) {
+	k := Key{ID: "p/rpm", Limits: Limits{RPM: 60}}
+	if n := takeAll(t, h.b, k, Cost{Requests: 10, Input: 1000}, 6); n != 6 {
+		t.Fatalf("a full bucket of 60 rpm admitted %d takes of 10 requests, want 6", n)
+	}
+	_, wait := mustTake(t, h.b, k, Cost{Requests: 10})
+	if wait < 5*time.Second || wait > 10*time.Second+100*time.Millisecond {
+		t.Fatalf("the next 10 requests wait %s; 10 come back in 10s", wait)
+	}
+}
+
+func testTokensPerMinute(t *testing.T, h harness) {
+	k := Key{ID: "p/tpm", Limits: Limits{InputTPM: 60, OutputTPM: 30}}
+	if n := takeAll(t, h.b, k, Cost{Requests: 1, Input: 10}, 6); n != 6 {
+		t.Fatalf("60 input tokens a minute admitted %d turns of 10, want 6", n)
+	}
+	if n := takeAll(t, h.b, k, Cost{Requests: 1, Output: 10}, 3); n != 3 {
+		t.Fatalf("30 output tokens a minute admitted %d turns of 10, want 3", n)
+	}
+	_, wait := mustTake(t, h.b, k, Cost{Input: 10})
+	if wait < 5*time.Second || wait > 10*time.Second+100*time.Millisecond {
+		t.Fatalf("10 input tokens on an empty 60/min bucket wait %s, want about 10s", wait)
+	}
+}
+
+func testAllOrNothing(t *testing.T, h harness) {
+	k := Key{ID: "p/all", Limits: Limits{RPM: 10, InputTPM: 60, OutputTPM: 60}}
+	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 1, Input: 55, Output: 5}); !ok {
+		t.Fatal("first take refused")
+	}
+	// Input has 5 left: this take must take neither the request nor
+	// the output tokens.
+	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 1, Input: 10, Output: 50}); ok {
+		t.Fatal("a take over the input limit was admitted")
+	}
+	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 9, Output: 55}); !ok {
+		t.Fatal("a refused take kept some of the requests or output tokens it asked for")
+	}
+	if ok, _ := mustTake(t, h.b, k, Cost{Input: 5}); !ok {
+		t.Fatal("a refused take kept some input tokens")
+	}
+}
+
+func testRefill(t *testing.T, h harness) {
+	k := Key{ID: "p/refill", Limits: Limits{RPM: 600}}
+	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 600}); !ok {
+		t.Fatal("could not empty the bucket")
+	}
+	h.advance(3 * time.Second)
+	// 30 came back (3 takes of 10); a Redis run on a loaded machine
+	// may see up to 20 more while it checks.
+	if n := takeAll(t, h.b, k, Cost{Requests: 10}, 60); n < 3 || n > 5 {
+		t.Fatalf("3s after emptying a 600 rpm bucket, %d takes of 10 fit, want 3", n)
+	}
+}
+
+func testAdjustPositive(t *testing.T, h harness) {
+	ctx := context.Background()
+	k := Key{ID: "p/adj+", Limits: Limits{InputTPM: 60}}
+	if ok, _ := mustTake(t, h.b, k, Cost{Input: 20}); !ok {
+		t.Fatal("take refused")
+	}
+	if err := h.b.Adjust(ctx, k, Cost{Input: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if n := takeAll(t, h.b, k, Cost{Input: 10}, 6); n != 1 {
+		t.Fatalf("after taking 20 and adjusting by +30, %d takes of 10 fit, want 1", n)
+	}
+}
+
+func testAdjustNegative(t *testing.T, h harness) {
+	ctx := context.Background()
+	k := Key{ID: "p/adj-", Limits: Limits{RPM: 60, InputTPM: 60}}
+	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 1, Input: 50}); !ok {
+		t.Fatal("take refused")
+	}
+	if err := h.b.Adjust(ctx, k, Cost{Input: -30}); err != nil {
+		t.Fatal(err)
+	}
+	if n := takeAll(t, h.b, k, Cost{Input: 10}, 6); n != 4 {
+		t.Fatalf("after taking 50 and adjusting by -30, %d takes of 10 fit, want 4", n)
+	}
+	// Giving back more than was taken fills the bucket, never more.
+	if err := h.b.Adjust(ctx, k, Cost{Requests: -500, Input: -500}); err != nil {
+		t.Fatal(err)
+	}
+	if n := takeAll(t, h.b, k, Cost{Input: 10}, 6); n != 6 {
+		t.Fatalf("after giving back 500 to a 60/min bucket, %d takes of 10 fit, want 6", n)
+	}
+	if n := takeAll(t, h.b, k, Cost{Requests: 10}, 6); n != 6 {
+		t.Fatalf("after giving back 500 requests to a 60 rpm bucket with one taken, %d takes of 10 fit, want 6", n)
+	}
+}
+
+func testCool(t *testing.T, h harness) {
+	ctx := context.Background()
+	k := Key{ID: "p/cool", Limits: Limits{RPM: 60}}
+	if err := h.b.Cool(ctx, k, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ok, wait := mustTake(t, h.b, k, Cost{Requests: 1})
+	if ok || wait > 2*time.Second+time.Millisecond {
+		t.Fatalf("a cooled key: Take = %v, wait %s; want refused, wait at most 2s", ok, wait)
+	}
+	if hr := headroom(t, h.b, k); hr != 0 {
+		t.Fatalf("a cooled key has headroom %v, want 0", hr)
+	}
+	// A shorter cooling does not shorten the one in force.
+	if err := h.b.Cool(ctx, k, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(500 * time.Millisecond)
+	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 1}); ok {
+		t.Fatal("a shorter Cool ended the cooling in force")
+	}
+	h.advance(1600 * time.Millisecond)
+	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 1}); !ok {
+		t.Fatal("the key is still cooled after its cooling passed")
+	}
+	if hr := headroom(t, h.b, k); hr < 0.9 {
+		t.Fatalf("after the cooling, headroom %v; the bucket was full", hr)
+	}
+}
+
+func testSync(t *testing.T, h harness) {
+	ctx := context.Background()
+	k := Key{ID: "p/sync", Limits: Limits{RPM: 60, InputTPM: 60}}
+	if err := h.b.Sync(ctx, k, Remaining{Requests: 50, Input: -1, Output: -1, Tokens: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := takeAll(t, h.b, k, Cost{Requests: 10}, 6); n != 5 {
+		t.Fatalf("after the provider said 50 requests are left, %d takes of 10 fit, want 5", n)
+	}
+	// Input was not reported: untouched.
+	if n := takeAll(t, h.b, k, Cost{Input: 10}, 6); n != 6 {
+		t.Fatalf("an unreported dimension changed: %d takes of 10 of 60 input tokens fit", n)
+	}
+	// A provider saying more is left never raises the view.
+	k2 := Key{ID: "p/sync2", Limits: Limits{RPM: 60}}
+	mustTake(t, h.b, k2, Cost{Requests: 50})
+	if err := h.b.Sync(ctx, k2, Remaining{Requests: 60, Input: -1, Output: -1, Tokens: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := takeAll(t, h.b, k2, Cost{Requests: 10}, 6); n != 1 {
+		t.Fatalf("after taking 50 and a provider saying 60 are left, %d takes of 10 fit, want 1", n)
+	}
+}
+
+func testSyncCombinedTokens(t *testing.T, h harness) {
+	ctx := context.Background()
+	k := Key{ID: "p/synctok", Limits: Limits{InputTPM: 60, OutputTPM: 60}}
+	if err := h.b.Sync(ctx, k, Remaining{Requests: -1, Input: 40, Output: -1, Tokens: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if n := takeAll(t, h.b, k, Cost{Input: 10}, 6); n != 3 {
+		t.Fatalf("tokens-remaining 30 left %d takes of 10 input tokens, want 3", n)
+	}
+	if n := takeAll(t, h.b, k, Cost{Output: 10}, 6); n != 3 {
+		t.Fatalf("tokens-remaining 30 left %d takes of 10 output tokens, want 3", n)
+	}
+}
+
+func testHeadroom(t *testing.T, h harness) {
+	k := Key{ID: "p/head", Limits: Limits{RPM: 60, InputTPM: 60}}
+	if hr := headroom(t, h.b, k); hr < 0.999 {
+		t.Fatalf("a new key has headroom %v, want 1", hr)
+	}
+	mustTake(t, h.b, k, Cost{Requests: 15, Input: 45})
+	// The tightest dimension is input, 15 of 60 left.
+	if hr := headroom(t, h.b, k); hr < 0.24 || hr > 0.3 {
+		t.Fatalf("headroom %v, want 0.25 (the tightest dimension)", hr)
+	}
+	mustTake(t, h.b, k, Cost{Input: 60}) // refused: nothing changes
+	if hr := headroom(t, h.b, k); hr < 0.24 || hr > 0.3 {
+		t.Fatalf("a refused take changed headroom to %v", hr)
+	}
+}
+
+func testUnlimited(t *testing.T, h harness) {
+	k := Key{ID: "p/free"}
+	for i := range 100 {
+		if ok, _ := mustTake(t, h.b, k, Cost{Requests: 1000, Input: 1e9, Output: 1e9}); !ok {
+			t.Fatalf("a key without limits refused take %d", i)
+		}
+	}
+	if hr := headroom(t, h.b, k); hr != 1 {
+		t.Fatalf("a key without limits has headroom %v, want 1", hr)
+	}
+}
+
+func testOversize(t *testing.T, h harness) {
+	k := Key{ID: "p/big", Limits: Limits{InputTPM: 60}}
+	mustTake(t, h.b, k, Cost{Input: 1})
+	// 150 tokens exceed the whole burst of 60: they wait for a full
+	// bucket, not forever.
+	ok, wait := mustTake(t, h.b, k, Cost{Input: 150})
+	if ok || wait > time.Second+100*time.Millisecond {
+		t.Fatalf("oversized take on a bucket one short of full: ok %v, wait %s; want refused, about 1s", ok, wait)
+	}
+	h.advance(1100 * time.Millisecond)
+	if ok, _ := mustTake(t, h.b, k, Cost{Input: 150}); !ok {
+		t.Fatal("an oversized take was refused on a full bucket")
+	}
+	// It overdrew the bucket by 90: the next token waits about 91s,
+	// reported as MaxTakeWait.
+	if _, wait := mustTake(t, h.b, k, Cost{Input: 1}); wait != MaxTakeWait {
+		t.Fatalf("after an overdraw of 90 at 1/s, a take waits %s, want %s", wait, MaxTakeWait)
+	}
+	if hr := headroom(t, h.b, k); hr != 0 {
+		t.Fatalf("an overdrawn key has headroom %v, want 0", hr)
+	}
+}
+
+func testKeysIndependent(t *testing.T, h harness) {
+	a := Key{ID: "p/a", Limits: Limits{RPM: 60}}
+	b := Key{ID: "p/b", Limits: Limits{RPM: 60}}
+	mustTake(t, h.b, a, Cost{Requests: 60})
+	if n := takeAll(t, h.b, b, Cost{Requests: 10}, 6); n != 6 {
+		t.Fatalf("emptying key a left %d takes of 10 of 60 on key b", n)
+	}
+}

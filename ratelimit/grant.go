@@ -1,0 +1,114 @@
+package ratelimit
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// DefaultCool is how long Reject cools a key when the upstream gave no
+// Retry-After.
+const DefaultCool = time.Second
+
+// Grant is a turn admitted on Key. Its methods are safe on a nil Grant,
+// which does nothing.
+type Grant struct {
+	Key    Key
+	Waited time.Duration
+
+	s     *Scheduler
+	class string
+	est   Cost
+
+	mu      sync.Mutex
+	settled bool // Done, Reject or release ran: the estimate is corrected
+}
+
+// settle marks g settled and reports whether it was not already.
+func (g *Grant) settle() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.settled {
+		return false
+	}
+	g.settled = true
+	return true
+}
+
+// Done corrects the estimate with the measured cost, once; later calls do
+// nothing. actual is taken as it is: a turn that made its request reports
+// Requests 1, and Done(ctx, Cost{}) gives a take that was never used back
+// whole. Call it with a context that outlives a client that went away
+// (context.WithoutCancel): the tokens were spent all the same.
+func (g *Grant) Done(ctx context.Context, actual Cost) {
+	if g == nil || !g.settle() {
+		return
+	}
+	delta := actual.sub(g.est)
+	if delta.zero() {
+		return
+	}
+	if err := g.s.buckets.Adjust(ctx, g.Key, delta); err != nil {
+		g.s.log.ErrorContext(ctx, "ratelimit: correcting a turn's estimate", "key", g.Key.ID, "err", err)
+	}
+	if delta.Requests < 0 || delta.Input < 0 || delta.Output < 0 {
+		g.s.released()
+	}
+}
+
+// release gives the whole estimate back: the turn never ran.
+func (g *Grant) release(ctx context.Context) {
+	if !g.settle() {
+		return
+	}
+	if !g.est.zero() {
+		if err := g.s.buckets.Adjust(ctx, g.Key, g.est.neg()); err != nil {
+			g.s.log.ErrorContext(ctx, "ratelimit: giving back a turn's take", "key", g.Key.ID, "err", err)
+		}
+	}
+	g.s.released()
+}
+
+// Reject tells the scheduler the upstream refused the turn on this key
+// (429/529/503 or no connection) before any byte went to the client. The
+// key is cooled for retryAfter: DefaultCool when retryAfter is 0 (a 429 or
+// 529 without Retry-After), not at all when it is negative (a 503 or a
+// connection failure, which say nothing of the key). The turn's take is
+// given back, and the returned Grant, if any, is another key of keys with
+// room now (no waiting); nil when none. The error is that of the buckets
+// while looking for another key; cooling and give-back errors are logged.
+func (g *Grant) Reject(ctx context.Context, retryAfter time.Duration, keys []Key) (*Grant, error) {
+	if g == nil {
+		return nil, nil
+	}
+	if retryAfter == 0 {
+		retryAfter = DefaultCool
+	}
+	if retryAfter > 0 {
+		if err := g.s.buckets.Cool(ctx, g.Key, retryAfter); err != nil {
+			g.s.log.ErrorContext(ctx, "ratelimit: cooling a key", "key", g.Key.ID, "err", err)
+		}
+	}
+	g.release(ctx)
+	k, ok, _, err := g.s.pick(ctx, keys, g.est, g.Key.ID)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return g.s.grant(k, g.class, g.est, g.Waited), nil
+}
+
+// Observe feeds the upstream reply's rate-limit headers to the key's
+// buckets, which only ever lowers what they think is left.
+func (g *Grant) Observe(ctx context.Context, h http.Header) {
+	if g == nil {
+		return
+	}
+	r, ok := ParseHeaders(h)
+	if !ok {
+		return
+	}
+	if err := g.s.buckets.Sync(ctx, g.Key, r); err != nil {
+		g.s.log.ErrorContext(ctx, "ratelimit: syncing a key with its rate-limit headers", "key", g.Key.ID, "err", err)
+	}
+}

@@ -1,0 +1,125 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limits of one provider key per minute; 0 means unlimited in that
+// dimension.
+type Limits struct {
+	RPM       int
+	InputTPM  int64
+	OutputTPM int64
+}
+
+// unlimited reports whether no dimension is limited.
+func (l Limits) unlimited() bool { return l.RPM <= 0 && l.InputTPM <= 0 && l.OutputTPM <= 0 }
+
+// Cost of a turn in each dimension.
+type Cost struct {
+	Requests int
+	Input    int64
+	Output   int64
+}
+
+// Tokens is Input+Output: what the scheduler charges a turn in its
+// round-robin.
+func (c Cost) Tokens() int64 { return c.Input + c.Output }
+
+// sub is c-d in every dimension.
+func (c Cost) sub(d Cost) Cost {
+	return Cost{Requests: c.Requests - d.Requests, Input: c.Input - d.Input, Output: c.Output - d.Output}
+}
+
+// neg is -c in every dimension.
+func (c Cost) neg() Cost { return Cost{}.sub(c) }
+
+func (c Cost) zero() bool { return c == Cost{} }
+
+// Key is one key of a pool. ID must be unique across pools: the proxy
+// passes "provider/keyname". It is never the secret itself.
+type Key struct {
+	ID     string
+	Limits Limits
+}
+
+// Buckets holds the shared state of keys' capacity. Memory (NewMemory)
+// keeps it in this process, Redis (NewRedis) shares it between replicas.
+type Buckets interface {
+	// Take admits c on key k now if every dimension has room, and
+	// returns ok; otherwise it takes nothing and returns how long until
+	// c would fit (at least 1ms; at most MaxTakeWait, which is also what
+	// a cost larger than the burst gets).
+	Take(ctx context.Context, k Key, c Cost) (ok bool, wait time.Duration, err error)
+	// Adjust corrects an earlier Take by delta (measured minus
+	// estimated; may be negative, which gives capacity back, never above
+	// full).
+	Adjust(ctx context.Context, k Key, delta Cost) error
+	// Headroom is the fraction (0..1) left now in k's tightest limited
+	// dimension; 1 when k has no limits. A cooled key has headroom 0.
+	Headroom(ctx context.Context, k Key) (float64, error)
+	// Cool makes k unavailable until now+d (an upstream 429/529 with
+	// Retry-After d).
+	Cool(ctx context.Context, k Key, d time.Duration) error
+	// Sync lowers k's view of what is left to what the provider reports
+	// (a dimension < 0 in r means not reported).
+	Sync(ctx context.Context, k Key, r Remaining) error
+}
+
+// MaxTakeWait caps the wait a Take reports: a scheduler polls again by then
+// anyway, and a cost larger than a key's burst never fits "exactly".
+const MaxTakeWait = 60 * time.Second
+
+// minTakeWait is the least wait a Take reports, so that a caller sleeping
+// on it never spins.
+const minTakeWait = time.Millisecond
+
+// clampWait keeps a refused Take's wait within [minTakeWait, MaxTakeWait].
+func clampWait(d time.Duration) time.Duration {
+	return min(max(d, minTakeWait), MaxTakeWait)
+}
+
+// Remaining is what a provider's rate-limit headers say is left, -1 where
+// not reported. Tokens is a combined token count (Anthropic's most
+// restrictive token limit, OpenAI's tokens per minute): it caps both Input
+// and Output.
+type Remaining struct {
+	Requests int64
+	Input    int64
+	Output   int64
+	Tokens   int64
+}
+
+// Classes of turns, and their default weights (DefaultWeights).
+const (
+	Interactive = "interactive"
+	Standard    = "standard"
+	Batch       = "batch"
+)
+
+// DefaultWeights are the classes' shares of tokens when all are waiting:
+// interactive 4, standard 2, batch 1.
+func DefaultWeights() map[string]int {
+	return map[string]int{Interactive: 4, Standard: 2, Batch: 1}
+}
+
+// ErrClosed is returned by Acquire once the Scheduler is closed, and to
+// the turns that were waiting when it closed.
+var ErrClosed = errors.New("ratelimit: scheduler closed")
+
+// WaitError is returned when a turn waited MaxWait without a key having
+// room for it. RetryAfter is when a retry may fit: the proxy sends it as
+// Retry-After.
+type WaitError struct {
+	Class      string
+	Waited     time.Duration
+	RetryAfter time.Duration
+}
+
+func (e *WaitError) Error() string {
+	return fmt.Sprintf("ratelimit: %s turn waited %s for a provider key; retry after %s",
+		e.Class, e.Waited.Round(time.Millisecond), e.RetryAfter)
+}

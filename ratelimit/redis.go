@@ -1,0 +1,189 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// scripter is what Redis needs of a client: running a script by its hash,
+// by its text when the server has lost its script cache (a restart), and
+// several in one round trip.
+type scripter interface {
+	EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *goredis.Cmd
+	Eval(ctx context.Context, script string, keys []string, args ...any) *goredis.Cmd
+	Pipeline() goredis.Pipeliner
+}
+
+var _ scripter = goredis.UniversalClient(nil)
+
+// Redis keeps keys' capacity in Redis, shared by every replica using the
+// same Redis and prefix: each operation is one atomic Lua script doing
+// GCRA on the server's clock (see redis_scripts.go). A key's state is one
+// hash, "<prefix>rl:{<key id>}:b", whose hash tag keeps it in one Redis
+// Cluster slot; it expires once the key is full again.
+//
+// Like Memory, a cost larger than a dimension's burst is admitted once the
+// bucket is full and overdraws it by the excess.
+type Redis struct {
+	rdb    scripter
+	prefix string
+}
+
+var _ Buckets = (*Redis)(nil)
+
+// NewRedis returns buckets kept in Redis under keys starting with prefix.
+// The caller owns c.
+func NewRedis(c goredis.UniversalClient, prefix string) *Redis {
+	return &Redis{rdb: c, prefix: prefix}
+}
+
+// ErrReply is wrapped by the errors of a script reply that is not what
+// the script answers: a Redis that is not one, or a script mismatch.
+var ErrReply = errors.New("ratelimit: unexpected reply from Redis")
+
+func (r *Redis) hashKey(k Key) string { return r.prefix + "rl:{" + k.ID + "}:b" }
+
+// argv is the scripts' arguments for k: its limits, then args.
+func argv(k Key, args ...any) []any {
+	lim := perMinute(k.Limits)
+	return append([]any{lim[0], lim[1], lim[2]}, args...)
+}
+
+// run runs sc for k with the key's limits and then args, by hash first.
+func (r *Redis) run(ctx context.Context, sc *script, k Key, args ...any) (any, error) {
+	argv := argv(k, args...)
+	keys := []string{r.hashKey(k)}
+	v, err := r.rdb.EvalSha(ctx, sc.hash, keys, argv...).Result()
+	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		v, err = r.rdb.Eval(ctx, sc.src, keys, argv...).Result()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit: key %s: %w", k.ID, err)
+	}
+	return v, nil
+}
+
+// Take implements Buckets.
+func (r *Redis) Take(ctx context.Context, k Key, c Cost) (bool, time.Duration, error) {
+	ok, wait, _, err := r.takeHeadroom(ctx, k, c)
+	return ok, wait, err
+}
+
+// takeHeadroom is Take and then Headroom in one round trip.
+func (r *Redis) takeHeadroom(ctx context.Context, k Key, c Cost) (bool, time.Duration, float64, error) {
+	if k.Limits.unlimited() {
+		return true, 0, 1, nil
+	}
+	n := amounts(c)
+	v, err := r.run(ctx, takeScript, k, n[0], n[1], n[2])
+	if err != nil {
+		return false, 0, 0, err
+	}
+	reply, ok := v.([]any)
+	if !ok || len(reply) != 3 {
+		return false, 0, 0, fmt.Errorf("%w: take on key %s answered %T %v", ErrReply, k.ID, v, v)
+	}
+	var ints [3]int64
+	for i, e := range reply {
+		if ints[i], ok = e.(int64); !ok {
+			return false, 0, 0, fmt.Errorf("%w: take on key %s answered %T in %v", ErrReply, k.ID, e, v)
+		}
+	}
+	h := float64(ints[2]) / 1e6
+	if ints[0] == 1 {
+		return true, 0, h, nil
+	}
+	return false, clampWait(time.Duration(ints[1]) * time.Millisecond), h, nil
+}
+
+// Adjust implements Buckets.
+func (r *Redis) Adjust(ctx context.Context, k Key, delta Cost) error {
+	if k.Limits.unlimited() || delta.zero() {
+		return nil
+	}
+	n := amounts(delta)
+	v, err := r.run(ctx, adjustScript, k, n[0], n[1], n[2])
+	return checkZero("adjust", k, v, err)
+}
+
+// Headroom implements Buckets.
+func (r *Redis) Headroom(ctx context.Context, k Key) (float64, error) {
+	v, err := r.run(ctx, headroomScript, k)
+	if err != nil {
+		return 0, err
+	}
+	return headroomReply(k, v)
+}
+
+// headrooms is Headroom of every key of a pool in one round trip.
+func (r *Redis) headrooms(ctx context.Context, keys []Key) ([]float64, error) {
+	pipe := r.rdb.Pipeline()
+	cmds := make([]*goredis.Cmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.EvalSha(ctx, headroomScript.hash, []string{r.hashKey(k)}, argv(k)...)
+	}
+	// Each command's own error is read below.
+	_, _ = pipe.Exec(ctx)
+	out := make([]float64, len(keys))
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
+		if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			// The script cache was lost: one by one, which loads it.
+			if out[i], err = r.Headroom(ctx, keys[i]); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("ratelimit: key %s: %w", keys[i].ID, err)
+		}
+		if out[i], err = headroomReply(keys[i], v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// headroomReply checks the headroom script's reply: millionths.
+func headroomReply(k Key, v any) (float64, error) {
+	n, ok := v.(int64)
+	if !ok || n < 0 || n > 1e6 {
+		return 0, fmt.Errorf("%w: headroom of key %s answered %T %v", ErrReply, k.ID, v, v)
+	}
+	return float64(n) / 1e6, nil
+}
+
+// Cool implements Buckets. A shorter cooling than one in force does not
+// shorten it.
+func (r *Redis) Cool(ctx context.Context, k Key, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	v, err := r.run(ctx, coolScript, k, d.Milliseconds()+1)
+	return checkZero("cool", k, v, err)
+}
+
+// Sync implements Buckets.
+func (r *Redis) Sync(ctx context.Context, k Key, rem Remaining) error {
+	if k.Limits.unlimited() {
+		return nil
+	}
+	left := reported(rem)
+	v, err := r.run(ctx, syncScript, k, left[0], left[1], left[2])
+	return checkZero("sync", k, v, err)
+}
+
+// checkZero checks the reply of a script that answers 0.
+func checkZero(op string, k Key, v any, err error) error {
+	if err != nil {
+		return err
+	}
+	if n, ok := v.(int64); !ok || n != 0 {
+		return fmt.Errorf("%w: %s on key %s answered %T %v", ErrReply, op, k.ID, v, v)
+	}
+	return nil
+}

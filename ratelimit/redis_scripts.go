@@ -1,0 +1,144 @@
+package ratelimit
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+)
+
+// script is a Lua script and its SHA1, by which Redis caches it.
+type script struct{ src, hash string }
+
+func newScript(src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{src: src, hash: hex.EncodeToString(sum[:])}
+}
+
+// The scripts keep one hash per key: fields t1, t2, t3 hold the
+// theoretical arrival time (TAT, microseconds of the Redis server's clock)
+// of requests, input tokens and output tokens, and c the time the key is
+// cooled until. GCRA: a dimension with limit L per minute emits a unit
+// every T = 60e6/L µs and holds a burst of L (tau = 60e6 µs); what is left
+// at now is (tau - (TAT - now)) / T. A TAT in the past is a full bucket, so
+// the hash may expire once every TAT and the cooling have passed.
+//
+// Every script reads the server's TIME, so all replicas share one clock.
+// ARGV[1..3] are the key's limits (0 = unlimited); the scripts ignore a
+// dimension whose limit is 0.
+const gcraLua = `
+local tau = 60000000
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local key = KEYS[1]
+local st = redis.call('HMGET', key, 't1', 't2', 't3', 'c')
+local lim, tat = {}, {}
+for d = 1, 3 do
+  lim[d] = tonumber(ARGV[d])
+  tat[d] = tonumber(st[d]) or now
+  if tat[d] < now then tat[d] = now end
+end
+local cool = tonumber(st[4]) or 0
+
+local function interval(d) return tau / lim[d] end
+
+-- headroom in millionths: the tightest limited dimension, 0 when cooled.
+local function headroom()
+  if cool > now then return 0 end
+  local h = 1
+  for d = 1, 3 do
+    if lim[d] > 0 then
+      local f = 1 - (tat[d] - now) / tau
+      if f < h then h = f end
+    end
+  end
+  if h < 0 then h = 0 end
+  return math.floor(h * 1000000)
+end
+
+-- save writes the TATs and the cooling, and keeps the hash until they
+-- have passed (at least two minutes).
+local function save()
+  local horizon = cool - now
+  for d = 1, 3 do
+    if lim[d] > 0 then
+      redis.call('HSET', key, 't' .. d, tat[d])
+      if tat[d] - now > horizon then horizon = tat[d] - now end
+    end
+  end
+  if cool > now then redis.call('HSET', key, 'c', cool) end
+  local ttl = math.ceil(horizon / 1000) + 1000
+  if ttl < 120000 then ttl = 120000 end
+  redis.call('PEXPIRE', key, ttl)
+end
+`
+
+// takeScript admits ARGV[4..6] (requests, input, output) if every limited
+// dimension has room for it, a cost above the burst needing a full bucket,
+// and answers {1, 0, headroom} or {0, wait ms, headroom}, taking nothing.
+var takeScript = newScript(gcraLua + `
+if cool > now then
+  return {0, math.ceil((cool - now) / 1000), 0}
+end
+local wait = 0
+for d = 1, 3 do
+  local n = tonumber(ARGV[3 + d])
+  if lim[d] > 0 and n > 0 then
+    local need = n
+    if need > lim[d] then need = lim[d] end
+    local w = (tat[d] - now) - (tau - need * interval(d))
+    if w > wait then wait = w end
+  end
+end
+if wait > 0 then
+  return {0, math.ceil(wait / 1000), headroom()}
+end
+for d = 1, 3 do
+  local n = tonumber(ARGV[3 + d])
+  if lim[d] > 0 and n > 0 then
+    tat[d] = tat[d] + n * interval(d)
+  end
+end
+save()
+return {1, 0, headroom()}
+`)
+
+// adjustScript moves each TAT by ARGV[4..6] units: forward takes, back
+// gives capacity back, never past now (a full bucket). Answers 0.
+var adjustScript = newScript(gcraLua + `
+for d = 1, 3 do
+  local n = tonumber(ARGV[3 + d])
+  if lim[d] > 0 and n ~= 0 then
+    tat[d] = tat[d] + n * interval(d)
+    if tat[d] < now then tat[d] = now end
+  end
+end
+save()
+return 0
+`)
+
+// headroomScript answers the key's headroom in millionths.
+var headroomScript = newScript(gcraLua + `
+return headroom()
+`)
+
+// coolScript cools the key until now + ARGV[4] ms, unless it is cooled
+// longer already. Answers 0.
+var coolScript = newScript(gcraLua + `
+local untl = now + tonumber(ARGV[4]) * 1000
+if untl > cool then cool = untl end
+save()
+return 0
+`)
+
+// syncScript lowers what is left in each dimension to ARGV[4..6] (< 0:
+// not reported) by moving its TAT forward, never back. Answers 0.
+var syncScript = newScript(gcraLua + `
+for d = 1, 3 do
+  local left = tonumber(ARGV[3 + d])
+  if lim[d] > 0 and left >= 0 then
+    local floor = now + tau - left * interval(d)
+    if floor > tat[d] then tat[d] = floor end
+  end
+end
+save()
+return 0
+`)

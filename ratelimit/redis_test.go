@@ -1,0 +1,203 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"gatekeeper/internal/redistest"
+)
+
+// newRedisClient starts a redis-server for t and returns a client of it.
+func newRedisClient(t testing.TB) *goredis.Client {
+	t.Helper()
+	srv := redistest.StartServer(t)
+	opt, err := goredis.ParseURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestRedisContract(t *testing.T) {
+	c := newRedisClient(t)
+	n := 0
+	runContract(t, func(t *testing.T) harness {
+		n++
+		// One server for the suite; a prefix per subtest keeps them
+		// apart.
+		prefix := "t" + strings.Repeat("x", n) + ":"
+		return harness{b: NewRedis(c, prefix), advance: time.Sleep}
+	})
+}
+
+// TestRedisKeys checks where a key's state lives: one hash under the
+// prefix, hash-tagged by the key id, expiring.
+func TestRedisKeys(t *testing.T) {
+	ctx := context.Background()
+	c := newRedisClient(t)
+	r := NewRedis(c, "gk:")
+	k := Key{ID: "anthropic/main", Limits: Limits{RPM: 60}}
+	mustTake(t, r, k, Cost{Requests: 1})
+	keys, err := c.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != "gk:rl:{anthropic/main}:b" {
+		t.Fatalf("keys %q, want [gk:rl:{anthropic/main}:b]", keys)
+	}
+	ttl, err := c.PTTL(ctx, keys[0]).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl <= 0 || ttl > 2*time.Minute+time.Second {
+		t.Fatalf("TTL %s, want about two minutes", ttl)
+	}
+}
+
+// TestRedisScriptFlushed checks that the buckets survive a server that lost
+// its script cache (a restart, SCRIPT FLUSH).
+func TestRedisScriptFlushed(t *testing.T) {
+	ctx := context.Background()
+	c := newRedisClient(t)
+	r := NewRedis(c, "")
+	k := Key{ID: "p/k", Limits: Limits{RPM: 60}}
+	mustTake(t, r, k, Cost{Requests: 10})
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := takeAll(t, r, k, Cost{Requests: 10}, 6); n != 5 {
+		t.Fatalf("after SCRIPT FLUSH, %d takes of 10 of the 50 left fit, want 5", n)
+	}
+}
+
+// TestRedisWrongType checks that a key whose state is not what the scripts
+// keep (here a string, not a hash) gives an error, not an admission.
+func TestRedisWrongType(t *testing.T) {
+	ctx := context.Background()
+	c := newRedisClient(t)
+	r := NewRedis(c, "")
+	k := Key{ID: "p/k", Limits: Limits{RPM: 60}}
+	if err := c.Set(ctx, "rl:{p/k}:b", "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Take(ctx, k, Cost{Requests: 1}); err == nil {
+		t.Fatal("Take on a key whose state is not a hash succeeded")
+	}
+	if _, err := r.Headroom(ctx, k); err == nil {
+		t.Fatal("Headroom on a key whose state is not a hash succeeded")
+	}
+}
+
+// TestRedisDown checks that a Redis that is gone gives errors, not
+// admissions.
+func TestRedisDown(t *testing.T) {
+	srv := redistest.StartServer(t)
+	opt, err := goredis.ParseURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.MaxRetries = -1
+	c := goredis.NewClient(opt)
+	defer c.Close()
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r := NewRedis(c, "")
+	ok, _, err := r.Take(context.Background(), Key{ID: "p/k", Limits: Limits{RPM: 60}}, Cost{Requests: 1})
+	if err == nil || ok {
+		t.Fatalf("Take with Redis down: ok %v, err %v; want an error", ok, err)
+	}
+	if errors.Is(err, ErrReply) {
+		t.Fatalf("a connection failure reported as a bad reply: %v", err)
+	}
+}
+
+// TestSchedulerRedisDown checks that a Scheduler whose Redis is gone
+// answers Acquire with the error, on the fast path and for a waiting turn,
+// instead of admitting or hanging.
+func TestSchedulerRedisDown(t *testing.T) {
+	srv := redistest.StartServer(t)
+	opt, err := goredis.ParseURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.MaxRetries = -1
+	c := goredis.NewClient(opt)
+	defer c.Close()
+	s := New(Options{Buckets: NewRedis(c, ""), Poll: time.Millisecond})
+	defer s.Close()
+	ctx := context.Background()
+	k := Key{ID: "p/k", Limits: Limits{RPM: 60}}
+	g, err := s.Acquire(ctx, Batch, []Key{k}, Cost{Requests: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Done(ctx, Cost{Requests: 60})
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.Acquire(ctx, Batch, []Key{k}, Cost{Requests: 1})
+		errc <- err
+	}()
+	waitQueued(t, s, Batch, 1)
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err == nil {
+		t.Fatal("a waiting turn was admitted with Redis gone")
+	}
+	if _, err := s.Acquire(ctx, Batch, []Key{k}, Cost{Requests: 1}); err == nil {
+		t.Fatal("the fast path admitted a turn with Redis gone")
+	}
+}
+
+// TestRedisHeadrooms checks the one-round-trip headroom of a pool against
+// each key's Headroom, also after the script cache was lost, and the
+// scheduler's choice of key on Redis.
+func TestRedisHeadrooms(t *testing.T) {
+	ctx := context.Background()
+	c := newRedisClient(t)
+	r := NewRedis(c, "")
+	keys := []Key{
+		{ID: "p/a", Limits: Limits{RPM: 60}},
+		{ID: "p/b", Limits: Limits{RPM: 60}},
+		{ID: "p/c"},
+	}
+	mustTake(t, r, keys[0], Cost{Requests: 45})
+	mustTake(t, r, keys[1], Cost{Requests: 15})
+	check := func() {
+		t.Helper()
+		hs, err := r.headrooms(ctx, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []float64{0.25, 0.75, 1} {
+			if hs[i] < want-0.01 || hs[i] > want+0.05 {
+				t.Fatalf("headroom of %s %v, want %v", keys[i].ID, hs[i], want)
+			}
+		}
+	}
+	check()
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	check()
+
+	s := New(Options{Buckets: r})
+	defer s.Close()
+	g, err := s.Acquire(ctx, Standard, keys[:2], Cost{Requests: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Key.ID != "p/b" {
+		t.Fatalf("turn on %s, want p/b (most headroom)", g.Key.ID)
+	}
+	g.Done(ctx, Cost{Requests: 1})
+}
