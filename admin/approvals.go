@@ -6,17 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
 	"gatekeeper/approvals"
+	"gatekeeper/trajectory"
 )
 
 // approvalService is what the admin API needs of the approvals Service.
 type approvalService interface {
 	Vote(ctx context.Context, id string, v approvals.Vote) (*approvals.Request, error)
+	Decide(ctx context.Context, id string, st approvals.State, reason string) (*approvals.Request, error)
 	Store() approvals.Store
 }
 
@@ -133,3 +136,35 @@ func approvalErr(err error) error {
 	}
 	return err
 }
+
+// withdrawPending withdraws the pending approval requests of records an
+// operator has just ended (cancel, kill, finish), so that approvers are
+// not asked about a call that can no longer be delivered and their
+// channels show it at once, whether or not a client is still attached to
+// the held turn. Failures are logged: the record's own state already
+// keeps the call from being released (the release re-checks it).
+func (a *API) withdrawPending(ctx context.Context, ids []string, kind trajectory.ControlKind, by string) {
+	if a.approvals == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	reason := fmt.Sprintf("trajectory ended by %s (%s)", by, kind)
+	for _, id := range ids {
+		reqs, err := a.approvals.Store().List(ctx, approvals.Filter{Trajectory: id, State: approvals.Pending, Limit: maxWithdraw})
+		if err != nil {
+			a.log.LogAttrs(ctx, slog.LevelWarn, "pending approvals of an ended trajectory not listed",
+				slog.String("trajectory", id), slog.String("error", err.Error()))
+			continue
+		}
+		for _, r := range reqs {
+			if _, err := a.approvals.Decide(ctx, r.ID, approvals.Withdrawn, reason); err != nil && !errors.Is(err, approvals.ErrDecided) {
+				a.log.LogAttrs(ctx, slog.LevelWarn, "approval request of an ended trajectory not withdrawn",
+					slog.String("trajectory", id), slog.String("approval_id", r.ID), slog.String("error", err.Error()))
+			}
+		}
+	}
+}
+
+// maxWithdraw bounds the requests withdrawn per ended record; a record
+// has at most approvals.max_pending of them.
+const maxWithdraw = 1000

@@ -131,3 +131,53 @@ func TestApprovalsNotConfigured(t *testing.T) {
 		}
 	}
 }
+
+// An operator's cancel ends the run: its pending approval requests are
+// withdrawn at once, whether or not a client still waits on the held turn,
+// so that nobody is asked about a call that can no longer be delivered.
+// A pause keeps them pending.
+func TestEndedTrajectoryWithdrawsApprovals(t *testing.T) {
+	cfg := testConfig(t)
+	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	st := memory.NewApprovals(memory.ApprovalsOptions{})
+	svc := approvals.NewService(approvals.ServiceOptions{Store: st, Clock: clock})
+	t.Cleanup(func() { _ = svc.Close(context.Background()) })
+	r := chi.NewRouter()
+	admin.New(cfg, memory.New(memory.Options{}), nil, clock, admin.WithApprovals(svc)).Routes(r)
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+
+	open := func(run string) string {
+		call, err := approvals.Canonical("Bash", []byte(`{"command":"rm -rf /srv/`+run+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &approvals.Request{Call: call, Digest: call.Digest(), Gate: "destructive-shell", Roles: []string{"secops"},
+			Quorum: 1, ExpiresAt: now.Add(15 * time.Minute)}
+		if _, err := svc.Open(context.Background(), &approvals.Hold{Trajectory: run, Root: run, Key: "k-" + run}, []*approvals.Request{req}); err != nil {
+			t.Fatal(err)
+		}
+		return req.ID
+	}
+	for _, run := range []string{"run-c", "run-p"} {
+		if status, out := call(t, "POST", srv.URL+"/admin/v1/trajectories", opToken, `{"id":"`+run+`","tenant":"team-a"}`); status != 201 {
+			t.Fatalf("create %s: %d %v", run, status, out)
+		}
+	}
+	canceled, paused := open("run-c"), open("run-p")
+
+	if status, out := call(t, "POST", srv.URL+"/admin/v1/trajectories/run-c/cancel", opToken, ""); status != 202 {
+		t.Fatalf("cancel: %d %v", status, out)
+	}
+	if status, out := call(t, "POST", srv.URL+"/admin/v1/trajectories/run-p/pause", opToken, ""); status != 202 {
+		t.Fatalf("pause: %d %v", status, out)
+	}
+	got, err := st.Get(context.Background(), canceled)
+	if err != nil || got.State != approvals.Withdrawn || !strings.Contains(got.Reason, "alice") {
+		t.Errorf("request of the canceled run: %+v, %v", got, err)
+	}
+	if got, err := st.Get(context.Background(), paused); err != nil || got.State != approvals.Pending {
+		t.Errorf("request of the paused run: %+v, %v", got, err)
+	}
+}

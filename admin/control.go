@@ -142,6 +142,9 @@ func (a *API) control(w http.ResponseWriter, r *http.Request, c caller) error {
 		changed = append(changed, rec.ID)
 	}
 	a.publish(ctx, changed, kind)
+	if kind == trajectory.ControlCancel || kind == trajectory.ControlKill || kind == trajectory.ControlFinish {
+		a.withdrawPending(ctx, changed, kind, c.name)
+	}
 	writeJSON(w, http.StatusAccepted, rec)
 	return nil
 }
