@@ -31,6 +31,8 @@ var contract = []struct {
 	{"Cool", testCool},
 	{"Sync", testSync},
 	{"SyncCombinedTokens", testSyncCombinedTokens},
+	{"SettleIsAdjustThenSync", testSettleIsAdjustThenSync},
+	{"SettleUnlimited", testSettleUnlimited},
 	{"Headroom", testHeadroom},
 	{"Unlimited", testUnlimited},
 	{"Oversize", testOversize},
@@ -304,5 +306,84 @@ func testKeysIndependent(t *testing.T, h harness) {
 	mustTake(t, h.b, a, Cost{Requests: 60})
 	if n := takeAll(t, h.b, b, Cost{Requests: 10}, 6); n != 6 {
 		t.Fatalf("emptying key a left %d takes of 10 of 60 on key b", n)
+	}
+}
+
+// testSettleIsAdjustThenSync checks that Settle leaves a key as Adjust and
+// then Sync leave another. The cases with headers are chosen so that the
+// other order (Sync, then Adjust) would leave a different count.
+func testSettleIsAdjustThenSync(t *testing.T, h harness) {
+	ctx := context.Background()
+	none := Unreported()
+	left := func(tweak func(r *Remaining)) Remaining {
+		r := Unreported()
+		tweak(&r)
+		return r
+	}
+	lim := Limits{RPM: 60, InputTPM: 60, OutputTPM: 60}
+	tests := []struct {
+		name  string
+		take  Cost
+		delta Cost
+		r     Remaining
+		probe Cost // taken until refused
+		want  int
+	}{
+		// 50 taken, 30 given back: 40 left, then the provider's 35.
+		// Synced first, 10 left would stay and the give-back make 40.
+		{"GiveBackThenLower", Cost{Input: 50}, Cost{Input: -30}, left(func(r *Remaining) { r.Input = 35 }), Cost{Input: 10}, 3},
+		// 20 taken, 30 more measured: 10 left, above which the
+		// provider's 30 changes nothing. Synced first, 30 and then the
+		// correction would leave 0.
+		{"TakeMoreThenNoLower", Cost{Input: 20}, Cost{Input: 30}, left(func(r *Remaining) { r.Input = 30 }), Cost{Input: 10}, 1},
+		// A combined token count caps output too.
+		{"CombinedTokens", Cost{Output: 40}, Cost{Output: -30}, left(func(r *Remaining) { r.Tokens = 25 }), Cost{Output: 10}, 2},
+		{"Requests", Cost{Requests: 10}, Cost{Requests: -10}, left(func(r *Remaining) { r.Requests = 40 }), Cost{Requests: 10}, 4},
+		// Without headers Settle only corrects.
+		{"NoHeaders", Cost{Input: 50}, Cost{Input: -30}, none, Cost{Input: 10}, 4},
+		{"NoHeadersTakeMore", Cost{Output: 10}, Cost{Output: 20}, none, Cost{Output: 10}, 3},
+		// Without a correction Settle only syncs.
+		{"NoCorrection", Cost{Input: 10}, Cost{}, left(func(r *Remaining) { r.Input = 20 }), Cost{Input: 10}, 2},
+		{"Nothing", Cost{Input: 10}, Cost{}, none, Cost{Input: 10}, 5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			steps := Key{ID: "p/settle-steps-" + tc.name, Limits: lim}
+			one := Key{ID: "p/settle-one-" + tc.name, Limits: lim}
+			for _, k := range []Key{steps, one} {
+				if ok, _ := mustTake(t, h.b, k, tc.take); !ok {
+					t.Fatalf("Take(%s, %+v) refused on a full key", k.ID, tc.take)
+				}
+			}
+			if err := h.b.Adjust(ctx, steps, tc.delta); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.b.Sync(ctx, steps, tc.r); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.b.Settle(ctx, one, tc.delta, tc.r); err != nil {
+				t.Fatal(err)
+			}
+			got := takeAll(t, h.b, one, tc.probe, 6)
+			if want := takeAll(t, h.b, steps, tc.probe, 6); got != want {
+				t.Fatalf("after Settle, %d takes of %+v fit; after Adjust then Sync, %d", got, tc.probe, want)
+			}
+			if got != tc.want {
+				t.Fatalf("after Settle, %d takes of %+v fit, want %d", got, tc.probe, tc.want)
+			}
+		})
+	}
+}
+
+// testSettleUnlimited checks that Settle leaves a key without limits
+// without limits.
+func testSettleUnlimited(t *testing.T, h harness) {
+	k := Key{ID: "p/settle-free"}
+	r := Remaining{Requests: 0, Input: 0, Output: 0, Tokens: 0}
+	if err := h.b.Settle(context.Background(), k, Cost{Requests: 1000, Input: 1e9}, r); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 1000, Input: 1e9, Output: 1e9}); !ok {
+		t.Fatal("a key without limits refused a take after Settle")
 	}
 }

@@ -36,6 +36,10 @@ func (r *recordingBuckets) Sync(ctx context.Context, k Key, rem Remaining) error
 	return r.m.Sync(ctx, k, rem)
 }
 
+func (r *recordingBuckets) Settle(ctx context.Context, k Key, d Cost, rem Remaining) error {
+	return r.m.Settle(ctx, k, d, rem)
+}
+
 func (r *recordingBuckets) Take(ctx context.Context, k Key, c Cost) (bool, time.Duration, error) {
 	ok, wait, err := r.m.Take(ctx, k, c)
 	if ok {

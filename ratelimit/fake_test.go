@@ -55,6 +55,10 @@ func (g *gateBuckets) Cool(ctx context.Context, k Key, d time.Duration) error {
 
 func (g *gateBuckets) Sync(ctx context.Context, k Key, r Remaining) error { return nil }
 
+func (g *gateBuckets) Settle(ctx context.Context, k Key, delta Cost, r Remaining) error {
+	return g.Adjust(ctx, k, delta)
+}
+
 func (g *gateBuckets) setOpen(n int) {
 	g.mu.Lock()
 	g.open = n

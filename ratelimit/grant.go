@@ -112,3 +112,33 @@ func (g *Grant) Observe(ctx context.Context, h http.Header) {
 		g.s.log.ErrorContext(ctx, "ratelimit: syncing a key with its rate-limit headers", "key", g.Key.ID, "err", err)
 	}
 }
+
+// Settle is Done and then Observe in one call to the buckets (one round
+// trip with Redis): the estimate is corrected with actual, once, and then
+// the key is lowered to what the reply's rate-limit headers h report (nil
+// or none: no sync). The correction comes first because the headers
+// already count this turn (see Buckets.Settle). A grant already settled
+// only syncs, as Observe would. Call it with a context that outlives a
+// client that went away, as Done.
+func (g *Grant) Settle(ctx context.Context, actual Cost, h http.Header) {
+	if g == nil {
+		return
+	}
+	var delta Cost
+	if g.settle() {
+		delta = actual.sub(g.est)
+	}
+	r, ok := ParseHeaders(h)
+	if !ok {
+		r = Unreported()
+	}
+	if delta.zero() && !ok {
+		return
+	}
+	if err := g.s.buckets.Settle(ctx, g.Key, delta, r); err != nil {
+		g.s.log.ErrorContext(ctx, "ratelimit: settling a turn's estimate and rate-limit headers", "key", g.Key.ID, "err", err)
+	}
+	if delta.Requests < 0 || delta.Input < 0 || delta.Output < 0 {
+		g.s.released()
+	}
+}

@@ -29,7 +29,7 @@ var remainingHeaders = []struct {
 // as not reported: a provider's odd header must never make gatekeeper
 // think more is left, and Sync only ever lowers.
 func ParseHeaders(h http.Header) (r Remaining, ok bool) {
-	r = Remaining{Requests: -1, Input: -1, Output: -1, Tokens: -1}
+	r = Unreported()
 	for _, rh := range remainingHeaders {
 		v := h.Get(rh.name)
 		if v == "" {

@@ -189,14 +189,18 @@ func (m *Memory) Adjust(ctx context.Context, k Key, delta Cost) error {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := m.key(k, now)
+	m.key(k, now).adjust(now, delta)
+	return nil
+}
+
+// adjust moves st's buckets by delta. m.mu is held.
+func (st *memKey) adjust(now time.Time, delta Cost) {
 	n := amounts(delta)
 	for d, b := range st.buckets {
 		if b != nil && n[d] != 0 {
 			spend(b, now, n[d])
 		}
 	}
-	return nil
 }
 
 // Headroom implements Buckets.
@@ -225,7 +229,12 @@ func (m *Memory) Sync(ctx context.Context, k Key, r Remaining) error {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := m.key(k, now)
+	m.key(k, now).sync(now, r)
+	return nil
+}
+
+// sync lowers st's buckets to what r reports. m.mu is held.
+func (st *memKey) sync(now time.Time, r Remaining) {
 	left := reported(r)
 	for d, b := range st.buckets {
 		if b == nil || left[d] < 0 {
@@ -235,5 +244,16 @@ func (m *Memory) Sync(ctx context.Context, k Key, r Remaining) error {
 			spend(b, now, int64(math.Ceil(over)))
 		}
 	}
+}
+
+// Settle implements Buckets: the correction and the sync under one hold
+// of the mutex, so that no Take sees the key between them.
+func (m *Memory) Settle(ctx context.Context, k Key, delta Cost, r Remaining) error {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.key(k, now)
+	st.adjust(now, delta)
+	st.sync(now, r)
 	return nil
 }

@@ -67,6 +67,12 @@ type Buckets interface {
 	// Sync lowers k's view of what is left to what the provider reports
 	// (a dimension < 0 in r means not reported).
 	Sync(ctx context.Context, k Key, r Remaining) error
+	// Settle is Adjust by delta and then Sync to r as one step, in that
+	// order: a provider's headers already count the turn being settled,
+	// so synced after the correction they only lower what the correction
+	// leaves, never take the turn twice. r reporting no dimension
+	// (Unreported) syncs nothing.
+	Settle(ctx context.Context, k Key, delta Cost, r Remaining) error
 }
 
 // MaxTakeWait caps the wait a Take reports: a scheduler polls again by then
@@ -91,6 +97,15 @@ type Remaining struct {
 	Input    int64
 	Output   int64
 	Tokens   int64
+}
+
+// Unreported is a Remaining that reports no dimension: Settle with it
+// only corrects.
+func Unreported() Remaining { return Remaining{Requests: -1, Input: -1, Output: -1, Tokens: -1} }
+
+// reportsNothing says whether r leaves every dimension as it is.
+func (r Remaining) reportsNothing() bool {
+	return r.Requests < 0 && r.Input < 0 && r.Output < 0 && r.Tokens < 0
 }
 
 // Classes of turns, and their default weights (DefaultWeights).

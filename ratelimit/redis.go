@@ -177,6 +177,16 @@ func (r *Redis) Sync(ctx context.Context, k Key, rem Remaining) error {
 	return checkZero("sync", k, v, err)
 }
 
+// Settle implements Buckets in one round trip.
+func (r *Redis) Settle(ctx context.Context, k Key, delta Cost, rem Remaining) error {
+	if k.Limits.unlimited() || (delta.zero() && rem.reportsNothing()) {
+		return nil
+	}
+	n, left := amounts(delta), reported(rem)
+	v, err := r.run(ctx, settleScript, k, n[0], n[1], n[2], left[0], left[1], left[2])
+	return checkZero("settle", k, v, err)
+}
+
 // checkZero checks the reply of a script that answers 0.
 func checkZero(op string, k Key, v any, err error) error {
 	if err != nil {

@@ -101,16 +101,39 @@ save()
 return {1, 0, headroom()}
 `)
 
-// adjustScript moves each TAT by ARGV[4..6] units: forward takes, back
-// gives capacity back, never past now (a full bucket). Answers 0.
-var adjustScript = newScript(gcraLua + `
-for d = 1, 3 do
-  local n = tonumber(ARGV[3 + d])
-  if lim[d] > 0 and n ~= 0 then
-    tat[d] = tat[d] + n * interval(d)
-    if tat[d] < now then tat[d] = now end
+// adjustLua defines adjust(base), which moves each TAT by ARGV[base+1..
+// base+3] units: forward takes, back gives capacity back, never past now
+// (a full bucket).
+const adjustLua = `
+local function adjust(base)
+  for d = 1, 3 do
+    local n = tonumber(ARGV[base + d])
+    if lim[d] > 0 and n ~= 0 then
+      tat[d] = tat[d] + n * interval(d)
+      if tat[d] < now then tat[d] = now end
+    end
   end
 end
+`
+
+// syncLua defines sync(base), which lowers what is left in each dimension
+// to ARGV[base+1..base+3] (< 0: not reported) by moving its TAT forward,
+// never back.
+const syncLua = `
+local function sync(base)
+  for d = 1, 3 do
+    local left = tonumber(ARGV[base + d])
+    if lim[d] > 0 and left >= 0 then
+      local floor = now + tau - left * interval(d)
+      if floor > tat[d] then tat[d] = floor end
+    end
+  end
+end
+`
+
+// adjustScript adjusts by ARGV[4..6]. Answers 0.
+var adjustScript = newScript(gcraLua + adjustLua + `
+adjust(3)
 save()
 return 0
 `)
@@ -129,16 +152,18 @@ save()
 return 0
 `)
 
-// syncScript lowers what is left in each dimension to ARGV[4..6] (< 0:
-// not reported) by moving its TAT forward, never back. Answers 0.
-var syncScript = newScript(gcraLua + `
-for d = 1, 3 do
-  local left = tonumber(ARGV[3 + d])
-  if lim[d] > 0 and left >= 0 then
-    local floor = now + tau - left * interval(d)
-    if floor > tat[d] then tat[d] = floor end
-  end
-end
+// syncScript syncs to ARGV[4..6]. Answers 0.
+var syncScript = newScript(gcraLua + syncLua + `
+sync(3)
+save()
+return 0
+`)
+
+// settleScript adjusts by ARGV[4..6] and then syncs to ARGV[7..9], in one
+// round trip. Answers 0.
+var settleScript = newScript(gcraLua + adjustLua + syncLua + `
+adjust(3)
+sync(6)
 save()
 return 0
 `)

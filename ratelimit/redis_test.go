@@ -201,3 +201,46 @@ func TestRedisHeadrooms(t *testing.T) {
 	}
 	g.Done(ctx, Cost{Requests: 1})
 }
+
+// TestRedisSettleOneRoundTrip checks that settling a turn, its correction
+// and its rate-limit headers, costs one round trip to Redis, and none when
+// there is nothing to settle.
+func TestRedisSettleOneRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	c := newRedisClient(t)
+	rt := &redistest.RoundTrips{}
+	c.AddHook(rt)
+	r := NewRedis(c, "")
+	k := Key{ID: "p/k", Limits: Limits{RPM: 60, InputTPM: 60}}
+	mustTake(t, r, k, Cost{Requests: 1, Input: 50})
+	// The first run of the script loads it (NOSCRIPT, then EVAL), as
+	// once per Redis server.
+	if err := r.Settle(ctx, Key{ID: "p/warm", Limits: k.Limits}, Cost{Input: 1}, Unreported()); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		delta Cost
+		rem   Remaining
+		want  int64
+	}{
+		{"CorrectionAndHeaders", Cost{Input: -30}, Remaining{Requests: 50, Input: 35, Output: -1, Tokens: -1}, 1},
+		{"CorrectionOnly", Cost{Input: -5}, Unreported(), 1},
+		{"HeadersOnly", Cost{}, Remaining{Requests: -1, Input: -1, Output: -1, Tokens: 30}, 1},
+		{"Nothing", Cost{}, Unreported(), 0},
+	}
+	for _, tc := range tests {
+		base := rt.Load()
+		if err := r.Settle(ctx, k, tc.delta, tc.rem); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := rt.Load() - base; got != tc.want {
+			t.Fatalf("%s: %d round trips, want %d", tc.name, got, tc.want)
+		}
+	}
+	// 50 taken, 30 given back, the provider's 35, 5 given back, the
+	// provider's 30: 30 input tokens left.
+	if n := takeAll(t, r, k, Cost{Input: 10}, 6); n != 3 {
+		t.Fatalf("after the settles, %d takes of 10 input tokens fit, want 3", n)
+	}
+}

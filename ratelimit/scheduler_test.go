@@ -326,6 +326,71 @@ func TestGrantObserve(t *testing.T) {
 	}
 }
 
+// TestGrantSettle checks that Settle leaves a key as Done and then
+// Observe leave another, once for the correction, and that a settled or
+// nil grant and a reply without headers are handled.
+func TestGrantSettle(t *testing.T) {
+	ctx := context.Background()
+	lim := Limits{RPM: 50, InputTPM: 1000, OutputTPM: 1000}
+	est := Cost{Requests: 1, Input: 200, Output: 500}
+	actual := Cost{Requests: 1, Input: 300, Output: 100}
+	withHeaders := http.Header{}
+	withHeaders.Set("anthropic-ratelimit-requests-remaining", "4")
+	withHeaders.Set("anthropic-ratelimit-output-tokens-remaining", "850")
+	tests := []struct {
+		name        string
+		h           http.Header
+		settleAgain bool // Settle twice: the second only syncs
+		requests    int
+		input       int
+		output      int
+	}{
+		// Output: 500 estimated, 100 measured: 900 left, then the
+		// provider's 850.
+		{"Headers", withHeaders, false, 4, 700, 850},
+		{"NoHeaders", nil, false, 49, 700, 900},
+		{"Twice", withHeaders, true, 4, 700, 850},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			m := NewMemory(clk.Now)
+			s := New(Options{Buckets: m, Clock: clk.Now})
+			defer s.Close()
+			steps := Key{ID: "p/steps", Limits: lim}
+			one := Key{ID: "p/one", Limits: lim}
+			gs, err := s.Acquire(ctx, Standard, []Key{steps}, est)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := s.Acquire(ctx, Standard, []Key{one}, est)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gs.Done(ctx, actual)
+			gs.Observe(ctx, tc.h)
+			g.Settle(ctx, actual, tc.h)
+			if tc.settleAgain {
+				g.Settle(ctx, Cost{Input: 900, Output: 900}, tc.h)
+			}
+			for _, c := range []struct {
+				probe Cost
+				want  int
+			}{{Cost{Requests: 1}, tc.requests}, {Cost{Input: 1}, tc.input}, {Cost{Output: 1}, tc.output}} {
+				got := takeAll(t, m, one, c.probe, 1000)
+				if want := takeAll(t, m, steps, c.probe, 1000); got != want {
+					t.Fatalf("after Settle, %d takes of %+v fit; after Done and Observe, %d", got, c.probe, want)
+				}
+				if got != c.want {
+					t.Fatalf("after Settle, %d takes of %+v fit, want %d", got, c.probe, c.want)
+				}
+			}
+		})
+	}
+	var nilGrant *Grant
+	nilGrant.Settle(ctx, Cost{}, withHeaders)
+}
+
 func TestClose(t *testing.T) {
 	gate := newGate(time.Millisecond)
 	s := New(Options{Buckets: gate, Poll: time.Millisecond})
