@@ -121,15 +121,17 @@ func (t *turn) settleKey(ctx context.Context, o outcome) {
 		actual.Input = o.usage.InputTokens + o.usage.CacheWriteTokens
 		actual.Output = o.usage.OutputTokens
 	}
-	g.Done(ctx, actual)
 	// The provider's rate-limit headers already count this turn as the
-	// provider measured it. Read before the correction above, they would
-	// lower the key's level to what the provider reports and the
-	// correction would then take the turn's usage a second time; read
-	// after it, they only lower what gatekeeper's own accounting leaves.
-	if h := t.limitHeaders.Load(); h != nil {
-		g.Observe(ctx, *h)
+	// provider measured it. Read before the correction, they would lower
+	// the key's level to what the provider reports and the correction
+	// would then take the turn's usage a second time; read after it, they
+	// only lower what gatekeeper's own accounting leaves. Settle does both
+	// in that order, in one call to the buckets.
+	var h http.Header
+	if p := t.limitHeaders.Load(); p != nil {
+		h = *p
 	}
+	g.Settle(ctx, actual, h)
 }
 
 // keyedTransport sends a turn on its grant's key and, when the provider
