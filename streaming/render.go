@@ -44,17 +44,17 @@ func RenderSSE(api API, body []byte) ([]byte, error) {
 		if r.Get("type").Str != "message" || !r.Get("content").IsArray() {
 			return nil, fmt.Errorf("%w: not an anthropic message", ErrInvalidJSON)
 		}
-		return renderAnthropic(s, r), nil
+		return checkRendered(api, renderAnthropic(s, r))
 	case APIChat:
 		if !r.Get("choices").IsArray() {
 			return nil, fmt.Errorf("%w: not a chat completion", ErrInvalidJSON)
 		}
-		return renderChat(r), nil
+		return checkRendered(api, renderChat(r))
 	case APIResponses:
 		if !r.Get("output").IsArray() || r.Get("error").IsObject() && !r.Get("id").Exists() {
 			return nil, fmt.Errorf("%w: not a response object", ErrInvalidJSON)
 		}
-		return renderResponses(s, r), nil
+		return checkRendered(api, renderResponses(s, r))
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnknownAPI, string(api))
 }
@@ -71,6 +71,32 @@ func eventJSON(typ string, members ...rawMember) []byte {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// checkRendered reads a rendered stream back with api's decoder: a body
+// whose blocks or items the decoder cannot read (a block without a type, a
+// call without an id or name) is not a reply of api, and rendering it
+// would hand the agent events its SDK cannot read either.
+func checkRendered(api API, stream []byte) ([]byte, error) {
+	dec, err := NewDecoder(api)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := readEvents(stream)
+	if err != nil {
+		return nil, fmt.Errorf("%w: rendered stream: %v", ErrInvalidJSON, err)
+	}
+	for i := range evs {
+		e := &evs[i]
+		dec.Decode(&Event{Name: []byte(e.name), Data: []byte(e.data), Raw: e.raw, HasData: e.hasData}, nil)
+	}
+	if res := dec.Finish(); res.Unparsed > 0 || res.Truncated {
+		if len(res.UnparsedErrors) > 0 {
+			return nil, fmt.Errorf("%w: %s reply body: %v", ErrInvalidJSON, api, res.UnparsedErrors[0])
+		}
+		return nil, fmt.Errorf("%w: %s reply body renders no whole reply", ErrInvalidJSON, api)
+	}
+	return stream, nil
+}
 
 func renderAnthropic(s string, r gjson.Result) []byte {
 	var out []byte
