@@ -205,7 +205,7 @@ func (a *Approvals) CreateHold(ctx context.Context, h *approvals.Hold, reqs []*a
 			return err
 		}, turn)
 		if errors.Is(err, goredis.TxFailedErr) && attempt < a.maxAttempts {
-			if err := backoffAttempt(ctx, attempt); err != nil {
+			if err := waitBackoff(ctx, attempt, rand.N[time.Duration]); err != nil {
 				return nil, err
 			}
 			continue
@@ -410,20 +410,8 @@ func (a *Approvals) optimistic(ctx context.Context, key string, txf func(*goredi
 		case attempt >= a.maxAttempts:
 			return fmt.Errorf("%w: %s, %d attempts", ErrConflict, key, attempt)
 		}
-		if err := backoffAttempt(ctx, attempt); err != nil {
+		if err := waitBackoff(ctx, attempt, rand.N[time.Duration]); err != nil {
 			return err
 		}
-	}
-}
-
-func backoffAttempt(ctx context.Context, attempt int) error {
-	window := backoffBase << min(attempt-1, 16)
-	t := time.NewTimer(rand.N(min(window, backoffMax)))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

@@ -368,11 +368,17 @@ func (s *Store) gainedChild(parent, child string, rest []any) error {
 	return nil
 }
 
-// backoff waits a random time in a window that doubles with each attempt,
-// so that writers that collided do not collide again in lockstep.
+// backoff waits out waitBackoff with the Store's jitter.
 func (s *Store) backoff(ctx context.Context, attempt int) error {
+	return waitBackoff(ctx, attempt, s.jitter)
+}
+
+// waitBackoff waits a random time, drawn by jitter, in a window that doubles
+// with each attempt, so that writers that collided do not collide again in
+// lockstep.
+func waitBackoff(ctx context.Context, attempt int, jitter func(time.Duration) time.Duration) error {
 	window := backoffBase << min(attempt-1, 16)
-	t := time.NewTimer(s.jitter(min(window, backoffMax)))
+	t := time.NewTimer(jitter(min(window, backoffMax)))
 	defer t.Stop()
 	select {
 	case <-t.C:
