@@ -177,51 +177,35 @@ func (a *Approvals) CreateHold(ctx context.Context, h *approvals.Hold, reqs []*a
 	}
 	turn := holdTurnKey(tag, h.Trajectory, h.Key)
 	var existing *approvals.Hold
-	for attempt := 1; ; attempt++ {
-		existing = nil
-		err = a.rdb.Watch(ctx, func(tx *goredis.Tx) error {
-			id, err := tx.Get(ctx, turn).Result()
-			if err == nil {
-				existing, err = a.getHold(ctx, tx, tag, id)
-				if err != nil {
-					return &passed{err}
-				}
-				return &passed{approvals.ErrExists}
+	err = a.optimistic(ctx, fmt.Sprintf("create hold %q", h.ID), turn, func(tx *goredis.Tx) error {
+		id, err := tx.Get(ctx, turn).Result()
+		if err == nil {
+			if existing, err = a.getHold(ctx, tx, tag, id); err != nil {
+				return &passed{err}
 			}
-			if !errors.Is(err, goredis.Nil) {
-				return err
-			}
-			_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-				ttl := a.ttl(h.ExpiresAt)
-				p.Set(ctx, holdKey(tag, h.ID), hjs, ttl)
-				p.Set(ctx, turn, h.ID, ttl)
-				p.Set(ctx, locKey(h.ID), tag, ttl)
-				for i, r := range reqs {
-					p.Set(ctx, aprKey(tag, r.ID), rjs[i], a.ttl(r.ExpiresAt))
-					a.indexRequest(ctx, p, tag, r, nil)
-				}
-				return nil
-			})
-			return err
-		}, turn)
-		if errors.Is(err, goredis.TxFailedErr) && attempt < a.maxAttempts {
-			if err := waitBackoff(ctx, attempt, rand.N[time.Duration]); err != nil {
-				return nil, err
-			}
-			continue
+			return &passed{approvals.ErrExists}
 		}
-		break
+		if !errors.Is(err, goredis.Nil) {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+			ttl := a.ttl(h.ExpiresAt)
+			p.Set(ctx, holdKey(tag, h.ID), hjs, ttl)
+			p.Set(ctx, turn, h.ID, ttl)
+			p.Set(ctx, locKey(h.ID), tag, ttl)
+			for i, r := range reqs {
+				p.Set(ctx, aprKey(tag, r.ID), rjs[i], a.ttl(r.ExpiresAt))
+				a.indexRequest(ctx, p, tag, r, nil)
+			}
+			return nil
+		})
+		return err
+	})
+	if errors.Is(err, approvals.ErrExists) {
+		return existing, err
 	}
-	var p *passed
-	switch {
-	case errors.As(err, &p) && errors.Is(p.err, approvals.ErrExists):
-		return existing, approvals.ErrExists
-	case errors.As(err, &p):
-		return nil, p.err
-	case errors.Is(err, goredis.TxFailedErr):
-		return nil, fmt.Errorf("%w: create hold %q", ErrConflict, h.ID)
-	case err != nil:
-		return nil, aprFail("create hold", err)
+	if err != nil {
+		return nil, err
 	}
 	return h.Clone(), nil
 }
@@ -312,7 +296,7 @@ func (a *Approvals) UpdateHold(ctx context.Context, id string, fn func(*approval
 	}
 	key := holdKey(tag, id)
 	var out *approvals.Hold
-	err = a.optimistic(ctx, key, func(tx *goredis.Tx) error {
+	err = a.optimistic(ctx, "update "+key, key, func(tx *goredis.Tx) error {
 		h, err := a.getHold(ctx, tx, tag, id)
 		if err != nil {
 			return &passed{err}
@@ -359,7 +343,7 @@ func (a *Approvals) Update(ctx context.Context, id string, fn func(*approvals.Re
 	}
 	key := aprKey(tag, id)
 	var out *approvals.Request
-	err = a.optimistic(ctx, key, func(tx *goredis.Tx) error {
+	err = a.optimistic(ctx, "update "+key, key, func(tx *goredis.Tx) error {
 		r, err := a.getRequest(ctx, tx, tag, id)
 		if err != nil {
 			return &passed{err}
@@ -395,8 +379,8 @@ type passed struct{ err error }
 func (p *passed) Error() string { return p.err.Error() }
 
 // optimistic runs txf watching key until it saves without a conflict,
-// backing off with jitter between attempts.
-func (a *Approvals) optimistic(ctx context.Context, key string, txf func(*goredis.Tx) error) error {
+// backing off with jitter between attempts; op names the call in errors.
+func (a *Approvals) optimistic(ctx context.Context, op, key string, txf func(*goredis.Tx) error) error {
 	for attempt := 1; ; attempt++ {
 		err := a.rdb.Watch(ctx, txf, key)
 		var p *passed
@@ -406,9 +390,9 @@ func (a *Approvals) optimistic(ctx context.Context, key string, txf func(*goredi
 		case errors.As(err, &p):
 			return p.err
 		case !errors.Is(err, goredis.TxFailedErr):
-			return aprFail("update "+key, err)
+			return aprFail(op, err)
 		case attempt >= a.maxAttempts:
-			return fmt.Errorf("%w: %s, %d attempts", ErrConflict, key, attempt)
+			return fmt.Errorf("%w: %s, %d attempts", ErrConflict, op, attempt)
 		}
 		if err := waitBackoff(ctx, attempt, rand.N[time.Duration]); err != nil {
 			return err
