@@ -25,7 +25,7 @@ func (a *Approvals) List(ctx context.Context, f approvals.Filter) ([]*approvals.
 	index := allIndex
 	switch {
 	case f.Root != "":
-		if tagOK(f.Root) != nil {
+		if _, err := tagOf(f.Root); err != nil {
 			return nil, nil
 		}
 		index = rootIndex(f.Root)
@@ -59,13 +59,6 @@ func (a *Approvals) List(ctx context.Context, f approvals.Filter) ([]*approvals.
 		}
 	}
 	return out, nil
-}
-
-func tagOK(s string) error {
-	if _, err := tagOf(s); err != nil {
-		return err
-	}
-	return nil
 }
 
 // load reads the requests index members name, in order, in one round trip;
