@@ -5,29 +5,16 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"gatekeeper/approvals"
 	"gatekeeper/internal/redistest"
 	"gatekeeper/store/storetest"
 )
 
-func approvalsClient(t *testing.T, url string) *goredis.Client {
-	t.Helper()
-	o, err := goredis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := goredis.NewClient(o)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 func TestApprovalsContract(t *testing.T) {
 	srv := redistest.StartServer(t)
 	storetest.RunApprovals(t, func(t *testing.T) approvals.Store {
 		srv.Flush(t)
-		return NewApprovals(ApprovalsOptions{Client: approvalsClient(t, srv.URL)})
+		return NewApprovals(ApprovalsOptions{Client: client(t, srv.URL)})
 	})
 }
 
@@ -35,7 +22,7 @@ func TestApprovalsContract(t *testing.T) {
 // tag and expire after the retention.
 func TestApprovalsKeyLayout(t *testing.T) {
 	url := redistest.Start(t)
-	c := approvalsClient(t, url)
+	c := client(t, url)
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	a := NewApprovals(ApprovalsOptions{Client: c, Retention: time.Hour, Clock: func() time.Time { return now }})
 	ctx := context.Background()
@@ -85,8 +72,8 @@ func TestApprovalsKeyLayout(t *testing.T) {
 // vote on one request, as two replicas would.
 func TestApprovalsAcrossReplicas(t *testing.T) {
 	url := redistest.Start(t)
-	a1 := NewApprovals(ApprovalsOptions{Client: approvalsClient(t, url)})
-	a2 := NewApprovals(ApprovalsOptions{Client: approvalsClient(t, url)})
+	a1 := NewApprovals(ApprovalsOptions{Client: client(t, url)})
+	a2 := NewApprovals(ApprovalsOptions{Client: client(t, url)})
 	ctx := context.Background()
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	call, _ := approvals.Canonical("Bash", []byte(`{}`))
