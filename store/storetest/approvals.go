@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -313,21 +314,21 @@ func testApprovalsDue(t *testing.T, s approvals.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := ids(due), []string{all[1].ID, all[0].ID}; !equalStrings(got, want) {
+	if got, want := ids(due), []string{all[1].ID, all[0].ID}; !slices.Equal(got, want) {
 		t.Errorf("Due = %v, want %v (oldest expiry first)", got, want)
 	}
 	due, err = s.Due(ctx, at0.Add(time.Hour), 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := ids(due), []string{all[1].ID, all[0].ID}; !equalStrings(got, want) {
+	if got, want := ids(due), []string{all[1].ID, all[0].ID}; !slices.Equal(got, want) {
 		t.Errorf("Due with limit 2 = %v, want %v", got, want)
 	}
 	due, err = s.Due(ctx, at0.Add(time.Minute), 10) // ExpiresAt == t is due
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := ids(due), []string{all[1].ID}; !equalStrings(got, want) {
+	if got, want := ids(due), []string{all[1].ID}; !slices.Equal(got, want) {
 		t.Errorf("Due at the expiry = %v, want %v", got, want)
 	}
 }
@@ -382,17 +383,19 @@ func testApprovalsList(t *testing.T, s approvals.Store) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// r1's two requests were created at the same time, so List orders
+	// them by id: min, then max.
 	tests := []struct {
 		name string
 		f    approvals.Filter
 		want []string
 	}{
-		{"all, newest first", approvals.Filter{}, []string{r3[0].ID, r2[0].ID, first(r1[0].ID, r1[1].ID), second(r1[0].ID, r1[1].ID)}},
+		{"all, newest first", approvals.Filter{}, []string{r3[0].ID, r2[0].ID, min(r1[0].ID, r1[1].ID), max(r1[0].ID, r1[1].ID)}},
 		{"pending", approvals.Filter{State: approvals.Pending}, []string{r3[0].ID, r2[0].ID, r1[1].ID}},
 		{"expired", approvals.Filter{State: approvals.Expired}, []string{r1[0].ID}},
 		{"approved", approvals.Filter{State: approvals.Approved}, nil},
-		{"trajectory", approvals.Filter{Trajectory: "run-1/agent-1"}, []string{first(r1[0].ID, r1[1].ID), second(r1[0].ID, r1[1].ID)}},
-		{"root", approvals.Filter{Root: "run-1"}, []string{r3[0].ID, first(r1[0].ID, r1[1].ID), second(r1[0].ID, r1[1].ID)}},
+		{"trajectory", approvals.Filter{Trajectory: "run-1/agent-1"}, []string{min(r1[0].ID, r1[1].ID), max(r1[0].ID, r1[1].ID)}},
+		{"root", approvals.Filter{Root: "run-1"}, []string{r3[0].ID, min(r1[0].ID, r1[1].ID), max(r1[0].ID, r1[1].ID)}},
 		{"root and state", approvals.Filter{Root: "run-1", State: approvals.Pending}, []string{r3[0].ID, r1[1].ID}},
 		{"limit", approvals.Filter{Limit: 2}, []string{r3[0].ID, r2[0].ID}},
 	}
@@ -402,27 +405,11 @@ func testApprovalsList(t *testing.T, s approvals.Store) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !equalStrings(ids(got), tt.want) {
+			if !slices.Equal(ids(got), tt.want) {
 				t.Errorf("List(%+v) = %v, want %v", tt.f, ids(got), tt.want)
 			}
 		})
 	}
-}
-
-// first and second order two ids created at the same time as List does:
-// by id.
-func first(a, b string) string {
-	if a < b {
-		return a
-	}
-	return b
-}
-
-func second(a, b string) string {
-	if a < b {
-		return b
-	}
-	return a
 }
 
 func ids(rs []*approvals.Request) []string {
@@ -431,18 +418,6 @@ func ids(rs []*approvals.Request) []string {
 		out = append(out, r.ID)
 	}
 	return out
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // equalJSON compares two values by their JSON form, which is what a store
