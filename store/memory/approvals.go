@@ -144,24 +144,9 @@ func (a *Approvals) FindHold(ctx context.Context, trajectory, key string) (*appr
 
 // UpdateHold implements approvals.Store.
 func (a *Approvals) UpdateHold(ctx context.Context, id string, fn func(*approvals.Hold) error) (*approvals.Hold, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	h, ok := a.holds[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: hold %q", approvals.ErrNotFound, id)
-	}
-	c := h.Clone()
-	if err := fn(c); err != nil {
-		return nil, err
-	}
-	if c.ID != h.ID || c.Trajectory != h.Trajectory || c.Key != h.Key {
-		return nil, fmt.Errorf("memory approvals: update of hold %q changed its identity", id)
-	}
-	a.holds[id] = c.Clone()
-	return c, nil
+	return update(ctx, a, a.holds, "hold", id, fn, func(c, h *approvals.Hold) bool {
+		return c.ID == h.ID && c.Trajectory == h.Trajectory && c.Key == h.Key
+	})
 }
 
 // Get implements approvals.Store.
@@ -213,23 +198,33 @@ func (a *Approvals) List(ctx context.Context, f approvals.Filter) ([]*approvals.
 
 // Update implements approvals.Store.
 func (a *Approvals) Update(ctx context.Context, id string, fn func(*approvals.Request) error) (*approvals.Request, error) {
+	return update(ctx, a, a.reqs, "request", id, fn, func(c, r *approvals.Request) bool {
+		return c.ID == r.ID && c.Trajectory == r.Trajectory && c.Root == r.Root && c.CreatedAt.Equal(r.CreatedAt)
+	})
+}
+
+// update runs fn on a copy of m[id], with the store locked, and keeps the
+// copy unless fn fails or changes what identifies it (same says whether it
+// did not).
+func update[T interface{ Clone() T }](ctx context.Context, a *Approvals, m map[string]T, what, id string, fn func(T) error, same func(c, old T) bool) (T, error) {
+	var none T
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return none, err
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	r, ok := a.reqs[id]
+	old, ok := m[id]
 	if !ok {
-		return nil, fmt.Errorf("%w: request %q", approvals.ErrNotFound, id)
+		return none, fmt.Errorf("%w: %s %q", approvals.ErrNotFound, what, id)
 	}
-	c := r.Clone()
+	c := old.Clone()
 	if err := fn(c); err != nil {
-		return nil, err
+		return none, err
 	}
-	if c.ID != r.ID || c.Trajectory != r.Trajectory || c.Root != r.Root || !c.CreatedAt.Equal(r.CreatedAt) {
-		return nil, fmt.Errorf("memory approvals: update of request %q changed its identity", id)
+	if !same(c, old) {
+		return none, fmt.Errorf("memory approvals: update of %s %q changed its identity", what, id)
 	}
-	a.reqs[id] = c.Clone()
+	m[id] = c.Clone()
 	return c, nil
 }
 
