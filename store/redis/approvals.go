@@ -118,16 +118,23 @@ func aprFail(op string, err error) error {
 	return fmt.Errorf("%w: approvals %s: %w", ErrUnavailable, op, err)
 }
 
-func indexMember(tag, id string, created time.Time) string { return member(id, created) + "@" + tag }
+// dueMember names a request in the due index: id@tag.
+func dueMember(tag, id string) string { return id + "@" + tag }
 
-// memberParts splits an index member into the request id and its root tag.
-func memberParts(m string) (id, tag string, ok bool) {
-	rest := memberID(m)
-	id, tag, ok = strings.Cut(rest, "@")
+// dueParts splits a due index member, id@tag.
+func dueParts(m string) (id, tag string, ok bool) {
+	id, tag, ok = strings.Cut(m, "@")
 	return id, tag, ok && id != ""
 }
 
-func dueMember(tag, id string) string { return id + "@" + tag }
+// indexMember is a request's entry in the other indexes: its due member
+// behind the creation-time prefix that orders them.
+func indexMember(tag, id string, created time.Time) string {
+	return member(dueMember(tag, id), created)
+}
+
+// memberParts splits an index member into the request id and its root tag.
+func memberParts(m string) (id, tag string, ok bool) { return dueParts(memberID(m)) }
 
 // indexRequest adds the commands that index r (new or changed from was).
 func (a *Approvals) indexRequest(ctx context.Context, p goredis.Pipeliner, tag string, r, was *approvals.Request) {

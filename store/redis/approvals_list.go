@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -106,12 +105,6 @@ func (a *Approvals) load(ctx context.Context, index string, members []string, pa
 		_ = a.rdb.ZRem(ctx, index, gone...).Err()
 	}
 	return out, nil
-}
-
-// dueParts splits a due index member, id@tag.
-func dueParts(m string) (id, tag string, ok bool) {
-	id, tag, ok = strings.Cut(m, "@")
-	return id, tag, ok && id != ""
 }
 
 // Due implements approvals.Store from the expiry index, checking each
