@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,13 +46,7 @@ var at0 = time.Date(2026, 12, 2, 10, 0, 0, 123456789, time.UTC)
 // created and expiring 15 minutes later.
 func heldTurn(t *testing.T, trajectory, key string, n int, created time.Time) (*approvals.Hold, []*approvals.Request) {
 	t.Helper()
-	root := trajectory
-	for i, c := range trajectory {
-		if c == '/' {
-			root = trajectory[:i]
-			break
-		}
-	}
+	root, _, _ := strings.Cut(trajectory, "/")
 	h := &approvals.Hold{
 		ID: approvals.NewID("hold_"), Trajectory: trajectory, Root: root, Tenant: "team-a", Key: key,
 		API: "anthropic", Streamed: true, Provider: "anthropic", Model: "claude",
