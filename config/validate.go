@@ -358,9 +358,7 @@ func (v *validator) tenants(ts []Tenant) map[[32]byte]keyOwner {
 			}
 		}
 
-		switch t.Priority {
-		case PriorityInteractive, PriorityStandard, PriorityBatch:
-		default:
+		if !priorityClass(t.Priority) {
 			v.add(fieldPath(at, "priority"), "unknown priority %s (want interactive, standard or batch)", v.show(fieldPath(at, "priority"), t.Priority))
 		}
 
@@ -508,15 +506,23 @@ func (v *validator) httpURL(field, raw, badScheme string) *url.URL {
 	return nil
 }
 
+// priorityClass reports whether p is one of the priority classes that
+// tenants are given and rate_limits.weights shares capacity between.
+func priorityClass(p string) bool {
+	switch p {
+	case PriorityInteractive, PriorityStandard, PriorityBatch:
+		return true
+	}
+	return false
+}
+
 func (v *validator) rateLimits(r RateLimits) {
 	if r.MaxWait <= 0 || r.MaxWait.Std() > MaxMaxWait {
 		v.add("rate_limits.max_wait", "is %v, want a duration in (0s, %v]", r.MaxWait, MaxMaxWait)
 	}
 	for _, class := range slices.Sorted(maps.Keys(r.Weights)) {
 		field := keyPath("rate_limits.weights", class)
-		switch class {
-		case PriorityInteractive, PriorityStandard, PriorityBatch:
-		default:
+		if !priorityClass(class) {
 			v.add(field, "unknown class %s (want interactive, standard or batch)", v.show(field, class))
 			continue
 		}

@@ -75,6 +75,20 @@ func (l *rateLimiter) refill(b *keyBuckets, now time.Time) {
 	b.output = min(float64(l.cfg.OutputTPM), b.output+f*float64(l.cfg.OutputTPM))
 }
 
+// until is how long a bucket of limit per Window holding have needs to
+// hold want; a want larger than the whole bucket waits for a full one. 0
+// when it holds it already or limit is 0 (unlimited).
+func (l *rateLimiter) until(have, want float64, limit int64) time.Duration {
+	if limit <= 0 {
+		return 0
+	}
+	want = min(want, float64(limit))
+	if have >= want {
+		return 0
+	}
+	return time.Duration((want - have) / float64(limit) * float64(l.cfg.Window))
+}
+
 // rateState is what a turn's rate-limit check found: whether it was
 // admitted, what is left, and when the key would take it.
 type rateState struct {
@@ -95,21 +109,11 @@ func (l *rateLimiter) take(key string, input, output int64, now time.Time) rateS
 		l.keys[key] = b
 	}
 	l.refill(b, now)
-	// The longest a dimension needs to hold what the turn asks of it; a
-	// turn larger than a whole bucket waits for a full one.
-	var wait time.Duration
-	need := func(have, want float64, limit int64) {
-		if limit <= 0 {
-			return
-		}
-		want = min(want, float64(limit))
-		if have < want {
-			wait = max(wait, time.Duration((want-have)/float64(limit)*float64(c.Window)))
-		}
-	}
-	need(b.requests, 1, int64(c.RPM))
-	need(b.input, float64(input), c.InputTPM)
-	need(b.output, 1, c.OutputTPM) // an empty output bucket refuses; the rest is charged
+	// The longest a dimension needs to hold what the turn asks of it; an
+	// empty output bucket refuses, the rest of the output is charged.
+	wait := max(l.until(b.requests, 1, int64(c.RPM)),
+		l.until(b.input, float64(input), c.InputTPM),
+		l.until(b.output, 1, c.OutputTPM))
 	if wait > 0 {
 		l.counts.Limited++
 		return rateState{retryAfter: wait, left: *b}
@@ -175,15 +179,9 @@ func (x *exchange) admitRate(u usageCounts) bool {
 // rateHeaders replaces the fixed rate-limit headers with the key's real
 // levels, in the provider's own names.
 func (x *exchange) rateHeaders(st rateState, now time.Time) {
-	c := x.s.rate.cfg
+	l := x.s.rate
+	c := l.cfg
 	h := x.w.Header()
-	// Time until a dimension is full again.
-	full := func(have float64, limit int64) time.Duration {
-		if limit <= 0 || have >= float64(limit) {
-			return 0
-		}
-		return time.Duration((float64(limit) - have) / float64(limit) * float64(c.Window))
-	}
 	left := func(v float64) string { return strconv.FormatInt(max(0, int64(v)), 10) }
 	type dim struct {
 		anthropic, openai string
@@ -210,7 +208,7 @@ func (x *exchange) rateHeaders(st rateState, now time.Time) {
 		if d.limit <= 0 {
 			continue
 		}
-		wait := full(d.have, d.limit)
+		wait := l.until(d.have, float64(d.limit), d.limit) // until full again
 		switch {
 		case x.fam == familyAnthropic && d.anthropic != "":
 			h.Set("anthropic-ratelimit-"+d.anthropic+"-limit", strconv.FormatInt(d.limit, 10))

@@ -149,7 +149,7 @@ func testAdjustPositive(t *testing.T, h harness) {
 	if ok, _ := mustTake(t, h.b, k, Cost{Input: 20}); !ok {
 		t.Fatal("take refused")
 	}
-	if err := h.b.Adjust(ctx, k, Cost{Input: 30}); err != nil {
+	if err := adjustOnly(ctx, h.b, k, Cost{Input: 30}); err != nil {
 		t.Fatal(err)
 	}
 	if n := takeAll(t, h.b, k, Cost{Input: 10}, 6); n != 1 {
@@ -163,14 +163,14 @@ func testAdjustNegative(t *testing.T, h harness) {
 	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 1, Input: 50}); !ok {
 		t.Fatal("take refused")
 	}
-	if err := h.b.Adjust(ctx, k, Cost{Input: -30}); err != nil {
+	if err := adjustOnly(ctx, h.b, k, Cost{Input: -30}); err != nil {
 		t.Fatal(err)
 	}
 	if n := takeAll(t, h.b, k, Cost{Input: 10}, 6); n != 4 {
 		t.Fatalf("after taking 50 and adjusting by -30, %d takes of 10 fit, want 4", n)
 	}
 	// Giving back more than was taken fills the bucket, never more.
-	if err := h.b.Adjust(ctx, k, Cost{Requests: -500, Input: -500}); err != nil {
+	if err := adjustOnly(ctx, h.b, k, Cost{Requests: -500, Input: -500}); err != nil {
 		t.Fatal(err)
 	}
 	if n := takeAll(t, h.b, k, Cost{Input: 10}, 6); n != 6 {
@@ -214,7 +214,7 @@ func testCool(t *testing.T, h harness) {
 func testSync(t *testing.T, h harness) {
 	ctx := context.Background()
 	k := Key{ID: "p/sync", Limits: Limits{RPM: 60, InputTPM: 60}}
-	if err := h.b.Sync(ctx, k, Remaining{Requests: 50, Input: -1, Output: -1, Tokens: -1}); err != nil {
+	if err := syncOnly(ctx, h.b, k, Remaining{Requests: 50, Input: -1, Output: -1, Tokens: -1}); err != nil {
 		t.Fatal(err)
 	}
 	if n := takeAll(t, h.b, k, Cost{Requests: 10}, 6); n != 5 {
@@ -227,7 +227,7 @@ func testSync(t *testing.T, h harness) {
 	// A provider saying more is left never raises the view.
 	k2 := Key{ID: "p/sync2", Limits: Limits{RPM: 60}}
 	mustTake(t, h.b, k2, Cost{Requests: 50})
-	if err := h.b.Sync(ctx, k2, Remaining{Requests: 60, Input: -1, Output: -1, Tokens: -1}); err != nil {
+	if err := syncOnly(ctx, h.b, k2, Remaining{Requests: 60, Input: -1, Output: -1, Tokens: -1}); err != nil {
 		t.Fatal(err)
 	}
 	if n := takeAll(t, h.b, k2, Cost{Requests: 10}, 6); n != 1 {
@@ -238,7 +238,7 @@ func testSync(t *testing.T, h harness) {
 func testSyncCombinedTokens(t *testing.T, h harness) {
 	ctx := context.Background()
 	k := Key{ID: "p/synctok", Limits: Limits{InputTPM: 60, OutputTPM: 60}}
-	if err := h.b.Sync(ctx, k, Remaining{Requests: -1, Input: 40, Output: -1, Tokens: 30}); err != nil {
+	if err := syncOnly(ctx, h.b, k, Remaining{Requests: -1, Input: 40, Output: -1, Tokens: 30}); err != nil {
 		t.Fatal(err)
 	}
 	if n := takeAll(t, h.b, k, Cost{Input: 10}, 6); n != 3 {
@@ -309,9 +309,10 @@ func testKeysIndependent(t *testing.T, h harness) {
 	}
 }
 
-// testSettleIsAdjustThenSync checks that Settle leaves a key as Adjust and
-// then Sync leave another. The cases with headers are chosen so that the
-// other order (Sync, then Adjust) would leave a different count.
+// testSettleIsAdjustThenSync checks that Settle leaves a key as a Settle
+// that only corrects and then one that only syncs leave another. The cases
+// with headers are chosen so that the other order (sync, then correct)
+// would leave a different count.
 func testSettleIsAdjustThenSync(t *testing.T, h harness) {
 	ctx := context.Background()
 	none := Unreported()
@@ -355,10 +356,10 @@ func testSettleIsAdjustThenSync(t *testing.T, h harness) {
 					t.Fatalf("Take(%s, %+v) refused on a full key", k.ID, tc.take)
 				}
 			}
-			if err := h.b.Adjust(ctx, steps, tc.delta); err != nil {
+			if err := adjustOnly(ctx, h.b, steps, tc.delta); err != nil {
 				t.Fatal(err)
 			}
-			if err := h.b.Sync(ctx, steps, tc.r); err != nil {
+			if err := syncOnly(ctx, h.b, steps, tc.r); err != nil {
 				t.Fatal(err)
 			}
 			if err := h.b.Settle(ctx, one, tc.delta, tc.r); err != nil {
@@ -366,7 +367,7 @@ func testSettleIsAdjustThenSync(t *testing.T, h harness) {
 			}
 			got := takeAll(t, h.b, one, tc.probe, 6)
 			if want := takeAll(t, h.b, steps, tc.probe, 6); got != want {
-				t.Fatalf("after Settle, %d takes of %+v fit; after Adjust then Sync, %d", got, tc.probe, want)
+				t.Fatalf("after Settle, %d takes of %+v fit; after a correction and then a sync, %d", got, tc.probe, want)
 			}
 			if got != tc.want {
 				t.Fatalf("after Settle, %d takes of %+v fit, want %d", got, tc.probe, tc.want)
@@ -386,4 +387,14 @@ func testSettleUnlimited(t *testing.T, h harness) {
 	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 1000, Input: 1e9, Output: 1e9}); !ok {
 		t.Fatal("a key without limits refused a take after Settle")
 	}
+}
+
+// adjustOnly is a Settle that only corrects: by delta, syncing nothing.
+func adjustOnly(ctx context.Context, b Buckets, k Key, delta Cost) error {
+	return b.Settle(ctx, k, delta, Unreported())
+}
+
+// syncOnly is a Settle that only syncs: to r, correcting nothing.
+func syncOnly(ctx context.Context, b Buckets, k Key, r Remaining) error {
+	return b.Settle(ctx, k, Cost{}, r)
 }

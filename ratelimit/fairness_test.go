@@ -20,20 +20,12 @@ type recordingBuckets struct {
 
 var _ Buckets = (*recordingBuckets)(nil)
 
-func (r *recordingBuckets) Adjust(ctx context.Context, k Key, d Cost) error {
-	return r.m.Adjust(ctx, k, d)
-}
-
 func (r *recordingBuckets) Headroom(ctx context.Context, k Key) (float64, error) {
 	return r.m.Headroom(ctx, k)
 }
 
 func (r *recordingBuckets) Cool(ctx context.Context, k Key, d time.Duration) error {
 	return r.m.Cool(ctx, k, d)
-}
-
-func (r *recordingBuckets) Sync(ctx context.Context, k Key, rem Remaining) error {
-	return r.m.Sync(ctx, k, rem)
 }
 
 func (r *recordingBuckets) Settle(ctx context.Context, k Key, d Cost, rem Remaining) error {

@@ -37,13 +37,6 @@ func (g *gateBuckets) Take(ctx context.Context, k Key, c Cost) (bool, time.Durat
 	return true, 0, nil
 }
 
-func (g *gateBuckets) Adjust(ctx context.Context, k Key, delta Cost) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.adjusts = append(g.adjusts, delta)
-	return nil
-}
-
 func (g *gateBuckets) Headroom(ctx context.Context, k Key) (float64, error) { return 0.5, nil }
 
 func (g *gateBuckets) Cool(ctx context.Context, k Key, d time.Duration) error {
@@ -53,10 +46,11 @@ func (g *gateBuckets) Cool(ctx context.Context, k Key, d time.Duration) error {
 	return nil
 }
 
-func (g *gateBuckets) Sync(ctx context.Context, k Key, r Remaining) error { return nil }
-
 func (g *gateBuckets) Settle(ctx context.Context, k Key, delta Cost, r Remaining) error {
-	return g.Adjust(ctx, k, delta)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.adjusts = append(g.adjusts, delta)
+	return nil
 }
 
 func (g *gateBuckets) setOpen(n int) {

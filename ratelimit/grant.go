@@ -37,24 +37,12 @@ func (g *Grant) settle() bool {
 }
 
 // Done corrects the estimate with the measured cost, once; later calls do
-// nothing. actual is taken as it is: a turn that made its request reports
+// nothing. It is Settle of a reply without rate-limit headers. actual is taken as it is: a turn that made its request reports
 // Requests 1, and Done(ctx, Cost{}) gives a take that was never used back
 // whole. Call it with a context that outlives a client that went away
 // (context.WithoutCancel): the tokens were spent all the same.
 func (g *Grant) Done(ctx context.Context, actual Cost) {
-	if g == nil || !g.settle() {
-		return
-	}
-	delta := actual.sub(g.est)
-	if delta.zero() {
-		return
-	}
-	if err := g.s.buckets.Adjust(ctx, g.Key, delta); err != nil {
-		g.s.log.ErrorContext(ctx, "ratelimit: correcting a turn's estimate", "key", g.Key.ID, "err", err)
-	}
-	if delta.Requests < 0 || delta.Input < 0 || delta.Output < 0 {
-		g.s.released()
-	}
+	g.Settle(ctx, actual, nil)
 }
 
 // release gives the whole estimate back: the turn never ran.
@@ -63,7 +51,7 @@ func (g *Grant) release(ctx context.Context) {
 		return
 	}
 	if !g.est.zero() {
-		if err := g.s.buckets.Adjust(ctx, g.Key, g.est.neg()); err != nil {
+		if err := g.s.buckets.Settle(ctx, g.Key, g.est.neg(), Unreported()); err != nil {
 			g.s.log.ErrorContext(ctx, "ratelimit: giving back a turn's take", "key", g.Key.ID, "err", err)
 		}
 	}
@@ -108,7 +96,7 @@ func (g *Grant) Observe(ctx context.Context, h http.Header) {
 	if !ok {
 		return
 	}
-	if err := g.s.buckets.Sync(ctx, g.Key, r); err != nil {
+	if err := g.s.buckets.Settle(ctx, g.Key, Cost{}, r); err != nil {
 		g.s.log.ErrorContext(ctx, "ratelimit: syncing a key with its rate-limit headers", "key", g.Key.ID, "err", err)
 	}
 }

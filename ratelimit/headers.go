@@ -27,7 +27,7 @@ var remainingHeaders = []struct {
 // x-ratelimit-remaining-* headers of an upstream reply; ok is false when
 // none holds a count. A header that is not a non-negative integer is taken
 // as not reported: a provider's odd header must never make gatekeeper
-// think more is left, and Sync only ever lowers.
+// think more is left, and Settle only ever lowers.
 func ParseHeaders(h http.Header) (r Remaining, ok bool) {
 	r = Unreported()
 	for _, rh := range remainingHeaders {

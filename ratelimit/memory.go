@@ -184,15 +184,6 @@ func (st *memKey) headroom(now time.Time) float64 {
 	return max(h, 0)
 }
 
-// Adjust implements Buckets.
-func (m *Memory) Adjust(ctx context.Context, k Key, delta Cost) error {
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.key(k, now).adjust(now, delta)
-	return nil
-}
-
 // adjust moves st's buckets by delta. m.mu is held.
 func (st *memKey) adjust(now time.Time, delta Cost) {
 	n := amounts(delta)
@@ -221,15 +212,6 @@ func (m *Memory) Cool(ctx context.Context, k Key, d time.Duration) error {
 	if until := now.Add(d); until.After(st.cooledUntil) {
 		st.cooledUntil = until
 	}
-	return nil
-}
-
-// Sync implements Buckets.
-func (m *Memory) Sync(ctx context.Context, k Key, r Remaining) error {
-	now := m.now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.key(k, now).sync(now, r)
 	return nil
 }
 

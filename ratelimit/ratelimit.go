@@ -54,24 +54,20 @@ type Buckets interface {
 	// c would fit (at least 1ms; at most MaxTakeWait, which is also what
 	// a cost larger than the burst gets).
 	Take(ctx context.Context, k Key, c Cost) (ok bool, wait time.Duration, err error)
-	// Adjust corrects an earlier Take by delta (measured minus
-	// estimated; may be negative, which gives capacity back, never above
-	// full).
-	Adjust(ctx context.Context, k Key, delta Cost) error
 	// Headroom is the fraction (0..1) left now in k's tightest limited
 	// dimension; 1 when k has no limits. A cooled key has headroom 0.
 	Headroom(ctx context.Context, k Key) (float64, error)
 	// Cool makes k unavailable until now+d (an upstream 429/529 with
 	// Retry-After d).
 	Cool(ctx context.Context, k Key, d time.Duration) error
-	// Sync lowers k's view of what is left to what the provider reports
-	// (a dimension < 0 in r means not reported).
-	Sync(ctx context.Context, k Key, r Remaining) error
-	// Settle is Adjust by delta and then Sync to r as one step, in that
-	// order: a provider's headers already count the turn being settled,
-	// so synced after the correction they only lower what the correction
-	// leaves, never take the turn twice. r reporting no dimension
-	// (Unreported) syncs nothing.
+	// Settle corrects an earlier Take by delta (measured minus
+	// estimated; may be negative, which gives capacity back, never above
+	// full), and then lowers k's view of what is left to what the
+	// provider reports in r (a dimension < 0 means not reported), as one
+	// step and in that order: a provider's headers already count the turn
+	// being settled, so synced after the correction they only lower what
+	// the correction leaves, never take the turn twice. A zero delta only
+	// syncs; r reporting no dimension (Unreported) only corrects.
 	Settle(ctx context.Context, k Key, delta Cost, r Remaining) error
 }
 

@@ -100,16 +100,6 @@ func (r *Redis) takeHeadroom(ctx context.Context, k Key, c Cost) (bool, time.Dur
 	return false, clampWait(time.Duration(ints[1]) * time.Millisecond), h, nil
 }
 
-// Adjust implements Buckets.
-func (r *Redis) Adjust(ctx context.Context, k Key, delta Cost) error {
-	if k.Limits.unlimited() || delta.zero() {
-		return nil
-	}
-	n := amounts(delta)
-	v, err := r.run(ctx, adjustScript, k, n[0], n[1], n[2])
-	return checkZero("adjust", k, v, err)
-}
-
 // Headroom implements Buckets.
 func (r *Redis) Headroom(ctx context.Context, k Key) (float64, error) {
 	v, err := r.run(ctx, headroomScript, k)
@@ -165,16 +155,6 @@ func (r *Redis) Cool(ctx context.Context, k Key, d time.Duration) error {
 	}
 	v, err := r.run(ctx, coolScript, k, d.Milliseconds()+1)
 	return checkZero("cool", k, v, err)
-}
-
-// Sync implements Buckets.
-func (r *Redis) Sync(ctx context.Context, k Key, rem Remaining) error {
-	if k.Limits.unlimited() {
-		return nil
-	}
-	left := reported(rem)
-	v, err := r.run(ctx, syncScript, k, left[0], left[1], left[2])
-	return checkZero("sync", k, v, err)
 }
 
 // Settle implements Buckets in one round trip.

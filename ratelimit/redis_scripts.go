@@ -131,13 +131,6 @@ local function sync(base)
 end
 `
 
-// adjustScript adjusts by ARGV[4..6]. Answers 0.
-var adjustScript = newScript(gcraLua + adjustLua + `
-adjust(3)
-save()
-return 0
-`)
-
 // headroomScript answers the key's headroom in millionths.
 var headroomScript = newScript(gcraLua + `
 return headroom()
@@ -148,13 +141,6 @@ return headroom()
 var coolScript = newScript(gcraLua + `
 local untl = now + tonumber(ARGV[4]) * 1000
 if untl > cool then cool = untl end
-save()
-return 0
-`)
-
-// syncScript syncs to ARGV[4..6]. Answers 0.
-var syncScript = newScript(gcraLua + syncLua + `
-sync(3)
 save()
 return 0
 `)
