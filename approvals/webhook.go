@@ -151,29 +151,13 @@ func (w *Webhook) send(ctx context.Context, event string, r *Request) error {
 		return fmt.Errorf("approvals: webhook %s: %w", event, err)
 	}
 	id := "msg_" + r.ID + "_" + strings.TrimPrefix(event, "approval.")
-	var last error
-	for attempt := range webhookAttempts {
-		if attempt > 0 {
-			delay := backoff(attempt)
-			var ra *retryAfterError
-			if errors.As(last, &ra) {
-				delay = ra.after
-			}
-			if err := w.wait(ctx, delay); err != nil {
-				return errors.Join(last, err)
-			}
-		}
+	return retrying(ctx, webhookAttempts, w.wait, func(attempt int) (bool, error) {
 		retry, err := w.try(ctx, id, body)
-		if err == nil {
-			return nil
+		if err != nil {
+			w.log.Warn("webhook delivery failed", "approval_id", r.ID, "event", event, "attempt", attempt+1, "err", err)
 		}
-		last = err
-		w.log.Warn("webhook delivery failed", "approval_id", r.ID, "event", event, "attempt", attempt+1, "err", err)
-		if !retry || ctx.Err() != nil {
-			break
-		}
-	}
-	return last
+		return retry, err
+	})
 }
 
 // try makes one delivery; retry says whether another may succeed.
