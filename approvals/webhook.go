@@ -40,7 +40,6 @@ const WebhookTolerance = 5 * time.Minute
 const (
 	webhookAttempts    = 4
 	webhookAttemptTime = 10 * time.Second
-	webhookSecretPfx   = "whsec_"
 )
 
 // ErrWebhookSecret says a webhook secret is not "whsec_" + base64 of a
@@ -113,7 +112,7 @@ func NewWebhook(cfg config.Webhook, opts ...WebhookOption) (*Webhook, error) {
 
 // webhookKey decodes a "whsec_<base64>" secret.
 func webhookKey(secret string) ([]byte, error) {
-	enc, ok := strings.CutPrefix(secret, webhookSecretPfx)
+	enc, ok := strings.CutPrefix(secret, config.WebhookSecretPrefix)
 	if !ok {
 		return nil, ErrWebhookSecret
 	}
