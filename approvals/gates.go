@@ -29,7 +29,6 @@ type Gate struct {
 
 	program cel.Program // full evaluation
 	partial cel.Program // with tool.input unknown, for CouldMatch
-	env     *cel.Env
 }
 
 // Gates are the compiled gates of config, in config order: the first that
@@ -162,7 +161,6 @@ func compileGate(env *cel.Env, cg config.Gate) (*Gate, []string) {
 		Tenants:       slices.Clone(cg.Tenants),
 		program:       program,
 		partial:       partial,
-		env:           env,
 	}, nil
 }
 
