@@ -214,13 +214,16 @@ func (g *Gates) CouldMatch(tenant, toolName string, in Input) bool {
 		return false
 	}
 	in.Tenant, in.ToolName = tenant, toolName
+	var vars cel.PartialActivation // the same for every gate: built once, at the first that applies
 	for _, gate := range g.gates {
 		if !gate.applies(tenant) {
 			continue
 		}
-		vars, err := cel.PartialVars(in.vars(false), cel.AttributePattern("tool").QualString("input"))
-		if err != nil {
-			return true
+		if vars == nil {
+			var err error
+			if vars, err = cel.PartialVars(in.vars(false), cel.AttributePattern("tool").QualString("input")); err != nil {
+				return true
+			}
 		}
 		out, _, err := gate.partial.Eval(vars)
 		if err != nil || out == nil {
