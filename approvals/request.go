@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // approverPrefix marks an admin token's approver role for a group:
@@ -218,10 +217,5 @@ const MaxPreview = 500
 // Preview is a human-readable one-line view of call, at most MaxPreview
 // characters: the tool's name and its canonical arguments.
 func Preview(c Call) string {
-	s := c.Name + " " + string(c.Input)
-	if utf8.RuneCountInString(s) <= MaxPreview {
-		return s
-	}
-	runes := []rune(s)
-	return string(runes[:MaxPreview-1]) + "…"
+	return truncate(c.Name+" "+string(c.Input), MaxPreview)
 }
