@@ -33,6 +33,17 @@ func covers(held, required []string) []string {
 // CanVote reports whether someone holding roles may vote on r.
 func (r *Request) CanVote(roles []string) bool { return len(covers(roles, r.Roles)) > 0 }
 
+// Approving returns how many votes on r approve, before any quorum rule.
+func (r *Request) Approving() int {
+	n := 0
+	for _, v := range r.Votes {
+		if v.Approve {
+			n++
+		}
+	}
+	return n
+}
+
 // Decided reports whether r is no longer pending.
 func (r *Request) Decided() bool { return r.State != Pending }
 
