@@ -148,19 +148,13 @@ func (s *Service) Vote(ctx context.Context, id string, v Vote) (*Request, error)
 	var castErr error
 	var changed bool
 	r, err := s.o.Store.Update(ctx, id, func(r *Request) error {
-		changed, castErr = false, nil
 		was := r.State
-		_, err := r.Cast(v, s.now())
-		if errors.Is(err, ErrExpired) {
-			castErr = err
-			changed = was != r.State
+		_, castErr = r.Cast(v, s.now())
+		changed = was != r.State
+		if errors.Is(castErr, ErrExpired) {
 			return nil // keep the expiry
 		}
-		if err != nil {
-			return err
-		}
-		changed = was != r.State
-		return nil
+		return castErr
 	})
 	if err != nil {
 		return nil, err
