@@ -6,11 +6,13 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"gatekeeper/config"
 )
 
 // approverPrefix marks an admin token's approver role for a group:
 // "approver:secops" lets its holder vote as "secops".
-const approverPrefix = "approver:"
+const approverPrefix = config.RoleApprover + ":"
 
 // RoleName returns the role a config role stands for: "approver:secops" and
 // "secops" are the same role.
