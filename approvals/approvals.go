@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"time"
 
 	"gatekeeper/trajectory"
@@ -210,12 +211,7 @@ func (r *Request) Clone() *Request {
 		t := *r.DecidedAt
 		c.DecidedAt = &t
 	}
-	if r.Channels != nil {
-		c.Channels = make(map[string]string, len(r.Channels))
-		for k, v := range r.Channels {
-			c.Channels[k] = v
-		}
-	}
+	c.Channels = maps.Clone(r.Channels)
 	return &c
 }
 

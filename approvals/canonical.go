@@ -10,6 +10,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -128,15 +129,7 @@ func canonicalObject(dec *json.Decoder, out []byte, depth int) ([]byte, error) {
 	if _, err := dec.Token(); err != nil { // '}'
 		return nil, err
 	}
-	slices.SortFunc(members, func(a, b member) int {
-		switch {
-		case a.key < b.key:
-			return -1
-		case a.key > b.key:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
 	out = append(out, '{')
 	for i, m := range members {
 		if i > 0 {

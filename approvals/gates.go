@@ -29,7 +29,6 @@ type Gate struct {
 
 	program cel.Program // full evaluation
 	partial cel.Program // with tool.input unknown, for CouldMatch
-	env     *cel.Env
 }
 
 // Gates are the compiled gates of config, in config order: the first that
@@ -162,7 +161,6 @@ func compileGate(env *cel.Env, cg config.Gate) (*Gate, []string) {
 		Tenants:       slices.Clone(cg.Tenants),
 		program:       program,
 		partial:       partial,
-		env:           env,
 	}, nil
 }
 
@@ -216,13 +214,16 @@ func (g *Gates) CouldMatch(tenant, toolName string, in Input) bool {
 		return false
 	}
 	in.Tenant, in.ToolName = tenant, toolName
+	var vars cel.PartialActivation // the same for every gate: built once, at the first that applies
 	for _, gate := range g.gates {
 		if !gate.applies(tenant) {
 			continue
 		}
-		vars, err := cel.PartialVars(in.vars(false), cel.AttributePattern("tool").QualString("input"))
-		if err != nil {
-			return true
+		if vars == nil {
+			var err error
+			if vars, err = cel.PartialVars(in.vars(false), cel.AttributePattern("tool").QualString("input")); err != nil {
+				return true
+			}
 		}
 		out, _, err := gate.partial.Eval(vars)
 		if err != nil || out == nil {

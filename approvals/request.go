@@ -6,12 +6,13 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"gatekeeper/config"
 )
 
 // approverPrefix marks an admin token's approver role for a group:
 // "approver:secops" lets its holder vote as "secops".
-const approverPrefix = "approver:"
+const approverPrefix = config.RoleApprover + ":"
 
 // RoleName returns the role a config role stands for: "approver:secops" and
 // "secops" are the same role.
@@ -33,6 +34,17 @@ func covers(held, required []string) []string {
 
 // CanVote reports whether someone holding roles may vote on r.
 func (r *Request) CanVote(roles []string) bool { return len(covers(roles, r.Roles)) > 0 }
+
+// Approving returns how many votes on r approve, before any quorum rule.
+func (r *Request) Approving() int {
+	n := 0
+	for _, v := range r.Votes {
+		if v.Approve {
+			n++
+		}
+	}
+	return n
+}
 
 // Decided reports whether r is no longer pending.
 func (r *Request) Decided() bool { return r.State != Pending }
@@ -218,10 +230,5 @@ const MaxPreview = 500
 // Preview is a human-readable one-line view of call, at most MaxPreview
 // characters: the tool's name and its canonical arguments.
 func Preview(c Call) string {
-	s := c.Name + " " + string(c.Input)
-	if utf8.RuneCountInString(s) <= MaxPreview {
-		return s
-	}
-	runes := []rune(s)
-	return string(runes[:MaxPreview-1]) + "…"
+	return truncate(c.Name+" "+string(c.Input), MaxPreview)
 }

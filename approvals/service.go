@@ -10,12 +10,12 @@ import (
 	"sync"
 	"time"
 
+	"gatekeeper/config"
 	"gatekeeper/trajectory"
 )
 
-// Defaults of the Service.
+// Bounds of the Service.
 const (
-	DefaultMaxPending = 16
 	// notifyTimeout bounds one notification: a slow channel never holds a
 	// goroutine for long, and never the turn at all.
 	notifyTimeout = 10 * time.Second
@@ -36,7 +36,7 @@ type ServiceOptions struct {
 	// Decided is called once for every request decided (telemetry).
 	Decided func(r *Request)
 	// MaxPending bounds the pending requests per trajectory root; 0 means
-	// DefaultMaxPending.
+	// config.DefaultMaxPending.
 	MaxPending int
 }
 
@@ -57,7 +57,7 @@ type Service struct {
 // NewService returns a Service over o.Store.
 func NewService(o ServiceOptions) *Service {
 	if o.MaxPending <= 0 {
-		o.MaxPending = DefaultMaxPending
+		o.MaxPending = config.DefaultMaxPending
 	}
 	s := &Service{o: o, now: o.Clock, log: o.Logger, wake: make(chan struct{}, 1)}
 	if s.now == nil {
@@ -148,19 +148,13 @@ func (s *Service) Vote(ctx context.Context, id string, v Vote) (*Request, error)
 	var castErr error
 	var changed bool
 	r, err := s.o.Store.Update(ctx, id, func(r *Request) error {
-		changed, castErr = false, nil
 		was := r.State
-		_, err := r.Cast(v, s.now())
-		if errors.Is(err, ErrExpired) {
-			castErr = err
-			changed = was != r.State
+		_, castErr = r.Cast(v, s.now())
+		changed = was != r.State
+		if errors.Is(castErr, ErrExpired) {
 			return nil // keep the expiry
 		}
-		if err != nil {
-			return err
-		}
-		changed = was != r.State
-		return nil
+		return castErr
 	})
 	if err != nil {
 		return nil, err

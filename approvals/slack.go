@@ -173,28 +173,12 @@ func (s *Slack) call(ctx context.Context, method string, body any) (*slackReply,
 	if err != nil {
 		return nil, fmt.Errorf("approvals: slack %s: %w", method, err)
 	}
-	var last error
-	for attempt := range slackAttempts {
-		if attempt > 0 {
-			delay := backoff(attempt)
-			var ra *retryAfterError
-			if errors.As(last, &ra) {
-				delay = ra.after
-			}
-			if err := s.wait(ctx, delay); err != nil {
-				return nil, errors.Join(last, err)
-			}
-		}
-		reply, retry, err := s.try(ctx, method, payload)
-		if err == nil {
-			return reply, nil
-		}
-		last = err
-		if !retry || ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, last
+	var reply *slackReply
+	err = retrying(ctx, slackAttempts, s.wait, func(int) (retry bool, err error) {
+		reply, retry, err = s.try(ctx, method, payload)
+		return retry, err
+	})
+	return reply, err
 }
 
 // try makes one Web API call; retry says whether another try may succeed.
@@ -263,6 +247,35 @@ func parseRetryAfter(v string) (time.Duration, bool) {
 	}
 	d := time.Duration(n) * time.Second
 	return d, d <= slackMaxRetryAfter
+}
+
+// retrying runs try (attempt 0, 1, ...) up to attempts times while it fails with retry set and
+// ctx lasts, waiting before each retry the Retry-After the last failure
+// carried, else the backoff. It returns the last failure, joined with
+// ctx's error when ctx ended a wait.
+func retrying(ctx context.Context, attempts int, wait func(context.Context, time.Duration) error, try func(attempt int) (retry bool, err error)) error {
+	var last error
+	for attempt := range attempts {
+		if attempt > 0 {
+			delay := backoff(attempt)
+			var ra *retryAfterError
+			if errors.As(last, &ra) {
+				delay = ra.after
+			}
+			if err := wait(ctx, delay); err != nil {
+				return errors.Join(last, err)
+			}
+		}
+		retry, err := try(attempt)
+		if err == nil {
+			return nil
+		}
+		last = err
+		if !retry || ctx.Err() != nil {
+			break
+		}
+	}
+	return last
 }
 
 // backoff is the wait before try number attempt (1, 2, ...): 500 ms doubling.

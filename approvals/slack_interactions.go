@@ -232,14 +232,7 @@ func voteOutcome(r *Request, approve bool) string {
 	case Denied:
 		return "You denied " + r.ID + ": the call will not be delivered."
 	case Pending:
-		n := 0
-		for _, v := range r.Votes {
-			if v.Approve {
-				n++
-			}
-		}
-		q := max(r.Quorum, 1)
-		return fmt.Sprintf("Your approval of %s is recorded (%d of %d).", r.ID, n, q)
+		return fmt.Sprintf("Your approval of %s is recorded (%d of %d).", r.ID, r.Approving(), max(r.Quorum, 1))
 	}
 	if approve {
 		return "Your approval was recorded; the request is " + string(r.State) + "."

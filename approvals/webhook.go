@@ -40,7 +40,6 @@ const WebhookTolerance = 5 * time.Minute
 const (
 	webhookAttempts    = 4
 	webhookAttemptTime = 10 * time.Second
-	webhookSecretPfx   = "whsec_"
 )
 
 // ErrWebhookSecret says a webhook secret is not "whsec_" + base64 of a
@@ -113,7 +112,7 @@ func NewWebhook(cfg config.Webhook, opts ...WebhookOption) (*Webhook, error) {
 
 // webhookKey decodes a "whsec_<base64>" secret.
 func webhookKey(secret string) ([]byte, error) {
-	enc, ok := strings.CutPrefix(secret, webhookSecretPfx)
+	enc, ok := strings.CutPrefix(secret, config.WebhookSecretPrefix)
 	if !ok {
 		return nil, ErrWebhookSecret
 	}
@@ -151,29 +150,13 @@ func (w *Webhook) send(ctx context.Context, event string, r *Request) error {
 		return fmt.Errorf("approvals: webhook %s: %w", event, err)
 	}
 	id := "msg_" + r.ID + "_" + strings.TrimPrefix(event, "approval.")
-	var last error
-	for attempt := range webhookAttempts {
-		if attempt > 0 {
-			delay := backoff(attempt)
-			var ra *retryAfterError
-			if errors.As(last, &ra) {
-				delay = ra.after
-			}
-			if err := w.wait(ctx, delay); err != nil {
-				return errors.Join(last, err)
-			}
-		}
+	return retrying(ctx, webhookAttempts, w.wait, func(attempt int) (bool, error) {
 		retry, err := w.try(ctx, id, body)
-		if err == nil {
-			return nil
+		if err != nil {
+			w.log.Warn("webhook delivery failed", "approval_id", r.ID, "event", event, "attempt", attempt+1, "err", err)
 		}
-		last = err
-		w.log.Warn("webhook delivery failed", "approval_id", r.ID, "event", event, "attempt", attempt+1, "err", err)
-		if !retry || ctx.Err() != nil {
-			break
-		}
-	}
-	return last
+		return retry, err
+	})
 }
 
 // try makes one delivery; retry says whether another may succeed.

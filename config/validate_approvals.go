@@ -43,14 +43,7 @@ func (v *validator) gates(gs []Gate, tenants []Tenant) {
 	names := map[string]string{}
 	for i, g := range gs {
 		at := indexPath("gates", i)
-		switch {
-		case strings.TrimSpace(g.Name) == "":
-			v.add(fieldPath(at, "name"), "empty")
-		case names[g.Name] != "":
-			v.add(fieldPath(at, "name"), "duplicate gate name (also %s)", names[g.Name])
-		default:
-			names[g.Name] = at
-		}
+		v.unique(names, at, "name", "gate name", g.Name)
 		if strings.TrimSpace(g.When) == "" {
 			v.add(fieldPath(at, "when"), "empty (want a CEL condition, e.g. tool.name == \"Bash\")")
 		}
@@ -76,6 +69,19 @@ func (v *validator) gates(gs []Gate, tenants []Tenant) {
 		default:
 			v.add(fieldPath(at, "on_refusal"), "unknown value %s (want continue or end_turn)", v.show(fieldPath(at, "on_refusal"), g.OnRefusal))
 		}
+	}
+}
+
+// unique checks field key of the item at: not blank, and not the value of
+// an earlier item. seen maps each value to the item that had it first.
+func (v *validator) unique(seen map[string]string, at, key, what, value string) {
+	switch {
+	case strings.TrimSpace(value) == "":
+		v.add(fieldPath(at, key), "empty")
+	case seen[value] != "":
+		v.add(fieldPath(at, key), "duplicate %s (also %s)", what, seen[value])
+	default:
+		seen[value] = at
 	}
 }
 
@@ -135,22 +141,8 @@ func (v *validator) slack(s Slack) {
 	names := map[string]string{}
 	for i, u := range s.Users {
 		uf := indexPath(at+".users", i)
-		switch {
-		case strings.TrimSpace(u.SlackID) == "":
-			v.add(fieldPath(uf, "slack_id"), "empty")
-		case ids[u.SlackID] != "":
-			v.add(fieldPath(uf, "slack_id"), "duplicate Slack user (also %s)", ids[u.SlackID])
-		default:
-			ids[u.SlackID] = uf
-		}
-		switch {
-		case strings.TrimSpace(u.Name) == "":
-			v.add(fieldPath(uf, "name"), "empty")
-		case names[u.Name] != "":
-			v.add(fieldPath(uf, "name"), "duplicate approver name (also %s)", names[u.Name])
-		default:
-			names[u.Name] = uf
-		}
+		v.unique(ids, uf, "slack_id", "Slack user", u.SlackID)
+		v.unique(names, uf, "name", "approver name", u.Name)
 		v.roles(fieldPath(uf, "roles"), u.Roles)
 	}
 }

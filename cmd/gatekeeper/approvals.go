@@ -77,7 +77,7 @@ func runApprovals(ctx context.Context, args []string, getenv func(string) string
 				return err
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", r.ID, r.State, r.Gate, r.Call.Name, r.Trajectory,
-				approvingVotes(&r), r.Quorum, r.ExpiresAt.Format(time.RFC3339))
+				r.Approving(), r.Quorum, r.ExpiresAt.Format(time.RFC3339))
 		}
 		return tw.Flush()
 	case "show":
@@ -104,16 +104,6 @@ func runApprovals(ctx context.Context, args []string, getenv func(string) string
 		return printApproval(stdout, raw, *asJSON)
 	}
 	return fmt.Errorf("unknown verb %q: use ls, show, approve or deny", verb)
-}
-
-func approvingVotes(r *approvals.Request) int {
-	n := 0
-	for _, v := range r.Votes {
-		if v.Approve {
-			n++
-		}
-	}
-	return n
 }
 
 // printApproval prints a request the admin API returned, as JSON or as a
