@@ -106,8 +106,7 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base []byt
 }
 
 // callUpstream sends t's body to its provider as the reverse proxy would
-// (the key swapped, gatekeeper's headers dropped, everything else the
-// client sent kept) and reads the whole reply, bounded by
+// (providerHeader, after the hop-by-hop headers are dropped) and reads the whole reply, bounded by
 // approvals.max_held_bytes.
 func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]byte, int, error) {
 	up := t.req.up
@@ -120,9 +119,7 @@ func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]
 	}
 	for k, v := range hdr {
 		lk := strings.ToLower(k)
-		switch {
-		case lk == "x-api-key" || lk == "authorization" || lk == "content-length" || lk == "accept-encoding",
-			strings.HasPrefix(lk, "x-gatekeeper-"), hopHeader(lk):
+		if lk == "content-length" || hopHeader(lk) {
 			continue
 		}
 		req.Header[k] = append([]string(nil), v...)
@@ -132,16 +129,8 @@ func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]
 	if err := t.acquireKey(ctx, nil); err != nil {
 		return nil, 0, err
 	}
-	if g := t.grant.Load(); g != nil {
-		setProviderKey(req.Header, up, up.pool.secrets[g.Key.ID])
-	} else {
-		setProviderKey(req.Header, up, up.pickKey())
-	}
-	req.Header.Set("Accept-Encoding", "identity")
+	providerHeader(req.Header, up, t)
 	req.Header.Set("Content-Length", strconv.Itoa(len(t.body)))
-	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header["User-Agent"] = nil
-	}
 	resp, err := s.transport.RoundTrip(req)
 	if err != nil {
 		return nil, 0, err
