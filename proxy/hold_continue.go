@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"gatekeeper/approvals"
@@ -106,8 +105,10 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base []byt
 }
 
 // callUpstream sends t's body to its provider as the reverse proxy would
-// (providerHeader, after the hop-by-hop headers are dropped) and reads the whole reply, bounded by
-// approvals.max_held_bytes.
+// (the client's headers less the hop-by-hop ones, through providerHeader)
+// and reads the whole reply, bounded by approvals.max_held_bytes. The
+// request's length is its body's: the transports take it from the
+// body, never from a Content-Length header.
 func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]byte, int, error) {
 	up := t.req.up
 	u := *up.target
@@ -118,8 +119,7 @@ func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]
 		return nil, 0, err
 	}
 	for k, v := range hdr {
-		lk := strings.ToLower(k)
-		if lk == "content-length" || hopHeader(lk) {
+		if hopHeader(strings.ToLower(k)) {
 			continue
 		}
 		req.Header[k] = append([]string(nil), v...)
@@ -130,7 +130,6 @@ func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]
 		return nil, 0, err
 	}
 	providerHeader(req.Header, up, t)
-	req.Header.Set("Content-Length", strconv.Itoa(len(t.body)))
 	resp, err := s.transport.RoundTrip(req)
 	if err != nil {
 		return nil, 0, err
