@@ -101,15 +101,7 @@ func controlTrials(b *testing.B, streamVia, controlVia string, upstreamDone chan
 	var toAbort, toEnd []time.Duration
 	for i := 0; i < b.N; i++ {
 		id := fmt.Sprintf("lat-%d-%d", time.Now().UnixNano(), i)
-		req, _ := http.NewRequest("POST", streamVia+"/t/"+id+"/anthropic/v1/messages", strings.NewReader(anthropicReq(true, "clean up")))
-		for j := 0; j+1 < len(anthropicHdr); j += 2 {
-			req.Header.Set(anthropicHdr[j], anthropicHdr[j+1])
-		}
-		req.Header.Set("X-Mock-Turn", spec)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
+		resp := startTurn(b, streamVia, id, spec)
 		buf := make([]byte, 512)
 		if _, err := resp.Body.Read(buf); err != nil { // the stream has begun
 			b.Fatal(err)
@@ -146,6 +138,24 @@ func controlTrials(b *testing.B, streamVia, controlVia string, upstreamDone chan
 }
 
 // pct is the p-th percentile of ds in milliseconds.
+// startTurn sends trajectory id's streamed Anthropic turn, scripted by
+// spec, to the gatekeeper at base and returns its reply as it begins.
+func startTurn(b *testing.B, base, id, spec string) *http.Response {
+	req, err := http.NewRequest("POST", base+"/t/"+id+"/anthropic/v1/messages", strings.NewReader(anthropicReq(true, "clean up")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for j := 0; j+1 < len(anthropicHdr); j += 2 {
+		req.Header.Set(anthropicHdr[j], anthropicHdr[j+1])
+	}
+	req.Header.Set("X-Mock-Turn", spec)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return resp
+}
+
 func pct(ds []time.Duration, p int) float64 {
 	if len(ds) == 0 {
 		return 0

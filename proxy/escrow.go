@@ -82,6 +82,20 @@ func errApprovalsDown(err error) *HTTPError {
 		Msg: "a tool call in this reply needs approval and gatekeeper could not hold it for approval; retry shortly"}
 }
 
+// errHeldDelivered is what a request of a held turn gets when another
+// request of the same turn already took the decided reply.
+func errHeldDelivered() *HTTPError {
+	return &HTTPError{Code: http.StatusConflict, Type: errInvalidRequest, NoRetry: true,
+		Msg: "this turn's reply, held for approval, was delivered to another request of the same turn"}
+}
+
+// errHeldClosing is what a non-streamed request waiting on a held turn
+// gets when gatekeeper shuts down: the hold stays for its retry.
+func errHeldClosing() *HTTPError {
+	return &HTTPError{Code: http.StatusServiceUnavailable, Type: errUpstream, RetryAfter: time.Second,
+		Msg: "gatekeeper is restarting while this turn waits for approval; retry to re-attach"}
+}
+
 // turnKey is the held turn's key: SHA-256 over the request's conversation
 // and tools, and nothing that a retry may change (stream, stream_options,
 // max_tokens, metadata). It is computed on the agent's body as it came,

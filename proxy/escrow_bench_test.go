@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -101,15 +100,7 @@ func releaseTrials(b *testing.B, svc *approvals.Service, gk string) {
 	var lat []time.Duration
 	for i := 0; i < b.N; i++ {
 		id := fmt.Sprintf("rel-%d-%d", time.Now().UnixNano(), i)
-		req, _ := http.NewRequest("POST", gk+"/t/"+id+"/anthropic/v1/messages", strings.NewReader(anthropicReq(true, "clean up")))
-		for j := 0; j+1 < len(anthropicHdr); j += 2 {
-			req.Header.Set(anthropicHdr[j], anthropicHdr[j+1])
-		}
-		req.Header.Set("X-Mock-Turn", spec)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
+		resp := startTurn(b, gk, id, spec)
 		rd := bufio.NewReader(resp.Body)
 		// The hold's first keepalive comes as it opens, after the text
 		// (the provider's own ping comes before it).

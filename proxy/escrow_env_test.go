@@ -118,6 +118,36 @@ func (a *antStream) wait(t *testing.T) anthropic.Message {
 	return a.msg
 }
 
+// antCall is a non-streamed Messages.New running in the background.
+type antCall struct {
+	done chan struct{}
+	msg  *anthropic.Message
+	err  error
+}
+
+func startAntCall(ctx context.Context, c anthropic.Client, p anthropic.MessageNewParams) *antCall {
+	a := &antCall{done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		a.msg, a.err = c.Messages.New(ctx, p)
+	}()
+	return a
+}
+
+// wait waits (at most 20 s) for the call's reply.
+func (a *antCall) wait(t *testing.T) anthropic.Message {
+	t.Helper()
+	select {
+	case <-a.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no reply")
+	}
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	return *a.msg
+}
+
 // pending waits for n pending approval requests of trajectory id and
 // returns them.
 func (e *env) pending(t *testing.T, id string, n int) []*approvals.Request {

@@ -37,28 +37,13 @@ func TestEscrowEndTurn(t *testing.T) {
 				}
 				m = s.wait(t)
 			} else {
-				got := make(chan *anthropic.Message, 1)
-				go func() {
-					m, err := c.Messages.New(ctxT(t), bashParams("clean up"))
-					if err != nil {
-						t.Error(err)
-					}
-					got <- m
-				}()
+				call := startAntCall(ctxT(t), c, bashParams("clean up"))
 				r := e.pending(t, "esc-end", 1)[0]
 				e.waitState(t, "esc-end", trajectory.AwaitingApproval)
 				if code := e.adminVote(t, r.ID, carolToken, "deny"); code != 200 {
 					t.Fatalf("deny: %d", code)
 				}
-				select {
-				case p := <-got:
-					if p == nil {
-						t.FailNow()
-					}
-					m = *p
-				case <-time.After(20 * time.Second):
-					t.Fatal("no reply")
-				}
+				m = call.wait(t)
 			}
 			text := messageText(m)
 			if len(toolUses(m)) != 0 || m.StopReason != "end_turn" || !strings.Contains(text, "I will clean the build directory now.") ||
@@ -85,27 +70,14 @@ func TestEscrowJSONApprove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *anthropic.Message, 1)
-	go func() {
-		c := antClient(e.gk+"/t/esc-json/anthropic", vkA, spec)
-		m, err := c.Messages.New(ctxT(t), bashParams("clean"))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- m
-	}()
+	call := startAntCall(ctxT(t), antClient(e.gk+"/t/esc-json/anthropic", vkA, spec), bashParams("clean"))
 	r := e.pending(t, "esc-json", 1)[0]
 	e.waitState(t, "esc-json", trajectory.AwaitingApproval)
 	if code := e.adminVote(t, r.ID, carolToken, "approve"); code != 200 {
 		t.Fatalf("approve: %d", code)
 	}
-	select {
-	case m := <-got:
-		if m == nil || mustJSON(t, *m) != mustJSON(t, *direct) {
-			t.Fatalf("released body differs:\ndirect %s\nvia    %v", mustJSON(t, *direct), m)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("no reply")
+	if m := call.wait(t); mustJSON(t, m) != mustJSON(t, *direct) {
+		t.Fatalf("released body differs:\ndirect %s\nvia    %s", mustJSON(t, *direct), mustJSON(t, m))
 	}
 	e.waitState(t, "esc-json", trajectory.WaitingTool)
 }

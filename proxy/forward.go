@@ -43,8 +43,16 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest, up *upstream) {
 		out.URL.Path, out.URL.RawPath = p, base+rest
 	}
 	out.Host = ""
+	providerHeader(out.Header, up, st.turn)
+}
 
-	h := out.Header
+// providerHeader makes the agent's headers the provider's: the agent's
+// keys and gatekeeper's own headers dropped, the provider key put in (the
+// grant's key when the scheduler placed t on one), and for a turn its
+// trace context and a request for an uncompressed reply. The reverse
+// proxy and a held turn's continuation both send through it. t is nil for
+// pass-through requests.
+func providerHeader(h http.Header, up *upstream, t *turn) {
 	h.Del("X-Api-Key")
 	h.Del("Authorization")
 	for k := range h {
@@ -52,16 +60,16 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest, up *upstream) {
 			h.Del(k)
 		}
 	}
-	if st.turn != nil {
-		// The provider sees the turn's span as the caller of its call.
-		st.turn.tt.Inject(h)
-	}
-	if g := st.grantOf(); g != nil {
-		setProviderKey(h, up, up.pool.secrets[g.Key.ID])
-	} else {
+	if t == nil {
 		setProviderKey(h, up, up.pickKey())
-	}
-	if st.turn != nil {
+	} else {
+		// The provider sees the turn's span as the caller of its call.
+		t.tt.Inject(h)
+		if g := t.grant.Load(); g != nil {
+			setProviderKey(h, up, up.pool.secrets[g.Key.ID])
+		} else {
+			setProviderKey(h, up, up.pickKey())
+		}
 		// Replies are decoded while they stream: ask for them uncompressed.
 		h.Set("Accept-Encoding", "identity")
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"gatekeeper/approvals"
@@ -106,9 +105,10 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base []byt
 }
 
 // callUpstream sends t's body to its provider as the reverse proxy would
-// (the key swapped, gatekeeper's headers dropped, everything else the
-// client sent kept) and reads the whole reply, bounded by
-// approvals.max_held_bytes.
+// (the client's headers less the hop-by-hop ones, through providerHeader)
+// and reads the whole reply, bounded by approvals.max_held_bytes. The
+// request's length is its body's: the transports take it from the
+// body, never from a Content-Length header.
 func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]byte, int, error) {
 	up := t.req.up
 	u := *up.target
@@ -119,10 +119,7 @@ func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]
 		return nil, 0, err
 	}
 	for k, v := range hdr {
-		lk := strings.ToLower(k)
-		switch {
-		case lk == "x-api-key" || lk == "authorization" || lk == "content-length" || lk == "accept-encoding",
-			strings.HasPrefix(lk, "x-gatekeeper-"), hopHeader(lk):
+		if hopHeader(strings.ToLower(k)) {
 			continue
 		}
 		req.Header[k] = append([]string(nil), v...)
@@ -132,16 +129,7 @@ func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]
 	if err := t.acquireKey(ctx, nil); err != nil {
 		return nil, 0, err
 	}
-	if g := t.grant.Load(); g != nil {
-		setProviderKey(req.Header, up, up.pool.secrets[g.Key.ID])
-	} else {
-		setProviderKey(req.Header, up, up.pickKey())
-	}
-	req.Header.Set("Accept-Encoding", "identity")
-	req.Header.Set("Content-Length", strconv.Itoa(len(t.body)))
-	if _, ok := req.Header["User-Agent"]; !ok {
-		req.Header["User-Agent"] = nil
-	}
+	providerHeader(req.Header, up, t)
 	resp, err := s.transport.RoundTrip(req)
 	if err != nil {
 		return nil, 0, err

@@ -81,28 +81,22 @@ func (s *Server) holdLook(ctx context.Context, h *approvals.Hold) ([]*approvals.
 		return nil, false, &errRunStopped{rec: rec, kill: rec.ExitReason == trajectory.ExitKilled}
 	}
 	now := s.now()
-	reqs := make([]*approvals.Request, 0, len(h.Requests))
-	done, due := true, false
-	for _, id := range h.Requests {
-		r, err := s.esc.store.Get(ctx, id)
-		if err != nil {
-			return nil, false, err
-		}
-		if !r.Decided() {
-			done = false
-			due = due || !now.Before(r.ExpiresAt)
-		}
-		reqs = append(reqs, r)
+	reqs, done, err := s.holdLookRequests(ctx, h)
+	if err != nil || done {
+		return reqs, done, err
 	}
-	if due {
-		// Silence is denial: expire what is due now rather than wait for
-		// the service's sweep.
-		s.esc.svc.Sweep(ctx)
-		return s.holdLookRequests(ctx, h)
+	for _, r := range reqs {
+		if !r.Decided() && !now.Before(r.ExpiresAt) {
+			// Silence is denial: expire what is due now rather than wait
+			// for the service's sweep.
+			s.esc.svc.Sweep(ctx)
+			return s.holdLookRequests(ctx, h)
+		}
 	}
-	return reqs, done, nil
+	return reqs, false, nil
 }
 
+// holdLookRequests reads the hold's requests and whether all are decided.
 func (s *Server) holdLookRequests(ctx context.Context, h *approvals.Hold) ([]*approvals.Request, bool, error) {
 	reqs := make([]*approvals.Request, 0, len(h.Requests))
 	done := true

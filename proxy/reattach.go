@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"time"
 
 	"gatekeeper/approvals"
 	"gatekeeper/streaming"
@@ -85,8 +84,7 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 		case errors.Is(err, errServerClosing) && c.stream:
 			panic(http.ErrAbortHandler) // the agent retries elsewhere
 		case errors.Is(err, errServerClosing):
-			fail(&HTTPError{Code: http.StatusServiceUnavailable, Type: errUpstream, RetryAfter: time.Second,
-				Msg: "gatekeeper is restarting while this turn waits for approval; retry to re-attach"})
+			fail(errHeldClosing())
 			return
 		case err != nil:
 			fail(errApprovalsDown(err))
@@ -113,8 +111,7 @@ func (s *Server) deliverHeld(w http.ResponseWriter, r *http.Request, h *approval
 	hr, err := s.settleHold(ctx, h, reqs, c)
 	switch {
 	case errors.Is(err, errDelivered):
-		fail(&HTTPError{Code: http.StatusConflict, Type: errInvalidRequest, NoRetry: true,
-			Msg: "this turn's reply, held for approval, was delivered to another request of the same turn"})
+		fail(errHeldDelivered())
 		return nil
 	case err != nil:
 		c.log.LogAttrs(ctx, slog.LevelError, "settling a held turn failed", slog.String("error", err.Error()))
@@ -199,8 +196,7 @@ func (t *turn) holdJSON(resp *http.Response) error {
 		case err != nil && t.ctx.Err() != nil:
 			return t.ctx.Err() // the client went away; the hold stays
 		case errors.Is(err, errServerClosing):
-			return &HTTPError{Code: http.StatusServiceUnavailable, Type: errUpstream, RetryAfter: time.Second,
-				Msg: "gatekeeper is restarting while this turn waits for approval; retry to re-attach"}
+			return errHeldClosing()
 		case err != nil:
 			return errApprovalsDown(err)
 		case !done:
@@ -208,8 +204,7 @@ func (t *turn) holdJSON(resp *http.Response) error {
 		}
 		hr, err := s.settleHold(ctx, h, reqs, c)
 		if errors.Is(err, errDelivered) {
-			return &HTTPError{Code: http.StatusConflict, Type: errInvalidRequest, NoRetry: true,
-				Msg: "this turn's reply, held for approval, was delivered to another request of the same turn"}
+			return errHeldDelivered()
 		}
 		if err != nil {
 			return errApprovalsDown(err)

@@ -332,15 +332,6 @@ type reqState struct {
 	turn *turn // nil for pass-through
 }
 
-// grantOf is the rate-limit grant of a turn; nil for pass-through requests
-// and turns whose pool has no limits.
-func (st *reqState) grantOf() *ratelimit.Grant {
-	if st.turn == nil {
-		return nil
-	}
-	return st.turn.grant.Load()
-}
-
 func stateFrom(ctx context.Context) *reqState {
 	st, _ := ctx.Value(ctxKey{}).(*reqState)
 	return st
