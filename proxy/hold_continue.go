@@ -130,7 +130,12 @@ func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]
 		return nil, 0, err
 	}
 	providerHeader(req.Header, up, t)
-	resp, err := s.transport.RoundTrip(req)
+	// The same transport as the turn's own call: a provider refusal before
+	// any byte (429, 529, 503, no connection) moves the continuation to
+	// another key with room, and the reply's rate-limit headers reach the
+	// key's settle.
+	req = req.WithContext(context.WithValue(ctx, ctxKey{}, &reqState{req: t.req, turn: t}))
+	resp, err := keyedTransport{s: s, next: s.transport}.RoundTrip(req)
 	if err != nil {
 		return nil, 0, err
 	}
