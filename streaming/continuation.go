@@ -49,8 +49,9 @@ func Continuation(api API, request, reply []byte, streamed bool, results map[str
 			return nil, err
 		}
 	}
-	if !isObject(strings.TrimSpace(jsonView(body))) || !gjson.ValidBytes(body) {
-		return nil, fmt.Errorf("%w: %s reply body", ErrInvalidJSON, api)
+	js, err := replyObject(api, body)
+	if err != nil {
+		return nil, err
 	}
 	res, err := DecodeJSON(api, body)
 	if err != nil {
@@ -71,7 +72,7 @@ func Continuation(api API, request, reply []byte, streamed bool, results map[str
 		}
 		answers[i] = string(r)
 	}
-	reply1 := gjson.ParseBytes(body)
+	reply1 := gjson.Parse(js)
 	var items []string
 	switch api {
 	case APIAnthropic:

@@ -34,9 +34,9 @@ import (
 // A body that is not a reply of api (not JSON, an error body) fails with
 // an error wrapping ErrInvalidJSON.
 func RenderSSE(api API, body []byte) ([]byte, error) {
-	s := strings.TrimSpace(string(body))
-	if !isObject(s) || !gjson.Valid(s) {
-		return nil, fmt.Errorf("%w: %s reply body", ErrInvalidJSON, api)
+	s, err := replyObject(api, body)
+	if err != nil {
+		return nil, err
 	}
 	r := gjson.Parse(s)
 	switch api {

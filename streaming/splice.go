@@ -360,12 +360,14 @@ func spliceResponsesStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 // content and refusal text, Responses output items), cont's stop and tool
 // calls, usage summed.
 func SpliceJSON(api API, first, cont []byte) ([]byte, error) {
-	for _, b := range [][]byte{first, cont} {
-		if !isObject(strings.TrimSpace(jsonView(b))) || !gjson.ValidBytes(b) {
-			return nil, fmt.Errorf("%w: %s reply body", ErrInvalidJSON, api)
-		}
+	fs, err := replyObject(api, first)
+	if err != nil {
+		return nil, err
 	}
-	fs, cs := strings.TrimSpace(string(first)), strings.TrimSpace(string(cont))
+	cs, err := replyObject(api, cont)
+	if err != nil {
+		return nil, err
+	}
 	switch api {
 	case APIAnthropic:
 		var blocks []string
