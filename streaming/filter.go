@@ -156,9 +156,10 @@ func replyObject(api API, body []byte) (string, error) {
 	return jsonView(trimmed), nil
 }
 
-// refusesID reports whether RefuseCalls named the call with this id.
-func (f *CallFilter) refusesID(id string) bool {
-	return id != "" && slices.Contains(f.refuseIDs, id)
+// permitsCall judges a call by its id and its names: RefuseCalls named
+// neither its id, and permits passes its names.
+func (f *CallFilter) permitsCall(id string, names ...string) bool {
+	return (id == "" || !slices.Contains(f.refuseIDs, id)) && f.permits(names...)
 }
 
 // permits judges the names a call carries: every one must be allowed, and a
