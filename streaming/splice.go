@@ -92,16 +92,6 @@ func anthropicStopAt(evs []streamEvent) int {
 	return -1
 }
 
-// usage is the Message's final usage: message_start's overlaid with the
-// last message_delta's non-null members.
-func (m *anthropicMessage) usageJSON() string {
-	usage := gjson.Get(m.base, "usage").Raw
-	if !isObject(usage) {
-		usage = "{}"
-	}
-	return string(setMembers(nil, usage, m.usage...))
-}
-
 // keptBlocks counts the blocks of a Message the client gets with its
 // client calls left out.
 func (m *anthropicMessage) keptBlocks() int {
