@@ -58,18 +58,14 @@ func heldPrefix(api API, stream []byte, n int) ([]byte, *CallFilter, error) {
 	f.Hold()
 	var out []byte
 	i := 0
-	fn := func(ev *Event) error {
+	err = eachEvent(stream, func(ev *Event) error {
 		if i < n {
 			out = f.AppendEvent(out, *ev)
 		}
 		i++
 		return nil
-	}
-	r := NewReader(0)
-	if err := r.Feed(stream, fn); err != nil {
-		return nil, nil, err
-	}
-	if err := r.Finish(fn); err != nil {
+	})
+	if err != nil {
 		return nil, nil, err
 	}
 	return out, f, nil
