@@ -254,18 +254,12 @@ func spliceChatStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 	return appendEventFrame(out, "", []byte("[DONE]")), nil
 }
 
-// responsesCallItem reports whether an output item is a client call.
-func responsesCallItem(item gjson.Result) bool {
-	t := item.Get("type").Str
-	return t == "function_call" || t == "custom_tool_call"
-}
-
 // keptOutput is the raw items of a Response's output the client gets with
 // its client calls left out.
 func keptOutput(resp string) []string {
 	var kept []string
 	for _, it := range gjson.Get(resp, "output").Array() {
-		if !responsesCallItem(it) {
+		if _, server, call := callItem(it.Get("type").Str); !call || server {
 			kept = append(kept, it.Raw)
 		}
 	}
