@@ -204,15 +204,19 @@ func (m *anthropicMessage) body() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	usage := gjson.Get(m.base, "usage").Raw
-	if isObject(usage) {
-		usage = string(setMembers(nil, usage, m.usage...))
-	} else {
-		usage = string(setMembers(nil, "{}", m.usage...))
-	}
 	set := append([]rawMember{{"content", content}}, m.delta...)
-	set = append(set, rawMember{"usage", usage})
+	set = append(set, rawMember{"usage", m.usageJSON()})
 	return setMembers(nil, m.base, set...), nil
+}
+
+// usageJSON is the Message's final usage: message_start's overlaid with
+// the non-null usage members of its message_delta events.
+func (m *anthropicMessage) usageJSON() string {
+	usage := gjson.Get(m.base, "usage").Raw
+	if !isObject(usage) {
+		usage = "{}"
+	}
+	return string(setMembers(nil, usage, m.usage...))
 }
 
 // chatChoice is one choice of a ChatCompletion being assembled.

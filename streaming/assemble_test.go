@@ -10,7 +10,7 @@ import (
 // did not stop cleanly is refused.
 func TestAssembleJSON(t *testing.T) {
 	for _, api := range escrowAPIs {
-		streams := replyStreams(t, api)
+		streams := filterStreams(t, api)
 		for _, name := range sortedNames(streams) {
 			stream := streams[name]
 			t.Run(string(api)+"/"+name, func(t *testing.T) {

@@ -49,8 +49,9 @@ func Continuation(api API, request, reply []byte, streamed bool, results map[str
 			return nil, err
 		}
 	}
-	if !isObject(strings.TrimSpace(jsonView(body))) || !gjson.ValidBytes(body) {
-		return nil, fmt.Errorf("%w: %s reply body", ErrInvalidJSON, api)
+	js, err := replyObject(api, body)
+	if err != nil {
+		return nil, err
 	}
 	res, err := DecodeJSON(api, body)
 	if err != nil {
@@ -71,7 +72,7 @@ func Continuation(api API, request, reply []byte, streamed bool, results map[str
 		}
 		answers[i] = string(r)
 	}
-	reply1 := gjson.ParseBytes(body)
+	reply1 := gjson.Parse(js)
 	var items []string
 	switch api {
 	case APIAnthropic:
@@ -81,7 +82,7 @@ func Continuation(api API, request, reply []byte, streamed bool, results map[str
 	default:
 		items = responsesContinuation(reply1, calls, answers)
 	}
-	return appendConversation(api, request, items)
+	return appendConversation(api, request, []byte(strings.Join(items, ",")))
 }
 
 func anthropicContinuation(reply gjson.Result, calls []ToolCall, answers []string) []string {
@@ -157,50 +158,4 @@ func responsesContinuation(reply gjson.Result, calls []ToolCall, answers []strin
 		items = append(items, string(append(m, '}')))
 	}
 	return items
-}
-
-// appendConversation returns body with items added at the end of its
-// conversation ("messages", Responses "input"), every other byte as it
-// came. As in AppendNotice, the last member of that name is the one the
-// providers read.
-func appendConversation(api API, body []byte, items []string) ([]byte, error) {
-	key := "messages"
-	if api == APIResponses {
-		key = "input"
-	}
-	s := jsonView(body)
-	if err := checkObject(s, 0); err != nil {
-		return nil, err
-	}
-	val, ok := lastMember(s, key)
-	if !ok {
-		return nil, fmt.Errorf("%w: no %q", ErrNoConversation, key)
-	}
-	joined := strings.Join(items, ",")
-	switch {
-	case s[val.start] == '[':
-		at := val.end - 1
-		for at > val.start+1 && isSpaceByte(s[at-1]) {
-			at--
-		}
-		out := make([]byte, 0, len(body)+len(joined)+1)
-		out = append(out, body[:at]...)
-		if at > val.start+1 && joined != "" {
-			out = append(out, ',')
-		}
-		out = append(out, joined...)
-		return append(out, body[at:]...), nil
-	case api == APIResponses && s[val.start] == '"':
-		out := make([]byte, 0, len(body)+len(joined)+32)
-		out = append(out, body[:val.start]...)
-		out = append(out, `[{"role":"user","content":`...)
-		out = append(out, body[val.start:val.end]...)
-		out = append(out, '}')
-		if joined != "" {
-			out = append(append(out, ','), joined...)
-		}
-		out = append(out, ']')
-		return append(out, body[val.end:]...), nil
-	}
-	return nil, fmt.Errorf("%w: %q is not an array", ErrNoConversation, key)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -13,17 +12,8 @@ import (
 // escrowAPIs are the APIs every escrow function serves.
 var escrowAPIs = []API{APIAnthropic, APIChat, APIResponses}
 
-// replyStreams returns every stream of api in the package's testdata
-// (decoders' and filter's) and, when present, the recorded fixtures.
-func replyStreams(t *testing.T, api API) map[string][]byte {
-	t.Helper()
-	streams := decoderStreams(t, api)
-	for _, f := range testdataFiles(t, filepath.Join(filterTestdata, filterPrefix(api)+"*.sse")) {
-		streams["filter/"+filepath.Base(f)] = readFile(t, f)
-	}
-	return streams
-}
-
+// filterPrefix is how the names of api's streams in the filter's testdata
+// begin.
 func filterPrefix(api API) string {
 	switch api {
 	case APIAnthropic:

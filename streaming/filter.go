@@ -116,11 +116,10 @@ func (f *CallFilter) AppendEvent(dst []byte, ev Event) []byte {
 // to withhold is returned as it came; one that is not a JSON object fails
 // with an error wrapping ErrInvalidJSON.
 func (f *CallFilter) Body(body []byte) ([]byte, error) {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 || trimmed[0] != '{' || !gjson.ValidBytes(trimmed) {
-		return nil, fmt.Errorf("%w: %s reply body", ErrInvalidJSON, f.api)
+	js, err := replyObject(f.api, body)
+	if err != nil {
+		return nil, err
 	}
-	js := jsonView(trimmed)
 	var out []byte
 	switch f.api {
 	case APIAnthropic:
@@ -146,9 +145,21 @@ func (f *CallFilter) refuse(tc ToolCall) string {
 	return text
 }
 
-// refusesID reports whether RefuseCalls named the call with this id.
-func (f *CallFilter) refusesID(id string) bool {
-	return id != "" && slices.Contains(f.refuseIDs, id)
+// replyObject returns a whole reply body, less surrounding whitespace, as
+// a string viewing body's bytes; a body that is not a valid JSON object
+// fails with an error wrapping ErrInvalidJSON.
+func replyObject(api API, body []byte) (string, error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' || !gjson.ValidBytes(trimmed) {
+		return "", fmt.Errorf("%w: %s reply body", ErrInvalidJSON, api)
+	}
+	return jsonView(trimmed), nil
+}
+
+// permitsCall judges a call by its id and its names: RefuseCalls named
+// neither its id, and permits passes its names.
+func (f *CallFilter) permitsCall(id string, names ...string) bool {
+	return (id == "" || !slices.Contains(f.refuseIDs, id)) && f.permits(names...)
 }
 
 // permits judges the names a call carries: every one must be allowed, and a

@@ -195,7 +195,7 @@ func (f *CallFilter) anthropicStart(dst []byte, ev *Event, index, block jsonMemb
 		return f.anthropicPass(dst, ev, index) // server tools, text, thinking, results
 	}
 	name, _ := stringValue(fields[2])
-	if id, _ := stringValue(fields[1]); !f.refusesID(id) && f.allow(name) {
+	if id, _ := stringValue(fields[1]); f.permitsCall(id, name) {
 		// The decoder skips an event that is not JSON: no call came with it.
 		valid := gjson.Valid(jsonView(ev.Data))
 		if f.hold.on {
@@ -290,10 +290,9 @@ func (f *CallFilter) anthropicBody(js string) []byte {
 			r := -1
 			if isString(fields[0], "tool_use") {
 				name, _ := stringValue(fields[2])
-				if id, _ := stringValue(fields[1]); !f.refusesID(id) && f.allow(name) {
+				if id, _ := stringValue(fields[1]); f.permitsCall(id, name) {
 					delivered = true
 				} else {
-					id, _ := stringValue(fields[1])
 					f.refuse(ToolCall{Index: pos, Type: "tool_use", ID: strings.Clone(id), Name: strings.Clone(name)})
 					r, refused = len(f.refused)-1, true
 				}

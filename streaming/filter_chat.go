@@ -411,7 +411,7 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) c
 		return f.chatHoldElement(ep, args, cname != "" || isString(typ, "custom"))
 	}
 	st := c.choice(choice)
-	if !f.refusesID(gjsonText(id)) && f.permits(name, custom) {
+	if f.permitsCall(gjsonText(id), name, custom) {
 		out := key
 		if st.refused {
 			out = st.next

@@ -19,8 +19,7 @@ import (
 func filterStreams(t *testing.T, api API) map[string][]byte {
 	t.Helper()
 	streams := decoderStreams(t, api)
-	prefix := map[API]string{APIAnthropic: "anthropic-", APIChat: "chat-", APIResponses: "responses-"}[api]
-	for _, path := range testdataFiles(t, filepath.Join(filterTestdata, prefix+"*.sse")) {
+	for _, path := range testdataFiles(t, filepath.Join(filterTestdata, filterPrefix(api)+"*.sse")) {
 		streams["filter/"+filepath.Base(path)] = readFile(t, path)
 	}
 	return streams

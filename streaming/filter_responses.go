@@ -370,7 +370,7 @@ func (f *CallFilter) responsesCall(dst []byte, ev *Event, at int, call ToolCall,
 		}
 		return dst, true
 	}
-	if call.Server || !f.refusesID(call.ID) && f.allow(call.Name) {
+	if call.Server || f.permitsCall(call.ID, call.Name) {
 		if f.hold.on && !call.Server {
 			return f.responsesHoldCall(dst, ev, call, opens, e), true
 		}
@@ -528,7 +528,7 @@ func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 		if c.server || c.refused >= 0 || !f.renames(name) {
 			return c.refused
 		}
-	case itype == "mcp_call" || !f.refusesID(gjsonText(fields[2])) && f.allow(name):
+	case itype == "mcp_call" || f.permitsCall(gjsonText(fields[2]), name):
 		if opens {
 			r.add(pos, itemID, -1, itype == "mcp_call")
 		}

@@ -34,9 +34,9 @@ import (
 // A body that is not a reply of api (not JSON, an error body) fails with
 // an error wrapping ErrInvalidJSON.
 func RenderSSE(api API, body []byte) ([]byte, error) {
-	s := strings.TrimSpace(string(body))
-	if !isObject(s) || !gjson.Valid(s) {
-		return nil, fmt.Errorf("%w: %s reply body", ErrInvalidJSON, api)
+	s, err := replyObject(api, body)
+	if err != nil {
+		return nil, err
 	}
 	r := gjson.Parse(s)
 	switch api {
@@ -81,13 +81,12 @@ func checkRendered(api API, stream []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	evs, err := readEvents(stream)
+	err = eachEvent(stream, func(ev *Event) error {
+		dec.Decode(ev, nil)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: rendered stream: %v", ErrInvalidJSON, err)
-	}
-	for i := range evs {
-		e := &evs[i]
-		dec.Decode(&Event{Name: []byte(e.name), Data: []byte(e.data), Raw: e.raw, HasData: e.hasData}, nil)
 	}
 	if res := dec.Finish(); res.Unparsed > 0 || res.Truncated {
 		if len(res.UnparsedErrors) > 0 {

@@ -12,7 +12,7 @@ import (
 // the text of the original stream, and assembles into the same body.
 func TestRenderSSE(t *testing.T) {
 	for _, api := range escrowAPIs {
-		streams := replyStreams(t, api)
+		streams := filterStreams(t, api)
 		for _, name := range sortedNames(streams) {
 			stream := streams[name]
 			res, _ := mustDecode(t, api, stream)

@@ -40,13 +40,24 @@ var ErrNoConversation = errors.New("streaming: request has no conversation array
 // ErrNoConversation when messages/input is missing or not an array (a
 // string is fine for Responses), ErrUnknownAPI.
 func AppendNotice(api API, body []byte, text string) ([]byte, error) {
-	key := "messages"
 	switch api {
-	case APIAnthropic, APIChat:
-	case APIResponses:
-		key = "input"
+	case APIAnthropic, APIChat, APIResponses:
 	default:
 		return nil, fmt.Errorf("%w: %q", ErrUnknownAPI, string(api))
+	}
+	return appendConversation(api, body, appendNoticeItem(nil, api, text))
+}
+
+// appendConversation returns body with items (conversation items joined by
+// commas; none when empty) added as the last items of its conversation
+// ("messages", Responses "input"), every other byte as it came: the array's
+// closing bracket and later members too. A Responses "input" string becomes
+// [{"role":"user","content":<the string's raw bytes>}, items...]. When the
+// member appears twice the last one is used, as the providers' decoders do.
+func appendConversation(api API, body, items []byte) ([]byte, error) {
+	key := "messages"
+	if api == APIResponses {
+		key = "input"
 	}
 	s := jsonView(body)
 	if err := checkObject(s, 0); err != nil {
@@ -65,21 +76,23 @@ func AppendNotice(api API, body []byte, text string) ([]byte, error) {
 		for at > val.start+1 && isSpaceByte(s[at-1]) {
 			at--
 		}
-		out := make([]byte, 0, len(body)+len(text)+96)
+		out := make([]byte, 0, len(body)+len(items)+1)
 		out = append(out, body[:at]...)
-		if at > val.start+1 {
+		if at > val.start+1 && len(items) > 0 {
 			out = append(out, ',')
 		}
-		out = appendNoticeItem(out, api, text)
+		out = append(out, items...)
 		return append(out, body[at:]...), nil
 	case api == APIResponses && s[val.start] == '"':
 		const head = `[{"role":"user","content":`
-		out := make([]byte, 0, len(body)+len(text)+128)
+		out := make([]byte, 0, len(body)+len(items)+len(head)+3)
 		out = append(out, body[:val.start]...)
 		out = append(out, head...)
 		out = append(out, body[val.start:val.end]...)
-		out = append(out, "},"...)
-		out = appendNoticeItem(out, api, text)
+		out = append(out, '}')
+		if len(items) > 0 {
+			out = append(append(out, ','), items...)
+		}
 		out = append(out, ']')
 		return append(out, body[val.end:]...), nil
 	}

@@ -107,7 +107,7 @@ func checkChatSDK(t *testing.T, stream, body []byte) {
 func TestSDKsReadRenderedAndSplicedStreams(t *testing.T) {
 	check := map[API]func(*testing.T, []byte, []byte){APIAnthropic: checkAnthropicSDK, APIChat: checkChatSDK}
 	for _, api := range []API{APIAnthropic, APIChat} {
-		streams := replyStreams(t, api)
+		streams := filterStreams(t, api)
 		for _, name := range sortedNames(streams) {
 			res, _ := mustDecode(t, api, streams[name])
 			if !wholeReply(res) || len(res.Stops) > 1 {

@@ -58,18 +58,14 @@ func heldPrefix(api API, stream []byte, n int) ([]byte, *CallFilter, error) {
 	f.Hold()
 	var out []byte
 	i := 0
-	fn := func(ev *Event) error {
+	err = eachEvent(stream, func(ev *Event) error {
 		if i < n {
 			out = f.AppendEvent(out, *ev)
 		}
 		i++
 		return nil
-	}
-	r := NewReader(0)
-	if err := r.Feed(stream, fn); err != nil {
-		return nil, nil, err
-	}
-	if err := r.Finish(fn); err != nil {
+	})
+	if err != nil {
 		return nil, nil, err
 	}
 	return out, f, nil
@@ -90,16 +86,6 @@ func anthropicStopAt(evs []streamEvent) int {
 		}
 	}
 	return -1
-}
-
-// usage is the Message's final usage: message_start's overlaid with the
-// last message_delta's non-null members.
-func (m *anthropicMessage) usageJSON() string {
-	usage := gjson.Get(m.base, "usage").Raw
-	if !isObject(usage) {
-		usage = "{}"
-	}
-	return string(setMembers(nil, usage, m.usage...))
 }
 
 // keptBlocks counts the blocks of a Message the client gets with its
@@ -268,18 +254,12 @@ func spliceChatStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 	return appendEventFrame(out, "", []byte("[DONE]")), nil
 }
 
-// responsesCallItem reports whether an output item is a client call.
-func responsesCallItem(item gjson.Result) bool {
-	t := item.Get("type").Str
-	return t == "function_call" || t == "custom_tool_call"
-}
-
 // keptOutput is the raw items of a Response's output the client gets with
 // its client calls left out.
 func keptOutput(resp string) []string {
 	var kept []string
 	for _, it := range gjson.Get(resp, "output").Array() {
-		if !responsesCallItem(it) {
+		if _, server, call := callItem(it.Get("type").Str); !call || server {
 			kept = append(kept, it.Raw)
 		}
 	}
@@ -360,12 +340,14 @@ func spliceResponsesStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 // content and refusal text, Responses output items), cont's stop and tool
 // calls, usage summed.
 func SpliceJSON(api API, first, cont []byte) ([]byte, error) {
-	for _, b := range [][]byte{first, cont} {
-		if !isObject(strings.TrimSpace(jsonView(b))) || !gjson.ValidBytes(b) {
-			return nil, fmt.Errorf("%w: %s reply body", ErrInvalidJSON, api)
-		}
+	fs, err := replyObject(api, first)
+	if err != nil {
+		return nil, err
 	}
-	fs, cs := strings.TrimSpace(string(first)), strings.TrimSpace(string(cont))
+	cs, err := replyObject(api, cont)
+	if err != nil {
+		return nil, err
+	}
 	switch api {
 	case APIAnthropic:
 		var blocks []string

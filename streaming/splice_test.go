@@ -3,6 +3,7 @@ package streaming
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -91,7 +92,7 @@ func TestSpliceStream(t *testing.T) {
 				if got, want := sres.Usage, sumUsages(fres.Usage, cres.Usage); got != want {
 					t.Errorf("usage %+v, want %+v", got, want)
 				}
-				if !slicesEqualStops(sres.Stops, cres.Stops) {
+				if !slices.Equal(sres.Stops, cres.Stops) {
 					t.Errorf("stops %+v, want the continuation's %+v", sres.Stops, cres.Stops)
 				}
 				sc, cc := sres.ClientToolCalls(), cres.ClientToolCalls()
@@ -136,18 +137,6 @@ func TestSpliceStream(t *testing.T) {
 	}
 }
 
-func slicesEqualStops(a, b []Stop) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestSpliceJSON joins bodies and decodes the result.
 func TestSpliceJSON(t *testing.T) {
 	for _, api := range escrowAPIs {
@@ -171,7 +160,7 @@ func TestSpliceJSON(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if sres.MessageID != fres.MessageID || sres.Usage != sumUsages(fres.Usage, cres.Usage) || !slicesEqualStops(sres.Stops, cres.Stops) {
+				if sres.MessageID != fres.MessageID || sres.Usage != sumUsages(fres.Usage, cres.Usage) || !slices.Equal(sres.Stops, cres.Stops) {
 					t.Errorf("spliced %+v\nfirst %+v\ncont %+v", sres, fres, cres)
 				}
 				if len(sres.ClientToolCalls()) != len(cres.ClientToolCalls()) {
