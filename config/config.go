@@ -35,6 +35,9 @@ const (
 type Store struct {
 	Kind     string `yaml:"kind" json:"kind"`
 	RedisURL string `yaml:"redis_url" json:"redis_url"`
+	// RedisCluster says RedisURL names a Redis Cluster, in go-redis's
+	// cluster URL form: redis://[:password@]host:port?addr=host:port&...
+	RedisCluster bool `yaml:"redis_cluster" json:"redis_cluster"`
 	// Retention is how long a finished trajectory's record and events are
 	// kept. It must be positive: an unbounded memory store is a leak.
 	Retention Duration `yaml:"retention" json:"retention"`

@@ -167,11 +167,14 @@ func (v *validator) store(s Store) {
 	switch s.Kind {
 	case StoreMemory:
 	case StoreRedis:
-		v.redisURL("store.redis_url", s.RedisURL)
+		v.redisURL("store.redis_url", s.RedisURL, s.RedisCluster)
 	case "":
 		v.add("store.kind", "empty (want memory or redis)")
 	default:
 		v.add("store.kind", "unknown kind %s (want memory or redis)", v.show("store.kind", s.Kind))
+	}
+	if s.RedisCluster && s.Kind != StoreRedis {
+		v.add("store.redis_cluster", "only with store.kind redis")
 	}
 	if s.Retention <= 0 {
 		v.add("store.retention", "must be positive")
@@ -179,7 +182,9 @@ func (v *validator) store(s Store) {
 }
 
 // redisURL checks the URL without ever quoting it: it may hold a password.
-func (v *validator) redisURL(field, raw string) {
+// A cluster's URL names its other nodes as addr= parameters and has only
+// database 0.
+func (v *validator) redisURL(field, raw string, cluster bool) {
 	if raw == "" {
 		v.add(field, "required when store.kind is redis")
 		return
@@ -206,6 +211,17 @@ func (v *validator) redisURL(field, raw string) {
 	if db := strings.TrimPrefix(u.Path, "/"); db != "" {
 		if n, err := strconv.Atoi(db); err != nil || n < 0 {
 			v.add(field, "path must be a database number, e.g. /0")
+		} else if cluster && n != 0 {
+			v.add(field, "a Redis Cluster has only database 0")
+		}
+	}
+	if !cluster {
+		return
+	}
+	for _, addr := range u.Query()["addr"] {
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+			v.add(field, "each addr= parameter must be host:port")
+			return
 		}
 	}
 }

@@ -84,6 +84,16 @@ func TestValidateRules(t *testing.T) {
 		{"redis url bad port", func(c *Config) { c.Store.Kind, c.Store.RedisURL = "redis", "redis://h:0/0" }, "store.redis_url", "port must be"},
 		{"redis url bad database", func(c *Config) { c.Store.Kind, c.Store.RedisURL = "redis", "redis://h:6379/zero" }, "store.redis_url", "database number"},
 		{"redis url with password and tls", func(c *Config) { c.Store.Kind, c.Store.RedisURL = "redis", "rediss://user:pw@h:6380/2" }, "", ""},
+		{"redis cluster", func(c *Config) {
+			c.Store.Kind, c.Store.RedisURL, c.Store.RedisCluster = "redis", "rediss://:pw@h1:7000?addr=h2:7001&addr=h3:7002", true
+		}, "", ""},
+		{"redis cluster database", func(c *Config) {
+			c.Store.Kind, c.Store.RedisURL, c.Store.RedisCluster = "redis", "redis://h1:7000/1", true
+		}, "store.redis_url", "only database 0"},
+		{"redis cluster bad addr", func(c *Config) {
+			c.Store.Kind, c.Store.RedisURL, c.Store.RedisCluster = "redis", "redis://h1:7000?addr=h2", true
+		}, "store.redis_url", "addr= parameter must be host:port"},
+		{"redis cluster without redis", func(c *Config) { c.Store.RedisCluster = true }, "store.redis_cluster", "only with store.kind redis"},
 		{"retention zero", func(c *Config) { c.Store.Retention = 0 }, "store.retention", "must be positive"},
 
 		{"no providers", func(c *Config) { c.Providers = nil }, "providers", "at least one provider"},

@@ -25,11 +25,11 @@ const approverToken = "replica-approver-token-0001"
 
 // escrowReplicaConfig is two replicas' config: Redis for records and
 // approvals, a gate on destructive shell commands.
-func escrowReplicaConfig(t *testing.T, redisURL, mockURL string) string {
+func escrowReplicaConfig(t *testing.T, r redistest.Target, mockURL string) string {
 	t.Helper()
 	cfgText := fmt.Sprintf(`
 listen: 127.0.0.1:0
-store: {kind: redis, redis_url: %q}
+store: %s
 providers:
   - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: [{name: k, key: sk-upstream-0001}]}
 tenants:
@@ -46,7 +46,7 @@ admin:
     - {name: ops, token: %s, roles: [operator]}
     - {name: carol, token: %s, roles: ["approver:secops"]}
 log: {level: info, format: json}
-`, redisURL, mockURL, replicaKey, replicaAdmin, approverToken)
+`, storeYAML(r), mockURL, replicaKey, replicaAdmin, approverToken)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
@@ -76,13 +76,17 @@ func adminCall(ctx context.Context, t *testing.T, method, url, token string, out
 // TestEscrowSurvivesRestart: a call is held by process A; A is killed; the
 // agent retries the same turn against process B (same Redis), which
 // re-attaches to the held turn; the approval is given through B; the
-// client gets the call exactly once, and the model was called once.
+// client gets the call exactly once, and the model was called once. It
+// runs on one Redis and on a cluster.
 func TestEscrowSurvivesRestart(t *testing.T) {
-	srv := redistest.StartServer(t)
+	redistest.Each(t, testEscrowSurvivesRestart)
+}
+
+func testEscrowSurvivesRestart(t *testing.T, r redistest.Target) {
 	mock := mockprovider.New(mockprovider.Options{})
 	ms := httptest.NewServer(mock)
 	defer ms.Close()
-	cfg := escrowReplicaConfig(t, srv.URL, ms.URL)
+	cfg := escrowReplicaConfig(t, r, ms.URL)
 	a, b := startReplica(t, cfg), startReplica(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -212,7 +216,7 @@ func TestEscrowGracefulShutdown(t *testing.T) {
 	srv := redistest.StartServer(t)
 	ms := httptest.NewServer(mockprovider.New(mockprovider.Options{}))
 	defer ms.Close()
-	cfg := escrowReplicaConfig(t, srv.URL, ms.URL)
+	cfg := escrowReplicaConfig(t, redistest.Target{URL: srv.URL}, ms.URL)
 	a, b := startReplica(t, cfg), startReplica(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -112,15 +112,23 @@ const (
 // TestReplicasShareOneBudget runs two gatekeeper processes on one Redis
 // and 20 parallel threads of one trajectory calling through both: the
 // run's spend never passes its dollar ceiling by more than one call's
-// reservation, and the run halts.
+// reservation, and the run halts. It runs on one Redis and on a cluster.
 func TestReplicasShareOneBudget(t *testing.T) {
-	srv := redistest.StartServer(t)
+	redistest.Each(t, testReplicasShareOneBudget)
+}
+
+// storeYAML is the config's store section for r.
+func storeYAML(r redistest.Target) string {
+	return fmt.Sprintf("{kind: redis, redis_url: %q, redis_cluster: %t}", r.URL, r.Cluster)
+}
+
+func testReplicasShareOneBudget(t *testing.T, r redistest.Target) {
 	mock := httptest.NewServer(mockprovider.New(mockprovider.Options{}))
 	defer mock.Close()
 	const ceiling = 20.0
 	cfgText := fmt.Sprintf(`
 listen: 127.0.0.1:0
-store: {kind: redis, redis_url: %q}
+store: %s
 providers:
   - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: [{name: k, key: sk-upstream-0001}]}
 prices:
@@ -132,7 +140,7 @@ tenants:
 admin:
   tokens: [{name: ops, token: %s, roles: [operator]}]
 log: {level: info, format: json}
-`, srv.URL, mock.URL, costlyModel, replicaKey, ceiling, replicaAdmin)
+`, storeYAML(r), mock.URL, costlyModel, replicaKey, ceiling, replicaAdmin)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
@@ -259,15 +267,18 @@ log: {level: info, format: json}
 // TestReplicasCancelAcross cancels, through one gatekeeper process, a run
 // whose destructive tool call is streaming through another: the agent's
 // SDK reports the cancel and never sees the call, and the provider sees
-// its connection closed.
+// its connection closed. It runs on one Redis and on a cluster.
 func TestReplicasCancelAcross(t *testing.T) {
-	srv := redistest.StartServer(t)
+	redistest.Each(t, testReplicasCancelAcross)
+}
+
+func testReplicasCancelAcross(t *testing.T, r redistest.Target) {
 	mp := mockprovider.New(mockprovider.Options{})
 	mock := httptest.NewServer(mp)
 	defer mock.Close()
 	cfgText := fmt.Sprintf(`
 listen: 127.0.0.1:0
-store: {kind: redis, redis_url: %q}
+store: %s
 providers:
   - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: [{name: k, key: sk-upstream-0001}]}
 tenants:
@@ -275,7 +286,7 @@ tenants:
 admin:
   tokens: [{name: ops, token: %s, roles: [operator]}]
 log: {level: info, format: json}
-`, srv.URL, mock.URL, replicaKey, replicaAdmin)
+`, storeYAML(r), mock.URL, replicaKey, replicaAdmin)
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)

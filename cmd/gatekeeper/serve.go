@@ -100,9 +100,9 @@ type server struct {
 	proxy   *proxy.Server
 	tel     *telemetry.Telemetry
 
-	redis     *goredis.Client    // shared by the record and approvals stores and the rate-limit buckets; nil with memory
-	approvals *approvals.Service // nil without gates
-	aprDone   chan struct{}      // closed when approvals.Run has returned
+	redis     goredis.UniversalClient // shared by the record and approvals stores and the rate-limit buckets; nil with memory
+	approvals *approvals.Service      // nil without gates
+	aprDone   chan struct{}           // closed when approvals.Run has returned
 }
 
 // newServer builds gatekeeper from a validated config. Providers whose
@@ -122,7 +122,13 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		s.store = memory.New(memory.Options{})
 		aprStore = memory.NewApprovals(memory.ApprovalsOptions{Retention: cfg.Store.Retention.Std()})
 	case config.StoreRedis:
-		client, err := redisstore.NewClient(cfg.Store.RedisURL)
+		var client goredis.UniversalClient
+		var err error
+		if cfg.Store.RedisCluster {
+			client, err = redisstore.NewClusterClient(cfg.Store.RedisURL)
+		} else {
+			client, err = redisstore.NewClient(cfg.Store.RedisURL)
+		}
 		if err != nil {
 			s.close()
 			return nil, fmt.Errorf("store.kind redis: store.redis_url: %w", err)

@@ -1,5 +1,6 @@
-// Package redistest runs a real redis-server for tests: a child process on a
-// loopback port, with nothing persisted, killed when the test ends.
+// Package redistest runs real redis-server processes for tests: one server,
+// or a three-master Redis Cluster, as child processes on loopback ports,
+// with nothing persisted, killed when the test ends.
 //
 // Tests that need Redis skip when redis-server is not installed, unless the
 // CI environment variable is set: CI installs it, so its absence there is a
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -34,9 +36,12 @@ const portAttempts = 3
 
 // Server is one redis-server child process.
 type Server struct {
-	// URL is the redis:// URL of database 0.
+	// URL is the redis:// URL of database 0, with the password if the
+	// server requires one.
 	URL  string
 	Addr string
+	// Password is what the server requires ("--requirepass"), or "".
+	Password string
 
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once Wait returned
@@ -52,21 +57,17 @@ func Start(t testing.TB) (url string) {
 	return StartServer(t).URL
 }
 
-// StartServer runs a redis-server for t. The server is killed when t ends;
-// Stop kills it earlier, to test what a client does when Redis goes away.
-func StartServer(t testing.TB) *Server {
+// StartServer runs a redis-server for t, with extra command-line
+// arguments (e.g. "--enable-debug-command", "yes"). The server is killed
+// when t ends; Stop kills it earlier, to test what a client does when
+// Redis goes away.
+func StartServer(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis-server is not on PATH, and CI is set: the CI script installs it (%v)", err)
-		}
-		t.Skipf("redis-server is not on PATH; install it to run the Redis tests (%v)", err)
-	}
+	bin := lookup(t)
 	dir := t.TempDir()
 	var errs []error
 	for range portAttempts {
-		s, err := start(bin, dir)
+		s, err := start(bin, dir, extra...)
 		if err == nil {
 			t.Cleanup(func() {
 				if err := s.Stop(); err != nil {
@@ -81,18 +82,20 @@ func StartServer(t testing.TB) *Server {
 	return nil
 }
 
-// start runs one server on a port that was free a moment ago, and waits
-// until it answers PING.
-func start(bin, dir string) (*Server, error) {
+// start runs one server on a port that was free a moment ago, with the
+// extra arguments, and waits until it answers PING.
+func start(bin, dir string, extra ...string) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	cmd := exec.Command(bin,
+	args := append([]string{
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no",
-		"--dir", dir, "--daemonize", "no", "--logfile", "")
+		"--dir", dir, "--daemonize", "no", "--logfile", "",
+	}, extra...)
+	cmd := exec.Command(bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -102,12 +105,13 @@ func start(bin, dir string) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		URL:    "redis://" + addr + "/0",
-		Addr:   addr,
-		cmd:    cmd,
-		exited: make(chan struct{}),
-		out:    &syncBuffer{},
+		Addr:     addr,
+		Password: password(extra),
+		cmd:      cmd,
+		exited:   make(chan struct{}),
+		out:      &syncBuffer{},
 	}
+	s.URL = "redis://" + userinfo(s.Password) + addr + "/0"
 	ready := make(chan struct{})
 	go s.watch(stdout, ready)
 
@@ -123,7 +127,7 @@ func start(bin, dir string) (*Server, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
+	c := goredis.NewClient(&goredis.Options{Addr: addr, Password: s.Password, MaxRetries: -1})
 	defer c.Close()
 	if err := c.Ping(ctx).Err(); err != nil {
 		_ = s.Stop()
@@ -175,7 +179,7 @@ func (s *Server) Flush(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	c := goredis.NewClient(&goredis.Options{Addr: s.Addr})
+	c := goredis.NewClient(&goredis.Options{Addr: s.Addr, Password: s.Password})
 	defer c.Close()
 	if err := c.FlushAll(ctx).Err(); err != nil {
 		t.Fatalf("FLUSHALL %s: %v", s.Addr, err)
@@ -184,6 +188,24 @@ func (s *Server) Flush(t testing.TB) {
 
 // Output is what the server has logged so far.
 func (s *Server) Output() string { return s.out.String() }
+
+// password is the value of "--requirepass" among a server's arguments.
+func password(args []string) string {
+	for i, a := range args {
+		if a == "--requirepass" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// userinfo is the part of a URL before the host that carries password.
+func userinfo(password string) string {
+	if password == "" {
+		return ""
+	}
+	return ":" + url.QueryEscape(password) + "@"
+}
 
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -217,4 +239,55 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Target is a Redis a test runs against: one server or a cluster.
+type Target struct {
+	// Name is "single" or "cluster", the subtest's name.
+	Name string
+	// URL is the server's URL, or the cluster's in go-redis's cluster
+	// form.
+	URL string
+	// Cluster reports a Redis Cluster: clients must be cluster clients.
+	Cluster bool
+	// Flush empties it.
+	Flush func(testing.TB)
+}
+
+// Each runs fn as two subtests of t: on one redis-server ("single") and on
+// a three-master cluster ("cluster"), each started for it.
+func Each(t *testing.T, fn func(t *testing.T, r Target)) {
+	t.Run("single", func(t *testing.T) {
+		s := StartServer(t)
+		fn(t, Target{Name: "single", URL: s.URL, Flush: s.Flush})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		c := StartCluster(t)
+		fn(t, Target{Name: "cluster", URL: c.URL, Cluster: true, Flush: c.Flush})
+	})
+}
+
+// Client returns a client of r that the test closes when it ends: a
+// cluster client for a cluster. MaxRetries is off, so a test sees every
+// failure.
+func (r Target) Client(t testing.TB) goredis.UniversalClient {
+	t.Helper()
+	var c goredis.UniversalClient
+	if r.Cluster {
+		o, err := goredis.ParseClusterURL(r.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.MaxRetries, o.DialerRetries = -1, 1
+		c = goredis.NewClusterClient(o)
+	} else {
+		o, err := goredis.ParseURL(r.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.MaxRetries, o.DialerRetries = -1, 1
+		c = goredis.NewClient(o)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }

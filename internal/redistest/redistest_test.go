@@ -2,6 +2,8 @@ package redistest
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,4 +66,52 @@ func TestServersAreSeparate(t *testing.T) {
 	if n, err := cb.Exists(ctx, "only-a").Result(); err != nil || n != 0 {
 		t.Errorf("b sees a's key: %d, %v", n, err)
 	}
+}
+
+// TestCluster forms a cluster, spreads keys over its three masters through
+// a cluster client, and flushes them all.
+func TestCluster(t *testing.T) {
+	c := StartCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r := Target{URL: c.URL, Cluster: true}
+	cl := r.Client(t)
+	for i := range 60 {
+		if err := cl.Set(ctx, fmt.Sprintf("k%d", i), "v", 0).Err(); err != nil {
+			t.Fatalf("SET through the cluster client: %v", err)
+		}
+	}
+	// A multi-key command across slots is refused, as on any cluster.
+	if err := cl.Do(ctx, "MSET", "{a}x", "1", "{b}y", "2").Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Errorf("MSET across slots: %v, want CROSSSLOT", err)
+	}
+	for _, s := range c.Servers {
+		n := nodeKeys(t, ctx, s.Addr)
+		if n == 0 {
+			t.Errorf("node %s holds no key of 60: the slots are not spread", s.Addr)
+		}
+	}
+	c.Flush(t)
+	for _, s := range c.Servers {
+		if n := nodeKeys(t, ctx, s.Addr); n != 0 {
+			t.Errorf("node %s holds %d keys after Flush", s.Addr, n)
+		}
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Get(ctx, "k1").Err(); err == nil {
+		t.Fatal("GET answered after Stop")
+	}
+}
+
+func nodeKeys(t *testing.T, ctx context.Context, addr string) int64 {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	n, err := c.DBSize(ctx).Result()
+	if err != nil {
+		t.Fatalf("DBSIZE %s: %v", addr, err)
+	}
+	return n
 }

@@ -15,18 +15,22 @@ import (
 )
 
 // The approvals key layout. A request's and a hold's keys carry the hash tag
-// of their trajectory's root, as records do; the lookups by id and the
-// indexes that span every root share the {apr} tag.
+// of their trajectory's root, as records do; the indexes that span every
+// root are kept per slot, under the tag of the root's slot (see slotTags),
+// so that every write of a hold or a request stays in one slot; the lookup
+// of a root by id is a key of its own.
 //
 //	gk:{root}:apr:<id>                     request JSON
 //	gk:{root}:hold:<id>                    hold JSON
 //	gk:{root}:holdkey:<trajectory>:<key>   hold id of a turn (FindHold)
 //	gk:{root}:recent:<trajectory>:<digest> latest request id of a call (Recent)
 //	gk:{root}:aprtraj:<trajectory>         index of a trajectory's requests
-//	gk:{r}:aprroot                         index of a root's requests (r = Request.Root)
-//	gk:{apr}:loc:<id>                      the root tag of a request or hold
-//	gk:{apr}:all, gk:{apr}:state:<state>   indexes of every request, by state
-//	gk:{apr}:due                           pending requests scored by expiry (µs)
+//	gk:{root}:aprroot                      index of the root's requests
+//	gk:{<id>}:loc                          the root tag of a request or hold
+//	gk:{<slot>}:aprs:all                   index of the slot's requests
+//	gk:{<slot>}:aprs:state:<state>         the same, by state
+//	gk:{<slot>}:aprs:due                   the slot's pending requests scored by expiry (µs)
+//	gk:{apr}:slots                         the slots holding those indexes
 //	gk:{apr}:claim:<key>                   Claim's replay guard
 //
 // Indexes are sorted sets of score 0 whose members sort newest first (see
@@ -41,14 +45,31 @@ func recentKey(tag, trajectory, digest string) string {
 	return "gk:{" + tag + "}:recent:" + trajectory + ":" + digest
 }
 func trajIndex(tag, trajectory string) string { return "gk:{" + tag + "}:aprtraj:" + trajectory }
-func rootIndex(root string) string            { return "gk:{" + root + "}:aprroot" }
-func locKey(id string) string                 { return "gk:{apr}:loc:" + id }
-func stateIndex(st approvals.State) string    { return "gk:{apr}:state:" + string(st) }
-func claimKey(key string) string              { return "gk:{apr}:claim:" + key }
+func rootIndex(tag string) string             { return "gk:{" + tag + "}:aprroot" }
+func locKey(id string) string                 { return "gk:{" + id + "}:loc" }
+func allIndex(tag string) string              { return shardAll(shardOf(tag)) }
+func stateIndex(tag string, st approvals.State) string {
+	return shardState(shardOf(tag), st)
+}
+func dueIndex(tag string) string { return shardDue(shardOf(tag)) }
+func claimKey(key string) string { return "gk:{apr}:claim:" + key }
+
+// The lookup and expiry index of earlier versions, still read for what
+// was held before an upgrade.
+func legacyLocKey(id string) string { return "gk:{apr}:loc:" + id }
+
+const legacyDue = "gk:{apr}:due"
+
+func shardAll(shard string) string { return "gk:{" + shard + "}:aprs:all" }
+func shardState(shard string, st approvals.State) string {
+	return "gk:{" + shard + "}:aprs:state:" + string(st)
+}
+func shardDue(shard string) string { return "gk:{" + shard + "}:aprs:due" }
 
 const (
-	allIndex = "gk:{apr}:all"
-	dueIndex = "gk:{apr}:due"
+	// approvalSlots is the directory of the slots holding approvals
+	// indexes.
+	approvalSlots = "gk:{apr}:slots"
 	// listPage is how many index entries one List round trip reads.
 	listPage = 256
 	// maxListPages bounds one List walk.
@@ -57,9 +78,9 @@ const (
 
 // ApprovalsOptions configures an Approvals store.
 type ApprovalsOptions struct {
-	// Client is the Redis client, shared with the record store; its owner
-	// closes it.
-	Client *goredis.Client
+	// Client is the Redis client, shared with the record store: a
+	// *goredis.Client or a *goredis.ClusterClient. Its owner closes it.
+	Client goredis.UniversalClient
 	// Retention is how long a hold and its requests are kept after their
 	// expiry. Zero or less means DefaultRetention.
 	Retention time.Duration
@@ -74,7 +95,8 @@ type ApprovalsOptions struct {
 // survives a restart and any replica can decide it. Updates are optimistic
 // transactions (WATCH/MULTI) retried with jitter.
 type Approvals struct {
-	rdb         *goredis.Client
+	rdb         goredis.UniversalClient
+	dir         *shardDir
 	retention   time.Duration
 	maxAttempts int
 	now         func() time.Time
@@ -84,7 +106,7 @@ var _ approvals.Store = (*Approvals)(nil)
 
 // NewApprovals returns a store over o.Client.
 func NewApprovals(o ApprovalsOptions) *Approvals {
-	a := &Approvals{rdb: o.Client, retention: o.Retention, maxAttempts: o.MaxUpdateAttempts, now: o.Clock}
+	a := &Approvals{rdb: o.Client, dir: &shardDir{key: approvalSlots}, retention: o.Retention, maxAttempts: o.MaxUpdateAttempts, now: o.Clock}
 	if a.retention <= 0 {
 		a.retention = DefaultRetention
 	}
@@ -110,9 +132,12 @@ func (a *Approvals) ttl(expires time.Time) time.Duration {
 	return max(expires.Add(a.retention).Sub(a.now()), time.Minute)
 }
 
+// aprFail wraps a Redis error as the record store's fail does: a reply that
+// can never succeed, the caller gone or the client closed as they are, and
+// everything else (no answer, or a reply that says "not now") as
+// ErrUnavailable.
 func aprFail(op string, err error) error {
-	var rerr goredis.Error
-	if errors.As(err, &rerr) || errors.Is(err, context.Canceled) || errors.Is(err, goredis.ErrClosed) {
+	if permanentReply(err) || errors.Is(err, context.Canceled) || errors.Is(err, goredis.ErrClosed) {
 		return fmt.Errorf("redis approvals: %s: %w", op, err)
 	}
 	return fmt.Errorf("%w: approvals %s: %w", ErrUnavailable, op, err)
@@ -140,22 +165,21 @@ func memberParts(m string) (id, tag string, ok bool) { return dueParts(memberID(
 func (a *Approvals) indexRequest(ctx context.Context, p goredis.Pipeliner, tag string, r, was *approvals.Request) {
 	m := indexMember(tag, r.ID, r.CreatedAt)
 	if was == nil {
-		p.ZAdd(ctx, allIndex, goredis.Z{Member: m})
+		p.ZAdd(ctx, allIndex(tag), goredis.Z{Member: m})
 		p.ZAdd(ctx, trajIndex(tag, r.Trajectory), goredis.Z{Member: m})
-		p.ZAdd(ctx, rootIndex(r.Root), goredis.Z{Member: m})
-		p.Set(ctx, locKey(r.ID), tag, a.ttl(r.ExpiresAt))
+		p.ZAdd(ctx, rootIndex(tag), goredis.Z{Member: m})
 		p.Set(ctx, recentKey(tag, r.Trajectory, r.Digest), r.ID, a.ttl(r.ExpiresAt))
 	}
 	if was != nil && was.State != r.State {
-		p.ZRem(ctx, stateIndex(was.State), m)
+		p.ZRem(ctx, stateIndex(tag, was.State), m)
 	}
 	if was == nil || was.State != r.State {
-		p.ZAdd(ctx, stateIndex(r.State), goredis.Z{Member: m})
+		p.ZAdd(ctx, stateIndex(tag, r.State), goredis.Z{Member: m})
 	}
 	if r.State == approvals.Pending {
-		p.ZAdd(ctx, dueIndex, goredis.Z{Score: float64(r.ExpiresAt.UnixMicro()), Member: dueMember(tag, r.ID)})
+		p.ZAdd(ctx, dueIndex(tag), goredis.Z{Score: float64(r.ExpiresAt.UnixMicro()), Member: dueMember(tag, r.ID)})
 	} else {
-		p.ZRem(ctx, dueIndex, dueMember(tag, r.ID))
+		p.ZRem(ctx, dueIndex(tag), dueMember(tag, r.ID))
 	}
 }
 
@@ -166,8 +190,8 @@ func (a *Approvals) CreateHold(ctx context.Context, h *approvals.Hold, reqs []*a
 	if err != nil {
 		return nil, err
 	}
-	if h.ID == "" {
-		return nil, errors.New("redis approvals: hold without id")
+	if h.ID == "" || strings.ContainsAny(h.ID, "{}") {
+		return nil, fmt.Errorf("redis approvals: hold id %q is empty or holds a brace", h.ID)
 	}
 	hjs, err := json.Marshal(h)
 	if err != nil {
@@ -175,12 +199,27 @@ func (a *Approvals) CreateHold(ctx context.Context, h *approvals.Hold, reqs []*a
 	}
 	rjs := make([][]byte, len(reqs))
 	for i, r := range reqs {
-		if r.ID == "" || r.Trajectory != h.Trajectory || strings.ContainsAny(r.ID+r.Root, "{}@") {
-			return nil, fmt.Errorf("redis approvals: request %q has no id, another trajectory than its hold, or a brace or @ in its id or root", r.ID)
+		if r.ID == "" || r.Trajectory != h.Trajectory || r.Root != tag || strings.ContainsAny(r.ID, "{}@") {
+			return nil, fmt.Errorf("redis approvals: request %q has no id, another trajectory than its hold, a root that is not its trajectory's, or a brace or @ in its id", r.ID)
 		}
 		if rjs[i], err = json.Marshal(r); err != nil {
 			return nil, fmt.Errorf("redis approvals: encoding request: %w", err)
 		}
+	}
+	// The directory and the lookups by id are written first, each in its
+	// own slot: a crash after them leaves lookups that find nothing, never
+	// a hold or a request that no lookup or List finds.
+	if err := a.dir.ensure(ctx, a.rdb, tag); err != nil {
+		return nil, aprFail("SADD "+approvalSlots, err)
+	}
+	if _, err := a.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Set(ctx, locKey(h.ID), tag, a.ttl(h.ExpiresAt))
+		for _, r := range reqs {
+			p.Set(ctx, locKey(r.ID), tag, a.ttl(r.ExpiresAt))
+		}
+		return nil
+	}); err != nil {
+		return nil, aprFail("SET lookups", err)
 	}
 	turn := holdTurnKey(tag, h.Trajectory, h.Key)
 	var existing *approvals.Hold
@@ -199,7 +238,6 @@ func (a *Approvals) CreateHold(ctx context.Context, h *approvals.Hold, reqs []*a
 			ttl := a.ttl(h.ExpiresAt)
 			p.Set(ctx, holdKey(tag, h.ID), hjs, ttl)
 			p.Set(ctx, turn, h.ID, ttl)
-			p.Set(ctx, locKey(h.ID), tag, ttl)
 			for i, r := range reqs {
 				p.Set(ctx, aprKey(tag, r.ID), rjs[i], a.ttl(r.ExpiresAt))
 				a.indexRequest(ctx, p, tag, r, nil)
@@ -261,6 +299,11 @@ func (a *Approvals) locate(ctx context.Context, id, what string) (string, error)
 		return "", fmt.Errorf("%w: %s %q", approvals.ErrNotFound, what, id)
 	}
 	tag, err := a.rdb.Get(ctx, locKey(id)).Result()
+	if errors.Is(err, goredis.Nil) {
+		// A request or hold made before an upgrade has its lookup under
+		// the earlier key, until it expires.
+		tag, err = a.rdb.Get(ctx, legacyLocKey(id)).Result()
+	}
 	if errors.Is(err, goredis.Nil) {
 		return "", fmt.Errorf("%w: %s %q", approvals.ErrNotFound, what, id)
 	}

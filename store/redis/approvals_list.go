@@ -14,36 +14,68 @@ import (
 )
 
 // List implements approvals.Store: it walks the narrowest index the filter
-// names, newest first, reading a page of requests per round trip and
-// checking every filter on the requests themselves.
+// names (a trajectory's or a root's, or every slot's index of all requests
+// or of a state, walked as one), newest first, reading a page of requests
+// per round trip and checking every filter on the requests themselves.
 func (a *Approvals) List(ctx context.Context, f approvals.Filter) ([]*approvals.Request, error) {
 	limit := f.Limit
 	if limit <= 0 || limit > approvals.MaxListLimit {
 		limit = approvals.MaxListLimit
 	}
-	index := allIndex
+	// keys are the indexes walked; indexOf names the one holding a
+	// member of root tag, for dropping stale entries.
+	var keys []string
+	var indexOf func(tag string) string
 	switch {
 	case f.Root != "":
-		if _, err := tagOf(f.Root); err != nil {
+		tag, err := tagOf(f.Root)
+		if err != nil {
 			return nil, nil
 		}
-		index = rootIndex(f.Root)
+		keys, indexOf = []string{rootIndex(tag)}, rootIndex
 	case f.Trajectory != "":
 		tag, err := tagOf(f.Trajectory)
 		if err != nil {
 			return nil, nil
 		}
-		index = trajIndex(tag, f.Trajectory)
-	case f.State != "":
-		index = stateIndex(f.State)
-	}
-	var out []*approvals.Request
-	for page := int64(0); page < maxListPages && len(out) < limit; page++ {
-		members, err := a.rdb.ZRange(ctx, index, page*listPage, (page+1)*listPage-1).Result()
+		keys, indexOf = []string{trajIndex(tag, f.Trajectory)}, func(tag string) string { return trajIndex(tag, f.Trajectory) }
+	default:
+		shards, err := a.dir.shards(ctx, a.rdb)
 		if err != nil {
-			return nil, aprFail("ZRANGE "+index, err)
+			return nil, aprFail("SMEMBERS "+approvalSlots, err)
 		}
-		reqs, err := a.load(ctx, index, members, memberParts)
+		keys = make([]string, len(shards))
+		for i, sh := range shards {
+			if f.State != "" {
+				keys[i] = shardState(sh, f.State)
+			} else {
+				keys[i] = shardAll(sh)
+			}
+		}
+		indexOf = allIndex
+		if f.State != "" {
+			indexOf = func(tag string) string { return stateIndex(tag, f.State) }
+		}
+	}
+	walk := newLexMerge(a.rdb, keys, min(max(4*listPage/max(len(keys), 1), 8), listPage))
+	var out []*approvals.Request
+	members := make([]string, 0, listPage)
+	for page := 0; page < maxListPages && len(out) < limit; page++ {
+		members = members[:0]
+		for len(members) < listPage {
+			m, _, ok, err := walk.next(ctx)
+			if err != nil {
+				return nil, aprFail("ZRANGE approvals indexes", err)
+			}
+			if !ok {
+				break
+			}
+			members = append(members, m)
+		}
+		if len(members) == 0 {
+			break
+		}
+		reqs, err := a.load(ctx, indexOf, members, memberParts)
 		if err != nil {
 			return nil, err
 		}
@@ -53,21 +85,20 @@ func (a *Approvals) List(ctx context.Context, f approvals.Filter) ([]*approvals.
 				out = append(out, r)
 			}
 		}
-		if len(members) < listPage {
-			break
-		}
 	}
 	return out, nil
 }
 
 // load reads the requests index members name, in order, in one round trip;
-// it drops from index the members whose request is gone.
-func (a *Approvals) load(ctx context.Context, index string, members []string, parse func(string) (id, tag string, ok bool)) ([]*approvals.Request, error) {
+// it drops the members whose request is gone from their index, which
+// indexOf names by the member's root tag.
+func (a *Approvals) load(ctx context.Context, indexOf func(tag string) string, members []string, parse func(string) (id, tag string, ok bool)) ([]*approvals.Request, error) {
 	if len(members) == 0 {
 		return nil, nil
 	}
 	type item struct {
 		id     string
+		tag    string
 		member string
 		cmd    *goredis.StringCmd
 	}
@@ -78,17 +109,17 @@ func (a *Approvals) load(ctx context.Context, index string, members []string, pa
 		if !ok {
 			continue
 		}
-		items = append(items, item{id: id, member: m, cmd: pipe.Get(ctx, aprKey(tag, id))})
+		items = append(items, item{id: id, tag: tag, member: m, cmd: pipe.Get(ctx, aprKey(tag, id))})
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, aprFail("GET requests", err)
 	}
 	var out []*approvals.Request
-	var gone []any
+	gone := a.rdb.Pipeline()
 	for _, it := range items {
 		b, err := it.cmd.Bytes()
 		if errors.Is(err, goredis.Nil) {
-			gone = append(gone, it.member)
+			gone.ZRem(ctx, indexOf(it.tag), it.member)
 			continue
 		}
 		if err != nil {
@@ -100,29 +131,53 @@ func (a *Approvals) load(ctx context.Context, index string, members []string, pa
 		}
 		out = append(out, r)
 	}
-	if len(gone) > 0 {
+	if gone.Len() > 0 {
 		// Best effort: a later read drops them if this fails.
-		_ = a.rdb.ZRem(ctx, index, gone...).Err()
+		_, _ = gone.Exec(ctx)
 	}
 	return out, nil
 }
 
-// Due implements approvals.Store from the expiry index, checking each
-// request's state and expiry as read.
+// Due implements approvals.Store from every slot's expiry index, checking
+// each request's state and expiry as read.
 func (a *Approvals) Due(ctx context.Context, t time.Time, limit int) ([]*approvals.Request, error) {
 	if limit <= 0 {
 		limit = approvals.MaxListLimit
 	}
-	members, err := a.rdb.ZRangeArgs(ctx, goredis.ZRangeArgs{
-		Key: dueIndex, Start: "-inf", Stop: strconv.FormatInt(t.UnixMicro(), 10), ByScore: true, Count: int64(limit),
-	}).Result()
+	shards, err := a.dir.shards(ctx, a.rdb)
 	if err != nil {
-		return nil, aprFail("ZRANGE "+dueIndex, err)
+		return nil, aprFail("SMEMBERS "+approvalSlots, err)
+	}
+	// The last key is the due index of earlier versions, which may still
+	// list requests made before an upgrade.
+	keys := make([]string, 0, len(shards)+1)
+	for _, sh := range shards {
+		keys = append(keys, shardDue(sh))
+	}
+	keys = append(keys, legacyDue)
+	pipe := a.rdb.Pipeline()
+	cmds := make([]*goredis.StringSliceCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.ZRangeArgs(ctx, goredis.ZRangeArgs{
+			Key: k, Start: "-inf", Stop: strconv.FormatInt(t.UnixMicro(), 10), ByScore: true, Count: int64(limit),
+		})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, aprFail("ZRANGE due indexes", err)
+	}
+	var members []string
+	for _, c := range cmds[:len(shards)] {
+		members = append(members, c.Val()...)
 	}
 	reqs, err := a.load(ctx, dueIndex, members, dueParts)
 	if err != nil {
 		return nil, err
 	}
+	legacy, err := a.load(ctx, func(string) string { return legacyDue }, cmds[len(shards)].Val(), dueParts)
+	if err != nil {
+		return nil, err
+	}
+	reqs = append(reqs, legacy...)
 	out := reqs[:0]
 	for _, r := range reqs {
 		if r.State == approvals.Pending && !r.ExpiresAt.After(t) {
@@ -130,7 +185,7 @@ func (a *Approvals) Due(ctx context.Context, t time.Time, limit int) ([]*approva
 		}
 	}
 	slices.SortStableFunc(out, func(x, y *approvals.Request) int { return x.ExpiresAt.Compare(y.ExpiresAt) })
-	return out, nil
+	return out[:min(len(out), limit)], nil
 }
 
 // Recent implements approvals.Store.

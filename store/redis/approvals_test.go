@@ -11,10 +11,11 @@ import (
 )
 
 func TestApprovalsContract(t *testing.T) {
-	srv := redistest.StartServer(t)
-	storetest.RunApprovals(t, func(t *testing.T) approvals.Store {
-		srv.Flush(t)
-		return NewApprovals(ApprovalsOptions{Client: client(t, srv.URL)})
+	redistest.Each(t, func(t *testing.T, r redistest.Target) {
+		storetest.RunApprovals(t, func(t *testing.T) approvals.Store {
+			r.Flush(t)
+			return NewApprovals(ApprovalsOptions{Client: r.Client(t)})
+		})
 	})
 }
 
@@ -34,7 +35,7 @@ func TestApprovalsKeyLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"gk:{run-1}:apr:apr_1", "gk:{run-1}:hold:hold_1", "gk:{run-1}:holdkey:run-1/agent-1:turnkey",
-		"gk:{run-1}:recent:run-1/agent-1:" + call.Digest(), "gk:{apr}:loc:apr_1", "gk:{apr}:loc:hold_1"} {
+		"gk:{run-1}:recent:run-1/agent-1:" + call.Digest(), "gk:{apr_1}:loc", "gk:{hold_1}:loc"} {
 		ttl, err := c.PTTL(ctx, key).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -43,16 +44,16 @@ func TestApprovalsKeyLayout(t *testing.T) {
 			t.Errorf("%s: TTL %v, want the expiry plus an hour of retention (75m)", key, ttl)
 		}
 	}
-	if n, _ := c.ZCard(ctx, "gk:{apr}:due").Result(); n != 1 {
+	if n, _ := c.ZCard(ctx, dueIndex("run-1")).Result(); n != 1 {
 		t.Errorf("due index has %d entries, want 1", n)
 	}
 	if _, err := a.Update(ctx, "apr_1", func(r *approvals.Request) error { r.Expire(r.ExpiresAt); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := c.ZCard(ctx, "gk:{apr}:due").Result(); n != 0 {
+	if n, _ := c.ZCard(ctx, dueIndex("run-1")).Result(); n != 0 {
 		t.Errorf("a decided request stays in the due index")
 	}
-	if n, _ := c.ZCard(ctx, "gk:{apr}:state:pending").Result(); n != 0 {
+	if n, _ := c.ZCard(ctx, stateIndex("run-1", approvals.Pending)).Result(); n != 0 {
 		t.Errorf("a decided request stays in the pending index")
 	}
 	// An index entry whose request expired is dropped by the next read.
@@ -63,7 +64,7 @@ func TestApprovalsKeyLayout(t *testing.T) {
 	if err != nil || len(got) != 0 {
 		t.Fatalf("List = %v, %v; want nothing", got, err)
 	}
-	if n, _ := c.ZCard(ctx, "gk:{apr}:all").Result(); n != 0 {
+	if n, _ := c.ZCard(ctx, allIndex("run-1")).Result(); n != 0 {
 		t.Errorf("a stale index entry was kept")
 	}
 }

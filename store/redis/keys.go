@@ -10,12 +10,15 @@ import (
 	"gatekeeper/trajectory"
 )
 
-// Index keys. The hash tag puts both in one slot, so a prune can change them
-// together.
-const (
-	idxCreated = "gk:{idx}:created"
-	idxExpires = "gk:{idx}:expires"
-)
+// recordSlots is the directory of the slots that hold record indexes (see
+// shardDir).
+const recordSlots = "gk:{idx}:slots"
+
+// The record indexes of a slot, named by the slot's tag (see slotTags):
+// every record of every tree in that slot has its entries there, so the
+// script that creates or finishes a record writes them in the same step.
+func idxCreated(shard string) string { return "gk:{" + shard + "}:idx:created" }
+func idxExpires(shard string) string { return "gk:{" + shard + "}:idx:expires" }
 
 // rootOf is the tree an id belongs to: the part before the first "/".
 // Thread records are named "<parent>/<suffix>", so a run's whole tree

@@ -152,3 +152,36 @@ func FuzzDecodeEvent(f *testing.F) {
 		}
 	})
 }
+
+// TestEncodeRecordAsMarshal: the record's JSON field is byte for byte what
+// json.Marshal gives, HTML-sensitive and line-separator runes included, so
+// calling MarshalJSON directly changed nothing stored; and it reads back.
+func TestEncodeRecordAsMarshal(t *testing.T) {
+	r := trajectory.New("run-<1>", "team-&", t0)
+	r.LastStopReason = "<script>&\u2028\u2029é"
+	r.Pending.Control = &trajectory.Control{Kind: trajectory.ControlInterrupt, Message: "stop </b> & \"go\"", By: "ann", At: t0}
+	r.Children = []string{"run-<1>/a"}
+	got, err := encodeRecord(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := *r
+	c.Children = nil
+	want, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("encodeRecord:\n%s\njson.Marshal:\n%s", got, want)
+	}
+	back, err := decodeRecord(r.ID, got, `["run-<1>/a"]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.LastStopReason != r.LastStopReason || back.Pending.Control.Message != r.Pending.Control.Message || len(back.Children) != 1 {
+		t.Errorf("read back %+v", back)
+	}
+	if _, err := decodeRecord(r.ID, got[:len(got)-1], nil); err == nil {
+		t.Error("a cut record decoded")
+	}
+}

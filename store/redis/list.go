@@ -30,7 +30,11 @@ func (s *Store) List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Re
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.prune(ctx); err != nil {
+	shards, err := s.dir.shards(ctx, s.rdb)
+	if err != nil {
+		return nil, s.fail(ctx, "SMEMBERS "+recordSlots, err)
+	}
+	if err := s.prune(ctx, shards); err != nil {
 		return nil, err
 	}
 	limit := trajectory.PageLimit(f.Limit)
@@ -44,7 +48,7 @@ func (s *Store) List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Re
 		}
 		// An expired parent may still have children: walk the index.
 	}
-	return s.scan(ctx, f, limit)
+	return s.scan(ctx, shards, f, limit)
 }
 
 func (s *Store) listChildren(ctx context.Context, parent *trajectory.Record, f trajectory.Filter, limit int) ([]*trajectory.Record, error) {
@@ -67,19 +71,33 @@ func (s *Store) listChildren(ctx context.Context, parent *trajectory.Record, f t
 	return out[:min(len(out), limit)], nil
 }
 
-// scan walks the created index from the newest member. Members whose
-// record is gone, or is a later record under the same id, are removed.
-func (s *Store) scan(ctx context.Context, f trajectory.Filter, limit int) ([]*trajectory.Record, error) {
+// scan walks the created indexes of every slot the directory lists as
+// one index, from the newest member. Members whose record is gone, or is a
+// later record under the same id, are removed.
+func (s *Store) scan(ctx context.Context, shards []string, f trajectory.Filter, limit int) ([]*trajectory.Record, error) {
+	keys := make([]string, len(shards))
+	for i, sh := range shards {
+		keys[i] = idxCreated(sh)
+	}
+	walk := newLexMerge(s.rdb, keys, mergeChunk(len(keys)))
 	var out []*trajectory.Record
-	var stale []any
-	start := "-"
-walk:
-	for {
-		members, err := s.rdb.ZRangeArgs(ctx, goredis.ZRangeArgs{
-			Key: idxCreated, Start: start, Stop: "+", ByLex: true, Count: scanChunk,
-		}).Result()
-		if err != nil {
-			return nil, s.fail(ctx, "ZRANGE "+idxCreated, err)
+	var stale []staleMember
+	members := make([]string, 0, scanChunk)
+	from := make([]int, 0, scanChunk)
+	for len(out) < limit {
+		members, from = members[:0], from[:0]
+		for len(members) < scanChunk {
+			m, k, ok, err := walk.next(ctx)
+			if err != nil {
+				return nil, s.fail(ctx, "ZRANGE created indexes", err)
+			}
+			if !ok {
+				break
+			}
+			members, from = append(members, m), append(from, k)
+		}
+		if len(members) == 0 {
+			break
 		}
 		ids := make([]string, len(members))
 		for i, m := range members {
@@ -91,30 +109,37 @@ walk:
 		}
 		for i, r := range recs {
 			if r == nil || member(r.ID, r.CreatedAt) != members[i] {
-				stale = append(stale, members[i])
+				stale = append(stale, staleMember{shard: shards[from[i]], member: members[i]})
 				continue
 			}
 			if f.Match(r) {
 				out = append(out, r)
 				if len(out) == limit {
-					break walk
+					break
 				}
 			}
 		}
-		if len(members) < scanChunk {
-			break
-		}
-		start = "(" + members[len(members)-1]
 	}
 	if len(stale) > 0 {
 		pipe := s.rdb.Pipeline()
-		pipe.ZRem(ctx, idxCreated, stale...)
-		pipe.ZRem(ctx, idxExpires, stale...)
+		for _, m := range stale {
+			pipe.ZRem(ctx, idxCreated(m.shard), m.member)
+			pipe.ZRem(ctx, idxExpires(m.shard), m.member)
+		}
 		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, s.fail(ctx, "ZREM "+idxCreated, err)
+			return nil, s.fail(ctx, "ZREM stale index entries", err)
 		}
 	}
 	return out, nil
+}
+
+// staleMember is an index entry to remove, with the slot tag of its index.
+type staleMember struct{ shard, member string }
+
+// mergeChunk is how many members a walk of n indexes reads from each per
+// round trip: a page's worth from a few indexes, a few from many.
+func mergeChunk(n int) int {
+	return min(max(4*scanChunk/max(n, 1), 8), scanChunk)
 }
 
 // fetch reads records by id in one round trip; a missing one is nil.
@@ -154,28 +179,52 @@ func (s *Store) fetch(ctx context.Context, ids []string) ([]*trajectory.Record, 
 	return out, nil
 }
 
+// pruneShards bounds how many slots' expiry indexes one List visits; the
+// next List goes on from where this one stopped.
+const pruneShards = 64
+
 // prune clears index entries of finished records whose retention has run
-// out. Redis expires the records themselves; the index, which must outlive
-// any one record, is cleaned here. An entry is dropped only once its
-// record's key is gone, so a replica whose clock runs ahead starts this
-// cleanup early but never hides a live record. An entry whose record lives on without a TTL was written
-// by an update that lost its race, and is dropped from the expiry index
-// alone.
-func (s *Store) prune(ctx context.Context) error {
+// out, in the next pruneShards slots of shards (the directory). Redis expires the
+// records themselves; the indexes, which must outlive any one record, are
+// cleaned here. An entry is dropped only once its record's key is gone, so
+// a replica whose clock runs ahead starts this cleanup early but never
+// hides a live record. An entry whose record lives on without a TTL was
+// written by an update that lost its race, and is dropped from the expiry
+// index alone.
+func (s *Store) prune(ctx context.Context, shards []string) error {
+	if len(shards) == 0 {
+		return nil
+	}
+	n := min(len(shards), pruneShards)
+	first := int(s.pruneNext.Add(uint64(n)) - uint64(n))
+	visit := make([]string, n)
+	for i := range visit {
+		visit[i] = shards[(first+i)%len(shards)]
+	}
 	now := s.now()
-	due, err := s.rdb.ZRangeArgs(ctx, goredis.ZRangeArgs{
-		Key: idxExpires, Start: "-inf", Stop: strconv.FormatInt(now.UnixMilli(), 10), ByScore: true, Count: pruneBatch,
-	}).Result()
-	if err != nil {
-		return s.fail(ctx, "ZRANGE "+idxExpires, err)
+	pipe := s.rdb.Pipeline()
+	dues := make([]*goredis.StringSliceCmd, n)
+	for i, sh := range visit {
+		dues[i] = pipe.ZRangeArgs(ctx, goredis.ZRangeArgs{
+			Key: idxExpires(sh), Start: "-inf", Stop: strconv.FormatInt(now.UnixMilli(), 10), ByScore: true, Count: pruneBatch,
+		})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return s.fail(ctx, "ZRANGE expiry indexes", err)
+	}
+	var due []staleMember
+	for i, c := range dues {
+		for _, m := range c.Val() {
+			due = append(due, staleMember{shard: visit[i], member: m})
+		}
 	}
 	if len(due) == 0 {
 		return nil
 	}
-	pipe := s.rdb.Pipeline()
+	pipe = s.rdb.Pipeline()
 	ttls := make([]*goredis.DurationCmd, len(due))
-	for i, m := range due {
-		if id := memberID(m); id != "" && checkID(id) == nil {
+	for i, d := range due {
+		if id := memberID(d.member); id != "" && checkID(id) == nil {
 			ttls[i] = pipe.PTTL(ctx, recKey(id))
 		}
 	}
@@ -183,23 +232,23 @@ func (s *Store) prune(ctx context.Context) error {
 		return s.fail(ctx, "PTTL", err)
 	}
 	pipe = s.rdb.Pipeline()
-	for i, m := range due {
+	for i, d := range due {
 		var ttl time.Duration = -2 // not a member: drop it
 		if ttls[i] != nil {
 			ttl = ttls[i].Val()
 		}
 		switch {
 		case ttl == -2:
-			pipe.ZRem(ctx, idxCreated, m)
-			pipe.ZRem(ctx, idxExpires, m)
+			pipe.ZRem(ctx, idxCreated(d.shard), d.member)
+			pipe.ZRem(ctx, idxExpires(d.shard), d.member)
 		case ttl < 0:
-			pipe.ZRem(ctx, idxExpires, m)
+			pipe.ZRem(ctx, idxExpires(d.shard), d.member)
 		default:
-			pipe.ZAdd(ctx, idxExpires, goredis.Z{Score: float64(now.Add(ttl).UnixMilli()), Member: m})
+			pipe.ZAdd(ctx, idxExpires(d.shard), goredis.Z{Score: float64(now.Add(ttl).UnixMilli()), Member: d.member})
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return s.fail(ctx, "pruning the index", err)
+		return s.fail(ctx, "pruning the indexes", err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -56,11 +57,15 @@ func (e *portError) Unwrap() error { return e.port }
 // Options configures a Store.
 type Options struct {
 	// URL is a redis:// or rediss:// URL, with go-redis's query
-	// parameters (dial_timeout, max_retries...). Ignored when Client is set.
+	// parameters (dial_timeout, max_retries...); with Cluster, in go-redis's
+	// cluster form (the other nodes as addr= parameters). Ignored when
+	// Client is set.
 	URL string
-	// Client is used instead of dialing URL. The Store does not close it:
-	// its owner does.
-	Client *goredis.Client
+	// Cluster says URL names a Redis Cluster.
+	Cluster bool
+	// Client is used instead of dialing URL: a *goredis.Client or a
+	// *goredis.ClusterClient. The Store does not close it: its owner does.
+	Client goredis.UniversalClient
 	// Retention is how long a finished record and its events are kept.
 	// Zero or less means DefaultRetention.
 	Retention time.Duration
@@ -90,9 +95,18 @@ type rediser interface {
 	HMGet(ctx context.Context, key string, fields ...string) *goredis.SliceCmd
 	ZRangeArgs(ctx context.Context, z goredis.ZRangeArgs) *goredis.StringSliceCmd
 	Pipeline() goredis.Pipeliner
+	Exists(ctx context.Context, keys ...string) *goredis.IntCmd
+	ZRangeWithScores(ctx context.Context, key string, start, stop int64) *goredis.ZSliceCmd
+	ZRem(ctx context.Context, key string, members ...any) *goredis.IntCmd
+	SAdd(ctx context.Context, key string, members ...any) *goredis.IntCmd
+	SMembers(ctx context.Context, key string) *goredis.StringSliceCmd
 	Publish(ctx context.Context, channel string, message any) *goredis.IntCmd
 	Subscribe(ctx context.Context, channels ...string) *goredis.PubSub
+	SPublish(ctx context.Context, channel string, message any) *goredis.IntCmd
+	SSubscribe(ctx context.Context, channels ...string) *goredis.PubSub
 }
+
+var _ rediser = goredis.UniversalClient(nil)
 
 // Store keeps records and event logs in Redis. It is safe for concurrent
 // use, and any number of Stores, in any number of processes, may share one
@@ -100,6 +114,7 @@ type rediser interface {
 type Store struct {
 	rdb         rediser
 	closeClient func() error // nil when the caller owns the client
+	cluster     bool         // rdb is a cluster client: signals go over sharded pub/sub
 
 	retention   time.Duration
 	maxEvents   int
@@ -110,6 +125,9 @@ type Store struct {
 
 	cache *cache
 	locks *treeLocks
+
+	dir       *shardDir     // slots holding record indexes
+	pruneNext atomic.Uint64 // where the next prune starts in the directory
 
 	subs      pubsubs
 	sigCounts signalCounts
@@ -130,6 +148,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		newGen:      rand.Uint64,
 		cache:       newCache(opts.CacheEntries),
 		locks:       newTreeLocks(),
+		dir:         &shardDir{key: recordSlots},
 	}
 	if s.retention <= 0 {
 		s.retention = DefaultRetention
@@ -146,11 +165,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	client := opts.Client
 	if client == nil {
 		var err error
-		if client, err = NewClient(opts.URL); err != nil {
+		if client, err = dial(opts.URL, opts.Cluster); err != nil {
 			return nil, err
 		}
 		s.closeClient = client.Close
 	}
+	_, s.cluster = client.(*goredis.ClusterClient)
 	s.rdb = client
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		err = s.fail(ctx, "PING", err)
@@ -164,23 +184,21 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	if err := s.migrateIndexes(ctx); err != nil {
+		err = s.fail(ctx, "moving the record indexes of an earlier version", err)
+		_ = s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
 // NewClient returns a client of the Redis at rawURL, set up as the Store sets
-// up its own, for a caller that shares one client between the record store
-// and the approvals store. The caller closes it.
+// up its own, for a caller that shares one client between the record store,
+// the approvals store and the rate-limit buckets. The caller closes it.
 func NewClient(rawURL string) (*goredis.Client, error) {
 	o, err := goredis.ParseURL(rawURL)
 	if err != nil {
-		// The URL may carry a password: say what is wrong, not what it
-		// is. url.Error quotes the whole URL; go-redis's own errors
-		// name only the faulty part.
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return nil, fmt.Errorf("redis store: parsing the Redis URL: %w", err)
+		return nil, urlError(err)
 	}
 	// Callers fail closed and retry at their own level, so a dead Redis
 	// is reported after one retry, not after go-redis's default of
@@ -192,6 +210,41 @@ func NewClient(rawURL string) (*goredis.Client, error) {
 		o.MaxRetries = 1
 	}
 	return goredis.NewClient(o), nil
+}
+
+// NewClusterClient is NewClient for a Redis Cluster, whose rawURL is in
+// go-redis's cluster form: redis://[:password@]host:port?addr=host:port&...
+// (rediss:// for TLS), any nodes of the cluster.
+func NewClusterClient(rawURL string) (*goredis.ClusterClient, error) {
+	o, err := goredis.ParseClusterURL(rawURL)
+	if err != nil {
+		return nil, urlError(err)
+	}
+	o.DialerRetries = 1
+	o.ContextTimeoutEnabled = true
+	if o.MaxRetries == 0 {
+		o.MaxRetries = 1
+	}
+	return goredis.NewClusterClient(o), nil
+}
+
+// dial is NewClient or NewClusterClient.
+func dial(rawURL string, cluster bool) (goredis.UniversalClient, error) {
+	if cluster {
+		return NewClusterClient(rawURL)
+	}
+	return NewClient(rawURL)
+}
+
+// urlError says what is wrong with a Redis URL, not what it is: it may
+// carry a password. url.Error quotes the whole URL; go-redis's own errors
+// name only the faulty part.
+func urlError(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	return fmt.Errorf("redis store: parsing the Redis URL: %w", err)
 }
 
 // Close makes every later call return trajectory.ErrClosed, ends every
@@ -217,9 +270,10 @@ func (s *Store) usable(ctx context.Context) error {
 }
 
 // fail wraps a Redis error so that callers can tell it apart: ErrClosed
-// once closed, context.Canceled when the caller left, the server's own
-// error reply, and ErrUnavailable for everything else (refused, timed out,
-// reset).
+// once closed, context.Canceled when the caller left, an error reply that
+// can never succeed as it is, and ErrUnavailable for everything else:
+// refused, timed out, reset, or a reply that says "not now" (see
+// notNowReply).
 func (s *Store) fail(ctx context.Context, op string, err error) error {
 	if s.closed.Load() || errors.Is(err, goredis.ErrClosed) {
 		return fmt.Errorf("redis store: %s: %w", op, trajectory.ErrClosed)
@@ -230,11 +284,38 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("redis store: %s: %w", op, err)
 	}
-	var rerr goredis.Error
-	if errors.As(err, &rerr) && !errors.Is(err, context.DeadlineExceeded) {
+	if permanentReply(err) {
 		return fmt.Errorf("redis store: %s: Redis replied: %w", op, err)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+}
+
+// notNow are the error replies, by their first word (or words), with
+// which Redis says it cannot serve a command at the moment but will: it
+// is loading its data, it is a replica (READONLY, after a failover), its
+// master is down, a script or module holds it (BUSY), a slot is moving or
+// the cluster is down (TRYAGAIN, CLUSTERDOWN, MOVED and ASK left after
+// the client's redirects), too few replicas acknowledge (NOREPLICAS), it
+// is out of memory, or it has as many clients as it takes.
+var notNow = []string{
+	"LOADING", "READONLY", "MASTERDOWN", "BUSY", "TRYAGAIN", "CLUSTERDOWN",
+	"MOVED", "ASK", "NOREPLICAS", "OOM", "ERR max number of clients reached",
+}
+
+// permanentReply reports an error reply of Redis that is not in notNow:
+// sent again, the same command would fail again.
+func permanentReply(err error) bool {
+	var rerr goredis.Error
+	if !errors.As(err, &rerr) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	msg := rerr.Error()
+	for _, p := range notNow {
+		if rest, ok := strings.CutPrefix(msg, p); ok && (rest == "" || rest[0] == ' ') {
+			return false
+		}
+	}
+	return true
 }
 
 // Ping implements trajectory.Store.
@@ -318,7 +399,11 @@ func (s *Store) Create(ctx context.Context, rec *trajectory.Record, evs ...traje
 	if err != nil {
 		return err
 	}
-	keys := []string{recKey(rec.ID), evKey(rec.ID), parentKey, idxCreated, idxExpires}
+	shard := shardOf(rootOf(rec.ID))
+	if err := s.dir.ensure(ctx, s.rdb, shard); err != nil {
+		return s.fail(ctx, "SADD "+recordSlots, err)
+	}
+	keys := []string{recKey(rec.ID), evKey(rec.ID), parentKey, idxCreated(shard), idxExpires(shard)}
 	reply, err := s.eval(ctx, createScript, keys, args, nil)
 	if err != nil {
 		return s.fail(ctx, "create "+rec.ID, err)

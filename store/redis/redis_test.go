@@ -22,7 +22,7 @@ import (
 var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
 // client dials url for a test and closes the client when it ends.
-func client(t testing.TB, url string) *goredis.Client {
+func client(t testing.TB, url string) goredis.UniversalClient {
 	t.Helper()
 	o, err := goredis.ParseURL(url)
 	if err != nil {
@@ -37,6 +37,18 @@ func client(t testing.TB, url string) *goredis.Client {
 func open(t testing.TB, url string, opts Options) *Store {
 	t.Helper()
 	opts.URL = url
+	return openOpts(t, opts)
+}
+
+// openOn returns a Store on r, closed when the test ends.
+func openOn(t testing.TB, r redistest.Target, opts Options) *Store {
+	t.Helper()
+	opts.URL, opts.Cluster = r.URL, r.Cluster
+	return openOpts(t, opts)
+}
+
+func openOpts(t testing.TB, opts Options) *Store {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s, err := Open(ctx, opts)
@@ -75,18 +87,22 @@ func turnEvent(reason string) trajectory.Event {
 }
 
 func TestContract(t *testing.T) {
-	srv := redistest.StartServer(t)
-	storetest.Run(t, func(t *testing.T) trajectory.Store {
-		srv.Flush(t)
-		return open(t, srv.URL, Options{})
+	redistest.Each(t, func(t *testing.T, r redistest.Target) {
+		storetest.Run(t, func(t *testing.T) trajectory.Store {
+			r.Flush(t)
+			return openOn(t, r, Options{})
+		})
 	})
 }
 
 // TestUpdateAtomicAcrossReplicas runs two Stores, each with its own
-// connections, as two replicas would, against one Redis.
+// connections, as two replicas would, against one Redis or one cluster.
 func TestUpdateAtomicAcrossReplicas(t *testing.T) {
-	url := redistest.Start(t)
-	replicas := []*Store{open(t, url, Options{}), open(t, url, Options{})}
+	redistest.Each(t, testUpdateAtomicAcrossReplicas)
+}
+
+func testUpdateAtomicAcrossReplicas(t *testing.T, target redistest.Target) {
+	replicas := []*Store{openOn(t, target, Options{}), openOn(t, target, Options{})}
 	ctx := context.Background()
 	create(t, replicas[0], trajectory.New("run-1", "team-a", t0))
 
@@ -201,7 +217,7 @@ func TestUpdateKeepsCreationTime(t *testing.T) {
 	}
 }
 
-func pttl(t *testing.T, c *goredis.Client, key string) time.Duration {
+func pttl(t *testing.T, c goredis.UniversalClient, key string) time.Duration {
 	t.Helper()
 	d, err := c.PTTL(context.Background(), key).Result()
 	if err != nil {
@@ -236,7 +252,7 @@ func TestRetention(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		score, err := rdb.ZScore(ctx, idxExpires, member(id, r.CreatedAt)).Result()
+		score, err := rdb.ZScore(ctx, expiresOf(id), member(id, r.CreatedAt)).Result()
 		if err != nil || int64(score) != now.Add(retention).UnixMilli() {
 			t.Errorf("%s expiry index score %v, %v; want %d", id, score, err, now.Add(retention).UnixMilli())
 		}
@@ -314,13 +330,29 @@ func TestRetention(t *testing.T) {
 	})
 }
 
-func zmembers(t *testing.T, c *goredis.Client, key string) []string {
+// createdOf and expiresOf are the record indexes of id's slot.
+func createdOf(id string) string { return idxCreated(shardOf(rootOf(id))) }
+func expiresOf(id string) string { return idxExpires(shardOf(rootOf(id))) }
+
+// indexed is every member of one kind of record index (idxCreated or
+// idxExpires) over every slot the directory lists, sorted.
+func indexed(t *testing.T, s *Store, kind func(string) string) []string {
 	t.Helper()
-	m, err := c.ZRange(context.Background(), key, 0, -1).Result()
+	ctx := context.Background()
+	shards, err := s.dir.shards(ctx, s.rdb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
+	var out []string
+	for _, sh := range shards {
+		m, err := s.rdb.ZRangeArgs(ctx, goredis.ZRangeArgs{Key: kind(sh), Start: 0, Stop: -1}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m...)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestIndexPrune plays the part of Redis's expiry by deleting keys, and
@@ -341,7 +373,7 @@ func TestIndexPrune(t *testing.T) {
 	finish(t, s, "kept")
 	// An expiry entry left by an update that lost its race to a save that
 	// did not finish the record.
-	if err := rdb.ZAdd(ctx, idxExpires, goredis.Z{Score: float64(t0.UnixMilli()), Member: member("live", t0)}).Err(); err != nil {
+	if err := rdb.ZAdd(ctx, expiresOf("live"), goredis.Z{Score: float64(t0.UnixMilli()), Member: member("live", t0)}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := rdb.Del(ctx, recKey("gone"), evKey("gone")).Err(); err != nil {
@@ -350,31 +382,35 @@ func TestIndexPrune(t *testing.T) {
 
 	prune := func() {
 		t.Helper()
-		if err := s.prune(ctx); err != nil {
+		shards, err := s.dir.shards(ctx, s.rdb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.prune(ctx, shards); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Before retention runs out, only the stale live entry is due.
 	prune()
-	if got := zmembers(t, rdb, idxExpires); !slices.Equal(got, []string{member("gone", t0), member("kept", t0)}) {
+	if got := indexed(t, s, idxExpires); !slices.Equal(got, []string{member("gone", t0), member("kept", t0)}) {
 		t.Errorf("expiry index %v, want gone and kept", got)
 	}
 	all := []string{member("gone", t0), member("kept", t0), member("live", t0)}
-	if got := zmembers(t, rdb, idxCreated); !slices.Equal(got, all) {
+	if got := indexed(t, s, idxCreated); !slices.Equal(got, all) {
 		t.Errorf("created index %v, want %v", got, all)
 	}
 
 	now.Store(t0.Add(retention + time.Second).UnixNano())
 	prune()
-	if got := zmembers(t, rdb, idxCreated); !slices.Equal(got, all[1:]) {
+	if got := indexed(t, s, idxCreated); !slices.Equal(got, all[1:]) {
 		t.Errorf("created index %v: the expired record's entry stayed", got)
 	}
 	// kept's key still has its TTL (the store's clock ran ahead of Redis):
 	// its entry is due again when that TTL runs out.
-	if got := zmembers(t, rdb, idxExpires); !slices.Equal(got, []string{member("kept", t0)}) {
+	if got := indexed(t, s, idxExpires); !slices.Equal(got, []string{member("kept", t0)}) {
 		t.Errorf("expiry index %v, want kept", got)
 	}
-	score, err := rdb.ZScore(ctx, idxExpires, member("kept", t0)).Result()
+	score, err := rdb.ZScore(ctx, expiresOf("kept"), member("kept", t0)).Result()
 	if err != nil || int64(score) <= now.Load()/1e6 {
 		t.Errorf("kept rescheduled to %v (%v), want after %d", score, err, now.Load()/1e6)
 	}
@@ -392,9 +428,11 @@ func TestListSkipsStaleEntries(t *testing.T) {
 	create(t, s, trajectory.New("run-1", "team-a", t0.Add(time.Minute)))
 	// An entry of an earlier record under the same id, and one of a record
 	// that expired before the prune got to it.
-	stale := []string{member("run-1", t0), member("run-0", t0)}
-	for _, m := range stale {
-		if err := rdb.ZAdd(ctx, idxCreated, goredis.Z{Member: m}).Err(); err != nil {
+	if err := s.dir.ensure(ctx, s.rdb, "run-0"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"run-1", "run-0"} {
+		if err := rdb.ZAdd(ctx, createdOf(id), goredis.Z{Member: member(id, t0)}).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -405,7 +443,7 @@ func TestListSkipsStaleEntries(t *testing.T) {
 	if len(recs) != 1 || recs[0].ID != "run-1" {
 		t.Errorf("listed %v, want run-1 once", recs)
 	}
-	if got := zmembers(t, rdb, idxCreated); !slices.Equal(got, []string{member("run-1", t0.Add(time.Minute))}) {
+	if got := indexed(t, s, idxCreated); !slices.Equal(got, []string{member("run-1", t0.Add(time.Minute))}) {
 		t.Errorf("created index %v", got)
 	}
 }
@@ -468,7 +506,9 @@ func TestKeyLayout(t *testing.T) {
 	}
 	slices.Sort(keys)
 	want := []string{
-		"gk:{idx}:created",
+		"gk:{idx}:slots",
+		createdOf("run-42"),
+		createdOf("run-7"),
 		"gk:{run-42}:ev:run-42",
 		"gk:{run-42}:ev:run-42/3f9a~2",
 		"gk:{run-42}:ev:run-42/3f9a~2/b1~1",
@@ -477,8 +517,16 @@ func TestKeyLayout(t *testing.T) {
 		"gk:{run-42}:rec:run-42/3f9a~2/b1~1",
 		"gk:{run-7}:rec:run-7",
 	}
+	slices.Sort(want)
 	if !slices.Equal(keys, want) {
 		t.Errorf("keys:\n%s\nwant:\n%s", strings.Join(keys, "\n"), strings.Join(want, "\n"))
+	}
+	// Each index is in the slot of the trees it lists, so the script that
+	// creates a record writes its entry in the same step.
+	for _, id := range []string{"run-42", "run-7"} {
+		if got, want := slotOf(hashTag(createdOf(id))), slotOf(id); got != want {
+			t.Errorf("index of %s in slot %d, want the tree's slot %d", id, got, want)
+		}
 	}
 	for _, k := range keys {
 		if strings.Contains(k, ":rec:run-42") || strings.Contains(k, ":ev:run-42") {

@@ -34,13 +34,26 @@ func TestRoundTrips(t *testing.T) {
 	// Another replica, with its own connections and cache.
 	other := open(t, url, Options{})
 	create(t, other, trajectory.New("run-9", "team-a", t0))
+	// A root in run-1's slot, whose index this process will have written
+	// to by then.
+	sameSlot := ""
+	for i := 0; i < 1_000_000 && sameSlot == ""; i++ {
+		if id := fmt.Sprintf("run-x%d", i); slotOf(id) == slotOf("run-1") {
+			sameSlot = id
+		}
+	}
 
 	tests := []struct {
 		name string
 		call func() error
 		want int64
 	}{
-		{"Create", func() error { return s.Create(ctx, trajectory.New("run-1", "team-a", t0), turnEvent("created")) }, 1},
+		// The first write into a slot's index adds the slot to the
+		// directory first.
+		{"Create in a slot new to this process", func() error {
+			return s.Create(ctx, trajectory.New("run-1", "team-a", t0), turnEvent("created"))
+		}, 2},
+		{"Create", func() error { return s.Create(ctx, trajectory.New(sameSlot, "team-a", t0), turnEvent("created")) }, 1},
 		{"Create child", func() error { return s.Create(ctx, child("run-1/a", "run-1")) }, 1},
 		{"Get", func() error { _, err := s.Get(ctx, "run-1"); return err }, 1},
 		{"Update", func() error { _, err := s.Update(ctx, "run-1", turn); return err }, 1},
@@ -64,7 +77,7 @@ func TestRoundTrips(t *testing.T) {
 		{"AppendEvents", func() error { return s.AppendEvents(ctx, "run-1", turnEvent("x")) }, 1},
 		{"Events", func() error { _, err := s.Events(ctx, "run-1", 1, 10); return err }, 1},
 		{"Ping", func() error { return s.Ping(ctx) }, 1},
-		{"List", func() error { _, err := s.List(ctx, trajectory.Filter{}); return err }, 3},
+		{"List", func() error { _, err := s.List(ctx, trajectory.Filter{}); return err }, 4},
 	}
 	for _, tc := range tests {
 		before := c.Load()

@@ -15,7 +15,9 @@ import (
 )
 
 // signalChannel is the pub/sub channel every replica publishes signals on
-// and listens to.
+// and listens to. On a cluster it is a shard channel (SPUBLISH and
+// SSUBSCRIBE, Redis 7): its messages stay on the nodes serving its slot
+// instead of being broadcast over the whole cluster bus.
 const signalChannel = "gk:signals"
 
 // signalBuffer is how many signals a subscriber may fall behind by before
@@ -54,9 +56,10 @@ func (s *Store) SignalStats() SignalStats {
 	}
 }
 
-// Publish implements trajectory.Signals with one PUBLISH. Redis hands the
-// message to the subscribers connected at that moment, this process's
-// included; a replica that is reconnecting misses it.
+// Publish implements trajectory.Signals with one PUBLISH (SPUBLISH on a
+// cluster). Redis hands the message to the subscribers connected at that
+// moment, this process's included; a replica that is reconnecting misses
+// it.
 func (s *Store) Publish(ctx context.Context, sig trajectory.Signal) error {
 	if err := s.usable(ctx); err != nil {
 		return err
@@ -65,7 +68,11 @@ func (s *Store) Publish(ctx context.Context, sig trajectory.Signal) error {
 	if err != nil {
 		return err
 	}
-	if err := s.rdb.Publish(ctx, signalChannel, b).Err(); err != nil {
+	publish := s.rdb.Publish
+	if s.cluster {
+		publish = s.rdb.SPublish
+	}
+	if err := publish(ctx, signalChannel, b).Err(); err != nil {
 		return s.fail(ctx, "publish signal", err)
 	}
 	return nil
@@ -84,7 +91,11 @@ func (s *Store) Subscribe(ctx context.Context) (<-chan trajectory.Signal, error)
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	ps := s.rdb.Subscribe(ctx, signalChannel)
+	subscribe, kind := s.rdb.Subscribe, "subscribe"
+	if s.cluster {
+		subscribe, kind = s.rdb.SSubscribe, "ssubscribe"
+	}
+	ps := subscribe(ctx, signalChannel)
 	if !s.subs.add(ps) {
 		_ = ps.Close()
 		return nil, trajectory.ErrClosed
@@ -92,7 +103,7 @@ func (s *Store) Subscribe(ctx context.Context) (<-chan trajectory.Signal, error)
 	// Closing the PubSub is what ends its blocking read, whether the
 	// caller leaves during the confirmation or long after.
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
-	if err := confirm(ctx, ps); err != nil {
+	if err := confirm(ctx, ps, kind); err != nil {
 		stop()
 		s.subs.remove(ps)
 		_ = ps.Close()
@@ -135,13 +146,13 @@ func (s *Store) forward(out chan<- trajectory.Signal, payload string) {
 // confirm reads the reply to SUBSCRIBE. Until it arrives Redis may not
 // have registered the subscription, and a signal published meanwhile
 // would not reach it.
-func confirm(ctx context.Context, ps *goredis.PubSub) error {
+func confirm(ctx context.Context, ps *goredis.PubSub, kind string) error {
 	reply, err := ps.ReceiveTimeout(ctx, subscribeTimeout)
 	if err != nil {
 		return err
 	}
 	sub, ok := reply.(*goredis.Subscription)
-	if !ok || sub.Kind != "subscribe" || sub.Channel != signalChannel {
+	if !ok || sub.Kind != kind || sub.Channel != signalChannel {
 		return fmt.Errorf("%w: subscribe to %s: answered %v", errReply, signalChannel, reply)
 	}
 	return nil

@@ -63,13 +63,17 @@ func subscribe(t testing.TB, s *Store, ctx context.Context) <-chan trajectory.Si
 	return ch
 }
 
-// TestSignalsAcrossReplicas runs two Stores on one Redis, as two replicas
-// would: a signal published on either reaches every subscriber of both,
-// and ending the subscriptions leaves no goroutine behind.
+// TestSignalsAcrossReplicas runs two Stores on one Redis, and on one
+// cluster, as two replicas would: a signal published on either reaches
+// every subscriber of both, and ending the subscriptions leaves no
+// goroutine behind.
 func TestSignalsAcrossReplicas(t *testing.T) {
-	srv := redistest.StartServer(t)
-	a := open(t, srv.URL, Options{})
-	b := open(t, srv.URL, Options{})
+	redistest.Each(t, testSignalsAcrossReplicas)
+}
+
+func testSignalsAcrossReplicas(t *testing.T, r redistest.Target) {
+	a := openOn(t, r, Options{})
+	b := openOn(t, r, Options{})
 	ignore := goleak.IgnoreCurrent()
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -121,7 +121,9 @@ func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc,
 		// Written ahead of the save so that no crash can leave a finished
 		// record the prune never visits; if the save then loses its race,
 		// the prune finds a live record and drops the entry.
-		before = func(p goredis.Pipeliner) { p.ZAdd(ctx, idxExpires, w.finished...) }
+		// The expiry index is in the chain's slot, hence on the same node
+		// and connection as the script, which it precedes.
+		before = func(p goredis.Pipeliner) { p.ZAdd(ctx, idxExpires(shardOf(rootOf(id))), w.finished...) }
 	}
 	reply, err := s.eval(ctx, chainScript, w.keys, w.args, before)
 	if err != nil {
