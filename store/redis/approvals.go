@@ -209,10 +209,14 @@ func (a *Approvals) CreateHold(ctx context.Context, h *approvals.Hold, reqs []*a
 	// The directory and the lookups by id are written first, each in its
 	// own slot: a crash after them leaves lookups that find nothing, never
 	// a hold or a request that no lookup or List finds.
-	if err := a.dir.ensure(ctx, a.rdb, tag); err != nil {
+	known, err := a.dir.ensure(ctx, a.rdb, tag)
+	if err != nil {
 		return nil, aprFail("SADD "+approvalSlots, err)
 	}
 	if _, err := a.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		if known {
+			a.dir.again(ctx, p, tag)
+		}
 		p.Set(ctx, locKey(h.ID), tag, a.ttl(h.ExpiresAt))
 		for _, r := range reqs {
 			p.Set(ctx, locKey(r.ID), tag, a.ttl(r.ExpiresAt))

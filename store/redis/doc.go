@@ -34,7 +34,10 @@
 // the same step, on a cluster as on one Redis. List walks the indexes of
 // every slot in the directory as one (a k-way merge). A slot joins the
 // directory before its first index entry is written, in a round trip of
-// its own, once per slot and process.
+// its own, once per slot and process; every later create sends the entry
+// again in its own round trip, so that a directory that lost it (a
+// failover to a replica that lagged) has it back at the slot's next
+// create.
 //
 // Ids holding "{" or "}" are refused: a brace would move the hash tag.
 //

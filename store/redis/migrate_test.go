@@ -113,3 +113,25 @@ func TestLegacyLookup(t *testing.T) {
 		t.Errorf("Get of an unknown id: %v, want ErrNotFound", err)
 	}
 }
+
+// TestDirectoryRestored: when the slot directory loses an entry (a
+// failover to a replica that lagged), the slot's next create puts it back,
+// so List finds the slot's records again.
+func TestDirectoryRestored(t *testing.T) {
+	url := redistest.Start(t)
+	rdb := client(t, url)
+	ctx := context.Background()
+	s := open(t, url, Options{})
+	create(t, s, trajectory.New("run-1", "team-a", t0))
+	if err := rdb.Del(ctx, recordSlots).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := s.List(ctx, trajectory.Filter{}); err != nil || len(recs) != 0 {
+		t.Fatalf("List without the directory: %v, %v; want nothing (the test's premise)", recs, err)
+	}
+	create(t, s, child("run-1/a", "run-1"))
+	recs, err := s.List(ctx, trajectory.Filter{})
+	if err != nil || len(recs) != 2 {
+		t.Errorf("List after the slot's next create: %v, %v; want both records", recs, err)
+	}
+}

@@ -400,11 +400,16 @@ func (s *Store) Create(ctx context.Context, rec *trajectory.Record, evs ...traje
 		return err
 	}
 	shard := shardOf(rootOf(rec.ID))
-	if err := s.dir.ensure(ctx, s.rdb, shard); err != nil {
+	known, err := s.dir.ensure(ctx, s.rdb, shard)
+	if err != nil {
 		return s.fail(ctx, "SADD "+recordSlots, err)
 	}
+	var before func(goredis.Pipeliner)
+	if known {
+		before = func(p goredis.Pipeliner) { s.dir.again(ctx, p, shard) }
+	}
 	keys := []string{recKey(rec.ID), evKey(rec.ID), parentKey, idxCreated(shard), idxExpires(shard)}
-	reply, err := s.eval(ctx, createScript, keys, args, nil)
+	reply, err := s.eval(ctx, createScript, keys, args, before)
 	if err != nil {
 		return s.fail(ctx, "create "+rec.ID, err)
 	}

@@ -428,7 +428,7 @@ func TestListSkipsStaleEntries(t *testing.T) {
 	create(t, s, trajectory.New("run-1", "team-a", t0.Add(time.Minute)))
 	// An entry of an earlier record under the same id, and one of a record
 	// that expired before the prune got to it.
-	if err := s.dir.ensure(ctx, s.rdb, "run-0"); err != nil {
+	if _, err := s.dir.ensure(ctx, s.rdb, "run-0"); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"run-1", "run-0"} {

@@ -67,19 +67,27 @@ type dirClient interface {
 	SMembers(ctx context.Context, key string) *goredis.StringSliceCmd
 }
 
-// ensure adds the slot of tag to the directory unless this process
-// already did.
-func (d *shardDir) ensure(ctx context.Context, rdb dirClient, tag string) error {
+// ensure adds the slot of tag to the directory, in a round trip of its
+// own, unless this process already did; it then reports known. A caller
+// that gets known true sends the directory entry again, with its write,
+// at no extra round trip (see again): the directory may have lost it, as
+// a replica promoted before it had the entry would have.
+func (d *shardDir) ensure(ctx context.Context, rdb dirClient, tag string) (known bool, err error) {
 	s := slotOf(tag)
 	bit := uint64(1) << (s % 64)
 	if d.known[s/64].Load()&bit != 0 {
-		return nil
+		return true, nil
 	}
 	if err := rdb.SAdd(ctx, d.key, s).Err(); err != nil {
-		return err
+		return false, err
 	}
 	d.known[s/64].Or(bit)
-	return nil
+	return false, nil
+}
+
+// again adds the slot of tag to the directory in p.
+func (d *shardDir) again(ctx context.Context, p goredis.Pipeliner, tag string) {
+	p.SAdd(ctx, d.key, slotOf(tag))
 }
 
 // shards reads the directory: the tags of the slots it lists, in slot
