@@ -53,6 +53,9 @@ func ParseStreamFilter(q url.Values) (feed.Filter, error) {
 	for _, v := range q["kind"] {
 		for k := range strings.SplitSeq(v, ",") {
 			k := feed.Kind(strings.TrimSpace(k))
+			if k == "" {
+				continue
+			}
 			if !k.Valid() {
 				return feed.Filter{}, badRequest("unknown kind " + jsonQuote(string(k)) + " (want record, turn, approval or keys)")
 			}
