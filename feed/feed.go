@@ -125,6 +125,14 @@ func (f *Feed) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	f.EndSubscriptions()
+	return nil
+}
+
+// EndSubscriptions ends every subscription (their Next returns ErrClosed)
+// and refuses new ones, so that a server shutting down is not held by
+// streams that never end on their own.
+func (f *Feed) EndSubscriptions() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for s := range f.subs {
@@ -132,7 +140,6 @@ func (f *Feed) Close(ctx context.Context) error {
 		close(s.ch)
 	}
 	f.subs = nil
-	return nil
 }
 
 // Stats returns the Feed's counts.

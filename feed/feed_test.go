@@ -359,3 +359,17 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 	})
 }
+
+func TestFeedEndSubscriptions(t *testing.T) {
+	f := openFeed(t, Options{})
+	s := subscribe(t, f, Filter{}, ID{})
+	f.EndSubscriptions()
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	if _, err := s.Next(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("Next after EndSubscriptions: %v, want ErrClosed", err)
+	}
+	if _, err := f.Subscribe(ctx, Filter{}, ID{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Subscribe after EndSubscriptions: %v, want ErrClosed", err)
+	}
+}

@@ -309,6 +309,9 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	// Shutdown does not end requests; a turn held for approval may wait
 	// for minutes, and its hold outlives this process for the retry.
 	hs.RegisterOnShutdown(s.proxy.EndHolds)
+	// Event streams never end by themselves; their clients resume with
+	// Last-Event-ID on another replica.
+	hs.RegisterOnShutdown(s.feed.EndSubscriptions)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -177,6 +177,15 @@ async function readSSE(body, fn) {
 
 function onStreamEvent(kind, id, ev) {
   if (id) state.lastEventId = id;
+  try {
+    showEvent(kind, ev);
+  } catch (e) {
+    // One event the page cannot show must not stop the stream.
+    console.error("console: showing a " + kind + " event:", e);
+  }
+}
+
+function showEvent(kind, ev) {
   switch (kind) {
     case "record": onRecord(ev); break;
     case "approval": onApproval(ev); break;
@@ -208,8 +217,15 @@ function onRecord(ev) {
   }
 }
 
+// normalized fills the lists a request's JSON may carry as null.
+function normalized(r) {
+  r.votes = r.votes || [];
+  r.roles = r.roles || [];
+  return r;
+}
+
 function onApproval(ev) {
-  const r = ev.data.request;
+  const r = normalized(ev.data.request);
   state.approvals.set(r.id, r);
   renderPendingCount();
   if (state.view === "approvals") renderApprovals();
@@ -496,7 +512,7 @@ async function loadApprovals() {
   try {
     const { approvals } = await api("GET", "/approvals?limit=200");
     state.approvals.clear();
-    for (const r of approvals) state.approvals.set(r.id, r);
+    for (const r of approvals) state.approvals.set(r.id, normalized(r));
   } catch (e) {
     if (e.status !== 404) throw e; // 404: no gates configured
   }
@@ -557,7 +573,7 @@ function requestCard(r) {
     btn.disabled = true;
     try {
       const body = reason.value.trim() ? { reason: reason.value.trim() } : {};
-      const upd = await api("POST", "/approvals/" + enc(r.id) + "/" + verb, body);
+      const upd = normalized(await api("POST", "/approvals/" + enc(r.id) + "/" + verb, body));
       state.approvals.set(upd.id, upd);
       renderApprovals();
       renderPendingCount();
