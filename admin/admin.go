@@ -91,6 +91,9 @@ type API struct {
 	states  StateObserver // nil: none
 	// approvals is nil when gates are not configured (see WithApprovals).
 	approvals approvalService
+	// stream and keys are nil without WithStream.
+	stream EventStream
+	keys   KeysView
 }
 
 type token struct {
@@ -129,6 +132,9 @@ func (a *API) Routes(r chi.Router) {
 		// the id.
 		r.Post("/trajectories/*", a.handle(a.control, RoleOperator))
 		a.approvalRoutes(r)
+		r.Get("/stream", a.handle(a.streamEvents, ""))
+		r.Get("/keys", a.handle(a.keysHeadroom, ""))
+		r.Get("/whoami", a.handle(a.whoami, ""))
 	})
 }
 

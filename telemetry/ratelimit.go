@@ -10,12 +10,30 @@ import (
 // labelKey names a provider key as "provider/keyname", never the secret.
 const labelKey = attribute.Key("key")
 
+// RateObserver also hears the queue lengths and key headroom telemetry
+// records: the live event stream's keys view.
+type RateObserver interface {
+	QueueLength(class string, n int)
+	Headroom(key string, fraction float64)
+}
+
+// TeeRateLimits passes every queue length and headroom recorded from now
+// on to o as well. It must be called before the scheduler runs.
+func (t *Telemetry) TeeRateLimits(o RateObserver) {
+	if t != nil {
+		t.rates = o
+	}
+}
+
 // QueueLength sets how many requests of a priority class wait for
 // rate-limit capacity. With QueueWait and Headroom it makes a Telemetry
 // the rate-limit scheduler's observer.
 func (t *Telemetry) QueueLength(class string, n int) {
 	if t == nil {
 		return
+	}
+	if t.rates != nil {
+		t.rates.QueueLength(class, n)
 	}
 	m := t.m
 	m.queueLength.Record(context.Background(), int64(n), metric.WithAttributes(labelClass.String(m.classes.value(class))))
@@ -26,6 +44,9 @@ func (t *Telemetry) QueueLength(class string, n int) {
 func (t *Telemetry) Headroom(key string, fraction float64) {
 	if t == nil {
 		return
+	}
+	if t.rates != nil {
+		t.rates.Headroom(key, fraction)
 	}
 	m := t.m
 	m.headroom.Record(context.Background(), fraction, metric.WithAttributes(labelKey.String(m.keys.value(key))))

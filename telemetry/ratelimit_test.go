@@ -40,3 +40,30 @@ func TestRateLimitMetrics(t *testing.T) {
 	nilTel.KeyRetried("p")
 	nilTel.RateLimited("batch")
 }
+
+// rateTap keeps what a RateObserver heard.
+type rateTap struct {
+	queues   map[string]int
+	headroom map[string]float64
+}
+
+func (r *rateTap) QueueLength(class string, n int)       { r.queues[class] = n }
+func (r *rateTap) Headroom(key string, fraction float64) { r.headroom[key] = fraction }
+
+func TestTeeRateLimits(t *testing.T) {
+	tel, _ := newTraced(t, newClock())
+	tap := &rateTap{queues: map[string]int{}, headroom: map[string]float64{}}
+	tel.QueueLength("batch", 9) // before the tee: not passed on
+	tel.TeeRateLimits(tap)
+	tel.QueueLength("batch", 3)
+	tel.Headroom("anthropic/main", 0.5)
+	if tap.queues["batch"] != 3 || len(tap.queues) != 1 {
+		t.Errorf("queues heard = %v, want batch: 3", tap.queues)
+	}
+	if tap.headroom["anthropic/main"] != 0.5 || len(tap.headroom) != 1 {
+		t.Errorf("headroom heard = %v, want anthropic/main: 0.5", tap.headroom)
+	}
+	if got := scrape(t, tel)[`gatekeeper_ratelimit_queue_length{class="batch"}`]; got != 3 {
+		t.Errorf("the gauge = %v, want 3: the tee must not replace the metric", got)
+	}
+}

@@ -63,6 +63,7 @@ type Telemetry struct {
 	registry   *prometheus.Registry
 	handler    http.Handler
 	m          *instruments
+	rates      RateObserver // nil: none; set before serving (TeeRateLimits)
 }
 
 // New sets up metrics, always, and tracing when it is on. It never dials:

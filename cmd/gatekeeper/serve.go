@@ -17,6 +17,8 @@ import (
 	"gatekeeper/admin"
 	"gatekeeper/approvals"
 	"gatekeeper/config"
+	"gatekeeper/console"
+	"gatekeeper/feed"
 	"gatekeeper/mockprovider"
 	"gatekeeper/proxy"
 	"gatekeeper/ratelimit"
@@ -103,6 +105,9 @@ type server struct {
 	redis     goredis.UniversalClient // shared by the record and approvals stores and the rate-limit buckets; nil with memory
 	approvals *approvals.Service      // nil without gates
 	aprDone   chan struct{}           // closed when approvals.Run has returned
+
+	feed     *feed.Feed    // the live event stream
+	keysDone chan struct{} // closed when the keys publisher has returned
 }
 
 // newServer builds gatekeeper from a validated config. Providers whose
@@ -157,6 +162,12 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
 	s.tel = tel
+	keys, err := s.startFeed(ctx)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	aprStore = feed.NewApprovals(aprStore, s.feed)
 	slack, err := s.startApprovals(ctx, cfg, aprStore)
 	if err != nil {
 		s.close()
@@ -191,13 +202,42 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	if s.approvals != nil {
 		opts = append(opts, admin.WithApprovals(s.approvals))
 	}
+	opts = append(opts, admin.WithStream(s.feed, keys))
 	if slack != nil {
 		r.Method(http.MethodPost, approvals.SlackInteractionsPath, slack.Handler(s.approvals))
 	}
+	console.Routes(r)
 	admin.New(cfg, s.store, log, nil, opts...).Routes(r)
 	px.Routes(r)
 	s.handler = r
 	return s, nil
+}
+
+// startFeed opens the live event stream (on Redis when the store is, so
+// that every replica's changes reach every subscriber), makes the record
+// store publish what it writes, and starts the keys publisher, which it
+// returns.
+func (s *server) startFeed(ctx context.Context) (*feed.Keys, error) {
+	octx, cancel := context.WithTimeout(ctx, redisOpenTimeout)
+	f, err := feed.New(octx, feed.Options{Redis: s.redis, Logger: s.log})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("event stream: %w", err)
+	}
+	s.feed = f
+	sigs, ok := s.store.(feed.SignalingStore)
+	if !ok {
+		return nil, fmt.Errorf("event stream: the %T store carries no signals", s.store)
+	}
+	s.store = feed.NewRecords(sigs, f)
+	keys := feed.NewKeys(f, nil)
+	s.tel.TeeRateLimits(keys)
+	s.keysDone = make(chan struct{})
+	go func() {
+		defer close(s.keysDone)
+		keys.Run(ctx)
+	}()
+	return keys, nil
 }
 
 // startApprovals builds the approvals Service when gates are configured,
@@ -275,6 +315,9 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	// Shutdown does not end requests; a turn held for approval may wait
 	// for minutes, and its hold outlives this process for the retry.
 	hs.RegisterOnShutdown(s.proxy.EndHolds)
+	// Event streams never end by themselves; their clients resume with
+	// Last-Event-ID on another replica.
+	hs.RegisterOnShutdown(s.feed.EndSubscriptions)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -308,6 +351,14 @@ func (s *server) close() {
 		<-s.aprDone // s.stop ended its context
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_ = s.approvals.Close(ctx) // stops the notifications still running
+		cancel()
+	}
+	if s.keysDone != nil {
+		<-s.keysDone // s.stop ended its context
+	}
+	if s.feed != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.feed.Close(ctx) // appends the events still queued
 		cancel()
 	}
 	if s.store != nil {

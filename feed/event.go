@@ -1,0 +1,158 @@
+package feed
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kind names an event of the stream.
+type Kind string
+
+// The kinds of events. Dropped and Reset are written to one subscriber
+// only, never to the log.
+const (
+	// KindRecord: a trajectory record changed (state, stage, spend,
+	// pending calls, control); data {"record", "events"}.
+	KindRecord Kind = "record"
+	// KindTurn: a model call ended; data is the turn's log entry (model,
+	// usage, dollars, stop...).
+	KindTurn Kind = "turn"
+	// KindApproval: an approval request was opened, voted on or decided;
+	// data {"change", "request"}.
+	KindApproval Kind = "approval"
+	// KindKeys: provider keys' headroom and queue lengths changed; data
+	// {"headroom": {"provider/key": fraction}, "queues": {"class": n}}.
+	KindKeys Kind = "keys"
+	// KindDropped ends a subscription that fell too far behind; data
+	// {"reason", "last_id"}.
+	KindDropped Kind = "dropped"
+	// KindReset opens a subscription whose Last-Event-ID is older than
+	// the log keeps: events were lost, the client must reload.
+	KindReset Kind = "reset"
+)
+
+// Kinds lists the kinds a subscriber may ask for.
+var Kinds = []Kind{KindRecord, KindTurn, KindApproval, KindKeys}
+
+// Valid reports whether k is a kind a subscriber may ask for.
+func (k Kind) Valid() bool {
+	for _, v := range Kinds {
+		if k == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Event is one entry of the stream. ID is assigned by the log; it orders
+// events and is what a subscriber resumes from.
+type Event struct {
+	ID         string          `json:"id"`
+	Kind       Kind            `json:"kind"`
+	At         time.Time       `json:"at"`
+	Tenant     string          `json:"tenant,omitempty"`
+	Trajectory string          `json:"trajectory,omitempty"`
+	Data       json.RawMessage `json:"data"`
+
+	id ID // parsed ID
+}
+
+// entry is an Event as the log stores it: without its ID, which is the
+// log's.
+type entry struct {
+	Kind       Kind            `json:"kind"`
+	At         time.Time       `json:"at"`
+	Tenant     string          `json:"tenant,omitempty"`
+	Trajectory string          `json:"trajectory,omitempty"`
+	Data       json.RawMessage `json:"data"`
+}
+
+// errEntry is a log entry that is not an event: anyone who can write to
+// Redis can add one, so it is counted and skipped.
+var errEntry = errors.New("feed: malformed log entry")
+
+func encodeEntry(e Event) ([]byte, error) {
+	return json.Marshal(entry{Kind: e.Kind, At: e.At, Tenant: e.Tenant, Trajectory: e.Trajectory, Data: e.Data})
+}
+
+// decodeEntry reads a stored entry back into an event with id.
+func decodeEntry(id ID, b []byte) (Event, error) {
+	var en entry
+	if err := json.Unmarshal(b, &en); err != nil {
+		return Event{}, fmt.Errorf("%w %s: %v", errEntry, id, err)
+	}
+	if !en.Kind.Valid() {
+		return Event{}, fmt.Errorf("%w %s: unknown kind %q", errEntry, id, en.Kind)
+	}
+	if len(en.Data) == 0 {
+		en.Data = json.RawMessage("null")
+	}
+	return Event{ID: id.String(), id: id, Kind: en.Kind, At: en.At, Tenant: en.Tenant, Trajectory: en.Trajectory, Data: en.Data}, nil
+}
+
+// ID orders the log: milliseconds and a sequence within them, the form of
+// a Redis stream entry's id ("1733227200000-3").
+type ID struct {
+	Ms, Seq uint64
+}
+
+// String is the ID as a subscriber sees it (and sends back in
+// Last-Event-ID).
+func (i ID) String() string {
+	return strconv.FormatUint(i.Ms, 10) + "-" + strconv.FormatUint(i.Seq, 10)
+}
+
+// Less orders IDs.
+func (i ID) Less(j ID) bool { return i.Ms < j.Ms || i.Ms == j.Ms && i.Seq < j.Seq }
+
+// IsZero reports the ID before every event.
+func (i ID) IsZero() bool { return i == ID{} }
+
+// ParseID reads an ID ("<ms>-<seq>"), as a client sends it in
+// Last-Event-ID.
+func ParseID(s string) (ID, error) {
+	ms, seq, ok := strings.Cut(s, "-")
+	if !ok || len(s) > 41 {
+		return ID{}, fmt.Errorf("feed: event id %q is not <ms>-<seq>", s)
+	}
+	a, err1 := strconv.ParseUint(ms, 10, 64)
+	b, err2 := strconv.ParseUint(seq, 10, 64)
+	if err1 != nil || err2 != nil {
+		return ID{}, fmt.Errorf("feed: event id %q is not <ms>-<seq>", s)
+	}
+	return ID{Ms: a, Seq: b}, nil
+}
+
+// Filter selects a subscriber's events. Zero fields match everything; a
+// field that is set excludes events without it (keys events carry no
+// tenant or trajectory).
+type Filter struct {
+	Tenant string
+	// Trajectory keeps the events of that record and of every record
+	// under it ("run-42" keeps "run-42/3f9a").
+	Trajectory string
+	Kinds      []Kind
+}
+
+// Match reports whether e passes f.
+func (f Filter) Match(e *Event) bool {
+	if f.Tenant != "" && e.Tenant != f.Tenant {
+		return false
+	}
+	if f.Trajectory != "" && e.Trajectory != f.Trajectory && !strings.HasPrefix(e.Trajectory, f.Trajectory+"/") {
+		return false
+	}
+	if len(f.Kinds) == 0 {
+		return true
+	}
+	for _, k := range f.Kinds {
+		if k == e.Kind {
+			return true
+		}
+	}
+	return false
+}

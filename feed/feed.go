@@ -1,0 +1,379 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// Defaults of Options.
+const (
+	// DefaultRetain is how many of the latest events the log keeps: the
+	// window within which a subscriber resumes without a gap.
+	DefaultRetain = 10000
+	// DefaultBuffer is how many events a subscriber may fall behind by
+	// before it is dropped.
+	DefaultBuffer = 1024
+	// DefaultQueue bounds the events waiting to be appended to the log.
+	DefaultQueue = 4096
+)
+
+// Bounds of the feed's own work.
+const (
+	appendBatch   = 256             // events appended in one round trip
+	appendTimeout = 5 * time.Second // one append
+	readPage      = 1000            // entries read in one round trip
+	retryEvery    = time.Second     // after the log failed to answer
+)
+
+// Errors of a Subscription.
+var (
+	// ErrDropped ends a subscription that fell more than its buffer
+	// behind.
+	ErrDropped = errors.New("feed: subscriber fell behind and was dropped")
+	// ErrClosed is returned once the Feed is closed.
+	ErrClosed = errors.New("feed: closed")
+)
+
+// Options configure a Feed.
+type Options struct {
+	// Redis, when set, keeps the log in a Redis stream shared by every
+	// replica using the same Redis; nil keeps it in this process.
+	Redis goredis.UniversalClient
+	// Retain, Buffer and Queue: see the defaults.
+	Retain, Buffer, Queue int
+	Logger                *slog.Logger     // nil: slog.Default()
+	Clock                 func() time.Time // nil: time.Now (memory log ids)
+}
+
+// Stats counts what a Feed did since New.
+type Stats struct {
+	Published uint64 // appended to the log
+	Lost      uint64 // never appended: the queue was full or the log failed
+	Malformed uint64 // log entries that were not events, skipped
+	Dropped   uint64 // subscribers dropped for falling behind
+}
+
+// Feed publishes events to its log and delivers the log's events to this
+// process's subscribers. One goroutine appends, one follows the log; New
+// starts them, Close stops them.
+type Feed struct {
+	log    eventLog
+	logger *slog.Logger
+	buffer int
+	retain int
+	in     chan Event
+
+	mu   sync.Mutex
+	subs map[*Subscription]struct{}
+
+	published, lost, malformed, dropped atomic.Uint64
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// New opens a Feed: it reads where the log ends now (so it needs the log
+// to answer) and starts following it from there.
+func New(ctx context.Context, o Options) (*Feed, error) {
+	if o.Retain <= 0 {
+		o.Retain = DefaultRetain
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = DefaultBuffer
+	}
+	if o.Queue <= 0 {
+		o.Queue = DefaultQueue
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	f := &Feed{logger: o.Logger, buffer: o.Buffer, retain: o.Retain, in: make(chan Event, o.Queue), subs: make(map[*Subscription]struct{})}
+	if o.Redis != nil {
+		f.log = &redisLog{rdb: o.Redis, key: StreamKey, retain: int64(o.Retain)}
+	} else {
+		f.log = newMemoryLog(o.Clock, o.Retain)
+	}
+	start, err := f.log.last(ctx)
+	if err != nil {
+		return nil, err
+	}
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	f.stop = stop
+	f.wg.Add(2)
+	go func() { defer f.wg.Done(); f.write(bg) }()
+	go func() { defer f.wg.Done(); f.follow(bg, start) }()
+	return f, nil
+}
+
+// Close stops the Feed's goroutines, appending what is queued while ctx
+// allows, and ends every subscription.
+func (f *Feed) Close(ctx context.Context) error {
+	f.stop()
+	done := make(chan struct{})
+	go func() { f.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	f.EndSubscriptions()
+	return nil
+}
+
+// EndSubscriptions ends every subscription (their Next returns ErrClosed)
+// and refuses new ones, so that a server shutting down is not held by
+// streams that never end on their own.
+func (f *Feed) EndSubscriptions() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for s := range f.subs {
+		delete(f.subs, s)
+		close(s.ch)
+	}
+	f.subs = nil
+}
+
+// Stats returns the Feed's counts.
+func (f *Feed) Stats() Stats {
+	return Stats{Published: f.published.Load(), Lost: f.lost.Load(), Malformed: f.malformed.Load(), Dropped: f.dropped.Load()}
+}
+
+// Publish queues e for the log and returns at once: a full queue loses
+// the event (counted in Stats.Lost and logged) rather than wait, so that
+// nothing a turn does ever waits on subscribers or on the log.
+func (f *Feed) Publish(e Event) {
+	select {
+	case f.in <- e:
+	default:
+		if n := f.lost.Add(1); n&(n-1) == 0 { // the 1st, 2nd, 4th... loss
+			f.logger.Warn("feed: event queue full, events lost", slog.Uint64("lost", n), slog.String("kind", string(e.Kind)))
+		}
+	}
+}
+
+// write appends queued events to the log in batches until ctx ends, then
+// appends what is left for a short while.
+func (f *Feed) write(ctx context.Context) {
+	batch := make([][]byte, 0, appendBatch)
+	for {
+		select {
+		case e := <-f.in:
+			batch = f.collect(batch[:0], e)
+			f.appendBatch(ctx, batch)
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+			defer cancel()
+			for {
+				select {
+				case e := <-f.in:
+					batch = f.collect(batch[:0], e)
+					f.appendBatch(fctx, batch)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// collect encodes e and whatever else is queued, up to appendBatch.
+func (f *Feed) collect(batch [][]byte, e Event) [][]byte {
+	for {
+		if b, err := encodeEntry(e); err != nil {
+			f.lost.Add(1)
+			f.logger.Error("feed: encoding an event", slog.String("kind", string(e.Kind)), slog.String("error", err.Error()))
+		} else {
+			batch = append(batch, b)
+		}
+		if len(batch) == appendBatch {
+			return batch
+		}
+		select {
+		case e = <-f.in:
+		default:
+			return batch
+		}
+	}
+}
+
+func (f *Feed) appendBatch(ctx context.Context, batch [][]byte) {
+	if len(batch) == 0 {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, appendTimeout)
+	err := f.log.append(actx, batch)
+	cancel()
+	if err != nil {
+		f.lost.Add(uint64(len(batch)))
+		f.logger.Error("feed: appending events to the log", slog.Int("events", len(batch)), slog.String("error", err.Error()))
+		return
+	}
+	f.published.Add(uint64(len(batch)))
+}
+
+// follow hands every event the log gets after start, from any replica, to
+// the subscribers, until ctx ends. A log that fails is read again from
+// where it stopped, so no event is skipped.
+func (f *Feed) follow(ctx context.Context, start ID) {
+	cur := start
+	for ctx.Err() == nil {
+		rs, err := f.log.wait(ctx, cur, readPage)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			f.logger.Error("feed: reading the log", slog.String("error", err.Error()))
+			select {
+			case <-time.After(retryEvery):
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		for _, r := range rs {
+			cur = r.id
+			if e, ok := f.decode(r); ok {
+				f.dispatch(&e)
+			}
+		}
+	}
+}
+
+func (f *Feed) decode(r raw) (Event, bool) {
+	e, err := decodeEntry(r.id, r.b)
+	if err != nil {
+		if n := f.malformed.Add(1); n&(n-1) == 0 {
+			f.logger.Warn("feed: skipping a log entry", slog.Uint64("malformed", n), slog.String("error", err.Error()))
+		}
+		return Event{}, false
+	}
+	return e, true
+}
+
+// dispatch offers e to every subscriber whose filter it passes, never
+// waiting: a subscriber whose buffer is full is dropped.
+func (f *Feed) dispatch(e *Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for s := range f.subs {
+		if !s.filter.Match(e) {
+			continue
+		}
+		select {
+		case s.ch <- *e:
+		default:
+			delete(f.subs, s)
+			s.dropped.Store(true)
+			close(s.ch)
+			f.dropped.Add(1)
+		}
+	}
+}
+
+// Subscription is one subscriber's view of the stream.
+type Subscription struct {
+	f       *Feed
+	filter  Filter
+	ch      chan Event
+	dropped atomic.Bool
+	backlog []Event
+	last    ID
+	// Gap is set when the subscription resumed from an id older than the
+	// log keeps: events between it and the first delivered were lost.
+	Gap bool
+}
+
+// Subscribe starts a subscription to the events f passes. With a zero
+// after it delivers events from now on; otherwise it first delivers the
+// log's events after after (at most the log's retention), then the live
+// ones, without a gap or a repeat. It ends when ctx ends.
+func (f *Feed) Subscribe(ctx context.Context, filter Filter, after ID) (*Subscription, error) {
+	s := &Subscription{f: f, filter: filter, ch: make(chan Event, f.buffer), last: after}
+	f.mu.Lock()
+	if f.subs == nil {
+		f.mu.Unlock()
+		return nil, ErrClosed
+	}
+	f.subs[s] = struct{}{}
+	f.mu.Unlock()
+	context.AfterFunc(ctx, s.Close)
+	if after.IsZero() {
+		return s, nil
+	}
+	// Registered first, read second: an event appended meanwhile is in
+	// the backlog, in the channel or both, and Next passes over repeats.
+	cur := after
+	for read := 0; read < f.retain; {
+		rs, gap, err := f.log.read(ctx, cur, readPage)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.Gap = s.Gap || gap && cur == after
+		for _, r := range rs {
+			cur = r.id
+			if e, ok := f.decode(r); ok && filter.Match(&e) {
+				s.backlog = append(s.backlog, e)
+			}
+		}
+		read += len(rs)
+		if len(rs) < readPage {
+			break
+		}
+	}
+	return s, nil
+}
+
+// Next returns the next event, waiting until there is one or ctx ends. It
+// returns ErrDropped once the subscriber fell behind (Last then says
+// where to resume) and ErrClosed once the Feed or the subscription is
+// closed.
+func (s *Subscription) Next(ctx context.Context) (Event, error) {
+	if len(s.backlog) > 0 {
+		e := s.backlog[0]
+		s.backlog = s.backlog[1:]
+		s.last = e.id
+		return e, nil
+	}
+	for {
+		select {
+		case e, ok := <-s.ch:
+			if !ok {
+				if s.dropped.Load() {
+					return Event{}, ErrDropped
+				}
+				return Event{}, ErrClosed
+			}
+			if !s.last.Less(e.id) {
+				continue // delivered from the backlog
+			}
+			s.last = e.id
+			return e, nil
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}
+}
+
+// Last is the id of the last event Next returned, or the one the
+// subscription resumed from.
+func (s *Subscription) Last() ID { return s.last }
+
+// Close ends the subscription.
+func (s *Subscription) Close() {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	if _, ok := s.f.subs[s]; ok {
+		delete(s.f.subs, s)
+		close(s.ch)
+	}
+}
