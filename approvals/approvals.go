@@ -88,8 +88,10 @@ type Request struct {
 	Call          Call              `json:"call"`
 	Digest        string            `json:"digest"`
 	Gate          string            `json:"gate"`
-	Why           string            `json:"why"`     // the gate's condition, or the evaluation error
-	Preview       string            `json:"preview"` // ≤ 500 chars, human-readable
+	Why           string            `json:"why"`                       // the gate's condition, or the evaluation error
+	Preview       string            `json:"preview"`                   // ≤ 500 chars, human-readable: head and tail of a long call, the elision stated
+	Matched       []Match           `json:"matched,omitempty"`         // the parts of the call the gate's condition matched
+	Invisible     int               `json:"invisible_chars,omitempty"` // invisible characters in the call, escaped in every view
 	Observed      Observed          `json:"observed"`
 	Roles         []string          `json:"roles"` // copied from the gate at creation
 	Quorum        int               `json:"quorum"`
@@ -200,6 +202,9 @@ func (r *Request) Clone() *Request {
 	c.Call.Input = append(json.RawMessage(nil), r.Call.Input...)
 	c.Observed.Grant = cloneStrings(r.Observed.Grant)
 	c.Roles = cloneStrings(r.Roles)
+	if r.Matched != nil {
+		c.Matched = append([]Match(nil), r.Matched...)
+	}
 	if r.Votes != nil {
 		c.Votes = make([]Vote, len(r.Votes))
 		for i, v := range r.Votes {

@@ -8,6 +8,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/ext"
 
 	"gatekeeper/config"
 )
@@ -29,6 +30,7 @@ type Gate struct {
 
 	program cel.Program // full evaluation
 	partial cel.Program // with tool.input unknown, for CouldMatch
+	tests   []stringTest
 }
 
 // Gates are the compiled gates of config, in config order: the first that
@@ -75,12 +77,15 @@ func (in Input) vars(withInput bool) map[string]any {
 	}
 }
 
-// newEnv declares the variables of a condition.
+// newEnv declares the variables of a condition and CEL's string
+// extensions (lowerAscii, split, join, trim, ...), at a fixed version so
+// that an upgrade of CEL never changes what a condition means.
 func newEnv() (*cel.Env, error) {
 	return cel.NewEnv(
 		cel.Variable("tool", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("trajectory", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("request", cel.MapType(cel.StringType, cel.StringType)),
+		ext.Strings(ext.StringsVersion(5)),
 	)
 }
 
@@ -161,6 +166,7 @@ func compileGate(env *cel.Env, cg config.Gate) (*Gate, []string) {
 		Tenants:       slices.Clone(cg.Tenants),
 		program:       program,
 		partial:       partial,
+		tests:         stringTests(env, ast),
 	}, nil
 }
 
@@ -266,8 +272,13 @@ func (g *Gates) Match(in Input) (gate *Gate, why string) {
 
 // Request returns a new pending approval request for call under gate at now,
 // with the gate's approvers and expiry copied in, so a change of config
-// never changes who decides a request already open.
+// never changes who decides a request already open. Its preview, matched
+// parts and count of invisible characters are what approvers are shown.
 func (gate *Gate) Request(id string, call Call, why string, now time.Time) *Request {
+	in := Input{ToolName: call.Name}
+	if v, err := call.Value(); err == nil {
+		in.ToolInput = v
+	}
 	return &Request{
 		ID:            id,
 		Call:          call,
@@ -275,6 +286,8 @@ func (gate *Gate) Request(id string, call Call, why string, now time.Time) *Requ
 		Gate:          gate.Name,
 		Why:           why,
 		Preview:       Preview(call),
+		Matched:       gate.matches(in),
+		Invisible:     CountInvisible(call.Name) + CountInvisible(string(call.Input)),
 		Roles:         slices.Clone(gate.Roles),
 		Quorum:        gate.Quorum,
 		DistinctRoles: gate.DistinctRoles,
