@@ -255,19 +255,67 @@ func (g *Gates) Match(in Input) (gate *Gate, why string) {
 		if !gate.applies(in.Tenant) {
 			continue
 		}
-		out, _, err := gate.program.Eval(vars)
-		if err != nil {
-			return gate, "evaluation error (held to be safe): " + err.Error()
-		}
-		b, ok := out.Value().(bool)
-		if !ok {
-			return gate, fmt.Sprintf("evaluation error (held to be safe): result is %v", out.Type())
-		}
-		if b {
-			return gate, gate.When
+		if matched, why := gate.eval(vars); matched {
+			return gate, why
 		}
 	}
 	return nil, ""
+}
+
+// eval evaluates the gate's condition: whether it holds the call, and why
+// (the condition, or the evaluation error that holds it to be safe).
+func (gate *Gate) eval(vars map[string]any) (matched bool, why string) {
+	out, _, err := gate.program.Eval(vars)
+	if err != nil {
+		return true, "evaluation error (held to be safe): " + err.Error()
+	}
+	b, ok := out.Value().(bool)
+	if !ok {
+		return true, fmt.Sprintf("evaluation error (held to be safe): result is %v", out.Type())
+	}
+	if b {
+		return true, gate.When
+	}
+	return false, ""
+}
+
+// Verdict is what one gate makes of a call (see Explain).
+type Verdict struct {
+	Gate string `json:"gate"`
+	// Applies is false when the gate is for other tenants only.
+	Applies bool `json:"applies"`
+	// Matches says the condition holds the call: it is true, or it could
+	// not be evaluated (Why says so).
+	Matches bool   `json:"matches"`
+	Why     string `json:"why,omitempty"`
+	// Decides marks the first gate that matches: it holds the call, and
+	// its approvers decide.
+	Decides bool    `json:"decides"`
+	Matched []Match `json:"matched,omitempty"`
+}
+
+// Explain evaluates every gate on in, in config order, as Match does, and
+// says what each made of it: a way to test a gate's condition on sample
+// calls before a model makes them.
+func (g *Gates) Explain(in Input) []Verdict {
+	if g == nil {
+		return nil
+	}
+	vars := in.vars(true)
+	out := make([]Verdict, 0, len(g.gates))
+	decided := false
+	for _, gate := range g.gates {
+		v := Verdict{Gate: gate.Name, Applies: gate.applies(in.Tenant)}
+		if v.Applies {
+			v.Matches, v.Why = gate.eval(vars)
+		}
+		if v.Matches {
+			v.Matched = gate.matches(in)
+			v.Decides, decided = !decided, true
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // Request returns a new pending approval request for call under gate at now,

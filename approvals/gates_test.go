@@ -191,3 +191,41 @@ func BenchmarkCouldMatch(b *testing.B) {
 		}
 	}
 }
+
+func TestExplain(t *testing.T) {
+	g := compile(t,
+		gate("team-b-only", `tool.name == "Bash"`, "team-b"),
+		gate("shell", `tool.name.lowerAscii() == "bash" && tool.input.command.contains("rm")`),
+		gate("also-shell", `tool.name == "Bash"`),
+		gate("needs-path", `tool.input.path.startsWith("/etc")`),
+	)
+	got := g.Explain(bash("rm x"))
+	want := []struct {
+		applies, matches, decides bool
+		matched                   string
+	}{
+		{false, false, false, ""},
+		{true, true, true, "rm"},
+		{true, true, false, ""},
+		{true, true, false, ""}, // no path: an evaluation error, which holds
+	}
+	if len(got) != len(want) {
+		t.Fatalf("verdicts = %+v", got)
+	}
+	for i, w := range want {
+		v := got[i]
+		var matched string
+		if len(v.Matched) > 0 {
+			matched = v.Matched[0].Text
+		}
+		if v.Applies != w.applies || v.Matches != w.matches || v.Decides != w.decides || matched != w.matched {
+			t.Errorf("gate %s: %+v, want %+v", v.Gate, v, w)
+		}
+	}
+	if !strings.HasPrefix(got[3].Why, "evaluation error") {
+		t.Errorf("why = %q", got[3].Why)
+	}
+	if gate, _ := g.Match(bash("rm x")); gate == nil || gate.Name != "shell" {
+		t.Errorf("Match disagrees with Explain: %v", gate)
+	}
+}
