@@ -59,12 +59,18 @@ var (
 
 // Vote is one person's answer to a request.
 type Vote struct {
-	Approver string    `json:"approver"` // admin token name or mapped Slack user's name
-	Roles    []string  `json:"roles"`    // the approver's roles (from config)
-	Approve  bool      `json:"approve"`
-	Reason   string    `json:"reason,omitempty"`
-	Via      string    `json:"via"` // ViaAdmin | ViaSlack
-	At       time.Time `json:"at"`
+	// Approver is the person (approvals.people), or the admin token's
+	// name or the mapped Slack user's name when no person lists them: one
+	// identity across channels, so a quorum counts people.
+	Approver string   `json:"approver"`
+	Roles    []string `json:"roles"` // the approver's roles (from config)
+	Approve  bool     `json:"approve"`
+	Reason   string   `json:"reason,omitempty"`
+	Via      string   `json:"via"` // ViaAdmin | ViaSlack
+	// Credential is what the vote arrived with: "admin token <name>" or
+	// "slack user <id>".
+	Credential string    `json:"credential,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 // Observed are the preconditions observed when the call was held; release
