@@ -229,3 +229,15 @@ func TestExplain(t *testing.T) {
 		t.Errorf("Match disagrees with Explain: %v", gate)
 	}
 }
+
+// The example gate reads the tool name through lowerAscii: a call to
+// another tool is known not to match before its input is seen.
+func TestCouldMatchLowerAscii(t *testing.T) {
+	g := compile(t, gate("shell", `tool.name.lowerAscii() == "bash" && tool.input.command.matches("rm")`))
+	if g.CouldMatch("team-a", "Read", Input{}) {
+		t.Error("a Read call could match a gate on bash")
+	}
+	if !g.CouldMatch("team-a", "BASH", Input{}) {
+		t.Error("a BASH call was judged unable to match")
+	}
+}
