@@ -154,7 +154,7 @@ func matchedSection(ms []Match) string {
 	}
 	const head = "*Matched by the gate's condition*\n"
 	shown := ms[:min(len(ms), slackShownMatches)]
-	budget := (slackSectionMax - len(head) - 40) / len(shown)
+	budget := (slackSectionMax - len(head) - 60) / len(shown) // 60: the "and N more" line
 	var b strings.Builder
 	b.WriteString(head)
 	for _, m := range shown {
