@@ -110,7 +110,10 @@ func (a *API) voteApproval(w http.ResponseWriter, r *http.Request, c caller) err
 	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
 		return badRequest("body must be empty or a JSON object {reason?}: " + err.Error())
 	}
-	v := approvals.Vote{Approver: c.name, Roles: c.roles, Approve: approve, Reason: body.Reason, Via: approvals.ViaAdmin}
+	// One identity across channels: the person the token belongs to.
+	who := approvals.NewDirectory(a.cfg.Approvals).Admin(c.name, c.roles)
+	v := approvals.Vote{Approver: who.Name, Roles: who.Roles, Approve: approve, Reason: body.Reason, Via: approvals.ViaAdmin,
+		Credential: who.Credential}
 	req, err := a.approvals.Vote(r.Context(), chi.URLParam(r, "id"), v)
 	if err != nil {
 		return approvalErr(err)
@@ -126,9 +129,9 @@ func approvalErr(err error) error {
 	case errors.Is(err, approvals.ErrNotFound):
 		return &Error{Code: http.StatusNotFound, Type: "not_found_error", Msg: "no such approval request", Err: err}
 	case errors.Is(err, approvals.ErrNotApprover):
-		return &Error{Code: http.StatusForbidden, Type: "permission_error", Msg: "this token holds none of the roles the request's gate names", Err: err}
+		return &Error{Code: http.StatusForbidden, Type: "permission_error", Msg: "this approver (the token, or the person approvals.people lists it under) holds none of the roles the request's gate names", Err: err}
 	case errors.Is(err, approvals.ErrAlreadyVoted):
-		return &Error{Code: http.StatusConflict, Type: "conflict_error", Msg: "this approver has already voted on the request", Err: err}
+		return &Error{Code: http.StatusConflict, Type: "conflict_error", Msg: "this approver has already voted on the request, through this or another channel", Err: err}
 	case errors.Is(err, approvals.ErrExpired):
 		return &Error{Code: http.StatusConflict, Type: "conflict_error", Msg: "the request expired before this vote; silence is denial", Err: err}
 	case errors.Is(err, approvals.ErrDecided):

@@ -2,10 +2,12 @@ package admin_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -25,6 +27,17 @@ const (
 // (roles secops and sre, quorum 2, distinct roles), and returns its id.
 func approvalsSetup(t *testing.T) (base, id string, st *memory.Approvals) {
 	t.Helper()
+	call, err := approvals.Canonical("Bash", []byte(`{"command":"kubectl delete ns prod"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return approvalsSetupWith(t, &approvals.Request{Call: call, Digest: call.Digest(), Gate: "destructive-shell", Roles: []string{"secops", "sre"},
+		Quorum: 2, DistinctRoles: true})
+}
+
+// approvalsSetupWith is approvalsSetup holding req.
+func approvalsSetupWith(t *testing.T, req *approvals.Request) (base, id string, st *memory.Approvals) {
+	t.Helper()
 	cfg := testConfig(t)
 	cfg.Admin.Tokens = append(cfg.Admin.Tokens,
 		config.AdminToken{Name: "carol", Token: secopsToken, Roles: []string{"approver:secops"}},
@@ -33,12 +46,7 @@ func approvalsSetup(t *testing.T) (base, id string, st *memory.Approvals) {
 	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	svc := approvals.NewService(approvals.ServiceOptions{Store: st, Clock: func() time.Time { return now }})
 	t.Cleanup(func() { _ = svc.Close(context.Background()) })
-	call, err := approvals.Canonical("Bash", []byte(`{"command":"kubectl delete ns prod"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := &approvals.Request{Call: call, Digest: call.Digest(), Gate: "destructive-shell", Roles: []string{"secops", "sre"},
-		Quorum: 2, DistinctRoles: true, ExpiresAt: now.Add(15 * time.Minute)}
+	req.ExpiresAt = now.Add(15 * time.Minute)
 	if _, err := svc.Open(context.Background(), &approvals.Hold{Trajectory: "run-1", Root: "run-1", Key: "k"}, []*approvals.Request{req}); err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +126,45 @@ func TestApprovalsAPI(t *testing.T) {
 	r, err := st.Get(context.Background(), id)
 	if err != nil || r.State != approvals.Approved || len(r.Votes) != 2 {
 		t.Errorf("stored: %+v, %v", r, err)
+	}
+}
+
+// A 5,000-character call with the dangerous part at the end: the admin
+// API's preview shows that part and states the elision, the matched part
+// is named, the whole call is there, and invisible characters are escaped
+// in the preview.
+func TestApprovalsAPILongCallPreview(t *testing.T) {
+	const when = `tool.name == "Bash" && tool.input.command.matches("rm -rf|DROP TABLE|kubectl delete")`
+	gates, err := approvals.Compile([]config.Gate{{Name: "destructive-shell", When: when, Approvers: config.Approvers{Roles: []string{"secops"}, Quorum: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, _ := gates.Lookup("destructive-shell")
+	cmd := "echo harmless-" + strings.Repeat("a", 4970) + "; rm -rf /\u202e"
+	args, _ := json.Marshal(map[string]string{"command": cmd})
+	c, err := approvals.Canonical("Bash", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, id, _ := approvalsSetupWith(t, gate.Request("", c, when, time.Now()))
+	code, out := call(t, "GET", base+"/admin/v1/approvals/"+id, opToken, "")
+	if code != 200 {
+		t.Fatalf("GET: %d %v", code, out)
+	}
+	preview, _ := out["preview"].(string)
+	if !strings.HasPrefix(preview, `Bash {"command":"echo harmless-aaa`) || !strings.HasSuffix(preview, `aaa; rm -rf /\u202e"}`) ||
+		!strings.Contains(preview, " characters elided]… ") || utf8.RuneCountInString(preview) > approvals.MaxPreview {
+		t.Errorf("preview = %q", preview)
+	}
+	matched, _ := out["matched"].([]any)
+	if len(matched) != 1 || matched[0].(map[string]any)["text"] != "rm -rf" || matched[0].(map[string]any)["after"] != ` /\u202e` {
+		t.Errorf("matched = %v", out["matched"])
+	}
+	if out["invisible_chars"] != float64(1) {
+		t.Errorf("invisible_chars = %v", out["invisible_chars"])
+	}
+	if input, _ := out["call"].(map[string]any)["input"].(map[string]any); input["command"] != cmd {
+		t.Error("the admin API does not hold the whole call")
 	}
 }
 

@@ -59,12 +59,18 @@ var (
 
 // Vote is one person's answer to a request.
 type Vote struct {
-	Approver string    `json:"approver"` // admin token name or mapped Slack user's name
-	Roles    []string  `json:"roles"`    // the approver's roles (from config)
-	Approve  bool      `json:"approve"`
-	Reason   string    `json:"reason,omitempty"`
-	Via      string    `json:"via"` // ViaAdmin | ViaSlack
-	At       time.Time `json:"at"`
+	// Approver is the person (approvals.people), or the admin token's
+	// name or the mapped Slack user's name when no person lists them: one
+	// identity across channels, so a quorum counts people.
+	Approver string   `json:"approver"`
+	Roles    []string `json:"roles"` // the approver's roles (from config)
+	Approve  bool     `json:"approve"`
+	Reason   string   `json:"reason,omitempty"`
+	Via      string   `json:"via"` // ViaAdmin | ViaSlack
+	// Credential is what the vote arrived with: "admin token <name>" or
+	// "slack user <id>".
+	Credential string    `json:"credential,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 // Observed are the preconditions observed when the call was held; release
@@ -88,8 +94,10 @@ type Request struct {
 	Call          Call              `json:"call"`
 	Digest        string            `json:"digest"`
 	Gate          string            `json:"gate"`
-	Why           string            `json:"why"`     // the gate's condition, or the evaluation error
-	Preview       string            `json:"preview"` // ≤ 500 chars, human-readable
+	Why           string            `json:"why"`                       // the gate's condition, or the evaluation error
+	Preview       string            `json:"preview"`                   // ≤ 500 chars, human-readable: head and tail of a long call, the elision stated
+	Matched       []Match           `json:"matched,omitempty"`         // the parts of the call the gate's condition matched
+	Invisible     int               `json:"invisible_chars,omitempty"` // invisible characters in the call, escaped in every view
 	Observed      Observed          `json:"observed"`
 	Roles         []string          `json:"roles"` // copied from the gate at creation
 	Quorum        int               `json:"quorum"`
@@ -200,6 +208,9 @@ func (r *Request) Clone() *Request {
 	c.Call.Input = append(json.RawMessage(nil), r.Call.Input...)
 	c.Observed.Grant = cloneStrings(r.Observed.Grant)
 	c.Roles = cloneStrings(r.Roles)
+	if r.Matched != nil {
+		c.Matched = append([]Match(nil), r.Matched...)
+	}
 	if r.Votes != nil {
 		c.Votes = make([]Vote, len(r.Votes))
 		for i, v := range r.Votes {

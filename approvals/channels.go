@@ -18,7 +18,7 @@ func Channels(cfg config.Approvals, store Store, log *slog.Logger) (notifiers []
 		log = slog.Default()
 	}
 	if cfg.Slack != nil {
-		slack = NewSlack(*cfg.Slack, store, WithSlackLogger(log))
+		slack = NewSlack(*cfg.Slack, store, WithSlackLogger(log), WithSlackPeople(NewDirectory(cfg)))
 		notifiers = append(notifiers, slack)
 	}
 	if cfg.Webhook != nil {

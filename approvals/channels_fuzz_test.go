@@ -45,7 +45,7 @@ func FuzzSlackInteraction(f *testing.F) {
 			if err != nil || in.Type != "block_actions" || len(in.Actions) == 0 {
 				t.Fatalf("voter reached by %q", body)
 			}
-			if _, ok := s.users[in.User.ID]; !ok {
+			if _, ok := s.people.Slack(in.User.ID); !ok {
 				t.Fatalf("voter reached for unmapped user %q", in.User.ID)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/ext"
 
 	"gatekeeper/config"
 )
@@ -29,6 +30,7 @@ type Gate struct {
 
 	program cel.Program // full evaluation
 	partial cel.Program // with tool.input unknown, for CouldMatch
+	tests   []stringTest
 }
 
 // Gates are the compiled gates of config, in config order: the first that
@@ -75,12 +77,15 @@ func (in Input) vars(withInput bool) map[string]any {
 	}
 }
 
-// newEnv declares the variables of a condition.
+// newEnv declares the variables of a condition and CEL's string
+// extensions (lowerAscii, split, join, trim, ...), at a fixed version so
+// that an upgrade of CEL never changes what a condition means.
 func newEnv() (*cel.Env, error) {
 	return cel.NewEnv(
 		cel.Variable("tool", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("trajectory", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("request", cel.MapType(cel.StringType, cel.StringType)),
+		ext.Strings(ext.StringsVersion(5)),
 	)
 }
 
@@ -161,6 +166,7 @@ func compileGate(env *cel.Env, cg config.Gate) (*Gate, []string) {
 		Tenants:       slices.Clone(cg.Tenants),
 		program:       program,
 		partial:       partial,
+		tests:         stringTests(env, ast),
 	}, nil
 }
 
@@ -249,25 +255,78 @@ func (g *Gates) Match(in Input) (gate *Gate, why string) {
 		if !gate.applies(in.Tenant) {
 			continue
 		}
-		out, _, err := gate.program.Eval(vars)
-		if err != nil {
-			return gate, "evaluation error (held to be safe): " + err.Error()
-		}
-		b, ok := out.Value().(bool)
-		if !ok {
-			return gate, fmt.Sprintf("evaluation error (held to be safe): result is %v", out.Type())
-		}
-		if b {
-			return gate, gate.When
+		if matched, why := gate.eval(vars); matched {
+			return gate, why
 		}
 	}
 	return nil, ""
 }
 
+// eval evaluates the gate's condition: whether it holds the call, and why
+// (the condition, or the evaluation error that holds it to be safe).
+func (gate *Gate) eval(vars map[string]any) (matched bool, why string) {
+	out, _, err := gate.program.Eval(vars)
+	if err != nil {
+		return true, "evaluation error (held to be safe): " + err.Error()
+	}
+	b, ok := out.Value().(bool)
+	if !ok {
+		return true, fmt.Sprintf("evaluation error (held to be safe): result is %v", out.Type())
+	}
+	if b {
+		return true, gate.When
+	}
+	return false, ""
+}
+
+// Verdict is what one gate makes of a call (see Explain).
+type Verdict struct {
+	Gate string `json:"gate"`
+	// Applies is false when the gate is for other tenants only.
+	Applies bool `json:"applies"`
+	// Matches says the condition holds the call: it is true, or it could
+	// not be evaluated (Why says so).
+	Matches bool   `json:"matches"`
+	Why     string `json:"why,omitempty"`
+	// Decides marks the first gate that matches: it holds the call, and
+	// its approvers decide.
+	Decides bool    `json:"decides"`
+	Matched []Match `json:"matched,omitempty"`
+}
+
+// Explain evaluates every gate on in, in config order, as Match does, and
+// says what each made of it: a way to test a gate's condition on sample
+// calls before a model makes them.
+func (g *Gates) Explain(in Input) []Verdict {
+	if g == nil {
+		return nil
+	}
+	vars := in.vars(true)
+	out := make([]Verdict, 0, len(g.gates))
+	decided := false
+	for _, gate := range g.gates {
+		v := Verdict{Gate: gate.Name, Applies: gate.applies(in.Tenant)}
+		if v.Applies {
+			v.Matches, v.Why = gate.eval(vars)
+		}
+		if v.Matches {
+			v.Matched = gate.matches(in)
+			v.Decides, decided = !decided, true
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 // Request returns a new pending approval request for call under gate at now,
 // with the gate's approvers and expiry copied in, so a change of config
-// never changes who decides a request already open.
+// never changes who decides a request already open. Its preview, matched
+// parts and count of invisible characters are what approvers are shown.
 func (gate *Gate) Request(id string, call Call, why string, now time.Time) *Request {
+	in := Input{ToolName: call.Name}
+	if v, err := call.Value(); err == nil {
+		in.ToolInput = v
+	}
 	return &Request{
 		ID:            id,
 		Call:          call,
@@ -275,6 +334,8 @@ func (gate *Gate) Request(id string, call Call, why string, now time.Time) *Requ
 		Gate:          gate.Name,
 		Why:           why,
 		Preview:       Preview(call),
+		Matched:       gate.matches(in),
+		Invisible:     CountInvisible(call.Name) + CountInvisible(string(call.Input)),
 		Roles:         slices.Clone(gate.Roles),
 		Quorum:        gate.Quorum,
 		DistinctRoles: gate.DistinctRoles,

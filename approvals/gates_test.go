@@ -191,3 +191,53 @@ func BenchmarkCouldMatch(b *testing.B) {
 		}
 	}
 }
+
+func TestExplain(t *testing.T) {
+	g := compile(t,
+		gate("team-b-only", `tool.name == "Bash"`, "team-b"),
+		gate("shell", `tool.name.lowerAscii() == "bash" && tool.input.command.contains("rm")`),
+		gate("also-shell", `tool.name == "Bash"`),
+		gate("needs-path", `tool.input.path.startsWith("/etc")`),
+	)
+	got := g.Explain(bash("rm x"))
+	want := []struct {
+		applies, matches, decides bool
+		matched                   string
+	}{
+		{false, false, false, ""},
+		{true, true, true, "rm"},
+		{true, true, false, ""},
+		{true, true, false, ""}, // no path: an evaluation error, which holds
+	}
+	if len(got) != len(want) {
+		t.Fatalf("verdicts = %+v", got)
+	}
+	for i, w := range want {
+		v := got[i]
+		var matched string
+		if len(v.Matched) > 0 {
+			matched = v.Matched[0].Text
+		}
+		if v.Applies != w.applies || v.Matches != w.matches || v.Decides != w.decides || matched != w.matched {
+			t.Errorf("gate %s: %+v, want %+v", v.Gate, v, w)
+		}
+	}
+	if !strings.HasPrefix(got[3].Why, "evaluation error") {
+		t.Errorf("why = %q", got[3].Why)
+	}
+	if gate, _ := g.Match(bash("rm x")); gate == nil || gate.Name != "shell" {
+		t.Errorf("Match disagrees with Explain: %v", gate)
+	}
+}
+
+// The example gate reads the tool name through lowerAscii: a call to
+// another tool is known not to match before its input is seen.
+func TestCouldMatchLowerAscii(t *testing.T) {
+	g := compile(t, gate("shell", `tool.name.lowerAscii() == "bash" && tool.input.command.matches("rm")`))
+	if g.CouldMatch("team-a", "Read", Input{}) {
+		t.Error("a Read call could match a gate on bash")
+	}
+	if !g.CouldMatch("team-a", "BASH", Input{}) {
+		t.Error("a BASH call was judged unable to match")
+	}
+}

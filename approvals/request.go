@@ -228,7 +228,10 @@ func (r *Request) denyReason() string {
 const MaxPreview = 500
 
 // Preview is a human-readable one-line view of call, at most MaxPreview
-// characters: the tool's name and its canonical arguments.
+// characters: the tool's name and its canonical arguments, invisible
+// characters escaped (see Visible). A longer call keeps its head and its
+// tail around a mark stating how many characters are elided; nothing is
+// cut silently.
 func Preview(c Call) string {
-	return truncate(c.Name+" "+string(c.Input), MaxPreview)
+	return Excerpt(c.Name+" "+string(c.Input), MaxPreview, nil)
 }

@@ -54,7 +54,7 @@ type Slack struct {
 	cfg    config.Slack
 	apiURL string
 	store  Store
-	users  map[string]config.SlackUser
+	people *Directory
 	client *http.Client
 	now    func() time.Time
 	wait   func(ctx context.Context, d time.Duration) error
@@ -77,6 +77,10 @@ func WithSlackClock(now func() time.Time) SlackOption { return func(s *Slack) { 
 // WithSlackLogger sets the logger (default slog.Default()).
 func WithSlackLogger(l *slog.Logger) SlackOption { return func(s *Slack) { s.log = l } }
 
+// WithSlackPeople sets who the Slack users pressing the buttons are
+// (default: approvals.slack.users of the config given to NewSlack).
+func WithSlackPeople(d *Directory) SlackOption { return func(s *Slack) { s.people = d } }
+
 // WithSlackWait sets how a retry waits out a delay, so tests of Retry-After
 // need not sleep.
 func WithSlackWait(wait func(ctx context.Context, d time.Duration) error) SlackOption {
@@ -91,7 +95,7 @@ func NewSlack(cfg config.Slack, store Store, opts ...SlackOption) *Slack {
 		cfg:    cfg,
 		apiURL: strings.TrimRight(cfg.APIURL, "/"),
 		store:  store,
-		users:  make(map[string]config.SlackUser, len(cfg.Users)),
+		people: NewDirectory(config.Approvals{Slack: &cfg}),
 		client: &http.Client{CheckRedirect: noRedirect},
 		now:    time.Now,
 		wait:   sleepCtx,
@@ -99,9 +103,6 @@ func NewSlack(cfg config.Slack, store Store, opts ...SlackOption) *Slack {
 	}
 	if s.apiURL == "" {
 		s.apiURL = config.DefaultSlackAPIURL
-	}
-	for _, u := range cfg.Users {
-		s.users[u.SlackID] = u
 	}
 	for _, o := range opts {
 		o(s)

@@ -181,17 +181,18 @@ func (s *Slack) interact(ctx context.Context, v Voter, in *interaction) string {
 		s.log.Info("slack interaction ignored", "type", in.Type, "action_id", act.ActionID)
 		return ""
 	}
-	user, ok := s.users[in.User.ID]
-	if !ok || in.User.ID == "" {
+	user, ok := s.people.Slack(in.User.ID)
+	if !ok {
 		s.log.Warn("slack vote refused: user not mapped", "slack_user", in.User.ID, "approval_id", act.Value)
 		return "You are not an approver: your Slack user is not mapped to one in gatekeeper's config."
 	}
 	vote := Vote{
-		Approver: user.Name,
-		Roles:    append([]string(nil), user.Roles...),
-		Approve:  act.ActionID == slackActionApprove,
-		Via:      ViaSlack,
-		At:       s.now(),
+		Approver:   user.Name,
+		Roles:      user.Roles,
+		Approve:    act.ActionID == slackActionApprove,
+		Via:        ViaSlack,
+		Credential: user.Credential,
+		At:         s.now(),
 	}
 	vctx, cancel := context.WithTimeout(ctx, slackVoteTime)
 	defer cancel()
@@ -205,7 +206,7 @@ func (s *Slack) interact(ctx context.Context, v Voter, in *interaction) string {
 		log.Info("slack vote refused", "err", err)
 		return "You are not an approver of this request's gate: none of your roles is one it requires."
 	case errors.Is(err, ErrAlreadyVoted):
-		return "You have already voted on this request."
+		return "You have already voted on this request (here or through the admin API)."
 	case errors.Is(err, ErrExpired):
 		return "This request has expired: the call was not delivered."
 	case errors.Is(err, ErrDecided):

@@ -255,7 +255,7 @@ func TestSlackInteractionOutcomes(t *testing.T) {
 		err  error
 		want string
 	}{
-		{ErrAlreadyVoted, "You have already voted on this request."},
+		{ErrAlreadyVoted, "You have already voted on this request (here or through the admin API)."},
 		{ErrExpired, "This request has expired: the call was not delivered."},
 		{ErrDecided, "This request is already decided."},
 		{ErrNotFound, "No such approval request."},

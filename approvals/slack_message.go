@@ -54,8 +54,12 @@ type slackButton struct {
 func mrkdwn(s string) slackText { return slackText{Type: "mrkdwn", Text: s} }
 
 // message renders r for Slack. Everything a tool call or a gate author
-// wrote is escaped, so no call can mention @channel or forge a link. A
-// pending request gets the buttons; a decided one gets its outcome instead.
+// wrote is escaped, so no call can mention @channel or forge a link, and
+// every invisible character is written as an escape (see Visible). A call
+// too long for its block shows its head and its tail with the elided
+// length stated, then the parts the gate's condition matched, and the
+// message says where the whole call is. A pending request gets the
+// buttons; a decided one gets its outcome instead.
 func (s *Slack) message(r *Request, ts string) slackMessage {
 	title := "Approval needed: "
 	switch r.State {
@@ -70,31 +74,44 @@ func (s *Slack) message(r *Request, ts string) slackMessage {
 	case Withdrawn:
 		title = "Withdrawn: "
 	}
-	header := slackText{Type: "plain_text", Text: truncate(title+r.Call.Name, slackHeaderMax)}
+	header := slackText{Type: "plain_text", Text: Excerpt(title+r.Call.Name, slackHeaderMax, nil)}
 
-	callHead := "*Call* `" + escapeCode(r.Call.Name, 200) + "`\n"
-	call := callHead + fence(string(r.Call.Input), slackSectionMax-utf8.RuneCountInString(callHead))
+	callHead := "*Call* `" + escapeCode(Excerpt(r.Call.Name, 200, nil), 250) + "`\n"
+	call := callHead + fenceExcerpt(string(r.Call.Input), slackSectionMax-utf8.RuneCountInString(callHead))
 
 	fields := []slackText{
-		mrkdwn("*Gate*\n" + escapeMrkdwn(truncate(r.Gate, 500))),
-		mrkdwn("*Trajectory*\n`" + escapeCode(r.Trajectory, 500) + "`"),
-		mrkdwn("*Tenant*\n" + escapeMrkdwn(truncate(r.Tenant, 500))),
+		mrkdwn("*Gate*\n" + escapeMrkdwn(Excerpt(r.Gate, 500, nil))),
+		mrkdwn("*Trajectory*\n`" + escapeCode(Excerpt(r.Trajectory, 500, nil), 600) + "`"),
+		mrkdwn("*Tenant*\n" + escapeMrkdwn(Excerpt(r.Tenant, 500, nil))),
 		mrkdwn(fmt.Sprintf("*Budget used*\n%.1f%%", r.Observed.BudgetUsed*100)),
 		mrkdwn("*Expires*\n" + slackDate(r.ExpiresAt)),
-		mrkdwn("*Approvers*\n" + escapeMrkdwn(truncate(approversLine(r), slackFieldMax-20))),
+		mrkdwn("*Approvers*\n" + escapeMrkdwn(Excerpt(approversLine(r), slackFieldMax-20, nil))),
 	}
 	whyHead := "*Why*\n"
-	why := whyHead + fence(r.Why, slackSectionMax-len(whyHead))
+	why := whyHead + fenceExcerpt(r.Why, slackSectionMax-len(whyHead))
 
 	blocks := []slackBlock{
 		{Type: "header", Text: &header},
 		{Type: "section", BlockID: "call", Text: &slackText{Type: "mrkdwn", Text: call}},
-		{Type: "section", BlockID: "facts", Fields: fields},
-		{Type: "section", BlockID: "why", Text: &slackText{Type: "mrkdwn", Text: why}},
-		{Type: "context", BlockID: "digest", Elements: []any{
-			mrkdwn("request `" + escapeCode(r.ID, 200) + "` · digest `" + escapeCode(r.Digest, 200) + "`"),
-		}},
 	}
+	if n := CountInvisible(r.Call.Name) + CountInvisible(string(r.Call.Input)); n > 0 {
+		blocks = append(blocks, slackBlock{Type: "context", BlockID: "invisible", Elements: []any{
+			mrkdwn(fmt.Sprintf(":warning: This call holds %s invisible or bidirectional control character%s, "+
+				"shown above as \\u escapes: what a terminal or editor displays of it may differ from what runs.",
+				groupDigits(n), plural(n))),
+		}})
+	}
+	if m := matchedSection(r.Matched); m != "" {
+		blocks = append(blocks, slackBlock{Type: "section", BlockID: "matched", Text: &slackText{Type: "mrkdwn", Text: m}})
+	}
+	blocks = append(blocks,
+		slackBlock{Type: "section", BlockID: "facts", Fields: fields},
+		slackBlock{Type: "section", BlockID: "why", Text: &slackText{Type: "mrkdwn", Text: why}},
+		slackBlock{Type: "context", BlockID: "digest", Elements: []any{
+			mrkdwn("request `" + escapeCode(r.ID, 200) + "` · digest `" + escapeCode(r.Digest, 200) +
+				"` · the whole call: `gatekeeper approvals show " + escapeCode(r.ID, 200) + "`"),
+		}},
+	)
 	if r.State == Pending {
 		blocks = append(blocks, slackBlock{Type: "actions", BlockID: "vote", Elements: []any{
 			slackButton{Type: "button", Text: slackText{Type: "plain_text", Text: "Approve"},
@@ -104,7 +121,7 @@ func (s *Slack) message(r *Request, ts string) slackMessage {
 		}})
 	} else {
 		blocks = append(blocks, slackBlock{Type: "context", BlockID: "outcome", Elements: []any{
-			mrkdwn(escapeMrkdwn(truncate(outcomeLine(r), slackSectionMax))),
+			mrkdwn(escapeMrkdwn(Excerpt(outcomeLine(r), slackSectionMax, mrkdwnWidth))),
 		}})
 	}
 
@@ -113,9 +130,48 @@ func (s *Slack) message(r *Request, ts string) slackMessage {
 	return slackMessage{
 		Channel: s.messageChannel(r),
 		TS:      ts,
-		Text:    escapeMrkdwn(truncate(text, slackTextMax)),
+		Text:    escapeMrkdwn(Excerpt(text, slackTextMax, mrkdwnWidth)),
 		Blocks:  blocks,
 	}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// slackShownMatches bounds the matched parts in one message.
+const slackShownMatches = 3
+
+// matchedSection shows the parts of the call the gate's condition
+// matched, each with its test and its place in the value, the match
+// itself between ⟦ and ⟧. Empty when there are none.
+func matchedSection(ms []Match) string {
+	if len(ms) == 0 {
+		return ""
+	}
+	const head = "*Matched by the gate's condition*\n"
+	shown := ms[:min(len(ms), slackShownMatches)]
+	budget := (slackSectionMax - len(head) - 60) / len(shown) // 60: the "and N more" line
+	var b strings.Builder
+	b.WriteString(head)
+	for _, m := range shown {
+		where := fmt.Sprintf("`%s` at character %s of %s\n", escapeCode(m.Where, 300), groupDigits(m.At), groupDigits(m.Of))
+		body := m.Before + "⟦" + m.Text + "⟧" + m.After
+		room := budget - utf8.RuneCountInString(where) - 6
+		if mrkdwnWidth(body) > room {
+			body = "…⟦" + m.Text + "⟧…"
+		}
+		b.WriteString(where)
+		b.WriteString(fence(body, room))
+		b.WriteString("\n")
+	}
+	if n := len(ms) - len(shown); n > 0 {
+		fmt.Fprintf(&b, "and %d more in `gatekeeper approvals show`", n)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // messageChannel is where r's message is: the channel Slack answered with
@@ -200,9 +256,23 @@ func escapeMrkdwn(s string) string {
 
 var mrkdwnEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
+// mrkdwnWidth is how many characters s takes in a code block once
+// escaped: each backtick counts twice, more than breaking up a "```"
+// adds, so a budgeted text always fits.
+func mrkdwnWidth(s string) int {
+	return utf8.RuneCountInString(escapeMrkdwn(s)) + strings.Count(s, "`")
+}
+
 // escapeCode escapes s for inline code: also no backtick, which would end it.
 func escapeCode(s string, limit int) string {
-	return escapeMrkdwn(strings.ReplaceAll(truncate(s, limit), "`", "'"))
+	return escapeMrkdwn(strings.ReplaceAll(truncate(Visible(s), limit), "`", "'"))
+}
+
+// fenceExcerpt puts s in a code block of at most limit characters: whole
+// when it fits, else its head and its tail around the stated elision
+// (see Excerpt), invisible characters escaped.
+func fenceExcerpt(s string, limit int) string {
+	return fence(Excerpt(s, limit-6, mrkdwnWidth), limit)
 }
 
 // fence puts s in a code block of at most limit characters (escaped), cut
@@ -211,7 +281,7 @@ func escapeCode(s string, limit int) string {
 func fence(s string, limit int) string {
 	const open, closing, cut = "```", "```", "…"
 	budget := limit - len(open) - len(closing)
-	s = strings.ReplaceAll(s, "```", "`\u200b`\u200b`")
+	s = strings.ReplaceAll(Visible(s), "```", "`\u200b`\u200b`")
 	var b strings.Builder
 	n := 0
 	for i := 0; i < len(s); {

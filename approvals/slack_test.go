@@ -408,8 +408,8 @@ func TestSlackMessageEscapesAndFits(t *testing.T) {
 	if n := utf8.RuneCountInString(callText); n > slackSectionMax {
 		t.Errorf("call section is %d characters, over Slack's %d", n, slackSectionMax)
 	}
-	if !strings.HasSuffix(callText, "…```") {
-		t.Errorf("a cut preview ends %q, want the cut mark then the fence", callText[len(callText)-10:])
+	if !strings.Contains(callText, " characters elided]… ") || !strings.HasSuffix(callText, `é "}`+"```") {
+		t.Errorf("a long call shows %q…%q, want its head, the stated elision and its tail", callText[:40], callText[len(callText)-40:])
 	}
 	body, _ := json.Marshal(msg)
 	for _, bad := range []string{"<!channel>", "<@U123>"} {

@@ -296,3 +296,50 @@ func TestNewWebhookRefusesBadConfig(t *testing.T) {
 		})
 	}
 }
+
+// The webhook payload carries the whole call exactly and its display
+// forms: head and tail with the elision stated, the matched part, and
+// invisible characters escaped.
+func TestWebhookPayloadShowsTheWholeCall(t *testing.T) {
+	rc := newReceiver(t)
+	wh := newChanWebhook(t, rc.srv.URL, &chanWaits{})
+	g := compile(t, gate("destructive-shell", destructive))
+	gt, _ := g.Lookup("destructive-shell")
+	cmd := "echo harmless-" + strings.Repeat("a", 4970) + "; rm -rf /\u2066"
+	args, _ := json.Marshal(map[string]string{"command": cmd})
+	call, err := Canonical("Bash", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := gt.Request("apr_whole", call, destructive, chanNow)
+	if err := wh.Announce(t.Context(), r); err != nil {
+		t.Fatal(err)
+	}
+	got := rc.deliveries()
+	if len(got) != 1 {
+		t.Fatalf("deliveries = %d", len(got))
+	}
+	var ev struct {
+		Data struct {
+			Call struct {
+				Input struct{ Command string } `json:"input"`
+			} `json:"call"`
+			Preview   string  `json:"preview"`
+			Matched   []Match `json:"matched"`
+			Invisible int     `json:"invisible_chars"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(got[0].Body, &ev); err != nil {
+		t.Fatal(err)
+	}
+	d := ev.Data
+	if d.Call.Input.Command != cmd {
+		t.Error("the payload's call is not the whole call")
+	}
+	if !strings.Contains(d.Preview, " characters elided]… ") || !strings.HasSuffix(d.Preview, `; rm -rf /\u2066"}`) {
+		t.Errorf("preview = %q", d.Preview)
+	}
+	if len(d.Matched) != 1 || d.Matched[0].Text != "rm -rf" || d.Matched[0].After != ` /\u2066` || d.Invisible != 1 {
+		t.Errorf("matched %+v, invisible %d", d.Matched, d.Invisible)
+	}
+}

@@ -40,9 +40,24 @@ type Approvals struct {
 	// MaxPending bounds the pending requests of one trajectory root.
 	MaxPending int `yaml:"max_pending" json:"max_pending"`
 	// MaxHeldBytes bounds a held reply; a gated call past it is refused.
-	MaxHeldBytes int64    `yaml:"max_held_bytes" json:"max_held_bytes"`
-	Slack        *Slack   `yaml:"slack" json:"slack"`
-	Webhook      *Webhook `yaml:"webhook" json:"webhook"`
+	MaxHeldBytes int64 `yaml:"max_held_bytes" json:"max_held_bytes"`
+	// People are the approvers, each one identity whatever channel a vote
+	// comes through: a quorum counts people.
+	People  []Person `yaml:"people" json:"people"`
+	Slack   *Slack   `yaml:"slack" json:"slack"`
+	Webhook *Webhook `yaml:"webhook" json:"webhook"`
+}
+
+// Person is one approver and the credentials their votes arrive with: the
+// admin tokens (by name) and the Slack user that are theirs. A vote through
+// any of them is this person's, with these roles.
+type Person struct {
+	Name        string   `yaml:"name" json:"name"`
+	AdminTokens []string `yaml:"admin_tokens" json:"admin_tokens"`
+	SlackID     string   `yaml:"slack_id" json:"slack_id"`
+	// Roles are approval groups, as gates name them (secops or
+	// approver:secops).
+	Roles []string `yaml:"roles" json:"roles"`
 }
 
 // Slack is the Slack channel approval requests are posted to, and who the

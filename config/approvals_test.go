@@ -81,6 +81,22 @@ func TestValidateApprovals(t *testing.T) {
 		{"slack user duplicate", func(c *Config) {
 			c.Approvals.Slack.Users = append(c.Approvals.Slack.Users, SlackUser{SlackID: "U1", Name: "dave", Roles: []string{"sre"}})
 		}, "approvals.slack.users[1].slack_id", "duplicate"},
+		{"gate role operator", func(c *Config) { c.Gates[1].Approvers.Roles = []string{"operator"} }, "gates[1].approvers.roles[0]", "reserved for admin tokens"},
+		{"gate role approver", func(c *Config) { c.Gates[1].Approvers.Roles = []string{"release", "approver"} }, "gates[1].approvers.roles[1]", "reserved"},
+		{"gate role approver:operator", func(c *Config) { c.Gates[1].Approvers.Roles = []string{"approver:operator"} }, "gates[1].approvers.roles[0]", "reserved"},
+		{"slack user role operator", func(c *Config) { c.Approvals.Slack.Users[0].Roles = []string{"operator"} }, "approvals.slack.users[0].roles[0]", "reserved"},
+		{"people", withPeople(), "", ""},
+		{"person role reserved", withPeople(func(p []Person) { p[0].Roles = []string{"approver"} }), "approvals.people[0].roles[0]", "reserved"},
+		{"person without roles", withPeople(func(p []Person) { p[0].Roles = nil }), "approvals.people[0].roles", "at least one role"},
+		{"person name empty", withPeople(func(p []Person) { p[1].Name = "" }), "approvals.people[1].name", "empty"},
+		{"person name duplicate", withPeople(func(p []Person) { p[1].Name = "erin" }), "approvals.people[1].name", "duplicate person"},
+		{"person without credentials", withPeople(func(p []Person) { p[1].AdminTokens, p[1].SlackID = nil, "" }), "approvals.people[1]", "could never vote"},
+		{"person unknown token", withPeople(func(p []Person) { p[0].AdminTokens = []string{"nobody"} }), "approvals.people[0].admin_tokens[0]", `no admin token is named "nobody"`},
+		{"token of two people", withPeople(func(p []Person) { p[1].AdminTokens = []string{"erin-laptop"} }), "approvals.people[1].admin_tokens[0]", "already belongs to approvals.people[0]"},
+		{"person named like another's token", withPeople(func(p []Person) { p[1].Name = "erin-laptop" }), "approvals.people[1].name", "name of an admin token not listed"},
+		{"person named like a Slack user", withPeople(func(p []Person) { p[1].Name = "carol" }), "approvals.people[1].name", "also a name in approvals.slack.users"},
+		{"person Slack id duplicate", withPeople(func(p []Person) { p[1].SlackID = "UERIN" }), "approvals.people[1].slack_id", "duplicate Slack user"},
+		{"person Slack id also a Slack user", withPeople(func(p []Person) { p[0].SlackID = "U1" }), "approvals.people[0].slack_id", "also in approvals.slack.users"},
 		{"webhook url", func(c *Config) { c.Approvals.Webhook.URL = "ftp://x" }, "approvals.webhook.url", "absolute http"},
 		{"webhook url empty", func(c *Config) { c.Approvals.Webhook.URL = "" }, "approvals.webhook.url", "required"},
 		{"webhook secret prefix", func(c *Config) { c.Approvals.Webhook.Secret = "MfKQ9r8GKYqrTwjU" }, "approvals.webhook.secret", "must start with whsec_"},
@@ -104,6 +120,23 @@ func TestValidateApprovals(t *testing.T) {
 			}
 			t.Errorf("want %s: ...%s..., got %v", tt.field, tt.msg, errs)
 		})
+	}
+}
+
+// withPeople adds two people, erin (two admin tokens and a Slack user) and
+// frank (a Slack user), then applies change to them.
+func withPeople(change ...func([]Person)) func(c *Config) {
+	return func(c *Config) {
+		c.Admin.Tokens = append(c.Admin.Tokens,
+			AdminToken{Name: "erin-laptop", Token: "erin-laptop-token-0123456789", Roles: []string{"approver:secops"}},
+			AdminToken{Name: "erin-ci", Token: "erin-ci-token-0123456789", Roles: []string{"operator"}})
+		c.Approvals.People = []Person{
+			{Name: "erin", AdminTokens: []string{"erin-laptop", "erin-ci"}, SlackID: "UERIN", Roles: []string{"secops"}},
+			{Name: "frank", SlackID: "UFRANK", Roles: []string{"sre", "approver:release"}},
+		}
+		for _, f := range change {
+			f(c.Approvals.People)
+		}
 	}
 }
 

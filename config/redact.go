@@ -55,6 +55,12 @@ func (c *Config) Redacted() *Config {
 		g.Tenants = slices.Clone(g.Tenants)
 		g.Approvers.Roles = slices.Clone(g.Approvers.Roles)
 	}
+	r.Approvals.People = slices.Clone(c.Approvals.People)
+	for i := range r.Approvals.People {
+		p := &r.Approvals.People[i]
+		p.AdminTokens = slices.Clone(p.AdminTokens)
+		p.Roles = slices.Clone(p.Roles)
+	}
 	if s := c.Approvals.Slack; s != nil {
 		cp := *s
 		cp.BotToken = redact(s.BotToken)

@@ -68,7 +68,7 @@ func (c *Config) Validate() error {
 	v.log(c.Log)
 	v.telemetry(c.Telemetry)
 	v.gates(c.Gates, c.Tenants)
-	v.approvals(c.Approvals)
+	v.approvals(c.Approvals, c.Admin)
 	v.rateLimits(c.RateLimits)
 	v.unsetVariables()
 	if len(v.errs) == 0 {

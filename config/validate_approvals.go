@@ -98,6 +98,11 @@ func (v *validator) roles(field string, roles []string) int {
 		switch {
 		case !approvalRoleRE.MatchString(r):
 			v.add(indexPath(field, j), "invalid role %s (want a lowercase group name such as secops, or approver:<group>)", v.show(indexPath(field, j), r))
+		case name == RoleOperator || name == RoleApprover:
+			// Every operator token holds "operator", and "approver" is
+			// an admin token's role too: as an approval group either
+			// would make every such token an approver.
+			v.add(indexPath(field, j), "role %s is reserved for admin tokens; name an approval group such as secops", v.show(indexPath(field, j), r))
 		case seen[name]:
 			v.add(indexPath(field, j), "duplicate role")
 		}
@@ -106,7 +111,7 @@ func (v *validator) roles(field string, roles []string) int {
 	return len(seen)
 }
 
-func (v *validator) approvals(a Approvals) {
+func (v *validator) approvals(a Approvals, admin Admin) {
 	if a.Keepalive <= 0 {
 		v.add("approvals.keepalive", "must be positive")
 	}
@@ -121,6 +126,66 @@ func (v *validator) approvals(a Approvals) {
 	}
 	if w := a.Webhook; w != nil {
 		v.webhook(*w)
+	}
+	v.people(a, admin)
+}
+
+// people checks that each approver is one identity: every credential
+// belongs to one person at most, and no person's name is also the name an
+// unlisted credential votes under, so no two identities can be one
+// person's and no vote can be taken for another's.
+func (v *validator) people(a Approvals, admin Admin) {
+	tokens := map[string]bool{}
+	for _, t := range admin.Tokens {
+		tokens[t.Name] = true
+	}
+	slackNames := map[string]bool{}
+	slackIDs := map[string]bool{}
+	if a.Slack != nil {
+		for _, u := range a.Slack.Users {
+			slackNames[u.Name], slackIDs[u.SlackID] = true, true
+		}
+	}
+	names := map[string]string{}
+	tokenOwner := map[string]string{}
+	ids := map[string]string{}
+	for i, p := range a.People {
+		at := indexPath("approvals.people", i)
+		v.unique(names, at, "name", "person", p.Name)
+		v.roles(fieldPath(at, "roles"), p.Roles)
+		if len(p.AdminTokens) == 0 && p.SlackID == "" {
+			v.add(at, "neither admin_tokens nor slack_id: this person could never vote")
+		}
+		owns := map[string]bool{}
+		for j, t := range p.AdminTokens {
+			tf := indexPath(fieldPath(at, "admin_tokens"), j)
+			switch {
+			case !tokens[t]:
+				v.add(tf, "no admin token is named %s", v.show(tf, t))
+			case tokenOwner[t] != "":
+				v.add(tf, "admin token %s already belongs to %s", v.show(tf, t), tokenOwner[t])
+			default:
+				tokenOwner[t] = at
+			}
+			owns[t] = true
+		}
+		if p.Name != "" && tokens[p.Name] && !owns[p.Name] {
+			v.add(fieldPath(at, "name"), "is also the name of an admin token not listed in its admin_tokens: list it there, or rename one of them")
+		}
+		if p.Name != "" && slackNames[p.Name] {
+			v.add(fieldPath(at, "name"), "is also a name in approvals.slack.users: map that Slack user with this person's slack_id instead")
+		}
+		if p.SlackID != "" {
+			sf := fieldPath(at, "slack_id")
+			switch {
+			case ids[p.SlackID] != "":
+				v.add(sf, "duplicate Slack user (also %s)", ids[p.SlackID])
+			case slackIDs[p.SlackID]:
+				v.add(sf, "this Slack user is also in approvals.slack.users: keep one of the two")
+			default:
+				ids[p.SlackID] = at
+			}
+		}
 	}
 }
 

@@ -76,7 +76,8 @@ func runApprovals(ctx context.Context, args []string, getenv func(string) string
 			if err := json.Unmarshal(raw, &r); err != nil {
 				return err
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", r.ID, r.State, r.Gate, r.Call.Name, r.Trajectory,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\n", approvals.Visible(r.ID), r.State, approvals.Visible(r.Gate),
+				approvals.Visible(r.Call.Name), approvals.Visible(r.Trajectory),
 				r.Approving(), r.Quorum, r.ExpiresAt.Format(time.RFC3339))
 		}
 		return tw.Flush()
@@ -107,7 +108,10 @@ func runApprovals(ctx context.Context, args []string, getenv func(string) string
 }
 
 // printApproval prints a request the admin API returned, as JSON or as a
-// table a person decides from: the exact call first.
+// table a person decides from: the exact call first, whole, in its
+// canonical form, with every invisible character written as an escape
+// (approvals.Visible) so that neither a terminal nor the text can hide or
+// reorder a part of it.
 func printApproval(w io.Writer, raw json.RawMessage, asJSON bool) error {
 	if asJSON {
 		return printJSON(w, raw)
@@ -116,38 +120,51 @@ func printApproval(w io.Writer, raw json.RawMessage, asJSON bool) error {
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
-	row("id", r.ID)
-	row("state", string(r.State))
-	row("reason", dash(r.Reason))
-	row("tool", r.Call.Name)
-	// The API indents its answers; the call reads best on one line, as
-	// its digest was taken.
-	var input bytes.Buffer
-	if err := json.Compact(&input, r.Call.Input); err != nil {
-		return err
+	// The API indents its answers and escapes HTML characters; the call
+	// reads best on one line, as its digest was taken.
+	input := string(r.Call.Input)
+	if c, err := approvals.Canonical(r.Call.Name, r.Call.Input); err == nil {
+		input = string(c.Input)
+	} else {
+		var b bytes.Buffer
+		if err := json.Compact(&b, r.Call.Input); err != nil {
+			return err
+		}
+		input = b.String()
 	}
-	row("input", input.String())
-	row("digest", r.Digest)
-	row("gate", r.Gate)
-	row("why", r.Why)
-	row("trajectory", r.Trajectory)
-	row("tenant", r.Tenant)
+	v := approvals.Visible
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, val string) { fmt.Fprintf(tw, "%s\t%s\n", k, val) }
+	row("id", v(r.ID))
+	row("state", v(string(r.State)))
+	row("reason", dash(v(r.Reason)))
+	row("tool", v(r.Call.Name))
+	row("input", v(input))
+	if n := approvals.CountInvisible(r.Call.Name) + approvals.CountInvisible(input); n > 0 {
+		row("warning", fmt.Sprintf("the call holds %d invisible or bidirectional control characters, shown as \\u escapes", n))
+	}
+	for _, m := range r.Matched {
+		row("matched", fmt.Sprintf("%s at character %d of %d: %s⟦%s⟧%s", v(m.Where), m.At, m.Of, v(m.Before), v(m.Text), v(m.After)))
+	}
+	row("digest", v(r.Digest))
+	row("gate", v(r.Gate))
+	row("why", v(r.Why))
+	row("trajectory", v(r.Trajectory))
+	row("tenant", v(r.Tenant))
 	row("budget used", fmt.Sprintf("%.0f%%", 100*r.Observed.BudgetUsed))
-	need := fmt.Sprintf("%d of roles %s", r.Quorum, strings.Join(r.Roles, ", "))
+	need := fmt.Sprintf("%d of roles %s", r.Quorum, v(strings.Join(r.Roles, ", ")))
 	if r.DistinctRoles {
 		need += ", each a different role"
 	}
 	row("needs", need)
-	for _, v := range r.Votes {
+	for _, vote := range r.Votes {
 		what := "deny"
-		if v.Approve {
+		if vote.Approve {
 			what = "approve"
 		}
-		line := fmt.Sprintf("%s %s via %s at %s", v.Approver, what, v.Via, v.At.Format(time.RFC3339))
-		if v.Reason != "" {
-			line += ": " + v.Reason
+		line := fmt.Sprintf("%s %s via %s at %s", v(vote.Approver), what, v(vote.Via), vote.At.Format(time.RFC3339))
+		if vote.Reason != "" {
+			line += ": " + v(vote.Reason)
 		}
 		row("vote", line)
 	}

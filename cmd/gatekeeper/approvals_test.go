@@ -78,6 +78,14 @@ func TestCheckConfigGates(t *testing.T) {
 // one pending request, and returns the request's id.
 func approvalsServer(t *testing.T) (base, id string) {
 	t.Helper()
+	call, _ := approvals.Canonical("Bash", []byte(`{"command":"rm -rf /srv"}`))
+	return approvalsServerWith(t, &approvals.Request{Call: call, Digest: call.Digest(), Gate: "destructive-shell", Why: `tool.name == "Bash"`,
+		Roles: []string{"secops"}, Quorum: 1})
+}
+
+// approvalsServerWith is approvalsServer holding req.
+func approvalsServerWith(t *testing.T, req *approvals.Request) (base, id string) {
+	t.Helper()
 	cfg, err := config.Parse([]byte(gatesYAML), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -88,9 +96,7 @@ func approvalsServer(t *testing.T) (base, id string) {
 	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	svc := approvals.NewService(approvals.ServiceOptions{Store: memory.NewApprovals(memory.ApprovalsOptions{}), Clock: func() time.Time { return now }})
 	t.Cleanup(func() { _ = svc.Close(context.Background()) })
-	call, _ := approvals.Canonical("Bash", []byte(`{"command":"rm -rf /srv"}`))
-	req := &approvals.Request{Call: call, Digest: call.Digest(), Gate: "destructive-shell", Why: `tool.name == "Bash"`,
-		Roles: []string{"secops"}, Quorum: 1, ExpiresAt: now.Add(15 * time.Minute)}
+	req.ExpiresAt = now.Add(15 * time.Minute)
 	if _, err := svc.Open(context.Background(), &approvals.Hold{Trajectory: "run-7", Root: "run-7", Key: "k"}, []*approvals.Request{req}); err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +161,40 @@ func TestApprovalsVerbs(t *testing.T) {
 	var list []approvals.Request
 	if err := json.Unmarshal(out.Bytes(), &list); err != nil || len(list) != 1 || list[0].ID != id {
 		t.Errorf("ls -json: %v %s", err, out.String())
+	}
+}
+
+// show prints the whole call, however long, with its invisible characters
+// escaped, and the part the gate matched.
+func TestApprovalsShowWholeCallVisible(t *testing.T) {
+	const when = `tool.input.command.matches("rm -rf")`
+	gates, err := approvals.Compile([]config.Gate{{Name: "destructive-shell", When: when, Approvers: config.Approvers{Roles: []string{"secops"}, Quorum: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate, _ := gates.Lookup("destructive-shell")
+	cmd := "echo harmless-" + strings.Repeat("a", 4970) + "; \u2066rm -rf /\u2069 # <ok> \x1b[2J"
+	args, _ := json.Marshal(map[string]string{"command": cmd})
+	call, err := approvals.Canonical("Bash", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, id := approvalsServerWith(t, gate.Request("", call, when, time.Now()))
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"approvals", "show", id}, env("GATEKEEPER_URL", base, "GATEKEEPER_ADMIN_TOKEN", "operator-token-0123456789"), &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	wantInput := `{"command":"echo harmless-` + strings.Repeat("a", 4970) + `; \u2066rm -rf /\u2069 # <ok> \u001b[2J"}`
+	for _, want := range []string{wantInput, "warning", "2 invisible", "matched", "⟦rm -rf⟧"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("show lacks %.80q:\n%.300s", want, text)
+		}
+	}
+	for _, bad := range []string{"\u2066", "\u2069", "\x1b"} {
+		if strings.Contains(text, bad) {
+			t.Errorf("show prints %q raw", bad)
+		}
 	}
 }
 

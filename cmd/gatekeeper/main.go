@@ -42,6 +42,7 @@ const usage = `usage: gatekeeper COMMAND [flags]
                  interrupt ID MESSAGE                   a message to the run at its next turn
   approvals      ls | show ID                           read approval requests (admin API)
                  approve|deny ID [-reason TEXT]         vote on a held tool call
+  gates test     [-config config.yaml] < calls.json     which gates hold sample tool calls, and why
 
 The admin verbs read GATEKEEPER_URL (default http://127.0.0.1:8080) and
 GATEKEEPER_ADMIN_TOKEN, and print JSON with -json.
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runTrajectories(ctx, args[1:], getenv, stdout, stderr)
 	case "approvals":
 		return runApprovals(ctx, args[1:], getenv, stdout, stderr)
+	case "gates":
+		return runGates(args[1:], getenv, os.Stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
