@@ -179,6 +179,9 @@ type Telemetry struct {
 	// ServiceName is the service.name of every span and metric.
 	ServiceName string `yaml:"service_name" json:"service_name"`
 	Traces      Traces `yaml:"traces" json:"traces"`
+	// MetricsToken, when set, is the bearer token /metrics requires; the
+	// metrics name tenants, models and keys.
+	MetricsToken string `yaml:"metrics_token" json:"metrics_token"`
 }
 
 // Traces configures the OTLP export of one span per model call. Tracing is

@@ -66,7 +66,7 @@ func (c *Config) Validate() error {
 	v.limits(c.Limits)
 	v.stages(c.Stages)
 	v.log(c.Log)
-	v.telemetry(c.Telemetry)
+	v.telemetry(c.Telemetry, keys)
 	v.gates(c.Gates, c.Tenants)
 	v.approvals(c.Approvals)
 	v.rateLimits(c.RateLimits)
@@ -470,9 +470,19 @@ func (v *validator) log(l Log) {
 	}
 }
 
-func (v *validator) telemetry(t Telemetry) {
+func (v *validator) telemetry(t Telemetry, virtualKeys map[[32]byte]keyOwner) {
 	if strings.TrimSpace(t.ServiceName) == "" {
 		v.add("telemetry.service_name", "empty")
+	}
+	// The token is optional, but once set it must be one worth requiring,
+	// and one no agent holds.
+	if tok := t.MetricsToken; tok != "" {
+		switch {
+		case utf8.RuneCountInString(tok) < MinAdminTokenLen:
+			v.add("telemetry.metrics_token", "too short: at least %d characters", MinAdminTokenLen)
+		case virtualKeys[HashKey(tok)] != keyOwner{}:
+			v.add("telemetry.metrics_token", "same as a virtual key (%s); an agent must not read the fleet's metrics", virtualKeys[HashKey(tok)].field)
+		}
 	}
 	if r := t.Traces.SampleRatio; math.IsNaN(r) || r < 0 || r > 1 {
 		v.add("telemetry.traces.sample_ratio", "is %v, want a value in [0, 1]", r)

@@ -183,6 +183,12 @@ func TestValidateRules(t *testing.T) {
 		{"log format unknown", func(c *Config) { c.Log.Format = "xml" }, "log.format", `unknown format "xml"`},
 
 		{"telemetry service name empty", func(c *Config) { c.Telemetry.ServiceName = " " }, "telemetry.service_name", "empty"},
+		{"metrics token", func(c *Config) { c.Telemetry.MetricsToken = "metrics-token-0123456789" }, "", ""},
+		{"metrics token short", func(c *Config) { c.Telemetry.MetricsToken = "short-token" }, "telemetry.metrics_token", "too short"},
+		{"metrics token is a virtual key", func(c *Config) {
+			c.Tenants[0].Keys = []string{"vk-team-a-long-enough"}
+			c.Telemetry.MetricsToken = "vk-team-a-long-enough"
+		}, "telemetry.metrics_token", "same as a virtual key (tenants[0].keys[0])"},
 		{"sample ratio negative", func(c *Config) { c.Telemetry.Traces.SampleRatio = -0.1 }, "telemetry.traces.sample_ratio", "want a value in [0, 1]"},
 		{"sample ratio above one", func(c *Config) { c.Telemetry.Traces.SampleRatio = 1.5 }, "telemetry.traces.sample_ratio", "want a value in [0, 1]"},
 		{"sample ratio NaN", func(c *Config) { c.Telemetry.Traces.SampleRatio = math.NaN() }, "telemetry.traces.sample_ratio", "want a value in [0, 1]"},
