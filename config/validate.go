@@ -298,6 +298,23 @@ func (v *validator) providerKeys(at string, keys []ProviderKey) {
 		v.nonNegative(fieldPath(kat, "rpm"), int64(k.RPM))
 		v.nonNegative(fieldPath(kat, "input_tpm"), k.InputTPM)
 		v.nonNegative(fieldPath(kat, "output_tpm"), k.OutputTPM)
+		v.burst(kat, "rpm", int64(k.RPM), int64(k.RPMBurst))
+		v.burst(kat, "input_tpm", k.InputTPM, k.InputTPMBurst)
+		v.burst(kat, "output_tpm", k.OutputTPM, k.OutputTPMBurst)
+	}
+}
+
+// burst checks a key's <limit>_burst: 0 (the default), or at most the
+// per-minute limit it belongs to, which must be set.
+func (v *validator) burst(kat, limit string, perMinute, burst int64) {
+	field := fieldPath(kat, limit+"_burst")
+	switch {
+	case burst < 0:
+		v.add(field, "must be >= 0")
+	case burst > 0 && perMinute <= 0:
+		v.add(field, "is set without %s, which it is a burst of", limit)
+	case burst > 0 && burst > perMinute:
+		v.add(field, "is %d, more than %s %d: a bucket holds at most a minute of its limit", burst, limit, perMinute)
 	}
 }
 
