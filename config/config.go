@@ -68,12 +68,18 @@ func (p Provider) Mock() bool { return p.BaseURL == MockBaseURL }
 
 // ProviderKey is one real provider key of a provider's pool and its rate
 // limits. A zero limit means the provider's own limit is the only one.
+// The bursts are what the key's bucket in each limit holds, 0 meaning one
+// second of the limit (at least one): the providers enforce per-minute
+// limits over such short intervals.
 type ProviderKey struct {
-	Name      string `yaml:"name" json:"name"`
-	Key       string `yaml:"key" json:"key"`
-	RPM       int    `yaml:"rpm" json:"rpm"`
-	InputTPM  int64  `yaml:"input_tpm" json:"input_tpm"`
-	OutputTPM int64  `yaml:"output_tpm" json:"output_tpm"`
+	Name           string `yaml:"name" json:"name"`
+	Key            string `yaml:"key" json:"key"`
+	RPM            int    `yaml:"rpm" json:"rpm"`
+	InputTPM       int64  `yaml:"input_tpm" json:"input_tpm"`
+	OutputTPM      int64  `yaml:"output_tpm" json:"output_tpm"`
+	RPMBurst       int    `yaml:"rpm_burst" json:"rpm_burst"`
+	InputTPMBurst  int64  `yaml:"input_tpm_burst" json:"input_tpm_burst"`
+	OutputTPMBurst int64  `yaml:"output_tpm_burst" json:"output_tpm_burst"`
 }
 
 // Price is what a model costs, in USD per million tokens.
@@ -182,6 +188,9 @@ type Telemetry struct {
 	// ServiceName is the service.name of every span and metric.
 	ServiceName string `yaml:"service_name" json:"service_name"`
 	Traces      Traces `yaml:"traces" json:"traces"`
+	// MetricsToken, when set, is the bearer token /metrics requires; the
+	// metrics name tenants, models and keys.
+	MetricsToken string `yaml:"metrics_token" json:"metrics_token"`
 }
 
 // Traces configures the OTLP export of one span per model call. Tracing is

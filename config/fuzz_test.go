@@ -104,6 +104,9 @@ func FuzzParse(f *testing.F) {
 		if w := r.Approvals.Webhook; w != nil && w.Secret != "" && w.Secret != Redacted {
 			t.Fatalf("webhook secret not redacted: %q", w.Secret)
 		}
+		if tok := r.Telemetry.MetricsToken; tok != "" && tok != Redacted {
+			t.Fatalf("metrics token not redacted: %q", tok)
+		}
 		if _, err := yaml.Marshal(r); err != nil {
 			t.Fatalf("the redacted config does not marshal: %v", err)
 		}

@@ -18,6 +18,7 @@ func (c *Config) Redacted() *Config {
 	r := *c
 	r.Store.RedisURL = redactURL(c.Store.RedisURL)
 	r.Telemetry.Traces.OTLPEndpoint = redactURL(c.Telemetry.Traces.OTLPEndpoint)
+	r.Telemetry.MetricsToken = redact(c.Telemetry.MetricsToken)
 	r.Prices = maps.Clone(c.Prices)
 	r.RateLimits.Weights = maps.Clone(c.RateLimits.Weights)
 	r.env = maps.Clone(c.env)

@@ -170,6 +170,7 @@ func TestRedacted(t *testing.T) {
 	c.Store.Kind = StoreRedis
 	c.Store.RedisURL = "rediss://gk:redis-secret-6666@127.0.0.1:6380/1?dial_timeout=3s"
 	c.Tenants[1].Keys = append(c.Tenants[1].Keys, "plain-secret-7777")
+	c.Telemetry.MetricsToken = "metrics-secret-aaaa-bbbb"
 	c.Providers[1].BaseURL = "https://user:url-secret-8888@example.test/v1?api_key=query-secret-9999"
 	if err := c.Validate(); err == nil {
 		t.Fatal("credentials in base_url passed validation")
@@ -180,7 +181,7 @@ func TestRedacted(t *testing.T) {
 	}
 
 	r := c.Redacted()
-	all := []string{"redis-secret-6666", "plain-secret-7777", "url-secret-8888", "query-secret-9999",
+	all := []string{"redis-secret-6666", "plain-secret-7777", "metrics-secret-aaaa-bbbb", "url-secret-8888", "query-secret-9999",
 		"sk-backup-default", "not-a-real-key", sha256Foo[7:]}
 	for _, s := range secrets {
 		all = append(all, s)
@@ -213,6 +214,9 @@ func TestRedacted(t *testing.T) {
 	}
 	if got := r.Admin.Tokens[1].Token; got != Redacted {
 		t.Errorf("admin token = %q", got)
+	}
+	if got := r.Telemetry.MetricsToken; got != Redacted {
+		t.Errorf("metrics token = %q", got)
 	}
 	// What is not secret is kept, so the log still says what runs.
 	if r.Providers[0].BaseURL != "https://api.anthropic.com" || r.Providers[2].BaseURL != "mock" ||

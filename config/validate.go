@@ -66,7 +66,7 @@ func (c *Config) Validate() error {
 	v.limits(c.Limits)
 	v.stages(c.Stages)
 	v.log(c.Log)
-	v.telemetry(c.Telemetry)
+	v.telemetry(c.Telemetry, keys)
 	v.gates(c.Gates, c.Tenants)
 	v.approvals(c.Approvals, c.Admin)
 	v.rateLimits(c.RateLimits)
@@ -314,6 +314,23 @@ func (v *validator) providerKeys(at string, keys []ProviderKey) {
 		v.nonNegative(fieldPath(kat, "rpm"), int64(k.RPM))
 		v.nonNegative(fieldPath(kat, "input_tpm"), k.InputTPM)
 		v.nonNegative(fieldPath(kat, "output_tpm"), k.OutputTPM)
+		v.burst(kat, "rpm", int64(k.RPM), int64(k.RPMBurst))
+		v.burst(kat, "input_tpm", k.InputTPM, k.InputTPMBurst)
+		v.burst(kat, "output_tpm", k.OutputTPM, k.OutputTPMBurst)
+	}
+}
+
+// burst checks a key's <limit>_burst: 0 (the default), or at most the
+// per-minute limit it belongs to, which must be set.
+func (v *validator) burst(kat, limit string, perMinute, burst int64) {
+	field := fieldPath(kat, limit+"_burst")
+	switch {
+	case burst < 0:
+		v.add(field, "must be >= 0")
+	case burst > 0 && perMinute <= 0:
+		v.add(field, "is set without %s, which it is a burst of", limit)
+	case burst > 0 && burst > perMinute:
+		v.add(field, "is %d, more than %s %d: a bucket holds at most a minute of its limit", burst, limit, perMinute)
 	}
 }
 
@@ -486,9 +503,19 @@ func (v *validator) log(l Log) {
 	}
 }
 
-func (v *validator) telemetry(t Telemetry) {
+func (v *validator) telemetry(t Telemetry, virtualKeys map[[32]byte]keyOwner) {
 	if strings.TrimSpace(t.ServiceName) == "" {
 		v.add("telemetry.service_name", "empty")
+	}
+	// The token is optional, but once set it must be one worth requiring,
+	// and one no agent holds.
+	if tok := t.MetricsToken; tok != "" {
+		switch {
+		case utf8.RuneCountInString(tok) < MinAdminTokenLen:
+			v.add("telemetry.metrics_token", "too short: at least %d characters", MinAdminTokenLen)
+		case virtualKeys[HashKey(tok)] != keyOwner{}:
+			v.add("telemetry.metrics_token", "same as a virtual key (%s); an agent must not read the fleet's metrics", virtualKeys[HashKey(tok)].field)
+		}
 	}
 	if r := t.Traces.SampleRatio; math.IsNaN(r) || r < 0 || r > 1 {
 		v.add("telemetry.traces.sample_ratio", "is %v, want a value in [0, 1]", r)

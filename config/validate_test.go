@@ -129,6 +129,12 @@ func TestValidateRules(t *testing.T) {
 		{"key name reused in another provider", func(c *Config) { c.Providers[1].Keys[0].Name = "main" }, "", ""},
 		{"key empty", func(c *Config) { c.Providers[0].Keys[0].Key = "" }, "providers[0].keys[0].key", "empty"},
 		{"rpm negative", func(c *Config) { c.Providers[0].Keys[0].RPM = -1 }, "providers[0].keys[0].rpm", ">= 0"},
+		{"rpm burst", func(c *Config) { c.Providers[0].Keys[0].RPMBurst = 3 }, "", ""},
+		{"rpm burst a whole minute", func(c *Config) { c.Providers[0].Keys[0].RPMBurst = 10 }, "", ""},
+		{"rpm burst above the limit", func(c *Config) { c.Providers[0].Keys[0].RPMBurst = 11 }, "providers[0].keys[0].rpm_burst", "more than rpm 10"},
+		{"rpm burst negative", func(c *Config) { c.Providers[0].Keys[0].RPMBurst = -1 }, "providers[0].keys[0].rpm_burst", ">= 0"},
+		{"input burst without a limit", func(c *Config) { c.Providers[0].Keys[0].InputTPMBurst = 100 }, "providers[0].keys[0].input_tpm_burst", "without input_tpm"},
+		{"output burst", func(c *Config) { c.Providers[0].Keys[0].OutputTPM, c.Providers[0].Keys[0].OutputTPMBurst = 60000, 8000 }, "", ""},
 		{"input_tpm negative", func(c *Config) { c.Providers[0].Keys[0].InputTPM = -1 }, "providers[0].keys[0].input_tpm", ">= 0"},
 		{"output_tpm negative", func(c *Config) { c.Providers[0].Keys[0].OutputTPM = -1 }, "providers[0].keys[0].output_tpm", ">= 0"},
 
@@ -193,6 +199,12 @@ func TestValidateRules(t *testing.T) {
 		{"log format unknown", func(c *Config) { c.Log.Format = "xml" }, "log.format", `unknown format "xml"`},
 
 		{"telemetry service name empty", func(c *Config) { c.Telemetry.ServiceName = " " }, "telemetry.service_name", "empty"},
+		{"metrics token", func(c *Config) { c.Telemetry.MetricsToken = "metrics-token-0123456789" }, "", ""},
+		{"metrics token short", func(c *Config) { c.Telemetry.MetricsToken = "short-token" }, "telemetry.metrics_token", "too short"},
+		{"metrics token is a virtual key", func(c *Config) {
+			c.Tenants[0].Keys = []string{"vk-team-a-long-enough"}
+			c.Telemetry.MetricsToken = "vk-team-a-long-enough"
+		}, "telemetry.metrics_token", "same as a virtual key (tenants[0].keys[0])"},
 		{"sample ratio negative", func(c *Config) { c.Telemetry.Traces.SampleRatio = -0.1 }, "telemetry.traces.sample_ratio", "want a value in [0, 1]"},
 		{"sample ratio above one", func(c *Config) { c.Telemetry.Traces.SampleRatio = 1.5 }, "telemetry.traces.sample_ratio", "want a value in [0, 1]"},
 		{"sample ratio NaN", func(c *Config) { c.Telemetry.Traces.SampleRatio = math.NaN() }, "telemetry.traces.sample_ratio", "want a value in [0, 1]"},

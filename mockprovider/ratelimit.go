@@ -9,7 +9,8 @@ import (
 
 // RateLimit makes the mock enforce a provider's rate limits on every key
 // it sees, the way Anthropic and OpenAI do: a token bucket per key and
-// dimension that holds the limit and refills it over Window. A turn that
+// dimension that holds the limit (or Quantum's share of it) and refills
+// at the limit per Window. A turn that
 // does not fit is answered 429 in the provider's own error format, with
 // retry-after. The zero value enforces nothing.
 type RateLimit struct {
@@ -25,6 +26,20 @@ type RateLimit struct {
 	// Window is the period over which each bucket refills in full;
 	// default one minute, like the providers' per-minute limits.
 	Window time.Duration
+	// Quantum, when set, makes each bucket hold only Quantum's share of
+	// its limit (at least one unit) while still refilling at the limit
+	// per Window: the providers enforce per-minute limits over such
+	// shorter intervals (600 a minute with a Quantum of 1s holds 10).
+	// 0 holds the whole limit.
+	Quantum time.Duration
+}
+
+// capacity is what a bucket of limit per Window holds.
+func (r RateLimit) capacity(limit int64) float64 {
+	if r.Quantum <= 0 || r.Quantum >= r.Window {
+		return float64(limit)
+	}
+	return max(float64(limit)*float64(r.Quantum)/float64(r.Window), 1)
 }
 
 func (r RateLimit) enabled() bool { return r.RPM > 0 || r.InputTPM > 0 || r.OutputTPM > 0 }
@@ -69,10 +84,11 @@ func (l *rateLimiter) refill(b *keyBuckets, now time.Time) {
 		return
 	}
 	b.at = now
-	f := float64(el) / float64(l.cfg.Window)
-	b.requests = min(float64(l.cfg.RPM), b.requests+f*float64(l.cfg.RPM))
-	b.input = min(float64(l.cfg.InputTPM), b.input+f*float64(l.cfg.InputTPM))
-	b.output = min(float64(l.cfg.OutputTPM), b.output+f*float64(l.cfg.OutputTPM))
+	c := l.cfg
+	f := float64(el) / float64(c.Window)
+	b.requests = min(c.capacity(int64(c.RPM)), b.requests+f*float64(c.RPM))
+	b.input = min(c.capacity(c.InputTPM), b.input+f*float64(c.InputTPM))
+	b.output = min(c.capacity(c.OutputTPM), b.output+f*float64(c.OutputTPM))
 }
 
 // until is how long a bucket of limit per Window holding have needs to
@@ -82,7 +98,7 @@ func (l *rateLimiter) until(have, want float64, limit int64) time.Duration {
 	if limit <= 0 {
 		return 0
 	}
-	want = min(want, float64(limit))
+	want = min(want, l.cfg.capacity(limit))
 	if have >= want {
 		return 0
 	}
@@ -105,7 +121,7 @@ func (l *rateLimiter) take(key string, input, output int64, now time.Time) rateS
 	defer l.mu.Unlock()
 	b, ok := l.keys[key]
 	if !ok {
-		b = &keyBuckets{at: now, requests: float64(c.RPM), input: float64(c.InputTPM), output: float64(c.OutputTPM)}
+		b = &keyBuckets{at: now, requests: c.capacity(int64(c.RPM)), input: c.capacity(c.InputTPM), output: c.capacity(c.OutputTPM)}
 		l.keys[key] = b
 	}
 	l.refill(b, now)

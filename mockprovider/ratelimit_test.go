@@ -154,3 +154,44 @@ func TestRateLimitOpenAIHeaders(t *testing.T) {
 		t.Errorf("second request: %d %s retry-after %q, want 429 rate_limit_exceeded, 60", resp.StatusCode, b, resp.Header.Get("retry-after"))
 	}
 }
+
+// TestRateLimitQuantum: with a Quantum, a key's bucket holds only that
+// share of its per-minute limit and refills at the limit per minute: 600
+// a minute with a Quantum of 1s admits 10 at once, then one every 100ms.
+func TestRateLimitQuantum(t *testing.T) {
+	clock := &stepClock{now: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
+	s, url := newMock(t, Options{Clock: clock.Now, RateLimit: RateLimit{RPM: 600, Quantum: time.Second}})
+	for i := range 10 {
+		code, h, _ := postKey(t, url, "sk-q", limitedTurn)
+		if code != http.StatusOK {
+			t.Fatalf("request %d: status %d, want 200", i, code)
+		}
+		if got, want := h.Get("anthropic-ratelimit-requests-remaining"), strconv.Itoa(9-i); got != want {
+			t.Errorf("request %d: requests-remaining %q, want %q", i, got, want)
+		}
+		if got := h.Get("anthropic-ratelimit-requests-limit"); got != "600" {
+			t.Errorf("request %d: requests-limit %q, want the per-minute 600", i, got)
+		}
+	}
+	code, h, _ := postKey(t, url, "sk-q", limitedTurn)
+	if code != http.StatusTooManyRequests {
+		t.Fatalf("the 11th request in the same instant: status %d, want 429", code)
+	}
+	if got := h.Get("retry-after"); got != "1" {
+		t.Errorf("retry-after %q, want 1 (at least a second)", got)
+	}
+	clock.add(100 * time.Millisecond)
+	if code, _, _ := postKey(t, url, "sk-q", limitedTurn); code != http.StatusOK {
+		t.Fatalf("100ms later: status %d, want 200 (one came back)", code)
+	}
+	if code, _, _ := postKey(t, url, "sk-q", limitedTurn); code != http.StatusTooManyRequests {
+		t.Fatalf("a second one 100ms later: status %d, want 429", code)
+	}
+	clock.add(time.Hour)
+	if code, h, _ := postKey(t, url, "sk-q", limitedTurn); code != http.StatusOK || h.Get("anthropic-ratelimit-requests-remaining") != "9" {
+		t.Fatalf("after an hour: status %d, remaining %q; want 200 and 9 (never above the quantum)", code, h.Get("anthropic-ratelimit-requests-remaining"))
+	}
+	if c := s.RateCounts(); c.Served != 12 || c.Limited != 2 {
+		t.Errorf("counts %+v, want 12 served and 2 limited", c)
+	}
+}

@@ -34,7 +34,8 @@ func newKeyPool(p *config.Provider) keyPool {
 	kp := keyPool{secrets: make(map[string]string, len(p.Keys))}
 	for _, k := range p.Keys {
 		id := p.Name + "/" + k.Name
-		lim := ratelimit.Limits{RPM: k.RPM, InputTPM: k.InputTPM, OutputTPM: k.OutputTPM}
+		lim := ratelimit.Limits{RPM: k.RPM, InputTPM: k.InputTPM, OutputTPM: k.OutputTPM,
+			RPMBurst: k.RPMBurst, InputBurst: k.InputTPMBurst, OutputBurst: k.OutputTPMBurst}
 		kp.keys = append(kp.keys, ratelimit.Key{ID: id, Limits: lim})
 		kp.secrets[id] = k.Key
 		kp.limited = kp.limited || lim != ratelimit.Limits{}

@@ -24,16 +24,15 @@ import (
 	redisstore "gatekeeper/store/redis"
 )
 
-// The providers' limits are per minute, and a key's bucket holds a whole
-// minute: a test that must see a saturated key in seconds first spends
-// that minute. drain sends one turn whose reply reports usage of a whole
-// minute's input tokens: the provider (the mock) charges it as it admits
-// the turn and gatekeeper when it corrects the turn's estimate, so both
-// start from an empty bucket. Turns go to the key with the most headroom,
-// so n turns drain n keys.
+// A key's bucket holds one second of its limit: a test that must see a
+// saturated key from its start first spends that second. drain sends one
+// turn whose reply reports usage of a second's input tokens: the provider
+// (the mock) charges it as it admits the turn and gatekeeper when it
+// corrects the turn's estimate, so gatekeeper starts from an empty bucket.
+// Turns go to the key with the most headroom, so n turns drain n keys.
 func drain(t *testing.T, e *rlEnv, inputTPM int64, n int) {
 	t.Helper()
-	spec := fmt.Sprintf(`{"usage":{"input_tokens":%d,"output_tokens":1}}`, inputTPM)
+	spec := fmt.Sprintf(`{"usage":{"input_tokens":%d,"output_tokens":1}}`, ratelimit.DefaultBurst(inputTPM))
 	for i := range n {
 		a, err := e.turn(t, ctxT(t), vkStd, fmt.Sprintf("drain-%d", i), smallTurn, mockprovider.HeaderTurn, spec)
 		if err != nil || a.status != http.StatusOK {
@@ -69,7 +68,7 @@ func TestRateLimitManyClients(t *testing.T) {
 	e := newRLEnv(t, rlOpts{
 		keys:    fmt.Sprintf(`[{name: k1, key: %s, input_tpm: %d}, {name: k2, key: %s, input_tpm: %d}]`, k1, tpm, k2, tpm),
 		maxWait: "1s",
-		mock:    mockprovider.RateLimit{InputTPM: tpm},
+		mock:    mockprovider.RateLimit{InputTPM: tpm, Quantum: 2 * time.Second}, // see quantumMock
 	})
 	drain(t, e, tpm, 2)
 	if keys := []string{e.mock.Requests()[0].APIKey, e.mock.Requests()[1].APIKey}; keys[0] == keys[1] {

@@ -217,9 +217,10 @@ func directTurn(t testing.TB, mockURL, key, body, spec string) int {
 
 // TestRateLimitRetryOnAnotherKey: a key the provider refuses (429) is
 // cooled for the provider's Retry-After and the turn goes to the other key
-// before the agent sees anything; with every key refused the agent gets
-// the provider's 429; with every key cooled, a turn waits max_wait and
-// gets rate_limited with a Retry-After. The agent never sees a provider
+// before the agent sees anything; with every key cooled or reported empty
+// (remaining 0, reset in a minute), a turn waits max_wait and gets
+// rate_limited with a Retry-After; with every key refused the agent gets
+// the provider's 429. The agent never sees a provider
 // key, and a turn that was never sent is not charged.
 func TestRateLimitRetryOnAnotherKey(t *testing.T) {
 	const k1, k2 = "sk-pool-key-one", "sk-pool-key-two"
@@ -262,24 +263,16 @@ func TestRateLimitRetryOnAnotherKey(t *testing.T) {
 		t.Error("a provider key is a metric label")
 	}
 
-	// k2 has now used its minute too, and k1 is cooled: the agent gets
-	// the provider's own 429 and Retry-After.
-	a, err = e.turn(t, ctx, vkStd, "retry-2", smallTurn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.status != http.StatusTooManyRequests || a.typ != "rate_limit_error" || a.retryAfter == "" {
-		t.Fatalf("second turn: %d %q retry-after %q, want the provider's 429 with its Retry-After", a.status, a.typ, a.retryAfter)
-	}
-
-	// Both keys are cooled for the provider's Retry-After (a minute):
-	// the next turn waits max_wait and is answered by gatekeeper.
+	// k2 has now used its minute too, and its reply said so: nothing
+	// left, full again in a minute (its reset). k1 is cooled for the
+	// provider's Retry-After. The next turn waits max_wait and is
+	// answered by gatekeeper, never sent.
 	a, err = e.turn(t, ctx, vkLive, "retry-3", smallTurn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.status != http.StatusTooManyRequests || a.typ != "rate_limited" {
-		t.Fatalf("third turn: %d %s, want gatekeeper's rate_limited", a.status, a.body)
+		t.Fatalf("second turn: %d %s, want gatekeeper's rate_limited", a.status, a.body)
 	}
 	if n, err := strconv.Atoi(a.retryAfter); err != nil || n < 1 {
 		t.Errorf("rate_limited Retry-After %q, want whole seconds >= 1", a.retryAfter)
@@ -287,8 +280,8 @@ func TestRateLimitRetryOnAnotherKey(t *testing.T) {
 	if a.waitMs < 1000 {
 		t.Errorf("X-Gatekeeper-Queue-Wait-Ms %d, want the max_wait it waited", a.waitMs)
 	}
-	if n := len(e.mock.Requests()); n != 4 {
-		t.Errorf("the provider got %d requests, want 4: a rate_limited turn is never sent", n)
+	if n := len(e.mock.Requests()); n != 3 {
+		t.Errorf("the provider got %d requests, want 3: a rate_limited turn is never sent", n)
 	}
 	if got := e.metric(t, "gatekeeper_ratelimit_rejections_total", `class="interactive"`); got != 1 {
 		t.Errorf("rate_limited metric %v, want 1", got)
@@ -305,6 +298,30 @@ func TestRateLimitRetryOnAnotherKey(t *testing.T) {
 		if strings.Contains(s, k1) || strings.Contains(s, k2) {
 			t.Error("a provider key reached the agent")
 		}
+	}
+
+	// Both keys' minutes spent at the provider, which gatekeeper cannot
+	// know: each refuses the turn in turn, and the agent gets the
+	// provider's own 429 and Retry-After.
+	e2 := newRLEnv(t, rlOpts{
+		keys:    fmt.Sprintf(`[{name: k1, key: %s, rpm: 1000}, {name: k2, key: %s, rpm: 1000}]`, k1, k2),
+		maxWait: "1s",
+		mock:    mockprovider.RateLimit{RPM: 1},
+	})
+	for _, k := range []string{k1, k2} {
+		if code := directTurn(t, e2.mockURL, k, smallTurn, ""); code != http.StatusOK {
+			t.Fatalf("direct turn: %d", code)
+		}
+	}
+	a, err = e2.turn(t, ctx, vkStd, "retry-2", smallTurn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.status != http.StatusTooManyRequests || a.typ != "rate_limit_error" || a.retryAfter == "" {
+		t.Fatalf("every key refused: %d %q retry-after %q, want the provider's 429 with its Retry-After", a.status, a.typ, a.retryAfter)
+	}
+	if n := len(e2.mock.Requests()); n != 4 {
+		t.Errorf("the provider got %d requests, want 4: two direct, then the turn on each key once", n)
 	}
 }
 

@@ -37,6 +37,12 @@ var contract = []struct {
 	{"Unlimited", testUnlimited},
 	{"Oversize", testOversize},
 	{"KeysIndependent", testKeysIndependent},
+	{"DefaultBurst", testDefaultBurst},
+	{"DefaultBurstOversize", testDefaultBurstOversize},
+	{"ConfiguredBurst", testConfiguredBurst},
+	{"Reset", testReset},
+	{"ResetCombinedTokens", testResetCombinedTokens},
+	{"Advisory", testAdvisory},
 }
 
 // runContract runs the Buckets contract on the buckets mk makes; each
@@ -45,6 +51,15 @@ func runContract(t *testing.T, mk func(t *testing.T) harness) {
 	for _, tc := range contract {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, mk(t)) })
 	}
+}
+
+// minute is l with bursts of a whole minute of each limit. The contract's
+// levels are counted in takes of 10 units from buckets holding a minute,
+// which the real time a Redis run takes cannot refill mid-check; the
+// default bursts (one second) are checked by their own tests.
+func minute(l Limits) Limits {
+	l.RPMBurst, l.InputBurst, l.OutputBurst = l.RPM, l.InputTPM, l.OutputTPM
+	return l
 }
 
 func mustTake(t *testing.T, b Buckets, k Key, c Cost) (bool, time.Duration) {
@@ -88,7 +103,7 @@ func headroom(t *testing.T, b Buckets, k Key) float64 {
 }
 
 func testRequestsPerMinute(t *testing.T, h harness) {
-	k := Key{ID: "p/rpm", Limits: Limits{RPM: 60}}
+	k := Key{ID: "p/rpm", Limits: minute(Limits{RPM: 60})}
 	if n := takeAll(t, h.b, k, Cost{Requests: 10, Input: 1000}, 6); n != 6 {
 		t.Fatalf("a full bucket of 60 rpm admitted %d takes of 10 requests, want 6", n)
 	}
@@ -99,7 +114,7 @@ func testRequestsPerMinute(t *testing.T, h harness) {
 }
 
 func testTokensPerMinute(t *testing.T, h harness) {
-	k := Key{ID: "p/tpm", Limits: Limits{InputTPM: 60, OutputTPM: 30}}
+	k := Key{ID: "p/tpm", Limits: minute(Limits{InputTPM: 60, OutputTPM: 30})}
 	if n := takeAll(t, h.b, k, Cost{Requests: 1, Input: 10}, 6); n != 6 {
 		t.Fatalf("60 input tokens a minute admitted %d turns of 10, want 6", n)
 	}
@@ -113,7 +128,7 @@ func testTokensPerMinute(t *testing.T, h harness) {
 }
 
 func testAllOrNothing(t *testing.T, h harness) {
-	k := Key{ID: "p/all", Limits: Limits{RPM: 10, InputTPM: 60, OutputTPM: 60}}
+	k := Key{ID: "p/all", Limits: minute(Limits{RPM: 10, InputTPM: 60, OutputTPM: 60})}
 	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 1, Input: 55, Output: 5}); !ok {
 		t.Fatal("first take refused")
 	}
@@ -131,7 +146,7 @@ func testAllOrNothing(t *testing.T, h harness) {
 }
 
 func testRefill(t *testing.T, h harness) {
-	k := Key{ID: "p/refill", Limits: Limits{RPM: 600}}
+	k := Key{ID: "p/refill", Limits: minute(Limits{RPM: 600})}
 	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 600}); !ok {
 		t.Fatal("could not empty the bucket")
 	}
@@ -145,7 +160,7 @@ func testRefill(t *testing.T, h harness) {
 
 func testAdjustPositive(t *testing.T, h harness) {
 	ctx := context.Background()
-	k := Key{ID: "p/adj+", Limits: Limits{InputTPM: 60}}
+	k := Key{ID: "p/adj+", Limits: minute(Limits{InputTPM: 60})}
 	if ok, _ := mustTake(t, h.b, k, Cost{Input: 20}); !ok {
 		t.Fatal("take refused")
 	}
@@ -159,7 +174,7 @@ func testAdjustPositive(t *testing.T, h harness) {
 
 func testAdjustNegative(t *testing.T, h harness) {
 	ctx := context.Background()
-	k := Key{ID: "p/adj-", Limits: Limits{RPM: 60, InputTPM: 60}}
+	k := Key{ID: "p/adj-", Limits: minute(Limits{RPM: 60, InputTPM: 60})}
 	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 1, Input: 50}); !ok {
 		t.Fatal("take refused")
 	}
@@ -183,7 +198,7 @@ func testAdjustNegative(t *testing.T, h harness) {
 
 func testCool(t *testing.T, h harness) {
 	ctx := context.Background()
-	k := Key{ID: "p/cool", Limits: Limits{RPM: 60}}
+	k := Key{ID: "p/cool", Limits: minute(Limits{RPM: 60})}
 	if err := h.b.Cool(ctx, k, 2*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +228,7 @@ func testCool(t *testing.T, h harness) {
 
 func testSync(t *testing.T, h harness) {
 	ctx := context.Background()
-	k := Key{ID: "p/sync", Limits: Limits{RPM: 60, InputTPM: 60}}
+	k := Key{ID: "p/sync", Limits: minute(Limits{RPM: 60, InputTPM: 60})}
 	if err := syncOnly(ctx, h.b, k, Remaining{Requests: 50, Input: -1, Output: -1, Tokens: -1}); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +240,7 @@ func testSync(t *testing.T, h harness) {
 		t.Fatalf("an unreported dimension changed: %d takes of 10 of 60 input tokens fit", n)
 	}
 	// A provider saying more is left never raises the view.
-	k2 := Key{ID: "p/sync2", Limits: Limits{RPM: 60}}
+	k2 := Key{ID: "p/sync2", Limits: minute(Limits{RPM: 60})}
 	mustTake(t, h.b, k2, Cost{Requests: 50})
 	if err := syncOnly(ctx, h.b, k2, Remaining{Requests: 60, Input: -1, Output: -1, Tokens: -1}); err != nil {
 		t.Fatal(err)
@@ -237,7 +252,7 @@ func testSync(t *testing.T, h harness) {
 
 func testSyncCombinedTokens(t *testing.T, h harness) {
 	ctx := context.Background()
-	k := Key{ID: "p/synctok", Limits: Limits{InputTPM: 60, OutputTPM: 60}}
+	k := Key{ID: "p/synctok", Limits: minute(Limits{InputTPM: 60, OutputTPM: 60})}
 	if err := syncOnly(ctx, h.b, k, Remaining{Requests: -1, Input: 40, Output: -1, Tokens: 30}); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +265,7 @@ func testSyncCombinedTokens(t *testing.T, h harness) {
 }
 
 func testHeadroom(t *testing.T, h harness) {
-	k := Key{ID: "p/head", Limits: Limits{RPM: 60, InputTPM: 60}}
+	k := Key{ID: "p/head", Limits: minute(Limits{RPM: 60, InputTPM: 60})}
 	if hr := headroom(t, h.b, k); hr < 0.999 {
 		t.Fatalf("a new key has headroom %v, want 1", hr)
 	}
@@ -278,7 +293,7 @@ func testUnlimited(t *testing.T, h harness) {
 }
 
 func testOversize(t *testing.T, h harness) {
-	k := Key{ID: "p/big", Limits: Limits{InputTPM: 60}}
+	k := Key{ID: "p/big", Limits: minute(Limits{InputTPM: 60})}
 	mustTake(t, h.b, k, Cost{Input: 1})
 	// 150 tokens exceed the whole burst of 60: they wait for a full
 	// bucket, not forever.
@@ -301,8 +316,8 @@ func testOversize(t *testing.T, h harness) {
 }
 
 func testKeysIndependent(t *testing.T, h harness) {
-	a := Key{ID: "p/a", Limits: Limits{RPM: 60}}
-	b := Key{ID: "p/b", Limits: Limits{RPM: 60}}
+	a := Key{ID: "p/a", Limits: minute(Limits{RPM: 60})}
+	b := Key{ID: "p/b", Limits: minute(Limits{RPM: 60})}
 	mustTake(t, h.b, a, Cost{Requests: 60})
 	if n := takeAll(t, h.b, b, Cost{Requests: 10}, 6); n != 6 {
 		t.Fatalf("emptying key a left %d takes of 10 of 60 on key b", n)
@@ -321,7 +336,7 @@ func testSettleIsAdjustThenSync(t *testing.T, h harness) {
 		tweak(&r)
 		return r
 	}
-	lim := Limits{RPM: 60, InputTPM: 60, OutputTPM: 60}
+	lim := minute(Limits{RPM: 60, InputTPM: 60, OutputTPM: 60})
 	tests := []struct {
 		name  string
 		take  Cost
@@ -397,4 +412,131 @@ func adjustOnly(ctx context.Context, b Buckets, k Key, delta Cost) error {
 // syncOnly is a Settle that only syncs: to r, correcting nothing.
 func syncOnly(ctx context.Context, b Buckets, k Key, r Remaining) error {
 	return b.Settle(ctx, k, Cost{}, r)
+}
+
+// testDefaultBurst: a key's bucket holds one second of its rate, not a
+// minute: 60 rpm admits one request and then waits about a second, 600
+// input tokens a minute admit 10.
+func testDefaultBurst(t *testing.T, h harness) {
+	k := Key{ID: "p/burst", Limits: Limits{RPM: 60, InputTPM: 600}}
+	if n := takeAll(t, h.b, k, Cost{Requests: 1, Input: 10}, 60); n != 1 {
+		t.Fatalf("a full 60 rpm bucket admitted %d requests at once, want 1 (one second of the rate)", n)
+	}
+	_, wait := mustTake(t, h.b, k, Cost{Requests: 1})
+	if wait < 900*time.Millisecond || wait > time.Second+100*time.Millisecond {
+		t.Fatalf("the next request waits %s, want about 1s", wait)
+	}
+	in := Key{ID: "p/burst-in", Limits: Limits{InputTPM: 600}}
+	if n := takeAll(t, h.b, in, Cost{Input: 1}, 600); n < 10 || n > 11 {
+		t.Fatalf("a full bucket of 600 input tokens a minute admitted %d tokens at once, want 10", n)
+	}
+	if hr := headroom(t, h.b, in); hr > 0.1 {
+		t.Fatalf("after its burst, headroom %v, want about 0", hr)
+	}
+}
+
+// testDefaultBurstOversize: a call larger than the one-second burst is
+// never impossible: it is admitted on a full bucket and overdraws it.
+func testDefaultBurstOversize(t *testing.T, h harness) {
+	k := Key{ID: "p/burst-big", Limits: Limits{InputTPM: 600}} // burst 10
+	if ok, _ := mustTake(t, h.b, k, Cost{Input: 50}); !ok {
+		t.Fatal("a call of 50 tokens on a full bucket of 10 was refused")
+	}
+	// 40 overdrawn at 10 a second: the next token waits about 4.1s.
+	_, wait := mustTake(t, h.b, k, Cost{Input: 1})
+	if wait < 3900*time.Millisecond || wait > 4200*time.Millisecond {
+		t.Fatalf("after overdrawing by 40 at 10/s, a token waits %s, want about 4.1s", wait)
+	}
+}
+
+// testConfiguredBurst: a configured burst replaces the default.
+func testConfiguredBurst(t *testing.T, h harness) {
+	k := Key{ID: "p/burst-set", Limits: Limits{RPM: 60, RPMBurst: 5, InputTPM: 600, InputBurst: 30}}
+	if n := takeAll(t, h.b, k, Cost{Requests: 1}, 60); n != 5 {
+		t.Fatalf("rpm_burst 5 admitted %d requests at once", n)
+	}
+	in := Key{ID: "p/burst-set-in", Limits: Limits{InputTPM: 60, InputBurst: 30}}
+	if n := takeAll(t, h.b, in, Cost{Input: 10}, 60); n != 3 {
+		t.Fatalf("input burst 30 admitted %d takes of 10 at once, want 3", n)
+	}
+}
+
+// testReset: a provider's reset lowers what is left to what a bucket full
+// only then holds, and never raises it.
+func testReset(t *testing.T, h harness) {
+	ctx := context.Background()
+	k := Key{ID: "p/reset", Limits: minute(Limits{RPM: 60, InputTPM: 60})}
+	r := Unreported()
+	r.RequestsReset = 30 * time.Second // 30 of 60 missing
+	if err := syncOnly(ctx, h.b, k, r); err != nil {
+		t.Fatal(err)
+	}
+	if n := takeAll(t, h.b, k, Cost{Requests: 10}, 6); n != 3 {
+		t.Fatalf("after the provider said its bucket is full in 30s, %d takes of 10 of 60 rpm fit, want 3", n)
+	}
+	if n := takeAll(t, h.b, k, Cost{Input: 10}, 6); n != 6 {
+		t.Fatalf("a dimension without a reset changed: %d takes of 10 of 60 input tokens fit", n)
+	}
+	// A reset sooner than gatekeeper's own view changes nothing.
+	k2 := Key{ID: "p/reset2", Limits: minute(Limits{RPM: 60})}
+	mustTake(t, h.b, k2, Cost{Requests: 50})
+	r = Unreported()
+	r.RequestsReset = time.Second
+	if err := syncOnly(ctx, h.b, k2, r); err != nil {
+		t.Fatal(err)
+	}
+	if n := takeAll(t, h.b, k2, Cost{Requests: 10}, 6); n != 1 {
+		t.Fatalf("after taking 50 and a reset in 1s, %d takes of 10 fit, want 1", n)
+	}
+}
+
+// testResetCombinedTokens: a combined token reset lowers input and output.
+func testResetCombinedTokens(t *testing.T, h harness) {
+	ctx := context.Background()
+	k := Key{ID: "p/reset-tok", Limits: minute(Limits{InputTPM: 60, OutputTPM: 120})}
+	r := Unreported()
+	r.TokensReset = 40 * time.Second // input: 40 missing; output: 80 missing
+	if err := syncOnly(ctx, h.b, k, r); err != nil {
+		t.Fatal(err)
+	}
+	if n := takeAll(t, h.b, k, Cost{Input: 10}, 6); n != 2 {
+		t.Fatalf("tokens reset in 40s left %d takes of 10 input tokens of 60, want 2", n)
+	}
+	if n := takeAll(t, h.b, k, Cost{Output: 10}, 12); n != 4 {
+		t.Fatalf("tokens reset in 40s left %d takes of 10 output tokens of 120, want 4", n)
+	}
+}
+
+// testAdvisory: a key with advisory limits never refuses for them, but
+// what it takes, its headers and a cooling lower its headroom.
+func testAdvisory(t *testing.T, h harness) {
+	ctx := context.Background()
+	k := Key{ID: "p/advisory", Limits: minute(Limits{RPM: 60}), Advisory: true}
+	for i := range 100 {
+		if ok, _ := mustTake(t, h.b, k, Cost{Requests: 1}); !ok {
+			t.Fatalf("an advisory key of 60 rpm refused take %d", i)
+		}
+	}
+	if hr := headroom(t, h.b, k); hr != 0 {
+		t.Fatalf("an advisory key past its limits has headroom %v, want 0", hr)
+	}
+	k2 := Key{ID: "p/advisory2", Limits: minute(Limits{RPM: 60}), Advisory: true}
+	mustTake(t, h.b, k2, Cost{Requests: 15})
+	if hr := headroom(t, h.b, k2); hr < 0.74 || hr > 0.77 {
+		t.Fatalf("an advisory key with 15 of 60 taken has headroom %v, want 0.75", hr)
+	}
+	r := Unreported()
+	r.Requests = 6
+	if err := syncOnly(ctx, h.b, k2, r); err != nil {
+		t.Fatal(err)
+	}
+	if hr := headroom(t, h.b, k2); hr < 0.09 || hr > 0.12 {
+		t.Fatalf("an advisory key the provider says has 6 of 60 left has headroom %v, want 0.1", hr)
+	}
+	if err := h.b.Cool(ctx, k2, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := mustTake(t, h.b, k2, Cost{Requests: 1}); ok {
+		t.Fatal("a cooled advisory key admitted a take")
+	}
 }

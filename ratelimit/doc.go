@@ -4,18 +4,21 @@
 //
 // It holds three things:
 //
-//   - Buckets: the capacity of each provider key per minute in requests,
-//     input tokens and output tokens. Memory keeps it in this process
-//     (golang.org/x/time/rate); Redis keeps it in Redis with atomic Lua
-//     scripts (GCRA on the server's clock), so that every replica draws on
-//     one budget per key.
-//   - ParseHeaders: what the providers' rate-limit headers say is left,
-//     which only ever lowers the buckets' view.
+//   - Buckets: the capacity of each provider key in requests, input tokens
+//     and output tokens, as GCRA buckets holding a burst (one second of
+//     the rate by default, the providers' own quantum) and refilling
+//     continuously at the per-minute rate. Memory keeps them in this
+//     process; Redis keeps them in Redis with atomic Lua scripts on the
+//     server's clock, so that every replica draws on one budget per key.
+//   - ParseHeaders: what the providers' rate-limit headers say is left and
+//     when their buckets are full again, which only ever lowers the
+//     buckets' view.
 //   - Scheduler: admits turns on the key of a pool with the most headroom
-//     and, when none has room, queues them per class (interactive,
-//     standard, batch) and serves the queues by deficit round-robin charged
-//     in estimated tokens, so that a flood of large batch turns cannot
-//     starve small interactive ones.
+//     (a key without limits measured against its pool's limited keys) and,
+//     when none has room, queues them per class (interactive, standard,
+//     batch) and serves the queues by deficit round-robin charged in
+//     estimated tokens, so that a flood of large batch turns cannot starve
+//     small interactive ones.
 //
 // The package takes plain values (limits, keys, costs): it knows nothing of
 // the proxy or its configuration.

@@ -45,7 +45,7 @@ func (r *recordingBuckets) Take(ctx context.Context, k Key, c Cost) (bool, time.
 // drained is a key of perSecond input tokens whose bucket is empty, so
 // that the simulation runs saturated from the start.
 func drained(t *testing.T, m *Memory, id string, perSecond int64) Key {
-	k := Key{ID: id, Limits: Limits{InputTPM: perSecond * 60}}
+	k := Key{ID: id, Limits: minute(Limits{InputTPM: perSecond * 60})}
 	if ok, _ := mustTake(t, m, k, Cost{Input: k.Limits.InputTPM}); !ok {
 		t.Fatal("could not drain the key")
 	}

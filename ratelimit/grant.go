@@ -92,7 +92,7 @@ func (g *Grant) Observe(ctx context.Context, h http.Header) {
 	if g == nil {
 		return
 	}
-	r, ok := ParseHeaders(h)
+	r, ok := ParseHeaders(h, g.s.now())
 	if !ok {
 		return
 	}
@@ -116,7 +116,7 @@ func (g *Grant) Settle(ctx context.Context, actual Cost, h http.Header) {
 	if g.settle() {
 		delta = actual.sub(g.est)
 	}
-	r, ok := ParseHeaders(h)
+	r, ok := ParseHeaders(h, g.s.now())
 	if !ok {
 		r = Unreported()
 	}

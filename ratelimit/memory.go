@@ -1,12 +1,11 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // The three dimensions of a key's capacity, as indexes of the arrays
@@ -21,6 +20,20 @@ const (
 // perMinute is a key's limit in each dimension; 0 is unlimited.
 func perMinute(l Limits) [dims]int64 {
 	return [dims]int64{int64(max(l.RPM, 0)), max(l.InputTPM, 0), max(l.OutputTPM, 0)}
+}
+
+// bursts is what a key's bucket holds in each dimension: the configured
+// burst, else DefaultBurst; 0 where unlimited.
+func bursts(l Limits) [dims]int64 {
+	lim := perMinute(l)
+	set := [dims]int64{int64(max(l.RPMBurst, 0)), max(l.InputBurst, 0), max(l.OutputBurst, 0)}
+	var out [dims]int64
+	for d := range out {
+		if lim[d] > 0 {
+			out[d] = cmp.Or(set[d], DefaultBurst(lim[d]))
+		}
+	}
+	return out
 }
 
 // amounts is c in each dimension.
@@ -43,15 +56,27 @@ func reported(r Remaining) [dims]int64 {
 	return [dims]int64{r.Requests, lowest(r.Input, r.Tokens), lowest(r.Output, r.Tokens)}
 }
 
+// maxReset bounds a reset header's effect: a per-minute bucket is full
+// again within a minute of its rate, so a longer reset (an odd header, or
+// a daily limit's) would only keep a key idle for nothing that gatekeeper
+// schedules.
+const maxReset = time.Minute
+
+// resets is how long r says each dimension needs to be full again, -1
+// where it says nothing, at most maxReset. A combined token reset covers
+// input and output alike: the longer reset wins, as it lowers more.
+func resets(r Remaining) [dims]time.Duration {
+	out := [dims]time.Duration{r.RequestsReset, max(r.InputReset, r.TokensReset), max(r.OutputReset, r.TokensReset)}
+	for d, v := range out {
+		out[d] = min(max(v, -1), maxReset)
+	}
+	return out
+}
+
 // Memory keeps keys' capacity in this process: per key and dimension a
-// token bucket (rate.Limiter) holding the per-minute limit and refilling
-// at limit/60 per second. Replicas each with a Memory would each spend the
-// whole budget: use Redis when there is more than one.
-//
-// A cost larger than a dimension's burst (the whole per-minute limit) is
-// admitted once the bucket is full, and then drives the bucket below zero
-// by the excess, so that the turns after it wait for what it overdrew: it
-// never waits forever, and the accounting stays honest.
+// GCRA bucket, the same algorithm the Redis scripts run (see gcra).
+// Replicas each with a Memory would each spend the whole budget: use Redis
+// when there is more than one.
 type Memory struct {
 	now func() time.Time
 
@@ -63,9 +88,67 @@ var _ Buckets = (*Memory)(nil)
 
 // memKey is one key's buckets.
 type memKey struct {
-	limits      Limits
-	buckets     [dims]*rate.Limiter // nil where unlimited
+	key         Key
+	buckets     [dims]*gcra // nil where unlimited
 	cooledUntil time.Time
+}
+
+// gcra is one dimension's bucket as a theoretical arrival time: the
+// bucket emits a unit every interval and holds burst of them, so it is
+// full while tat is not after now, and holds burst - (tat-now)/interval
+// otherwise (below zero after an oversized take).
+type gcra struct {
+	tat      time.Time
+	interval float64 // nanoseconds per unit
+	burst    int64
+	limit    int64 // per minute
+}
+
+func newGCRA(limit, burst int64) *gcra {
+	return &gcra{interval: float64(time.Minute) / float64(limit), burst: burst, limit: limit}
+}
+
+// ahead is how far tat is after now, in nanoseconds.
+func (g *gcra) ahead(now time.Time) float64 { return float64(max(g.tat.Sub(now), 0)) }
+
+// level is what g holds at now.
+func (g *gcra) level(now time.Time) float64 { return float64(g.burst) - g.ahead(now)/g.interval }
+
+// wait is how long until g holds n, or a full bucket when n is more than
+// it holds at all; 0 when it does now.
+func (g *gcra) wait(now time.Time, n int64) time.Duration {
+	need := float64(min(n, g.burst))
+	return time.Duration(math.Ceil(g.ahead(now) - (float64(g.burst)-need)*g.interval))
+}
+
+// move takes n units (n < 0 gives them back, never above full).
+func (g *gcra) move(now time.Time, n float64) {
+	// Bounded so that no count, however odd, overflows a Duration: a
+	// century ahead is as refused as any later time.
+	ahead := min(g.ahead(now)+n*g.interval, float64(100*365*24*time.Hour))
+	if ahead <= 0 {
+		g.tat = now
+		return
+	}
+	g.tat = now.Add(time.Duration(ahead))
+}
+
+// lowerTo moves tat so that g holds at most left, never raising it.
+func (g *gcra) lowerTo(now time.Time, left float64) {
+	if over := g.level(now) - left; over > 0 {
+		g.move(now, over)
+	}
+}
+
+// capDebt keeps an advisory bucket's debt (what it holds below empty)
+// within a minute of its rate:
+// what it overdrew only lowers its headroom, and a key that absorbed a
+// flood is ranked again once a minute has passed.
+func (g *gcra) capDebt(now time.Time) {
+	tau := time.Duration(float64(g.burst) * g.interval)
+	if limit := now.Add(tau + time.Minute); g.tat.After(limit) {
+		g.tat = limit
+	}
 }
 
 // NewMemory returns buckets kept in this process, on clock (nil means
@@ -78,32 +161,33 @@ func NewMemory(clock func() time.Time) *Memory {
 }
 
 // key returns k's buckets, made full on first use and brought to k's
-// current limits (configuration reloads change them). m.mu is held.
-func (m *Memory) key(k Key, now time.Time) *memKey {
+// current limits (configuration reloads change them): a dimension keeps
+// its theoretical arrival time, as the Redis scripts do. m.mu is held.
+func (m *Memory) key(k Key) *memKey {
 	st, ok := m.keys[k.ID]
 	if !ok {
 		st = &memKey{}
 		m.keys[k.ID] = st
-	} else if st.limits == k.Limits {
+	} else if st.key == k {
 		return st
 	}
-	st.limits = k.Limits
-	for d, lim := range perMinute(k.Limits) {
+	st.key = k
+	lim, burst := perMinute(k.Limits), bursts(k.Limits)
+	for d := range st.buckets {
 		b := st.buckets[d]
 		switch {
-		case lim == 0:
+		case lim[d] == 0:
 			st.buckets[d] = nil
 		case b == nil:
-			st.buckets[d] = rate.NewLimiter(rate.Limit(float64(lim)/60), burst(lim))
+			st.buckets[d] = newGCRA(lim[d], burst[d])
 		default:
-			b.SetLimitAt(now, rate.Limit(float64(lim)/60))
-			b.SetBurstAt(now, burst(lim))
+			nb := newGCRA(lim[d], burst[d])
+			nb.tat = b.tat
+			st.buckets[d] = nb
 		}
 	}
 	return st
 }
-
-func burst(perMinute int64) int { return int(min(perMinute, math.MaxInt32)) }
 
 // Take implements Buckets.
 func (m *Memory) Take(ctx context.Context, k Key, c Cost) (bool, time.Duration, error) {
@@ -121,52 +205,31 @@ func (m *Memory) take(k Key, c Cost) (bool, time.Duration, float64) {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := m.key(k, now)
+	st := m.key(k)
 	if now.Before(st.cooledUntil) {
 		return false, clampWait(st.cooledUntil.Sub(now)), 0
 	}
 	// Check every dimension before taking from any: a take is all or
-	// nothing.
+	// nothing. An advisory key never waits.
 	want := amounts(c)
 	var wait time.Duration
 	for d, b := range st.buckets {
-		if b == nil || want[d] <= 0 {
-			continue
-		}
-		need := float64(min(want[d], int64(b.Burst())))
-		if have := b.TokensAt(now); have < need {
-			wait = max(wait, time.Duration((need-have)/float64(b.Limit())*float64(time.Second)))
+		if b != nil && want[d] > 0 && !k.Advisory {
+			wait = max(wait, b.wait(now, want[d]))
 		}
 	}
 	if wait > 0 {
 		return false, clampWait(wait), st.headroom(now)
 	}
 	for d, b := range st.buckets {
-		if b != nil {
-			spend(b, now, want[d])
+		if b != nil && want[d] > 0 {
+			b.move(now, float64(want[d]))
+			if k.Advisory {
+				b.capDebt(now)
+			}
 		}
 	}
 	return true, 0, st.headroom(now)
-}
-
-// spend takes n tokens from b, or gives -n back when n < 0. A take may
-// leave b below zero; a give-back is capped at full.
-func spend(b *rate.Limiter, now time.Time, n int64) {
-	if n < 0 {
-		// rate.Limiter has no give-back; ReserveN of a negative count
-		// adds tokens. Give no more than the room below full, so that
-		// the bucket never holds more than its burst.
-		give := int64(b.Burst()) - int64(math.Floor(b.TokensAt(now)))
-		b.ReserveN(now, -int(min(-n, max(give, 0))))
-		return
-	}
-	// ReserveN refuses more than the burst at once, but lets the bucket
-	// go negative: take an oversized cost a burst at a time.
-	for n > 0 {
-		chunk := min(n, int64(b.Burst()))
-		b.ReserveN(now, int(chunk))
-		n -= chunk
-	}
 }
 
 // headroom is the fraction left in st's tightest limited dimension; 0
@@ -178,7 +241,7 @@ func (st *memKey) headroom(now time.Time) float64 {
 	h := 1.0
 	for _, b := range st.buckets {
 		if b != nil {
-			h = min(h, b.TokensAt(now)/float64(b.Burst()))
+			h = min(h, b.level(now)/float64(b.burst))
 		}
 	}
 	return max(h, 0)
@@ -189,7 +252,10 @@ func (st *memKey) adjust(now time.Time, delta Cost) {
 	n := amounts(delta)
 	for d, b := range st.buckets {
 		if b != nil && n[d] != 0 {
-			spend(b, now, n[d])
+			b.move(now, float64(n[d]))
+			if st.key.Advisory {
+				b.capDebt(now)
+			}
 		}
 	}
 }
@@ -199,7 +265,7 @@ func (m *Memory) Headroom(ctx context.Context, k Key) (float64, error) {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.key(k, now).headroom(now), nil
+	return m.key(k).headroom(now), nil
 }
 
 // Cool implements Buckets. A shorter cooling than one in force does not
@@ -208,22 +274,26 @@ func (m *Memory) Cool(ctx context.Context, k Key, d time.Duration) error {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := m.key(k, now)
+	st := m.key(k)
 	if until := now.Add(d); until.After(st.cooledUntil) {
 		st.cooledUntil = until
 	}
 	return nil
 }
 
-// sync lowers st's buckets to what r reports. m.mu is held.
+// sync lowers st's buckets to what r reports is left and to what a bucket
+// full only after r's reset holds. m.mu is held.
 func (st *memKey) sync(now time.Time, r Remaining) {
-	left := reported(r)
+	left, reset := reported(r), resets(r)
 	for d, b := range st.buckets {
-		if b == nil || left[d] < 0 {
+		if b == nil {
 			continue
 		}
-		if over := b.TokensAt(now) - float64(left[d]); over > 0 {
-			spend(b, now, int64(math.Ceil(over)))
+		if left[d] >= 0 {
+			b.lowerTo(now, float64(left[d]))
+		}
+		if reset[d] >= 0 {
+			b.lowerTo(now, float64(b.burst)-float64(reset[d])/b.interval)
 		}
 	}
 }
@@ -234,7 +304,7 @@ func (m *Memory) Settle(ctx context.Context, k Key, delta Cost, r Remaining) err
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := m.key(k, now)
+	st := m.key(k)
 	st.adjust(now, delta)
 	st.sync(now, r)
 	return nil

@@ -55,7 +55,7 @@ func TestMemoryRefill(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newFakeClock()
 			m := NewMemory(clk.Now)
-			k := Key{ID: "p/k", Limits: tc.limits}
+			k := Key{ID: "p/k", Limits: minute(tc.limits)}
 			takeAll(t, m, k, tc.cost, 1e6)
 			clk.Advance(tc.after)
 			if n := takeAll(t, m, k, tc.cost, 1e6); n != tc.want {
@@ -70,15 +70,15 @@ func TestMemoryRefill(t *testing.T) {
 func TestMemoryLimitsChange(t *testing.T) {
 	clk := newFakeClock()
 	m := NewMemory(clk.Now)
-	k := Key{ID: "p/k", Limits: Limits{RPM: 10}}
+	k := Key{ID: "p/k", Limits: minute(Limits{RPM: 10})}
 	if n := takeAll(t, m, k, Cost{Requests: 1}, 100); n != 10 {
 		t.Fatalf("rpm 10: %d fit", n)
 	}
-	k.Limits.RPM = 0
+	k.Limits = Limits{}
 	if ok, _ := mustTake(t, m, k, Cost{Requests: 1}); !ok {
 		t.Fatal("a key whose limit was lifted refused a take")
 	}
-	k.Limits.RPM = 5
+	k.Limits = minute(Limits{RPM: 5})
 	if n := takeAll(t, m, k, Cost{Requests: 1}, 100); n != 5 {
 		t.Fatalf("a newly limited key of rpm 5: %d fit, want 5", n)
 	}

@@ -9,14 +9,40 @@ import (
 
 // Limits of one provider key per minute; 0 means unlimited in that
 // dimension.
+//
+// A key's bucket in each dimension holds its burst and refills
+// continuously at the per-minute rate. The providers enforce per-minute
+// limits over shorter intervals (60 a minute may be enforced as one a
+// second), so a bucket holding a whole minute would let a minute's worth
+// reach the provider at once and be refused. The bursts are therefore
+// one second of the rate by default (DefaultBurst), at least one unit. A
+// cost larger than a burst (one large call) is still admitted, on a full
+// bucket, which it then overdraws: the bucket holds at least one maximal
+// call, so no call is impossible, and the turns after it wait for what it
+// overdrew.
 type Limits struct {
 	RPM       int
 	InputTPM  int64
 	OutputTPM int64
+
+	// RPMBurst, InputBurst and OutputBurst are what each bucket holds;
+	// 0 is DefaultBurst of the limit.
+	RPMBurst    int
+	InputBurst  int64
+	OutputBurst int64
 }
 
 // unlimited reports whether no dimension is limited.
 func (l Limits) unlimited() bool { return l.RPM <= 0 && l.InputTPM <= 0 && l.OutputTPM <= 0 }
+
+// DefaultBurst is what a bucket of perMinute holds unless configured: one
+// second of the rate, rounded up, at least one.
+func DefaultBurst(perMinute int64) int64 {
+	if perMinute <= 0 {
+		return 0
+	}
+	return max((perMinute+59)/60, 1)
+}
 
 // Cost of a turn in each dimension.
 type Cost struct {
@@ -44,6 +70,12 @@ func (c Cost) zero() bool { return c == Cost{} }
 type Key struct {
 	ID     string
 	Limits Limits
+	// Advisory marks Limits that are not the key's own: the scheduler
+	// gives a key without limits, in a pool with limited keys, its pool's
+	// largest limits to measure its headroom by (see Scheduler.Acquire).
+	// A Take on it never waits; what it takes, the provider's headers
+	// and a cooling lower its headroom as they do any key's.
+	Advisory bool
 }
 
 // Buckets holds the shared state of keys' capacity. Memory (NewMemory)
@@ -88,20 +120,34 @@ func clampWait(d time.Duration) time.Duration {
 // not reported. Tokens is a combined token count (Anthropic's most
 // restrictive token limit, OpenAI's tokens per minute): it caps both Input
 // and Output.
+//
+// The resets are how long until the provider's bucket is full again, -1
+// where not reported: a bucket full only in d has d of its rate missing,
+// whatever it holds, so a bucket refilling at the same rate holds at most
+// its burst less d's worth. TokensReset covers both Input and Output.
 type Remaining struct {
 	Requests int64
 	Input    int64
 	Output   int64
 	Tokens   int64
+
+	RequestsReset time.Duration
+	InputReset    time.Duration
+	OutputReset   time.Duration
+	TokensReset   time.Duration
 }
 
 // Unreported is a Remaining that reports no dimension: Settle with it
 // only corrects.
-func Unreported() Remaining { return Remaining{Requests: -1, Input: -1, Output: -1, Tokens: -1} }
+func Unreported() Remaining {
+	return Remaining{Requests: -1, Input: -1, Output: -1, Tokens: -1,
+		RequestsReset: -1, InputReset: -1, OutputReset: -1, TokensReset: -1}
+}
 
 // reportsNothing says whether r leaves every dimension as it is.
 func (r Remaining) reportsNothing() bool {
-	return r.Requests < 0 && r.Input < 0 && r.Output < 0 && r.Tokens < 0
+	return r.Requests < 0 && r.Input < 0 && r.Output < 0 && r.Tokens < 0 &&
+		r.RequestsReset < 0 && r.InputReset < 0 && r.OutputReset < 0 && r.TokensReset < 0
 }
 
 // Classes of turns, and their default weights (DefaultWeights).

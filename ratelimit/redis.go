@@ -47,10 +47,15 @@ var ErrReply = errors.New("ratelimit: unexpected reply from Redis")
 
 func (r *Redis) hashKey(k Key) string { return r.prefix + "rl:{" + k.ID + "}:b" }
 
-// argv is the scripts' arguments for k: its limits, then args.
+// argv is the scripts' arguments for k: its limits, its bursts, whether
+// they are advisory, then args.
 func argv(k Key, args ...any) []any {
-	lim := perMinute(k.Limits)
-	return append([]any{lim[0], lim[1], lim[2]}, args...)
+	lim, b := perMinute(k.Limits), bursts(k.Limits)
+	advisory := 0
+	if k.Advisory {
+		advisory = 1
+	}
+	return append([]any{lim[0], lim[1], lim[2], b[0], b[1], b[2], advisory}, args...)
 }
 
 // run runs sc for k with the key's limits and then args, by hash first.
@@ -162,8 +167,15 @@ func (r *Redis) Settle(ctx context.Context, k Key, delta Cost, rem Remaining) er
 	if k.Limits.unlimited() || (delta.zero() && rem.reportsNothing()) {
 		return nil
 	}
-	n, left := amounts(delta), reported(rem)
-	v, err := r.run(ctx, settleScript, k, n[0], n[1], n[2], left[0], left[1], left[2])
+	n, left, reset := amounts(delta), reported(rem), resets(rem)
+	us := func(d time.Duration) int64 {
+		if d < 0 {
+			return -1
+		}
+		return d.Microseconds()
+	}
+	v, err := r.run(ctx, settleScript, k, n[0], n[1], n[2], left[0], left[1], left[2],
+		us(reset[0]), us(reset[1]), us(reset[2]))
 	return checkZero("settle", k, v, err)
 }
 

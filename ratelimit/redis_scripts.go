@@ -17,28 +17,42 @@ func newScript(src string) *script {
 // theoretical arrival time (TAT, microseconds of the Redis server's clock)
 // of requests, input tokens and output tokens, and c the time the key is
 // cooled until. GCRA: a dimension with limit L per minute emits a unit
-// every T = 60e6/L µs and holds a burst of L (tau = 60e6 µs); what is left
-// at now is (tau - (TAT - now)) / T. A TAT in the past is a full bucket, so
-// the hash may expire once every TAT and the cooling have passed.
+// every T = 60e6/L µs and holds a burst of B units (tau = B*T µs); what is
+// left at now is (tau - (TAT - now)) / T. A TAT in the past is a full
+// bucket, so the hash may expire once every TAT and the cooling have
+// passed. Memory runs the same algorithm (gcra in memory.go).
 //
 // Every script reads the server's TIME, so all replicas share one clock.
-// ARGV[1..3] are the key's limits (0 = unlimited); the scripts ignore a
-// dimension whose limit is 0.
+// ARGV[1..3] are the key's limits (0 = unlimited), ARGV[4..6] its bursts
+// and ARGV[7] 1 when its limits are advisory (a take never waits, and its
+// debt below empty is kept within a minute); each script's own arguments
+// follow from ARGV[8]. The scripts ignore a dimension whose limit is 0. TATs are
+// written as whole microseconds: Lua's own number formatting keeps 14
+// digits, which would round them to 100 µs.
 const gcraLua = `
-local tau = 60000000
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local key = KEYS[1]
 local st = redis.call('HMGET', key, 't1', 't2', 't3', 'c')
-local lim, tat = {}, {}
+local lim, burst, tau, tat = {}, {}, {}, {}
 for d = 1, 3 do
   lim[d] = tonumber(ARGV[d])
+  burst[d] = tonumber(ARGV[3 + d])
+  tau[d] = 0
+  if lim[d] > 0 then tau[d] = burst[d] * 60000000 / lim[d] end
   tat[d] = tonumber(st[d]) or now
   if tat[d] < now then tat[d] = now end
 end
+local advisory = ARGV[7] == '1'
 local cool = tonumber(st[4]) or 0
 
-local function interval(d) return tau / lim[d] end
+local function interval(d) return 60000000 / lim[d] end
+
+-- capDebt keeps an advisory key's debt (below empty) within a minute.
+local function capDebt(d)
+  local limit = now + tau[d] + 60000000
+  if advisory and tat[d] > limit then tat[d] = limit end
+end
 
 -- headroom in millionths: the tightest limited dimension, 0 when cooled.
 local function headroom()
@@ -46,7 +60,7 @@ local function headroom()
   local h = 1
   for d = 1, 3 do
     if lim[d] > 0 then
-      local f = 1 - (tat[d] - now) / tau
+      local f = 1 - (tat[d] - now) / tau[d]
       if f < h then h = f end
     end
   end
@@ -60,31 +74,32 @@ local function save()
   local horizon = cool - now
   for d = 1, 3 do
     if lim[d] > 0 then
-      redis.call('HSET', key, 't' .. d, tat[d])
+      redis.call('HSET', key, 't' .. d, string.format('%.0f', tat[d]))
       if tat[d] - now > horizon then horizon = tat[d] - now end
     end
   end
-  if cool > now then redis.call('HSET', key, 'c', cool) end
+  if cool > now then redis.call('HSET', key, 'c', string.format('%.0f', cool)) end
   local ttl = math.ceil(horizon / 1000) + 1000
   if ttl < 120000 then ttl = 120000 end
   redis.call('PEXPIRE', key, ttl)
 end
 `
 
-// takeScript admits ARGV[4..6] (requests, input, output) if every limited
+// takeScript admits ARGV[8..10] (requests, input, output) if every limited
 // dimension has room for it, a cost above the burst needing a full bucket,
 // and answers {1, 0, headroom} or {0, wait ms, headroom}, taking nothing.
+// An advisory key admits at once.
 var takeScript = newScript(gcraLua + `
 if cool > now then
   return {0, math.ceil((cool - now) / 1000), 0}
 end
 local wait = 0
 for d = 1, 3 do
-  local n = tonumber(ARGV[3 + d])
-  if lim[d] > 0 and n > 0 then
+  local n = tonumber(ARGV[7 + d])
+  if lim[d] > 0 and n > 0 and not advisory then
     local need = n
-    if need > lim[d] then need = lim[d] end
-    local w = (tat[d] - now) - (tau - need * interval(d))
+    if need > burst[d] then need = burst[d] end
+    local w = (tat[d] - now) - (tau[d] - need * interval(d))
     if w > wait then wait = w end
   end
 end
@@ -92,9 +107,10 @@ if wait > 0 then
   return {0, math.ceil(wait / 1000), headroom()}
 end
 for d = 1, 3 do
-  local n = tonumber(ARGV[3 + d])
+  local n = tonumber(ARGV[7 + d])
   if lim[d] > 0 and n > 0 then
     tat[d] = tat[d] + n * interval(d)
+    capDebt(d)
   end
 end
 save()
@@ -111,21 +127,30 @@ local function adjust(base)
     if lim[d] > 0 and n ~= 0 then
       tat[d] = tat[d] + n * interval(d)
       if tat[d] < now then tat[d] = now end
+      capDebt(d)
     end
   end
 end
 `
 
 // syncLua defines sync(base), which lowers what is left in each dimension
-// to ARGV[base+1..base+3] (< 0: not reported) by moving its TAT forward,
-// never back.
+// to ARGV[base+1..base+3] (< 0: not reported), and to what a bucket full
+// only in ARGV[base+4..base+6] µs (< 0: not reported) holds, by moving its
+// TAT forward, never back.
 const syncLua = `
 local function sync(base)
   for d = 1, 3 do
-    local left = tonumber(ARGV[base + d])
-    if lim[d] > 0 and left >= 0 then
-      local floor = now + tau - left * interval(d)
-      if floor > tat[d] then tat[d] = floor end
+    if lim[d] > 0 then
+      local left = tonumber(ARGV[base + d])
+      if left >= 0 then
+        local floor = now + tau[d] - left * interval(d)
+        if floor > tat[d] then tat[d] = floor end
+      end
+      local reset = tonumber(ARGV[base + 3 + d])
+      if reset >= 0 then
+        local floor = now + reset
+        if floor > tat[d] then tat[d] = floor end
+      end
     end
   end
 end
@@ -136,20 +161,20 @@ var headroomScript = newScript(gcraLua + `
 return headroom()
 `)
 
-// coolScript cools the key until now + ARGV[4] ms, unless it is cooled
+// coolScript cools the key until now + ARGV[8] ms, unless it is cooled
 // longer already. Answers 0.
 var coolScript = newScript(gcraLua + `
-local untl = now + tonumber(ARGV[4]) * 1000
+local untl = now + tonumber(ARGV[8]) * 1000
 if untl > cool then cool = untl end
 save()
 return 0
 `)
 
-// settleScript adjusts by ARGV[4..6] and then syncs to ARGV[7..9], in one
-// round trip. Answers 0.
+// settleScript adjusts by ARGV[8..10] and then syncs to ARGV[11..16], in
+// one round trip. Answers 0.
 var settleScript = newScript(gcraLua + adjustLua + syncLua + `
-adjust(3)
-sync(6)
+adjust(7)
+sync(10)
 save()
 return 0
 `)

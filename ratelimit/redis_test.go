@@ -43,7 +43,7 @@ func TestRedisKeys(t *testing.T) {
 	ctx := context.Background()
 	c := newRedisClient(t)
 	r := NewRedis(c, "gk:")
-	k := Key{ID: "anthropic/main", Limits: Limits{RPM: 60}}
+	k := Key{ID: "anthropic/main", Limits: minute(Limits{RPM: 60})}
 	mustTake(t, r, k, Cost{Requests: 1})
 	keys, err := c.Keys(ctx, "*").Result()
 	if err != nil {
@@ -67,7 +67,7 @@ func TestRedisScriptFlushed(t *testing.T) {
 	ctx := context.Background()
 	c := newRedisClient(t)
 	r := NewRedis(c, "")
-	k := Key{ID: "p/k", Limits: Limits{RPM: 60}}
+	k := Key{ID: "p/k", Limits: minute(Limits{RPM: 60})}
 	mustTake(t, r, k, Cost{Requests: 10})
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestRedisWrongType(t *testing.T) {
 	ctx := context.Background()
 	c := newRedisClient(t)
 	r := NewRedis(c, "")
-	k := Key{ID: "p/k", Limits: Limits{RPM: 60}}
+	k := Key{ID: "p/k", Limits: minute(Limits{RPM: 60})}
 	if err := c.Set(ctx, "rl:{p/k}:b", "not a hash", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestRedisDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := NewRedis(c, "")
-	ok, _, err := r.Take(context.Background(), Key{ID: "p/k", Limits: Limits{RPM: 60}}, Cost{Requests: 1})
+	ok, _, err := r.Take(context.Background(), Key{ID: "p/k", Limits: minute(Limits{RPM: 60})}, Cost{Requests: 1})
 	if err == nil || ok {
 		t.Fatalf("Take with Redis down: ok %v, err %v; want an error", ok, err)
 	}
@@ -134,7 +134,7 @@ func TestSchedulerRedisDown(t *testing.T) {
 	s := New(Options{Buckets: NewRedis(c, ""), Poll: time.Millisecond})
 	defer s.Close()
 	ctx := context.Background()
-	k := Key{ID: "p/k", Limits: Limits{RPM: 60}}
+	k := Key{ID: "p/k", Limits: minute(Limits{RPM: 60})}
 	g, err := s.Acquire(ctx, Batch, []Key{k}, Cost{Requests: 60})
 	if err != nil {
 		t.Fatal(err)
@@ -166,8 +166,8 @@ func TestRedisHeadrooms(t *testing.T) {
 	c := newRedisClient(t)
 	r := NewRedis(c, "")
 	keys := []Key{
-		{ID: "p/a", Limits: Limits{RPM: 60}},
-		{ID: "p/b", Limits: Limits{RPM: 60}},
+		{ID: "p/a", Limits: minute(Limits{RPM: 60})},
+		{ID: "p/b", Limits: minute(Limits{RPM: 60})},
 		{ID: "p/c"},
 	}
 	mustTake(t, r, keys[0], Cost{Requests: 45})
@@ -211,7 +211,7 @@ func TestRedisSettleOneRoundTrip(t *testing.T) {
 	rt := &redistest.RoundTrips{}
 	c.AddHook(rt)
 	r := NewRedis(c, "")
-	k := Key{ID: "p/k", Limits: Limits{RPM: 60, InputTPM: 60}}
+	k := Key{ID: "p/k", Limits: minute(Limits{RPM: 60, InputTPM: 60})}
 	mustTake(t, r, k, Cost{Requests: 1, Input: 50})
 	// The first run of the script loads it (NOSCRIPT, then EVAL), as
 	// once per Redis server.

@@ -16,7 +16,7 @@ func TestReplicasShareOneBudget(t *testing.T) {
 		t.Skip("a 3s run")
 	}
 	c := newRedisClient(t)
-	k := Key{ID: "p/shared", Limits: Limits{RPM: 6000}}
+	k := Key{ID: "p/shared", Limits: minute(Limits{RPM: 6000})}
 	const perSecond = 6000 / 60
 
 	// Empty the bucket so that the window measures the refill alone.

@@ -272,8 +272,10 @@ func (s *Scheduler) grant(k Key, class string, est Cost, waited time.Duration) *
 
 // pick takes est on the key of keys, other than skip, with the most
 // headroom that has room now. When none has, ok is false and wait is the
-// shortest wait any Take returned.
+// shortest wait any Take returned. Keys without limits are measured
+// against their pool's (see measured).
 func (s *Scheduler) pick(ctx context.Context, keys []Key, est Cost, skip string) (k Key, ok bool, wait time.Duration, err error) {
+	keys = measured(keys)
 	order := keys
 	if len(keys) > 1 {
 		if order, err = s.byHeadroom(ctx, keys); err != nil {
@@ -328,6 +330,40 @@ func (s *Scheduler) byHeadroom(ctx context.Context, keys []Key) ([]Key, error) {
 		out[i] = e.k
 	}
 	return out, nil
+}
+
+// measured is keys, where a key without limits in a pool with limited
+// keys is given advisory limits: the pool's largest limit and burst in
+// each dimension. Ranked at a headroom of 1 forever, such a key would take
+// every turn while the limited keys stood idle, until the provider refused
+// it. Measured as if it were its pool's largest key, it is ranked by what
+// it was observed to carry instead: its own recent takes, the provider's
+// rate-limit headers on its replies (remaining and reset), and a 429's
+// cooling (headroom 0), as a limited key is. It still never makes a turn
+// wait: when the limited keys have no room, it takes the turn.
+func measured(keys []Key) []Key {
+	var peer Limits
+	unlimited := 0
+	for _, k := range keys {
+		if k.Advisory || k.Limits.unlimited() {
+			unlimited++
+			continue
+		}
+		lim, b := perMinute(k.Limits), bursts(k.Limits)
+		peer.RPM, peer.RPMBurst = max(peer.RPM, int(lim[dimRequests])), max(peer.RPMBurst, int(b[dimRequests]))
+		peer.InputTPM, peer.InputBurst = max(peer.InputTPM, lim[dimInput]), max(peer.InputBurst, b[dimInput])
+		peer.OutputTPM, peer.OutputBurst = max(peer.OutputTPM, lim[dimOutput]), max(peer.OutputBurst, b[dimOutput])
+	}
+	if unlimited == 0 || peer.unlimited() {
+		return keys
+	}
+	out := slices.Clone(keys)
+	for i, k := range out {
+		if k.Limits.unlimited() {
+			out[i] = Key{ID: k.ID, Limits: peer, Advisory: true}
+		}
+	}
+	return out
 }
 
 // take is one Take on k, reported to the Observer with k's headroom.

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-var oneKey = []Key{{ID: "p/k", Limits: Limits{RPM: 60, InputTPM: 6000}}}
+var oneKey = []Key{{ID: "p/k", Limits: minute(Limits{RPM: 60, InputTPM: 6000})}}
 
 func TestAcquireFastPath(t *testing.T) {
 	ctx := context.Background()
@@ -46,9 +46,9 @@ func TestAcquireMostHeadroom(t *testing.T) {
 	clk := newFakeClock()
 	m := NewMemory(clk.Now)
 	keys := []Key{
-		{ID: "p/a", Limits: Limits{InputTPM: 1000}},
-		{ID: "p/b", Limits: Limits{InputTPM: 1000}},
-		{ID: "p/c", Limits: Limits{InputTPM: 1000}},
+		{ID: "p/a", Limits: minute(Limits{InputTPM: 1000})},
+		{ID: "p/b", Limits: minute(Limits{InputTPM: 1000})},
+		{ID: "p/c", Limits: minute(Limits{InputTPM: 1000})},
 	}
 	mustTake(t, m, keys[0], Cost{Input: 500})
 	mustTake(t, m, keys[1], Cost{Input: 100})
@@ -164,7 +164,7 @@ func TestAcquireMaxWait(t *testing.T) {
 	s := New(Options{Buckets: gate, Clock: clk.Now, MaxWait: 10 * time.Second, Poll: time.Millisecond})
 	defer s.Close()
 
-	keys := []Key{{ID: "p/k", Limits: Limits{RPM: 60, InputTPM: 6000}}}
+	keys := []Key{{ID: "p/k", Limits: minute(Limits{RPM: 60, InputTPM: 6000})}}
 	errc := make(chan error, 1)
 	go func() {
 		_, err := s.Acquire(context.Background(), "no such class", keys, Cost{Requests: 1, Input: 1000})
@@ -215,8 +215,8 @@ func TestRejectOtherKey(t *testing.T) {
 	clk := newFakeClock()
 	m := NewMemory(clk.Now)
 	keys := []Key{
-		{ID: "p/a", Limits: Limits{InputTPM: 600}},
-		{ID: "p/b", Limits: Limits{InputTPM: 600}},
+		{ID: "p/a", Limits: minute(Limits{InputTPM: 600})},
+		{ID: "p/b", Limits: minute(Limits{InputTPM: 600})},
 	}
 	s := New(Options{Buckets: m, Clock: clk.Now})
 	defer s.Close()
@@ -270,7 +270,7 @@ func TestGrantDone(t *testing.T) {
 	m := NewMemory(clk.Now)
 	s := New(Options{Buckets: m, Clock: clk.Now})
 	defer s.Close()
-	k := Key{ID: "p/k", Limits: Limits{RPM: 10, InputTPM: 1000, OutputTPM: 1000}}
+	k := Key{ID: "p/k", Limits: minute(Limits{RPM: 10, InputTPM: 1000, OutputTPM: 1000})}
 
 	g, err := s.Acquire(ctx, Standard, []Key{k}, Cost{Requests: 1, Input: 200, Output: 500})
 	if err != nil {
@@ -309,7 +309,7 @@ func TestGrantObserve(t *testing.T) {
 	m := NewMemory(clk.Now)
 	s := New(Options{Buckets: m, Clock: clk.Now})
 	defer s.Close()
-	k := Key{ID: "p/k", Limits: Limits{RPM: 50, InputTPM: 10000}}
+	k := Key{ID: "p/k", Limits: minute(Limits{RPM: 50, InputTPM: 10000})}
 	g, err := s.Acquire(ctx, Standard, []Key{k}, Cost{Requests: 1, Input: 100})
 	if err != nil {
 		t.Fatal(err)
@@ -331,7 +331,7 @@ func TestGrantObserve(t *testing.T) {
 // nil grant and a reply without headers are handled.
 func TestGrantSettle(t *testing.T) {
 	ctx := context.Background()
-	lim := Limits{RPM: 50, InputTPM: 1000, OutputTPM: 1000}
+	lim := minute(Limits{RPM: 50, InputTPM: 1000, OutputTPM: 1000})
 	est := Cost{Requests: 1, Input: 200, Output: 500}
 	actual := Cost{Requests: 1, Input: 300, Output: 100}
 	withHeaders := http.Header{}
@@ -430,7 +430,7 @@ func TestPoolsIndependent(t *testing.T) {
 	m := NewMemory(clk.Now)
 	s := New(Options{Buckets: m, Clock: clk.Now, Poll: time.Millisecond})
 	defer s.Close()
-	full := Key{ID: "a/k", Limits: Limits{RPM: 1}}
+	full := Key{ID: "a/k", Limits: minute(Limits{RPM: 1})}
 	mustTake(t, m, full, Cost{Requests: 1})
 	waitCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -440,7 +440,7 @@ func TestPoolsIndependent(t *testing.T) {
 		_, _ = s.Acquire(waitCtx, Batch, []Key{full}, Cost{Requests: 1})
 	}()
 	waitQueued(t, s, Batch, 1)
-	g, err := s.Acquire(ctx, Batch, []Key{{ID: "b/k", Limits: Limits{RPM: 60}}}, Cost{Requests: 1})
+	g, err := s.Acquire(ctx, Batch, []Key{{ID: "b/k", Limits: minute(Limits{RPM: 60})}}, Cost{Requests: 1})
 	if err != nil || g.Key.ID != "b/k" {
 		t.Fatalf("a turn of another pool: %+v, %v", g, err)
 	}
@@ -474,5 +474,80 @@ func TestDispatcherSleeps(t *testing.T) {
 	}
 	if calls < 2 {
 		t.Fatalf("%d Takes in 300ms: the dispatcher never looked again", calls)
+	}
+}
+
+// TestMixedPool: a key without limits in a pool with a limited key is
+// measured against the limited key's limits, not ranked above it forever.
+// It shares the turns while both have room, takes what the limited key has
+// no room for (no turn waits), and is passed over once a 429 cooled it or
+// its provider's headers say it has little left.
+func TestMixedPool(t *testing.T) {
+	ctx := context.Background()
+	clk := newFakeClock()
+	s := New(Options{Buckets: NewMemory(clk.Now), Clock: clk.Now})
+	defer s.Close()
+	// The unlimited key first: ranked at a headroom of 1 forever, it
+	// would take every turn.
+	keys := []Key{{ID: "p/free"}, {ID: "p/lim", Limits: Limits{RPM: 600}}} // burst 10
+	acquire := func() *Grant {
+		t.Helper()
+		g, err := s.Acquire(ctx, Standard, keys, Cost{Requests: 1, Input: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Waited != 0 {
+			t.Fatalf("a turn waited %s with a key without limits in the pool", g.Waited)
+		}
+		return g
+	}
+	on := map[string]int{}
+	for range 30 {
+		g := acquire()
+		on[g.Key.ID]++
+		if g.Key.ID == "p/free" && (!g.Key.Advisory || g.Key.Limits.RPM != 600) {
+			t.Fatalf("the unlimited key was granted as %+v, want advisory limits of 600 rpm", g.Key)
+		}
+	}
+	// Both full: they alternate until both hold nothing (10 each), and
+	// the unlimited key takes the 10 the limited one has no room for.
+	if on["p/lim"] != 10 || on["p/free"] != 20 {
+		t.Fatalf("30 turns at once went %v, want 10 on p/lim (its burst) and 20 on p/free", on)
+	}
+
+	// Two seconds later both are full again (the unlimited key had
+	// taken 10 past its measure). A 429 on it cools it: the limited key
+	// takes the turns while it has room.
+	clk.Advance(2 * time.Second)
+	g := acquire()
+	if g.Key.ID != "p/free" {
+		t.Fatalf("first turn after two seconds on %s, want p/free (first among equals)", g.Key.ID)
+	}
+	other, err := g.Reject(ctx, 5*time.Second, keys)
+	if err != nil || other == nil || other.Key.ID != "p/lim" {
+		t.Fatalf("Reject = %+v, %v; want the turn on p/lim", other, err)
+	}
+	for i := range 9 {
+		if g := acquire(); g.Key.ID != "p/lim" {
+			t.Fatalf("turn %d after a 429 on p/free went on %s, want p/lim", i, g.Key.ID)
+		}
+	}
+
+	// Cooling over, buckets full: the provider's headers on the
+	// unlimited key's reply say it has 1 request of 600 left, and a
+	// second until its bucket is full: the limited key ranks first.
+	clk.Advance(6 * time.Second)
+	g = acquire()
+	if g.Key.ID != "p/free" {
+		t.Fatalf("first turn after the cooling on %s, want p/free", g.Key.ID)
+	}
+	g.Settle(ctx, Cost{Requests: 1, Input: 100}, http.Header{
+		"X-Ratelimit-Remaining-Requests": {"1"},
+		"X-Ratelimit-Reset-Requests":     {"1s"},
+	})
+	for i := range 5 {
+		if g := acquire(); g.Key.ID != "p/lim" {
+			t.Fatalf("turn %d after p/free reported 1 left went on %s, want p/lim", i, g.Key.ID)
+		}
 	}
 }

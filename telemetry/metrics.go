@@ -10,7 +10,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// maxLabelValues bounds the distinct values one label takes in a process;
+// maxLabelValues bounds the distinct values one label takes in a process
+// (per tenant, for the labels a tenant's requests choose: see perTenant);
 // later values are reported as otherLabel, so a client sending a new model
 // name per request cannot grow the exposition without bound.
 const (
@@ -49,8 +50,10 @@ type instruments struct {
 	keyRetries       metric.Int64Counter
 	rateLimited      metric.Int64Counter
 
-	// One bound per label that takes values from outside the config.
-	models, stops, tenants, providers, servers, states, errTypes, gates, outcomes, classes, keys *bounded
+	// One bound per label that takes values from outside the config; the
+	// values a tenant's requests choose are bounded per tenant.
+	tenants, providers, servers, states, errTypes, gates, outcomes, classes, keys *bounded
+	models, stops                                                                 *perTenant
 
 	series *seriesCache
 }
@@ -63,7 +66,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		}
 	}
 	in := &instruments{
-		models: newBounded(), stops: newBounded(), tenants: newBounded(), providers: newBounded(), servers: newBounded(),
+		models: newPerTenant(), stops: newPerTenant(), tenants: newBounded(), providers: newBounded(), servers: newBounded(),
 		series: &seriesCache{},
 		states: newBounded(), errTypes: newBounded(), gates: newBounded(), outcomes: newBounded(), classes: newBounded(),
 		keys: newBounded(),
@@ -162,6 +165,35 @@ func (b *bounded) value(v string) string {
 	}
 	b.seen[v] = struct{}{}
 	return v
+}
+
+// perTenant bounds a label separately for each tenant: a tenant inventing
+// model names fills its own maxLabelValues and then reports otherLabel,
+// while every other tenant keeps its own values. The tenants are themselves
+// a bounded label, so the whole stays bounded (at most maxLabelValues+1
+// tenants of maxLabelValues+1 values).
+type perTenant struct {
+	mu sync.RWMutex
+	by map[string]*bounded // by bounded tenant label
+}
+
+func newPerTenant() *perTenant { return &perTenant{by: make(map[string]*bounded)} }
+
+// value is v bounded within tenant, which must already be a bounded
+// tenant label.
+func (p *perTenant) value(tenant, v string) string {
+	p.mu.RLock()
+	b := p.by[tenant]
+	p.mu.RUnlock()
+	if b == nil {
+		p.mu.Lock()
+		if b = p.by[tenant]; b == nil {
+			b = newBounded()
+			p.by[tenant] = b
+		}
+		p.mu.Unlock()
+	}
+	return b.value(v)
 }
 
 // StageChanged counts a trajectory's move between budget stages.

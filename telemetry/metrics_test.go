@@ -1,8 +1,12 @@
 package telemetry
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -246,5 +250,98 @@ func TestSeriesCacheIsBounded(t *testing.T) {
 	k.model = "m0"
 	if c.get(k) != c.get(k) {
 		t.Error("a cached series is rebuilt")
+	}
+}
+
+// TestModelLabelBoundPerTenant: a tenant inventing model names fills its
+// own bound, and another tenant's models keep their labels.
+func TestModelLabelBoundPerTenant(t *testing.T) {
+	tel, _ := newTraced(t, newClock())
+	turn := func(tenant, model, stop string) {
+		s := sonnetStart
+		s.Tenant, s.Model = tenant, model
+		_, tt := tel.StartTurn(t.Context(), nil, s)
+		tt.End(TurnEnd{Stop: stop})
+	}
+	for i := range maxLabelValues + 20 {
+		turn("noisy", fmt.Sprintf("bogus-%03d", i), fmt.Sprintf("stop-%03d", i))
+	}
+	turn("quiet", "claude-sonnet-4-5", "end_turn")
+	turn("quiet", "claude-haiku-4-5", "tool_use")
+
+	got := scrape(t, tel)
+	for _, series := range []string{
+		fmt.Sprintf(`gatekeeper_turns_total{model="claude-sonnet-4-5",provider=%q,stop="end_turn",tenant="quiet"}`, sonnetStart.Provider),
+		fmt.Sprintf(`gatekeeper_turns_total{model="claude-haiku-4-5",provider=%q,stop="tool_use",tenant="quiet"}`, sonnetStart.Provider),
+	} {
+		if got[series] != 1 {
+			t.Errorf("%s = %v, want 1 (the other tenant's invented names must not push it into %q)", series, got[series], otherLabel)
+		}
+	}
+	noisyOther := 0.0
+	for k, v := range got {
+		if strings.HasPrefix(k, "gatekeeper_turns_total{") && strings.Contains(k, `tenant="noisy"`) && strings.Contains(k, `model="other"`) {
+			noisyOther += v
+		}
+	}
+	if noisyOther != 20 {
+		t.Errorf("the noisy tenant's turns counted as model %q: %v, want 20", otherLabel, noisyOther)
+	}
+}
+
+// TestMetricsToken: with telemetry.metrics_token set, /metrics answers 401
+// without the token or with a wrong one, and serves it with the right one.
+func TestMetricsToken(t *testing.T) {
+	const token = "metrics-token-0123456789"
+	cfg := defaultTelemetryConfig()
+	cfg.MetricsToken = token
+	tel, err := New(t.Context(), Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	tel.QueueLength("batch", 3)
+	srv := httptest.NewServer(tel.Handler())
+	defer srv.Close()
+
+	tests := []struct {
+		name, auth string
+		want       int
+	}{
+		{"none", "", http.StatusUnauthorized},
+		{"wrong", "Bearer metrics-token-0123456780", http.StatusUnauthorized},
+		{"prefix", "Bearer " + token[:len(token)-1], http.StatusUnauthorized},
+		{"longer", "Bearer " + token + "x", http.StatusUnauthorized},
+		{"other scheme", "Basic " + token, http.StatusUnauthorized},
+		{"bare token", token, http.StatusUnauthorized},
+		{"right", "Bearer " + token, http.StatusOK},
+		{"scheme in lower case", "bearer " + token, http.StatusOK},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/metrics", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.want)
+			}
+			exposed := strings.Contains(string(body), "gatekeeper_ratelimit_queue_length")
+			if exposed != (tc.want == http.StatusOK) {
+				t.Errorf("metrics in the body: %v, want %v", exposed, tc.want == http.StatusOK)
+			}
+			if tc.want == http.StatusUnauthorized && resp.Header.Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+		})
 	}
 }

@@ -102,6 +102,9 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 	}
 	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
 	t.handler = promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
+	if tok := o.Config.MetricsToken; tok != "" {
+		t.handler = requireBearer(tok, t.handler)
+	}
 	if t.m, err = newInstruments(t.mp.Meter(instrumentationName)); err != nil {
 		return nil, errors.Join(err, t.mp.Shutdown(ctx))
 	}
@@ -162,7 +165,8 @@ func otlpExporter(ctx context.Context, c config.Traces, getenv func(string) stri
 }
 
 // Handler serves this process's metrics in the Prometheus text format, from
-// the registry of this Telemetry, never the global one.
+// the registry of this Telemetry, never the global one; only to a request
+// bearing telemetry.metrics_token when it is set.
 func (t *Telemetry) Handler() http.Handler {
 	if t == nil {
 		return http.NotFoundHandler()

@@ -91,10 +91,11 @@ func (t *Telemetry) StartTurn(ctx context.Context, agentHeaders http.Header, s T
 	}
 	ctx, span := t.tracer.Start(ctx, name, opts...)
 	m := t.m
+	tenant := m.tenants.value(s.Tenant)
 	key := seriesKey{
-		tenant:       m.tenants.value(s.Tenant),
+		tenant:       tenant,
 		provider:     m.providers.value(s.Provider),
-		model:        m.models.value(s.Model),
+		model:        m.models.value(tenant, s.Model),
 		providerName: m.providers.value(s.ProviderName),
 		server:       m.servers.value(s.ServerAddress),
 	}
@@ -177,7 +178,7 @@ func (tt *Turn) record(e TurnEnd, input int64, d time.Duration) {
 	ctx := context.Background()
 	m, s := tt.t.m, tt.series
 
-	m.turns.Add(ctx, 1, s.stop(tt.key, m.stops.value(e.Stop)))
+	m.turns.Add(ctx, 1, s.stop(tt.key, m.stops.value(tt.key.tenant, e.Stop)))
 	for i, n := range [4]int64{e.InputTokens, e.CachedInputTokens, e.CacheWriteTokens, e.OutputTokens} {
 		if n > 0 {
 			m.tokens.Add(ctx, n, s.tokens[i])

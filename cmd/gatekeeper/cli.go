@@ -27,6 +27,7 @@ func runMock(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&rl.RPM, "rpm", 0, "turn requests per minute and key above which the mock answers 429 (0: no limit)")
 	fs.Int64Var(&rl.InputTPM, "input-tpm", 0, "input tokens per minute and key (0: no limit)")
 	fs.Int64Var(&rl.OutputTPM, "output-tpm", 0, "output tokens per minute and key (0: no limit)")
+	fs.DurationVar(&rl.Quantum, "quantum", 0, "enforce the per-minute limits over this interval, as providers do: a bucket holds this share of a minute's limit (0: a whole minute)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ var errReported = errors.New("reported")
 const usage = `usage: gatekeeper COMMAND [flags]
 
   serve          [-config config.yaml]                  run the proxy
-  mock-provider  [-addr 127.0.0.1:9090] [-script FILE] [-rpm N] [-input-tpm N] [-output-tpm N]
+  mock-provider  [-addr 127.0.0.1:9090] [-script FILE] [-rpm N] [-input-tpm N] [-output-tpm N] [-quantum D]
                  a scripted fake model provider, optionally rate-limited per key
   check-config   [-config config.yaml]                  exit 1 with every problem listed
   trajectories   ls | show ID                           read trajectory records (admin API)
