@@ -6,11 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,6 +132,37 @@ func oneIdentity(t *testing.T, st approvals.Store) {
 	}
 	if v := votes(b); len(v) != 1 || v[0].Approver != "erin" || v[0].Via != approvals.ViaSlack || v[0].Credential != "slack user UERIN" {
 		t.Errorf("votes %+v", v)
+	}
+
+	// The same person through every credential at once: one vote counts.
+	c := open("c")
+	people := approvals.NewDirectory(cfg.Approvals)
+	slackErin, _ := people.Slack("UERIN")
+	as := []approvals.Approver{people.Admin("erin-laptop", nil), people.Admin("erin-ci", nil), slackErin}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*len(as))
+	for i := range 3 * len(as) {
+		who := as[i%len(as)]
+		wg.Go(func() {
+			_, err := svc.Vote(t.Context(), c, approvals.Vote{Approver: who.Name, Roles: who.Roles, Approve: true, Credential: who.Credential})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	ok, repeats := 0, 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, approvals.ErrAlreadyVoted):
+			repeats++
+		default:
+			t.Errorf("vote: %v", err)
+		}
+	}
+	if v := votes(c); ok != 1 || repeats != 3*len(as)-1 || len(v) != 1 {
+		t.Errorf("%d votes counted, %d repeats, %d stored; want one", ok, repeats, len(v))
 	}
 }
 
