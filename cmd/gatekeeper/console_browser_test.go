@@ -364,6 +364,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		screenshot(t, tab, "console-keys.png")
 		step(t, tab, "runs", chromedp.Navigate(base+"/console/#/runs"), chromedp.WaitVisible(chromedp.CSS("#runs-table")))
 		screenshot(t, tab, "console-runs.png")
+		step(t, tab, "a phone's screen", chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/console/#/run/run-budget"),
+			chromedp.WaitVisible(chromedp.CSS("#run-budget .bar")))
+		screenshot(t, tab, "console-phone.png")
 	}
 }
 
