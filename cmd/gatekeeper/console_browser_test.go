@@ -357,20 +357,33 @@ func TestConsoleInBrowser(t *testing.T) {
 		until(t, tab, "the history shows the approval", `document.querySelector("#history tbody").textContent.includes("approved")`)
 	})
 
+	t.Run("subagents show as a tree and as links from their run", func(t *testing.T) {
+		subagents(t, base)
+		step(t, tab, "runs", chromedp.Navigate(base+"/console/#/runs"), chromedp.WaitVisible(chromedp.CSS("#runs-table")))
+		until(t, tab, "run-fleet's two children under it", `(() => {
+			const ids = [...document.querySelectorAll("#runs-table tbody tr")].map((tr) => tr.dataset.id);
+			const i = ids.indexOf("run-fleet");
+			return i >= 0 && ids.slice(i + 1, i + 3).every((id) => id && id.startsWith("run-fleet/"));
+		})()`)
+		step(t, tab, "open run-budget", chromedp.Navigate(base+"/console/#/run/run-budget"), chromedp.WaitVisible(chromedp.CSS("#run-budget .bar")))
+		until(t, tab, "links to its two children", `document.querySelectorAll('#run-summary a[href^="#/run/run-budget/"]').length === 2`)
+	})
+
 	if os.Getenv(screenshotsEnv) != "" {
-		sceneForScreenshots(t, base)
 		step(t, tab, "keys", chromedp.Navigate(base+"/console/#/keys"), chromedp.WaitVisible(chromedp.CSS("#keys-table")))
 		until(t, tab, "headroom", `!!document.querySelector("#keys-table .meter")`)
 		screenshot(t, tab, "console-keys.png")
 		step(t, tab, "runs", chromedp.Navigate(base+"/console/#/runs"), chromedp.WaitVisible(chromedp.CSS("#runs-table")))
 		screenshot(t, tab, "console-runs.png")
+		step(t, tab, "a phone's screen", chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/console/#/run/run-budget"),
+			chromedp.WaitVisible(chromedp.CSS("#run-budget .bar")))
+		screenshot(t, tab, "console-phone.png")
 	}
 }
 
-// sceneForScreenshots adds runs that show what the runs view can: a run
-// with subagents (other conversations of the same trajectory) and one
-// whose budget presses.
-func sceneForScreenshots(t *testing.T, base string) {
+// subagents adds runs with subagents (other conversations of the same
+// trajectory), one of them under a budget that presses.
+func subagents(t *testing.T, base string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, base+"/admin/v1/trajectories", strings.NewReader(`{"id":"run-budget","tenant":"team-a","budget":{"turns":4,"dollars":0.01}}`))
 	req.Header.Set("Authorization", "Bearer "+consoleOperator)

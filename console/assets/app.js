@@ -30,7 +30,7 @@ function el(tag, attrs, ...kids) {
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : v);
   }
-  for (const kid of kids.flat()) if (kid !== null && kid !== undefined) e.append(kid);
+  for (const kid of kids.flat(Infinity)) if (kid !== null && kid !== undefined) e.append(kid);
   return e;
 }
 
