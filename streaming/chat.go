@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -54,7 +56,7 @@ func (d *chatDecoder) Finish() *Result {
 // Decode handles one SSE event of a Chat Completions stream. An event the
 // stream's end cut off (Unterminated) is decoded like any other: a whole
 // JSON object or [DONE] is whole, a cut one fails to parse and is counted.
-func (d *chatDecoder) Decode(ev *Event, emit func(*Part)) {
+func (d *chatDecoder) Decode(ev *sse.Event, emit func(*Part)) {
 	if !ev.HasData {
 		return
 	}

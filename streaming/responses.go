@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -66,7 +68,7 @@ type responsesEvent struct {
 }
 
 // Decode handles one SSE event of a Responses stream.
-func (d *responsesDecoder) Decode(ev *Event, emit func(*Part)) {
+func (d *responsesDecoder) Decode(ev *sse.Event, emit func(*Part)) {
 	if !ev.HasData {
 		return
 	}
