@@ -9,19 +9,8 @@ import (
 	"gatekeeper/streaming/sse"
 )
 
-// Keepalives on a held stream, in each provider's own form: Anthropic
-// sends ping events, OpenAI's SDKs skip SSE comments.
-var (
-	keepaliveAnthropic = []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n")
-	keepaliveOpenAI    = []byte(": keepalive\n\n")
-)
-
-func keepalive(api streaming.API) []byte {
-	if api == streaming.APIAnthropic {
-		return keepaliveAnthropic
-	}
-	return keepaliveOpenAI
-}
+// keepalive is what a held stream of api sends while it waits.
+func keepalive(api streaming.API) []byte { return dialectOf(api).keepalive }
 
 // errPrefixMismatch: the decided reply does not begin with what the
 // original client already received, so the rest cannot be appended.

@@ -52,7 +52,7 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 	log.LogAttrs(r.Context(), slog.LevelInfo, "request re-attached to a held turn", slog.Bool("stream", t.pr.Stream))
 	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
 	c := &holdClient{req: t.req, hdr: r.Header, stream: t.pr.Stream, log: log}
-	if c.stream && api == streaming.APIChat {
+	if c.stream && dialectOf(api).askUsage {
 		_, c.strip, _ = streaming.EnsureIncludeUsage(t.body)
 	}
 	rc := http.NewResponseController(w)
