@@ -13,7 +13,7 @@ import (
 
 // The OpenAI Chat Completions decoder. One wire format is spoken by OpenAI,
 // Azure, DeepSeek, Groq, xAI, OpenRouter and Anthropic's compatible
-// endpoint, each with its own quirks (WIRE.md §1.6); the decoder keys
+// endpoint, each with its own quirks; the decoder keys
 // everything on what is present rather than on who sent it.
 
 var _ Decoder = (*chatDecoder)(nil)
@@ -428,7 +428,8 @@ func chatStopReason(raw string) (StopReason, string) {
 	return StopReason(raw), raw
 }
 
-// chatUsage normalizes a CompletionUsage object (WIRE.md §1.3, §1.6).
+// chatUsage normalizes a CompletionUsage object, whichever of the
+// compatible providers' extra or missing fields it carries.
 func chatUsage(u gjson.Result) Usage {
 	prompt := nonNegative(u.Get("prompt_tokens").Int())
 	completion := nonNegative(u.Get("completion_tokens").Int())

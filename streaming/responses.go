@@ -502,7 +502,7 @@ func (d *responsesDecoder) send(emit func(*Part), p Part) {
 	emit(&d.part)
 }
 
-// responsesUsage normalizes a ResponseUsage object (WIRE.md §2.3). An
+// responsesUsage normalizes a ResponseUsage object. An
 // all-zero report is a real zero.
 func responsesUsage(u gjson.Result) Usage {
 	in := nonNegative(u.Get("input_tokens").Int())
