@@ -237,7 +237,7 @@ const (
 	DefaultMaxWait       = 30 * time.Second
 	DefaultOutputTokens  = 4096
 	// MaxMaxWait bounds rate_limits.max_wait: a turn held longer outlives
-	// the agents' own request timeouts (AGENTS.md).
+	// the agents' own request timeouts.
 	MaxMaxWait = 10 * time.Minute
 )
 

@@ -8,15 +8,13 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
-)
 
-// fixturesDir holds real provider recordings when the repository sits
-// next to them; they are read, never copied.
-const fixturesDir = "../../shared/fixtures"
+	"gatekeeper/internal/fixturetest"
+)
 
 func readFixture(t *testing.T, name string) []sseEvent {
 	t.Helper()
-	f, err := os.Open(filepath.Join(fixturesDir, name))
+	f, err := os.Open(filepath.Join(fixturetest.Path(), name))
 	if err != nil {
 		t.Skipf("real recordings not available: %v", err)
 	}

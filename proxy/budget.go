@@ -16,7 +16,7 @@ import (
 	"gatekeeper/trajectory"
 )
 
-// Exit reason of a run stopped by its budget (CONTRACT.md).
+// Exit reason of a run stopped by its budget (README.md, Budgets).
 const exitBudgetExceeded = "BUDGET_EXCEEDED"
 
 // defaultMaxOutput is the output a call without an output limit is

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,7 +10,7 @@ import (
 	"gatekeeper/streaming"
 )
 
-// Error types agents receive, in their provider's error format (CONTRACT.md).
+// Error types agents receive, in their provider's error format (README.md).
 const (
 	errAuthentication     = "authentication_error"
 	errPermission         = "permission_error"
@@ -71,15 +70,7 @@ func writeError(w http.ResponseWriter, api streaming.API, err error) {
 	_, _ = w.Write(errorBody(api, he.Type, he.Msg))
 }
 
-// errorBody renders an error in a provider's own format: Anthropic
-// {"type":"error","error":{"type","message"}}, OpenAI {"error":{"message","type","code"}}.
+// errorBody renders an error in api's own format (its dialect's).
 func errorBody(api streaming.API, typ, msg string) []byte {
-	var v any
-	if api == streaming.APIAnthropic {
-		v = map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}}
-	} else {
-		v = map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": typ, "param": nil}}
-	}
-	b, _ := json.Marshal(v) // maps of strings always marshal
-	return b
+	return dialectOf(api).errorBody(typ, msg)
 }

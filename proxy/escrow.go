@@ -23,8 +23,7 @@ import (
 )
 
 // Escrow: a reply whose client tool call some gate matches is held here,
-// undelivered, until its approval requests are decided (DESIGN.md,
-// "Holding a call"). The reply is kept whole in an approvals.Hold keyed by
+// undelivered, until its approval requests are decided. The reply is kept whole in an approvals.Hold keyed by
 // the turn's content, so that a retry of the same turn, on any replica,
 // re-attaches to it instead of calling the model again.
 //
@@ -102,15 +101,7 @@ func errHeldClosing() *HTTPError {
 // before any rewrite, so that a retry finds the hold whatever the budget
 // stage is by then.
 func turnKey(api streaming.API, body []byte) string {
-	var fields []string
-	switch api {
-	case streaming.APIAnthropic:
-		fields = []string{"system", "messages", "tools"}
-	case streaming.APIChat:
-		fields = []string{"messages", "tools"}
-	default:
-		fields = []string{"instructions", "input", "previous_response_id", "tools"}
-	}
+	fields := dialectOf(api).turnFields
 	h := sha256.New()
 	h.Write([]byte(api))
 	for _, f := range gjson.GetManyBytes(body, fields...) {

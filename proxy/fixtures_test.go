@@ -15,7 +15,7 @@ import (
 	"gatekeeper/internal/fixturetest"
 	"gatekeeper/meter"
 	"gatekeeper/streaming"
-
+	"gatekeeper/streaming/sse"
 	"gatekeeper/trajectory"
 )
 
@@ -165,12 +165,9 @@ func decodedFacts(t *testing.T, api string, b []byte) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rd := streaming.NewReader(0)
-	take := func(ev *streaming.Event) error { dec.Decode(ev, nil); return nil }
-	if err := rd.Feed(b, take); err != nil {
+	if err := sse.Each(b, func(ev *sse.Event) error { dec.Decode(ev, nil); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	_ = rd.Finish(take)
 	res := dec.Finish()
 	out := fmt.Sprint(res.Stops)
 	for _, c := range res.ToolCalls {

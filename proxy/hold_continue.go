@@ -15,13 +15,6 @@ import (
 	"gatekeeper/trajectory"
 )
 
-// turnPath is where each API takes a turn below a provider's base URL.
-var turnPath = map[streaming.API]string{
-	streaming.APIAnthropic: "/v1/messages",
-	streaming.APIChat:      "/v1/chat/completions",
-	streaming.APIResponses: "/v1/responses",
-}
-
 // continueHeld asks the model to go on after refused calls: the held
 // request, plus the held reply, plus each call's REFUSED result. The call
 // is admitted on the hold's record like a turn (budget checked, estimate
@@ -45,7 +38,7 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base []byt
 		return nil, err
 	}
 	key, _ := splitHoldKey(h.Key)
-	sub := &turn{s: s, req: &request{up: up, rest: turnPath[api], tenant: c.req.tenant, keyHash: c.req.keyHash, api: api, id: c.req.id},
+	sub := &turn{s: s, req: &request{up: up, rest: dialectOf(api).path, tenant: c.req.tenant, keyHash: c.req.keyHash, api: api, id: c.req.id},
 		pr: pr, body: body, started: s.now(), ctx: ctx, log: c.log, recID: h.Trajectory, root: h.Root, key: key, gated: true,
 		conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
 	var adm admission

@@ -6,21 +6,11 @@ import (
 	"slices"
 
 	"gatekeeper/streaming"
+	"gatekeeper/streaming/sse"
 )
 
-// Keepalives on a held stream, in each provider's own form: Anthropic
-// sends ping events, OpenAI's SDKs skip SSE comments.
-var (
-	keepaliveAnthropic = []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n")
-	keepaliveOpenAI    = []byte(": keepalive\n\n")
-)
-
-func keepalive(api streaming.API) []byte {
-	if api == streaming.APIAnthropic {
-		return keepaliveAnthropic
-	}
-	return keepaliveOpenAI
-}
+// keepalive is what a held stream of api sends while it waits.
+func keepalive(api streaming.API) []byte { return dialectOf(api).keepalive }
 
 // errPrefixMismatch: the decided reply does not begin with what the
 // original client already received, so the rest cannot be appended.
@@ -29,7 +19,7 @@ var errPrefixMismatch = errors.New("proxy: the decided reply does not continue w
 // render returns what client c receives of the decided reply hr, in the
 // form it asked for: a stream (for the original request, only what follows
 // the bytes it already has) or one JSON body.
-func render(api streaming.API, hr *heldReply, c *holdClient, maxEvent int) ([]byte, error) {
+func render(api streaming.API, hr *heldReply, c *holdClient) ([]byte, error) {
 	filter, err := hr.filter(api, c)
 	if err != nil {
 		return nil, err
@@ -57,7 +47,7 @@ func render(api streaming.API, hr *heldReply, c *holdClient, maxEvent int) ([]by
 	// with exactly the bytes the client has.
 	filter.Hold()
 	var out []byte
-	each := func(ev *streaming.Event) error {
+	each := func(ev *sse.Event) error {
 		if c.strip {
 			raw, drop := streaming.StripUsage(ev.Raw)
 			if drop {
@@ -70,11 +60,7 @@ func render(api streaming.API, hr *heldReply, c *holdClient, maxEvent int) ([]by
 		out = filter.AppendEvent(out, *ev)
 		return nil
 	}
-	rd := streaming.NewReader(max(maxEvent, len(stream)+1))
-	if err := rd.Feed(stream, each); err != nil {
-		return nil, err
-	}
-	if err := rd.Finish(each); err != nil {
+	if err := sse.Each(stream, each); err != nil {
 		return nil, err
 	}
 	if c.sent > 0 {

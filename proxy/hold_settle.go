@@ -13,6 +13,7 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/streaming"
+	"gatekeeper/streaming/sse"
 	"gatekeeper/trajectory"
 )
 
@@ -142,12 +143,7 @@ func decodeReply(api streaming.API, reply []byte, streamed bool) (*streaming.Res
 	if err != nil {
 		return nil, err
 	}
-	rd := streaming.NewReader(len(reply) + 1)
-	each := func(ev *streaming.Event) error { dec.Decode(ev, nil); return nil }
-	if err := rd.Feed(reply, each); err != nil {
-		return nil, err
-	}
-	if err := rd.Finish(each); err != nil {
+	if err := sse.Each(reply, func(ev *sse.Event) error { dec.Decode(ev, nil); return nil }); err != nil {
 		return nil, err
 	}
 	return dec.Finish(), nil

@@ -11,11 +11,11 @@ import (
 
 	"gatekeeper/approvals"
 	"gatekeeper/meter"
-	"gatekeeper/streaming"
+	"gatekeeper/streaming/sse"
 )
 
 // Error type of a gated call refused where no reply can carry the refusal
-// (CONTRACT.md).
+// (README.md, "How a held call behaves").
 const errApprovalRefused = "approval_refused"
 
 // heldPhase is where a streamed turn of a tenant with gates stands.
@@ -57,7 +57,7 @@ func (h *heldStream) keep(raw []byte, limit int64) {
 // client calls, the calls are matched against the gates before the event
 // goes on. A match stops the reply here: the stop event, the held calls
 // and everything after stay with gatekeeper.
-func (b *sseBody) takeHeld(ev *streaming.Event) error {
+func (b *sseBody) takeHeld(ev *sse.Event) error {
 	h := b.held
 	stops := len(b.dec.Result().Stops)
 	b.dec.Decode(ev, nil)
@@ -177,7 +177,7 @@ func (b *sseBody) release(reqs []*approvals.Request) {
 		b.out = append(b.out, keepalive(t.req.api)...)
 		return
 	}
-	out, err := render(t.req.api, hr, c, int(t.s.cfg.Limits.MaxEventBytes))
+	out, err := render(t.req.api, hr, c)
 	if err != nil {
 		// Nothing can be appended coherently: the connection is dropped so
 		// that the agent retries. The hold was delivered and is not sent again.

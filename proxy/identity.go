@@ -18,7 +18,7 @@ import (
 // conversation (parallel sampling, identical requests from many clients).
 const maxSiblings = 32
 
-// Session headers real agents send (AGENTS.md).
+// Session headers real agents send (Claude Code, Codex).
 var sessionHeaders = []string{"X-Claude-Code-Session-Id", "Session-Id", "Thread-Id"}
 
 // rootID decides which trajectory a request belongs to, in order: path

@@ -52,7 +52,7 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 	log.LogAttrs(r.Context(), slog.LevelInfo, "request re-attached to a held turn", slog.Bool("stream", t.pr.Stream))
 	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
 	c := &holdClient{req: t.req, hdr: r.Header, stream: t.pr.Stream, log: log}
-	if c.stream && api == streaming.APIChat {
+	if c.stream && dialectOf(api).askUsage {
 		_, c.strip, _ = streaming.EnsureIncludeUsage(t.body)
 	}
 	rc := http.NewResponseController(w)
@@ -120,7 +120,7 @@ func (s *Server) deliverHeld(w http.ResponseWriter, r *http.Request, h *approval
 	case hr.next != nil:
 		return hr.next
 	}
-	out, err := render(c.req.api, hr, c, int(s.cfg.Limits.MaxEventBytes))
+	out, err := render(c.req.api, hr, c)
 	if err != nil {
 		c.log.LogAttrs(ctx, slog.LevelError, "rendering the decided reply failed", slog.String("error", err.Error()))
 		fail(&HTTPError{Code: http.StatusInternalServerError, Type: errUpstream, NoRetry: true, Err: err,
@@ -174,7 +174,7 @@ func (t *turn) holdJSON(resp *http.Response) error {
 			hr.refuse = append(hr.refuse, g.tc.ID)
 			hr.texts[g.tc.ID] = "[gatekeeper] The call to " + g.tc.Name + " needs approval and the reply was too large to hold for it (approvals.max_held_bytes); the call was not delivered."
 		}
-		out, err := render(t.req.api, hr, c, 0)
+		out, err := render(t.req.api, hr, c)
 		if err != nil {
 			return err
 		}
@@ -213,7 +213,7 @@ func (t *turn) holdJSON(resp *http.Response) error {
 			h = hr.next // held again: the continuation made a gated call
 			continue
 		}
-		out, err := render(t.req.api, hr, c, 0)
+		out, err := render(t.req.api, hr, c)
 		if err != nil {
 			return err
 		}

@@ -151,10 +151,11 @@ func New(opts Options) (*Server, error) {
 		if err != nil || u.Scheme == "" || u.Host == "" {
 			return nil, fmt.Errorf("proxy: provider %s: base_url %q is not an absolute URL", p.Name, p.BaseURL)
 		}
-		up := &upstream{cfg: p, target: u, api: streaming.APIChat, pool: newKeyPool(p)}
-		if p.API == "anthropic" {
-			up.api = streaming.APIAnthropic
+		family := familyDialect(p.API)
+		if family == nil {
+			return nil, fmt.Errorf("proxy: provider %s: unknown api %q", p.Name, p.API)
 		}
+		up := &upstream{cfg: p, target: u, api: family.api, pool: newKeyPool(p)}
 		up.rp = s.newReverseProxy(up)
 		s.providers[p.Name] = up
 		if p.Default {
@@ -289,16 +290,8 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 
 // turnAPI says which turn API a request is, or "" when it is not a turn.
 func turnAPI(up *upstream, method, rest string) streaming.API {
-	if method != http.MethodPost {
-		return ""
-	}
-	switch {
-	case up.cfg.API == "anthropic" && rest == "/v1/messages":
-		return streaming.APIAnthropic
-	case up.cfg.API == "openai" && rest == "/v1/chat/completions":
-		return streaming.APIChat
-	case up.cfg.API == "openai" && rest == "/v1/responses":
-		return streaming.APIResponses
+	if d := turnDialect(up.cfg.API, method, rest); d != nil {
+		return d.api
 	}
 	return ""
 }

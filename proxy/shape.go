@@ -17,7 +17,7 @@ import (
 )
 
 // shape rewrites an admitted request for its budget stage and for
-// metering, minimally and at the end (DESIGN.md, "Holding a call"):
+// metering, minimally and at the end:
 //   - steer: a budget notice is appended as the last content;
 //   - restrict: tools outside the tenant's read_only_tools are removed
 //     (with a tool_choice naming one), the notice asks for a final answer,
@@ -29,7 +29,7 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 	if t.maxOut > 0 && t.maxOut != t.pr.MaxOutputTokens {
 		field := t.pr.MaxOutputField
 		if field == "" {
-			field = defaultOutputField[api]
+			field = dialectOf(api).outputField
 		}
 		out, err := sjson.SetBytes(body, field, t.maxOut)
 		if err != nil {
@@ -66,20 +66,13 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 		}
 		body = out
 	}
-	if api == streaming.APIChat && t.pr.Stream {
+	if dialectOf(api).askUsage && t.pr.Stream {
 		out, added, err := streaming.EnsureIncludeUsage(body)
 		if err == nil {
 			body, t.stripUsage = out, added
 		}
 	}
 	return body, nil
-}
-
-// defaultOutputField is where each API takes the output limit.
-var defaultOutputField = map[streaming.API]string{
-	streaming.APIAnthropic: "max_tokens",
-	streaming.APIChat:      "max_completion_tokens",
-	streaming.APIResponses: "max_output_tokens",
 }
 
 // clampOutput is a call's output limit under the tenant's ceiling: the

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"gatekeeper/streaming"
+	"gatekeeper/streaming/sse"
 )
 
 // errTruncated aborts the agent's connection when the provider's stream
@@ -20,7 +21,7 @@ var errTruncated = errors.New("proxy: upstream stream ended without its terminal
 type sseBody struct {
 	t   *turn
 	src io.ReadCloser
-	rd  *streaming.Reader
+	rd  *sse.Reader
 	dec streaming.Decoder
 	in  []byte
 	out []byte // complete events not yet handed over
@@ -71,7 +72,7 @@ func (b *sseBody) Read(p []byte) (int, error) {
 
 // take decodes one event as the provider sent it (the meter needs its
 // usage) and queues what the agent receives of it.
-func (b *sseBody) take(ev *streaming.Event) error {
+func (b *sseBody) take(ev *sse.Event) error {
 	if b.held != nil {
 		return b.takeHeld(ev)
 	}
@@ -81,7 +82,7 @@ func (b *sseBody) take(ev *streaming.Event) error {
 }
 
 // forward queues what the agent receives of one decoded event.
-func (b *sseBody) forward(ev *streaming.Event) {
+func (b *sseBody) forward(ev *sse.Event) {
 	t := b.t
 	if t.stripUsage {
 		raw, drop := streaming.StripUsage(ev.Raw)

@@ -17,6 +17,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
+	"gatekeeper/streaming/sse"
 	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
 )
@@ -457,7 +458,7 @@ func (t *turn) attach(resp *http.Response) error {
 		// them whole: a call cut by an operator or by the output limit is
 		// never delivered in part.
 		t.filter.Hold()
-		body := &sseBody{t: t, src: resp.Body, rd: streaming.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
+		body := &sseBody{t: t, src: resp.Body, rd: sse.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
 			in: t.s.bufs.Get()}
 		if t.gated {
 			body.held = &heldStream{}

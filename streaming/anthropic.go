@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -68,7 +70,7 @@ func (d *anthropicDecoder) Finish() *Result {
 // An unterminated event (the stream ended before its blank line) is decoded
 // like any other when its data is whole JSON, as the SDKs do when they flush
 // their decoder at the end of a stream.
-func (d *anthropicDecoder) Decode(ev *Event, emit func(*Part)) {
+func (d *anthropicDecoder) Decode(ev *sse.Event, emit func(*Part)) {
 	if !ev.HasData {
 		return
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"gatekeeper/streaming/sse"
 )
 
 // benchAnthropicStream builds a stream shaped like a real one: message_start,
@@ -78,11 +80,11 @@ func BenchmarkAnthropicDecode(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				dec := newAnthropicDecoder()
-				fn := func(ev *Event) error {
+				fn := func(ev *sse.Event) error {
 					dec.Decode(ev, emit)
 					return nil
 				}
-				r := NewReader(0)
+				r := sse.NewReader(0)
 				for off := 0; off < len(data); off += chunk {
 					if err := r.Feed(data[off:min(off+chunk, len(data))], fn); err != nil {
 						b.Fatal(err)

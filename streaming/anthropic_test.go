@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"gatekeeper/internal/fixturetest"
+	"gatekeeper/streaming/sse"
 )
 
 const anthropicTestdata = "testdata/anthropic"
@@ -166,7 +169,7 @@ var anthropicGoldens = []anthropicGolden{
 func TestAnthropicGolden(t *testing.T) {
 	for _, g := range anthropicGoldens {
 		t.Run(g.file, func(t *testing.T) {
-			res, parts := mustDecode(t, APIAnthropic, readFile(t, anthropicTestdata, g.file))
+			res, parts := mustDecode(t, APIAnthropic, fixturetest.ReadFile(t, anthropicTestdata, g.file))
 			if res.API != APIAnthropic || res.MessageID != g.id || res.Model != g.model {
 				t.Errorf("api/id/model = %s %s %s, want anthropic %s %s", res.API, res.MessageID, res.Model, g.id, g.model)
 			}
@@ -217,7 +220,7 @@ func TestAnthropicTestdataCovered(t *testing.T) {
 		covered[g.file] = true
 	}
 	checkCovered(t, anthropicTestdata, covered)
-	if files := testdataFiles(t, filepath.Join(anthropicTestdata, "*.sse")); len(files) != len(anthropicGoldens) {
+	if files := fixturetest.Glob(t, filepath.Join(anthropicTestdata, "*.sse")); len(files) != len(anthropicGoldens) {
 		t.Errorf("%d testdata files, %d goldens", len(files), len(anthropicGoldens))
 	}
 }
@@ -350,7 +353,7 @@ func TestAnthropicPartSequence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			_, parts := mustDecode(t, APIAnthropic, readFile(t, anthropicTestdata, tt.file))
+			_, parts := mustDecode(t, APIAnthropic, fixturetest.ReadFile(t, anthropicTestdata, tt.file))
 			if got := viewParts(parts); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("parts =\n%+v\nwant\n%+v", got, tt.want)
 			}
@@ -571,8 +574,8 @@ func TestAnthropicFinish(t *testing.T) {
 	if d.Result() != d.Finish() || !d.Result().Truncated {
 		t.Fatal("an empty stream must finish truncated, on the decoder's own result")
 	}
-	r := NewReader(0)
-	err := r.Feed([]byte(anthropicEvent("message_stop", `{"type":"message_stop"}`)), func(ev *Event) error {
+	r := sse.NewReader(0)
+	err := r.Feed([]byte(anthropicEvent("message_stop", `{"type":"message_stop"}`)), func(ev *sse.Event) error {
 		d.Decode(ev, nil)
 		return nil
 	})

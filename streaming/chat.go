@@ -6,12 +6,14 @@ import (
 	"slices"
 	"strings"
 
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
 // The OpenAI Chat Completions decoder. One wire format is spoken by OpenAI,
 // Azure, DeepSeek, Groq, xAI, OpenRouter and Anthropic's compatible
-// endpoint, each with its own quirks (WIRE.md §1.6); the decoder keys
+// endpoint, each with its own quirks; the decoder keys
 // everything on what is present rather than on who sent it.
 
 var _ Decoder = (*chatDecoder)(nil)
@@ -54,7 +56,7 @@ func (d *chatDecoder) Finish() *Result {
 // Decode handles one SSE event of a Chat Completions stream. An event the
 // stream's end cut off (Unterminated) is decoded like any other: a whole
 // JSON object or [DONE] is whole, a cut one fails to parse and is counted.
-func (d *chatDecoder) Decode(ev *Event, emit func(*Part)) {
+func (d *chatDecoder) Decode(ev *sse.Event, emit func(*Part)) {
 	if !ev.HasData {
 		return
 	}
@@ -426,7 +428,8 @@ func chatStopReason(raw string) (StopReason, string) {
 	return StopReason(raw), raw
 }
 
-// chatUsage normalizes a CompletionUsage object (WIRE.md §1.3, §1.6).
+// chatUsage normalizes a CompletionUsage object, whichever of the
+// compatible providers' extra or missing fields it carries.
 func chatUsage(u gjson.Result) Usage {
 	prompt := nonNegative(u.Get("prompt_tokens").Int())
 	completion := nonNegative(u.Get("completion_tokens").Int())

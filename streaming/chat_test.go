@@ -4,6 +4,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"gatekeeper/streaming/sse"
 )
 
 func TestChatStreams(t *testing.T) {
@@ -203,12 +205,12 @@ func TestChatStreams(t *testing.T) {
 func TestChatDecodeEdgeCases(t *testing.T) {
 	tests := []struct {
 		name   string
-		events []Event
+		events []sse.Event
 		check  func(t *testing.T, res *Result)
 	}{
 		{
 			name:   "events without data are ignored",
-			events: []Event{{Comments: 1}, {Name: []byte("ping")}},
+			events: []sse.Event{{Comments: 1}, {Name: []byte("ping")}},
 			check: func(t *testing.T, res *Result) {
 				if res.Unparsed != 0 || res.MessageID != "" || !res.Truncated {
 					t.Errorf("got %+v", res)
@@ -217,7 +219,7 @@ func TestChatDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name:   "a non-object chunk is unparsed",
-			events: []Event{{HasData: true, Data: []byte(`[1,2]`)}, {HasData: true, Data: []byte(`"x"`)}},
+			events: []sse.Event{{HasData: true, Data: []byte(`[1,2]`)}, {HasData: true, Data: []byte(`"x"`)}},
 			check: func(t *testing.T, res *Result) {
 				if res.Unparsed != 2 || !errors.Is(res.UnparsedErrors[0], ErrInvalidJSON) {
 					t.Errorf("Unparsed = %d, %v", res.Unparsed, res.UnparsedErrors)
@@ -226,7 +228,7 @@ func TestChatDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: "an error before choice 0 finished wins the stop",
-			events: []Event{
+			events: []sse.Event{
 				{HasData: true, Data: []byte(`{"id":"c1","choices":[{"index":0,"delta":{"content":"x"}}]}`)},
 				{HasData: true, Data: []byte(`{"error":{"code":"server_error","message":"boom"}}`)},
 				{HasData: true, Data: []byte(`{"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`)},
@@ -241,7 +243,7 @@ func TestChatDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: "event error whose data is the bare error object",
-			events: []Event{
+			events: []sse.Event{
 				{Name: []byte("error"), HasData: true, Data: []byte(`{"message":"overloaded","type":"server_error"}`)},
 			},
 			check: func(t *testing.T, res *Result) {
@@ -252,7 +254,7 @@ func TestChatDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: "event error with plain-text data is still the error",
-			events: []Event{
+			events: []sse.Event{
 				{Name: []byte("error"), HasData: true, Data: []byte(`upstream connect error`)},
 			},
 			check: func(t *testing.T, res *Result) {
@@ -264,7 +266,7 @@ func TestChatDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: "a fragment with neither index nor id continues the choice's last call",
-			events: []Event{
+			events: []sse.Event{
 				{HasData: true, Data: []byte(`{"choices":[{"delta":{"tool_calls":[{"index":4,"id":"k","function":{"name":"f","arguments":"{\"a\""}}]}}]}`)},
 				{HasData: true, Data: []byte(`{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":":1}"}}]}}]}`)},
 			},
@@ -276,7 +278,7 @@ func TestChatDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: "usage null is not a report",
-			events: []Event{
+			events: []sse.Event{
 				{HasData: true, Data: []byte(`{"id":"c1","choices":[],"usage":null}`)},
 			},
 			check: func(t *testing.T, res *Result) {
@@ -287,7 +289,7 @@ func TestChatDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: "negative counts never credit",
-			events: []Event{
+			events: []sse.Event{
 				{HasData: true, Data: []byte(`{"usage":{"prompt_tokens":5,"completion_tokens":-9,"prompt_tokens_details":{"cached_tokens":50}}}`)},
 			},
 			check: func(t *testing.T, res *Result) {
@@ -298,7 +300,7 @@ func TestChatDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: "a call whose choice never finished stays incomplete",
-			events: []Event{
+			events: []sse.Event{
 				{HasData: true, Data: []byte(`{"id":"c","choices":[{"index":1,"delta":{"tool_calls":[{"index":0,"id":"k","function":{"name":"f","arguments":"{}"}}]}},{"index":0,"delta":{},"finish_reason":"stop"}]}`)},
 				{HasData: true, Data: []byte(`[DONE]`)},
 			},
@@ -310,7 +312,7 @@ func TestChatDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: "arguments sent as an object are kept as JSON",
-			events: []Event{
+			events: []sse.Event{
 				{HasData: true, Data: []byte(`{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"k","function":{"name":"f","arguments":{"a":1}}}]},"finish_reason":"tool_calls"}]}`)},
 			},
 			check: func(t *testing.T, res *Result) {
@@ -432,12 +434,12 @@ func TestChatJSONMatchesStream(t *testing.T) {
 // Finish may be called more than once.
 func TestChatResultSoFar(t *testing.T) {
 	d := newChatDecoder()
-	d.Decode(&Event{HasData: true, Data: []byte(`{"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"hey"}}]}`)}, nil)
+	d.Decode(&sse.Event{HasData: true, Data: []byte(`{"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"hey"}}]}`)}, nil)
 	if res := d.Result(); res.MessageID != "c1" || res.OutputBytes != 3 || res.Truncated || res.Done {
 		t.Fatalf("mid-stream %+v", res)
 	}
 	first := d.Finish()
-	d.Decode(&Event{HasData: true, Data: []byte(`[DONE]`)}, nil)
+	d.Decode(&sse.Event{HasData: true, Data: []byte(`[DONE]`)}, nil)
 	if again := d.Finish(); again != first || !again.Truncated {
 		t.Errorf("second Finish changed the verdict: %+v", again)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 const refusedResult = `{"status":"REFUSED","reason":"APPROVAL_DENIED","call":"Bash","message":"denied by carol"}`
@@ -24,7 +26,7 @@ func TestContinuation(t *testing.T) {
 	stringInput := []byte(`{"model":"gpt-5","input":"list the files","stream":true,"tools":[{"type":"function","name":"Bash"}]}`)
 	conv := map[API]string{APIAnthropic: "messages", APIChat: "messages", APIResponses: "input"}
 	for _, api := range escrowAPIs {
-		stream := readFile(t, filterTestdata, filterPrefix(api)+"text-refused-allowed.sse")
+		stream := fixturetest.ReadFile(t, filterTestdata, filterPrefix(api)+"text-refused-allowed.sse")
 		body, err := AssembleJSON(api, stream)
 		if err != nil {
 			t.Fatal(err)
@@ -35,7 +37,7 @@ func TestContinuation(t *testing.T) {
 		for _, name := range requests[api] {
 			req := stringInput
 			if name != "string-input" {
-				req = readFile(t, "testdata/requests", name)
+				req = fixturetest.ReadFile(t, "testdata/requests", name)
 			}
 			for _, streamed := range []bool{true, false} {
 				reply := body

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -48,20 +50,10 @@ type streamEvent struct {
 	hasData bool
 }
 
-// eachEvent reads a whole stream and calls fn with each of its events, as
-// a Reader gives them (valid only during the call).
-func eachEvent(stream []byte, fn func(*Event) error) error {
-	r := NewReader(0)
-	if err := r.Feed(stream, fn); err != nil {
-		return err
-	}
-	return r.Finish(fn)
-}
-
 // readEvents splits a whole stream into its events.
 func readEvents(stream []byte) ([]streamEvent, error) {
 	var evs []streamEvent
-	err := eachEvent(stream, func(ev *Event) error {
+	err := sse.Each(stream, func(ev *sse.Event) error {
 		evs = append(evs, streamEvent{
 			name: string(ev.Name), data: string(ev.Data), raw: bytes.Clone(ev.Raw), hasData: ev.HasData,
 		})

@@ -3,6 +3,8 @@ package streaming
 import (
 	"strings"
 	"testing"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 // benchHeldReply is an Anthropic reply of about size bytes: text in many
@@ -32,7 +34,7 @@ func BenchmarkEscrowReshape(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cont := readFile(b, anthropicTestdata, "text.sse")
+	cont := fixturetest.ReadFile(b, anthropicTestdata, "text.sse")
 	run := func(name string, fn func() error) {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(stream)))
@@ -43,7 +45,7 @@ func BenchmarkEscrowReshape(b *testing.B) {
 			}
 		})
 	}
-	run("Decode", func() error { _, _, err := decodeStream(APIAnthropic, 0, whole(stream)); return err })
+	run("Decode", func() error { _, _, err := decodeStream(APIAnthropic, 0, fixturetest.Whole(stream)); return err })
 	run("AssembleJSON", func() error { _, err := AssembleJSON(APIAnthropic, stream); return err })
 	run("RenderSSE", func() error { _, err := RenderSSE(APIAnthropic, body); return err })
 	run("SpliceStream", func() error { _, err := SpliceStream(APIAnthropic, stream, cont); return err })

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"gatekeeper/internal/fixturetest"
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -39,12 +42,12 @@ func checkBounded(t *testing.T, out []byte, in ...[]byte) {
 func addEscrowStreamSeeds(f *testing.F, add func(sel uint8, stream []byte)) {
 	for i, api := range escrowAPIs {
 		for _, dir := range []string{decoderTestdata[api]} {
-			for _, p := range testdataFiles(f, filepath.Join(dir, "*.sse")) {
-				add(uint8(i), readFile(f, p))
+			for _, p := range fixturetest.Glob(f, filepath.Join(dir, "*.sse")) {
+				add(uint8(i), fixturetest.ReadFile(f, p))
 			}
 		}
-		for _, p := range testdataFiles(f, filepath.Join(filterTestdata, filterPrefix(api)+"*.sse")) {
-			add(uint8(i), readFile(f, p))
+		for _, p := range fixturetest.Glob(f, filepath.Join(filterTestdata, filterPrefix(api)+"*.sse")) {
+			add(uint8(i), fixturetest.ReadFile(f, p))
 		}
 	}
 }
@@ -58,7 +61,7 @@ func FuzzAssembleJSON(f *testing.F) {
 		api := fuzzAPI(sel)
 		body, err := AssembleJSON(api, stream)
 		if err != nil {
-			if !errors.Is(err, ErrIncompleteStream) && !errors.Is(err, ErrInvalidJSON) && !errors.Is(err, ErrEventTooLarge) {
+			if !errors.Is(err, ErrIncompleteStream) && !errors.Is(err, ErrInvalidJSON) && !errors.Is(err, sse.ErrEventTooLarge) {
 				t.Fatalf("unexpected error %v", err)
 			}
 			return
@@ -80,7 +83,7 @@ func FuzzRenderSSE(f *testing.F) {
 		}
 	})
 	for i, name := range []string{"anthropic-body.json", "chat-body.json", "responses-body.json"} {
-		f.Add(uint8(i), readFile(f, filterTestdata, name))
+		f.Add(uint8(i), fixturetest.ReadFile(f, filterTestdata, name))
 	}
 	f.Fuzz(func(t *testing.T, sel uint8, body []byte) {
 		if len(body) > escrowFuzzMax {
@@ -95,7 +98,7 @@ func FuzzRenderSSE(f *testing.F) {
 			return
 		}
 		checkBounded(t, stream, body)
-		res, _, err := decodeStream(api, 0, whole(stream))
+		res, _, err := decodeStream(api, 0, fixturetest.Whole(stream))
 		if err != nil {
 			t.Fatalf("the rendered stream does not read: %v", err)
 		}
@@ -109,9 +112,9 @@ func FuzzContinuation(f *testing.F) {
 	reqs := []string{"anthropic-claude-code-turn1.json", "chat-openai-sdk-parallel-tools.json", "responses-codex-exec.json"}
 	bodies := []string{"anthropic-body.json", "chat-body.json", "responses-body.json"}
 	for i := range escrowAPIs {
-		f.Add(uint8(i), readFile(f, "testdata/requests", reqs[i]), readFile(f, filterTestdata, bodies[i]), false)
-		f.Add(uint8(i), readFile(f, "testdata/requests", reqs[i]),
-			readFile(f, filterTestdata, filterPrefix(escrowAPIs[i])+"text-refused-allowed.sse"), true)
+		f.Add(uint8(i), fixturetest.ReadFile(f, "testdata/requests", reqs[i]), fixturetest.ReadFile(f, filterTestdata, bodies[i]), false)
+		f.Add(uint8(i), fixturetest.ReadFile(f, "testdata/requests", reqs[i]),
+			fixturetest.ReadFile(f, filterTestdata, filterPrefix(escrowAPIs[i])+"text-refused-allowed.sse"), true)
 	}
 	f.Add(uint8(2), []byte(`{"input":"hi","stream":true}`), []byte(`{"output":[{"type":"function_call","call_id":"c","name":"n","arguments":"{}"}]}`), false)
 	f.Fuzz(func(t *testing.T, sel uint8, req, reply []byte, streamed bool) {
@@ -133,7 +136,7 @@ func FuzzContinuation(f *testing.F) {
 func FuzzSpliceStream(f *testing.F) {
 	for i, api := range escrowAPIs {
 		for _, tc := range spliceCases[api] {
-			f.Add(uint8(i), readFile(f, tc.first...), readFile(f, tc.cont...))
+			f.Add(uint8(i), fixturetest.ReadFile(f, tc.first...), fixturetest.ReadFile(f, tc.cont...))
 		}
 	}
 	f.Fuzz(func(t *testing.T, sel uint8, first, cont []byte) {
@@ -146,7 +149,7 @@ func FuzzSpliceStream(f *testing.F) {
 			return
 		}
 		checkBounded(t, out, first, cont)
-		if _, _, err := decodeStream(api, 0, whole(out)); err != nil {
+		if _, _, err := decodeStream(api, 0, fixturetest.Whole(out)); err != nil {
 			t.Fatalf("the spliced stream does not read: %v", err)
 		}
 	})

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"unicode/utf8"
 
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -90,7 +92,7 @@ func (f *CallFilter) Refused() []ToolCall { return slices.Clone(f.refused) }
 // "event: x\n" (when ev had an event line) and "data: ...\n\n".
 //
 // After End it appends nothing.
-func (f *CallFilter) AppendEvent(dst []byte, ev Event) []byte {
+func (f *CallFilter) AppendEvent(dst []byte, ev sse.Event) []byte {
 	if f.hold.ended {
 		return dst
 	}
@@ -187,51 +189,6 @@ func (f *CallFilter) renames(names ...string) bool {
 		}
 	}
 	return false
-}
-
-// Framing.
-
-// keepBOM keeps the byte order mark of the stream's first event on the events
-// that replace it.
-func keepBOM(dst []byte, ev *Event) []byte {
-	if bytes.HasPrefix(ev.Raw, bom) {
-		dst = append(dst, bom...)
-	}
-	return dst
-}
-
-// appendEventFrame appends one event: its event line when name is not
-// empty, a data line per line of data, and the blank line ending it.
-func appendEventFrame(dst []byte, name string, data []byte) []byte {
-	if name != "" {
-		dst = append(dst, "event: "...)
-		dst = append(dst, name...)
-		dst = append(dst, '\n')
-	}
-	for {
-		i := bytes.IndexByte(data, '\n')
-		line := data
-		if i >= 0 {
-			line = data[:i]
-		}
-		dst = append(dst, "data: "...)
-		dst = append(dst, line...)
-		dst = append(dst, '\n')
-		if i < 0 {
-			break
-		}
-		data = data[i+1:]
-	}
-	return append(dst, '\n')
-}
-
-// frameName is the event line of an event of type typ that replaces ev:
-// none when ev had none.
-func frameName(ev *Event, typ string) string {
-	if len(ev.Name) == 0 {
-		return ""
-	}
-	return typ
 }
 
 // Writing JSON.

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -19,7 +21,7 @@ type anthropicCallFilter struct {
 	pos       positions // block indices, with Hold
 }
 
-func (f *CallFilter) anthropicEvent(dst []byte, ev *Event) []byte {
+func (f *CallFilter) anthropicEvent(dst []byte, ev *sse.Event) []byte {
 	a := &f.anthropic
 	js := jsonView(ev.Data)
 	if (a.refused || f.hold.held > 0) && !gjson.Valid(js) {
@@ -59,7 +61,7 @@ func (f *CallFilter) anthropicEvent(dst []byte, ev *Event) []byte {
 			b := append(f.scratch[:0], `{"type":"content_block_stop","index":`...)
 			b = strconv.AppendInt(b, int64(f.anthropicOut(pos)), 10)
 			f.scratch = append(b, '}')
-			return appendEventFrame(keepBOM(dst, ev), frameName(ev, "content_block_stop"), f.scratch)
+			return sse.AppendFrame(sse.KeepBOM(dst, ev), sse.FrameName(ev, "content_block_stop"), f.scratch)
 		}
 		if c := f.anthropicHeldAt(index); c >= 0 {
 			return f.anthropicKeep(dst, ev, c, true, delta)
@@ -101,7 +103,7 @@ func (f *CallFilter) anthropicOut(pos int) int {
 
 // anthropicPass passes an event on, with its block index renumbered when
 // a held block came before it.
-func (f *CallFilter) anthropicPass(dst []byte, ev *Event, index jsonMember) []byte {
+func (f *CallFilter) anthropicPass(dst []byte, ev *sse.Event, index jsonMember) []byte {
 	if !f.hold.on || index.val == "" {
 		return append(dst, ev.Raw...)
 	}
@@ -115,7 +117,7 @@ func (f *CallFilter) anthropicPass(dst []byte, ev *Event, index jsonMember) []by
 		return append(dst, ev.Raw...)
 	}
 	f.scratch = renumber(f.scratch[:0], js, "index", out, 0, false)
-	return appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonView(ev.Name), f.scratch)
 }
 
 // anthropicHeldAt is the call Hold followed at the block index m names,
@@ -133,7 +135,7 @@ func (f *CallFilter) anthropicHeldAt(m jsonMember) int {
 
 // anthropicKeep holds a delta or the stop of held call c. Once the call
 // was dropped, or delivered whole, what comes for it is withheld.
-func (f *CallFilter) anthropicKeep(dst []byte, ev *Event, c int, stop bool, delta jsonMember) []byte {
+func (f *CallFilter) anthropicKeep(dst []byte, ev *sse.Event, c int, stop bool, delta jsonMember) []byte {
 	h := &f.hold
 	call := &h.calls[c]
 	if call.state != callHeld {
@@ -180,7 +182,7 @@ func (f *CallFilter) anthropicRelease(dst []byte, js string) []byte {
 	})
 }
 
-func (f *CallFilter) anthropicStart(dst []byte, ev *Event, index, block jsonMember) []byte {
+func (f *CallFilter) anthropicStart(dst []byte, ev *sse.Event, index, block jsonMember) []byte {
 	a := &f.anthropic
 	pos, ok := memberIndex(index)
 	if i := slices.Index(a.withheld, pos); ok && i >= 0 {
@@ -212,22 +214,22 @@ func (f *CallFilter) anthropicStart(dst []byte, ev *Event, index, block jsonMemb
 	}
 	a.withheld = append(a.withheld, pos)
 	out := f.anthropicOut(pos)
-	dst = keepBOM(dst, ev)
+	dst = sse.KeepBOM(dst, ev)
 	b := append(f.scratch[:0], `{"type":"content_block_start","index":`...)
 	b = strconv.AppendInt(b, int64(out), 10)
 	b = append(b, `,"content_block":{"type":"text","text":""}}`...)
-	dst = appendEventFrame(dst, frameName(ev, "content_block_start"), b)
+	dst = sse.AppendFrame(dst, sse.FrameName(ev, "content_block_start"), b)
 	b = append(b[:0], `{"type":"content_block_delta","index":`...)
 	b = strconv.AppendInt(b, int64(out), 10)
 	b = append(b, `,"delta":{"type":"text_delta","text":`...)
 	b = appendJSONLiteral(b, text)
 	b = append(b, "}}"...)
 	f.scratch = b
-	return appendEventFrame(dst, frameName(ev, "content_block_delta"), b)
+	return sse.AppendFrame(dst, sse.FrameName(ev, "content_block_delta"), b)
 }
 
 // anthropicHoldStart starts holding an allowed tool_use block.
-func (f *CallFilter) anthropicHoldStart(dst []byte, ev *Event, pos int, indexed, valid bool, fields [4]string) []byte {
+func (f *CallFilter) anthropicHoldStart(dst []byte, ev *sse.Event, pos int, indexed, valid bool, fields [4]string) []byte {
 	h := &f.hold
 	if !indexed || !valid {
 		// No call is read from it (no index, no JSON), but its bytes name
@@ -248,7 +250,7 @@ func (f *CallFilter) anthropicHoldStart(dst []byte, ev *Event, pos int, indexed,
 
 // anthropicMessageDelta turns a tool_use stop into end_turn once every
 // call of the message was withheld: the agent has no call to answer.
-func (f *CallFilter) anthropicMessageDelta(dst []byte, ev *Event, js string) []byte {
+func (f *CallFilter) anthropicMessageDelta(dst []byte, ev *sse.Event, js string) []byte {
 	if !gjson.Valid(js) {
 		return append(dst, ev.Raw...)
 	}
@@ -268,7 +270,7 @@ func (f *CallFilter) anthropicMessageDelta(dst []byte, ev *Event, js string) []b
 	if !changed {
 		return append(dst, ev.Raw...)
 	}
-	return appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonView(ev.Name), f.scratch)
 }
 
 // anthropicBody rewrites a Message: refused tool_use blocks become text

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 // TestCallFilterBody filters whole replies.
@@ -26,11 +28,11 @@ func TestCallFilterBody(t *testing.T) {
 		wantStop StopReason
 		wantText string // the message text after filtering
 	}{
-		{"anthropic text, refused, allowed", APIAnthropic, readFile(t, filterTestdata, "anthropic-body.json"), "Read", StopToolUse, ""},
+		{"anthropic text, refused, allowed", APIAnthropic, fixturetest.ReadFile(t, filterTestdata, "anthropic-body.json"), "Read", StopToolUse, ""},
 		{"anthropic refused only", APIAnthropic, []byte(refusedOnly[APIAnthropic]), "", StopEndTurn, ""},
-		{"chat null content, refused, allowed", APIChat, readFile(t, filterTestdata, "chat-body.json"), "Read", StopToolUse, "gatekeeper withheld a call to Bash: this run may only use read-only tools now."},
+		{"chat null content, refused, allowed", APIChat, fixturetest.ReadFile(t, filterTestdata, "chat-body.json"), "Read", StopToolUse, "gatekeeper withheld a call to Bash: this run may only use read-only tools now."},
 		{"chat content, refused only", APIChat, []byte(refusedOnly[APIChat]), "", StopEndTurn, "Clearing the directory.\n\ngatekeeper withheld a call to Bash: this run may only use read-only tools now."},
-		{"responses text, refused, allowed", APIResponses, readFile(t, filterTestdata, "responses-body.json"), "Read", StopToolUse, ""},
+		{"responses text, refused, allowed", APIResponses, fixturetest.ReadFile(t, filterTestdata, "responses-body.json"), "Read", StopToolUse, ""},
 		{"responses refused only", APIResponses, []byte(refusedOnly[APIResponses]), "", StopEndTurn, ""},
 	}
 	for _, tt := range tests {

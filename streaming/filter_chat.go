@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -153,7 +155,7 @@ func (c *chatCallFilter) nextIndex(choice int) int {
 	return next
 }
 
-func (f *CallFilter) chatEvent(dst []byte, ev *Event) []byte {
+func (f *CallFilter) chatEvent(dst []byte, ev *sse.Event) []byte {
 	h := &f.hold
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
@@ -188,19 +190,19 @@ func (f *CallFilter) chatEvent(dst []byte, ev *Event) []byte {
 
 // chatWrite writes a chunk as its plan says, and the chunks carrying
 // refusals that follow it.
-func (f *CallFilter) chatWrite(dst []byte, ev *Event, js string, p *chatPlan) []byte {
+func (f *CallFilter) chatWrite(dst []byte, ev *sse.Event, js string, p *chatPlan) []byte {
 	f.scratch = f.chatEdit(f.scratch[:0], js, false)
-	dst = appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+	dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonView(ev.Name), f.scratch)
 	return f.chatExtraChunks(dst, ev, js, p)
 }
 
 // chatExtraChunks writes the chunks carrying the refusals of the chunk js
 // that had content of its own.
-func (f *CallFilter) chatExtraChunks(dst []byte, ev *Event, js string, p *chatPlan) []byte {
+func (f *CallFilter) chatExtraChunks(dst []byte, ev *sse.Event, js string, p *chatPlan) []byte {
 	for _, dp := range p.deltas {
 		if dp.mode == chatTextExtra {
 			f.scratch = chatExtraChunk(f.scratch[:0], js, dp)
-			dst = appendEventFrame(dst, jsonView(ev.Name), f.scratch)
+			dst = sse.AppendFrame(dst, jsonView(ev.Name), f.scratch)
 		}
 	}
 	return dst

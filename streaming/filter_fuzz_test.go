@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 // fuzzAllow turns a byte into a policy: allow all, refuse all, or refuse
@@ -41,8 +43,8 @@ func FuzzCallFilter(f *testing.F) {
 			if dir == filterTestdata {
 				prefix = map[API]string{APIAnthropic: "anthropic-", APIChat: "chat-", APIResponses: "responses-"}[api]
 			}
-			for _, path := range testdataFiles(f, filepath.Join(dir, prefix+"*.sse")) {
-				data := readFile(f, path)
+			for _, path := range fixturetest.Glob(f, filepath.Join(dir, prefix+"*.sse")) {
+				data := fixturetest.ReadFile(f, path)
 				f.Add(data, byte(i), false, uint16(0))
 				f.Add(data, byte(i), true, uint16(i%3*(1+i%17)))
 				i++
@@ -80,7 +82,7 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, en
 		}
 		t.Fatalf(format, args...)
 	}
-	in, _, err := decodeStream(api, 0, whole(data))
+	in, _, err := decodeStream(api, 0, fixturetest.Whole(data))
 	if err != nil {
 		return // the Reader refused the input
 	}
@@ -94,13 +96,13 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, en
 	f := filter()
 	out := holdChunks(t, f, end, data)
 	rng := rand.New(rand.NewPCG(uint64(sel), uint64(len(data))))
-	if cut := holdChunks(t, filter(), end, randomSplit(data, rng)...); !bytes.Equal(cut, out) {
+	if cut := holdChunks(t, filter(), end, fixturetest.RandomSplit(data, rng)...); !bytes.Equal(cut, out) {
 		fail("%s: output depends on the cuts", api)
 	}
 	if sel&3 == 0 && !hold && end < 0 && !bytes.Equal(out, data) {
 		fail("%s: allow all changed the stream", api)
 	}
-	res, _, err := decodeStream(api, 0, whole(out))
+	res, _, err := decodeStream(api, 0, fixturetest.Whole(out))
 	if err != nil {
 		fail("%s: the output does not parse: %v", api, err)
 	}
@@ -265,8 +267,8 @@ func repeatsMembers(t *testing.T, data []byte) bool {
 }
 
 func FuzzCallFilterBody(f *testing.F) {
-	for i, path := range testdataFiles(f, filepath.Join(filterTestdata, "*.json")) {
-		f.Add(readFile(f, path), byte(i))
+	for i, path := range fixturetest.Glob(f, filepath.Join(filterTestdata, "*.json")) {
+		f.Add(fixturetest.ReadFile(f, path), byte(i))
 	}
 	for i, c := range chatJSONCases {
 		f.Add([]byte(c.body), byte(i))

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	"gatekeeper/streaming/sse"
 )
 
 // filterStreams returns, by name, every stream of api the property tests
@@ -19,8 +20,8 @@ import (
 func filterStreams(t *testing.T, api API) map[string][]byte {
 	t.Helper()
 	streams := decoderStreams(t, api)
-	for _, path := range testdataFiles(t, filepath.Join(filterTestdata, filterPrefix(api)+"*.sse")) {
-		streams["filter/"+filepath.Base(path)] = readFile(t, path)
+	for _, path := range fixturetest.Glob(t, filepath.Join(filterTestdata, filterPrefix(api)+"*.sse")) {
+		streams["filter/"+filepath.Base(path)] = fixturetest.ReadFile(t, path)
 	}
 	return streams
 }
@@ -134,10 +135,10 @@ func TestCallFilterSplitInvariance(t *testing.T) {
 						return f
 					}
 					want := holdChunks(t, filter(), p.end, data)
-					splits := map[string][][]byte{"byte by byte": bySize(data, 1)}
+					splits := map[string][][]byte{"byte by byte": fixturetest.BySize(data, 1)}
 					rng := rand.New(rand.NewPCG(uint64(i), uint64(len(data))))
 					for j := range 4 {
-						splits["random "+strconv.Itoa(j)] = randomSplit(data, rng)
+						splits["random "+strconv.Itoa(j)] = fixturetest.RandomSplit(data, rng)
 					}
 					for how, chunks := range splits {
 						if got := holdChunks(t, filter(), p.end, chunks...); !bytes.Equal(got, want) {
@@ -166,11 +167,11 @@ func TestCallFilterFastPath(t *testing.T) {
 	}
 	for _, api := range filterAPIs {
 		prefix := map[API]string{APIAnthropic: "anthropic-", APIChat: "chat-", APIResponses: "responses-"}[api]
-		for _, path := range testdataFiles(t, filepath.Join(filterTestdata, prefix+"*.sse")) {
+		for _, path := range fixturetest.Glob(t, filepath.Join(filterTestdata, prefix+"*.sse")) {
 			streams[filepath.Base(path)] = struct {
 				api  API
 				data []byte
-			}{api, readFile(t, path)}
+			}{api, fixturetest.ReadFile(t, path)}
 		}
 	}
 	for name, s := range streams {
@@ -317,11 +318,11 @@ func BenchmarkCallFilter(b *testing.B) {
 					if policy.hold {
 						f.Hold()
 					}
-					fn := func(ev *Event) error {
+					fn := func(ev *sse.Event) error {
 						out = f.AppendEvent(out[:0], *ev)
 						return nil
 					}
-					r := NewReader(0)
+					r := sse.NewReader(0)
 					for off := 0; off < len(data); off += read {
 						if err := r.Feed(data[off:min(off+read, len(data))], fn); err != nil {
 							b.Fatal(err)

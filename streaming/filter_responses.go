@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -141,7 +143,7 @@ type responsesFields struct {
 	numbered bool
 }
 
-func (f *CallFilter) responsesEvent(dst []byte, ev *Event) []byte {
+func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 	r := &f.responses
 	h := &f.hold
 	data := bytes.TrimSpace(ev.Data)
@@ -303,7 +305,7 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *Event) []byte {
 		return dst, filterKeep
 	}, nil)
 	r.delivered(seq+r.offset, numbered)
-	return appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonView(ev.Name), f.scratch)
 }
 
 // responsesOut reads the output index raw names (in) and gives the one the
@@ -347,7 +349,7 @@ func sequenceNumber(raw string) (int64, bool) {
 // opens whether the decoder would open a call for it if new. done says the
 // event was handled, out being dst with what the client gets instead of
 // it; otherwise it passes like any event.
-func (f *CallFilter) responsesCall(dst []byte, ev *Event, at int, call ToolCall, opens bool, e *responsesFields) (out []byte, done bool) {
+func (f *CallFilter) responsesCall(dst []byte, ev *sse.Event, at int, call ToolCall, opens bool, e *responsesFields) (out []byte, done bool) {
 	r := &f.responses
 	if at >= 0 {
 		c := r.calls[at]
@@ -383,7 +385,7 @@ func (f *CallFilter) responsesCall(dst []byte, ev *Event, at int, call ToolCall,
 	f.refuse(call)
 	pos := len(f.refused) - 1
 	r.add(call.Index, call.ItemID, pos, false)
-	return f.responsesMessageEvents(keepBOM(dst, ev), ev, pos, e.seqNum, e.numbered), true
+	return f.responsesMessageEvents(sse.KeepBOM(dst, ev), ev, pos, e.seqNum, e.numbered), true
 }
 
 // responsesMessageID is the id of the message item that replaces a call.
@@ -412,7 +414,7 @@ func (f *CallFilter) appendMessageItem(dst []byte, pos int, completed bool) []by
 
 // responsesMessageEvents appends the six events of a message item carrying
 // the refusal of the call at pos, at that call's output index.
-func (f *CallFilter) responsesMessageEvents(dst []byte, ev *Event, pos int, seq int64, numbered bool) []byte {
+func (f *CallFilter) responsesMessageEvents(dst []byte, ev *sse.Event, pos int, seq int64, numbered bool) []byte {
 	r := &f.responses
 	tc := f.refused[pos]
 	id := responsesMessageID(tc)
@@ -457,7 +459,7 @@ func (f *CallFilter) responsesMessageEvents(dst []byte, ev *Event, pos int, seq 
 			b = f.appendMessageItem(append(b, `,"item":`...), pos, true)
 		}
 		f.scratch = append(b, '}')
-		dst = appendEventFrame(dst, frameName(ev, typ), f.scratch)
+		dst = sse.AppendFrame(dst, sse.FrameName(ev, typ), f.scratch)
 	}
 	if numbered {
 		r.delivered(seq+r.offset+int64(len(steps))-1, true)

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"gatekeeper/internal/fixturetest"
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -43,11 +46,11 @@ func newTestFilter(tb testing.TB, api API, allow func(string) bool) *CallFilter 
 func filterChunks(tb testing.TB, f *CallFilter, chunks ...[]byte) []byte {
 	tb.Helper()
 	var out []byte
-	fn := func(ev *Event) error {
+	fn := func(ev *sse.Event) error {
 		out = f.AppendEvent(out, *ev)
 		return nil
 	}
-	r := NewReader(0)
+	r := sse.NewReader(0)
 	for _, c := range chunks {
 		if err := r.Feed(c, fn); err != nil {
 			tb.Fatal(err)
@@ -60,20 +63,16 @@ func filterChunks(tb testing.TB, f *CallFilter, chunks ...[]byte) []byte {
 }
 
 // sseEvents returns copies of the events of a stream.
-func sseEvents(tb testing.TB, data []byte) []Event {
+func sseEvents(tb testing.TB, data []byte) []sse.Event {
 	tb.Helper()
-	var evs []Event
-	fn := func(ev *Event) error {
+	var evs []sse.Event
+	fn := func(ev *sse.Event) error {
 		c := *ev
 		c.Name, c.Data, c.ID, c.Raw = bytes.Clone(ev.Name), bytes.Clone(ev.Data), bytes.Clone(ev.ID), bytes.Clone(ev.Raw)
 		evs = append(evs, c)
 		return nil
 	}
-	r := NewReader(0)
-	if err := r.Feed(data, fn); err != nil {
-		tb.Fatal(err)
-	}
-	if err := r.Finish(fn); err != nil {
+	if err := sse.Each(data, fn); err != nil {
 		tb.Fatal(err)
 	}
 	return evs
@@ -110,7 +109,7 @@ func TestCallFilterStreams(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := readFile(t, filterTestdata, tt.file)
+			in := fixturetest.ReadFile(t, filterTestdata, tt.file)
 			inRes, _ := mustDecode(t, tt.api, in)
 			refusedIn, ok := callByName(inRes.ToolCalls, tt.refused)
 			if !ok || !bytes.Contains(refusedIn.Arguments, []byte(withheldArgument)) {
@@ -553,7 +552,7 @@ func TestCallFilterEventRules(t *testing.T) {
 func TestCallFilterFirstEventKeepsBOM(t *testing.T) {
 	in := "\xEF\xBB\xBFdata: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"function\":{\"name\":\"Bash\"}}]}}]}\n\n"
 	out := filterChunks(t, newTestFilter(t, APIChat, refuseAll), []byte(in))
-	if !bytes.HasPrefix(out, bom) || bytes.Contains(out, []byte("call_1")) {
+	if !bytes.HasPrefix(out, []byte("\xEF\xBB\xBF")) || bytes.Contains(out, []byte("call_1")) {
 		t.Fatalf("%q", out)
 	}
 }

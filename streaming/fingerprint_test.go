@@ -7,15 +7,17 @@ import (
 	"testing"
 
 	"github.com/tidwall/sjson"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 func TestRequestFingerprint(t *testing.T) {
-	turn1 := readFile(t, requestTestdata, "anthropic-claude-code-turn1.json")
-	turn2 := readFile(t, requestTestdata, "anthropic-claude-code-turn2.json")
-	chat := readFile(t, requestTestdata, "chat-openai-sdk-parallel-tools.json")
-	codex := readFile(t, requestTestdata, "responses-codex-exec.json")
-	codeMode := readFile(t, requestTestdata, "responses-codex-code-mode.json")
-	prev := readFile(t, requestTestdata, "responses-previous-response-id.json")
+	turn1 := fixturetest.ReadFile(t, requestTestdata, "anthropic-claude-code-turn1.json")
+	turn2 := fixturetest.ReadFile(t, requestTestdata, "anthropic-claude-code-turn2.json")
+	chat := fixturetest.ReadFile(t, requestTestdata, "chat-openai-sdk-parallel-tools.json")
+	codex := fixturetest.ReadFile(t, requestTestdata, "responses-codex-exec.json")
+	codeMode := fixturetest.ReadFile(t, requestTestdata, "responses-codex-code-mode.json")
+	prev := fixturetest.ReadFile(t, requestTestdata, "responses-previous-response-id.json")
 
 	set := func(body []byte, path string, v any) []byte {
 		t.Helper()

@@ -3,7 +3,6 @@ package streaming
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,30 +60,10 @@ func loadExpected(t testing.TB) map[string]expectedFixture {
 	return m
 }
 
-// readFile returns the contents of the file at the joined path.
-func readFile(tb testing.TB, elem ...string) []byte {
-	tb.Helper()
-	b, err := os.ReadFile(filepath.Join(elem...))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b
-}
-
-// testdataFiles returns the files matching pattern, failing when none does.
-func testdataFiles(tb testing.TB, pattern string) []string {
-	tb.Helper()
-	files, err := filepath.Glob(pattern)
-	if err != nil || len(files) == 0 {
-		tb.Fatalf("no files match %s: %v", pattern, err)
-	}
-	return files
-}
-
 // checkCovered fails for every stream of dir that has no golden case.
 func checkCovered(t *testing.T, dir string, covered map[string]bool) {
 	t.Helper()
-	for _, f := range testdataFiles(t, filepath.Join(dir, "*.sse")) {
+	for _, f := range fixturetest.Glob(t, filepath.Join(dir, "*.sse")) {
 		if !covered[filepath.Base(f)] {
 			t.Errorf("%s has no golden case", f)
 		}

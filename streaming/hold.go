@@ -3,6 +3,8 @@ package streaming
 import (
 	"slices"
 	"strconv"
+
+	"gatekeeper/streaming/sse"
 )
 
 // Holding client tool calls until they are safe to deliver.
@@ -84,14 +86,14 @@ func (f *CallFilter) End(dst []byte, typ, msg string) []byte {
 		b = appendJSONLiteral(append(b, `,"message":`...), msg)
 		b = append(b, "}}"...)
 		f.scratch = b
-		return appendEventFrame(dst, "error", b)
+		return sse.AppendFrame(dst, "error", b)
 	case APIChat:
 		b = appendJSONLiteral(append(b, `{"error":{"message":`...), msg)
 		b = appendJSONLiteral(append(b, `,"type":`...), typ)
 		b = appendJSONLiteral(append(b, `,"code":`...), typ)
 		b = append(b, `,"param":null}}`...)
 		f.scratch = b
-		return appendEventFrame(dst, "", b)
+		return sse.AppendFrame(dst, "", b)
 	}
 	r := &f.responses
 	b = appendJSONLiteral(append(b, `{"type":"error","code":`...), typ)
@@ -106,7 +108,7 @@ func (f *CallFilter) End(dst []byte, typ, msg string) []byte {
 		b = append(b, `,"sequence_number":0`...)
 	}
 	f.scratch = append(b, '}')
-	return appendEventFrame(dst, "error", f.scratch)
+	return sse.AppendFrame(dst, "error", f.scratch)
 }
 
 // Holding reports whether any call's bytes are held now.
@@ -234,15 +236,11 @@ func (h *holdState) last(keep func(*heldCall) bool) int {
 // keep stores ev for call: its bytes with any byte order mark left out,
 // since it will not be the first thing the client receives. Only a held
 // call keeps events.
-func (h *holdState) keep(call int, ev *Event, pos int, seq int64, numbered bool) {
+func (h *holdState) keep(call int, ev *sse.Event, pos int, seq int64, numbered bool) {
 	if h.calls[call].state != callHeld {
 		return
 	}
-	raw := ev.Raw
-	if len(raw) >= len(bom) && string(raw[:len(bom)]) == string(bom) {
-		raw = raw[len(bom):]
-	}
-	h.events = append(h.events, heldEvent{call: call, raw: h.put(raw), pos: pos, seq: seq, numbered: numbered})
+	h.events = append(h.events, heldEvent{call: call, raw: h.put(sse.TrimBOM(ev.Raw)), pos: pos, seq: seq, numbered: numbered})
 }
 
 // keepFramed stores an event the filter wrote, data framed as
@@ -252,7 +250,7 @@ func (h *holdState) keepFramed(call int, name string, data []byte) {
 		return
 	}
 	start := len(h.buf)
-	h.buf = appendEventFrame(grow(h.buf, len(name)+len(data)+32), name, data)
+	h.buf = sse.AppendFrame(grow(h.buf, len(name)+len(data)+32), name, data)
 	h.events = append(h.events, heldEvent{call: call, raw: span{start, len(h.buf)}, pos: -1})
 }
 
@@ -358,17 +356,15 @@ func (h *holdState) appendHeld(dst []byte, e *heldEvent) []byte {
 // appendRenumbered appends a held event with the members renumber sets
 // (key to pos, sequence_number to seq), read again from its bytes.
 func (f *CallFilter) appendRenumbered(dst []byte, e *heldEvent, key string, pos int, seq int64, numbered bool) []byte {
-	var ev Event
-	fn := func(got *Event) error {
+	var ev sse.Event
+	fn := func(got *sse.Event) error {
 		ev.Name, ev.Data = slices.Clone(got.Name), slices.Clone(got.Data)
 		return nil
 	}
-	r := NewReader(0)
 	// A held event was read by a Reader and is valid JSON: it reads again.
-	_ = r.Feed(f.hold.bytes(e.raw), fn)
-	_ = r.Finish(fn)
+	_ = sse.Each(f.hold.bytes(e.raw), fn)
 	f.scratch = renumber(f.scratch[:0], jsonView(ev.Data), key, pos, seq, numbered)
-	return appendEventFrame(dst, jsonView(ev.Name), f.scratch)
+	return sse.AppendFrame(dst, jsonView(ev.Name), f.scratch)
 }
 
 // positions renumbers content positions (Anthropic block indices, Responses

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -98,7 +100,7 @@ func chatRenumber(dst []byte, el string, out int) []byte {
 // chatHoldEvent writes what the client gets for a chunk with Hold: first
 // the held calls of the choices it finishes, less a call cut at the output
 // limit, then the chunk less the elements it holds.
-func (f *CallFilter) chatHoldEvent(dst []byte, ev *Event, js string, p *chatPlan) []byte {
+func (f *CallFilter) chatHoldEvent(dst []byte, ev *sse.Event, js string, p *chatPlan) []byte {
 	h := &f.hold
 	c := &f.chat
 	for _, fin := range p.finishes {
@@ -143,7 +145,7 @@ func (f *CallFilter) chatHoldEvent(dst []byte, ev *Event, js string, p *chatPlan
 	switch {
 	case wholly:
 	case p.changed:
-		dst = appendEventFrame(keepBOM(dst, ev), jsonView(ev.Name), c.edited)
+		dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonView(ev.Name), c.edited)
 		dst = f.chatExtraChunks(dst, ev, js, p)
 	default:
 		dst = append(dst, ev.Raw...)
@@ -156,7 +158,7 @@ func (f *CallFilter) chatHoldEvent(dst []byte, ev *Event, js string, p *chatPlan
 
 // chatKeepChunks keeps the elements chatEdit took out of the chunk js, in
 // a chunk per call.
-func (f *CallFilter) chatKeepChunks(ev *Event, js string) {
+func (f *CallFilter) chatKeepChunks(ev *sse.Event, js string) {
 	c := &f.chat
 	for i, e := range c.held {
 		first := true

@@ -136,11 +136,11 @@ func TestHoldFastPath(t *testing.T) {
 		"responses tool call": {APIResponses, benchResponsesToolStream(400)},
 	}
 	for _, api := range filterAPIs {
-		for _, path := range testdataFiles(t, filepath.Join(filterTestdata, holdPrefix[api]+"*.sse")) {
+		for _, path := range fixturetest.Glob(t, filepath.Join(filterTestdata, holdPrefix[api]+"*.sse")) {
 			streams[filepath.Base(path)] = struct {
 				api  API
 				data []byte
-			}{api, readFile(t, path)}
+			}{api, fixturetest.ReadFile(t, path)}
 		}
 	}
 	for name, s := range streams {

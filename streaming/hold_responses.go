@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -21,7 +23,7 @@ func (f *CallFilter) responsesHeld(c responsesFilterCall) bool {
 }
 
 // responsesHoldCall starts holding a new client call.
-func (f *CallFilter) responsesHoldCall(dst []byte, ev *Event, call ToolCall, opens bool, e *responsesFields) []byte {
+func (f *CallFilter) responsesHoldCall(dst []byte, ev *sse.Event, call ToolCall, opens bool, e *responsesFields) []byte {
 	r := &f.responses
 	h := &f.hold
 	call.ID, call.ItemID, call.Name = strings.Clone(call.ID), strings.Clone(call.ItemID), strings.Clone(call.Name)
@@ -56,7 +58,7 @@ func (f *CallFilter) responsesHoldCall(dst []byte, ev *Event, call ToolCall, ope
 // responsesKeep holds an event of held call c, taking what it tells of the
 // call's end and arguments. Once the call was dropped, or delivered whole,
 // what comes for it is withheld.
-func (f *CallFilter) responsesKeep(dst []byte, ev *Event, c int, e *responsesFields) []byte {
+func (f *CallFilter) responsesKeep(dst []byte, ev *sse.Event, c int, e *responsesFields) []byte {
 	r := &f.responses
 	h := &f.hold
 	if e.numbered {

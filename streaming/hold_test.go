@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"gatekeeper/internal/fixturetest"
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -36,7 +39,7 @@ func holdChunks(tb testing.TB, f *CallFilter, end int, chunks ...[]byte) []byte 
 	tb.Helper()
 	var out []byte
 	n := 0
-	fn := func(ev *Event) error {
+	fn := func(ev *sse.Event) error {
 		if n == end {
 			out = f.End(out, cancelType, cancelText)
 		}
@@ -44,7 +47,7 @@ func holdChunks(tb testing.TB, f *CallFilter, end int, chunks ...[]byte) []byte 
 		out = f.AppendEvent(out, *ev)
 		return nil
 	}
-	r := NewReader(0)
+	r := sse.NewReader(0)
 	for _, c := range chunks {
 		if err := r.Feed(c, fn); err != nil {
 			tb.Fatal(err)
@@ -62,7 +65,7 @@ func holdChunks(tb testing.TB, f *CallFilter, end int, chunks ...[]byte) []byte 
 // callEvents tells, for each event of a stream, whether it carries a
 // client call (a start, a fragment or the end of one) and which event
 // carries the reply's stop, read with gjson apart from the filter's code.
-func callEvents(t *testing.T, api API, evs []Event) (call []bool, stop int) {
+func callEvents(t *testing.T, api API, evs []sse.Event) (call []bool, stop int) {
 	t.Helper()
 	call, stop = make([]bool, len(evs)), -1
 	blocks := map[int64]bool{} // Anthropic tool_use indices
@@ -117,7 +120,7 @@ func sameStops(a, b []Stop) bool { return slices.Equal(a, b) }
 func TestHoldMovesCallsBeforeTheStop(t *testing.T) {
 	for _, api := range filterAPIs {
 		t.Run(string(api), func(t *testing.T) {
-			in := readFile(t, filterTestdata, holdPrefix[api]+"text-call.sse")
+			in := fixturetest.ReadFile(t, filterTestdata, holdPrefix[api]+"text-call.sse")
 			evs := sseEvents(t, in)
 			call, stop := callEvents(t, api, evs)
 			var want, calls []byte
@@ -164,7 +167,7 @@ func TestHoldCutAtOutputLimit(t *testing.T) {
 	wantStop := map[API]string{APIAnthropic: "max_tokens", APIChat: "length", APIResponses: "response.incomplete:max_output_tokens"}
 	for _, api := range filterAPIs {
 		t.Run(string(api), func(t *testing.T) {
-			in := readFile(t, filterTestdata, holdPrefix[api]+"cut.sse")
+			in := fixturetest.ReadFile(t, filterTestdata, holdPrefix[api]+"cut.sse")
 			inRes, _ := mustDecode(t, api, in)
 			read, _ := callByName(inRes.ToolCalls, "Read")
 			cut, ok := callByName(inRes.ToolCalls, "Write")
@@ -220,7 +223,7 @@ func TestHoldEnd(t *testing.T) {
 		APIResponses: "event: error\ndata: {\"type\":\"error\",\"code\":\"trajectory_canceled\",\"message\":\"gatekeeper canceled this run: an operator stopped it.\\nStart a new one to go on.\",\"param\":null,\"sequence_number\":%d}\n\n",
 	}
 	for _, api := range filterAPIs {
-		in := readFile(t, filterTestdata, holdPrefix[api]+"text-call.sse")
+		in := fixturetest.ReadFile(t, filterTestdata, holdPrefix[api]+"text-call.sse")
 		evs := sseEvents(t, in)
 		call, _ := callEvents(t, api, evs)
 		first := slices.Index(call, true)
@@ -308,7 +311,7 @@ func TestHoldEnd(t *testing.T) {
 func TestHoldEndAfterDelivery(t *testing.T) {
 	for _, api := range filterAPIs {
 		t.Run(string(api), func(t *testing.T) {
-			in := readFile(t, filterTestdata, holdPrefix[api]+"text-call.sse")
+			in := fixturetest.ReadFile(t, filterTestdata, holdPrefix[api]+"text-call.sse")
 			f := newHoldFilter(t, api, allowAll)
 			out := holdChunks(t, f, 1<<30, in)
 			res, _ := mustDecode(t, api, out)
@@ -343,7 +346,7 @@ func TestHoldWithRefusal(t *testing.T) {
 		for _, file := range []string{"text-refused-allowed.sse", "refused-only.sse"} {
 			t.Run(string(api)+"/"+file, func(t *testing.T) {
 				prefix := strings.TrimSuffix(holdPrefix[api], "hold-")
-				in := readFile(t, filterTestdata, prefix+file)
+				in := fixturetest.ReadFile(t, filterTestdata, prefix+file)
 				plain := newTestFilter(t, api, refuseNames("Bash", "Write"))
 				want, wantParts := mustDecode(t, api, filterChunks(t, plain, in))
 
@@ -388,7 +391,7 @@ func TestHoldWithRefusal(t *testing.T) {
 func TestHoldRenumbers(t *testing.T) {
 	for _, api := range []API{APIAnthropic, APIResponses} {
 		t.Run(string(api), func(t *testing.T) {
-			in := readFile(t, filterTestdata, holdPrefix[api]+"call-then-text.sse")
+			in := fixturetest.ReadFile(t, filterTestdata, holdPrefix[api]+"call-then-text.sse")
 			inRes, inParts := mustDecode(t, api, in)
 			f := newHoldFilter(t, api, allowAll)
 			out := filterChunks(t, f, in)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"gatekeeper/streaming/sse"
 )
 
 // openAIBenchChatStream builds a Chat Completions reply of calls parallel
@@ -65,11 +67,11 @@ func openAIBenchDecode(b *testing.B, api API, stream []byte) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		fn := func(ev *Event) error {
+		fn := func(ev *sse.Event) error {
 			dec.Decode(ev, emit)
 			return nil
 		}
-		r := NewReader(0)
+		r := sse.NewReader(0)
 		for off := 0; off < len(stream); off += read {
 			if err := r.Feed(stream[off:min(off+read, len(stream))], fn); err != nil {
 				b.Fatal(err)

@@ -327,7 +327,7 @@ func checkOpenAIStreams(t *testing.T, api API, cases []openAIStreamCase) {
 	for _, tt := range cases {
 		covered[tt.file] = true
 		t.Run(tt.file, func(t *testing.T) {
-			res, parts := mustDecode(t, api, readFile(t, decoderTestdata[api], tt.file))
+			res, parts := mustDecode(t, api, fixturetest.ReadFile(t, decoderTestdata[api], tt.file))
 			openAICompare(t, openAIDigest(t, res, parts), tt.want)
 			if tt.kinds != nil {
 				var kinds []PartKind

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"testing"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 // TestRefuseCallsByID refuses the Bash call of each filter reply by its id
@@ -22,8 +24,8 @@ func TestRefuseCallsByID(t *testing.T) {
 		APIResponses: "responses-body.json",
 	}
 	for _, api := range []API{APIAnthropic, APIChat, APIResponses} {
-		stream := readFile(t, filterTestdata, streams[api])
-		body := readFile(t, filterTestdata, bodies[api])
+		stream := fixturetest.ReadFile(t, filterTestdata, streams[api])
+		body := fixturetest.ReadFile(t, filterTestdata, bodies[api])
 		t.Run(string(api), func(t *testing.T) {
 			res, _ := mustDecode(t, api, stream)
 			bash, ok := callByName(res.ToolCalls, "Bash")
@@ -77,7 +79,7 @@ func TestRefuseCallsByID(t *testing.T) {
 // TestRefuseCallsOtherIDs leaves a reply alone when no call has a named id.
 func TestRefuseCallsOtherIDs(t *testing.T) {
 	for _, api := range []API{APIAnthropic, APIChat, APIResponses} {
-		stream := readFile(t, filterTestdata, string(holdPrefix[api])+"text-call.sse")
+		stream := fixturetest.ReadFile(t, filterTestdata, string(holdPrefix[api])+"text-call.sse")
 		f := newTestFilter(t, api, allowAll)
 		f.RefuseCalls("call_none", "", "toolu_none")
 		if got := filterChunks(t, f, stream); !bytes.Equal(got, stream) || len(f.Refused()) != 0 {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -81,7 +83,7 @@ func checkRendered(api API, stream []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = eachEvent(stream, func(ev *Event) error {
+	err = sse.Each(stream, func(ev *sse.Event) error {
 		dec.Decode(ev, nil)
 		return nil
 	})
@@ -100,7 +102,7 @@ func checkRendered(api API, stream []byte) ([]byte, error) {
 func renderAnthropic(s string, r gjson.Result) []byte {
 	var out []byte
 	emit := func(typ string, members ...rawMember) {
-		out = appendEventFrame(out, typ, eventJSON(typ, members...))
+		out = sse.AppendFrame(out, typ, eventJSON(typ, members...))
 	}
 	usage := r.Get("usage").Raw
 	if !isObject(usage) {
@@ -180,7 +182,7 @@ func renderChat(r gjson.Result) []byte {
 			b = append(append(b, ':'), m.val...)
 		}
 		b = append(append(append(b, `,"choices":`...), choices...), '}')
-		out = appendEventFrame(out, "", b)
+		out = sse.AppendFrame(out, "", b)
 	}
 	for _, ch := range r.Get("choices").Array() {
 		idx := ch.Get("index").Raw
@@ -241,7 +243,7 @@ func renderChat(r gjson.Result) []byte {
 	if u := r.Get("usage"); u.IsObject() {
 		chunk(`[]`, rawMember{"usage", u.Raw})
 	}
-	return appendEventFrame(out, "", []byte("[DONE]"))
+	return sse.AppendFrame(out, "", []byte("[DONE]"))
 }
 
 // unfinished reports whether a call item was cut short: its stream had no
@@ -257,7 +259,7 @@ func renderResponses(s string, r gjson.Result) []byte {
 	emit := func(typ string, members ...rawMember) {
 		members = append(members, rawMember{"sequence_number", itoa(seq)})
 		seq++
-		out = appendEventFrame(out, typ, eventJSON(typ, members...))
+		out = sse.AppendFrame(out, typ, eventJSON(typ, members...))
 	}
 	open := string(setMembers(nil, s, rawMember{"status", `"in_progress"`}, rawMember{"output", "[]"}, rawMember{"usage", "null"}))
 	emit("response.created", rawMember{"response", open})

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 // TestRenderSSE renders the body of every whole reply stream and reads it
@@ -61,7 +63,7 @@ func TestRenderSSE(t *testing.T) {
 func TestRenderSSEBodies(t *testing.T) {
 	bodies := map[API]string{APIAnthropic: "anthropic-body.json", APIChat: "chat-body.json", APIResponses: "responses-body.json"}
 	for _, api := range escrowAPIs {
-		body := readFile(t, filterTestdata, bodies[api])
+		body := fixturetest.ReadFile(t, filterTestdata, bodies[api])
 		rendered, err := RenderSSE(api, body)
 		if err != nil {
 			t.Fatal(err)

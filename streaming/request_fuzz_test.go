@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 var fuzzAPIs = [...]API{APIAnthropic, APIChat, APIResponses}
@@ -18,8 +20,8 @@ var fuzzAPIs = [...]API{APIAnthropic, APIChat, APIResponses}
 // objects encoding/json accepts, must not modify or keep the body, and
 // must return well-formed values.
 func FuzzParseRequest(f *testing.F) {
-	for _, name := range testdataFiles(f, filepath.Join(requestTestdata, "*.json")) {
-		body := readFile(f, name)
+	for _, name := range fixturetest.Glob(f, filepath.Join(requestTestdata, "*.json")) {
+		body := fixturetest.ReadFile(f, name)
 		base := filepath.Base(name)
 		switch {
 		case strings.HasPrefix(base, "anthropic-"):

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 // requestTestdata holds recorded-shape request bodies.
@@ -212,7 +214,7 @@ func TestParseRequest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			body := []byte(tc.body)
 			if tc.file != "" {
-				body = readFile(t, requestTestdata, tc.file)
+				body = fixturetest.ReadFile(t, requestTestdata, tc.file)
 			}
 			got, err := ParseRequest(tc.api, body)
 			if err != nil {
@@ -286,7 +288,7 @@ func TestParseRequestOwnsItsStrings(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(f.file, func(t *testing.T) {
-			body := readFile(t, requestTestdata, f.file)
+			body := fixturetest.ReadFile(t, requestTestdata, f.file)
 			want, err := ParseRequest(f.api, body)
 			if err != nil {
 				t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -66,7 +68,7 @@ type responsesEvent struct {
 }
 
 // Decode handles one SSE event of a Responses stream.
-func (d *responsesDecoder) Decode(ev *Event, emit func(*Part)) {
+func (d *responsesDecoder) Decode(ev *sse.Event, emit func(*Part)) {
 	if !ev.HasData {
 		return
 	}
@@ -500,7 +502,7 @@ func (d *responsesDecoder) send(emit func(*Part), p Part) {
 	emit(&d.part)
 }
 
-// responsesUsage normalizes a ResponseUsage object (WIRE.md §2.3). An
+// responsesUsage normalizes a ResponseUsage object. An
 // all-zero report is a real zero.
 func responsesUsage(u gjson.Result) Usage {
 	in := nonNegative(u.Get("input_tokens").Int())

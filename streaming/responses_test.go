@@ -6,6 +6,9 @@ import (
 	"reflect"
 	"testing"
 
+	"gatekeeper/internal/fixturetest"
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -173,17 +176,17 @@ func TestResponsesStreams(t *testing.T) {
 }
 
 func TestResponsesDecodeEdgeCases(t *testing.T) {
-	ev := func(name, data string) Event {
-		return Event{Name: []byte(name), HasData: true, Data: []byte(data)}
+	ev := func(name, data string) sse.Event {
+		return sse.Event{Name: []byte(name), HasData: true, Data: []byte(data)}
 	}
 	tests := []struct {
 		name   string
-		events []Event
+		events []sse.Event
 		check  func(t *testing.T, res *Result)
 	}{
 		{
 			name: "the JSON type wins over the event name",
-			events: []Event{
+			events: []sse.Event{
 				ev("message", `{"type":"response.created","response":{"id":"r1","model":"m"}}`),
 				ev("response.output_text.delta", `{"type":"response.completed","response":{"id":"r1","status":"completed","output":[]}}`),
 			},
@@ -195,7 +198,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: "the event name is the fallback when the JSON has no type",
-			events: []Event{
+			events: []sse.Event{
 				ev("response.output_text.delta", `{"delta":"abc"}`),
 			},
 			check: func(t *testing.T, res *Result) {
@@ -206,7 +209,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: "deltas matched by output_index when item_id is missing",
-			events: []Event{
+			events: []sse.Event{
 				ev("", `{"type":"response.output_item.added","output_index":3,"item":{"type":"function_call","id":"fc_9","call_id":"call_9","name":"f","arguments":""}}`),
 				ev("", `{"type":"response.function_call_arguments.delta","output_index":3,"delta":"{}"}`),
 			},
@@ -218,7 +221,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: ".done arguments replace the deltas",
-			events: []Event{
+			events: []sse.Event{
 				ev("", `{"type":"response.output_item.added","output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"c","name":"f","arguments":""}}`),
 				ev("", `{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":"{\"a\":"}`),
 				ev("", `{"type":"response.function_call_arguments.done","item_id":"fc_1","arguments":"{\"a\":2}"}`),
@@ -232,7 +235,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: "a call only in the completed output is recorded",
-			events: []Event{
+			events: []sse.Event{
 				ev("", `{"type":"response.completed","response":{"id":"r","status":"completed","output":[{"type":"message","content":[]},{"type":"function_call","id":"fc_2","call_id":"call_2","name":"g","arguments":"{}","status":"completed"}]}}`),
 			},
 			check: func(t *testing.T, res *Result) {
@@ -244,7 +247,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: "only the first terminal event counts",
-			events: []Event{
+			events: []sse.Event{
 				ev("", `{"type":"response.completed","response":{"id":"r","status":"completed"}}`),
 				ev("", `{"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"x","message":"y"}}}`),
 			},
@@ -256,7 +259,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name: "a failed response with a new code reports it after an error event",
-			events: []Event{
+			events: []sse.Event{
 				ev("error", `{"type":"error","error":{"type":"server_error","code":"a","message":"first"}}`),
 				ev("", `{"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"b","message":"second"}}}`),
 			},
@@ -268,7 +271,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name:   "error event with plain-text data is still the error",
-			events: []Event{ev("error", `Internal Server Error`)},
+			events: []sse.Event{ev("error", `Internal Server Error`)},
 			check: func(t *testing.T, res *Result) {
 				if len(res.Errors) != 1 || res.Errors[0].Message != "Internal Server Error" || res.Unparsed != 0 || res.Truncated {
 					t.Errorf("got %+v", res)
@@ -277,7 +280,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 		},
 		{
 			name:   "invalid JSON is counted",
-			events: []Event{ev("response.output_text.delta", `{"type":"response.output_text.delta","delta":"x`)},
+			events: []sse.Event{ev("response.output_text.delta", `{"type":"response.output_text.delta","delta":"x`)},
 			check: func(t *testing.T, res *Result) {
 				if res.Unparsed != 1 || !errors.Is(res.UnparsedErrors[0], ErrInvalidJSON) || !res.Truncated {
 					t.Errorf("got %+v", res)
@@ -387,7 +390,7 @@ func TestResponsesJSONMatchesStream(t *testing.T) {
 	for _, file := range []string{"function-call-sequence-number.sse", "custom-tool-call.sse", "cached-tokens.sse"} {
 		t.Run(file, func(t *testing.T) {
 			path := filepath.Join(decoderTestdata[APIResponses], file)
-			fromStream, _ := mustDecode(t, APIResponses, readFile(t, path))
+			fromStream, _ := mustDecode(t, APIResponses, fixturetest.ReadFile(t, path))
 			final := openAIFinalResponse(t, path)
 			fromBody, err := DecodeJSON(APIResponses, final)
 			if err != nil {
@@ -405,7 +408,7 @@ func TestResponsesJSONMatchesStream(t *testing.T) {
 func openAIFinalResponse(t *testing.T, path string) []byte {
 	t.Helper()
 	var final []byte
-	err := NewReader(0).Feed(readFile(t, path), func(ev *Event) error {
+	err := sse.Each(fixturetest.ReadFile(t, path), func(ev *sse.Event) error {
 		if r := gjson.GetBytes(ev.Data, "response"); r.Get("status").Str == "completed" {
 			final = []byte(r.Raw)
 		}

@@ -9,6 +9,9 @@ import (
 	"reflect"
 	"testing"
 
+	"gatekeeper/internal/fixturetest"
+	"gatekeeper/streaming/sse"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -41,8 +44,8 @@ func fuzzKeep(seed uint8) func(string) bool {
 }
 
 func addRewriteSeeds(f *testing.F, add func(sel uint8, body []byte)) {
-	for _, name := range testdataFiles(f, filepath.Join(requestTestdata, "*.json")) {
-		body := readFile(f, name)
+	for _, name := range fixturetest.Glob(f, filepath.Join(requestTestdata, "*.json")) {
+		body := fixturetest.ReadFile(f, name)
 		switch requestFileAPI(name) {
 		case APIAnthropic:
 			add(0, body)
@@ -211,16 +214,16 @@ func FuzzStripUsage(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		r := NewReader(1 << 16)
+		r := sse.NewReader(1 << 16)
 		n := 0
-		each := func(ev *Event) error {
+		each := func(ev *sse.Event) error {
 			if n++; n > 64 {
 				return errStopFuzz
 			}
 			// Only the stream's first block may start with a byte order
 			// mark; on a later one the Reader reads it as part of a field
 			// name, which StripUsage cannot tell.
-			if n == 1 || !bytes.HasPrefix(ev.Raw, bom) {
+			if n == 1 || !bytes.HasPrefix(ev.Raw, []byte("\xEF\xBB\xBF")) {
 				checkStripped(t, ev)
 			}
 			return nil
@@ -235,7 +238,7 @@ func FuzzStripUsage(f *testing.F) {
 var errStopFuzz = errors.New("enough events")
 
 // checkStripped checks StripUsage on one event.
-func checkStripped(t *testing.T, ev *Event) {
+func checkStripped(t *testing.T, ev *sse.Event) {
 	t.Helper()
 	raw := bytes.Clone(ev.Raw)
 	data := bytes.TrimSpace(ev.Data)
@@ -267,15 +270,14 @@ func checkStripped(t *testing.T, ev *Event) {
 	case sameSlice(out, raw):
 		t.Fatalf("usage left in %q", ev.Raw)
 	}
-	var got []Event
-	r := NewReader(0)
-	collect := func(e *Event) error {
+	var got []sse.Event
+	collect := func(e *sse.Event) error {
 		c := *e
 		c.Data, c.Name = bytes.Clone(e.Data), bytes.Clone(e.Name)
 		got = append(got, c)
 		return nil
 	}
-	if r.Feed(out, collect) != nil || r.Finish(collect) != nil || len(got) != 1 {
+	if sse.Each(out, collect) != nil || len(got) != 1 {
 		t.Fatalf("%q stripped to %q: %d events", ev.Raw, out, len(got))
 	}
 	e := got[0]

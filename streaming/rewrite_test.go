@@ -13,6 +13,8 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 // The conversation items AppendNotice adds, as the tests expect them.
@@ -218,10 +220,10 @@ func decodeJSON(t *testing.T, b []byte, v any) {
 // what ParseRequest reads of them is unchanged but for the fingerprint of a
 // conversation that had no user message (the notice becomes its first).
 func TestAppendNoticeRequests(t *testing.T) {
-	for _, name := range testdataFiles(t, filepath.Join(requestTestdata, "*.json")) {
+	for _, name := range fixturetest.Glob(t, filepath.Join(requestTestdata, "*.json")) {
 		api := requestFileAPI(name)
 		t.Run(filepath.Base(name), func(t *testing.T) {
-			body := readFile(t, name)
+			body := fixturetest.ReadFile(t, name)
 			out, err := AppendNotice(api, body, "Budget: 92% of the dollar ceiling used; finish the task now.")
 			if err != nil {
 				t.Fatal(err)
@@ -509,10 +511,10 @@ func TestRestrictToolsErrors(t *testing.T) {
 // TestRestrictToolsRequests removes every other declared tool from the
 // recorded-shape request bodies.
 func TestRestrictToolsRequests(t *testing.T) {
-	for _, name := range testdataFiles(t, filepath.Join(requestTestdata, "*.json")) {
+	for _, name := range fixturetest.Glob(t, filepath.Join(requestTestdata, "*.json")) {
 		api := requestFileAPI(name)
 		t.Run(filepath.Base(name), func(t *testing.T) {
-			body := readFile(t, name)
+			body := fixturetest.ReadFile(t, name)
 			lists := refToolLists(api, body)
 			var declared []string
 			if len(lists) > 0 {

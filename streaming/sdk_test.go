@@ -7,6 +7,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 // The official SDKs' accumulators read the streams this package writes
@@ -127,7 +129,7 @@ func TestSDKsReadRenderedAndSplicedStreams(t *testing.T) {
 		}
 		for _, tc := range spliceCases[api] {
 			t.Run("splice/"+string(api)+"/"+tc.name, func(t *testing.T) {
-				first, cont := readFile(t, tc.first...), readFile(t, tc.cont...)
+				first, cont := fixturetest.ReadFile(t, tc.first...), fixturetest.ReadFile(t, tc.cont...)
 				spliced, err := SpliceStream(api, first, cont)
 				if err != nil {
 					t.Fatal(err)

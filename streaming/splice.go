@@ -1,9 +1,10 @@
 package streaming
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
+
+	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
 )
@@ -58,7 +59,7 @@ func heldPrefix(api API, stream []byte, n int) ([]byte, *CallFilter, error) {
 	f.Hold()
 	var out []byte
 	i := 0
-	err = eachEvent(stream, func(ev *Event) error {
+	err = sse.Each(stream, func(ev *sse.Event) error {
 		if i < n {
 			out = f.AppendEvent(out, *ev)
 		}
@@ -74,7 +75,7 @@ func heldPrefix(api API, stream []byte, n int) ([]byte, *CallFilter, error) {
 // appendCont appends an event of the continuation as it came, less a byte
 // order mark: it is not the first thing in the stream.
 func appendCont(dst []byte, e *streamEvent) []byte {
-	return append(dst, bytes.TrimPrefix(e.raw, bom)...)
+	return append(dst, sse.TrimBOM(e.raw)...)
 }
 
 // anthropicStopAt is the position of the message_delta carrying the stop.
@@ -130,9 +131,9 @@ func spliceAnthropicStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 				out = appendCont(out, e)
 				continue
 			}
-			out = appendEventFrame(out, e.name, renumber(nil, js, "index", int(idx.Int())+shift, 0, false))
+			out = sse.AppendFrame(out, e.name, renumber(nil, js, "index", int(idx.Int())+shift, 0, false))
 		case "message_delta":
-			out = appendEventFrame(out, e.name, setMembers(nil, js, rawMember{"usage", usage}))
+			out = sse.AppendFrame(out, e.name, setMembers(nil, js, rawMember{"usage", usage}))
 		default:
 			out = appendCont(out, e)
 		}
@@ -245,13 +246,13 @@ func spliceChatStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 		if gjson.Get(js, "usage").IsObject() {
 			set = append(set[:len(set):len(set)], rawMember{"usage", usage})
 		}
-		out = appendEventFrame(out, e.name, setMembers(nil, js, set...))
+		out = sse.AppendFrame(out, e.name, setMembers(nil, js, set...))
 	}
 	if contUsage == "" && firstUsage != "" {
 		chunk := setMembers(nil, `{"object":"chat.completion.chunk","choices":[]}`, append(ids, rawMember{"usage", usage})...)
-		out = appendEventFrame(out, "", chunk)
+		out = sse.AppendFrame(out, "", chunk)
 	}
-	return appendEventFrame(out, "", []byte("[DONE]")), nil
+	return sse.AppendFrame(out, "", []byte("[DONE]")), nil
 }
 
 // keptOutput is the raw items of a Response's output the client gets with
@@ -329,7 +330,7 @@ func spliceResponsesStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 		case "response.completed", "response.incomplete", "response.failed":
 			data = setMembers(nil, string(data), rawMember{"response", string(responsesSplicedResponse(fr, cr))})
 		}
-		out = appendEventFrame(out, e.name, data)
+		out = sse.AppendFrame(out, e.name, data)
 	}
 	return out, nil
 }

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"gatekeeper/internal/fixturetest"
+	"gatekeeper/streaming/sse"
 )
 
 // spliceCase is a reply and its continuation, both in the package's
@@ -37,7 +40,7 @@ var spliceCases = map[API][]spliceCase{
 
 // heldFilterOut is what a Hold filter refusing nothing gives for the
 // first n events of evs (all when n < 0).
-func heldFilterOut(t *testing.T, api API, evs []Event, n int) []byte {
+func heldFilterOut(t *testing.T, api API, evs []sse.Event, n int) []byte {
 	t.Helper()
 	f := newHoldFilter(t, api, allowAll)
 	var out []byte
@@ -68,7 +71,7 @@ func TestSpliceStream(t *testing.T) {
 	for _, api := range escrowAPIs {
 		for _, tc := range spliceCases[api] {
 			t.Run(string(api)+"/"+tc.name, func(t *testing.T) {
-				first, cont := readFile(t, tc.first...), readFile(t, tc.cont...)
+				first, cont := fixturetest.ReadFile(t, tc.first...), fixturetest.ReadFile(t, tc.cont...)
 				spliced, err := SpliceStream(api, first, cont)
 				if err != nil {
 					t.Fatal(err)
@@ -142,11 +145,11 @@ func TestSpliceJSON(t *testing.T) {
 	for _, api := range escrowAPIs {
 		for _, tc := range spliceCases[api] {
 			t.Run(string(api)+"/"+tc.name, func(t *testing.T) {
-				fb, err := AssembleJSON(api, readFile(t, tc.first...))
+				fb, err := AssembleJSON(api, fixturetest.ReadFile(t, tc.first...))
 				if err != nil {
 					t.Fatal(err)
 				}
-				cb, err := AssembleJSON(api, readFile(t, tc.cont...))
+				cb, err := AssembleJSON(api, fixturetest.ReadFile(t, tc.cont...))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -172,8 +175,8 @@ func TestSpliceJSON(t *testing.T) {
 }
 
 func TestSpliceErrors(t *testing.T) {
-	whole := readFile(t, anthropicTestdata, "text.sse")
-	cut := readFile(t, anthropicTestdata, "truncated_mid_tool.sse")
+	whole := fixturetest.ReadFile(t, anthropicTestdata, "text.sse")
+	cut := fixturetest.ReadFile(t, anthropicTestdata, "truncated_mid_tool.sse")
 	tests := []struct {
 		name        string
 		api         API
@@ -182,8 +185,8 @@ func TestSpliceErrors(t *testing.T) {
 	}{
 		{"first cut", APIAnthropic, cut, whole, ErrIncompleteStream},
 		{"cont cut", APIAnthropic, whole, cut, ErrIncompleteStream},
-		{"chat cont error", APIChat, readFile(t, "testdata/chat", "refusal.sse"), readFile(t, "testdata/chat", "groq-error-event.sse"), ErrIncompleteStream},
-		{"responses cont failed", APIResponses, readFile(t, "testdata/responses", "cached-tokens.sse"), readFile(t, "testdata/responses", "truncated-no-terminal.sse"), ErrIncompleteStream},
+		{"chat cont error", APIChat, fixturetest.ReadFile(t, "testdata/chat", "refusal.sse"), fixturetest.ReadFile(t, "testdata/chat", "groq-error-event.sse"), ErrIncompleteStream},
+		{"responses cont failed", APIResponses, fixturetest.ReadFile(t, "testdata/responses", "cached-tokens.sse"), fixturetest.ReadFile(t, "testdata/responses", "truncated-no-terminal.sse"), ErrIncompleteStream},
 		{"unknown", API("x"), whole, whole, ErrUnknownAPI},
 	}
 	for _, tt := range tests {

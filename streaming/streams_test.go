@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	"gatekeeper/streaming/sse"
 )
 
 // Feeding streams to a Reader and a decoder, in the pieces a network may
@@ -36,14 +37,14 @@ func decodeStream(api API, maxEvent int, chunks [][]byte) (*Result, []Part, erro
 	}
 	var parts []Part
 	emit := func(p *Part) { parts = append(parts, clonePart(p)) }
-	fn := func(ev *Event) error {
+	fn := func(ev *sse.Event) error {
 		dec.Decode(ev, emit)
 		return nil
 	}
-	r := NewReader(maxEvent)
+	r := sse.NewReader(maxEvent)
 	limit := maxEvent
 	if limit <= 0 {
-		limit = DefaultMaxEventSize
+		limit = sse.DefaultMaxEventSize
 	}
 	for _, c := range chunks {
 		if err := r.Feed(c, fn); err != nil {
@@ -92,44 +93,14 @@ func partText(parts []Part, kind PartKind) string {
 	return b.String()
 }
 
-func whole(in []byte) [][]byte { return [][]byte{in} }
-
-func bySize(in []byte, n int) [][]byte {
-	var out [][]byte
-	for len(in) > n {
-		out = append(out, in[:n:n])
-		in = in[n:]
-	}
-	return append(out, in)
-}
-
-// randomSplit cuts in at random points, mostly close together with now and
-// then a long piece, the way network reads come.
-func randomSplit(in []byte, rng *rand.Rand) [][]byte {
-	var out [][]byte
-	for len(in) > 0 {
-		n := 1 + rng.IntN(16)
-		switch rng.IntN(8) {
-		case 0:
-			n = 1 + rng.IntN(4096)
-		case 1:
-			n = 0 // an empty Feed must be harmless
-		}
-		n = min(n, len(in))
-		out = append(out, in[:n:n])
-		in = in[n:]
-	}
-	return out
-}
-
 // decoderStreams returns, by name, every stream of api the property tests
 // run over: the package's testdata and, when present, the recorded
 // fixtures.
 func decoderStreams(t *testing.T, api API) map[string][]byte {
 	t.Helper()
 	streams := map[string][]byte{}
-	for _, f := range testdataFiles(t, filepath.Join(decoderTestdata[api], "*.sse")) {
-		streams[filepath.Base(f)] = readFile(t, f)
+	for _, f := range fixturetest.Glob(t, filepath.Join(decoderTestdata[api], "*.sse")) {
+		streams[filepath.Base(f)] = fixturetest.ReadFile(t, f)
 	}
 	if !fixturetest.Present() {
 		return streams
@@ -152,11 +123,11 @@ const fuzzMaxEvent = 1 << 16
 // the input.
 func decodeSplit(t *testing.T, api API, data []byte, seed uint64) (res *Result, parts []Part, ok bool) {
 	t.Helper()
-	res, parts, err := decodeStream(api, fuzzMaxEvent, whole(data))
+	res, parts, err := decodeStream(api, fuzzMaxEvent, fixturetest.Whole(data))
 	if err != nil {
 		return nil, nil, false
 	}
-	cut, cutParts, err := decodeStream(api, fuzzMaxEvent, randomSplit(data, rand.New(rand.NewPCG(seed, uint64(len(data))))))
+	cut, cutParts, err := decodeStream(api, fuzzMaxEvent, fixturetest.RandomSplit(data, rand.New(rand.NewPCG(seed, uint64(len(data))))))
 	if err != nil {
 		t.Fatalf("the Reader refused the cut stream but not the whole one: %v", err)
 	}
@@ -171,8 +142,8 @@ func decodeSplit(t *testing.T, api API, data []byte, seed uint64) (res *Result, 
 
 // addStreamSeeds adds every testdata stream of api as a seed.
 func addStreamSeeds(f *testing.F, api API) {
-	for i, path := range testdataFiles(f, filepath.Join(decoderTestdata[api], "*.sse")) {
-		f.Add(readFile(f, path), uint64(i))
+	for i, path := range fixturetest.Glob(f, filepath.Join(decoderTestdata[api], "*.sse")) {
+		f.Add(fixturetest.ReadFile(f, path), uint64(i))
 	}
 }
 
@@ -197,10 +168,10 @@ func checkSplitInvariance(t *testing.T, api API, data []byte, seed uint64) {
 	if len(wantParts) == 0 {
 		t.Fatal("no parts")
 	}
-	splits := map[string][][]byte{"byte by byte": bySize(data, 1)}
+	splits := map[string][][]byte{"byte by byte": fixturetest.BySize(data, 1)}
 	rng := rand.New(rand.NewPCG(seed, uint64(len(data))))
 	for i := range 8 {
-		splits["random "+strconv.Itoa(i)] = randomSplit(data, rng)
+		splits["random "+strconv.Itoa(i)] = fixturetest.RandomSplit(data, rng)
 	}
 	for how, chunks := range splits {
 		got, gotParts := mustDecode(t, api, chunks...)
@@ -215,12 +186,7 @@ func checkSplitInvariance(t *testing.T, api API, data []byte, seed uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewReader(0)
-	fn := func(ev *Event) error { noEmit.Decode(ev, nil); return nil }
-	if err := r.Feed(data, fn); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Finish(fn); err != nil {
+	if err := sse.Each(data, func(ev *sse.Event) error { noEmit.Decode(ev, nil); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if got := noEmit.Finish(); !reflect.DeepEqual(got, want) {

@@ -1,6 +1,10 @@
 package streaming
 
-import "errors"
+import (
+	"errors"
+
+	"gatekeeper/streaming/sse"
+)
 
 // API names one provider wire format.
 type API string
@@ -14,9 +18,6 @@ const (
 
 // Sentinel errors.
 var (
-	// ErrEventTooLarge is returned by the Reader when one event (or one line)
-	// grows past its limit without ending.
-	ErrEventTooLarge = errors.New("streaming: SSE event exceeds size limit")
 	// ErrUnknownAPI is returned for an API this package does not know.
 	ErrUnknownAPI = errors.New("streaming: unknown API")
 	// ErrInvalidJSON is returned when a body or event payload is not valid JSON.
@@ -204,7 +205,7 @@ type Decoder interface {
 	// Decode handles one event. emit, when not nil, receives the event's
 	// Parts in order. An event that cannot be decoded is counted in
 	// Result.Unparsed, never skipped silently.
-	Decode(ev *Event, emit func(*Part))
+	Decode(ev *sse.Event, emit func(*Part))
 	// Finish is called once at the end of the stream; it marks the result
 	// truncated when the terminal event never came, and returns it.
 	Finish() *Result

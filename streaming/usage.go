@@ -1,6 +1,10 @@
 package streaming
 
-import "bytes"
+import (
+	"bytes"
+
+	"gatekeeper/streaming/sse"
+)
 
 // Chat Completions streams report usage only when the request asks for it
 // (stream_options.include_usage). gatekeeper meters every call, so it asks
@@ -92,10 +96,7 @@ func EnsureIncludeUsage(body []byte) (out []byte, added bool, err error) {
 // rebuilt with its data lines, each written "data: ", in place of the
 // first of them.
 func StripUsage(raw []byte) (out []byte, drop bool) {
-	from := 0
-	if bytes.HasPrefix(raw, bom) {
-		from = len(bom)
-	}
+	from := len(raw) - len(sse.TrimBOM(raw))
 	var data textSpan // the value of the first data line
 	lines := 0
 	for i := from; i < len(raw); {

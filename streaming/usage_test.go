@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
 )
@@ -280,7 +281,7 @@ func TestStripUsageFixtures(t *testing.T) {
 			stream := fixturetest.Read(t, name)
 			var stripped []byte
 			var chunks, usageNull, changed, dropped int
-			each := func(ev *Event) error {
+			each := func(ev *sse.Event) error {
 				if ev.HasData && gjson.ValidBytes(ev.Data) && gjson.GetBytes(ev.Data, "choices.#").Int() > 0 {
 					chunks++
 					if u := gjson.GetBytes(ev.Data, "usage"); u.Exists() && u.Type == gjson.Null {
@@ -297,7 +298,7 @@ func TestStripUsageFixtures(t *testing.T) {
 				stripped = append(stripped, out...)
 				return nil
 			}
-			r := NewReader(0)
+			r := sse.NewReader(0)
 			if err := r.Feed(stream, each); err != nil {
 				t.Fatal(err)
 			}
@@ -334,17 +335,13 @@ func TestStripUsageFixtures(t *testing.T) {
 // usage member.
 func checkNoUsageLeft(t *testing.T, stream []byte) {
 	t.Helper()
-	r := NewReader(0)
-	check := func(ev *Event) error {
+	check := func(ev *sse.Event) error {
 		if ev.HasData && gjson.GetBytes(bytes.TrimSpace(ev.Data), "usage").Exists() {
 			t.Errorf("usage left in %q", ev.Raw)
 		}
 		return nil
 	}
-	if err := r.Feed(stream, check); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Finish(check); err != nil {
+	if err := sse.Each(stream, check); err != nil {
 		t.Fatal(err)
 	}
 }

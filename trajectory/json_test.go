@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// contractRecord is CONTRACT.md's example record.
+// contractRecord is an example record of the admin API.
 func contractRecord() *Record {
 	r := New("run-42", "team-a", t0)
 	r.State = WaitingTool

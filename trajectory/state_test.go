@@ -10,7 +10,7 @@ import (
 
 var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
-// legalPairs is DESIGN.md's table written out pair by pair, independently of
+// legalPairs is the state table written out pair by pair, independently of
 // CanTransition's switch, so the two can disagree and fail this test.
 func legalPairs() map[[2]State]bool {
 	return map[[2]State]bool{

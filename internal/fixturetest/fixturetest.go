@@ -1,5 +1,5 @@
 // Package fixturetest gives tests the recorded real provider streams kept
-// beside the checkout (../shared/fixtures next to the module root), with
+// beside the checkout (a fixtures directory next to the module root), with
 // EXPECTED.json describing what each must decode to. They are read in
 // place and never copied into the repository; tests skip when they are
 // absent.

@@ -4,8 +4,10 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,7 +66,8 @@ func pure(mod string) []struct {
 	}{
 		{"trajectory", false, rule{module: mod, banned: ioStd}},
 		{"trajectory", true, rule{module: mod}},
-		{"streaming", false, rule{module: mod, extra: []string{"github.com/tidwall/"}}},
+		{"streaming", false, rule{module: mod, own: []string{mod + "/streaming/sse"}, extra: []string{"github.com/tidwall/"}}},
+		{"streaming/sse", false, rule{module: mod, banned: ioStd}},
 		{"meter", false, rule{module: mod, own: []string{mod + "/trajectory"}, extra: []string{"go.yaml.in/yaml/v3"}, banned: ioStd}},
 	}
 }
@@ -216,4 +219,34 @@ func isErrorsNew(e ast.Expr) bool {
 	}
 	pkg, ok := sel.X.(*ast.Ident)
 	return ok && pkg.Name == "errors" && sel.Sel.Name == "New"
+}
+
+// TestStreamingTreeListed: every package under streaming/ has its rule in
+// pure, so a new one cannot escape the check.
+func TestStreamingTreeListed(t *testing.T) {
+	listed := map[string]bool{}
+	for _, p := range pure(modulePath(t)) {
+		listed[filepath.ToSlash(p.dir)] = true
+	}
+	err := filepath.WalkDir(filepath.Join(root(), "streaming"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if d.Name() == "testdata" {
+			return filepath.SkipDir
+		}
+		code, _ := filepath.Glob(filepath.Join(path, "*.go"))
+		code = slices.DeleteFunc(code, func(name string) bool { return strings.HasSuffix(name, "_test.go") })
+		rel, err := filepath.Rel(root(), path)
+		if err != nil {
+			return err
+		}
+		if len(code) > 0 && !listed[filepath.ToSlash(rel)] {
+			t.Errorf("package %s has no purity rule", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,10 +1,12 @@
-package streaming
+package sse
 
 import (
 	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 // FuzzReader feeds arbitrary bytes cut at points taken from cuts (each byte
@@ -26,14 +28,14 @@ func FuzzReader(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s), []byte{1, 2, 3, 0, 5}, uint16(8))
 	}
-	for _, path := range testdataFiles(f, filepath.Join("testdata", "sse", "*.sse")) {
-		f.Add(readFile(f, path), []byte{7, 200, 1, 64, 13}, uint16(300))
+	for _, path := range fixturetest.Glob(f, filepath.Join("testdata", "sse", "*.sse")) {
+		f.Add(fixturetest.ReadFile(f, path), []byte{7, 200, 1, 64, 13}, uint16(300))
 	}
 	f.Fuzz(func(t *testing.T, in, cuts []byte, limit uint16) {
 		small := int(limit%1024) + 1
 		for _, maxSize := range []int{small, DefaultMaxEventSize} {
 			want, tooLarge := refParse(in, maxSize)
-			oneShot, err := run(t, maxSize, whole(in))
+			oneShot, err := run(t, maxSize, fixturetest.Whole(in))
 			checkRun(t, "one piece", in, want, tooLarge, oneShot, err)
 			chunked, err := run(t, maxSize, cutAt(in, cuts))
 			checkRun(t, "cut", in, want, tooLarge, chunked, err)

@@ -1,4 +1,4 @@
-package streaming
+package sse
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+
+	"gatekeeper/internal/fixturetest"
 )
 
 // benchStreamSize is the size of each generated benchmark stream.
@@ -122,7 +124,7 @@ func BenchmarkReader(b *testing.B) {
 	for _, s := range streams {
 		stream, events := s.gen(benchStreamSize)
 		for _, read := range []int{4 << 10, 16 << 10} {
-			chunks := bySize(stream, read)
+			chunks := fixturetest.BySize(stream, read)
 			name := fmt.Sprintf("%s/%dKiB", s.name, read>>10)
 			b.Run(name+"/stream", func(b *testing.B) {
 				benchFeed(b, stream, chunks, events, false)
@@ -186,7 +188,7 @@ func benchFeed(b *testing.B, stream []byte, chunks [][]byte, events int, reuse b
 func TestBenchStreams(t *testing.T) {
 	for _, gen := range []func(int) ([]byte, int){anthropicToolStream, chatTextStream, largeEventStream} {
 		stream, events := gen(64 << 10)
-		got, err := run(t, 0, bySize(stream, 4096))
+		got, err := run(t, 0, fixturetest.BySize(stream, 4096))
 		if err != nil {
 			t.Fatal(err)
 		}

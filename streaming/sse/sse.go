@@ -1,9 +1,14 @@
-package streaming
+package sse
 
 import (
 	"bytes"
+	"errors"
 	"math"
 )
+
+// ErrEventTooLarge is returned by the Reader when one event (or one line)
+// grows past its limit without ending.
+var ErrEventTooLarge = errors.New("sse: event exceeds size limit")
 
 // DefaultMaxEventSize bounds one event (all its lines) when the Reader is
 // built without an explicit limit. Anthropic web-search result lines reach

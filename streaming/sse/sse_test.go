@@ -1,4 +1,4 @@
-package streaming
+package sse
 
 import (
 	"bytes"
@@ -95,11 +95,11 @@ type chunking struct {
 // chunkingsOf lists the ways the table tests split their (small) inputs:
 // whole, a byte at a time, and cut in two at every point.
 func chunkingsOf(in []byte) []chunking {
-	cs := []chunking{{"whole", whole(in)}, {"bytewise", bySize(in, 1)}}
+	cs := []chunking{{"whole", fixturetest.Whole(in)}, {"bytewise", fixturetest.BySize(in, 1)}}
 	if len(in) > 512 {
 		rng := rand.New(rand.NewPCG(1, uint64(len(in))))
 		for i := range 16 {
-			cs = append(cs, chunking{"random" + strconv.Itoa(i), randomSplit(in, rng)})
+			cs = append(cs, chunking{"random" + strconv.Itoa(i), fixturetest.RandomSplit(in, rng)})
 		}
 		return cs
 	}
@@ -578,7 +578,7 @@ func TestReaderErrorsAreFinal(t *testing.T) {
 // recorded provider streams.
 func streamFiles(t *testing.T) (own, fixtures []string) {
 	t.Helper()
-	own = testdataFiles(t, filepath.Join("testdata", "sse", "*.sse"))
+	own = fixturetest.Glob(t, filepath.Join("testdata", "sse", "*.sse"))
 	fixtures, _ = filepath.Glob(filepath.Join(fixturetest.Path(), "*.sse"))
 	return own, fixtures
 }
@@ -589,8 +589,8 @@ func streamFiles(t *testing.T) (own, fixtures []string) {
 func TestReaderChunkingInvariance(t *testing.T) {
 	own, fixtures := streamFiles(t)
 	check := func(t *testing.T, path string) {
-		in := readFile(t, path)
-		want, err := run(t, 0, whole(in))
+		in := fixturetest.ReadFile(t, path)
+		want, err := run(t, 0, fixturetest.Whole(in))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -601,10 +601,10 @@ func TestReaderChunkingInvariance(t *testing.T) {
 			t.Fatalf("reference model disagrees:\n got %s\nwant %s", show(want), show(ref))
 		}
 		rng := rand.New(rand.NewPCG(7, uint64(len(in))))
-		ways := []chunking{{"bytewise", bySize(in, 1)}, {"4KiB", bySize(in, 4096)}, {"16KiB", bySize(in, 16384)}}
+		ways := []chunking{{"bytewise", fixturetest.BySize(in, 1)}, {"4KiB", fixturetest.BySize(in, 4096)}, {"16KiB", fixturetest.BySize(in, 16384)}}
 		iterations := min(200, max(20, 400_000/max(len(in), 1)))
 		for i := range iterations {
-			ways = append(ways, chunking{"random" + strconv.Itoa(i), randomSplit(in, rng)})
+			ways = append(ways, chunking{"random" + strconv.Itoa(i), fixturetest.RandomSplit(in, rng)})
 		}
 		for _, c := range ways {
 			got, err := run(t, 0, c.chunks)
@@ -633,8 +633,8 @@ func TestReaderGolden(t *testing.T) {
 	own, _ := streamFiles(t)
 	for _, path := range own {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			in := readFile(t, path)
-			got, err := run(t, 0, whole(in))
+			in := fixturetest.ReadFile(t, path)
+			got, err := run(t, 0, fixturetest.Whole(in))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -649,7 +649,7 @@ func TestReaderGolden(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if want := readFile(t, golden); !bytes.Equal(b, want) {
+			if want := fixturetest.ReadFile(t, golden); !bytes.Equal(b, want) {
 				t.Fatalf("events differ from %s:\n%s", golden, b)
 			}
 		})
@@ -666,8 +666,8 @@ func TestReaderFixturePayloads(t *testing.T) {
 	}
 	for _, path := range fixtures {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			in := readFile(t, path)
-			evs, err := run(t, 0, bySize(in, 4096))
+			in := fixturetest.ReadFile(t, path)
+			evs, err := run(t, 0, fixturetest.BySize(in, 4096))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -705,10 +705,10 @@ func TestReaderSteadyStateAllocs(t *testing.T) {
 		name   string
 		chunks [][]byte
 	}{
-		{name: "whole events per Feed", chunks: whole(in)},
+		{name: "whole events per Feed", chunks: fixturetest.Whole(in)},
 		{name: "events split across Feeds", chunks: [][]byte{in[:30], in[30:150], in[150:]}},
 		{name: "CRLF split across Feeds", chunks: [][]byte{in[:len(in)-3], in[len(in)-3:]}},
-		{name: "small reads", chunks: bySize(in, 7)},
+		{name: "small reads", chunks: fixturetest.BySize(in, 7)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,110 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"gatekeeper/streaming"
+)
+
+// dialect is what the proxy needs of one turn API beyond what the streaming
+// packages read and write of it: where its turns are routed, how its errors
+// and keepalives look, which request members carry the output limit and
+// name a held turn.
+type dialect struct {
+	api      streaming.API
+	provider string // the providers' config api that serves it
+	path     string // the turn's route below the provider's prefix
+	// outputField is where a request takes the output limit the agent did
+	// not set.
+	outputField string
+	// turnFields are the request members a held turn's key hashes: the
+	// conversation and the tools, nothing a retry may change.
+	turnFields []string
+	// keepalive is what a held stream sends while it waits: Anthropic's SDKs
+	// expect ping events, OpenAI's skip SSE comments.
+	keepalive []byte
+	// askUsage is set when a stream carries usage only if the request asks
+	// for it (stream_options.include_usage), which gatekeeper then does.
+	askUsage bool
+	// errorBody renders an error in the API's own format.
+	errorBody func(typ, msg string) []byte
+}
+
+// dialects is the one table of the turn APIs gatekeeper serves; a provider
+// family's first entry gives the error format of its other routes.
+var dialects = []*dialect{
+	{
+		api: streaming.APIAnthropic, provider: "anthropic", path: "/v1/messages",
+		outputField: "max_tokens",
+		turnFields:  []string{"system", "messages", "tools"},
+		keepalive:   []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n"),
+		errorBody:   anthropicError,
+	},
+	{
+		api: streaming.APIChat, provider: "openai", path: "/v1/chat/completions",
+		outputField: "max_completion_tokens",
+		turnFields:  []string{"messages", "tools"},
+		keepalive:   []byte(": keepalive\n\n"),
+		askUsage:    true,
+		errorBody:   openAIError,
+	},
+	{
+		api: streaming.APIResponses, provider: "openai", path: "/v1/responses",
+		outputField: "max_output_tokens",
+		turnFields:  []string{"instructions", "input", "previous_response_id", "tools"},
+		keepalive:   []byte(": keepalive\n\n"),
+		errorBody:   openAIError,
+	},
+}
+
+// dialectOf is api's entry in dialects. Every API the proxy handles came
+// from the table, so an unknown one is a bug: it panics.
+func dialectOf(api streaming.API) *dialect {
+	for _, d := range dialects {
+		if d.api == api {
+			return d
+		}
+	}
+	panic("proxy: no dialect for API " + string(api))
+}
+
+// turnDialect is the dialect of a turn route of provider family provider,
+// or nil when the route is not a turn.
+func turnDialect(provider, method, rest string) *dialect {
+	if method != http.MethodPost {
+		return nil
+	}
+	for _, d := range dialects {
+		if d.provider == provider && d.path == rest {
+			return d
+		}
+	}
+	return nil
+}
+
+// familyDialect is the first dialect of provider family provider, whose
+// error format its other routes answer in; nil for an unknown family.
+func familyDialect(provider string) *dialect {
+	for _, d := range dialects {
+		if d.provider == provider {
+			return d
+		}
+	}
+	return nil
+}
+
+// anthropicError is {"type":"error","error":{"type","message"}}.
+func anthropicError(typ, msg string) []byte {
+	return marshalError(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
+}
+
+// openAIError is {"error":{"message","type","code","param"}}.
+func openAIError(typ, msg string) []byte {
+	return marshalError(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": typ, "param": nil}})
+}
+
+func marshalError(v any) []byte {
+	b, _ := json.Marshal(v) // maps of strings always marshal
+	return b
+}
