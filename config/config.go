@@ -61,6 +61,19 @@ type Provider struct {
 	// Default makes the provider also serve /v1/... at the root.
 	Default bool          `yaml:"default" json:"default"`
 	Keys    []ProviderKey `yaml:"keys" json:"keys"`
+	// Passthrough are the requests, besides turns and the built-in
+	// allowlist (model listing and retrieval, Anthropic token counting),
+	// that gatekeeper forwards to this provider unmetered. Anything else
+	// is refused: pass-through spends the shared provider key.
+	Passthrough []Passthrough `yaml:"passthrough" json:"passthrough"`
+}
+
+// Passthrough allows one kind of non-turn request: an HTTP method and a
+// path pattern in Go's path.Match syntax ("*" matches one segment), e.g.
+// {method: GET, path: /v1/files/*}.
+type Passthrough struct {
+	Method string `yaml:"method" json:"method"`
+	Path   string `yaml:"path" json:"path"`
 }
 
 // Mock reports whether the provider is the built-in mock.
@@ -80,6 +93,10 @@ type ProviderKey struct {
 	RPMBurst       int    `yaml:"rpm_burst" json:"rpm_burst"`
 	InputTPMBurst  int64  `yaml:"input_tpm_burst" json:"input_tpm_burst"`
 	OutputTPMBurst int64  `yaml:"output_tpm_burst" json:"output_tpm_burst"`
+	// Organization and Project, when set, are sent as OpenAI-Organization
+	// and OpenAI-Project with this key; an agent's own are always dropped.
+	Organization string `yaml:"organization" json:"organization"`
+	Project      string `yaml:"project" json:"project"`
 }
 
 // Price is what a model costs, in USD per million tokens.
@@ -109,6 +126,10 @@ type Tenant struct {
 	Budget        Budget     `yaml:"budget" json:"budget"`
 	CallLimits    CallLimits `yaml:"call_limits" json:"call_limits"`
 	ReadOnlyTools []string   `yaml:"read_only_tools" json:"read_only_tools"`
+	// AnthropicBeta, when not empty, lists the anthropic-beta values the
+	// tenant's requests may carry; a request naming another is refused.
+	// Empty (the default) forwards every beta, as Claude Code needs.
+	AnthropicBeta []string `yaml:"anthropic_beta" json:"anthropic_beta"`
 }
 
 // Budget is a trajectory's default ceiling per dimension; zero means no
@@ -155,7 +176,15 @@ type Limits struct {
 	// PauseHold is how long a request of a paused trajectory is held before
 	// it is answered trajectory_paused; below the agents' idle timeouts.
 	PauseHold Duration `yaml:"pause_hold" json:"pause_hold"`
+	// BodyTimeout bounds the wait for an agent's request body: each period
+	// must bring at least BodyProgressBytes of it (the whole rest when
+	// less), or the request is answered 408 and its connection closed.
+	BodyTimeout Duration `yaml:"body_timeout" json:"body_timeout"`
 }
+
+// BodyProgressBytes is how much of a request body must arrive within each
+// limits.body_timeout: a trickle of a few bytes never keeps a connection.
+const BodyProgressBytes = 4096
 
 // Stages are the values of ρ (used/ceiling, the tightest budget dimension)
 // at which each escalation stage starts.
@@ -233,6 +262,7 @@ const (
 	DefaultMaxEventBytes = 16 << 20
 	DefaultToolDeadline  = 30 * time.Minute
 	DefaultPauseHold     = 240 * time.Second
+	DefaultBodyTimeout   = 60 * time.Second
 	DefaultServiceName   = "gatekeeper"
 	DefaultMaxWait       = 30 * time.Second
 	DefaultOutputTokens  = 4096
@@ -257,6 +287,7 @@ func DefaultConfig() *Config {
 			MaxEventBytes: DefaultMaxEventBytes,
 			ToolDeadline:  Duration(DefaultToolDeadline),
 			PauseHold:     Duration(DefaultPauseHold),
+			BodyTimeout:   Duration(DefaultBodyTimeout),
 		},
 		Stages: Stages{Steer: 0.70, Restrict: 0.90, Halt: 1.00},
 		Log:    Log{Level: LogInfo, Format: LogJSON},

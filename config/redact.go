@@ -28,6 +28,7 @@ func (c *Config) Redacted() *Config {
 		p := &r.Providers[i]
 		p.BaseURL = redactURL(p.BaseURL)
 		p.Keys = slices.Clone(p.Keys)
+		p.Passthrough = slices.Clone(p.Passthrough)
 		for j := range p.Keys {
 			p.Keys[j].Key = redact(p.Keys[j].Key)
 		}
@@ -41,6 +42,7 @@ func (c *Config) Redacted() *Config {
 			t.Keys[j] = redact(t.Keys[j])
 		}
 		t.ReadOnlyTools = slices.Clone(t.ReadOnlyTools)
+		t.AnthropicBeta = slices.Clone(t.AnthropicBeta)
 	}
 
 	r.Admin.Tokens = slices.Clone(c.Admin.Tokens)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -267,6 +268,38 @@ func (v *validator) providers(ps []Provider) {
 			}
 		}
 		v.providerKeys(at, p.Keys)
+		v.passthrough(fieldPath(at, "passthrough"), p.Passthrough)
+	}
+}
+
+// passthroughMethods are the methods a pass-through entry may allow.
+var passthroughMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
+
+// passthrough checks the allowed pass-through requests: a method, and a
+// path pattern written as gatekeeper compares it, in canonical form (no
+// empty or dot segments, no trailing slash, no escaped '/').
+func (v *validator) passthrough(field string, entries []Passthrough) {
+	for i, e := range entries {
+		at := indexPath(field, i)
+		if !slices.Contains(passthroughMethods, e.Method) {
+			v.add(fieldPath(at, "method"), "unknown method %s (want one of %s, uppercase)", strconv.Quote(e.Method), strings.Join(passthroughMethods, ", "))
+		}
+		pf := fieldPath(at, "path")
+		lower := strings.ToLower(e.Path)
+		switch {
+		case !strings.HasPrefix(e.Path, "/") || len(e.Path) < 2:
+			v.add(pf, "must start with / and name a path below the provider, e.g. /v1/files/*")
+		case strings.HasSuffix(e.Path, "/") || strings.Contains(e.Path, "//"):
+			v.add(pf, "must not have empty segments or a trailing slash")
+		case strings.Contains(e.Path, "/./") || strings.Contains(e.Path, "..") || strings.HasSuffix(e.Path, "/."):
+			v.add(pf, "must not have dot segments")
+		case strings.Contains(lower, "%2f") || strings.Contains(e.Path, "?"):
+			v.add(pf, "must not hold an escaped / or a query")
+		default:
+			if _, err := path.Match(e.Path, ""); err != nil {
+				v.add(pf, "not a valid pattern: %v", err)
+			}
+		}
 	}
 }
 
@@ -410,6 +443,11 @@ func (v *validator) tenants(ts []Tenant) map[[32]byte]keyOwner {
 				v.add(indexPath(fieldPath(at, "read_only_tools"), j), "empty")
 			}
 		}
+		for j, beta := range t.AnthropicBeta {
+			if beta == "" || strings.ContainsAny(beta, ", \t") {
+				v.add(indexPath(fieldPath(at, "anthropic_beta"), j), "want one beta name, without commas or spaces")
+			}
+		}
 	}
 	return keys
 }
@@ -472,6 +510,9 @@ func (v *validator) limits(l Limits) {
 	}
 	v.nonNegativeDuration("limits.idle_finish", l.IdleFinish)
 	v.nonNegativeDuration("limits.pause_hold", l.PauseHold)
+	if l.BodyTimeout <= 0 {
+		v.add("limits.body_timeout", "must be positive")
+	}
 }
 
 // stages requires 0 < steer < restrict < halt ≤ 1: halt above 1 would let a

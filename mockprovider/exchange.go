@@ -110,10 +110,23 @@ func (x *exchange) authenticate() bool {
 	}
 	if len(x.s.keys) > 0 && !keyAllowed(x.s.keys, key) {
 		_, msg := statusError(x.fam, http.StatusUnauthorized)
+		if x.fam == familyOpenAI {
+			// OpenAI's own 401 shows the key's first and last characters.
+			msg = "Incorrect API key provided: " + maskKey(key) + ". You can find your API key in your account settings."
+		}
 		x.fail(http.StatusUnauthorized, "authentication_error", msg, nil)
 		return false
 	}
 	return true
+}
+
+// maskKey shows a key the way OpenAI's 401 does: its first 7 and last 4
+// characters around asterisks.
+func maskKey(key string) string {
+	if len(key) <= 11 {
+		return strings.Repeat("*", len(key))
+	}
+	return key[:7] + strings.Repeat("*", len(key)-11) + key[len(key)-4:]
 }
 
 func keyAllowed(keys []string, key string) bool {

@@ -97,6 +97,10 @@ type envOpts struct {
 	// wrap, when set, puts a layer between gatekeeper and the memory
 	// store (e.record still reads the store itself).
 	wrap func(trajectory.Store) trajectory.Store
+	// openaiKeys, when set, replaces the openai provider's keys (YAML
+	// flow sequence); openaiExtra and teamAExtra are added to the openai
+	// provider's and to team-a's entries (indented YAML lines).
+	openaiKeys, openaiExtra, teamAExtra string
 }
 
 func newMock(t testing.TB, realClock bool, script *mockprovider.Script) (*mockprovider.Server, string) {
@@ -119,6 +123,10 @@ func newEnv(t testing.TB, o envOpts) *env {
 	if o.upstream != "" {
 		up = o.upstream
 	}
+	oaiKeys := o.openaiKeys
+	if oaiKeys == "" {
+		oaiKeys = "[{name: k1, key: " + oaiKey + "}]"
+	}
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0
 providers:
@@ -130,12 +138,14 @@ providers:
   - name: openai
     api: openai
     base_url: %[1]s
-    keys: [{name: k1, key: %[3]s}]
+    keys: %[12]s
+%[13]s
 tenants:
   - name: team-a
     keys: [%[4]s]
     budget: {turns: 200, tokens: 5000000, wall_clock: 2h, dollars: 20}
     read_only_tools: [get_weather, Read]
+%[14]s
   - name: team-b
     keys: [%[5]s]
 admin:
@@ -146,7 +156,7 @@ admin:
     - {name: dave, token: %[10]s, roles: ["approver:secops"]}
     - {name: erin, token: %[11]s, roles: ["approver:sre"]}
 %[8]s
-`, up, antKey, oaiKey, vkA, vkB, adminToken, readToken, o.limits, carolToken, daveToken, erinToken)
+`, up, antKey, oaiKey, vkA, vkB, adminToken, readToken, o.limits, carolToken, daveToken, erinToken, oaiKeys, o.openaiExtra, o.teamAExtra)
 	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)

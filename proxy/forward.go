@@ -38,28 +38,30 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest, up *upstream) {
 	out.URL.Host = up.target.Host
 	base := strings.TrimSuffix(up.target.Path, "/")
 	rest := st.req.rest
-	// rest is the agent's escaped path: keep its escaping as it came.
+	// rest is the canonical path: the spelling that was classified.
 	if p, err := url.PathUnescape(base + rest); err == nil {
 		out.URL.Path, out.URL.RawPath = p, base+rest
 	}
 	out.Host = ""
 	providerHeader(out.Header, up, st.turn)
+	if st.pass != nil {
+		if g := st.pass.grant; g != nil {
+			setProviderKey(out.Header, up, up.pool.secrets[g.Key.ID])
+		}
+		// An error reply is read to redact key fragments: ask for it plain.
+		out.Header.Set("Accept-Encoding", "identity")
+	}
 }
 
 // providerHeader makes the agent's headers the provider's: the agent's
-// keys and gatekeeper's own headers dropped, the provider key put in (the
+// keys, gatekeeper's own headers and the other headers of the header
+// policy (headers.go) dropped, the provider key put in (the
 // grant's key when the scheduler placed t on one), and for a turn its
 // trace context and a request for an uncompressed reply. The reverse
 // proxy and a held turn's continuation both send through it. t is nil for
 // pass-through requests.
 func providerHeader(h http.Header, up *upstream, t *turn) {
-	h.Del("X-Api-Key")
-	h.Del("Authorization")
-	for k := range h {
-		if strings.HasPrefix(strings.ToLower(k), "x-gatekeeper-") {
-			h.Del(k)
-		}
-	}
+	stripAgentHeaders(h)
 	if t == nil {
 		setProviderKey(h, up, up.pickKey())
 	} else {
@@ -91,7 +93,18 @@ func (up *upstream) pickKey() string {
 // turns, tees the body through the decoder.
 func (s *Server) modifyResponse(resp *http.Response) error {
 	st := stateFrom(resp.Request.Context())
-	if st == nil || st.turn == nil {
+	if st == nil {
+		return nil
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// Forwarded, but never with a fragment of a provider key in it.
+		redactErrorBody(resp, st.req.up, s.secrets)
+	}
+	if st.pass != nil {
+		h := resp.Header.Clone()
+		st.pass.header.Store(&h)
+	}
+	if st.turn == nil {
 		return nil
 	}
 	return st.turn.attach(resp)
@@ -141,16 +154,6 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 	}
 	writeError(w, api, httpErr(code, errUpstream,
 		"gatekeeper could not get a reply from provider "+st.req.up.cfg.Name+"; retry later"))
-}
-
-// passThrough forwards a non-turn request with the key swapped. It is
-// logged, not metered.
-func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *request) {
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "pass-through", slog.String("request_id", req.id),
-		slog.String("provider", req.up.cfg.Name), slog.String("method", r.Method),
-		slog.String("path", req.rest), slog.String("tenant", req.tenant.Name))
-	ctx := context.WithValue(r.Context(), ctxKey{}, &reqState{req: req})
-	req.up.rp.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // slogWriter lets the reverse proxy's log.Logger write into slog.

@@ -29,6 +29,19 @@ func rootID(r *http.Request, req *request, pr *streaming.Request) (string, error
 	if req.trajectoryID != "" {
 		return req.trajectoryID, nil
 	}
+	if id, err := headerRootID(r, req); id != "" || err != nil {
+		return id, err
+	}
+	if pr.SessionHint != "" {
+		return "s-" + scopedHash(req.keyHash, "session", pr.SessionHint), nil
+	}
+	return "c-" + scopedHash(req.keyHash, "conversation", pr.Fingerprint), nil
+}
+
+// headerRootID is the trajectory a request's headers name:
+// X-Gatekeeper-Trajectory, else the client's own session id scoped to its
+// virtual key; "" when they name none.
+func headerRootID(r *http.Request, req *request) (string, error) {
 	if id := r.Header.Get("X-Gatekeeper-Trajectory"); id != "" {
 		if !trajectory.ValidID(id) {
 			return "", httpErr(http.StatusBadRequest, errInvalidRequest,
@@ -41,10 +54,7 @@ func rootID(r *http.Request, req *request, pr *streaming.Request) (string, error
 			return "s-" + scopedHash(req.keyHash, "session", v), nil
 		}
 	}
-	if pr.SessionHint != "" {
-		return "s-" + scopedHash(req.keyHash, "session", pr.SessionHint), nil
-	}
-	return "c-" + scopedHash(req.keyHash, "conversation", pr.Fingerprint), nil
+	return "", nil
 }
 
 // scopedHash derives an id from a client-chosen value so that two virtual

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"gatekeeper/meter"
@@ -121,6 +124,9 @@ var errSettled = errors.New("proxy: call already settled")
 func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.Charge, data map[string]any, now time.Time) ([]trajectory.Event, error) {
 	rec := chain[0]
 	if rec.Call == "" || rec.Call != t.adm.call {
+		if i := slices.Index(rec.LostCalls, t.adm.call); i >= 0 {
+			return t.settleLost(chain, i, o, charge, data, now), nil
+		}
 		return nil, errSettled
 	}
 	dollars := charge.Dollars()
@@ -172,6 +178,74 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		l.ChargeWallClock(now)
 	}
 	return append(evs, t.s.readStages(chain, levels(chain, now, true), meter.Reservation{}, now)...), nil
+}
+
+// maxLostCalls bounds the lost calls a record remembers; an older one's
+// reply, should it still come, goes uncharged and is logged.
+const maxLostCalls = 8
+
+// keepLost adds a reclaimed call to a record's lost calls.
+func keepLost(lost []string, call string) []string {
+	if call == "" {
+		return lost
+	}
+	lost = append(lost, call)
+	if len(lost) > maxLostCalls {
+		lost = slices.Delete(lost, 0, len(lost)-maxLostCalls)
+	}
+	return lost
+}
+
+// settleLost charges the late reply of a call its thread took for lost
+// (chain[0].LostCalls[i]): the reservation went back when it was
+// reclaimed, so only the spend is added, on every record of the chain,
+// with no state change. Taking the id off the list makes it idempotent.
+func (t *turn) settleLost(chain []*trajectory.Record, i int, o outcome, charge meter.Charge, data map[string]any, now time.Time) []trajectory.Event {
+	rec := chain[0]
+	rec.LostCalls = slices.Delete(rec.LostCalls, i, i+1)
+	data["late"] = true
+	detail, _ := data["detail"].(string)
+	data["detail"] = strings.TrimPrefix(detail+"; ", "; ") +
+		"the call had been taken for lost and its reservation released; its reply arrived later and is charged"
+	typ := trajectory.EventTurn
+	if o.upstream {
+		typ = trajectory.EventUpstreamError
+	}
+	evs := []trajectory.Event{eventWith(rec.ID, now, typ, data)}
+	if o.upstream {
+		return evs
+	}
+	dollars := charge.Dollars()
+	rec.Turns++
+	for _, l := range chain {
+		l.AddSpend(o.usage, dollars, o.estimated)
+		l.Spend.Turns++
+		if !charge.Priced {
+			l.FallbackPriced = true
+		}
+	}
+	return append(evs, t.s.readStages(chain, levels(chain, now, true), meter.Reservation{}, now)...)
+}
+
+// chargeUndelivered records a reply the provider produced, and billed,
+// that the agent does not get (it could not be checked or held): charged
+// from its usage, or estimated from the request and the reply's size, as a
+// turn that ended in an error with no call pending.
+func (t *turn) chargeUndelivered(res *streaming.Result, replyBytes int64, cause error) {
+	if res == nil {
+		res = &streaming.Result{}
+	}
+	o := outcome{stop: "error", status: http.StatusOK, model: res.Model, detail: "reply not delivered: " + cause.Error(),
+		usage: trajectory.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens,
+			CacheWriteTokens: res.Usage.CacheWriteTokens, OutputTokens: res.Usage.OutputTokens}}
+	if !res.UsageSeen {
+		o.estimated = true
+		if o.usage.InputTokens+o.usage.CachedInputTokens+o.usage.CacheWriteTokens == 0 {
+			o.usage.InputTokens = estimateTokens(int64(len(t.body)))
+		}
+		o.usage.OutputTokens = max(o.usage.OutputTokens, estimateTokens(replyBytes))
+	}
+	t.finish(o)
 }
 
 // outcomeOf turns a decoded reply into an outcome.

@@ -268,15 +268,6 @@ func resend(req *http.Request, up *upstream, secret string, body []byte) *http.R
 	return r
 }
 
-// setProviderKey puts a provider key in the provider's own auth header.
-func setProviderKey(h http.Header, up *upstream, key string) {
-	if up.cfg.API == "anthropic" {
-		h.Set("X-Api-Key", key)
-	} else {
-		h.Set("Authorization", "Bearer "+key)
-	}
-}
-
 // rateLimitedOutcome is how a turn that never got key capacity settles: not
 // a turn of the run, and not charged.
 func rateLimitedOutcome(err error) outcome {

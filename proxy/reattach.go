@@ -146,11 +146,13 @@ func (t *turn) holdJSON(resp *http.Response) error {
 	limit := s.cfg.Limits.MaxBodyBytes
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	_ = resp.Body.Close()
-	if err != nil {
-		return err
+	if err == nil && int64(len(raw)) > limit {
+		err = errHeldTooLarge
 	}
-	if int64(len(raw)) > limit {
-		return errHeldTooLarge
+	if err != nil {
+		// The provider produced the reply: it is charged, undelivered.
+		t.chargeUndelivered(nil, int64(len(raw)), err)
+		return err
 	}
 	pass := func(body []byte) error {
 		resp.Body = &jsonBody{t: t, src: io.NopCloser(bytes.NewReader(body)), status: resp.StatusCode, limit: limit}
@@ -183,6 +185,8 @@ func (t *turn) holdJSON(resp *http.Response) error {
 	ctx := context.WithoutCancel(t.ctx)
 	h, err := t.openHold(ctx, res, raw, false, gated, t.outcomeOf(res, resp.StatusCode, nil))
 	if err != nil {
+		// Nothing is delivered; what the provider produced is charged.
+		t.chargeUndelivered(res, int64(len(raw)), err)
 		return errApprovalsDown(err)
 	}
 	for {

@@ -73,7 +73,8 @@ type Server struct {
 	listening  chan struct{}
 	closing    chan struct{} // closed by EndHolds: held waits end
 	endHolds   sync.Once
-	esc        *escrow // nil when no gate is configured
+	esc        *escrow  // nil when no gate is configured
+	secrets    []string // every provider key, redacted from upstream error bodies
 }
 
 // upstream is one configured provider with its reverse proxy.
@@ -84,6 +85,11 @@ type upstream struct {
 	rp     *httputil.ReverseProxy
 	next   uint64 // round-robin cursor over keys, for requests without a grant
 	pool   keyPool
+	// keyConf finds a provider key's config by the key itself.
+	keyConf map[string]*config.ProviderKey
+	// pass is what may pass through besides turns: the built-in
+	// allowlist and providers[].passthrough.
+	pass []config.Passthrough
 }
 
 // New checks opts and builds the proxy.
@@ -155,7 +161,12 @@ func New(opts Options) (*Server, error) {
 		if family == nil {
 			return nil, fmt.Errorf("proxy: provider %s: unknown api %q", p.Name, p.API)
 		}
-		up := &upstream{cfg: p, target: u, api: family.api, pool: newKeyPool(p)}
+		up := &upstream{cfg: p, target: u, api: family.api, pool: newKeyPool(p),
+			keyConf: make(map[string]*config.ProviderKey, len(p.Keys)), pass: passAllowlist(p)}
+		for j := range p.Keys {
+			up.keyConf[p.Keys[j].Key] = &p.Keys[j]
+			s.secrets = append(s.secrets, p.Keys[j].Key)
+		}
 		up.rp = s.newReverseProxy(up)
 		s.providers[p.Name] = up
 		if p.Default {
@@ -246,14 +257,31 @@ func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveProvider handles one request for provider up; rest is the escaped
-// path below the provider prefix ("/v1/messages").
+// path below the provider prefix ("/v1/messages"), as the agent spelled it.
 func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstream, tid, rest string) {
+	// Every refusal before the body is read closes the connection: the
+	// server would otherwise wait for the rest of the body, however
+	// slowly it comes, before reading the next request.
+	refuse := func(api streaming.API, err error) {
+		w.Header().Set("Connection", "close")
+		writeError(w, api, err)
+	}
+	// A turn path however spelled is the turn path: classified and
+	// forwarded in its one canonical spelling, so that no other spelling
+	// passes as something else.
+	canon, err := canonicalPath(rest)
+	if err != nil {
+		refuse(up.api, httpErr(http.StatusBadRequest, errInvalidRequest, fmt.Sprintf(
+			"the path %q has no single meaning (an escaped /, a dot or empty segment, or a broken escape); send the path in its plain form", rest)))
+		return
+	}
+	rest = canon
 	api := turnAPI(up, r.Method, rest)
 	errAPI := api
 	if errAPI == "" {
 		errAPI = up.api
 	}
-	if rest == "" || rest == "/" {
+	if rest == "/" {
 		if r.Method == http.MethodHead || r.Method == http.MethodGet && r.Header.Get("Upgrade") == "" {
 			// Claude Code probes its base URL with HEAD at start.
 			w.WriteHeader(http.StatusOK)
@@ -261,14 +289,18 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 		}
 	}
 	if tid != "" && !trajectory.ValidID(tid) {
-		writeError(w, errAPI, httpErr(http.StatusBadRequest, errInvalidRequest,
+		refuse(errAPI, httpErr(http.StatusBadRequest, errInvalidRequest,
 			"trajectory id in the path must be 1-128 characters of A-Z a-z 0-9 . _ : -"))
 		return
 	}
 	tenant, keyHash := s.keys.lookup(presentedKey(r))
 	if tenant == nil {
-		writeError(w, errAPI, httpErr(http.StatusUnauthorized, errAuthentication,
+		refuse(errAPI, httpErr(http.StatusUnauthorized, errAuthentication,
 			"invalid or missing gatekeeper virtual key: send the key your platform team issued as x-api-key or Authorization: Bearer"))
+		return
+	}
+	if err := checkBetas(tenant, up, r.Header); err != nil {
+		refuse(errAPI, err)
 		return
 	}
 	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
@@ -299,7 +331,7 @@ func turnAPI(up *upstream, method, rest string) streaming.API {
 // request is what routing learned about one agent request.
 type request struct {
 	up           *upstream
-	rest         string // escaped path below the provider prefix
+	rest         string // canonical escaped path below the provider prefix
 	tenant       *config.Tenant
 	keyHash      [32]byte
 	trajectoryID string // from the path; "" when none
@@ -322,7 +354,8 @@ type ctxKey struct{}
 // proxy's hooks.
 type reqState struct {
 	req  *request
-	turn *turn // nil for pass-through
+	turn *turn     // nil for pass-through
+	pass *passCall // nil for a turn
 }
 
 func stateFrom(ctx context.Context) *reqState {

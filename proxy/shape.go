@@ -103,15 +103,20 @@ func (t *turn) filterJSON(resp *http.Response) error {
 	limit := t.s.cfg.Limits.MaxBodyBytes
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	_ = resp.Body.Close()
+	if err == nil && int64(len(raw)) > limit {
+		err = fmt.Errorf("reply larger than limits.max_body_bytes (%d) cannot be checked for withheld calls", limit)
+	}
+	var out []byte
+	if err == nil {
+		if out, err = t.filter.Body(raw); err != nil {
+			err = fmt.Errorf("checking the reply for withheld calls: %w", err)
+		}
+	}
 	if err != nil {
+		// The provider produced the reply: it is charged, undelivered.
+		res, _ := streaming.DecodeJSON(t.req.api, raw)
+		t.chargeUndelivered(res, int64(len(raw)), err)
 		return err
-	}
-	if int64(len(raw)) > limit {
-		return fmt.Errorf("reply larger than limits.max_body_bytes (%d) cannot be checked for withheld calls", limit)
-	}
-	out, err := t.filter.Body(raw)
-	if err != nil {
-		return fmt.Errorf("checking the reply for withheld calls: %w", err)
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(out))
 	resp.ContentLength = int64(len(out))

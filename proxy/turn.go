@@ -1,12 +1,10 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -74,22 +72,19 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	// full duplex the HTTP/1 server can cut the stream (golang/go#40747).
 	_ = http.NewResponseController(w).EnableFullDuplex()
 
-	limit := s.cfg.Limits.MaxBodyBytes
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	body, err := readBody(w, r, s.cfg.Limits.MaxBodyBytes, s.cfg.Limits.BodyTimeout.Std())
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, req.api, httpErr(http.StatusRequestEntityTooLarge, errInvalidRequest,
-				fmt.Sprintf("request body is larger than gatekeeper's limit of %d bytes (limits.max_body_bytes)", limit)))
-			return
-		}
-		writeError(w, req.api, httpErr(http.StatusBadRequest, errInvalidRequest, "could not read the request body"))
+		writeError(w, req.api, err)
 		return
 	}
 	pr, err := streaming.ParseRequest(req.api, body)
 	if err != nil {
 		writeError(w, req.api, httpErr(http.StatusBadRequest, errInvalidRequest,
 			"request body is not a valid JSON object: "+err.Error()))
+		return
+	}
+	if err := checkTurnBody(req.api, body, req.up.allowsBackground()); err != nil {
+		writeError(w, req.api, err)
 		return
 	}
 	if b := r.Header.Get("X-Gatekeeper-Budget"); b != "" {
@@ -138,8 +133,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		return
 	}
 	t.body = body
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
+	setBody(r, body)
 	ctx := context.WithValue(uctx, ctxKey{}, &reqState{req: req, turn: t})
 	if err := t.acquireKey(ctx, w.Header()); err != nil {
 		if ctx.Err() != nil {
@@ -363,11 +357,14 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	var evs []trajectory.Event
 	if rec.State == trajectory.CallingModel {
 		// The call in flight outlived any call this tenant may make: the
-		// replica serving it is gone. Its reservation is given back.
+		// replica serving it is gone. Its reservation is given back, and
+		// its id kept: should its reply still arrive, it is charged.
+		lost := rec.Call
 		tev, err := reclaim(chain, now)
 		if err != nil {
 			return admission{}, nil, err
 		}
+		rec.LostCalls = keepLost(rec.LostCalls, lost)
 		evs = append(evs, tev...)
 	}
 	check, ts, err := rec.AcceptToolResults(ids, now)

@@ -34,6 +34,7 @@ type recordJSON struct {
 	Reserved         Reservation `json:"reserved,omitzero"`
 	Call             string      `json:"call,omitempty"`
 	CallReserved     Reservation `json:"call_reserved,omitzero"`
+	LostCalls        []string    `json:"lost_calls,omitempty"`
 	FallbackPriced   bool        `json:"fallback_priced,omitempty"`
 	HeldSince        time.Time   `json:"held_since,omitzero"`
 	WaitedS          float64     `json:"waited_s,omitzero"`
@@ -96,6 +97,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Reserved:       r.Reserved,
 		Call:           r.Call,
 		CallReserved:   r.CallReserved,
+		LostCalls:      r.LostCalls,
 		FallbackPriced: r.FallbackPriced,
 		HeldSince:      r.HeldSince,
 		WaitedS:        r.WaitedS,
@@ -150,6 +152,7 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		Reserved:       w.Reserved,
 		Call:           w.Call,
 		CallReserved:   w.CallReserved,
+		LostCalls:      w.LostCalls,
 		FallbackPriced: w.FallbackPriced,
 		HeldSince:      w.HeldSince,
 		WaitedS:        w.WaitedS,

@@ -58,6 +58,10 @@ type Record struct {
 	// settle never charges twice.
 	Call         string
 	CallReserved Reservation
+	// LostCalls are this record's calls taken for lost (their replica
+	// gone) and reclaimed, most recent last: a reply that still arrives
+	// for one of them is charged once, when its settle finds it here.
+	LostCalls []string
 	// FallbackPriced is set once a turn was charged at the fallback price
 	// because the price table does not know its model.
 	FallbackPriced bool
@@ -207,6 +211,7 @@ func (r *Record) Clone() *Record {
 	c := *r
 	c.Children = slices.Clone(r.Children)
 	c.Pending.ToolCalls = slices.Clone(r.Pending.ToolCalls)
+	c.LostCalls = slices.Clone(r.LostCalls)
 	if r.Pending.Control != nil {
 		ctl := *r.Pending.Control
 		c.Pending.Control = &ctl

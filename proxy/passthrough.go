@@ -1,0 +1,162 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path"
+	"sync/atomic"
+	"time"
+
+	"gatekeeper/config"
+	"gatekeeper/ratelimit"
+	"gatekeeper/trajectory"
+)
+
+// Pass-through: requests that are not turns. Each spends the shared
+// provider key and none is metered or gated, so only an allowlist passes:
+// per API, what neither generates output nor touches stored objects, and
+// what an operator allows in providers[].passthrough. Everything else
+// (legacy completions, batches, files, stored responses, realtime
+// secrets...) is refused with 404 and never reaches the provider.
+
+// builtinPassthrough is what passes by default, per provider API.
+var builtinPassthrough = map[string][]config.Passthrough{
+	config.APIAnthropic: {
+		{Method: http.MethodGet, Path: "/v1/models"},
+		{Method: http.MethodGet, Path: "/v1/models/*"},
+		{Method: http.MethodPost, Path: "/v1/messages/count_tokens"},
+	},
+	config.APIOpenAI: {
+		{Method: http.MethodGet, Path: "/v1/models"},
+		{Method: http.MethodGet, Path: "/v1/models/*"},
+	},
+}
+
+// passAllowlist is a provider's allowlist: the built-in one and config's.
+func passAllowlist(p *config.Provider) []config.Passthrough {
+	return append(append([]config.Passthrough(nil), builtinPassthrough[p.API]...), p.Passthrough...)
+}
+
+// passes reports whether method and the canonical path p may pass through.
+// HEAD passes where GET does.
+func (up *upstream) passes(method, p string) bool {
+	for _, e := range up.pass {
+		if e.Method != method && !(method == http.MethodHead && e.Method == http.MethodGet) {
+			continue
+		}
+		if ok, _ := path.Match(e.Path, p); ok { // patterns are checked by config
+			return true
+		}
+	}
+	return false
+}
+
+// allowsBackground reports whether a background response may be started:
+// only when its output can be fetched, that is when pass-through of the
+// retrieval of a stored response is allowed.
+func (up *upstream) allowsBackground() bool {
+	return up.passes(http.MethodGet, "/v1/responses/resp_0")
+}
+
+// passCall is a pass-through request's state for the reverse proxy's hooks.
+type passCall struct {
+	grant  *ratelimit.Grant // the key it goes on; nil when the pool has no limits
+	header atomic.Pointer[http.Header]
+}
+
+// passThrough forwards an allowed non-turn request with the key swapped,
+// after the same checks as a turn: the virtual key (already), the run it
+// names (ended, paused or killed: refused), the body limit and deadline,
+// and the rate-limit scheduler (one request, no tokens). It is logged, not
+// metered.
+func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *request) {
+	up := req.up
+	if !up.passes(r.Method, req.rest) {
+		w.Header().Set("Connection", "close")
+		writeError(w, up.api, httpErr(http.StatusNotFound, errNotFound, fmt.Sprintf(
+			"gatekeeper does not forward %s %s to provider %s: it is not a turn and not on the pass-through allowlist; "+
+				"an operator can allow it in providers[].passthrough (allowed pass-through is forwarded unmetered)",
+			r.Method, req.rest, up.cfg.Name)))
+		return
+	}
+	if err := s.checkPassRun(r, req); err != nil {
+		w.Header().Set("Connection", "close")
+		writeError(w, up.api, err)
+		return
+	}
+	body, err := readBody(w, r, s.cfg.Limits.MaxBodyBytes, s.cfg.Limits.BodyTimeout.Std())
+	if err != nil {
+		writeError(w, up.api, err)
+		return
+	}
+	setBody(r, body)
+	pc := &passCall{}
+	if s.sched != nil && up.pool.limited {
+		g, err := s.sched.Acquire(r.Context(), req.tenant.Priority, up.pool.keys, ratelimit.Cost{Requests: 1})
+		if err != nil {
+			writeError(w, up.api, s.passWaitError(r.Context(), up, req.tenant.Priority, err))
+			return
+		}
+		pc.grant = g
+		defer func() {
+			var h http.Header
+			if p := pc.header.Load(); p != nil {
+				h = *p
+			}
+			g.Settle(context.WithoutCancel(r.Context()), ratelimit.Cost{Requests: 1}, h)
+		}()
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "pass-through", slog.String("request_id", req.id),
+		slog.String("provider", up.cfg.Name), slog.String("method", r.Method),
+		slog.String("path", req.rest), slog.String("tenant", req.tenant.Name))
+	ctx := context.WithValue(r.Context(), ctxKey{}, &reqState{req: req, pass: pc})
+	up.rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// passWaitError is the answer to a pass-through request that got no key
+// capacity.
+func (s *Server) passWaitError(ctx context.Context, up *upstream, class string, err error) error {
+	var we *ratelimit.WaitError
+	switch {
+	case errors.As(err, &we):
+		s.tel.RateLimited(class)
+		return &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: max(we.RetryAfter, time.Second),
+			Msg: fmt.Sprintf("provider %s has no key capacity for this request; retry after the Retry-After delay", up.cfg.Name), Err: err}
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return &HTTPError{Code: http.StatusServiceUnavailable, Type: errUpstream, RetryAfter: 5 * time.Second,
+		Msg: "gatekeeper could not check provider " + up.cfg.Name + "'s rate limits; retry later", Err: err}
+}
+
+// checkPassRun refuses a pass-through request of a run that has ended, is
+// paused or belongs to another tenant. The run is the one the path, the
+// X-Gatekeeper-Trajectory header or the client's session header names; a
+// request naming none, or a run not created yet, has nothing to check.
+func (s *Server) checkPassRun(r *http.Request, req *request) error {
+	id := req.trajectoryID
+	if id == "" {
+		var err error
+		if id, err = headerRootID(r, req); err != nil || id == "" {
+			return err
+		}
+	}
+	rec, err := s.store.Get(r.Context(), id)
+	switch {
+	case errors.Is(err, trajectory.ErrNotFound):
+		return nil
+	case err != nil:
+		return storeErr(err)
+	case rec.Tenant != req.tenant.Name:
+		return httpErr(http.StatusForbidden, errPermission, fmt.Sprintf("trajectory %s belongs to another tenant", id))
+	case rec.State.Terminal():
+		return endedError(rec)
+	case rec.State == trajectory.Paused:
+		return &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
+			Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", id)}
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"gatekeeper/streaming"
+)
+
+func TestRedactKeys(t *testing.T) {
+	const key = "sk-proj-Q7xv2LmZ9aBcDeFgH1jK"
+	keys := []string{key, "sk-ant-api03-zzzzYYYYxxxx"}
+	tests := []struct{ name, in, want string }{
+		{"whole key", `{"message":"bad key ` + key + `"}`, `{"message":"bad key [redacted]"}`},
+		{"masked key", `{"message":"Incorrect API key provided: sk-proj-*************H1jK."}`, `{"message":"Incorrect API key provided: [redacted]."}`},
+		{"bullets", "key sk-pr\u2022\u2022\u2022\u2022H1jK invalid", "key [redacted] invalid"},
+		{"tail only", `{"message":"the key ending in ...H1jK was revoked"}`, `{"message":"the key ending in [redacted] was revoked"}`},
+		{"middle run", `{"message":"x LmZ9aBcDeF y"}`, `{"message":"x [redacted] y"}`},
+		{"unrelated text unchanged", `{"error":{"type":"overloaded_error","message":"Overloaded"}}`, `{"error":{"type":"overloaded_error","message":"Overloaded"}}`},
+		{"short overlap unchanged", `{"message":"sk-pro is a prefix"}`, `{"message":"sk-pro is a prefix"}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(redactKeys([]byte(tc.in), keys)); got != tc.want {
+				t.Fatalf("redactKeys(%s) = %s, want %s", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzRedactKeys: no run of keyFragment bytes of a key survives, and a
+// JSON body stays JSON.
+func FuzzRedactKeys(f *testing.F) {
+	const key = "sk-proj-Q7xv2LmZ9aBcDeFgH1jK"
+	for _, s := range []string{`{"message":"Incorrect API key provided: sk-proj-****H1jK."}`, key, "sk-proj-Q7xv2LmZ9aBc" + key,
+		`{"error":{"message":"` + key[3:20] + `"}}`, "***", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		out := string(redactKeys([]byte(in), []string{key}))
+		for i := 0; i+keyFragment <= len(key); i++ {
+			if strings.Contains(out, key[i:i+keyFragment]) {
+				t.Fatalf("%q survives in %q", key[i:i+keyFragment], out)
+			}
+		}
+		if json.Valid([]byte(in)) && !json.Valid([]byte(out)) {
+			t.Fatalf("valid JSON %q redacted to invalid %q", in, out)
+		}
+	})
+}
+
+// FuzzCheckTurnBody: a body the check accepts has no member twice and
+// every decision member of its JSON type.
+func FuzzCheckTurnBody(f *testing.F) {
+	for _, s := range []string{`{"model":"m","stream":true,"max_tokens":10}`, `{"stream":"true"}`, `{"stream":1,"stream":true}`,
+		`{"str\u0065am":true,"stream":false}`, `{"max_output_tokens":1e3}`, `{"background":true}`, `{"model":null}`, `{}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		body := []byte(in)
+		if _, err := streaming.ParseRequest(streaming.APIResponses, body); err != nil {
+			return
+		}
+		if checkTurnBody(streaming.APIResponses, body, false) != nil {
+			return
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(body, &m); err != nil {
+			return // gjson and encoding/json differ on some invalid UTF-8
+		}
+		if s, ok := m["stream"]; ok && string(s) != "true" && string(s) != "false" && string(s) != "null" {
+			t.Fatalf("accepted stream %s", s)
+		}
+		if b, ok := m["background"]; ok && string(b) == "true" {
+			t.Fatal("accepted a background response")
+		}
+	})
+}

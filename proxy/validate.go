@@ -1,0 +1,85 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming"
+)
+
+// The members of a turn request gatekeeper's decisions depend on. A
+// provider's lenient decoder may read "true" or 1 as a boolean, or "4096"
+// as a number, where gatekeeper would read no value at all: such a request
+// would be metered as another request than the one the provider serves, so
+// each must have its JSON type (or be null, which both read as absent).
+var (
+	booleanMembers = []string{"stream", "background"}
+	integerMembers = []string{"max_tokens", "max_output_tokens", "max_completion_tokens"}
+	stringMembers  = []string{"model"}
+)
+
+// checkTurnBody refuses a turn request whose decision members have the
+// wrong JSON type, or whose top level names a member twice (gatekeeper and
+// the provider might each read another of the two). body is a valid JSON
+// object (streaming.ParseRequest checked it). A Responses request with
+// background: true is refused unless allowBackground: its reply would come
+// later, through a retrieval that no turn meters.
+func checkTurnBody(api streaming.API, body []byte, allowBackground bool) error {
+	seen := make(map[string]struct{}, 16)
+	var err error
+	gjson.ParseBytes(body).ForEach(func(key, value gjson.Result) bool {
+		name := key.String() // unescaped, as the provider reads it
+		if _, dup := seen[name]; dup {
+			err = badRequest(fmt.Sprintf("the request names the member %s more than once; send it once", strconv.Quote(name)))
+			return false
+		}
+		seen[name] = struct{}{}
+		if value.Type == gjson.Null {
+			return true
+		}
+		err = checkMember(api, name, value, allowBackground)
+		return err == nil
+	})
+	return err
+}
+
+func checkMember(api streaming.API, name string, v gjson.Result, allowBackground bool) error {
+	for _, m := range booleanMembers {
+		if name == m && v.Type != gjson.True && v.Type != gjson.False {
+			return badRequest(fmt.Sprintf("%s must be a JSON boolean (true or false), not %s", name, v.Raw))
+		}
+	}
+	for _, m := range integerMembers {
+		if name == m && !isInteger(v) {
+			return badRequest(fmt.Sprintf("%s must be a JSON integer, not %s", name, v.Raw))
+		}
+	}
+	for _, m := range stringMembers {
+		if name == m && v.Type != gjson.String {
+			return badRequest(fmt.Sprintf("%s must be a JSON string", name))
+		}
+	}
+	if name == "background" && v.Type == gjson.True && api == streaming.APIResponses && !allowBackground {
+		return badRequest("background responses are refused: their output is fetched later through GET /v1/responses/{id}, " +
+			"which gatekeeper neither meters nor gates; send the request without background, or ask an operator to allow " +
+			"that path in providers[].passthrough")
+	}
+	return nil
+}
+
+// isInteger reports whether v is a JSON number written as an integer
+// (digits, an optional minus) that fits in an int64.
+func isInteger(v gjson.Result) bool {
+	if v.Type != gjson.Number {
+		return false
+	}
+	_, err := strconv.ParseInt(v.Raw, 10, 64)
+	return err == nil
+}
+
+func badRequest(msg string) *HTTPError {
+	return httpErr(http.StatusBadRequest, errInvalidRequest, msg)
+}
