@@ -152,6 +152,13 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		}
 		evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
 	}
+	if !o.upstream {
+		tevs, err := countTruncation(rec, o.stop, t.req.tenant.MaxTruncations, now)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, tevs...)
+	}
 	cevs, err := t.afterTurn(rec, now)
 	if err != nil {
 		return nil, err
@@ -171,7 +178,8 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		}
 		l.ChargeWallClock(now)
 	}
-	return append(evs, t.s.readStages(chain, levels(chain, now, true), meter.Reservation{}, now)...), nil
+	ls := levels(chain, now, true)
+	return append(evs, t.s.readStages(chain, ls, meter.Check(ls, t.s.stages), now)...), nil
 }
 
 // outcomeOf turns a decoded reply into an outcome.

@@ -44,6 +44,7 @@ type turn struct {
 	stripUsage bool                  // usage was asked for on the agent's behalf
 	maxOut     int64                 // the call's output limit after the tenant's clamp; 0 when none
 	interrupt  string                // an operator's message for this request
+	truncated  int64                 // the thread's last replies cut at their output limit, in a row
 
 	stopped  stopKind           // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
@@ -260,7 +261,10 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		t.recID, t.parentID = chain[0].ID, chain[0].ParentID
 		t.adm = adm
 		if adm.decision.Stage == meter.Halt {
-			return t.s.haltError(chain[0], adm.decision)
+			return t.s.haltError(chain[0], adm)
+		}
+		if adm.maxOut > 0 {
+			t.maxOut = adm.maxOut
 		}
 		return nil
 	}
@@ -398,6 +402,9 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 			t.interrupt = c.Message
 			evs = append(evs, controlApplied(rec.ID, c, now))
 		}
+	}
+	if rec.TruncationsInRow > 0 {
+		t.truncated = rec.TruncationsInRow
 	}
 	adm, bevs, err := t.reserve(chain, now)
 	if err != nil {
