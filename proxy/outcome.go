@@ -57,11 +57,17 @@ func (t *turn) record(ctx context.Context, o outcome) {
 	now := s.now()
 	t.settleKey(ctx, o)
 	var charge meter.Charge
+	// The model the reply names is the one that ran (an alias resolves to
+	// a snapshot, a router picks another); the request's when it names none.
+	model := o.model
+	if model == "" {
+		model = t.pr.Model
+	}
 	if !o.upstream {
-		charge = s.prices.Cost(t.pr.Model, o.usage)
+		charge = s.prices.Cost(model, o.usage)
 	}
 	data := map[string]any{
-		"stop": o.stop, "status": o.status, "model": t.pr.Model, "provider": t.req.up.cfg.Name,
+		"stop": o.stop, "status": o.status, "model": model, "provider": t.req.up.cfg.Name,
 		"duration_ms": now.Sub(t.started).Milliseconds(), "estimated": o.estimated,
 		"usage": o.usage, "dollars": charge.Dollars(), "call": t.adm.call,
 	}
@@ -205,7 +211,8 @@ func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome
 		o.stop = "end_turn"
 	}
 	o.usage = trajectory.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens,
-		CacheWriteTokens: res.Usage.CacheWriteTokens, OutputTokens: res.Usage.OutputTokens}
+		CacheWriteTokens: res.Usage.CacheWriteTokens, OutputTokens: res.Usage.OutputTokens,
+		CacheWrite1hTokens: min(t.extras.CacheWrite1hTokens, res.Usage.CacheWriteTokens), ServiceTier: t.extras.ServiceTier}
 	complete := cause == nil && !res.Truncated && len(res.Errors) == 0
 	if cause != nil || res.Truncated || !res.UsageSeen {
 		// Charged from what was seen: input from the request when the

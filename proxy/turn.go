@@ -45,6 +45,7 @@ type turn struct {
 	maxOut     int64                 // the call's output limit after the tenant's clamp; 0 when none
 	interrupt  string                // an operator's message for this request
 	truncated  int64                 // the thread's last replies cut at their output limit, in a row
+	extras     streaming.Extras      // the reply's 1-hour cache writes and service tier
 
 	stopped  stopKind           // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
