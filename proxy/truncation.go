@@ -42,3 +42,10 @@ func countTruncation(rec *trajectory.Record, stop string, max int, now time.Time
 func truncationNotice(inRow int64) string {
 	return fmt.Sprintf("[gatekeeper] Your previous reply was cut at its output limit (%d in a row). A tool call you were writing in it was not delivered and did not run; do not wait for its result. Keep replies and tool inputs shorter, or split the work into smaller steps.", inRow)
 }
+
+// cutNotice replaces, in a streamed reply, a tool call the reply was still
+// writing when it reached its output limit: the agent learns that the call
+// was asked for and did not run.
+func cutNotice(call streaming.ToolCall) string {
+	return fmt.Sprintf("[gatekeeper] This reply reached its output limit while writing a call to %s; the call was cut short, so it was not delivered and did not run. Retry it with shorter input, or split the work into smaller steps.", call.Name)
+}

@@ -17,11 +17,11 @@ const cutSpec = `{"kind":"max_tokens","cut_in_tool":true,"tools":[{"name":"Bash"
 
 // TestTruncationLoopEndsRun: replies cut at their output limit three times
 // in a row (the default max_truncations) end the run with exit reason
-// TRUNCATION_LOOP; each later request carries a truncation notice, and
-// the cut call never reaches the agent.
+// TRUNCATION_LOOP; each later request carries a truncation notice, and a
+// streamed reply gives the agent a notice in place of the cut call.
 func TestTruncationLoopEndsRun(t *testing.T) {
-	clients := map[string]func(t *testing.T, base string) (int, []string, error){
-		"anthropic streaming": func(t *testing.T, base string) (int, []string, error) {
+	clients := map[string]func(t *testing.T, base string) ([]string, string, error){
+		"anthropic streaming": func(t *testing.T, base string) ([]string, string, error) {
 			c := anthropic.NewClient(aoption.WithBaseURL(base+"/anthropic"), aoption.WithAPIKey(vkA), aoption.WithMaxRetries(0),
 				aoption.WithHeader("X-Mock-Turn", cutSpec))
 			s := c.Messages.NewStreaming(ctxT(t), anthropicStageParams())
@@ -29,29 +29,33 @@ func TestTruncationLoopEndsRun(t *testing.T) {
 			var m anthropic.Message
 			for s.Next() {
 				if err := m.Accumulate(s.Current()); err != nil {
-					return 0, nil, err
+					return nil, "", err
 				}
 			}
 			var calls []string
+			var text string
 			for _, b := range m.Content {
-				if b.Type == "tool_use" {
+				switch b.Type {
+				case "tool_use":
 					calls = append(calls, b.Name)
+				case "text":
+					text += b.Text
 				}
 			}
-			return http.StatusOK, calls, s.Err()
+			return calls, text, s.Err()
 		},
-		"chat": func(t *testing.T, base string) (int, []string, error) {
+		"chat": func(t *testing.T, base string) ([]string, string, error) {
 			c := openai.NewClient(ooption.WithBaseURL(base+"/openai/v1"), ooption.WithAPIKey(vkA), ooption.WithMaxRetries(0),
 				ooption.WithHeader("X-Mock-Turn", cutSpec))
 			r, err := c.Chat.Completions.New(ctxT(t), chatParams())
 			if err != nil {
-				return 0, nil, err
+				return nil, "", err
 			}
 			var calls []string
 			for _, tc := range r.Choices[0].Message.ToolCalls {
 				calls = append(calls, tc.Function.Name)
 			}
-			return http.StatusOK, calls, nil
+			return calls, r.Choices[0].Message.Content, nil
 		},
 	}
 	for name, call := range clients {
@@ -59,10 +63,18 @@ func TestTruncationLoopEndsRun(t *testing.T) {
 			e := newEnv(t, envOpts{})
 			base := e.gk + "/t/cut"
 			for i := range 3 {
-				if _, calls, err := call(t, base); err != nil {
+				calls, text, err := call(t, base)
+				if err != nil {
 					t.Fatalf("call %d: %v", i, err)
-				} else if strings.HasPrefix(name, "anthropic") && len(calls) != 0 {
-					t.Errorf("call %d: the agent received the cut calls %v", i, calls)
+				}
+				if strings.HasPrefix(name, "anthropic") {
+					// Streamed: the cut call is withheld, a notice stands in its place.
+					if len(calls) != 0 {
+						t.Errorf("call %d: the agent received the cut calls %v", i, calls)
+					}
+					if !strings.Contains(text, "writing a call to Bash; the call was cut short, so it was not delivered and did not run") {
+						t.Errorf("call %d: no truncation notice in the reply's text %q", i, text)
+					}
 				}
 				up := string(lastUpstream(t, e))
 				if notice := strings.Contains(up, "cut at its output limit"); notice != (i > 0) {

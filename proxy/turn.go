@@ -465,6 +465,7 @@ func (t *turn) attach(resp *http.Response) error {
 		// them whole: a call cut by an operator or by the output limit is
 		// never delivered in part.
 		t.filter.Hold()
+		t.filter.NoticeCut(cutNotice)
 		body := &sseBody{t: t, src: resp.Body, rd: streaming.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
 			in: t.s.bufs.Get()}
 		if t.gated {
