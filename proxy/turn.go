@@ -42,7 +42,7 @@ type turn struct {
 	filter     *streaming.CallFilter // restrict stage: withholds calls outside the grant
 	removed    []string              // tools the restrict stage removed
 	stripUsage bool                  // usage was asked for on the agent's behalf
-	maxOut     int64                 // the call's output limit after the tenant's clamp; 0 when none
+	maxOut     int64                 // the call's output limit after the tenant's and the budget's clamps; 0 when none
 	interrupt  string                // an operator's message for this request
 	truncated  int64                 // the thread's last replies cut at their output limit, in a row
 	extras     streaming.Extras      // the reply's 1-hour cache writes and service tier
@@ -310,7 +310,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			left := hold - time.Since(pausedSince)
 			if left <= 0 {
 				return nil, adm, &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
-					Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", id)}
+					Msg: fmt.Sprintf("trajectory %s is paused (by an operator, or until its budget is raised); retry later", id)}
 			}
 			woken, stop := t.s.live.wait(id)
 			select {
