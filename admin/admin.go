@@ -1,9 +1,9 @@
 // Package admin serves gatekeeper's control API for operators and
 // approvers: reading trajectory records and their event logs, creating
-// trajectories ahead of time with budgets, and the operators' control
-// requests (pause, resume, cancel, kill, finish, interrupt), which it
-// records on a trajectory and its whole subtree and signals to every
-// replica. Every call needs a bearer token from admin.tokens; tokens are
+// trajectories ahead of time with budgets, changing a live run's budget,
+// and the operators' control requests (pause, resume, cancel, kill,
+// finish, interrupt), which it records on a trajectory and its whole
+// subtree and signals to every replica. Every call needs a bearer token from admin.tokens; tokens are
 // compared in constant time.
 package admin
 
@@ -131,6 +131,8 @@ func (a *API) Routes(r chi.Router) {
 		// POST .../{id}/{verb}: the last segment is the verb, the rest
 		// the id.
 		r.Post("/trajectories/*", a.handle(a.control, RoleOperator))
+		// PATCH .../{id}/budget raises or lowers a run's budget.
+		r.Patch("/trajectories/*", a.handle(a.patchBudget, RoleOperator))
 		a.approvalRoutes(r)
 		r.Get("/stream", a.handle(a.streamEvents, ""))
 		r.Get("/keys", a.handle(a.keysHeadroom, ""))
@@ -347,11 +349,18 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, c caller) error {
 	rec := &trajectory.Record{ID: req.ID, ParentID: req.ParentID, Tenant: tenant.Name, State: trajectory.Ready,
 		CreatedAt: now, UpdatedAt: now, Stage: "nominal",
 		Budget: trajectory.Budget{Turns: int64(tenant.Budget.Turns), Tokens: tenant.Budget.Tokens,
-			WallClockS: int64(tenant.Budget.WallClock.Std().Seconds()), Dollars: tenant.Budget.Dollars}}
+			WallClockS: int64(tenant.Budget.WallClock.Std().Seconds()), Dollars: tenant.Budget.Dollars,
+			OnExhaust: tenant.Budget.OnExhaust}}
 	if req.Budget != nil {
 		b := *req.Budget
 		if b.Turns < 0 || b.Tokens < 0 || b.WallClockS < 0 || b.Dollars < 0 {
 			return badRequest("budget values must be >= 0 (0 means no ceiling)")
+		}
+		if !trajectory.ValidOnExhaust(b.OnExhaust) {
+			return badRequest(`budget.on_exhaust must be "fail" or "pause"`)
+		}
+		if b.OnExhaust == "" {
+			b.OnExhaust = tenant.Budget.OnExhaust
 		}
 		rec.Budget = b
 	}

@@ -5,19 +5,23 @@ import "time"
 // Config is the whole of config.yaml. Field names in YAML and JSON are
 // snake_case; a Config marshalled either way reads back as the same file.
 type Config struct {
-	Listen     string           `yaml:"listen" json:"listen"`
-	Store      Store            `yaml:"store" json:"store"`
-	Providers  []Provider       `yaml:"providers" json:"providers"`
-	Prices     map[string]Price `yaml:"prices" json:"prices"`
-	Tenants    []Tenant         `yaml:"tenants" json:"tenants"`
-	Admin      Admin            `yaml:"admin" json:"admin"`
-	Limits     Limits           `yaml:"limits" json:"limits"`
-	Stages     Stages           `yaml:"budget_stages" json:"budget_stages"`
-	Log        Log              `yaml:"log" json:"log"`
-	Telemetry  Telemetry        `yaml:"telemetry" json:"telemetry"`
-	RateLimits RateLimits       `yaml:"rate_limits" json:"rate_limits"`
-	Gates      []Gate           `yaml:"gates" json:"gates"`
-	Approvals  Approvals        `yaml:"approvals" json:"approvals"`
+	Listen    string           `yaml:"listen" json:"listen"`
+	Store     Store            `yaml:"store" json:"store"`
+	Providers []Provider       `yaml:"providers" json:"providers"`
+	Prices    map[string]Price `yaml:"prices" json:"prices"`
+	Tenants   []Tenant         `yaml:"tenants" json:"tenants"`
+	Admin     Admin            `yaml:"admin" json:"admin"`
+	Limits    Limits           `yaml:"limits" json:"limits"`
+	Stages    Stages           `yaml:"budget_stages" json:"budget_stages"`
+	// BudgetMinOutputTokens is the least output a call is worth starting
+	// for: a call whose budget cannot pay for its input and this much
+	// output is refused instead of clamped.
+	BudgetMinOutputTokens int64      `yaml:"budget_min_output_tokens" json:"budget_min_output_tokens"`
+	Log                   Log        `yaml:"log" json:"log"`
+	Telemetry             Telemetry  `yaml:"telemetry" json:"telemetry"`
+	RateLimits            RateLimits `yaml:"rate_limits" json:"rate_limits"`
+	Gates                 []Gate     `yaml:"gates" json:"gates"`
+	Approvals             Approvals  `yaml:"approvals" json:"approvals"`
 
 	// env records, by field path, which variables each expanded value came
 	// from, so Validate can say "TEAM_A_KEY is not set" instead of a bare
@@ -105,6 +109,9 @@ type Price struct {
 	CachedInput float64 `yaml:"cached_input" json:"cached_input"`
 	CacheWrite  float64 `yaml:"cache_write" json:"cache_write"`
 	Output      float64 `yaml:"output" json:"output"`
+	// CacheWrite1h prices cache writes kept for an hour (Anthropic); 0
+	// prices them as CacheWrite.
+	CacheWrite1h float64 `yaml:"cache_write_1h" json:"cache_write_1h,omitempty"`
 }
 
 // Priority classes of tenants, most urgent first.
@@ -130,6 +137,10 @@ type Tenant struct {
 	// tenant's requests may carry; a request naming another is refused.
 	// Empty (the default) forwards every beta, as Claude Code needs.
 	AnthropicBeta []string `yaml:"anthropic_beta" json:"anthropic_beta"`
+	// MaxTruncations ends a run whose replies were cut at their output
+	// limit that many times in a row (exit reason TRUNCATION_LOOP); 0 means
+	// the default, a negative value never ends a run for it.
+	MaxTruncations int `yaml:"max_truncations" json:"max_truncations"`
 }
 
 // Budget is a trajectory's default ceiling per dimension; zero means no
@@ -139,6 +150,9 @@ type Budget struct {
 	Tokens    int64    `yaml:"tokens" json:"tokens"`
 	WallClock Duration `yaml:"wall_clock" json:"wall_clock"`
 	Dollars   float64  `yaml:"dollars" json:"dollars"`
+	// OnExhaust is what a run does when its budget cannot pay for its next
+	// call: "fail" (default) or "pause".
+	OnExhaust string `yaml:"on_exhaust" json:"on_exhaust"`
 }
 
 // CallLimits bound every single model call of a tenant; zero means no bound.
@@ -266,6 +280,10 @@ const (
 	DefaultServiceName   = "gatekeeper"
 	DefaultMaxWait       = 30 * time.Second
 	DefaultOutputTokens  = 4096
+	// DefaultBudgetMinOutputTokens is budget_min_output_tokens' default.
+	DefaultBudgetMinOutputTokens = 1024
+	// DefaultMaxTruncations is tenants[].max_truncations' default.
+	DefaultMaxTruncations = 3
 	// MaxMaxWait bounds rate_limits.max_wait: a turn held longer outlives
 	// the agents' own request timeouts.
 	MaxMaxWait = 10 * time.Minute
@@ -289,8 +307,9 @@ func DefaultConfig() *Config {
 			PauseHold:     Duration(DefaultPauseHold),
 			BodyTimeout:   Duration(DefaultBodyTimeout),
 		},
-		Stages: Stages{Steer: 0.70, Restrict: 0.90, Halt: 1.00},
-		Log:    Log{Level: LogInfo, Format: LogJSON},
+		Stages:                Stages{Steer: 0.70, Restrict: 0.90, Halt: 1.00},
+		BudgetMinOutputTokens: DefaultBudgetMinOutputTokens,
+		Log:                   Log{Level: LogInfo, Format: LogJSON},
 		Telemetry: Telemetry{
 			ServiceName: DefaultServiceName,
 			Traces:      Traces{SampleRatio: 1},
@@ -314,6 +333,9 @@ func (c *Config) applyElementDefaults() {
 	for i := range c.Tenants {
 		if c.Tenants[i].Priority == "" {
 			c.Tenants[i].Priority = PriorityStandard
+		}
+		if c.Tenants[i].MaxTruncations == 0 {
+			c.Tenants[i].MaxTruncations = DefaultMaxTruncations
 		}
 	}
 	c.applyApprovalDefaults()

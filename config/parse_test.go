@@ -50,17 +50,17 @@ func TestLoadFullExample(t *testing.T) {
 				Keys: []ProviderKey{{Name: "offline", Key: "not-a-real-key"}}},
 		},
 		Prices: map[string]Price{
-			"claude-sonnet-4-5": {Input: 3, CachedInput: 0.3, CacheWrite: 3.75, Output: 15},
+			"claude-sonnet-4-5": {Input: 3, CachedInput: 0.3, CacheWrite: 3.75, CacheWrite1h: 6, Output: 15},
 			"gpt-4.1":           {Input: 2, CachedInput: 0.5, Output: 8},
 		},
 		Tenants: []Tenant{
 			{Name: "team-a", Keys: []string{"vk-team-a-0003"}, Priority: "interactive",
-				Budget:        Budget{Turns: 200, Tokens: 5000000, WallClock: Duration(2 * time.Hour), Dollars: 20},
+				Budget:        Budget{Turns: 200, Tokens: 5000000, WallClock: Duration(2 * time.Hour), Dollars: 20, OnExhaust: "pause"},
 				CallLimits:    CallLimits{MaxOutputTokens: 32000, CallDeadline: Duration(10 * time.Minute)},
-				ReadOnlyTools: []string{"Read", "Glob", "Grep", "LS"}},
+				ReadOnlyTools: []string{"Read", "Glob", "Grep", "LS"}, MaxTruncations: 5},
 			{Name: "nightly", Keys: []string{"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"},
 				Priority: "standard", Budget: Budget{Turns: 50, WallClock: Duration(90 * time.Minute)},
-				AnthropicBeta: []string{"prompt-caching-2024-07-31"}},
+				AnthropicBeta: []string{"prompt-caching-2024-07-31"}, MaxTruncations: DefaultMaxTruncations},
 		},
 		Admin: Admin{Tokens: []AdminToken{
 			{Name: "alice", Token: "alice-admin-token-0004", Roles: []string{"operator", "approver"}},
@@ -68,8 +68,9 @@ func TestLoadFullExample(t *testing.T) {
 		}},
 		Limits: Limits{MaxBodyBytes: 16 << 20, MaxEventBytes: 8 << 20, ToolDeadline: Duration(45 * time.Minute), IdleFinish: Duration(2 * time.Hour), PauseHold: Duration(DefaultPauseHold),
 			BodyTimeout: Duration(30 * time.Second)},
-		Stages: Stages{Steer: 0.6, Restrict: 0.85, Halt: 1.0},
-		Log:    Log{Level: "debug", Format: "text"},
+		Stages:                Stages{Steer: 0.6, Restrict: 0.85, Halt: 1.0},
+		BudgetMinOutputTokens: 2048,
+		Log:                   Log{Level: "debug", Format: "text"},
 		Telemetry: Telemetry{ServiceName: "gatekeeper-eu",
 			Traces: Traces{Enabled: true, OTLPEndpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 0.5}},
 		Gates: []Gate{
@@ -135,7 +136,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := DefaultConfig()
-	want.Tenants = []Tenant{{Name: "a", Keys: []string{"k"}, Priority: PriorityStandard}}
+	want.Tenants = []Tenant{{Name: "a", Keys: []string{"k"}, Priority: PriorityStandard, MaxTruncations: DefaultMaxTruncations}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got %+v\nwant %+v", c, want)
 	}

@@ -66,6 +66,9 @@ func (c *Config) Validate() error {
 	v.admin(c.Admin, keys)
 	v.limits(c.Limits)
 	v.stages(c.Stages)
+	if c.BudgetMinOutputTokens < 1 {
+		v.add("budget_min_output_tokens", "must be positive (default %d)", DefaultBudgetMinOutputTokens)
+	}
 	v.log(c.Log)
 	v.telemetry(c.Telemetry, keys)
 	v.gates(c.Gates, c.Tenants)
@@ -378,6 +381,7 @@ func (v *validator) prices(prices map[string]Price) {
 		v.nonNegativeFloat(fieldPath(at, "cached_input"), p.CachedInput)
 		v.nonNegativeFloat(fieldPath(at, "cache_write"), p.CacheWrite)
 		v.nonNegativeFloat(fieldPath(at, "output"), p.Output)
+		v.nonNegativeFloat(fieldPath(at, "cache_write_1h"), p.CacheWrite1h)
 	}
 }
 
@@ -433,6 +437,9 @@ func (v *validator) tenants(ts []Tenant) map[[32]byte]keyOwner {
 		v.nonNegative(fieldPath(b, "tokens"), t.Budget.Tokens)
 		v.nonNegativeDuration(fieldPath(b, "wall_clock"), t.Budget.WallClock)
 		v.nonNegativeFloat(fieldPath(b, "dollars"), t.Budget.Dollars)
+		if oe := t.Budget.OnExhaust; oe != "" && oe != "fail" && oe != "pause" {
+			v.add(fieldPath(b, "on_exhaust"), "unknown policy %s (want fail or pause)", v.show(fieldPath(b, "on_exhaust"), oe))
+		}
 
 		cl := fieldPath(at, "call_limits")
 		v.nonNegative(fieldPath(cl, "max_output_tokens"), int64(t.CallLimits.MaxOutputTokens))

@@ -37,11 +37,13 @@ func BenchmarkCheckChain(b *testing.B) {
 		{ID: "run/a", Budget: trajectory.Budget{WallClockS: 7200}, Used: Used{WallClock: 3e12}},
 		{ID: "run", Budget: trajectory.Budget{Turns: 200, Tokens: 5e6, WallClockS: 7200, Dollars: 20}, Used: Used{Turns: 150, Tokens: 4e6, Micros: 1e7}},
 	}
-	r := Reservation{Tokens: 20_000, Micros: 90_000, Turns: 1}
+	for i := range chain {
+		chain[i].Reserved = Reservation{Tokens: 20_000, Micros: 90_000, Turns: 1}
+	}
 	th := DefaultThresholds()
 	b.ReportAllocs()
 	for b.Loop() {
-		Check(chain, r, th)
+		Check(chain, th)
 	}
 }
 

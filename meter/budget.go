@@ -95,8 +95,15 @@ func Rho(b trajectory.Budget, u Used) (float64, Dimension) {
 type Level struct {
 	ID     string
 	Budget trajectory.Budget
-	Used   Used // reservations of the calls already in flight included
+	Used   Used // measured: what the providers reported, and the wall clock
+	// Reserved is what the calls already in flight in the record's subtree
+	// hold: counted by Check and Fit so that parallel calls cannot overshoot
+	// together, and given back when they settle.
+	Reserved Reservation
 }
+
+// inFlight is what the level has used with its calls in flight counted.
+func (l Level) inFlight() Used { return l.Used.Add(l.Reserved) }
 
 // Decision is the outcome of Check: the largest ρ over the chain, the
 // dimension and the record that set it, and the stage it maps to.
@@ -107,22 +114,21 @@ type Decision struct {
 	Stage     Stage
 }
 
-// Check decides the stage of a call about to start. Each level's ρ is
-// computed with r, the call's own reservation, added to its tokens and
-// dollars, so a call that would cross a ceiling at its output limit is
-// stopped before it starts; the tightest level binds. On a tie the earlier
-// level binds, so a chain listed from the thread up names the nearest
-// record.
+// Check decides the stage of a call about to start from what each level of
+// its chain has measurably used plus the reservations of the other calls in
+// flight. The call's own estimate is not counted: a limit of 32,000 output
+// tokens says what a call may cost, not what the run has spent, and Fit
+// bounds the call itself. The tightest level binds; on a tie the earlier
+// one, so a chain listed from the thread up names the nearest record.
 //
-// The call's own turn is not added: the turns ceiling bounds how many calls
-// may start, so a call is refused once Used.Turns (completed calls and those
-// in flight) reaches the ceiling, and a ceiling of N admits exactly N calls.
-func Check(chain []Level, r Reservation, th Thresholds) Decision {
+// The turns dimension counts calls started: a call is refused once
+// Used.Turns plus the calls in flight reach the ceiling, so a ceiling of N
+// admits exactly N calls.
+func Check(chain []Level, th Thresholds) Decision {
 	d := Decision{Stage: Nominal}
-	own := Reservation{Tokens: r.Tokens, Micros: r.Micros}
 	found := false
 	for _, l := range chain {
-		rho, dim := Rho(l.Budget, l.Used.Add(own))
+		rho, dim := Rho(l.Budget, l.inFlight())
 		if dim == "" {
 			continue
 		}

@@ -123,7 +123,13 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Check(tc.chain, tc.r, th)
+			// r stands for the other calls in flight, reserved on every level.
+			chain := make([]Level, len(tc.chain))
+			for i, l := range tc.chain {
+				l.Reserved = Reservation{Tokens: tc.r.Tokens, Micros: tc.r.Micros}
+				chain[i] = l
+			}
+			got := Check(chain, th)
 			if !near(got.Rho, tc.want.Rho) || got.Binding != tc.want.Binding || got.BindingID != tc.want.BindingID || got.Stage != tc.want.Stage {
 				t.Errorf("Check = %+v, want %+v", got, tc.want)
 			}
@@ -138,7 +144,7 @@ func TestCheckTurnCeilingAdmitsExactlyN(t *testing.T) {
 		used := Used{}
 		started := int64(0)
 		for i := int64(0); i < n+5; i++ {
-			d := Check([]Level{{ID: "run", Budget: trajectory.Budget{Turns: n}, Used: used}}, Reservation{Turns: 1}, DefaultThresholds())
+			d := Check([]Level{{ID: "run", Budget: trajectory.Budget{Turns: n}, Used: used}}, DefaultThresholds())
 			if d.Stage == Halt {
 				break
 			}
@@ -151,22 +157,17 @@ func TestCheckTurnCeilingAdmitsExactlyN(t *testing.T) {
 	}
 }
 
-// TestCheckParallelThreadsDoNotOvershoot: two threads of one run check at
-// once against a dollar ceiling with room for one call; the second sees the
-// first's reservation and halts.
-func TestCheckParallelThreadsDoNotOvershoot(t *testing.T) {
+// TestCheckCountsOthersNotItself: a call's own estimate does not move its
+// stage; the reservations of calls already in flight do.
+func TestCheckCountsOthersNotItself(t *testing.T) {
 	budget := trajectory.Budget{Dollars: 1}
-	spent := Used{Micros: 400_000}
-	call := Reservation{Micros: 500_000, Tokens: 1000, Turns: 1}
-
-	first := Check([]Level{{ID: "run", Budget: budget, Used: spent}}, call, DefaultThresholds())
-	if first.Stage == Halt {
-		t.Fatalf("first call halted: %+v", first)
+	alone := Check([]Level{{ID: "run", Budget: budget, Used: Used{Micros: 400_000}}}, DefaultThresholds())
+	if alone.Stage != Nominal || !near(alone.Rho, 0.4) {
+		t.Errorf("measured $0.40 of $1 = %+v, want nominal at 0.4", alone)
 	}
-	inFlight := spent.Add(call)
-	second := Check([]Level{{ID: "run", Budget: budget, Used: inFlight}}, call, DefaultThresholds())
-	if second.Stage != Halt || second.Binding != Dollars {
-		t.Errorf("second call = %+v, want halt on dollars", second)
+	other := Check([]Level{{ID: "run", Budget: budget, Used: Used{Micros: 400_000}, Reserved: Reservation{Micros: 500_000, Turns: 1}}}, DefaultThresholds())
+	if other.Stage != Restrict || !near(other.Rho, 0.9) {
+		t.Errorf("with $0.50 in flight = %+v, want restrict at 0.9", other)
 	}
 }
 

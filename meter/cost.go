@@ -24,20 +24,27 @@ type Charge struct {
 func (c Charge) Dollars() float64 { return ToDollars(c.Micros) }
 
 // Cost prices one turn: uncached input × input price + cache reads × cached
-// price + cache writes × write price + output (reasoning included) × output
-// price. An unknown model is charged the fallback price, never zero. Negative
-// counts, which no provider sends, count as zero rather than as a refund.
+// price + cache writes × write price (the 1-hour ones at the 1-hour price) +
+// output (reasoning included) × output price, times the multiplier of the
+// service tier the reply reports (Tier). An unknown model is charged
+// the fallback price, never zero. Negative counts, which no provider sends,
+// count as zero rather than as a refund.
 func (t *Table) Cost(model string, u trajectory.Usage) Charge {
 	e, ok := t.find(model)
 	if !ok {
 		e = t.fallback
 	}
 	in, cached, write, out := nonNeg(u.InputTokens), nonNeg(u.CachedInputTokens), nonNeg(u.CacheWriteTokens), nonNeg(u.OutputTokens)
+	hour := min(nonNeg(u.CacheWrite1hTokens), write)
 	r, long := e.ratesFor(addSat(addSat(in, cached), write))
 	p := mulSat(in, r.input)
 	p = addSat(p, mulSat(cached, r.cached))
-	p = addSat(p, mulSat(write, r.write))
+	p = addSat(p, mulSat(write-hour, r.write))
+	p = addSat(p, mulSat(hour, r.write1h))
 	p = addSat(p, mulSat(out, r.output))
+	if x := t.Tier(model, u.ServiceTier); x != 1000 {
+		p = mulSat(p/1000, x) + (p%1000)*x/1000
+	}
 	return Charge{Micros: picosToMicros(p, false), Priced: ok, Model: e.key, LongPrompt: long}
 }
 
@@ -51,21 +58,10 @@ func ApproxTokens(n int64) int64 {
 	return n/4 + min(n%4, 1)
 }
 
-// Estimate is the reservation for a call about to start: its input estimated
-// from the request body size, its output at maxOutput (the request's output
-// limit), priced as if no input were cached and all of it written to the
-// cache when writing costs more than reading fresh input, rounded up. It
-// stands for the call in the budget until Cost of the measured usage replaces
-// it.
+// Estimate is the reservation for a call about to start with maxOutput as
+// its output limit: Worst(model, inputBytes).Reservation(maxOutput).
 func (t *Table) Estimate(model string, inputBytes, maxOutput int64) Reservation {
-	e, ok := t.find(model)
-	if !ok {
-		e = t.fallback
-	}
-	in, out := ApproxTokens(inputBytes), nonNeg(maxOutput)
-	r, _ := e.ratesFor(in)
-	p := addSat(mulSat(in, max(r.input, r.cached, r.write)), mulSat(out, r.output))
-	return Reservation{Tokens: addSat(in, out), Micros: picosToMicros(p, true), Turns: 1}
+	return t.Worst(model, inputBytes).Reservation(maxOutput)
 }
 
 // ToDollars converts micro-dollars to USD.

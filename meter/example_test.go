@@ -28,14 +28,14 @@ func ExampleTable_Cost() {
 
 func ExampleCheck() {
 	table := meter.DefaultTable()
-	// A thread with its own budget under a run with a tighter dollar budget.
+	// A thread with its own budget under a run with a tighter dollar
+	// budget, where another thread has a call in flight.
+	other := table.Estimate("gpt-4.1", 40_000, 8_000)
 	chain := []meter.Level{
 		{ID: "run-42/t1", Budget: trajectory.Budget{Turns: 50}, Used: meter.Used{Turns: 12}},
-		{ID: "run-42", Budget: trajectory.Budget{Turns: 200, Dollars: 1}, Used: meter.Used{Turns: 40, Micros: 700_000}},
+		{ID: "run-42", Budget: trajectory.Budget{Turns: 200, Dollars: 1}, Used: meter.Used{Turns: 40, Micros: 700_000}, Reserved: other},
 	}
-	// The next call: a 40 KB request allowed 8,000 output tokens.
-	r := table.Estimate("gpt-4.1", 40_000, 8_000)
-	d := meter.Check(chain, r, meter.DefaultThresholds())
+	d := meter.Check(chain, meter.DefaultThresholds())
 	fmt.Printf("%.3f %s %s %s\n", d.Rho, d.Binding, d.BindingID, d.Stage)
 	// Output:
 	// 0.784 dollars run-42 steer

@@ -30,6 +30,9 @@ type Price struct {
 	CachedInput float64 `yaml:"cached_input" json:"cached_input"`
 	CacheWrite  float64 `yaml:"cache_write" json:"cache_write"`
 	Output      float64 `yaml:"output" json:"output"`
+	// CacheWrite1h prices cache writes kept for an hour (Anthropic's 1-hour
+	// TTL); 0 prices them as CacheWrite.
+	CacheWrite1h float64 `yaml:"cache_write_1h" json:"cache_write_1h,omitempty"`
 }
 
 // Validate reports a rate that is negative, not finite or above MaxPrice.
@@ -37,7 +40,7 @@ func (p Price) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"input", p.Input}, {"cached_input", p.CachedInput}, {"cache_write", p.CacheWrite}, {"output", p.Output}} {
+	}{{"input", p.Input}, {"cached_input", p.CachedInput}, {"cache_write", p.CacheWrite}, {"output", p.Output}, {"cache_write_1h", p.CacheWrite1h}} {
 		if math.IsNaN(f.v) || f.v < 0 || f.v > MaxPrice {
 			return fmt.Errorf("%w: %s %v is not within [0, %d] USD per million tokens", ErrInvalidPrice, f.name, f.v, MaxPrice)
 		}
@@ -47,10 +50,20 @@ func (p Price) Validate() error {
 
 // rates is a Price in pico-dollars per token (1e-12 USD), where every
 // published price is an integer, so a turn's cost is an exact sum.
-type rates struct{ input, cached, write, output int64 }
+type rates struct{ input, cached, write, write1h, output int64 }
+
+// highest returns the highest rate of input of any kind, and the output
+// rate.
+func (r rates) highest() (input, output int64) {
+	return max(r.input, r.cached, r.write, r.write1h), r.output
+}
 
 func ratesOf(p Price) rates {
-	return rates{picos(p.Input), picos(p.CachedInput), picos(p.CacheWrite), picos(p.Output)}
+	w1h := p.CacheWrite1h
+	if w1h == 0 {
+		w1h = p.CacheWrite
+	}
+	return rates{picos(p.Input), picos(p.CachedInput), picos(p.CacheWrite), picos(w1h), picos(p.Output)}
 }
 
 // picos converts USD per million tokens to pico-dollars per token; the
@@ -98,6 +111,16 @@ type Table struct {
 	open     map[string]entry // by prefix, without the "*"
 	maxOpen  int              // longest key of open, bounding prefix search
 	fallback entry
+	// tiers are the service-tier multipliers, in thousandths, by model
+	// key matched as prices are (see Tier).
+	tiers []tierRow
+}
+
+// tierRow is one model key's service-tier multipliers.
+type tierRow struct {
+	prefix string // lower case, without its "*"
+	exact  bool
+	mult   map[string]int64 // tier name → multiplier in thousandths
 }
 
 //go:embed prices.yaml
@@ -134,7 +157,7 @@ func NewTable(prices map[string]Price, fallback Price) (*Table, error) {
 // long-prompt tier included, since config prices carry none. The key
 // FallbackKey sets the fallback price.
 func (t *Table) With(overrides map[string]Price) (*Table, error) {
-	c := &Table{exact: map[string]entry{}, open: map[string]entry{}, maxOpen: t.maxOpen, fallback: t.fallback}
+	c := &Table{exact: map[string]entry{}, open: map[string]entry{}, maxOpen: t.maxOpen, fallback: t.fallback, tiers: t.tiers}
 	maps.Copy(c.exact, t.exact)
 	maps.Copy(c.open, t.open)
 	if err := c.setAll(specs(overrides)); err != nil {
@@ -206,10 +229,14 @@ func digits(s string) bool {
 	return s != ""
 }
 
-// spec is one model's entry as written in prices.yaml.
+// spec is one model's entry as written in prices.yaml. Source and Date say
+// where its prices come from and when they were checked; the file requires
+// both, config overrides neither.
 type spec struct {
 	Price      `yaml:",inline"`
 	LongPrompt *longPrompt `yaml:"long_prompt"`
+	Source     string      `yaml:"source"`
+	Date       string      `yaml:"date"`
 }
 
 // longPrompt is the price of a whole request whose prompt is longer than
@@ -294,8 +321,65 @@ func (t *Table) set(key string, s spec) error {
 
 // priceFile is the layout of prices.yaml.
 type priceFile struct {
-	Fallback *spec           `yaml:"fallback"`
-	Models   map[string]spec `yaml:"models"`
+	Sources      map[string]string             `yaml:"sources"` // named for YAML anchors
+	Fallback     *spec                         `yaml:"fallback"`
+	ServiceTiers map[string]map[string]float64 `yaml:"service_tiers"`
+	Models       map[string]spec               `yaml:"models"`
+}
+
+// Tier returns the multiplier, in thousandths, of every rate of model's
+// calls served in tier (as the reply names it: "priority", "flex",
+// "batch"...): from the service_tiers row whose key matches the model as
+// prices match, the exact key first, then the longest prefix; 1000 for a
+// tier or model no row names ("standard", "default", "auto"...).
+func (t *Table) Tier(model, tier string) int64 {
+	m := strings.ToLower(strings.TrimSpace(model))
+	tier = strings.ToLower(strings.TrimSpace(tier))
+	if tier == "" {
+		return 1000
+	}
+	if base, ok := snapshotBase(m); ok {
+		m = base
+	}
+	best := -1
+	for i, r := range t.tiers {
+		switch {
+		case r.exact && r.prefix == m:
+			best = i
+		case !r.exact && strings.HasPrefix(m, r.prefix) && (best < 0 || !t.tiers[best].exact && len(r.prefix) > len(t.tiers[best].prefix)):
+			best = i
+		}
+		if best >= 0 && t.tiers[best].exact {
+			break
+		}
+	}
+	if best < 0 {
+		return 1000
+	}
+	if x, ok := t.tiers[best].mult[tier]; ok {
+		return x
+	}
+	return 1000
+}
+
+func parseTiers(rows map[string]map[string]float64) ([]tierRow, error) {
+	var out []tierRow
+	for _, k := range slices.Sorted(maps.Keys(rows)) {
+		key := strings.ToLower(strings.TrimSpace(k))
+		prefix, open := strings.CutSuffix(key, "*")
+		if prefix == "" && !open || strings.Contains(prefix, "*") {
+			return nil, fmt.Errorf("%w: service_tiers key %q", ErrInvalidPrice, k)
+		}
+		r := tierRow{prefix: prefix, exact: !open, mult: map[string]int64{}}
+		for tier, x := range rows[k] {
+			if math.IsNaN(x) || x <= 0 || x > 100 {
+				return nil, fmt.Errorf("%w: service_tiers %q %q is %v, want a multiplier in (0, 100]", ErrInvalidPrice, k, tier, x)
+			}
+			r.mult[strings.ToLower(tier)] = int64(math.Round(x * 1000))
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // parseTable reads a price file; unknown fields, duplicate keys and invalid
@@ -314,6 +398,11 @@ func parseTable(b []byte) (*Table, error) {
 	if err := t.setFallback(*f.Fallback); err != nil {
 		return nil, err
 	}
+	tiers, err := parseTiers(f.ServiceTiers)
+	if err != nil {
+		return nil, err
+	}
+	t.tiers = tiers
 	for k := range f.Models {
 		if strings.ToLower(strings.TrimSpace(k)) == FallbackKey {
 			return nil, fmt.Errorf("%w: the fallback price goes under the top-level fallback key, not under models", ErrInvalidPrice)
@@ -321,6 +410,16 @@ func parseTable(b []byte) (*Table, error) {
 	}
 	if err := t.setAll(f.Models); err != nil {
 		return nil, err
+	}
+	// Every row says where its prices come from and when they were
+	// checked, so a stale price can be found and traced.
+	if f.Fallback.Source == "" || f.Fallback.Date == "" {
+		return nil, fmt.Errorf("%w: the fallback row names no source or date", ErrInvalidPrice)
+	}
+	for _, k := range slices.Sorted(maps.Keys(f.Models)) {
+		if m := f.Models[k]; m.Source == "" || m.Date == "" {
+			return nil, fmt.Errorf("%w: %q: every row of the price file names its source and date", ErrInvalidPrice, k)
+		}
 	}
 	return t, nil
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gatekeeper/trajectory"
 )
 
 var (
@@ -175,6 +177,8 @@ func TestParseTable(t *testing.T) {
 		{"fallback-in-models-upper.yaml", true},
 		{"zero-fallback.yaml", true},
 		{"star-inside.yaml", true},
+		{"no-source.yaml", true},
+		{"bad-tier.yaml", true},
 	}
 	for _, tc := range tests {
 		t.Run(strings.TrimSuffix(tc.file, ".yaml"), func(t *testing.T) {
@@ -211,6 +215,31 @@ func TestParseTableValid(t *testing.T) {
 	if tb.Fallback().Output != 80 {
 		t.Errorf("fallback = %+v", tb.Fallback())
 	}
+	for _, tc := range []struct {
+		model, tier string
+		want        int64
+	}{
+		{"alpha", "priority", 2000},
+		{"alpha-1", "flex", 500},
+		{"alpha-2", "priority", 3000}, // the exact row wins
+		{"alpha-2", "flex", 1000},     // and lists no flex
+		{"alpha", "standard", 1000},   // a tier no row names
+		{"beta", "priority", 1000},    // a model no row names
+		{"ALPHA-20250101", "PRIORITY", 2000},
+	} {
+		if got := tb.Tier(tc.model, tc.tier); got != tc.want {
+			t.Errorf("Tier(%q, %q) = %d, want %d", tc.model, tc.tier, got, tc.want)
+		}
+	}
+	// beta writes for an hour at $2, for five minutes at $1.25.
+	c := tb.Cost("beta", trajectory.Usage{CacheWriteTokens: 1000, CacheWrite1hTokens: 400})
+	if want := int64(600*1.25 + 400*2); c.Micros != want {
+		t.Errorf("beta 600 5m + 400 1h writes = %d µ$, want %d", c.Micros, want)
+	}
+	c = tb.Cost("alpha", trajectory.Usage{InputTokens: 1000, OutputTokens: 1000, ServiceTier: "priority"})
+	if want := int64((1000*1 + 1000*5) * 2); c.Micros != want {
+		t.Errorf("alpha in the priority tier = %d µ$, want %d", c.Micros, want)
+	}
 }
 
 // TestDefaultTable checks the embedded file: it parses, knows the models it
@@ -231,10 +260,10 @@ func TestDefaultTable(t *testing.T) {
 		}
 	}
 	want := map[string]Price{
-		"claude-sonnet-4-5": {Input: 3, CachedInput: 0.30, CacheWrite: 3.75, Output: 15},
-		"claude-opus-4-1":   {Input: 15, CachedInput: 1.50, CacheWrite: 18.75, Output: 75},
-		"claude-haiku-4-5":  {Input: 1, CachedInput: 0.10, CacheWrite: 1.25, Output: 5},
-		"claude-3-5-haiku":  {Input: 0.80, CachedInput: 0.08, CacheWrite: 1, Output: 4},
+		"claude-sonnet-4-5": {Input: 3, CachedInput: 0.30, CacheWrite: 3.75, CacheWrite1h: 6, Output: 15},
+		"claude-opus-4-1":   {Input: 15, CachedInput: 1.50, CacheWrite: 18.75, CacheWrite1h: 30, Output: 75},
+		"claude-haiku-4-5":  {Input: 1, CachedInput: 0.10, CacheWrite: 1.25, CacheWrite1h: 2, Output: 5},
+		"claude-3-5-haiku":  {Input: 0.80, CachedInput: 0.08, CacheWrite: 1, CacheWrite1h: 1.6, Output: 4},
 		"gpt-4o":            {Input: 2.50, CachedInput: 1.25, Output: 10},
 		"gpt-4.1":           {Input: 2, CachedInput: 0.50, Output: 8},
 		"gpt-5-nano":        {Input: 0.05, CachedInput: 0.005, Output: 0.40},

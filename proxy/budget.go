@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/trajectory"
@@ -40,49 +42,51 @@ type admission struct {
 	call     string // the call's id, the settle's idempotency key
 	reserved trajectory.Reservation
 	levels   []meter.Level // the chain as checked, nearest first
-	paused   bool          // an operator's pause took effect: the request waits
+	paused   bool          // an operator's pause, or the budget's, took effect: the request waits
+	// maxOut, when positive, is the output limit the budget clamped the
+	// call to.
+	maxOut int64
+	fit    meter.Fit // what the chain had left for the call's output
 }
 
-// reserve checks the call against every budget of its chain and, unless it
-// halts, reserves its estimate on each record. It runs inside the store's
-// atomic update, so calls of parallel threads see each other's
-// reservations. On halt the thread record (and the record whose budget
-// binds) go FINALIZING → FAILED.
+// reserve admits the call against every budget of its chain (meter.Admit):
+// its stage comes from measured spend and the other calls in flight, and
+// its output limit is clamped to what the chain has left. Unless it is
+// refused, it reserves its worst case on each record. It runs inside the
+// store's atomic update, so calls of parallel threads see each other's
+// reservations. A call refused because its budget is exhausted ends the
+// run (on_exhaust: fail) or pauses it (on_exhaust: pause).
 func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []trajectory.Event, error) {
-	maxOut := t.maxOut
-	if maxOut <= 0 {
-		maxOut = defaultMaxOutput
+	ls := levels(chain, now, true)
+	w := t.s.prices.Worst(t.pr.Model, int64(len(t.body))).InTier(t.s.prices, t.pr.Model, gjson.GetBytes(t.body, "service_tier").String())
+	v := meter.Admit(ls, meter.Call{Worst: w, MaxOutput: t.maxOut,
+		DefaultOutput: defaultMaxOutput, MinOutput: t.s.minOutput}, t.s.stages)
+	if v.Wait {
+		// What was measured leaves room for this call: the calls in
+		// flight hold the rest and may give some back.
+		return admission{}, nil, errBudgetWait
 	}
-	est := t.s.prices.Estimate(t.pr.Model, int64(len(t.body)), maxOut)
-	adm := admission{
-		call:     newCallID(),
-		reserved: trajectory.Reservation{Calls: 1, Tokens: est.Tokens, Micros: est.Micros},
-		levels:   levels(chain, now, true),
+	adm := admission{decision: v.Decision, call: newCallID(), levels: ls, fit: v.Fit}
+	evs := t.s.readStages(chain, ls, v.Decision, now)
+	if v.Stage == meter.Halt {
+		xevs, paused, err := exhaust(chain, v.Decision, now)
+		adm.paused = paused
+		return adm, append(evs, xevs...), err
 	}
-	adm.decision = meter.Check(adm.levels, est, t.s.stages)
-	if adm.decision.Stage == meter.Halt {
-		// Refused with the calls in flight counted. If what is settled
-		// leaves room for this call, those calls hold the rest of the
-		// budget and may give some back: the call waits for them rather
-		// than ending the run.
-		if meter.Check(levels(chain, now, false), est, t.s.stages).Stage != meter.Halt {
-			return admission{}, nil, errBudgetWait
+	adm.reserved = trajectory.Reservation{Calls: 1, Tokens: v.Reservation.Tokens, Micros: v.Reservation.Micros}
+	if v.Clamped {
+		adm.maxOut = v.MaxOutput
+		data := map[string]any{"from": nil, "to": v.MaxOutput, "binding": v.Fit.BindingID,
+			"binding_dimension": v.Fit.Binding, "reserved_dollars": meter.ToDollars(v.Reservation.Micros)}
+		if t.maxOut > 0 {
+			data["from"] = t.maxOut
 		}
-	}
-	evs := t.s.readStages(chain, adm.levels, est, now)
-	if adm.decision.Stage == meter.Halt {
-		for _, rec := range chain {
-			if rec != chain[0] && rec.ID != adm.decision.BindingID || rec.State.Terminal() {
-				continue
+		for _, l := range ls {
+			if l.ID == v.Fit.BindingID {
+				data["left"] = remaining(l, v.Fit.Binding)
 			}
-			rec.BindingDimension = string(adm.decision.Binding)
-			ts, err := rec.Finalize(trajectory.Failed, exitBudgetExceeded, now)
-			if err != nil {
-				return admission{}, nil, err
-			}
-			evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
 		}
-		return adm, evs, nil
+		evs = append(evs, eventWith(chain[0].ID, now, trajectory.EventBudgetClamp, data))
 	}
 	for _, rec := range chain {
 		rec.Reserved = rec.Reserved.Add(adm.reserved)
@@ -96,22 +100,56 @@ func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []
 	return adm, evs, nil
 }
 
-// readStages records on every record of a chain its budget reading, from
-// ls (the chain's levels at now) and r, a call about to start. The thread
-// record (chain[0]) gets the tightest reading of its chain, which is the
-// one applied to its calls; each ancestor its own.
-func (s *Server) readStages(chain []*trajectory.Record, ls []meter.Level, r meter.Reservation, now time.Time) []trajectory.Event {
-	own := meter.Reservation{Tokens: r.Tokens, Micros: r.Micros}
+// exhaust applies a refusal for an exhausted budget to the thread record
+// (chain[0]) and the record whose budget binds, by the binding record's
+// on_exhaust: fail finalizes them FAILED (BUDGET_EXCEEDED); pause moves
+// those READY to PAUSED with reason BUDGET, and the call waits as for an
+// operator's pause.
+func exhaust(chain []*trajectory.Record, d meter.Decision, now time.Time) ([]trajectory.Event, bool, error) {
+	policy := trajectory.OnExhaustFail
+	for _, rec := range chain {
+		if rec.ID == d.BindingID && rec.Budget.OnExhaust != "" {
+			policy = rec.Budget.OnExhaust
+		}
+	}
+	var evs []trajectory.Event
+	for _, rec := range chain {
+		if rec != chain[0] && rec.ID != d.BindingID || rec.State.Terminal() {
+			continue
+		}
+		rec.BindingDimension = string(d.Binding)
+		if policy == trajectory.OnExhaustPause {
+			if rec.State != trajectory.Ready {
+				// Busy with a call of its own: its next call pauses it.
+				continue
+			}
+			tr, err := rec.Transition(trajectory.Paused, "budget exhausted", now)
+			if err != nil {
+				return nil, false, err
+			}
+			rec.PauseReason = trajectory.PauseBudget
+			evs = append(evs, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...)
+			continue
+		}
+		ts, err := rec.Finalize(trajectory.Failed, exitBudgetExceeded, now)
+		if err != nil {
+			return nil, false, err
+		}
+		evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
+	}
+	return evs, policy == trajectory.OnExhaustPause, nil
+}
+
+// readStages records on every record of a chain its budget reading from
+// ls, the chain's levels at now: the thread record (chain[0]) gets d, the
+// tightest reading of its chain, which is the one applied to its calls;
+// each ancestor its own.
+func (s *Server) readStages(chain []*trajectory.Record, ls []meter.Level, d meter.Decision, now time.Time) []trajectory.Event {
 	var evs []trajectory.Event
 	for i, rec := range chain {
-		var rho float64
-		var dim meter.Dimension
-		var stage meter.Stage
-		if i == 0 {
-			d := meter.Check(ls, r, s.stages)
-			rho, dim, stage = d.Rho, d.Binding, d.Stage
-		} else {
-			rho, dim = meter.Rho(rec.Budget, ls[i].Used.Add(own))
+		rho, dim, stage := d.Rho, d.Binding, d.Stage
+		if i > 0 {
+			rho, dim = meter.Rho(rec.Budget, ls[i].Used.Add(ls[i].Reserved))
 			stage = s.stages.Stage(rho)
 		}
 		evs = append(evs, setStage(rec, rho, dim, stage, now)...)
@@ -153,10 +191,10 @@ func levels(chain []*trajectory.Record, now time.Time, inFlight bool) []meter.Le
 	for i, rec := range chain {
 		u := meter.UsedOf(rec.Spend)
 		u.WallClock = meter.Elapsed(rec.StartedAt, now, rec.Waited(now))
-		if inFlight {
-			u = u.Add(meter.Reservation{Turns: rec.Reserved.Calls, Tokens: rec.Reserved.Tokens, Micros: rec.Reserved.Micros})
-		}
 		out[i] = meter.Level{ID: rec.ID, Budget: rec.Budget, Used: u}
+		if inFlight {
+			out[i].Reserved = meter.Reservation{Turns: rec.Reserved.Calls, Tokens: rec.Reserved.Tokens, Micros: rec.Reserved.Micros}
+		}
 	}
 	return out
 }
@@ -178,14 +216,23 @@ func setStage(rec *trajectory.Record, rho float64, dim meter.Dimension, stage me
 }
 
 // haltError is the answer to a call its budget refused.
-func (s *Server) haltError(rec *trajectory.Record, d meter.Decision) error {
+func (s *Server) haltError(rec *trajectory.Record, adm admission) error {
+	d := adm.decision
 	whose := "its"
 	if d.BindingID != rec.ID {
 		whose = "the " + d.BindingID + " run's"
 	}
+	left := ""
+	for _, l := range adm.levels {
+		if l.ID == d.BindingID {
+			if r := remaining(l, d.Binding); r != "" {
+				left = ", " + r + " left"
+			}
+		}
+	}
 	return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
-		Msg: fmt.Sprintf("trajectory %s has exhausted %s %s budget (%.0f%% of the ceiling, counting this call); the call was not forwarded and the run is stopped; an operator can start a new trajectory with a larger budget",
-			rec.ID, whose, d.Binding, d.Rho*100)}
+		Msg: fmt.Sprintf("trajectory %s has exhausted %s %s budget (%.0f%% used%s, not enough for this call's input and a minimal reply); the call was not forwarded and the run is stopped; an operator can start a new trajectory with a larger budget",
+			rec.ID, whose, d.Binding, d.Rho*100, left)}
 }
 
 // notice is the budget notice appended to a steered or restricted
@@ -216,8 +263,10 @@ func (t *turn) notice() string {
 	return b.String()
 }
 
-// remaining says what is left of one dimension of a level's budget.
+// remaining says what is left of one dimension of a level's budget, the
+// calls in flight counted.
 func remaining(l meter.Level, d meter.Dimension) string {
+	l.Used = l.Used.Add(l.Reserved)
 	switch d {
 	case meter.Turns:
 		return fmt.Sprintf("%d model calls", max(l.Budget.Turns-l.Used.Turns, 0))

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"testing"
 
@@ -51,10 +52,13 @@ func TestFixtureBytesThroughGatekeeper(t *testing.T) {
 	e := newEnv(t, envOpts{upstream: up.URL, limits: `prices:
   claude-sonnet-4-5: {input: 3, cached_input: 0.30, cache_write: 3.75, output: 15}
   gpt-4o: {input: 2.50, cached_input: 1.25, output: 10}`})
-	table, err := meter.NewTable(prices, meter.Price{Input: 100, Output: 100})
+	// The turn is priced for the model the reply names, by the table the
+	// proxy uses: the default one with the two prices above over it.
+	table, err := meter.DefaultTable().With(prices)
 	if err != nil {
 		t.Fatal(err)
 	}
+	replyModel := regexp.MustCompile(`"model":"([^"]+)"`)
 	paths := map[string]string{"anthropic": "/anthropic/v1/messages", "chat": "/openai/v1/chat/completions", "responses": "/openai/v1/responses"}
 	n := 0
 	for name, exp := range expected {
@@ -104,9 +108,13 @@ func TestFixtureBytesThroughGatekeeper(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := table.Cost(model, u)
+			priced := model
+			if m := replyModel.FindSubmatch(current); m != nil {
+				priced = string(m[1])
+			}
+			want := table.Cost(priced, u)
 			if got := math.Round(rec.Spend.Dollars * 100); got != math.Round(want.Dollars()*100) || math.Abs(rec.Spend.Dollars-want.Dollars()) > 1e-9 {
-				t.Errorf("charged $%.6f for %+v, the table prices it $%.6f", rec.Spend.Dollars, u, want.Dollars())
+				t.Errorf("charged $%.6f for %+v, the table prices it $%.6f at %s", rec.Spend.Dollars, u, want.Dollars(), priced)
 			}
 		})
 	}

@@ -154,6 +154,7 @@ func (s *Server) newRecord(id, parent string, tenant *config.Tenant) *trajectory
 			Tokens:     tenant.Budget.Tokens,
 			WallClockS: int64(tenant.Budget.WallClock.Std().Seconds()),
 			Dollars:    tenant.Budget.Dollars,
+			OnExhaust:  tenant.Budget.OnExhaust,
 		}
 	}
 	return rec

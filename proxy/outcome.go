@@ -60,11 +60,17 @@ func (t *turn) record(ctx context.Context, o outcome) {
 	now := s.now()
 	t.settleKey(ctx, o)
 	var charge meter.Charge
+	// The model the reply names is the one that ran (an alias resolves to
+	// a snapshot, a router picks another); the request's when it names none.
+	model := o.model
+	if model == "" {
+		model = t.pr.Model
+	}
 	if !o.upstream {
-		charge = s.prices.Cost(t.pr.Model, o.usage)
+		charge = s.prices.Cost(model, o.usage)
 	}
 	data := map[string]any{
-		"stop": o.stop, "status": o.status, "model": t.pr.Model, "provider": t.req.up.cfg.Name,
+		"stop": o.stop, "status": o.status, "model": model, "provider": t.req.up.cfg.Name,
 		"duration_ms": now.Sub(t.started).Milliseconds(), "estimated": o.estimated,
 		"usage": o.usage, "dollars": charge.Dollars(), "call": t.adm.call,
 	}
@@ -158,6 +164,13 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		}
 		evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
 	}
+	if !o.upstream {
+		tevs, err := countTruncation(rec, o.stop, t.req.tenant.MaxTruncations, now)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, tevs...)
+	}
 	cevs, err := t.afterTurn(rec, now)
 	if err != nil {
 		return nil, err
@@ -177,7 +190,8 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		}
 		l.ChargeWallClock(now)
 	}
-	return append(evs, t.s.readStages(chain, levels(chain, now, true), meter.Reservation{}, now)...), nil
+	ls := levels(chain, now, true)
+	return append(evs, t.s.readStages(chain, ls, meter.Check(ls, t.s.stages), now)...), nil
 }
 
 // maxLostCalls bounds the lost calls a record remembers; an older one's
@@ -224,7 +238,8 @@ func (t *turn) settleLost(chain []*trajectory.Record, i int, o outcome, charge m
 			l.FallbackPriced = true
 		}
 	}
-	return append(evs, t.s.readStages(chain, levels(chain, now, true), meter.Reservation{}, now)...)
+	ls := levels(chain, now, true)
+	return append(evs, t.s.readStages(chain, ls, meter.Check(ls, t.s.stages), now)...)
 }
 
 // chargeUndelivered records a reply the provider produced, and billed,
@@ -271,7 +286,8 @@ func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome
 		o.stop = "end_turn"
 	}
 	o.usage = trajectory.Usage{InputTokens: res.Usage.InputTokens, CachedInputTokens: res.Usage.CachedInputTokens,
-		CacheWriteTokens: res.Usage.CacheWriteTokens, OutputTokens: res.Usage.OutputTokens}
+		CacheWriteTokens: res.Usage.CacheWriteTokens, OutputTokens: res.Usage.OutputTokens,
+		CacheWrite1hTokens: min(t.extras.CacheWrite1hTokens, res.Usage.CacheWriteTokens), ServiceTier: t.extras.ServiceTier}
 	complete := cause == nil && !res.Truncated && len(res.Errors) == 0
 	if cause != nil || res.Truncated || !res.UsageSeen {
 		// Charged from what was seen: input from the request when the

@@ -63,6 +63,7 @@ type Server struct {
 	bufs       *bufPool
 	prices     *meter.Table
 	stages     meter.Thresholds
+	minOutput  int64 // budget_min_output_tokens
 	hints      *hints
 	settles    *settles
 	live       *live
@@ -108,11 +109,15 @@ func New(opts Options) (*Server, error) {
 		bufs:      newBufPool(),
 		prices:    opts.Prices,
 		stages:    meter.Thresholds(opts.Config.Stages),
+		minOutput: opts.Config.BudgetMinOutputTokens,
 		hints:     newHints(1 << 16),
 		settles:   newSettles(),
 		live:      newLive(),
 		tel:       opts.Telemetry,
 		listening: make(chan struct{}),
+	}
+	if s.minOutput <= 0 {
+		s.minOutput = config.DefaultBudgetMinOutputTokens
 	}
 	if s.prices == nil {
 		over := make(map[string]meter.Price, len(opts.Config.Prices))

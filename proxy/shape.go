@@ -35,7 +35,14 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 		if err != nil {
 			return nil, httpErr(http.StatusBadRequest, errInvalidRequest, "could not set the output limit: "+err.Error())
 		}
-		body = out
+		if body, _, err = thinkingBelow(api, out, t.maxOut); err != nil {
+			return nil, httpErr(http.StatusBadRequest, errInvalidRequest, "could not fit the thinking budget under the output limit: "+err.Error())
+		}
+	}
+	if t.truncated > 0 {
+		if out, err := streaming.AppendNotice(api, body, truncationNotice(t.truncated)); err == nil {
+			body = out
+		}
 	}
 	if t.interrupt != "" {
 		out, err := streaming.AppendNotice(api, body, "[message from the operator] "+t.interrupt)

@@ -73,6 +73,7 @@ func (b *sseBody) Read(p []byte) (int, error) {
 // take decodes one event as the provider sent it (the meter needs its
 // usage) and queues what the agent receives of it.
 func (b *sseBody) take(ev *sse.Event) error {
+	b.t.extras.Read(b.t.req.api, ev.Data)
 	if b.held != nil {
 		return b.takeHeld(ev)
 	}
@@ -220,6 +221,7 @@ func (b *jsonBody) record() {
 		return
 	}
 	res := &streaming.Result{}
+	t.extras.Read(t.req.api, b.buf)
 	if !b.over && cause == nil {
 		if r, derr := streaming.DecodeJSON(t.req.api, b.buf); derr == nil {
 			res = r

@@ -41,8 +41,10 @@ type turn struct {
 	filter     *streaming.CallFilter // restrict stage: withholds calls outside the grant
 	removed    []string              // tools the restrict stage removed
 	stripUsage bool                  // usage was asked for on the agent's behalf
-	maxOut     int64                 // the call's output limit after the tenant's clamp; 0 when none
+	maxOut     int64                 // the call's output limit after the tenant's and the budget's clamps; 0 when none
 	interrupt  string                // an operator's message for this request
+	truncated  int64                 // the thread's last replies cut at their output limit, in a row
+	extras     streaming.Extras      // the reply's 1-hour cache writes and service tier
 
 	stopped  stopKind           // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
@@ -255,7 +257,10 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		t.recID, t.parentID = chain[0].ID, chain[0].ParentID
 		t.adm = adm
 		if adm.decision.Stage == meter.Halt {
-			return t.s.haltError(chain[0], adm.decision)
+			return t.s.haltError(chain[0], adm)
+		}
+		if adm.maxOut > 0 {
+			t.maxOut = adm.maxOut
 		}
 		return nil
 	}
@@ -300,7 +305,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			left := hold - time.Since(pausedSince)
 			if left <= 0 {
 				return nil, adm, &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
-					Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", id)}
+					Msg: fmt.Sprintf("trajectory %s is paused (by an operator, or until its budget is raised); retry later", id)}
 			}
 			woken, stop := t.s.live.wait(id)
 			select {
@@ -397,6 +402,9 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 			evs = append(evs, controlApplied(rec.ID, c, now))
 		}
 	}
+	if rec.TruncationsInRow > 0 {
+		t.truncated = rec.TruncationsInRow
+	}
 	adm, bevs, err := t.reserve(chain, now)
 	if err != nil {
 		return admission{}, nil, err
@@ -455,6 +463,7 @@ func (t *turn) attach(resp *http.Response) error {
 		// them whole: a call cut by an operator or by the output limit is
 		// never delivered in part.
 		t.filter.Hold()
+		t.filter.NoticeCut(cutNotice)
 		body := &sseBody{t: t, src: resp.Body, rd: sse.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
 			in: t.s.bufs.Get()}
 		if t.gated {

@@ -40,6 +40,9 @@ type CallFilter struct {
 	api     API
 	allow   func(name string) bool
 	refusal func(call ToolCall) string
+	// cutNotice, when set, gives the text that replaces a call cut at the
+	// output limit (NoticeCut).
+	cutNotice func(call ToolCall) string
 
 	refused []ToolCall
 	texts   []string // the text that replaced each refused call

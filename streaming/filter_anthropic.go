@@ -165,13 +165,18 @@ func (f *CallFilter) anthropicRelease(dst []byte, js string) []byte {
 	a := &f.anthropic
 	cut := sr.Str == "max_tokens" || sr.Str == "model_context_window_exceeded"
 	last := h.last(nil)
+	var cutCall *ToolCall
 	f.dropHeld(func(i int, c *heldCall) bool {
 		// A call streamed with no input has "{}": empty arguments are whole.
 		drop := !c.closed || cut && i == last && len(c.args) > 0 && !gjson.ValidBytes(c.args)
 		a.dropped = a.dropped || drop
+		if drop && cut && f.cutNotice != nil && !c.unlisted {
+			tc := c.tc
+			cutCall = &tc
+		}
 		return drop
 	})
-	return f.release(dst, func(int, *heldCall) bool { return true }, func(c *heldCall) {
+	dst = f.release(dst, func(int, *heldCall) bool { return true }, func(c *heldCall) {
 		c.out = a.pos.release(c.tc.Index)
 		a.delivered = true
 	}, func(dst []byte, e *heldEvent, c *heldCall) []byte {
@@ -180,6 +185,10 @@ func (f *CallFilter) anthropicRelease(dst []byte, js string) []byte {
 		}
 		return f.appendRenumbered(dst, e, "index", c.out, 0, false)
 	})
+	if cutCall != nil {
+		dst = f.anthropicCutNotice(dst, *cutCall) // filter_cut.go
+	}
+	return dst
 }
 
 func (f *CallFilter) anthropicStart(dst []byte, ev *sse.Event, index, block jsonMember) []byte {

@@ -22,6 +22,11 @@ const (
 	// EventToolCallsInDoubt lists tool calls the agent was given but never
 	// answered before the run ended: they may or may not have run.
 	EventToolCallsInDoubt EventType = "tool_calls_in_doubt"
+	// EventBudgetClamp: a call's output limit was lowered (or set) so that
+	// its worst case fits what its chain has left.
+	EventBudgetClamp EventType = "budget_clamp"
+	// EventBudget: an operator changed a record's budget.
+	EventBudget EventType = "budget"
 )
 
 // Event is one entry of a trajectory's event log. Seq is assigned by the

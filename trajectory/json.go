@@ -38,6 +38,9 @@ type recordJSON struct {
 	FallbackPriced   bool        `json:"fallback_priced,omitempty"`
 	HeldSince        time.Time   `json:"held_since,omitzero"`
 	WaitedS          float64     `json:"waited_s,omitzero"`
+	PauseReason      string      `json:"pause_reason,omitempty"`
+	Truncations      int64       `json:"truncations,omitzero"`
+	TruncationsInRow int64       `json:"truncations_in_row,omitzero"`
 }
 
 type pendingJSON struct {
@@ -101,6 +104,10 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		FallbackPriced: r.FallbackPriced,
 		HeldSince:      r.HeldSince,
 		WaitedS:        r.WaitedS,
+
+		PauseReason:      r.PauseReason,
+		Truncations:      r.Truncations,
+		TruncationsInRow: r.TruncationsInRow,
 	}
 	if w.Children == nil {
 		w.Children = []string{}
@@ -156,6 +163,10 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		FallbackPriced: w.FallbackPriced,
 		HeldSince:      w.HeldSince,
 		WaitedS:        w.WaitedS,
+
+		PauseReason:      w.PauseReason,
+		Truncations:      w.Truncations,
+		TruncationsInRow: w.TruncationsInRow,
 	}
 	if len(w.Children) > 0 {
 		rec.Children = w.Children

@@ -26,6 +26,9 @@ func (r *Record) Transition(to State, reason string, now time.Time) (Transition,
 		r.WaitedS += r.currentHold(now).Seconds()
 		r.HeldSince = time.Time{}
 	}
+	if r.State == Paused {
+		r.PauseReason = ""
+	}
 	r.State = to
 	if to.holds() {
 		r.HeldSince = now

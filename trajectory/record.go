@@ -72,6 +72,15 @@ type Record struct {
 	// an approver keeps it waiting, so neither is charged.
 	HeldSince time.Time
 	WaitedS   float64
+
+	// PauseReason is PauseBudget while the record is PAUSED because its
+	// budget ran out (on_exhaust: pause); "" otherwise. Leaving PAUSED
+	// clears it.
+	PauseReason string
+	// Truncations counts the turns whose reply was cut at its output
+	// limit, and TruncationsInRow those since the last turn that was not.
+	Truncations      int64
+	TruncationsInRow int64
 }
 
 // Reservation is what calls in flight hold against a budget: their count,
@@ -100,7 +109,25 @@ type Budget struct {
 	Tokens     int64   `json:"tokens"`
 	WallClockS int64   `json:"wall_clock_s"`
 	Dollars    float64 `json:"dollars"`
+	// OnExhaust says what happens when the budget cannot pay for the next
+	// call: OnExhaustFail ("" means it) or OnExhaustPause.
+	OnExhaust string `json:"on_exhaust,omitempty"`
 }
+
+// What a run does when its budget is exhausted.
+const (
+	// OnExhaustFail ends the run FAILED with exit reason BUDGET_EXCEEDED.
+	OnExhaustFail = "fail"
+	// OnExhaustPause moves the run to PAUSED with reason PauseBudget until
+	// an operator raises the budget (or resumes it as it is).
+	OnExhaustPause = "pause"
+)
+
+// ValidOnExhaust reports whether s is an exhaustion policy ("" is fail).
+func ValidOnExhaust(s string) bool { return s == "" || s == OnExhaustFail || s == OnExhaustPause }
+
+// PauseBudget is the PauseReason of a run its budget paused.
+const PauseBudget = "BUDGET"
 
 // Spend is what a run has used, as the providers reported it. It includes
 // the spend of the record's descendants once rolled up with AddSpend.
@@ -129,6 +156,12 @@ type Usage struct {
 	CachedInputTokens int64 `json:"cached_input_tokens"`
 	CacheWriteTokens  int64 `json:"cache_write_tokens"`
 	OutputTokens      int64 `json:"output_tokens"`
+	// CacheWrite1hTokens are the part of CacheWriteTokens written to the
+	// cache for an hour rather than five minutes (Anthropic), priced apart.
+	CacheWrite1hTokens int64 `json:"cache_write_1h_tokens,omitempty"`
+	// ServiceTier is the tier the provider says served the call
+	// ("priority", "flex", "batch"...); "" when it says none.
+	ServiceTier string `json:"service_tier,omitempty"`
 }
 
 // Pending is the work a record waits on at the next turn boundary.

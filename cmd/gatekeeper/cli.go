@@ -79,11 +79,15 @@ func (c *adminClient) get(ctx context.Context, path string, out any) error {
 }
 
 func (c *adminClient) post(ctx context.Context, path string, body any, out any) error {
+	return c.send(ctx, http.MethodPost, path, body, out)
+}
+
+func (c *adminClient) send(ctx context.Context, method, path string, body any, out any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	return c.do(ctx, http.MethodPost, path, b, out)
+	return c.do(ctx, method, path, b, out)
 }
 
 // do calls the admin API; an answer outside 2xx becomes an error carrying
@@ -130,6 +134,9 @@ const trajectoriesUsage = `usage: gatekeeper trajectories VERB [flags]
   cancel ID | finish ID              end a run as CANCELED, or as COMPLETED
   kill ID                            end a run as FAILED at once, its call in flight included
   interrupt ID MESSAGE | -m MESSAGE  add MESSAGE as a user message to the run's next request
+  budget ID [-dollars N] [-tokens N] [-turns N] [-wall-clock D] [-on-exhaust fail|pause]
+                                     raise or lower a run's budget (0: no ceiling); resumes a
+                                     run its budget paused once the new budget allows a call
 
 Control verbs act on the run and every subagent under it; -reason TEXT is
 recorded with the request. Every verb prints JSON with -json.
@@ -147,7 +154,12 @@ func runTrajectories(ctx context.Context, args []string, getenv func(string) str
 	state := fs.String("state", "", "only records in this state (ls)")
 	tenant := fs.String("tenant", "", "only records of this tenant (ls)")
 	message := fs.String("m", "", "the message (interrupt)")
-	reason := fs.String("reason", "", "why, recorded with the request (control verbs)")
+	reason := fs.String("reason", "", "why, recorded with the request (control verbs, budget)")
+	dollars := fs.Float64("dollars", 0, "dollar ceiling (budget)")
+	tokens := fs.Int64("tokens", 0, "token ceiling (budget)")
+	turns := fs.Int64("turns", 0, "model-call ceiling (budget)")
+	wallClock := fs.Duration("wall-clock", 0, "wall-clock ceiling (budget)")
+	onExhaust := fs.String("on-exhaust", "", "fail or pause, when the budget runs out (budget)")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
@@ -215,8 +227,35 @@ func runTrajectories(ctx context.Context, args []string, getenv func(string) str
 			return err
 		}
 		return printRecord(stdout, raw, *asJSON)
+	case "budget":
+		body := map[string]any{}
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "dollars":
+				body["dollars"] = *dollars
+			case "tokens":
+				body["tokens"] = *tokens
+			case "turns":
+				body["turns"] = *turns
+			case "wall-clock":
+				body["wall_clock_s"] = int64(wallClock.Seconds())
+			case "on-exhaust":
+				body["on_exhaust"] = *onExhaust
+			}
+		})
+		if len(pos) != 1 || len(body) == 0 {
+			return errors.New("usage: gatekeeper trajectories budget ID [-dollars N] [-tokens N] [-turns N] [-wall-clock D] [-on-exhaust fail|pause] [-reason TEXT] [-json]")
+		}
+		if *reason != "" {
+			body["reason"] = *reason
+		}
+		var raw json.RawMessage
+		if err := c.send(ctx, http.MethodPatch, "/admin/v1/trajectories/"+url.PathEscape(pos[0])+"/budget", body, &raw); err != nil {
+			return err
+		}
+		return printRecord(stdout, raw, *asJSON)
 	}
-	return fmt.Errorf("unknown verb %q: use ls, show, pause, resume, cancel, kill, finish or interrupt", verb)
+	return fmt.Errorf("unknown verb %q: use ls, show, pause, resume, cancel, kill, finish, interrupt or budget", verb)
 }
 
 // printRecord prints a record the admin API returned, as JSON or as a
@@ -235,7 +274,14 @@ func printRecord(w io.Writer, raw json.RawMessage, asJSON bool) error {
 	row("parent", dash(r.ParentID))
 	row("tenant", r.Tenant)
 	row("state", string(r.State))
+	if r.PauseReason != "" {
+		row("paused for", r.PauseReason)
+	}
 	row("exit reason", dash(r.ExitReason))
+	b := r.Budget
+	row("budget", fmt.Sprintf("$%g, %d tokens, %d turns, %ds wall clock (0: none); on exhaust %s", b.Dollars, b.Tokens, b.Turns, b.WallClockS, dash(b.OnExhaust)))
+	row("stage", fmt.Sprintf("%s (%.0f%% of %s)", dash(r.Stage), r.BudgetUsed*100, dash(r.BindingDimension)))
+	row("spent", fmt.Sprintf("$%.6f", r.Spend.Dollars))
 	row("turns", fmt.Sprint(r.Turns))
 	row("last stop", dash(r.LastStopReason))
 	row("spend", fmt.Sprintf("input %d, cached %d, cache write %d, output %d tokens%s", r.Spend.InputTokens,

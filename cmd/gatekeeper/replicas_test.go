@@ -111,8 +111,8 @@ const (
 
 // TestReplicasShareOneBudget runs two gatekeeper processes on one Redis
 // and 20 parallel threads of one trajectory calling through both: the
-// run's spend never passes its dollar ceiling by more than one call's
-// reservation, and the run halts. It runs on one Redis and on a cluster.
+// run's spend never passes its dollar ceiling, and the run halts. It runs
+// on one Redis and on a cluster.
 func TestReplicasShareOneBudget(t *testing.T) {
 	redistest.Each(t, testReplicasShareOneBudget)
 }
@@ -253,8 +253,10 @@ log: {level: info, format: json}
 	}
 	spend, state, exit := root(reps[0].base)
 	t.Logf("%d calls served; spend $%.4f of $%.0f (max sampled $%.4f, one reservation $%.4f)", served, spend, ceiling, maxSeen, slack)
-	if spend > ceiling+slack || maxSeen > ceiling+slack {
-		t.Errorf("spend $%.4f (max sampled $%.4f) passed the ceiling $%.0f by more than one reservation ($%.4f)", spend, maxSeen, ceiling, slack)
+	if spend > ceiling || maxSeen > ceiling {
+		// Each call's output limit is clamped to what the run has left,
+		// the other calls in flight counted: the ceiling is never passed.
+		t.Errorf("spend $%.4f (max sampled $%.4f) passed the ceiling $%.0f", spend, maxSeen, ceiling)
 	}
 	if spend < ceiling*0.5 {
 		t.Errorf("spend $%.4f: the run halted long before its ceiling", spend)

@@ -1,0 +1,59 @@
+package streaming
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/sse"
+)
+
+func TestNoticeCutAnthropic(t *testing.T) {
+	stream := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Let me look.\"}}\n\n" +
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Bash\",\"input\":{}}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"command\\\": \\\"grep -rn\"}}\n\n" +
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":20}}\n\n" +
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	for _, notice := range []bool{false, true} {
+		f, err := NewCallFilter(APIAnthropic, func(string) bool { return true }, func(ToolCall) string { return "refused" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Hold()
+		if notice {
+			f.NoticeCut(func(c ToolCall) string { return "the call to " + c.Name + " was cut" })
+		}
+		var out []byte
+		rd := sse.NewReader(1 << 20)
+		if err := rd.Feed([]byte(stream), func(ev *sse.Event) error { out = f.AppendEvent(out, *ev); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		got := string(out)
+		if strings.Contains(got, "tool_use") || strings.Contains(got, "grep") {
+			t.Errorf("notice %v: the cut call reached the client:\n%s", notice, got)
+		}
+		if has := strings.Contains(got, "the call to Bash was cut"); has != notice {
+			t.Errorf("notice %v: text in the reply: %v\n%s", notice, has, got)
+		}
+		// The text goes where the call stood, as a whole block before the stop.
+		var starts []int64
+		for _, blk := range strings.Split(got, "\n\n") {
+			if i := strings.Index(blk, "data: "); i >= 0 && gjson.Get(blk[i+6:], "type").Str == "content_block_start" {
+				starts = append(starts, gjson.Get(blk[i+6:], "index").Int())
+			}
+		}
+		if want := map[bool]int{false: 1, true: 2}[notice]; len(starts) != want || starts[len(starts)-1] != int64(want-1) {
+			t.Errorf("notice %v: blocks start at %v", notice, starts)
+		}
+		if notice && strings.Index(got, "was cut") > strings.Index(got, "message_delta") {
+			t.Errorf("the notice comes after the stop:\n%s", got)
+		}
+		if len(f.Withheld()) != 1 {
+			t.Errorf("withheld %v, want the cut call", f.Withheld())
+		}
+	}
+}
