@@ -21,8 +21,9 @@ type dialect struct {
 	// turnFields are the request members a held turn's key hashes: the
 	// conversation and the tools, nothing a retry may change.
 	turnFields []string
-	// keepalive is what a held stream sends while it waits: Anthropic's SDKs
-	// expect ping events, OpenAI's skip SSE comments.
+	// keepalive is what a held stream sends while it waits when no event
+	// the agent's SDK yields can be sent yet (see aliveTracker): Anthropic's
+	// SDKs expect ping events, OpenAI's skip SSE comments.
 	keepalive []byte
 	// askUsage is set when a stream carries usage only if the request asks
 	// for it (stream_options.include_usage), which gatekeeper then does.

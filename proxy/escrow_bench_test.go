@@ -102,8 +102,8 @@ func releaseTrials(b *testing.B, svc *approvals.Service, gk string) {
 		id := fmt.Sprintf("rel-%d-%d", time.Now().UnixNano(), i)
 		resp := startTurn(b, gk, id, spec)
 		rd := bufio.NewReader(resp.Body)
-		// The hold's first keepalive comes as it opens, after the text
-		// (the provider's own ping comes before it).
+		// The hold's first keepalive (a message_delta without a stop)
+		// comes as it opens, after the text.
 		text := false
 		for {
 			ev, err := readEvent(rd)
@@ -111,7 +111,7 @@ func releaseTrials(b *testing.B, svc *approvals.Service, gk string) {
 				b.Fatalf("stream ended before the hold: %v", err)
 			}
 			text = text || strings.Contains(ev, "text_delta")
-			if text && strings.Contains(ev, "event: ping") {
+			if text && strings.Contains(ev, `"delta":{"stop_reason":null`) {
 				break
 			}
 			if strings.Contains(ev, `"tool_use"`) {
@@ -140,7 +140,7 @@ func releaseTrials(b *testing.B, svc *approvals.Service, gk string) {
 			if err != nil {
 				b.Fatalf("stream ended before the release: %v", err)
 			}
-			if !strings.Contains(ev, "event: ping") {
+			if !strings.Contains(ev, `"delta":{"stop_reason":null`) {
 				lat = append(lat, time.Since(start))
 				if !strings.Contains(ev, `"tool_use"`) {
 					b.Fatalf("first released event is not the call: %s", ev)
