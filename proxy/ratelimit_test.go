@@ -424,3 +424,63 @@ tenants:
 		t.Errorf("provider saw %v, want %v", got, want)
 	}
 }
+
+// TestRateLimitMixedPool: a pool of a key without limits and a limited
+// one. The key without limits is measured against the limited one instead
+// of taking every turn: turns sent one after the other share the keys, and
+// none waits. Once the provider refuses it (its own limit, which gatekeeper
+// was not told), it is cooled and the limited key takes the turns.
+func TestRateLimitMixedPool(t *testing.T) {
+	const free, lim = "sk-mixed-free", "sk-mixed-lim"
+	e := newRLEnv(t, rlOpts{
+		// The key without limits first: ranked at a headroom of 1 it
+		// would win every turn.
+		keys:    fmt.Sprintf(`[{name: free, key: %s}, {name: lim, key: %s, rpm: 600}]`, free, lim),
+		maxWait: "30s",
+		mock:    mockprovider.RateLimit{InputTPM: 600_000, Quantum: time.Second},
+	})
+	ctx := ctxT(t)
+	on := func(from int) map[string]int {
+		n := map[string]int{}
+		for _, r := range e.mock.Requests()[from:] {
+			n[fmt.Sprintf("%s %d", r.APIKey, r.Status)]++
+		}
+		return n
+	}
+	for i := range 30 {
+		a, err := e.turn(t, ctx, vkStd, fmt.Sprintf("mixed-%d", i), smallTurn)
+		if err != nil || a.status != http.StatusOK {
+			t.Fatalf("turn %d: %v %d %s", i, err, a.status, a.body)
+		}
+		if a.waitMs != 0 {
+			t.Errorf("turn %d waited %d ms with a key without limits in the pool", i, a.waitMs)
+		}
+	}
+	got := on(0)
+	t.Logf("30 turns one after the other: %v", got)
+	if got[free+" 200"] < 5 || got[lim+" 200"] < 5 {
+		t.Errorf("30 turns went %v, want both keys used", got)
+	}
+
+	// The provider's own limit on the free key is spent, which gatekeeper
+	// cannot know: its next turn there is refused, sent again on the
+	// limited key, and the free key is left alone for the Retry-After.
+	// The provider admits so large a turn on a full bucket: its bucket
+	// for the free key refills within a second of the turns above.
+	time.Sleep(1100 * time.Millisecond)
+	if code := directTurn(t, e.mockURL, free, smallTurn, `{"usage":{"input_tokens":600000}}`); code != http.StatusOK {
+		t.Fatalf("direct turn: %d", code)
+	}
+	from := len(e.mock.Requests())
+	for i := range 6 {
+		a, err := e.turn(t, ctx, vkStd, fmt.Sprintf("mixed-cooled-%d", i), smallTurn)
+		if err != nil || a.status != http.StatusOK {
+			t.Fatalf("turn %d after the free key's limit was spent: %v %d %s; the provider saw %v", i, err, a.status, a.body, on(from))
+		}
+	}
+	got = on(from)
+	t.Logf("6 turns after the free key's limit was spent: %v", got)
+	if got[free+" 429"] > 1 || got[lim+" 200"] != 6 || got[free+" 200"] != 0 {
+		t.Errorf("6 turns went %v, want at most one refusal on the free key and every turn served by the limited one", got)
+	}
+}

@@ -477,6 +477,27 @@ func testReset(t *testing.T, h harness) {
 	if n := takeAll(t, h.b, k, Cost{Input: 10}, 6); n != 6 {
 		t.Fatalf("a dimension without a reset changed: %d takes of 10 of 60 input tokens fit", n)
 	}
+	// A reset beside a count of some left is not read: the count says
+	// what the provider has now.
+	k3 := Key{ID: "p/reset3", Limits: minute(Limits{RPM: 60})}
+	r = Unreported()
+	r.Requests, r.RequestsReset = 55, 59*time.Second
+	if err := syncOnly(ctx, h.b, k3, r); err != nil {
+		t.Fatal(err)
+	}
+	if n := takeAll(t, h.b, k3, Cost{Requests: 5}, 12); n != 11 {
+		t.Fatalf("after a provider said 55 are left, full in 59s, %d takes of 5 fit, want 11 (its count)", n)
+	}
+	// Beside a count of nothing left, it is: the default bucket (one
+	// request) waits for the reset, not for one request's refill.
+	k4 := Key{ID: "p/reset4", Limits: Limits{RPM: 60}}
+	r.Requests, r.RequestsReset = 0, 30*time.Second
+	if err := syncOnly(ctx, h.b, k4, r); err != nil {
+		t.Fatal(err)
+	}
+	if ok, wait := mustTake(t, h.b, k4, Cost{Requests: 1}); ok || wait < 29*time.Second {
+		t.Fatalf("after a provider said nothing is left, full in 30s: Take = %v, wait %s; want refused for about 30s", ok, wait)
+	}
 	// A reset sooner than gatekeeper's own view changes nothing.
 	k2 := Key{ID: "p/reset2", Limits: minute(Limits{RPM: 60})}
 	mustTake(t, h.b, k2, Cost{Requests: 50})

@@ -281,8 +281,9 @@ func (m *Memory) Cool(ctx context.Context, k Key, d time.Duration) error {
 	return nil
 }
 
-// sync lowers st's buckets to what r reports is left and to what a bucket
-// full only after r's reset holds. m.mu is held.
+// sync lowers st's buckets to what r reports is left and, where r reports
+// nothing left (or no count), to what a bucket full only after r's reset
+// holds. m.mu is held.
 func (st *memKey) sync(now time.Time, r Remaining) {
 	left, reset := reported(r), resets(r)
 	for d, b := range st.buckets {
@@ -292,7 +293,7 @@ func (st *memKey) sync(now time.Time, r Remaining) {
 		if left[d] >= 0 {
 			b.lowerTo(now, float64(left[d]))
 		}
-		if reset[d] >= 0 {
+		if reset[d] >= 0 && left[d] <= 0 {
 			b.lowerTo(now, float64(b.burst)-float64(reset[d])/b.interval)
 		}
 	}

@@ -122,9 +122,13 @@ func clampWait(d time.Duration) time.Duration {
 // and Output.
 //
 // The resets are how long until the provider's bucket is full again, -1
-// where not reported: a bucket full only in d has d of its rate missing,
-// whatever it holds, so a bucket refilling at the same rate holds at most
-// its burst less d's worth. TokensReset covers both Input and Output.
+// where not reported. They are read only where the provider reports
+// nothing left (or no count): its bucket is then empty until it refills,
+// and a bucket refilling at the key's rate and full only in d holds its
+// burst less d's worth. Where some is left, the count is the provider's
+// better word: a reset then says only when a bucket of unknown size is
+// full, or when a fixed window ends, which would lower a key that still
+// has room. TokensReset covers both Input and Output.
 type Remaining struct {
 	Requests int64
 	Input    int64

@@ -134,9 +134,9 @@ end
 `
 
 // syncLua defines sync(base), which lowers what is left in each dimension
-// to ARGV[base+1..base+3] (< 0: not reported), and to what a bucket full
-// only in ARGV[base+4..base+6] µs (< 0: not reported) holds, by moving its
-// TAT forward, never back.
+// to ARGV[base+1..base+3] (< 0: not reported) and, where that is 0 or not
+// reported, to what a bucket full only in ARGV[base+4..base+6] µs (< 0:
+// not reported) holds, by moving its TAT forward, never back.
 const syncLua = `
 local function sync(base)
   for d = 1, 3 do
@@ -147,7 +147,7 @@ local function sync(base)
         if floor > tat[d] then tat[d] = floor end
       end
       local reset = tonumber(ARGV[base + 3 + d])
-      if reset >= 0 then
+      if reset >= 0 and left <= 0 then
         local floor = now + reset
         if floor > tat[d] then tat[d] = floor end
       end
