@@ -230,6 +230,45 @@ func runState(t *testing.T, base, id string) (state string, turns int) {
 	return rec.State, rec.Turns
 }
 
+// budgetRecord is what the budget test reads of a record.
+type budgetRecord struct {
+	State       string `json:"state"`
+	PauseReason string `json:"pause_reason"`
+	Budget      struct {
+		Turns     int64   `json:"turns"`
+		Dollars   float64 `json:"dollars"`
+		OnExhaust string  `json:"on_exhaust"`
+	} `json:"budget"`
+}
+
+func runBudget(t *testing.T, base, id string) budgetRecord {
+	t.Helper()
+	var rec budgetRecord
+	consoleAdmin(t, http.MethodGet, base+"/admin/v1/trajectories/"+id, consoleOperator, "", &rec)
+	return rec
+}
+
+// consoleAdmin calls the admin API, fails the test unless it answers 2xx, and
+// decodes the answer into out when out is not nil.
+func consoleAdmin(t *testing.T, method, url, token, body string, out any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		t.Fatalf("%s %s: %s", method, url, res.Status)
+	}
+	if out != nil {
+		if err := json.NewDecoder(res.Body).Decode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func screenshot(t *testing.T, tab context.Context, name string) {
 	t.Helper()
 	dir := os.Getenv(screenshotsEnv)
@@ -285,7 +324,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Run("pause from the console holds the next call", func(t *testing.T) {
 		step(t, tab, "open the run", chromedp.Click(chromedp.CSS(`#runs-table tr[data-id="run-live"] a`)),
 			chromedp.WaitVisible(chromedp.CSS(`#run-controls button[data-verb="pause"]`)))
-		screenshot(t, tab, "console-run.png")
 		step(t, tab, "pause", chromedp.Click(chromedp.CSS(`#run-controls button[data-verb="pause"]`)))
 		until(t, tab, "the state shows PAUSED", `document.querySelector("#run-summary .state").textContent.startsWith("PAUSED")`)
 		if st, _ := runState(t, base, "run-live"); st != "PAUSED" {
@@ -307,6 +345,59 @@ func TestConsoleInBrowser(t *testing.T) {
 		step(t, tab, "resume", chromedp.Click(chromedp.CSS(`#run-controls button[data-verb="resume"]`)))
 		held.wait(t)
 		until(t, tab, "the timeline shows the second turn", `[...document.querySelectorAll("#run-timeline li.turn")].length === 2`)
+	})
+
+	t.Run("an operator raises a paused run's dollars from the console", func(t *testing.T) {
+		// A budget too small for any call, paused rather than failed when spent.
+		consoleAdmin(t, http.MethodPost, base+"/admin/v1/trajectories", consoleOperator,
+			`{"id":"run-raise","tenant":"team-a","budget":{"turns":20,"dollars":0.0001,"on_exhaust":"pause"}}`, nil)
+		held := startCall(consoleClient(base, "run-raise", ""), userTurn("one more step"))
+		var rec budgetRecord
+		for i := 0; i < 200 && rec.State != "PAUSED"; i++ {
+			if i > 0 {
+				time.Sleep(25 * time.Millisecond)
+			}
+			rec = runBudget(t, base, "run-raise")
+		}
+		if rec.State != "PAUSED" || rec.PauseReason != "BUDGET" {
+			t.Fatalf("run-raise is %s (%q), want PAUSED for its budget", rec.State, rec.PauseReason)
+		}
+		step(t, tab, "open run-raise", chromedp.Navigate(base+"/console/#/run/run-raise"),
+			chromedp.WaitVisible(chromedp.CSS("#budget-form #b-dollars")))
+		until(t, tab, "the form prefilled with the ceiling", `document.querySelector("#b-dollars").value === "0.0001" && document.querySelector("#b-exhaust").value === "pause"`)
+		// Keyboard only: type the new ceiling and a reason, submit with Enter.
+		step(t, tab, "raise the dollars",
+			chromedp.Focus(chromedp.CSS("#b-dollars")), chromedp.Evaluate[chromedp.Void](`document.querySelector("#b-dollars").select()`),
+			chromedp.SendKeys(chromedp.CSS("#b-dollars"), "1.5"),
+			chromedp.SendKeys(chromedp.CSS("#b-reason"), "the migration needs more\r"))
+		held.wait(t)
+		rec = runBudget(t, base, "run-raise")
+		if rec.Budget.Dollars != 1.5 || rec.Budget.Turns != 20 || rec.Budget.OnExhaust != "pause" {
+			t.Fatalf("budget after the console's raise: %+v, want dollars 1.5 and the rest unchanged", rec.Budget)
+		}
+		until(t, tab, "the result says so", `document.querySelector("#budget-result").textContent.startsWith("Budget set: dollars")`)
+		// The budget event comes from the stream (the page does not reload the
+		// timeline), and the dollars bar shows the new ceiling.
+		until(t, tab, "the timeline shows the raise", `[...document.querySelectorAll("#run-timeline li.budget")].some((li) => li.textContent.includes("budget by alice") && li.textContent.includes("the migration needs more") && li.textContent.includes("resumed"))`)
+		until(t, tab, "the dollars bar shows the new ceiling", `[...document.querySelectorAll("#run-budget .bar .label")].some((l) => l.textContent.startsWith("dollars") && l.textContent.includes("/ $1.5000"))`)
+		// The summary follows the stream to the released call's turn.
+		until(t, tab, "the summary counts the released turn", `[...document.querySelectorAll("#run-summary .summary div")].some((d) => d.querySelector("dt").textContent === "Turns" && d.querySelector("dd").textContent === "1")`)
+		if os.Getenv(screenshotsEnv) != "" {
+			step(t, tab, "the page's top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+			screenshot(t, tab, "console-run.png")
+		}
+		// A value that is no whole number is refused in the page, past the
+		// browser's own checks, and nothing is sent.
+		step(t, tab, "a bad value", chromedp.Evaluate[chromedp.Void](`(() => {
+			const f = document.querySelector("#b-turns");
+			f.value = "2.5";
+			f.dispatchEvent(new Event("input", { bubbles: true }));
+			document.querySelector("#budget-form").dispatchEvent(new Event("submit", { cancelable: true }));
+		})()`))
+		until(t, tab, "the error in the page", `(document.querySelector("#budget-result.error") || {}).textContent === "turns must be a whole number of 0 or more (0: no ceiling)."`)
+		if rec := runBudget(t, base, "run-raise"); rec.Budget.Turns != 20 {
+			t.Fatalf("turns became %d after a refused value", rec.Budget.Turns)
+		}
 	})
 
 	var approval *sdkCall
@@ -336,6 +427,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		if code := adminStatus(t, http.MethodPost, base+"/admin/v1/trajectories/run-live/pause", consoleApprover); code != http.StatusForbidden {
 			t.Errorf("the API answered %d to the approver's pause, want 403", code)
+		}
+		if evaluate[bool](t, tab, `document.querySelector("#budget-form").offsetParent !== null`) {
+			t.Error("a token without the operator role is offered the budget form")
+		}
+		if code := adminStatus(t, http.MethodPatch, base+"/admin/v1/trajectories/run-live/budget", consoleApprover); code != http.StatusForbidden {
+			t.Errorf("the API answered %d to the approver's budget change, want 403", code)
 		}
 		step(t, tab, "open the inbox", chromedp.Navigate(base+"/console/#/approvals"),
 			chromedp.WaitVisible(chromedp.CSS("#inbox button.approve")))

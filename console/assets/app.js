@@ -199,12 +199,19 @@ function showEvent(kind, ev) {
   }
 }
 
+// keepRun stores a record unless the page holds a newer write of it (an
+// API answer can arrive after the stream's later changes), and says which.
+function keepRun(rec) {
+  const old = state.runs.get(rec.id);
+  if (old && Date.parse(old.updated_at) > Date.parse(rec.updated_at)) return false;
+  state.runs.set(rec.id, rec);
+  return true;
+}
+
 function onRecord(ev) {
   const rec = ev.data.record;
   const had = state.runs.has(rec.id);
-  const old = state.runs.get(rec.id);
-  if (old && Date.parse(old.updated_at) > Date.parse(rec.updated_at)) return; // an older write
-  state.runs.set(rec.id, rec);
+  if (!keepRun(rec)) return; // an older write
   if (rec.parent_id && state.runs.has(rec.parent_id)) {
     const p = state.runs.get(rec.parent_id);
     if (!p.children.includes(rec.id)) p.children.push(rec.id);
@@ -254,7 +261,11 @@ function route() {
   if (!state.me) { show("signin"); return; }
   const h = decodeURIComponent(location.hash.slice(1));
   let view = "runs";
-  if (h.startsWith("/run/")) { view = "run"; state.runId = h.slice(5); }
+  if (h.startsWith("/run/")) {
+    view = "run";
+    if (state.runId !== h.slice(5)) $("#control-result").textContent = ""; // another run's answer
+    state.runId = h.slice(5);
+  }
   else if (h === "/approvals") view = "approvals";
   else if (h === "/keys") view = "keys";
   const changed = view !== state.view;
@@ -433,14 +444,79 @@ function renderBudget(r) {
   });
   bars.push(el("div", { class: "legend" }, el("span", { class: "steer", text: "steer " + pct(st.steer) }),
     el("span", { class: "restrict", text: "restrict " + pct(st.restrict) }), el("span", { class: "halt", text: "halt " + pct(st.halt) })));
-  $("#run-budget").replaceChildren(...bars, ...budgetControls(r));
+  $("#run-budget").replaceChildren(...bars);
+  budgetControls(r);
 }
 
-// budgetControls is where raising a run's budget goes once the admin API
-// serves PATCH /admin/v1/trajectories/{id} (operator): until then it
-// offers nothing, rather than a button that cannot work.
-function budgetControls(_r) {
-  return [];
+// The budget form's fields: the input, the record's budget field it sets.
+const BUDGET_FIELDS = [["#b-turns", "turns"], ["#b-tokens", "tokens"], ["#b-wall", "wall_clock_s"], ["#b-dollars", "dollars"], ["#b-exhaust", "on_exhaust"]];
+
+const ceilingOf = (b, field) => (field === "on_exhaust" ? b.on_exhaust || "fail" : String(b[field] || 0));
+
+// budgetControls shows the budget form to an operator, prefilled with the
+// run's ceilings. The form stays in the page (nothing moves as records
+// arrive); a field the operator has edited keeps what was typed, the others
+// follow the record. A finished run's form is disabled: the API refuses it.
+function budgetControls(r) {
+  const form = $("#budget-form");
+  form.hidden = !can("operator");
+  if (form.hidden) return;
+  if (form.dataset.run !== r.id) {
+    form.dataset.run = r.id;
+    resetBudgetForm();
+  }
+  for (const [sel, field] of BUDGET_FIELDS) {
+    const input = $(sel);
+    if (!input.dataset.edited) input.value = ceilingOf(r.budget, field);
+  }
+  form.querySelector("fieldset").disabled = ["COMPLETED", "FAILED", "CANCELED", "FINALIZING"].includes(r.state);
+}
+
+function resetBudgetForm() {
+  for (const [sel] of BUDGET_FIELDS) delete $(sel).dataset.edited;
+  $("#b-reason").value = "";
+  budgetResult("", false);
+}
+
+function budgetResult(text, failed) {
+  const out = $("#budget-result");
+  out.textContent = text;
+  out.className = (failed ? "error" : "hint") + " result";
+}
+
+// raiseBudget sends the dimensions the operator changed.
+async function raiseBudget() {
+  const r = state.runs.get(state.runId);
+  if (!r) return;
+  const body = {};
+  for (const [sel, field] of BUDGET_FIELDS) {
+    const v = $(sel).value.trim();
+    if (v === ceilingOf(r.budget, field)) continue;
+    if (field === "on_exhaust") { body.on_exhaust = v; continue; }
+    const n = Number(v);
+    if (v === "" || !Number.isFinite(n) || n < 0 || (field !== "dollars" && !Number.isInteger(n))) {
+      budgetResult(field + " must be " + (field === "dollars" ? "a number" : "a whole number") + " of 0 or more (0: no ceiling).", true);
+      $(sel).focus();
+      return;
+    }
+    if (n !== Number(ceilingOf(r.budget, field))) body[field] = n;
+  }
+  if (!Object.keys(body).length) { budgetResult("Nothing changed: edit a ceiling first.", true); return; }
+  const reason = $("#b-reason").value.trim();
+  if (reason) body.reason = reason;
+  const fieldset = $("#budget-form fieldset");
+  fieldset.disabled = true;
+  try {
+    const rec = await api("PATCH", runPath(r.id) + "/budget", body);
+    keepRun(rec);
+    resetBudgetForm();
+    budgetResult("Budget set: " + Object.keys(body).filter((k) => k !== "reason").join(", ") + (rec.state !== r.state ? " · now " + rec.state : "") + ".", false);
+  } catch (e) {
+    budgetResult("Budget change refused: " + e.message, true);
+  } finally {
+    fieldset.disabled = false;
+    renderRun();
+  }
 }
 
 function renderPending(r) {
@@ -471,6 +547,12 @@ function describe(e) {
     case "transition": return [e.from + " → " + e.to, e.reason || ""];
     case "control": return [d.kind + " by " + (d.by || "?"), (d.applied ? "applied" : d.pending ? "pending" : "") + (d.reason ? " · " + d.reason : "") + (d.message ? " · " + d.message : "")];
     case "stage": return ["stage " + (d.from || "") + " → " + (d.to || ""), d.binding || ""];
+    case "budget": {
+      const from = d.from || {}, to = d.to || {};
+      const moved = ["turns", "tokens", "wall_clock_s", "dollars", "on_exhaust"].filter((k) => (from[k] || 0) !== (to[k] || 0))
+        .map((k) => k + " " + (k === "dollars" ? dollars(from[k]) + " → " + dollars(to[k]) : k === "on_exhaust" ? (from[k] || "fail") + " → " + (to[k] || "fail") : (from[k] || 0) + " → " + (to[k] || 0)));
+      return ["budget by " + (d.by || "?"), moved.join(" · ") + (d.reason ? " · " + d.reason : "") + (d.resumed ? " · resumed" : "")];
+    }
     case "approval": return ["approval " + d.change, (d.tool || "") + " · " + d.state + " · " + d.id];
     case "created": return ["created", d.by ? "by " + d.by : ""];
     default: return [e.type, e.reason || (e.data ? JSON.stringify(e.data) : "")];
@@ -497,7 +579,7 @@ async function control(verb) {
   const out = $("#control-result");
   try {
     const rec = await api("POST", runPath(state.runId) + "/" + verb, body);
-    state.runs.set(rec.id, rec);
+    keepRun(rec);
     out.textContent = verb + " sent: " + rec.state + (rec.pending.control ? " (" + rec.pending.control.kind + " waits for the turn's end)" : "");
     if (verb === "interrupt") $("#c-message").value = "";
     renderRun();
@@ -662,6 +744,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("#signout").addEventListener("click", () => signOut(""));
   $("#run-filters").addEventListener("change", () => renderRuns());
   for (const b of document.querySelectorAll("#run-controls button[data-verb]")) b.addEventListener("click", () => control(b.dataset.verb));
+  $("#budget-form").addEventListener("submit", (e) => { e.preventDefault(); raiseBudget(); });
+  $("#budget-form").addEventListener("input", (e) => { if (e.target.id !== "b-reason") e.target.dataset.edited = "1"; });
   window.addEventListener("hashchange", route);
   setInterval(tick, 1000);
   if (state.token) signIn(state.token).catch(() => signOut("Sign in again."));
