@@ -111,3 +111,89 @@ func TestTruncationRowResets(t *testing.T) {
 		t.Errorf("record %s, %d truncations (%d in a row), want live with 4 (2)", rec.State, rec.Truncations, rec.TruncationsInRow)
 	}
 }
+
+// TestTruncationNonStreamedWithholdsCut: a whole reply cut at its output
+// limit while writing a tool call delivers no call, in any API; the notice
+// stands in its place, and the record does not wait for a tool result.
+func TestTruncationNonStreamedWithholdsCut(t *testing.T) {
+	const notice = "writing a call to Bash; the call was cut short, so it was not delivered and did not run"
+	clients := map[string]func(t *testing.T, base string) ([]string, string, error){
+		"anthropic": func(t *testing.T, base string) ([]string, string, error) {
+			c := anthropic.NewClient(aoption.WithBaseURL(base+"/anthropic"), aoption.WithAPIKey(vkA), aoption.WithMaxRetries(0),
+				aoption.WithHeader("X-Mock-Turn", cutSpec))
+			m, err := c.Messages.New(ctxT(t), anthropicStageParams())
+			if err != nil {
+				return nil, "", err
+			}
+			var calls []string
+			var text string
+			for _, b := range m.Content {
+				switch b.Type {
+				case "tool_use":
+					calls = append(calls, b.Name)
+				case "text":
+					text += b.Text
+				}
+			}
+			if m.StopReason != "max_tokens" {
+				t.Errorf("stop reason %q, want max_tokens", m.StopReason)
+			}
+			return calls, text, nil
+		},
+		"chat": func(t *testing.T, base string) ([]string, string, error) {
+			c := openai.NewClient(ooption.WithBaseURL(base+"/openai/v1"), ooption.WithAPIKey(vkA), ooption.WithMaxRetries(0),
+				ooption.WithHeader("X-Mock-Turn", cutSpec))
+			r, err := c.Chat.Completions.New(ctxT(t), chatParams())
+			if err != nil {
+				return nil, "", err
+			}
+			var calls []string
+			for _, tc := range r.Choices[0].Message.ToolCalls {
+				calls = append(calls, tc.Function.Name)
+			}
+			if r.Choices[0].FinishReason != "length" {
+				t.Errorf("finish reason %q, want length", r.Choices[0].FinishReason)
+			}
+			return calls, r.Choices[0].Message.Content, nil
+		},
+		"responses": func(t *testing.T, base string) ([]string, string, error) {
+			c := openai.NewClient(ooption.WithBaseURL(base+"/openai/v1"), ooption.WithAPIKey(vkA), ooption.WithMaxRetries(0),
+				ooption.WithHeader("X-Mock-Turn", cutSpec))
+			r, err := c.Responses.New(ctxT(t), responsesStageParams())
+			if err != nil {
+				return nil, "", err
+			}
+			var calls []string
+			for _, it := range r.Output {
+				if it.Type == "function_call" {
+					calls = append(calls, it.Name)
+				}
+			}
+			if r.Status != "incomplete" {
+				t.Errorf("status %q, want incomplete", r.Status)
+			}
+			return calls, r.OutputText(), nil
+		},
+	}
+	for name, call := range clients {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, envOpts{})
+			calls, text, err := call(t, e.gk+"/t/cutjson")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(calls) != 0 {
+				t.Errorf("the agent received the cut calls %v", calls)
+			}
+			if !strings.Contains(text, notice) {
+				t.Errorf("no truncation notice in the reply's text %q", text)
+			}
+			var rec *trajectory.Record
+			waitFor(t, "the turn recorded", func() bool { rec = e.record(t, "cutjson"); return rec.Turns == 1 })
+			if rec.State == trajectory.WaitingTool || len(rec.Pending.ToolCalls) != 0 || rec.Truncations != 1 {
+				t.Errorf("record %s with pending calls %v, %d truncations; want no call pending, 1 truncation",
+					rec.State, rec.Pending.ToolCalls, rec.Truncations)
+			}
+		})
+	}
+}

@@ -1,9 +1,12 @@
 package streaming
 
 import (
+	"slices"
 	"strconv"
 
 	"gatekeeper/streaming/sse"
+
+	"github.com/tidwall/gjson"
 )
 
 // Telling the agent about a call cut at the output limit.
@@ -15,8 +18,10 @@ import (
 
 // NoticeCut makes the filter replace a client tool call that Hold drops
 // at a stop for the output limit with a text block of text(call), in an
-// Anthropic reply (the other APIs keep dropping it silently). Call it
-// before the first AppendEvent.
+// Anthropic reply (the other APIs keep dropping it silently). In a whole
+// reply (Body) cut at its output limit, the last call is withheld the
+// same way, in every API, and text(call) stands in its place. Call it
+// before the first AppendEvent or Body.
 func (f *CallFilter) NoticeCut(text func(call ToolCall) string) {
 	if !f.seen {
 		f.cutNotice = text
@@ -44,3 +49,55 @@ func (f *CallFilter) anthropicCutNotice(dst []byte, call ToolCall) []byte {
 	f.scratch = append(b, '}')
 	return sse.AppendFrame(dst, "content_block_stop", f.scratch)
 }
+
+// markBodyCut finds, in the whole reply js, the client calls the reply was
+// still writing when it reached its output limit, for refuse to replace
+// with the notice. The decoders take such a call as whole, the agent would
+// run it:
+//   - Anthropic: a reply stopped by max_tokens (or the context window)
+//     whose last block is a tool_use; its input is an object whatever was
+//     cut, so the body cannot show it whole and it is withheld;
+//   - Chat: the last call of a choice finished by length, when its
+//     arguments are not valid JSON;
+//   - Responses: an incomplete reply for max_output_tokens whose last
+//     item is a call not completed, or whose arguments are not valid JSON.
+func (f *CallFilter) markBodyCut(js string) {
+	switch f.api {
+	case APIAnthropic:
+		sr := gjson.Get(js, "stop_reason").Str
+		last := gjson.Get(js, "content.@reverse.0")
+		if (sr == "max_tokens" || sr == "model_context_window_exceeded") && last.Get("type").Str == "tool_use" {
+			f.cutIDs = append(f.cutIDs, last.Get("id").Str)
+		}
+	case APIChat:
+		for _, c := range gjson.Get(js, "choices").Array() {
+			if c.Get("finish_reason").Str != "length" {
+				continue
+			}
+			last := c.Get("message.tool_calls.@reverse.0")
+			if last.Get("type").Str != "custom" && !gjson.Valid(last.Get("function.arguments").Str) {
+				f.cutIDs = append(f.cutIDs, last.Get("id").Str)
+			}
+		}
+	case APIResponses:
+		if gjson.Get(js, "status").Str != "incomplete" || gjson.Get(js, "incomplete_details.reason").Str != "max_output_tokens" {
+			return
+		}
+		last := gjson.Get(js, "output.@reverse.0")
+		st := last.Get("status")
+		switch last.Get("type").Str {
+		case "function_call":
+			if st.Exists() && st.Str != "completed" || !gjson.Valid(last.Get("arguments").Str) {
+				f.cutIDs = append(f.cutIDs, last.Get("call_id").Str)
+			}
+		case "custom_tool_call":
+			if st.Exists() && st.Str != "completed" {
+				f.cutIDs = append(f.cutIDs, last.Get("call_id").Str)
+			}
+		}
+	}
+	f.cutIDs = slices.DeleteFunc(f.cutIDs, func(id string) bool { return id == "" })
+}
+
+// isCut reports whether markBodyCut found the call with id cut.
+func (f *CallFilter) isCut(id string) bool { return id != "" && slices.Contains(f.cutIDs, id) }

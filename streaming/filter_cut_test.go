@@ -1,6 +1,7 @@
 package streaming
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -54,6 +55,60 @@ func TestNoticeCutAnthropic(t *testing.T) {
 		}
 		if len(f.Withheld()) != 1 {
 			t.Errorf("withheld %v, want the cut call", f.Withheld())
+		}
+	}
+}
+
+// cutBodies are whole replies cut at the output limit while writing a call
+// to Bash, after a whole call to Read.
+var cutBodies = map[API]string{
+	APIAnthropic: `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"Let me look."},{"type":"tool_use","id":"toolu_0","name":"Read","input":{"path":"a"}},{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}],"stop_reason":"max_tokens","usage":{"input_tokens":5,"output_tokens":9}}`,
+	APIChat:      `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"Read","arguments":"{\"path\":\"a\"}"}},{"id":"call_1","type":"function","function":{"name":"Bash","arguments":"{\"command\":\"grep -rn"}}]},"finish_reason":"length"}]}`,
+	APIResponses: `{"id":"resp_1","object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"id":"fc_0","type":"function_call","status":"completed","arguments":"{\"path\":\"a\"}","call_id":"call_0","name":"Read"},{"id":"fc_1","type":"function_call","status":"incomplete","arguments":"{\"command\":\"grep -rn","call_id":"call_1","name":"Bash"}]}`,
+}
+
+// TestNoticeCutBody: in a whole reply cut at its output limit, the call it
+// was writing is withheld and the notice stands in its place; the whole
+// call before it is delivered, and without NoticeCut nothing changes.
+func TestNoticeCutBody(t *testing.T) {
+	for api, body := range cutBodies {
+		for _, notice := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s notice=%v", api, notice), func(t *testing.T) {
+				f := newTestFilter(t, api, func(string) bool { return true })
+				if notice {
+					f.NoticeCut(func(c ToolCall) string { return "the call to " + c.Name + " was cut" })
+				}
+				out, err := f.Body([]byte(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := DecodeJSON(api, out)
+				if err != nil {
+					t.Fatalf("%v: %s", err, out)
+				}
+				var names []string
+				for _, tc := range res.ClientToolCalls() {
+					names = append(names, tc.Name)
+				}
+				want := "Read"
+				if !notice {
+					if api != APIResponses { // the decoder takes no incomplete item for a call
+						want = "Read,Bash"
+					}
+					if string(out) != body {
+						t.Errorf("changed without NoticeCut: %s", out)
+					}
+				}
+				if got := strings.Join(names, ","); got != want {
+					t.Errorf("calls delivered %q, want %q", got, want)
+				}
+				if has := strings.Contains(string(out), "the call to Bash was cut"); has != notice {
+					t.Errorf("notice in the reply: %v: %s", has, out)
+				}
+				if w := f.Withheld(); notice && (len(w) != 1 || w[0].Name != "Bash") {
+					t.Errorf("withheld %v, want the call to Bash", w)
+				}
+			})
 		}
 	}
 }
