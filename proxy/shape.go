@@ -134,10 +134,24 @@ func (t *turn) filterJSON(resp *http.Response, cutOnly bool) error {
 		t.chargeUndelivered(res, int64(len(raw)), err)
 		return err
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(out))
+	resp.Body = io.NopCloser(&wholeReader{out})
 	resp.ContentLength = int64(len(out))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
 	return nil
+}
+
+// wholeReader hands out b, with io.EOF along with its last bytes as an
+// HTTP body of known length gives it: the turn is recorded before they
+// reach the agent (see jsonBody.Read).
+type wholeReader struct{ b []byte }
+
+func (r *wholeReader) Read(p []byte) (int, error) {
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	if len(r.b) == 0 {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 // readCloser reads from r and closes c.

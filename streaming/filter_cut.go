@@ -18,7 +18,10 @@ import (
 
 // NoticeCut makes the filter replace a client tool call that Hold drops
 // at a stop for the output limit with a text block of text(call), in an
-// Anthropic reply (the other APIs keep dropping it silently). In a whole
+// Anthropic reply, or with a content chunk of its choice before the finish
+// in a Chat Completions one, or with a message item at its output index in
+// a Responses one (its final output lists that item in the call's place).
+// In a whole
 // reply (Body) cut at its output limit, the last call is withheld the
 // same way, in every API, and text(call) stands in its place. Call it
 // before the first AppendEvent or Body.
@@ -101,3 +104,40 @@ func (f *CallFilter) markBodyCut(js string) {
 
 // isCut reports whether markBodyCut found the call with id cut.
 func (f *CallFilter) isCut(id string) bool { return id != "" && slices.Contains(f.cutIDs, id) }
+
+// chatCutNotice appends a chunk carrying the notice for call, dropped at
+// the output limit, as content of its choice, with the id, object,
+// created and model of the chunk js that finishes the choice. A blank
+// line sets it apart from any text the choice had.
+func (f *CallFilter) chatCutNotice(dst []byte, ev *sse.Event, js string, call ToolCall) []byte {
+	text := "\n\n" + f.cutNotice(call)
+	b := appendChunkHead(f.scratch[:0], js)
+	b = append(b, `"choices":[{"index":`...)
+	b = strconv.AppendInt(b, int64(call.Choice), 10)
+	b = append(b, `,"delta":{"content":`...)
+	b = appendJSONLiteral(b, text)
+	f.scratch = append(b, `},"logprobs":null,"finish_reason":null}]}`...)
+	return sse.AppendFrame(dst, jsonView(ev.Name), f.scratch)
+}
+
+// responsesCutNotice appends, before the terminal event ev (read as e), the events of a
+// message item holding the notice for held call c, dropped at the output
+// limit, at the output index it would have had. The call is then listed
+// as refused, with the notice as its text: the final output puts the
+// message item in its place, and the terminal event's number follows.
+func (f *CallFilter) responsesCutNotice(dst []byte, ev *sse.Event, e *responsesFields, c int) []byte {
+	r := &f.responses
+	h := &f.hold
+	hc := &h.calls[c]
+	tc := hc.tc
+	r.pos.release(tc.Index)
+	f.refused = append(f.refused, tc)
+	f.texts = append(f.texts, f.cutNotice(tc))
+	if i := slices.IndexFunc(h.dropped, func(d ToolCall) bool { return d.ItemID == tc.ItemID && d.Index == tc.Index }); i >= 0 {
+		h.dropped = slices.Delete(h.dropped, i, i+1) // Withheld lists it once, as refused
+	}
+	r.calls[hc.key].refused = len(f.refused) - 1
+	dst = f.responsesMessageEvents(dst, ev, len(f.refused)-1, e.seqNum, true)
+	r.offset++ // six events where none was
+	return dst
+}

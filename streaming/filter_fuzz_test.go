@@ -46,7 +46,7 @@ func FuzzCallFilter(f *testing.F) {
 			for _, path := range fixturetest.Glob(f, filepath.Join(dir, prefix+"*.sse")) {
 				data := fixturetest.ReadFile(f, path)
 				f.Add(data, byte(i), false, uint16(0))
-				f.Add(data, byte(i), true, uint16(i%3*(1+i%17)))
+				f.Add(data, byte(i)|0x40, true, uint16(i%3*(1+i%17))) // held, with the cut notice
 				i++
 			}
 		}
@@ -90,6 +90,9 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, en
 		f := newTestFilter(t, api, allow)
 		if hold {
 			f.Hold()
+			if sel&0x40 != 0 {
+				f.NoticeCut(func(c ToolCall) string { return "cut: " + c.Name })
+			}
 		}
 		return f
 	}
