@@ -471,10 +471,18 @@ func (t *turn) attach(resp *http.Response) error {
 		}
 		resp.Body = body
 	default:
-		if t.filter != nil {
-			if err := t.filterJSON(resp); err != nil {
+		cutOnly := t.filter == nil
+		if cutOnly {
+			var err error
+			if t.filter, err = streaming.NewCallFilter(t.req.api, allowAll, t.refusal); err != nil {
 				return err
 			}
+		}
+		// A call the reply was still writing at its output limit is
+		// withheld, as in a stream, with the notice in its place.
+		t.filter.NoticeCut(cutNotice)
+		if err := t.filterJSON(resp, cutOnly); err != nil {
+			return err
 		}
 		if t.gated {
 			return t.holdJSON(resp)

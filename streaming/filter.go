@@ -43,6 +43,9 @@ type CallFilter struct {
 	// cutNotice, when set, gives the text that replaces a call cut at the
 	// output limit (NoticeCut).
 	cutNotice func(call ToolCall) string
+	// cutIDs are the calls of a whole reply that it was still writing at
+	// its output limit (markBodyCut): withheld, the notice in their place.
+	cutIDs []string
 
 	refused []ToolCall
 	texts   []string // the text that replaced each refused call
@@ -125,6 +128,9 @@ func (f *CallFilter) Body(body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.cutNotice != nil {
+		f.markBodyCut(js) // filter_cut.go
+	}
 	var out []byte
 	switch f.api {
 	case APIAnthropic:
@@ -144,7 +150,12 @@ func (f *CallFilter) Body(body []byte) ([]byte, error) {
 
 // refuse records a withheld call and returns the text that replaces it.
 func (f *CallFilter) refuse(tc ToolCall) string {
-	text := f.refusal(tc)
+	var text string
+	if f.isCut(tc.ID) {
+		text = f.cutNotice(tc)
+	} else {
+		text = f.refusal(tc)
+	}
 	f.refused = append(f.refused, tc)
 	f.texts = append(f.texts, text)
 	return text
@@ -164,7 +175,7 @@ func replyObject(api API, body []byte) (string, error) {
 // permitsCall judges a call by its id and its names: RefuseCalls named
 // neither its id, and permits passes its names.
 func (f *CallFilter) permitsCall(id string, names ...string) bool {
-	return (id == "" || !slices.Contains(f.refuseIDs, id)) && f.permits(names...)
+	return (id == "" || !slices.Contains(f.refuseIDs, id) && !f.isCut(id)) && f.permits(names...)
 }
 
 // permits judges the names a call carries: every one must be allowed, and a

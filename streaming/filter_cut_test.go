@@ -1,6 +1,7 @@
 package streaming
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -51,6 +52,198 @@ func TestNoticeCutAnthropic(t *testing.T) {
 		}
 		if notice && strings.Index(got, "was cut") > strings.Index(got, "message_delta") {
 			t.Errorf("the notice comes after the stop:\n%s", got)
+		}
+		if len(f.Withheld()) != 1 {
+			t.Errorf("withheld %v, want the cut call", f.Withheld())
+		}
+	}
+}
+
+// cutBodies are whole replies cut at the output limit while writing a call
+// to Bash, after a whole call to Read.
+var cutBodies = map[API]string{
+	APIAnthropic: `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"Let me look."},{"type":"tool_use","id":"toolu_0","name":"Read","input":{"path":"a"}},{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}],"stop_reason":"max_tokens","usage":{"input_tokens":5,"output_tokens":9}}`,
+	APIChat:      `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"Read","arguments":"{\"path\":\"a\"}"}},{"id":"call_1","type":"function","function":{"name":"Bash","arguments":"{\"command\":\"grep -rn"}}]},"finish_reason":"length"}]}`,
+	APIResponses: `{"id":"resp_1","object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"id":"fc_0","type":"function_call","status":"completed","arguments":"{\"path\":\"a\"}","call_id":"call_0","name":"Read"},{"id":"fc_1","type":"function_call","status":"incomplete","arguments":"{\"command\":\"grep -rn","call_id":"call_1","name":"Bash"}]}`,
+}
+
+// TestNoticeCutBody: in a whole reply cut at its output limit, the call it
+// was writing is withheld and the notice stands in its place; the whole
+// call before it is delivered, and without NoticeCut nothing changes.
+func TestNoticeCutBody(t *testing.T) {
+	for api, body := range cutBodies {
+		for _, notice := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s notice=%v", api, notice), func(t *testing.T) {
+				f := newTestFilter(t, api, func(string) bool { return true })
+				if notice {
+					f.NoticeCut(func(c ToolCall) string { return "the call to " + c.Name + " was cut" })
+				}
+				out, err := f.Body([]byte(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := DecodeJSON(api, out)
+				if err != nil {
+					t.Fatalf("%v: %s", err, out)
+				}
+				var names []string
+				for _, tc := range res.ClientToolCalls() {
+					names = append(names, tc.Name)
+				}
+				want := "Read"
+				if !notice {
+					if api != APIResponses { // the decoder takes no incomplete item for a call
+						want = "Read,Bash"
+					}
+					if string(out) != body {
+						t.Errorf("changed without NoticeCut: %s", out)
+					}
+				}
+				if got := strings.Join(names, ","); got != want {
+					t.Errorf("calls delivered %q, want %q", got, want)
+				}
+				if has := strings.Contains(string(out), "the call to Bash was cut"); has != notice {
+					t.Errorf("notice in the reply: %v: %s", has, out)
+				}
+				if w := f.Withheld(); notice && (len(w) != 1 || w[0].Name != "Bash") {
+					t.Errorf("withheld %v, want the call to Bash", w)
+				}
+			})
+		}
+	}
+}
+
+// TestNoticeCutChat: a streamed Chat Completions call cut at the output
+// limit is dropped, and with NoticeCut a content chunk of its choice
+// carries the notice before the finish chunk.
+func TestNoticeCutChat(t *testing.T) {
+	head := `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[`
+	stream := "data: " + head + `{"index":0,"delta":{"role":"assistant","content":"Let me look."},"finish_reason":null}]}` + "\n\n" +
+		"data: " + head + `{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"Bash","arguments":""}}]},"finish_reason":null}]}` + "\n\n" +
+		"data: " + head + `{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"command\": \"grep -rn"}}]},"finish_reason":null}]}` + "\n\n" +
+		"data: " + head + `{"index":0,"delta":{},"finish_reason":"length"}]}` + "\n\n" +
+		"data: [DONE]\n\n"
+	for _, notice := range []bool{false, true} {
+		f := newTestFilter(t, APIChat, func(string) bool { return true })
+		f.Hold()
+		if notice {
+			f.NoticeCut(func(c ToolCall) string { return "the call to " + c.Name + " was cut" })
+		}
+		var out []byte
+		rd := sse.NewReader(1 << 20)
+		if err := rd.Feed([]byte(stream), func(ev *sse.Event) error { out = f.AppendEvent(out, *ev); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		got := string(out)
+		if strings.Contains(got, "tool_calls") || strings.Contains(got, "grep") {
+			t.Errorf("notice %v: the cut call reached the client:\n%s", notice, got)
+		}
+		dec, _ := NewDecoder(APIChat)
+		var text strings.Builder
+		rd = sse.NewReader(1 << 20)
+		if err := rd.Feed(out, func(ev *sse.Event) error {
+			if d := gjson.Get(string(ev.Data), "choices.0.delta.content"); d.Exists() {
+				if gjson.Get(string(ev.Data), "choices.0.index").Int() != 0 {
+					t.Errorf("content on another choice: %s", ev.Data)
+				}
+				text.WriteString(d.Str)
+			}
+			dec.Decode(ev, nil)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		res := dec.Finish()
+		if res.Truncated || res.Unparsed > 0 || len(res.ClientToolCalls()) != 0 {
+			t.Errorf("notice %v: truncated %v, %d unparsed, calls %v", notice, res.Truncated, res.Unparsed, res.ClientToolCalls())
+		}
+		want := "Let me look."
+		if notice {
+			want += "\n\nthe call to Bash was cut"
+		}
+		if text.String() != want {
+			t.Errorf("content %q, want %q", text.String(), want)
+		}
+		if notice && strings.Index(got, "was cut") > strings.Index(got, `"length"`) {
+			t.Errorf("the notice comes after the finish:\n%s", got)
+		}
+		if len(f.Withheld()) != 1 {
+			t.Errorf("withheld %v, want the cut call", f.Withheld())
+		}
+	}
+}
+
+// TestNoticeCutResponses: a streamed Responses call cut at the output
+// limit is dropped, and with NoticeCut a message item at its output index
+// carries the notice; sequence numbers run on and the final output lists
+// the message in the call's place.
+func TestNoticeCutResponses(t *testing.T) {
+	ev := func(typ, data string) string {
+		return "event: " + typ + "\ndata: {\"type\":\"" + typ + "\"," + data + "}\n\n"
+	}
+	stream := ev("response.created", `"sequence_number":0,"response":{"id":"resp_1","status":"in_progress","output":[]}`) +
+		ev("response.output_item.added", `"sequence_number":1,"output_index":0,"item":{"id":"msg_0","type":"message","status":"in_progress","content":[],"role":"assistant"}`) +
+		ev("response.output_text.delta", `"sequence_number":2,"output_index":0,"item_id":"msg_0","content_index":0,"delta":"Let me look."`) +
+		ev("response.output_item.done", `"sequence_number":3,"output_index":0,"item":{"id":"msg_0","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"text":"Let me look."}],"role":"assistant"}`) +
+		ev("response.output_item.added", `"sequence_number":4,"output_index":1,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_1","name":"Bash"}`) +
+		ev("response.function_call_arguments.delta", `"sequence_number":5,"output_index":1,"item_id":"fc_1","delta":"{\"command\": \"grep -rn"`) +
+		ev("response.incomplete", `"sequence_number":6,"response":{"id":"resp_1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"id":"msg_0","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"text":"Let me look."}],"role":"assistant"},{"id":"fc_1","type":"function_call","status":"incomplete","arguments":"{\"command\": \"grep -rn","call_id":"call_1","name":"Bash"}]}`)
+	for _, notice := range []bool{false, true} {
+		f := newTestFilter(t, APIResponses, func(string) bool { return true })
+		f.Hold()
+		if notice {
+			f.NoticeCut(func(c ToolCall) string { return "the call to " + c.Name + " was cut" })
+		}
+		var out []byte
+		rd := sse.NewReader(1 << 20)
+		if err := rd.Feed([]byte(stream), func(ev *sse.Event) error { out = f.AppendEvent(out, *ev); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		got := string(out)
+		if strings.Contains(got, "function_call") || strings.Contains(got, "grep") {
+			t.Errorf("notice %v: the cut call reached the client:\n%s", notice, got)
+		}
+		dec, _ := NewDecoder(APIResponses)
+		var seqs []int64
+		var text strings.Builder
+		var final gjson.Result
+		rd = sse.NewReader(1 << 20)
+		if err := rd.Feed(out, func(ev *sse.Event) error {
+			js := gjson.ParseBytes(ev.Data)
+			seqs = append(seqs, js.Get("sequence_number").Int())
+			if js.Get("type").Str == "response.output_text.delta" {
+				if oi := js.Get("output_index").Int(); oi != 1 && js.Get("item_id").Str != "msg_0" {
+					t.Errorf("notice at output index %d, want 1", oi)
+				}
+				text.WriteString(js.Get("delta").Str)
+			}
+			if js.Get("type").Str == "response.incomplete" {
+				final = js.Get("response.output")
+			}
+			dec.Decode(ev, nil)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		res := dec.Finish()
+		if res.Truncated || res.Unparsed > 0 || len(res.ClientToolCalls()) != 0 {
+			t.Errorf("notice %v: truncated %v, %d unparsed, calls %v", notice, res.Truncated, res.Unparsed, res.ClientToolCalls())
+		}
+		for i, n := range seqs {
+			if n != int64(i) {
+				t.Errorf("notice %v: sequence numbers %v", notice, seqs)
+				break
+			}
+		}
+		want, items := "Let me look.", 1
+		if notice {
+			want, items = want+"the call to Bash was cut", 2
+		}
+		if text.String() != want {
+			t.Errorf("text %q, want %q", text.String(), want)
+		}
+		if n := len(final.Array()); n != items || final.Get("1.content.0.text").Str != strings.TrimPrefix(want, "Let me look.") {
+			t.Errorf("notice %v: final output %s", notice, final.Raw)
 		}
 		if len(f.Withheld()) != 1 {
 			t.Errorf("withheld %v, want the cut call", f.Withheld())

@@ -46,7 +46,7 @@ func FuzzCallFilter(f *testing.F) {
 			for _, path := range fixturetest.Glob(f, filepath.Join(dir, prefix+"*.sse")) {
 				data := fixturetest.ReadFile(f, path)
 				f.Add(data, byte(i), false, uint16(0))
-				f.Add(data, byte(i), true, uint16(i%3*(1+i%17)))
+				f.Add(data, byte(i)|0x40, true, uint16(i%3*(1+i%17))) // held, with the cut notice
 				i++
 			}
 		}
@@ -90,6 +90,9 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, en
 		f := newTestFilter(t, api, allow)
 		if hold {
 			f.Hold()
+			if sel&0x40 != 0 {
+				f.NoticeCut(func(c ToolCall) string { return "cut: " + c.Name })
+			}
 		}
 		return f
 	}
@@ -276,20 +279,28 @@ func FuzzCallFilterBody(f *testing.F) {
 	for i, c := range responsesJSONCases {
 		f.Add([]byte(c.body), byte(i))
 	}
+	for _, api := range filterAPIs {
+		f.Add([]byte(cutBodies[api]), byte(0x80))
+	}
 	f.Fuzz(func(t *testing.T, body []byte, sel byte) {
 		if len(body) > 1<<16 {
 			return
 		}
 		allow := fuzzAllow(sel)
+		cut := sel&0x80 != 0
 		for _, api := range filterAPIs {
-			out, err := newTestFilter(t, api, allow).Body(body)
+			f := newTestFilter(t, api, allow)
+			if cut {
+				f.NoticeCut(func(c ToolCall) string { return "cut: " + c.Name })
+			}
+			out, err := f.Body(body)
 			if err != nil {
 				if !errors.Is(err, ErrInvalidJSON) {
 					t.Fatalf("%s: %v", api, err)
 				}
 				continue
 			}
-			if sel&3 == 0 && !bytes.Equal(out, body) {
+			if sel&3 == 0 && !cut && !bytes.Equal(out, body) {
 				t.Fatalf("%s: allow all changed the body", api)
 			}
 			if !gjson.ValidBytes(out) {
@@ -305,6 +316,9 @@ func FuzzCallFilterBody(f *testing.F) {
 			for _, tc := range res.ClientToolCalls() {
 				if tc.Name != "" && !allow(tc.Name) {
 					t.Fatalf("%s: delivered a call to refused tool %q", api, tc.Name)
+				}
+				if f.isCut(tc.ID) {
+					t.Fatalf("%s: delivered the cut call %q", api, tc.ID)
 				}
 			}
 		}

@@ -226,7 +226,7 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		if !r.stopped {
 			r.stopped = true
 			if h.held > 0 {
-				dst = f.responsesRelease(dst, &e)
+				dst = f.responsesRelease(dst, ev, &e)
 			}
 		}
 	case "error":
@@ -524,7 +524,7 @@ func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 	case at >= 0:
 		// The decoder completes the call it finds, whatever the item's type.
 		c := r.calls[at]
-		if c.held >= 0 && f.hold.calls[c.held].state == callDropped {
+		if c.held >= 0 && f.hold.calls[c.held].state == callDropped && c.refused < 0 {
 			return dropItem
 		}
 		if c.server || c.refused >= 0 || !f.renames(name) {

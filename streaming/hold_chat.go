@@ -103,6 +103,7 @@ func chatRenumber(dst []byte, el string, out int) []byte {
 func (f *CallFilter) chatHoldEvent(dst []byte, ev *sse.Event, js string, p *chatPlan) []byte {
 	h := &f.hold
 	c := &f.chat
+	var cut []ToolCall // calls cut at the output limit, for the notice
 	for _, fin := range p.finishes {
 		if !fin.cut {
 			continue
@@ -118,6 +119,9 @@ func (f *CallFilter) chatHoldEvent(dst []byte, ev *sse.Event, js string, p *chat
 		}
 		if hc := &h.calls[last]; !hc.freeText && gjson.ValidBytes(hc.args) {
 			continue
+		}
+		if f.cutNotice != nil && !h.calls[last].unlisted {
+			cut = append(cut, h.calls[last].tc)
 		}
 		f.dropHeld(func(i int, _ *heldCall) bool { return i == last })
 		for i := range p.elems {
@@ -141,6 +145,9 @@ func (f *CallFilter) chatHoldEvent(dst []byte, ev *sse.Event, js string, p *chat
 	for _, fin := range p.finishes {
 		dst = f.release(dst, func(i int, hc *heldCall) bool { return i < fin.upto && hc.tc.Choice == fin.choice }, nil,
 			func(dst []byte, e *heldEvent, _ *heldCall) []byte { return h.appendHeld(dst, e) })
+	}
+	for _, tc := range cut {
+		dst = f.chatCutNotice(dst, ev, js, tc) // filter_cut.go
 	}
 	switch {
 	case wholly:

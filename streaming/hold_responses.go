@@ -162,9 +162,9 @@ func appendArgsRaw(dst []byte, raw string) []byte {
 	return dst
 }
 
-// responsesRelease delivers the held calls before the terminal event e,
-// dropping those the reply did not finish.
-func (f *CallFilter) responsesRelease(dst []byte, e *responsesFields) []byte {
+// responsesRelease delivers the held calls before the terminal event ev
+// (read as e), dropping those the reply did not finish.
+func (f *CallFilter) responsesRelease(dst []byte, ev *sse.Event, e *responsesFields) []byte {
 	r := &f.responses
 	h := &f.hold
 	if isObject(e.response) {
@@ -172,8 +172,13 @@ func (f *CallFilter) responsesRelease(dst []byte, e *responsesFields) []byte {
 	}
 	cut := e.event == "response.incomplete" && gjson.Get(e.response, "incomplete_details.reason").Str == "max_output_tokens"
 	last := h.last(nil)
+	cutCall := -1
 	f.dropHeld(func(i int, c *heldCall) bool {
-		return !c.closed || c.doubt || cut && i == last && !c.freeText && !gjson.ValidBytes(c.args)
+		drop := !c.closed || c.doubt || cut && i == last && !c.freeText && !gjson.ValidBytes(c.args)
+		if drop && cut && i == last && f.cutNotice != nil && !c.unlisted && c.indexed {
+			cutCall = i
+		}
+		return drop
 	})
 	// Delivered calls take the numbers from the one the terminal event
 	// would have; it follows them.
@@ -209,6 +214,9 @@ func (f *CallFilter) responsesRelease(dst []byte, e *responsesFields) []byte {
 		return f.appendRenumbered(dst, ev, "output_index", pos, seq, ev.numbered)
 	})
 	r.offset += next - start
+	if cutCall >= 0 && e.numbered {
+		dst = f.responsesCutNotice(dst, ev, e, cutCall) // filter_cut.go
+	}
 	return dst
 }
 
