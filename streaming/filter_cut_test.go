@@ -10,6 +10,23 @@ import (
 	"gatekeeper/streaming/sse"
 )
 
+// cutThrough runs stream through a filter of api that holds calls until the
+// stop and, when notice is set, puts a notice in place of a cut call; it
+// returns the filter and what the client gets.
+func cutThrough(t *testing.T, api API, stream string, notice bool) (*CallFilter, []byte) {
+	t.Helper()
+	f := newTestFilter(t, api, func(string) bool { return true })
+	f.Hold()
+	if notice {
+		f.NoticeCut(func(c ToolCall) string { return "the call to " + c.Name + " was cut" })
+	}
+	var out []byte
+	if err := sse.Each([]byte(stream), func(ev *sse.Event) error { out = f.AppendEvent(out, *ev); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return f, out
+}
+
 func TestNoticeCutAnthropic(t *testing.T) {
 	stream := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n" +
 		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
@@ -20,19 +37,7 @@ func TestNoticeCutAnthropic(t *testing.T) {
 		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":20}}\n\n" +
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
 	for _, notice := range []bool{false, true} {
-		f, err := NewCallFilter(APIAnthropic, func(string) bool { return true }, func(ToolCall) string { return "refused" })
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Hold()
-		if notice {
-			f.NoticeCut(func(c ToolCall) string { return "the call to " + c.Name + " was cut" })
-		}
-		var out []byte
-		rd := sse.NewReader(1 << 20)
-		if err := rd.Feed([]byte(stream), func(ev *sse.Event) error { out = f.AppendEvent(out, *ev); return nil }); err != nil {
-			t.Fatal(err)
-		}
+		f, out := cutThrough(t, APIAnthropic, stream, notice)
 		got := string(out)
 		if strings.Contains(got, "tool_use") || strings.Contains(got, "grep") {
 			t.Errorf("notice %v: the cut call reached the client:\n%s", notice, got)
@@ -124,24 +129,14 @@ func TestNoticeCutChat(t *testing.T) {
 		"data: " + head + `{"index":0,"delta":{},"finish_reason":"length"}]}` + "\n\n" +
 		"data: [DONE]\n\n"
 	for _, notice := range []bool{false, true} {
-		f := newTestFilter(t, APIChat, func(string) bool { return true })
-		f.Hold()
-		if notice {
-			f.NoticeCut(func(c ToolCall) string { return "the call to " + c.Name + " was cut" })
-		}
-		var out []byte
-		rd := sse.NewReader(1 << 20)
-		if err := rd.Feed([]byte(stream), func(ev *sse.Event) error { out = f.AppendEvent(out, *ev); return nil }); err != nil {
-			t.Fatal(err)
-		}
+		f, out := cutThrough(t, APIChat, stream, notice)
 		got := string(out)
 		if strings.Contains(got, "tool_calls") || strings.Contains(got, "grep") {
 			t.Errorf("notice %v: the cut call reached the client:\n%s", notice, got)
 		}
 		dec, _ := NewDecoder(APIChat)
 		var text strings.Builder
-		rd = sse.NewReader(1 << 20)
-		if err := rd.Feed(out, func(ev *sse.Event) error {
+		if err := sse.Each(out, func(ev *sse.Event) error {
 			if d := gjson.Get(string(ev.Data), "choices.0.delta.content"); d.Exists() {
 				if gjson.Get(string(ev.Data), "choices.0.index").Int() != 0 {
 					t.Errorf("content on another choice: %s", ev.Data)
@@ -189,16 +184,7 @@ func TestNoticeCutResponses(t *testing.T) {
 		ev("response.function_call_arguments.delta", `"sequence_number":5,"output_index":1,"item_id":"fc_1","delta":"{\"command\": \"grep -rn"`) +
 		ev("response.incomplete", `"sequence_number":6,"response":{"id":"resp_1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"id":"msg_0","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"text":"Let me look."}],"role":"assistant"},{"id":"fc_1","type":"function_call","status":"incomplete","arguments":"{\"command\": \"grep -rn","call_id":"call_1","name":"Bash"}]}`)
 	for _, notice := range []bool{false, true} {
-		f := newTestFilter(t, APIResponses, func(string) bool { return true })
-		f.Hold()
-		if notice {
-			f.NoticeCut(func(c ToolCall) string { return "the call to " + c.Name + " was cut" })
-		}
-		var out []byte
-		rd := sse.NewReader(1 << 20)
-		if err := rd.Feed([]byte(stream), func(ev *sse.Event) error { out = f.AppendEvent(out, *ev); return nil }); err != nil {
-			t.Fatal(err)
-		}
+		f, out := cutThrough(t, APIResponses, stream, notice)
 		got := string(out)
 		if strings.Contains(got, "function_call") || strings.Contains(got, "grep") {
 			t.Errorf("notice %v: the cut call reached the client:\n%s", notice, got)
@@ -207,8 +193,7 @@ func TestNoticeCutResponses(t *testing.T) {
 		var seqs []int64
 		var text strings.Builder
 		var final gjson.Result
-		rd = sse.NewReader(1 << 20)
-		if err := rd.Feed(out, func(ev *sse.Event) error {
+		if err := sse.Each(out, func(ev *sse.Event) error {
 			js := gjson.ParseBytes(ev.Data)
 			seqs = append(seqs, js.Get("sequence_number").Int())
 			if js.Get("type").Str == "response.output_text.delta" {
