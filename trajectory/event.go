@@ -27,6 +27,8 @@ const (
 	EventBudgetClamp EventType = "budget_clamp"
 	// EventBudget: an operator changed a record's budget.
 	EventBudget EventType = "budget"
+	// EventOutcome: the run's outcome or task class was marked.
+	EventOutcome EventType = "outcome"
 )
 
 // Event is one entry of a trajectory's event log. Seq is assigned by the

@@ -41,6 +41,8 @@ type recordJSON struct {
 	PauseReason      string      `json:"pause_reason,omitempty"`
 	Truncations      int64       `json:"truncations,omitzero"`
 	TruncationsInRow int64       `json:"truncations_in_row,omitzero"`
+	Outcome          string      `json:"outcome,omitempty"`
+	TaskClass        string      `json:"task_class,omitempty"`
 }
 
 type pendingJSON struct {
@@ -108,6 +110,8 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		PauseReason:      r.PauseReason,
 		Truncations:      r.Truncations,
 		TruncationsInRow: r.TruncationsInRow,
+		Outcome:          r.Outcome,
+		TaskClass:        r.TaskClass,
 	}
 	if w.Children == nil {
 		w.Children = []string{}
@@ -167,6 +171,8 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		PauseReason:      w.PauseReason,
 		Truncations:      w.Truncations,
 		TruncationsInRow: w.TruncationsInRow,
+		Outcome:          w.Outcome,
+		TaskClass:        w.TaskClass,
 	}
 	if len(w.Children) > 0 {
 		rec.Children = w.Children

@@ -81,6 +81,13 @@ type Record struct {
 	// limit, and TruncationsInRow those since the last turn that was not.
 	Truncations      int64
 	TruncationsInRow int64
+
+	// Outcome is how the run's work was judged (OutcomeAccepted,
+	// OutcomeRejected; "" until someone says) and TaskClass what kind of
+	// task it was: marked by an operator or by the agent's harness (see
+	// outcome.go), read by cost reports.
+	Outcome   string
+	TaskClass string
 }
 
 // Reservation is what calls in flight hold against a budget: their count,
