@@ -69,6 +69,7 @@ func pure(mod string) []struct {
 		{"streaming", false, rule{module: mod, own: []string{mod + "/streaming/sse"}, extra: []string{"github.com/tidwall/"}}},
 		{"streaming/sse", false, rule{module: mod, banned: ioStd}},
 		{"meter", false, rule{module: mod, own: []string{mod + "/trajectory"}, extra: []string{"go.yaml.in/yaml/v3"}, banned: ioStd}},
+		{"report", false, rule{module: mod, banned: ioStd}},
 	}
 }
 
@@ -179,7 +180,7 @@ func TestRule(t *testing.T) {
 // are sentinel errors, or meter's embedded price file, so nothing holds
 // state between calls.
 func TestNoPackageState(t *testing.T) {
-	for _, dir := range []string{"trajectory", "meter"} {
+	for _, dir := range []string{"trajectory", "meter", "report"} {
 		t.Run(dir, func(t *testing.T) {
 			for name, f := range parseDir(t, filepath.Join(root(), dir), false) {
 				for _, d := range f.Decls {
