@@ -176,7 +176,7 @@ func TestRule(t *testing.T) {
 	}
 }
 
-// TestNoPackageState: package-level variables of trajectory and meter code
+// TestNoPackageState: package-level variables of trajectory, meter and report code
 // are sentinel errors, or meter's embedded price file, so nothing holds
 // state between calls.
 func TestNoPackageState(t *testing.T) {
