@@ -128,15 +128,16 @@ func (a *API) Routes(r chi.Router) {
 		// Child ids hold a slash ("run-42/3f9a..."), so the rest of the
 		// path is the id, with /events at its end for the log.
 		r.Get("/trajectories/*", a.handle(a.show, ""))
-		// POST .../{id}/{verb}: the last segment is the verb, the rest
-		// the id.
-		r.Post("/trajectories/*", a.handle(a.control, RoleOperator))
+		// POST .../{id}/{verb}: the last segment is the verb (a control
+		// request, or outcome), the rest the id.
+		r.Post("/trajectories/*", a.handle(a.postTrajectory, RoleOperator))
 		// PATCH .../{id}/budget raises or lowers a run's budget.
 		r.Patch("/trajectories/*", a.handle(a.patchBudget, RoleOperator))
 		a.approvalRoutes(r)
 		r.Get("/stream", a.handle(a.streamEvents, ""))
 		r.Get("/keys", a.handle(a.keysHeadroom, ""))
 		r.Get("/whoami", a.handle(a.whoami, ""))
+		r.Get("/reports/costs", a.handle(a.costReport, ""))
 	})
 }
 
