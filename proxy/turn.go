@@ -89,6 +89,11 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		writeError(w, req.api, err)
 		return
 	}
+	mark, err := readMark(r.Header)
+	if err != nil {
+		writeError(w, req.api, err)
+		return
+	}
 	if b := r.Header.Get("X-Gatekeeper-Budget"); b != "" {
 		// Budgets change only through config or the admin API.
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "ignored agent-supplied budget header", slog.String("tenant", req.tenant.Name))
@@ -104,6 +109,9 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	}
 	t.log = s.log.With(slog.String("request_id", req.id), slog.String("trajectory", t.recID), slog.String("tenant", req.tenant.Name),
 		slog.String("model", pr.Model), slog.String("api", string(req.api)))
+	if !mark.Empty() {
+		t.recordMark(r.Context(), mark)
+	}
 	if t.hold != nil {
 		s.serveReattach(w, r, t)
 		return
