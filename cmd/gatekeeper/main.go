@@ -42,6 +42,8 @@ const usage = `usage: gatekeeper COMMAND [flags]
                  interrupt ID MESSAGE                   a message to the run at its next turn
   approvals      ls | show ID                           read approval requests (admin API)
                  approve|deny ID [-reason TEXT]         vote on a held tool call
+  report costs   [-tenant T] [-class C] [-since D]      cost-vs-success curves, knees and suggested ceilings
+                 [-format text|json|csv|svg]            of the runs marked accepted or rejected (admin API)
   gates test     [-config config.yaml] < calls.json     which gates hold sample tool calls, and why
 
 The admin verbs read GATEKEEPER_URL (default http://127.0.0.1:8080) and
@@ -65,6 +67,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runTrajectories(ctx, args[1:], getenv, stdout, stderr)
 	case "approvals":
 		return runApprovals(ctx, args[1:], getenv, stdout, stderr)
+	case "report":
+		return runReport(ctx, args[1:], getenv, stdout, stderr)
 	case "gates":
 		return runGates(args[1:], getenv, os.Stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
