@@ -251,6 +251,17 @@ func TestExample(t *testing.T) {
 		golden(t, f.file, b.Bytes())
 	}
 
+	// README's worked example shows the text report as it is.
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	_ = WriteText(&text, rep)
+	if !bytes.Contains(readme, append(append([]byte("```\n"), text.Bytes()...), "```"...)) {
+		t.Error("README.md's worked example is not the text report of testdata/runs.jsonl: paste testdata/example.txt into it")
+	}
+
 	// The JSON is the admin API's answer: decoding it gives the report back.
 	var js bytes.Buffer
 	_ = WriteJSON(&js, rep)
