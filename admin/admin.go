@@ -3,8 +3,9 @@
 // trajectories ahead of time with budgets, changing a live run's budget,
 // and the operators' control requests (pause, resume, cancel, kill,
 // finish, interrupt), which it records on a trajectory and its whole
-// subtree and signals to every replica. Every call needs a bearer token from admin.tokens; tokens are
-// compared in constant time.
+// subtree and signals to every replica; marking a run's outcome, and the
+// cost-vs-success report of the runs so marked. Every call needs a bearer
+// token from admin.tokens; tokens are compared in constant time.
 package admin
 
 import (
