@@ -11,6 +11,7 @@ import (
 	oaioption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
+	"github.com/tidwall/gjson"
 )
 
 var (
@@ -27,7 +28,28 @@ const (
 	specMaxTool  = `{"kind":"max_tokens","cut_in_tool":true,"tools":[{"name":"Bash","input":{"command":"echo hello world"}}]}`
 	specRefusal  = `{"kind":"refusal"}`
 	specThinking = `{"kind":"text","thinking":"Think first, then answer.","text":"Answer."}`
+	specItems    = `{"kind":"tool","tools":[` +
+		`{"item":"local_shell_call","input":{"type":"exec","command":["ls","-la"],"env":{}}},` +
+		`{"item":"shell_call","input":{"commands":["ls -la"],"timeout_ms":1000}},` +
+		`{"item":"apply_patch_call","input":{"type":"update_file","path":"a.go","diff":"@@\n-a\n+b\n"}},` +
+		`{"item":"computer_call","input":{"type":"click","x":10,"y":20,"button":"left"}},` +
+		`{"item":"web_search_call","input":{"type":"search","query":"gatekeeper"}},` +
+		`{"item":"foo_call","input":{"verb":"frob"}}]}`
 )
+
+// scriptedItemsWant are the items specItems gives: type, input member,
+// input, whether the item has a call_id.
+var scriptedItemsWant = []struct {
+	typ, member, input string
+	callID             bool
+}{
+	{"local_shell_call", "action", `{"type":"exec","command":["ls","-la"],"env":{}}`, true},
+	{"shell_call", "action", `{"commands":["ls -la"],"timeout_ms":1000}`, true},
+	{"apply_patch_call", "operation", `{"type":"update_file","path":"a.go","diff":"@@\n-a\n+b\n"}`, true},
+	{"computer_call", "action", `{"type":"click","x":10,"y":20,"button":"left"}`, true},
+	{"web_search_call", "action", `{"type":"search","query":"gatekeeper"}`, false},
+	{"foo_call", "action", `{"verb":"frob"}`, true},
+}
 
 var parallelCalls = []struct{ name, args string }{
 	{"get_weather", `{"city":"Paris \"Rive Gauche\"\n"}`},
@@ -298,6 +320,19 @@ func TestResponsesSDK(t *testing.T) {
 			c := r.Output[0].Content[0]
 			if c.Type != "refusal" || c.Refusal != defaultRefusal {
 				t.Errorf("content = %+v", c)
+			}
+		}},
+		{"scripted call items", specItems, "completed", func(t *testing.T, r *responses.Response) {
+			if len(r.Output) != len(scriptedItemsWant) {
+				t.Fatalf("output = %d items", len(r.Output))
+			}
+			for i, w := range scriptedItemsWant {
+				it := r.Output[i]
+				raw := gjson.Parse(it.RawJSON())
+				if it.Type != w.typ || it.Status != "completed" || (it.CallID != "") != w.callID ||
+					!jsonEqual(t, raw.Get(w.member).Raw, w.input) || it.ID == "" {
+					t.Errorf("item %d = %s", i, it.RawJSON())
+				}
 			}
 		}},
 		{"thinking counts as reasoning tokens", specThinking, "completed", func(t *testing.T, r *responses.Response) {
