@@ -213,7 +213,12 @@ func (d *responsesDecoder) itemDone(outputIndex int, item gjson.Result, emit fun
 	if tc.Complete {
 		return
 	}
-	if args := ci.inputOf(item); args.Exists() {
+	switch args := ci.inputOf(item); {
+	case (args.IsObject() || args.IsArray()) && len(tc.Arguments) == 0:
+		// An action or operation comes whole, never in deltas: it is the
+		// call's one fragment.
+		d.appendFragment(at, args.Raw, emit)
+	case args.Exists():
 		tc.Arguments = appendArgsValue(tc.Arguments[:0], args)
 	}
 	d.complete(at, emit)
@@ -306,16 +311,24 @@ func (d *responsesDecoder) open(ci responsesItem, outputIndex int, itemID, callI
 }
 
 func (d *responsesDecoder) appendArgs(at int, v gjson.Result, emit func(*Part)) {
-	if v.Type != gjson.String || v.Str == "" {
+	if v.Type != gjson.String {
+		return
+	}
+	d.appendFragment(at, v.Str, emit)
+}
+
+// appendFragment adds text to a call's arguments.
+func (d *responsesDecoder) appendFragment(at int, text string, emit func(*Part)) {
+	if text == "" {
 		return
 	}
 	tc := &d.res.ToolCalls[d.calls[at].at]
-	tc.Arguments = append(tc.Arguments, v.Str...)
-	d.res.OutputBytes += int64(len(v.Str))
+	tc.Arguments = append(tc.Arguments, text...)
+	d.res.OutputBytes += int64(len(text))
 	if tc.Server || emit == nil {
 		return
 	}
-	d.text = append(d.text[:0], v.Str...)
+	d.text = append(d.text[:0], text...)
 	d.send(emit, Part{Kind: PartToolCallArgs, Index: tc.Index, ID: tc.ID, ItemID: tc.ItemID, Text: d.text})
 }
 
@@ -546,6 +559,8 @@ func responsesOutputBytes(output gjson.Result) int64 {
 				})
 			}
 		default:
+			// An action or operation object is counted as the call
+			// completes (itemDone), as in a stream.
 			if ci, ok := callItemOf(item); ok {
 				n += int64(len(ci.inputOf(item).Str))
 			}
