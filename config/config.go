@@ -141,6 +141,10 @@ type Tenant struct {
 	// limit that many times in a row (exit reason TRUNCATION_LOOP); 0 means
 	// the default, a negative value never ends a run for it.
 	MaxTruncations int `yaml:"max_truncations" json:"max_truncations"`
+	// RefuseUngatedMCP refuses a Responses request declaring a hosted MCP
+	// tool that never asks for approval: the provider runs its calls
+	// itself, where no gate can hold them.
+	RefuseUngatedMCP bool `yaml:"refuse_ungated_mcp" json:"refuse_ungated_mcp"`
 }
 
 // Budget is a trajectory's default ceiling per dimension; zero means no

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -302,5 +303,54 @@ func TestHostedCallRecordedNotGated(t *testing.T) {
 				t.Errorf("turn event hosted_calls %v", turns[0]["hosted_calls"])
 			}
 		})
+	}
+}
+
+// tenants[].refuse_ungated_mcp refuses a hosted MCP tool that never asks
+// for approval, before anything reaches the provider.
+func TestRefuseUngatedMCP(t *testing.T) {
+	never := responses.ToolMcpRequireApprovalUnionParam{OfMcpToolApprovalSetting: openai.String("never")}
+	always := responses.ToolMcpRequireApprovalUnionParam{OfMcpToolApprovalSetting: openai.String("always")}
+	someNever := responses.ToolMcpRequireApprovalUnionParam{OfMcpToolApprovalFilter: &responses.ToolMcpRequireApprovalMcpToolApprovalFilterParam{
+		Never: responses.ToolMcpRequireApprovalMcpToolApprovalFilterNeverParam{ToolNames: []string{"search"}}}}
+	tests := []struct {
+		name    string
+		on      bool
+		approve responses.ToolMcpRequireApprovalUnionParam
+		refused bool
+	}{
+		{"never refused", true, never, true},
+		{"a never list refused", true, someNever, true},
+		{"always passes", true, always, false},
+		{"switch off: never passes", false, never, false},
+	}
+	for _, tt := range tests {
+		for _, stream := range []bool{false, true} {
+			t.Run(tt.name+"/"+streamName(stream), func(t *testing.T) {
+				o := envOpts{}
+				if tt.on {
+					o.teamAExtra = "    refuse_ungated_mcp: true"
+				}
+				e := newEnv(t, o)
+				p := itemParams()
+				p.Tools = append(p.Tools, responses.ToolUnionParam{OfMcp: &responses.ToolMcpParam{ServerLabel: "docs",
+					ServerURL: openai.String("https://mcp.example/sse"), RequireApproval: tt.approve}})
+				_, err := responsesCall(ctxT(t), oaiClient(e.gk+"/t/mcp/openai/v1", vkA, `{"kind":"text","text":"ok"}`), p, stream)
+				if !tt.refused {
+					if err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				var apiErr *openai.Error
+				if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "tenants[].refuse_ungated_mcp") ||
+					apiErr.Type != "invalid_request_error" {
+					t.Fatalf("error %v, want a 400 naming the switch", err)
+				}
+				if n := len(e.turnRequests()); n != 0 {
+					t.Errorf("%d requests reached the provider", n)
+				}
+			})
+		}
 	}
 }
