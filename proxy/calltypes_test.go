@@ -342,15 +342,33 @@ func TestRefuseUngatedMCP(t *testing.T) {
 					}
 					return
 				}
-				var apiErr *openai.Error
-				if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "tenants[].refuse_ungated_mcp") ||
-					apiErr.Type != "invalid_request_error" {
-					t.Fatalf("error %v, want a 400 naming the switch", err)
-				}
-				if n := len(e.turnRequests()); n != 0 {
-					t.Errorf("%d requests reached the provider", n)
-				}
+				checkRefused(t, e, err)
+
+				// Declared in an additional_tools input item instead.
+				p = itemParams()
+				p.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+					responses.ResponseInputItemParamOfMessage("clean up", responses.EasyInputMessageRoleUser),
+					param.Override[responses.ResponseInputItemUnionParam](json.RawMessage(
+						`{"type":"additional_tools","tools":[{"type":"mcp","server_label":"docs","server_url":"https://mcp.example/sse","require_approval":` +
+							mustJSONAny(tt.approve) + `}]}`)),
+				}}
+				_, err = responsesCall(ctxT(t), oaiClient(e.gk+"/t/mcp/openai/v1", vkA, `{"kind":"text","text":"ok"}`), p, stream)
+				checkRefused(t, e, err)
 			})
 		}
+	}
+}
+
+// checkRefused checks that err is the 400 naming refuse_ungated_mcp and
+// that nothing reached the provider.
+func checkRefused(t *testing.T, e *env, err error) {
+	t.Helper()
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "tenants[].refuse_ungated_mcp") ||
+		apiErr.Type != "invalid_request_error" {
+		t.Fatalf("error %v, want a 400 naming the switch", err)
+	}
+	if n := len(e.turnRequests()); n != 0 {
+		t.Errorf("%d requests reached the provider", n)
 	}
 }

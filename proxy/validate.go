@@ -86,12 +86,30 @@ func badRequest(msg string) *HTTPError {
 
 // checkHostedMCP refuses a Responses request that declares a hosted MCP
 // tool whose calls need no approval (require_approval "never", or a
-// "never" list of tools): the provider calls such a server itself, between
-// the model's steps, so no approval gate ever sees the call. Every member
-// of a tool is read, so that a duplicated one cannot hide the setting.
+// "never" list of tools), in its tools or in an additional_tools input
+// item: the provider calls such a server itself, between the model's
+// steps, so no approval gate ever sees the call. Every member of a tool is
+// read, so that a duplicated one cannot hide the setting.
 func checkHostedMCP(body []byte) error {
+	root := gjson.ParseBytes(body)
+	lists := []gjson.Result{root.Get("tools")}
+	root.Get("input").ForEach(func(_, item gjson.Result) bool {
+		if item.Get("type").String() == "additional_tools" {
+			lists = append(lists, item.Get("tools"))
+		}
+		return true
+	})
+	for _, tools := range lists {
+		if err := checkMCPTools(tools); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkMCPTools(tools gjson.Result) error {
 	var err error
-	gjson.GetBytes(body, "tools").ForEach(func(_, tool gjson.Result) bool {
+	tools.ForEach(func(_, tool gjson.Result) bool {
 		mcp, never := false, false
 		tool.ForEach(func(k, v gjson.Result) bool {
 			switch k.String() {
