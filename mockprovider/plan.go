@@ -291,7 +291,11 @@ func resolveCalls(spec TurnSpec, req *turnRequest) []planCall {
 					args = plausibleInput(d)
 				}
 			}
-			calls = append(calls, planCall{name: t.Name, args: args, item: t.Item})
+			name := t.Name
+			if name == "" {
+				name = t.Item // how the APIs without call items name it
+			}
+			calls = append(calls, planCall{name: name, args: args, item: t.Item})
 		}
 		return calls
 	}

@@ -115,7 +115,7 @@ type TurnSpec struct {
 // computer_call (Input is the item's action), apply_patch_call (its
 // operation), a hosted web_search_call (its action, no call_id), or any
 // other type (its action, with a call_id). Name is then unused. The other
-// APIs send it as a function call named Name.
+// APIs send it as a function call named Name, or the item type.
 type ToolCall struct {
 	Name      string `yaml:"name,omitempty" json:"name,omitempty"`
 	Input     any    `yaml:"input,omitempty" json:"input,omitempty"`
