@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -425,5 +426,46 @@ func TestOpenAISDKFailures(t *testing.T) {
 				t.Fatalf("err = %v", err)
 			}
 		})
+	}
+}
+
+// A scripted call item streams as the API streams it: added in progress
+// with its input already, a hosted web search's progress events, then done
+// completed; no argument events, sequence numbers one apart.
+func TestResponsesScriptedItemEvents(t *testing.T) {
+	_, url := newMock(t, Options{})
+	resp := post(t, testContext(t), url+"/v1/responses", `{"model":"gpt-5-codex","input":"go","stream":true}`, HeaderTurn, specItems)
+	defer resp.Body.Close()
+	events, err := readAllEvents(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, ev := range events {
+		d := gjson.Parse(ev.data)
+		if d.Get("sequence_number").Int() != int64(i) || ev.name != d.Get("type").Str {
+			t.Errorf("event %d: %s", i, ev.data)
+		}
+		typ := d.Get("type").Str
+		if strings.Contains(typ, "arguments") {
+			t.Errorf("argument event %s", ev.data)
+		}
+		if typ == "response.output_item.added" || typ == "response.output_item.done" {
+			item := d.Get("item")
+			w := scriptedItemsWant[d.Get("output_index").Int()]
+			status := "completed"
+			if typ == "response.output_item.added" {
+				status = "in_progress"
+			}
+			if item.Get("type").Str != w.typ || item.Get("status").Str != status || !jsonEqual(t, item.Get(w.member).Raw, w.input) {
+				t.Errorf("%s", ev.data)
+			}
+		}
+		if strings.HasPrefix(typ, "response.web_search_call.") {
+			got = append(got, strings.TrimPrefix(typ, "response.web_search_call."))
+		}
+	}
+	if want := []string{"in_progress", "searching", "completed"}; !slices.Equal(got, want) {
+		t.Errorf("web search events %v, want %v", got, want)
 	}
 }
