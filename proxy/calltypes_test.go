@@ -272,6 +272,33 @@ func TestCallItemsWithheldAtRestrict(t *testing.T) {
 	}
 }
 
+// A grant covers the call items it names, but never an unknown one, even
+// by its type name.
+func TestCallItemsGrantAtRestrict(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(streamName(stream), func(t *testing.T) {
+			e := newEnv(t, envOpts{readOnly: "[local_shell, foo_call]"})
+			e.seed(t, "granted", 10, 9.3)
+			spec := `{"kind":"tool","tools":[{"item":"local_shell_call","input":{"type":"exec","command":["ls"],"env":{}}},` +
+				`{"item":"foo_call","input":{"verb":"frob"}}]}`
+			c := oaiClient(e.gk+"/t/granted/openai/v1", vkA, spec)
+			final, err := responsesCall(ctxT(t), c, itemParams(), stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(itemsOf(final, "local_shell_call")); n != 1 {
+				t.Errorf("granted local_shell calls delivered: %d", n)
+			}
+			if items := itemsOf(final, "foo_call"); len(items) != 0 {
+				t.Errorf("the unknown call was delivered: %s", mustJSON(t, items))
+			}
+			if !strings.Contains(final.OutputText(), "The call to foo_call was withheld") {
+				t.Errorf("text %q", final.OutputText())
+			}
+		})
+	}
+}
+
 // A hosted web search is recorded with the turn and never gated, even by
 // a gate naming it.
 func TestHostedCallRecordedNotGated(t *testing.T) {
