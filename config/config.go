@@ -141,6 +141,10 @@ type Tenant struct {
 	// limit that many times in a row (exit reason TRUNCATION_LOOP); 0 means
 	// the default, a negative value never ends a run for it.
 	MaxTruncations int `yaml:"max_truncations" json:"max_truncations"`
+	// RefuseUngatedMCP refuses a Responses request declaring a hosted MCP
+	// tool that never asks for approval: the provider runs its calls
+	// itself, where no gate can hold them.
+	RefuseUngatedMCP bool `yaml:"refuse_ungated_mcp" json:"refuse_ungated_mcp"`
 }
 
 // Budget is a trajectory's default ceiling per dimension; zero means no
@@ -194,6 +198,10 @@ type Limits struct {
 	// must bring at least BodyProgressBytes of it (the whole rest when
 	// less), or the request is answered 408 and its connection closed.
 	BodyTimeout Duration `yaml:"body_timeout" json:"body_timeout"`
+	// HeaderTimeout bounds the wait for a request's headers, IdleTimeout
+	// how long a keep-alive connection may wait for its next request.
+	HeaderTimeout Duration `yaml:"header_timeout" json:"header_timeout"`
+	IdleTimeout   Duration `yaml:"idle_timeout" json:"idle_timeout"`
 }
 
 // BodyProgressBytes is how much of a request body must arrive within each
@@ -277,6 +285,8 @@ const (
 	DefaultToolDeadline  = 30 * time.Minute
 	DefaultPauseHold     = 240 * time.Second
 	DefaultBodyTimeout   = 60 * time.Second
+	DefaultHeaderTimeout = 30 * time.Second
+	DefaultIdleTimeout   = 5 * time.Minute
 	DefaultServiceName   = "gatekeeper"
 	DefaultMaxWait       = 30 * time.Second
 	DefaultOutputTokens  = 4096
@@ -306,6 +316,8 @@ func DefaultConfig() *Config {
 			ToolDeadline:  Duration(DefaultToolDeadline),
 			PauseHold:     Duration(DefaultPauseHold),
 			BodyTimeout:   Duration(DefaultBodyTimeout),
+			HeaderTimeout: Duration(DefaultHeaderTimeout),
+			IdleTimeout:   Duration(DefaultIdleTimeout),
 		},
 		Stages:                Stages{Steer: 0.70, Restrict: 0.90, Halt: 1.00},
 		BudgetMinOutputTokens: DefaultBudgetMinOutputTokens,

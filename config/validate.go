@@ -520,6 +520,12 @@ func (v *validator) limits(l Limits) {
 	if l.BodyTimeout <= 0 {
 		v.add("limits.body_timeout", "must be positive")
 	}
+	if l.HeaderTimeout <= 0 {
+		v.add("limits.header_timeout", "must be positive")
+	}
+	if l.IdleTimeout <= 0 {
+		v.add("limits.idle_timeout", "must be positive")
+	}
 }
 
 // stages requires 0 < steer < restrict < halt ≤ 1: halt above 1 would let a

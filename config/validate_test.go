@@ -178,6 +178,8 @@ func TestValidateRules(t *testing.T) {
 		{"passthrough escaped slash", func(c *Config) { c.Providers[1].Passthrough = []Passthrough{{Method: "GET", Path: "/v1/a%2fb"}} }, "providers[1].passthrough[0].path", "escaped /"},
 		{"passthrough bad pattern", func(c *Config) { c.Providers[1].Passthrough = []Passthrough{{Method: "GET", Path: "/v1/[a"}} }, "providers[1].passthrough[0].path", "not a valid pattern"},
 		{"body timeout zero", func(c *Config) { c.Limits.BodyTimeout = 0 }, "limits.body_timeout", "must be positive"},
+		{"header timeout zero", func(c *Config) { c.Limits.HeaderTimeout = 0 }, "limits.header_timeout", "must be positive"},
+		{"idle timeout negative", func(c *Config) { c.Limits.IdleTimeout = Duration(-time.Second) }, "limits.idle_timeout", "must be positive"},
 		{"no tenants is fine", func(c *Config) { c.Tenants = nil }, "", ""},
 
 		{"admin name empty", func(c *Config) { c.Admin.Tokens[0].Name = "" }, "admin.tokens[0].name", "empty"},

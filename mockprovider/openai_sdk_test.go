@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	oaioption "github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
+	"github.com/tidwall/gjson"
 )
 
 var (
@@ -27,7 +29,28 @@ const (
 	specMaxTool  = `{"kind":"max_tokens","cut_in_tool":true,"tools":[{"name":"Bash","input":{"command":"echo hello world"}}]}`
 	specRefusal  = `{"kind":"refusal"}`
 	specThinking = `{"kind":"text","thinking":"Think first, then answer.","text":"Answer."}`
+	specItems    = `{"kind":"tool","tools":[` +
+		`{"item":"local_shell_call","input":{"type":"exec","command":["ls","-la"],"env":{}}},` +
+		`{"item":"shell_call","input":{"commands":["ls -la"],"timeout_ms":1000}},` +
+		`{"item":"apply_patch_call","input":{"type":"update_file","path":"a.go","diff":"@@\n-a\n+b\n"}},` +
+		`{"item":"computer_call","input":{"type":"click","x":10,"y":20,"button":"left"}},` +
+		`{"item":"web_search_call","input":{"type":"search","query":"gatekeeper"}},` +
+		`{"item":"foo_call","input":{"verb":"frob"}}]}`
 )
+
+// scriptedItemsWant are the items specItems gives: type, input member,
+// input, whether the item has a call_id.
+var scriptedItemsWant = []struct {
+	typ, member, input string
+	callID             bool
+}{
+	{"local_shell_call", "action", `{"type":"exec","command":["ls","-la"],"env":{}}`, true},
+	{"shell_call", "action", `{"commands":["ls -la"],"timeout_ms":1000}`, true},
+	{"apply_patch_call", "operation", `{"type":"update_file","path":"a.go","diff":"@@\n-a\n+b\n"}`, true},
+	{"computer_call", "action", `{"type":"click","x":10,"y":20,"button":"left"}`, true},
+	{"web_search_call", "action", `{"type":"search","query":"gatekeeper"}`, false},
+	{"foo_call", "action", `{"verb":"frob"}`, true},
+}
 
 var parallelCalls = []struct{ name, args string }{
 	{"get_weather", `{"city":"Paris \"Rive Gauche\"\n"}`},
@@ -300,6 +323,19 @@ func TestResponsesSDK(t *testing.T) {
 				t.Errorf("content = %+v", c)
 			}
 		}},
+		{"scripted call items", specItems, "completed", func(t *testing.T, r *responses.Response) {
+			if len(r.Output) != len(scriptedItemsWant) {
+				t.Fatalf("output = %d items", len(r.Output))
+			}
+			for i, w := range scriptedItemsWant {
+				it := r.Output[i]
+				raw := gjson.Parse(it.RawJSON())
+				if it.Type != w.typ || it.Status != "completed" || (it.CallID != "") != w.callID ||
+					!jsonEqual(t, raw.Get(w.member).Raw, w.input) || it.ID == "" {
+					t.Errorf("item %d = %s", i, it.RawJSON())
+				}
+			}
+		}},
 		{"thinking counts as reasoning tokens", specThinking, "completed", func(t *testing.T, r *responses.Response) {
 			if r.Usage.OutputTokensDetails.ReasoningTokens == 0 || r.OutputText() != "Answer." {
 				t.Errorf("usage %+v text %q", r.Usage, r.OutputText())
@@ -390,5 +426,46 @@ func TestOpenAISDKFailures(t *testing.T) {
 				t.Fatalf("err = %v", err)
 			}
 		})
+	}
+}
+
+// A scripted call item streams as the API streams it: added in progress
+// with its input already, a hosted web search's progress events, then done
+// completed; no argument events, sequence numbers one apart.
+func TestResponsesScriptedItemEvents(t *testing.T) {
+	_, url := newMock(t, Options{})
+	resp := post(t, testContext(t), url+"/v1/responses", `{"model":"gpt-5-codex","input":"go","stream":true}`, HeaderTurn, specItems)
+	defer resp.Body.Close()
+	events, err := readAllEvents(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, ev := range events {
+		d := gjson.Parse(ev.data)
+		if d.Get("sequence_number").Int() != int64(i) || ev.name != d.Get("type").Str {
+			t.Errorf("event %d: %s", i, ev.data)
+		}
+		typ := d.Get("type").Str
+		if strings.Contains(typ, "arguments") {
+			t.Errorf("argument event %s", ev.data)
+		}
+		if typ == "response.output_item.added" || typ == "response.output_item.done" {
+			item := d.Get("item")
+			w := scriptedItemsWant[d.Get("output_index").Int()]
+			status := "completed"
+			if typ == "response.output_item.added" {
+				status = "in_progress"
+			}
+			if item.Get("type").Str != w.typ || item.Get("status").Str != status || !jsonEqual(t, item.Get(w.member).Raw, w.input) {
+				t.Errorf("%s", ev.data)
+			}
+		}
+		if strings.HasPrefix(typ, "response.web_search_call.") {
+			got = append(got, strings.TrimPrefix(typ, "response.web_search_call."))
+		}
+	}
+	if want := []string{"in_progress", "searching", "completed"}; !slices.Equal(got, want) {
+		t.Errorf("web search events %v, want %v", got, want)
 	}
 }

@@ -71,6 +71,7 @@ type planCall struct {
 	itemID string // Responses: fc_…
 	name   string
 	args   string
+	item   string // Responses: the output item type when not a function_call
 	frags  []string
 	cut    bool // the arguments stop in the middle (max_tokens)
 }
@@ -215,7 +216,7 @@ func buildPlan(spec TurnSpec, req *turnRequest, rnd *rand.Rand, now time.Time) *
 			c.id = "call_" + base62(rnd, 24)
 		case APIResponses:
 			c.id = "call_" + base62(rnd, 24)
-			c.itemID = "fc_" + hexString(rnd, 48)
+			c.itemID = itemIDPrefix(c.item) + hexString(rnd, 48)
 		}
 		c.frags = fragments(rnd, c.args)
 	}
@@ -290,7 +291,11 @@ func resolveCalls(spec TurnSpec, req *turnRequest) []planCall {
 					args = plausibleInput(d)
 				}
 			}
-			calls = append(calls, planCall{name: t.Name, args: args})
+			name := t.Name
+			if name == "" {
+				name = t.Item // how the APIs without call items name it
+			}
+			calls = append(calls, planCall{name: name, args: args, item: t.Item})
 		}
 		return calls
 	}

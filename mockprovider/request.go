@@ -166,7 +166,7 @@ func (r *turnRequest) readResponses(root gjson.Result) {
 	first := len(items)
 	for first > 0 {
 		typ := items[first-1].Get("type").String()
-		if typ != "function_call_output" && typ != "custom_tool_call_output" {
+		if !strings.HasSuffix(typ, "_call_output") { // function_call_output, shell_call_output...
 			break
 		}
 		first--

@@ -82,6 +82,52 @@ func functionCallItem(c planCall, status, args string) obj {
 		{"call_id", c.id}, {"name", c.name}}
 }
 
+// The output items other than function_call a turn can script: the prefix
+// of their ids, the member holding their input, and whether the provider
+// runs them itself (no call_id).
+var scriptedItems = map[string]struct {
+	prefix, input string
+	hosted        bool
+}{
+	"local_shell_call": {prefix: "lsh_", input: "action"},
+	"shell_call":       {prefix: "sh_", input: "action"},
+	"apply_patch_call": {prefix: "apc_", input: "operation"},
+	"computer_call":    {prefix: "cu_", input: "action"},
+	"web_search_call":  {prefix: "ws_", input: "action", hosted: true},
+}
+
+func itemIDPrefix(item string) string {
+	if item == "" {
+		return "fc_"
+	}
+	if s, ok := scriptedItems[item]; ok {
+		return s.prefix
+	}
+	return "item_"
+}
+
+// callItem is the output item of call c: a function_call, or the item
+// type it was scripted as, with its input whole.
+func callItem(c planCall, status string) obj {
+	if c.item == "" {
+		return functionCallItem(c, status, c.args)
+	}
+	s, ok := scriptedItems[c.item]
+	input := s.input
+	if !ok {
+		input = "action"
+	}
+	o := obj{{"id", c.itemID}, {"type", c.item}, {"status", status}}
+	if !s.hosted {
+		o = o.set("call_id", c.id)
+	}
+	o = o.set(input, raw(c.args))
+	if c.item == "computer_call" {
+		o = o.set("pending_safety_checks", []any{})
+	}
+	return o
+}
+
 // itemStatus is "incomplete" for the last item of a reply cut by the
 // output limit.
 func (p *plan) itemStatus(last bool) string {
@@ -99,7 +145,7 @@ func responseOutput(p *plan) []obj {
 		out = append(out, p.messageItem(p.itemStatus(len(p.calls) == 0), []obj{p.textPart(p.text)}))
 	}
 	for i, c := range p.calls {
-		out = append(out, functionCallItem(c, p.itemStatus(i == len(p.calls)-1), c.args))
+		out = append(out, callItem(c, p.itemStatus(i == len(p.calls)-1)))
 	}
 	return out
 }
@@ -141,6 +187,20 @@ func responsesStream(p *plan, rnd *rand.Rand) []event {
 		index++
 	}
 	for i, c := range p.calls {
+		if c.item != "" {
+			// These items carry no argument events: the added item has
+			// the input already, a hosted one says how it went between.
+			add("response.output_item.added", obj{{"output_index", index}, {"item", callItem(c, "in_progress")}}, false)
+			if scriptedItems[c.item].hosted {
+				at := obj{{"output_index", index}, {"item_id", c.itemID}}
+				for _, step := range []string{"in_progress", "searching", "completed"} {
+					add("response."+c.item+"."+step, at, false)
+				}
+			}
+			add("response.output_item.done", obj{{"output_index", index}, {"item", callItem(c, p.itemStatus(i == len(p.calls)-1))}}, false)
+			index++
+			continue
+		}
 		add("response.output_item.added", obj{{"output_index", index}, {"item", functionCallItem(c, "in_progress", "")}}, false)
 		at := obj{{"item_id", c.itemID}, {"output_index", index}}
 		for _, f := range c.frags {

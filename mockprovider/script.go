@@ -109,10 +109,18 @@ type TurnSpec struct {
 // ToolCall is one tool call of a tool turn. Input is encoded as the JSON
 // object of the arguments; Arguments, when set instead, is sent verbatim
 // (it may be invalid JSON on purpose).
+//
+// Item, for the Responses API only, makes the call an output item of that
+// type instead of a function_call: local_shell_call, shell_call,
+// computer_call (Input is the item's action), apply_patch_call (its
+// operation), a hosted web_search_call (its action, no call_id), or any
+// other type (its action, with a call_id). Name is then unused. The other
+// APIs send it as a function call named Name, or the item type.
 type ToolCall struct {
-	Name      string `yaml:"name" json:"name"`
+	Name      string `yaml:"name,omitempty" json:"name,omitempty"`
 	Input     any    `yaml:"input,omitempty" json:"input,omitempty"`
 	Arguments string `yaml:"arguments,omitempty" json:"arguments,omitempty"`
+	Item      string `yaml:"item,omitempty" json:"item,omitempty"`
 }
 
 // Usage overrides token counts, in Anthropic's terms: InputTokens excludes
@@ -361,8 +369,11 @@ func (t *TurnSpec) validate(field string) error {
 	}
 	for i, tc := range t.Tools {
 		f := fmt.Sprintf(".tools[%d]", i)
-		if tc.Name == "" {
+		if tc.Name == "" && tc.Item == "" {
 			return bad(f+".name", "missing")
+		}
+		if tc.Item != "" && (!strings.HasSuffix(tc.Item, "_call") || tc.Item == "function_call" || tc.Item == "custom_tool_call") {
+			return bad(f+".item", fmt.Sprintf("%q is not an output item type ending in _call other than function_call and custom_tool_call", tc.Item))
 		}
 		if tc.Input != nil && tc.Arguments != "" {
 			return bad(f, "give input or arguments, not both")

@@ -100,6 +100,8 @@ func TestParseScriptErrors(t *testing.T) {
 		{"status out of range", "turns:\n  a: {kind: http_error, status: 200}\n", "turns.a.status", "not an HTTP error status"},
 		{"status on a text turn", "turns:\n  a: {status: 500}\n", "turns.a.status", "only an http_error turn"},
 		{"tool without a name", "turns:\n  a: {kind: tool, tools: [{input: {x: 1}}]}\n", "turns.a.tools[0].name", "missing"},
+		{"item not a call", "turns:\n  a: {kind: tool, tools: [{item: message}]}\n", "turns.a.tools[0].item", "not an output item type"},
+		{"item a function_call", "turns:\n  a: {kind: tool, tools: [{item: function_call}]}\n", "turns.a.tools[0].item", "not an output item type"},
 		{"input not an object", "turns:\n  a: {kind: tool, tools: [{name: f, input: [1, 2]}]}\n", "turns.a.tools[0].input", "must be an object"},
 		{"input and arguments", "turns:\n  a: {kind: tool, tools: [{name: f, input: {}, arguments: '{}'}]}\n", "turns.a.tools[0]", "not both"},
 		{"tools on a refusal", "turns:\n  a: {kind: refusal, tools: [{name: f}]}\n", "turns.a.tools", "makes no tool calls"},

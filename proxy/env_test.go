@@ -101,6 +101,9 @@ type envOpts struct {
 	// flow sequence); openaiExtra and teamAExtra are added to the openai
 	// provider's and to team-a's entries (indented YAML lines).
 	openaiKeys, openaiExtra, teamAExtra string
+	// readOnly, when set, replaces team-a's read_only_tools (YAML flow
+	// sequence).
+	readOnly string
 }
 
 func newMock(t testing.TB, realClock bool, script *mockprovider.Script) (*mockprovider.Server, string) {
@@ -123,6 +126,10 @@ func newEnv(t testing.TB, o envOpts) *env {
 	if o.upstream != "" {
 		up = o.upstream
 	}
+	readOnly := o.readOnly
+	if readOnly == "" {
+		readOnly = "[get_weather, Read]"
+	}
 	oaiKeys := o.openaiKeys
 	if oaiKeys == "" {
 		oaiKeys = "[{name: k1, key: " + oaiKey + "}]"
@@ -144,7 +151,7 @@ tenants:
   - name: team-a
     keys: [%[4]s]
     budget: {turns: 200, tokens: 5000000, wall_clock: 2h, dollars: 20}
-    read_only_tools: [get_weather, Read]
+    read_only_tools: %[15]s
 %[14]s
   - name: team-b
     keys: [%[5]s]
@@ -156,7 +163,7 @@ admin:
     - {name: dave, token: %[10]s, roles: ["approver:secops"]}
     - {name: erin, token: %[11]s, roles: ["approver:sre"]}
 %[8]s
-`, up, antKey, oaiKey, vkA, vkB, adminToken, readToken, o.limits, carolToken, daveToken, erinToken, oaiKeys, o.openaiExtra, o.teamAExtra)
+`, up, antKey, oaiKey, vkA, vkB, adminToken, readToken, o.limits, carolToken, daveToken, erinToken, oaiKeys, o.openaiExtra, o.teamAExtra, readOnly)
 	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)

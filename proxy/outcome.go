@@ -19,8 +19,11 @@ import (
 
 // outcome is what a finished turn reports to its record.
 type outcome struct {
-	stop      string
-	calls     []trajectory.PendingCall
+	stop  string
+	calls []trajectory.PendingCall
+	// hosted are the calls the provider ran itself (web search, hosted
+	// MCP...): recorded with the turn, never gated nor pending.
+	hosted    []trajectory.PendingCall
 	usage     trajectory.Usage
 	estimated bool
 	status    int
@@ -83,6 +86,13 @@ func (t *turn) record(ctx context.Context, o outcome) {
 			calls[i] = map[string]string{"id": c.ID, "name": c.Name}
 		}
 		data["tool_calls"] = calls
+	}
+	if len(o.hosted) > 0 {
+		calls := make([]map[string]string, len(o.hosted))
+		for i, c := range o.hosted {
+			calls[i] = map[string]string{"id": c.ID, "name": c.Name}
+		}
+		data["hosted_calls"] = calls
 	}
 	if o.detail != "" {
 		data["detail"] = o.detail
@@ -298,6 +308,15 @@ func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome
 		}
 		if est := estimateTokens(res.OutputBytes); est > o.usage.OutputTokens {
 			o.usage.OutputTokens = est
+		}
+	}
+	for _, tc := range res.ToolCalls {
+		if tc.Server && tc.Complete {
+			id := tc.ID
+			if id == "" {
+				id = tc.ItemID // Responses hosted items have no call_id
+			}
+			o.hosted = append(o.hosted, trajectory.PendingCall{ID: id, Name: tc.Name})
 		}
 	}
 	if complete {

@@ -133,9 +133,14 @@ func (s *Server) passWaitError(ctx context.Context, up *upstream, class string, 
 }
 
 // checkPassRun refuses a pass-through request of a run that has ended, is
-// paused or belongs to another tenant. The run is the one the path, the
-// X-Gatekeeper-Trajectory header or the client's session header names; a
-// request naming none, or a run not created yet, has nothing to check.
+// paused (or about to pause) or belongs to another tenant, as a turn of it
+// would be. The run is the one the path, the X-Gatekeeper-Trajectory
+// header or the client's session header names; when the request carries a
+// subagent's id (X-Claude-Code-Agent-Id), its thread record under that run,
+// as a turn finds it. That record and each of its ancestors are checked,
+// so that a subagent stopped by an operator, or whose run was, passes no
+// more than its turns do. A request naming no run, or a run not created
+// yet, has nothing to check.
 func (s *Server) checkPassRun(r *http.Request, req *request) error {
 	id := req.trajectoryID
 	if id == "" {
@@ -144,19 +149,55 @@ func (s *Server) checkPassRun(r *http.Request, req *request) error {
 			return err
 		}
 	}
-	rec, err := s.store.Get(r.Context(), id)
-	switch {
-	case errors.Is(err, trajectory.ErrNotFound):
-		return nil
-	case err != nil:
-		return storeErr(err)
-	case rec.Tenant != req.tenant.Name:
-		return httpErr(http.StatusForbidden, errPermission, fmt.Sprintf("trajectory %s belongs to another tenant", id))
-	case rec.State.Terminal():
-		return endedError(rec)
-	case rec.State == trajectory.Paused:
-		return &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
-			Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", id)}
+	if thread := s.passThread(r, id); thread != "" {
+		id = thread
+	}
+	for depth := 0; id != "" && depth < trajectory.MaxDepth; depth++ {
+		rec, err := s.store.Get(r.Context(), id)
+		switch {
+		case errors.Is(err, trajectory.ErrNotFound) && depth == 0:
+			return nil
+		case err != nil:
+			return storeErr(err)
+		case rec.Tenant != req.tenant.Name:
+			return httpErr(http.StatusForbidden, errPermission, fmt.Sprintf("trajectory %s belongs to another tenant", rec.ID))
+		case rec.State.Terminal():
+			return endedError(rec)
+		case rec.State == trajectory.Paused || rec.Pending.Control != nil && rec.Pending.Control.Kind == trajectory.ControlPause:
+			return &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
+				Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", rec.ID)}
+		}
+		id = rec.ParentID
 	}
 	return nil
+}
+
+// passThread returns the thread record of root that a turn carrying the
+// same subagent headers would use, "" when the request names no subagent
+// or the record does not exist (nothing ran there yet). The thread of a
+// request without them is told by its conversation, which a pass-through
+// request has not: the run itself is checked.
+func (s *Server) passThread(r *http.Request, root string) string {
+	agent := r.Header.Get("X-Claude-Code-Agent-Id")
+	if agent == "" {
+		return ""
+	}
+	parent := root
+	if pid := r.Header.Get("X-Claude-Code-Parent-Agent-Id"); pid != "" {
+		if p := childID(root, "agent:"+pid); s.exists(r.Context(), p) {
+			parent = p
+		}
+	}
+	id := childID(parent, "agent:"+agent)
+	if !s.exists(r.Context(), id) {
+		return ""
+	}
+	return id
+}
+
+// exists reports whether a record exists; a store failure counts as a
+// record that does (the walk that follows reports the failure).
+func (s *Server) exists(ctx context.Context, id string) bool {
+	_, err := s.store.Get(ctx, id)
+	return !errors.Is(err, trajectory.ErrNotFound)
 }

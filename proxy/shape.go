@@ -62,6 +62,7 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 		if t.filter, err = streaming.NewCallFilter(api, t.readOnly, t.refusal); err != nil {
 			return nil, err
 		}
+		t.filter.Grant() // an unknown call type is no read-only tool
 		fallthrough
 	case meter.Steer:
 		out, err := streaming.AppendNotice(api, body, t.notice())

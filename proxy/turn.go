@@ -94,6 +94,12 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		writeError(w, req.api, err)
 		return
 	}
+	if req.tenant.RefuseUngatedMCP && req.api == streaming.APIResponses {
+		if err := checkHostedMCP(body); err != nil {
+			writeError(w, req.api, err)
+			return
+		}
+	}
 	if b := r.Header.Get("X-Gatekeeper-Budget"); b != "" {
 		// Budgets change only through config or the admin API.
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "ignored agent-supplied budget header", slog.String("tenant", req.tenant.Name))

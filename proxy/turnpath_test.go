@@ -14,6 +14,7 @@ import (
 	ooption "github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
 
+	"gatekeeper/proxy"
 	"gatekeeper/trajectory"
 )
 
@@ -161,8 +162,31 @@ func TestPassThroughAllowlist(t *testing.T) {
 	ctx := context.Background()
 	ended := trajectory.New("pass-ended", "team-a", time.Now())
 	paused := trajectory.New("pass-paused", "team-a", time.Now())
-	for _, r := range []*trajectory.Record{ended, paused} {
+	pausing := trajectory.New("pass-pausing", "team-a", time.Now())
+	pausing.Pending.Control = &trajectory.Control{Kind: trajectory.ControlPause, At: time.Now()}
+	// A run whose subagent sub1 was killed and whose subagent sub2 is
+	// paused, and sub2's own subagent sub3.
+	live := trajectory.New("pass-live", "team-a", time.Now())
+	sub1 := trajectory.New(proxy.ChildID("pass-live", "agent:sub1"), "team-a", time.Now())
+	sub1.ParentID = "pass-live"
+	sub2 := trajectory.New(proxy.ChildID("pass-live", "agent:sub2"), "team-a", time.Now())
+	sub2.ParentID = "pass-live"
+	sub3 := trajectory.New(proxy.ChildID(sub2.ID, "agent:sub3"), "team-a", time.Now())
+	sub3.ParentID = sub2.ID
+	for _, r := range []*trajectory.Record{ended, paused, pausing, live, sub1, sub2, sub3} {
 		if err := e.store.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{sub1.ID, sub2.ID} {
+		if _, err := e.store.Update(ctx, id, func(r *trajectory.Record) ([]trajectory.Event, error) {
+			if id == sub2.ID {
+				_, err := r.Transition(trajectory.Paused, "test", time.Now())
+				return nil, err
+			}
+			_, err := r.Finalize(trajectory.Failed, trajectory.ExitKilled, time.Now())
+			return nil, err
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -187,6 +211,11 @@ func TestPassThroughAllowlist(t *testing.T) {
 		{"/t/pass-ended/anthropic/v1/models", hdr(), 403, "trajectory_canceled"},
 		{"/anthropic/v1/models", hdr("X-Gatekeeper-Trajectory", "pass-ended"), 403, "trajectory_canceled"},
 		{"/t/pass-paused/anthropic/v1/models", hdr(), 503, "trajectory_paused"},
+		{"/t/pass-pausing/anthropic/v1/models", hdr(), 503, "trajectory_paused"},
+		{"/t/pass-live/anthropic/v1/models", hdr("X-Claude-Code-Agent-Id", "sub1"), 403, "trajectory_canceled"},
+		{"/anthropic/v1/models", hdr("X-Gatekeeper-Trajectory", "pass-live", "X-Claude-Code-Agent-Id", "sub1"), 403, "trajectory_canceled"},
+		{"/t/pass-live/anthropic/v1/models", hdr("X-Claude-Code-Agent-Id", "sub2"), 503, "trajectory_paused"},
+		{"/t/pass-live/anthropic/v1/models", hdr("X-Claude-Code-Agent-Id", "sub3", "X-Claude-Code-Parent-Agent-Id", "sub2"), 503, "trajectory_paused"},
 		{"/t/pass-ended/anthropic/v1/models", []string{"x-api-key", vkB}, 403, "permission_error"},
 	} {
 		resp := e.do(t, "GET", c.path, "", c.hdr...)
@@ -197,6 +226,13 @@ func TestPassThroughAllowlist(t *testing.T) {
 	}
 	if n := len(e.mock.Requests()); n != before {
 		t.Fatalf("refused pass-through reached the provider (%d → %d)", before, n)
+	}
+	// The run itself, and a subagent of it that was never stopped, pass.
+	for _, h := range [][]string{hdr(), hdr("X-Claude-Code-Agent-Id", "sub9")} {
+		resp := e.do(t, "GET", "/t/pass-live/anthropic/v1/models", "", h...)
+		if readAll(t, resp); resp.StatusCode != http.StatusOK {
+			t.Errorf("live run %v: %d", h, resp.StatusCode)
+		}
 	}
 }
 

@@ -83,3 +83,50 @@ func isInteger(v gjson.Result) bool {
 func badRequest(msg string) *HTTPError {
 	return httpErr(http.StatusBadRequest, errInvalidRequest, msg)
 }
+
+// checkHostedMCP refuses a Responses request that declares a hosted MCP
+// tool whose calls need no approval (require_approval "never", or a
+// "never" list of tools), in its tools or in an additional_tools input
+// item: the provider calls such a server itself, between the model's
+// steps, so no approval gate ever sees the call. Every member of a tool is
+// read, so that a duplicated one cannot hide the setting.
+func checkHostedMCP(body []byte) error {
+	root := gjson.ParseBytes(body)
+	lists := []gjson.Result{root.Get("tools")}
+	root.Get("input").ForEach(func(_, item gjson.Result) bool {
+		if item.Get("type").String() == "additional_tools" {
+			lists = append(lists, item.Get("tools"))
+		}
+		return true
+	})
+	for _, tools := range lists {
+		if err := checkMCPTools(tools); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkMCPTools(tools gjson.Result) error {
+	var err error
+	tools.ForEach(func(_, tool gjson.Result) bool {
+		mcp, never := false, false
+		tool.ForEach(func(k, v gjson.Result) bool {
+			switch k.String() {
+			case "type":
+				mcp = mcp || v.String() == "mcp"
+			case "require_approval":
+				never = never || v.Type == gjson.String && v.Str == "never" || v.IsObject() && v.Get("never").Exists()
+			}
+			return true
+		})
+		if mcp && never {
+			err = badRequest(`hosted MCP tools with require_approval "never" are refused for this tenant ` +
+				`(tenants[].refuse_ungated_mcp): the provider calls them itself, where no approval gate can hold the call; ` +
+				`declare the tool with require_approval "always", or leave it out`)
+			return false
+		}
+		return true
+	})
+	return err
+}

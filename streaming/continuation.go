@@ -33,9 +33,11 @@ var ErrNoToolResult = errors.New("streaming: no result for a tool call")
 // reply's content, then a user message of tool_result blocks. Chat: the
 // reply's first choice as an assistant message (role, content, tool_calls
 // or a legacy function_call), then a tool (or function) message per call.
-// Responses: the reply's output items, then a function_call_output (or
-// custom_tool_call_output) item per call; an "input" string becomes
-// [{"role":"user","content":<the string>}] first.
+// Responses: the reply's output items, then per call the output item that
+// answers its type (responses_items.go: a shell call's output is a failed
+// command with the result on stderr, a patch's a failed patch, a computer
+// action's a blank screenshot followed by a user message with the result);
+// an "input" string becomes [{"role":"user","content":<the string>}] first.
 func Continuation(api API, request, reply []byte, streamed bool, results map[string][]byte) ([]byte, error) {
 	switch api {
 	case APIAnthropic, APIChat, APIResponses:
@@ -147,15 +149,11 @@ func responsesContinuation(reply gjson.Result, calls []ToolCall, answers []strin
 		items = append(items, it.Raw)
 	}
 	for i, tc := range calls {
-		typ := "function_call_output"
-		if tc.Type == "custom_tool_call" {
-			typ = "custom_tool_call_output"
+		ci, _ := lookupCallItem(tc.Type, true)
+		if ci.answer == nil {
+			ci, _ = lookupCallItem("function_call", true)
 		}
-		var m []byte
-		m = appendJSONQuoted(append(m, `{"type":`...), typ)
-		m = appendJSONQuoted(append(m, `,"call_id":`...), tc.ID)
-		m = appendJSONQuoted(append(m, `,"output":`...), answers[i])
-		items = append(items, string(append(m, '}')))
+		items = append(items, string(ci.answer(nil, tc.ID, answers[i])))
 	}
 	return items
 }

@@ -52,6 +52,9 @@ type CallFilter struct {
 	// refuseIDs are the ids of calls refused whatever their name
 	// (RefuseCalls).
 	refuseIDs []string
+	// grant: allow is a grant, which never covers a call of an unknown
+	// type (Grant).
+	grant bool
 
 	anthropic anthropicCallFilter
 	chat      chatCallFilter
@@ -170,6 +173,19 @@ func replyObject(api API, body []byte) (string, error) {
 		return "", fmt.Errorf("%w: %s reply body", ErrInvalidJSON, api)
 	}
 	return jsonView(trimmed), nil
+}
+
+// Grant marks allow as a grant (a restrict stage's read-only tools): a
+// Responses call item of a type gatekeeper does not know (any "*_call"
+// with a call_id outside the table in responses_items.go) is then refused
+// whatever its name, since no grant can say what it does. Call before the
+// first AppendEvent or Body.
+func (f *CallFilter) Grant() { f.grant = true }
+
+// permitsItem is permitsCall for a Responses call item, unknown telling
+// whether its type is unknown.
+func (f *CallFilter) permitsItem(unknown bool, id, name string) bool {
+	return !(unknown && f.grant) && f.permitsCall(id, name)
 }
 
 // permitsCall judges a call by its id and its names: RefuseCalls named

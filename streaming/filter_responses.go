@@ -10,8 +10,8 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// OpenAI Responses: a refused function_call or custom_tool_call item becomes
-// a message item at the same output index.
+// OpenAI Responses: a refused client call item (responses_items.go)
+// becomes a message item at the same output index.
 
 type responsesCallFilter struct {
 	offset int64 // added to every sequence_number passed on
@@ -59,7 +59,7 @@ type responsesFilterCall struct {
 	idEnd       int
 	refused     int  // position in CallFilter.refused, -1 for a call let through
 	held        int  // position in holdState.calls, -1 for a call not held
-	server      bool // an mcp_call
+	server      bool // a hosted call
 }
 
 func (r *responsesCallFilter) itemID(c responsesFilterCall) string {
@@ -233,7 +233,8 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		f.dropHeld(func(int, *heldCall) bool { return true }) // the reply failed
 	case "response.output_item.added", "response.output_item.done":
 		itype, _ := stringValue(itemFields[0])
-		if _, _, isCall := callItem(itype); !isCall {
+		ci, isCall := lookupCallItem(itype, isStringRaw(itemFields[2]))
+		if !isCall {
 			break
 		}
 		at := r.find(itemID, e.outputIndex)
@@ -244,10 +245,10 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		status := memberRaw(e.item, "status")
 		opens := typ == "response.output_item.added" || status == "" || isString(status, "completed")
 		call := ToolCall{
-			Index: gjsonInt(e.outputIndex), Type: callType(itype), ID: gjsonText(itemFields[2]),
-			ItemID: itemID, Name: gjsonText(itemFields[3]), Server: itype == "mcp_call",
+			Index: gjsonInt(e.outputIndex), Type: ci.typ, ID: gjsonText(itemFields[2]),
+			ItemID: itemID, Name: ci.callName(itemFields[3]), Server: ci.hosted,
 		}
-		if out, done := f.responsesCall(dst, ev, at, call, opens, &e); done {
+		if out, done := f.responsesCall(dst, ev, at, call, ci.unknown, opens, &e); done {
 			return out
 		}
 	default:
@@ -264,7 +265,7 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		if strings.HasSuffix(typ, ".done") {
 			call.Name, _ = stringValue(e.name)
 		}
-		if out, done := f.responsesCall(dst, ev, r.find(eventItemID, e.outputIndex), call, true, &e); done {
+		if out, done := f.responsesCall(dst, ev, r.find(eventItemID, e.outputIndex), call, false, true, &e); done {
 			return out
 		}
 	}
@@ -346,10 +347,11 @@ func sequenceNumber(raw string) (int64, bool) {
 
 // responsesCall handles an event of a call: at is the call the decoder
 // would take it for (-1 for a new one), call what the event tells of it,
-// opens whether the decoder would open a call for it if new. done says the
-// event was handled, out being dst with what the client gets instead of
-// it; otherwise it passes like any event.
-func (f *CallFilter) responsesCall(dst []byte, ev *sse.Event, at int, call ToolCall, opens bool, e *responsesFields) (out []byte, done bool) {
+// unknown whether its item type is an unknown client call, opens whether
+// the decoder would open a call for it if new. done says the event was
+// handled, out being dst with what the client gets instead of it;
+// otherwise it passes like any event.
+func (f *CallFilter) responsesCall(dst []byte, ev *sse.Event, at int, call ToolCall, unknown, opens bool, e *responsesFields) (out []byte, done bool) {
 	r := &f.responses
 	if at >= 0 {
 		c := r.calls[at]
@@ -372,7 +374,7 @@ func (f *CallFilter) responsesCall(dst []byte, ev *sse.Event, at int, call ToolC
 		}
 		return dst, true
 	}
-	if call.Server || f.permitsCall(call.ID, call.Name) {
+	if call.Server || f.permitsItem(unknown, call.ID, call.Name) {
 		if f.hold.on && !call.Server {
 			return f.responsesHoldCall(dst, ev, call, opens, e), true
 		}
@@ -382,6 +384,7 @@ func (f *CallFilter) responsesCall(dst []byte, ev *sse.Event, at int, call ToolC
 		return dst, false
 	}
 	call.ID, call.ItemID, call.Name = strings.Clone(call.ID), strings.Clone(call.ItemID), strings.Clone(call.Name)
+	call.Type = strings.Clone(call.Type)
 	f.refuse(call)
 	pos := len(f.refused) - 1
 	r.add(call.Index, call.ItemID, pos, false)
@@ -505,11 +508,12 @@ func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 	r := &f.responses
 	fields := readObject(item, "type", "id", "call_id", "name")
 	itype, _ := stringValue(fields[0])
-	if _, _, isCall := callItem(itype); !isCall {
+	ci, isCall := lookupCallItem(itype, isStringRaw(fields[2]))
+	if !isCall {
 		return keepItem
 	}
 	itemID, _ := stringValue(fields[1])
-	name := gjsonText(fields[3])
+	name := ci.callName(fields[3])
 	status := memberRaw(item, "status")
 	opens := final && (status == "" || isString(status, "completed"))
 	// The decoder pairs an item with a call by its id, else by its place.
@@ -530,14 +534,14 @@ func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 		if c.server || c.refused >= 0 || !f.renames(name) {
 			return c.refused
 		}
-	case itype == "mcp_call" || f.permitsCall(gjsonText(fields[2]), name):
+	case ci.hosted || f.permitsItem(ci.unknown, gjsonText(fields[2]), name):
 		if opens {
-			r.add(pos, itemID, -1, itype == "mcp_call")
+			r.add(pos, itemID, -1, ci.hosted)
 		}
 		return keepItem
 	}
 	f.refuse(ToolCall{
-		Index: pos, Type: callType(itype), ID: strings.Clone(gjsonText(fields[2])), ItemID: strings.Clone(itemID),
+		Index: pos, Type: strings.Clone(ci.typ), ID: strings.Clone(gjsonText(fields[2])), ItemID: strings.Clone(itemID),
 		Name: strings.Clone(name),
 	})
 	refused := len(f.refused) - 1

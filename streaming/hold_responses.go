@@ -10,8 +10,8 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// Holding OpenAI Responses calls: the events of a function_call or
-// custom_tool_call item wait for response.completed, .incomplete or .failed.
+// Holding OpenAI Responses calls: the events of a client call item
+// (responses_items.go) wait for response.completed, .incomplete or .failed.
 // Held events leave a gap in the sequence numbers that the events passed
 // meanwhile close, and take the numbers before the terminal event's when
 // delivered. The final Response lists its items in the order the client
@@ -26,22 +26,20 @@ func (f *CallFilter) responsesHeld(c responsesFilterCall) bool {
 func (f *CallFilter) responsesHoldCall(dst []byte, ev *sse.Event, call ToolCall, opens bool, e *responsesFields) []byte {
 	r := &f.responses
 	h := &f.hold
+	ci, _ := lookupCallItem(call.Type, true)
 	call.ID, call.ItemID, call.Name = strings.Clone(call.ID), strings.Clone(call.ItemID), strings.Clone(call.Name)
+	call.Type = strings.Clone(call.Type)
 	c := h.addCall(call, -1)
 	hc := &h.calls[c]
-	hc.freeText = call.Type == "custom_tool_call"
+	hc.freeText = ci.freeText
 	if oi, ok := memberIndex(jsonMember{val: e.outputIndex}); ok {
 		hc.indexed = true
 		r.pos.hold(oi)
 	}
 	if e.event == "response.output_item.added" {
-		// As the decoder, take the arguments a new item comes with.
-		fields := readObject(e.item, "type", "arguments", "input")
-		args := fields[1]
-		if isString(fields[0], "custom_tool_call") {
-			args = fields[2]
-		}
-		hc.args = appendJSONString(hc.args, args)
+		// As the decoder, take the arguments a new item comes with: a
+		// string only; an object input comes whole with the done item.
+		hc.args = appendJSONString(hc.args, ci.inputRaw(e.item))
 	}
 	if opens {
 		at := r.add(call.Index, call.ItemID, -1, false)
@@ -93,15 +91,18 @@ func (f *CallFilter) responsesKeep(dst []byte, ev *sse.Event, c int, e *response
 // responsesCloseItem ends a held call with a done item, unless the item
 // was cut short: as the decoder, it takes only a completed one.
 func (f *CallFilter) responsesCloseItem(call *heldCall, item string) {
-	fields := readObject(item, "type", "status", "arguments", "input")
+	fields := readObject(item, "type", "status", "call_id")
 	if fields[1] != "" && !isString(fields[1], "completed") {
 		return
 	}
-	args := fields[2]
-	if isString(fields[0], "custom_tool_call") {
-		args = fields[3]
+	itype, _ := stringValue(fields[0])
+	ci, ok := lookupCallItem(itype, isStringRaw(fields[2]))
+	if !ok {
+		// The decoder completes the call it pairs with an item only when
+		// that item is a call.
+		return
 	}
-	call.args, call.closed = appendArgsRaw(call.args[:0], args), true
+	call.args, call.closed = appendArgsRaw(call.args[:0], ci.inputRaw(item)), true
 }
 
 // responsesCloseFromOutput ends the held calls whose end events were lost
@@ -118,14 +119,15 @@ func (f *CallFilter) responsesCloseFromOutput(output string) {
 		if !ok {
 			return
 		}
-		fields := readObject(item, "type", "id", "name")
+		fields := readObject(item, "type", "id", "name", "call_id")
 		itype, _ := stringValue(fields[0])
-		if _, _, isCall := callItem(itype); !isCall {
+		ci, isCall := lookupCallItem(itype, isStringRaw(fields[3]))
+		if !isCall {
 			continue
 		}
 		itemID, _ := stringValue(fields[1])
 		at := r.findAt(itemID, 0, false)
-		if itemID == "" || at < 0 || r.calls[at].held < 0 || f.renames(gjsonText(fields[2])) {
+		if itemID == "" || at < 0 || r.calls[at].held < 0 || f.renames(ci.callName(fields[2])) {
 			continue
 		}
 		if c := &f.hold.calls[r.calls[at].held]; c.state == callHeld && !c.closed {

@@ -10,7 +10,7 @@ import (
 // ToolResult is one tool result a request carries for a call of the previous reply.
 type ToolResult struct {
 	ID      string // tool_use_id (Anthropic), tool_call_id (Chat), call_id (Responses)
-	Type    string // "tool_result", "tool", "function_call_output", "custom_tool_call_output"
+	Type    string // "tool_result", "tool", or the Responses output item type ("function_call_output", "shell_call_output"...)
 	IsError bool   // Anthropic is_error
 }
 
@@ -40,10 +40,8 @@ type Request struct {
 // Result types, kept as constants so that ToolResult.Type never points into
 // a request body.
 const (
-	typeToolResult           = "tool_result"
-	typeChatTool             = "tool"
-	typeFunctionCallOutput   = "function_call_output"
-	typeCustomToolCallOutput = "custom_tool_call_output"
+	typeToolResult = "tool_result"
+	typeChatTool   = "tool"
 )
 
 // maxNesting bounds how deeply a body may nest. gjson validates
@@ -244,9 +242,10 @@ func appendName(names []string, raws ...string) []string {
 
 // pendingResult is a tool result whose id still points into the body.
 type pendingResult struct {
-	id    string
-	typ   string
-	isErr bool
+	id       string
+	typ      string
+	isErr    bool
+	copyType bool // typ views the body
 }
 
 func anthropicResults(messages string) []ToolResult {
@@ -303,15 +302,19 @@ func responsesInput(names []string, input string) ([]string, []ToolResult) {
 	var buf [16]pendingResult
 	results := buf[:0]
 	for item, ok := tail.next(); ok; item, ok = tail.next() {
-		o := readObject(item, "type", "call_id")
-		switch {
-		case isString(o[0], typeFunctionCallOutput):
-			id, _ := stringValue(o[1])
-			results = append(results, pendingResult{id: id, typ: typeFunctionCallOutput})
-		case isString(o[0], typeCustomToolCallOutput):
-			id, _ := stringValue(o[1])
-			results = append(results, pendingResult{id: id, typ: typeCustomToolCallOutput})
+		o := readObject(item, "type", "call_id", "id")
+		typ, _ := stringValue(o[0])
+		ci, ok := outputItem(typ)
+		if !ok {
+			continue
 		}
+		raw := o[1]
+		if ci.outputID == "id" {
+			raw = o[2]
+		}
+		id, _ := stringValue(raw)
+		// A known type keeps the table's string; copyResults copies the rest.
+		results = append(results, pendingResult{id: id, typ: ci.output, copyType: ci.unknown})
 	}
 	return names, copyResults(results)
 }
@@ -358,7 +361,11 @@ func copyResults(tail []pendingResult) []ToolResult {
 	ids = cloneStrings(ids)
 	out := make([]ToolResult, len(tail))
 	for i, p := range tail {
-		out[i] = ToolResult{ID: ids[i], Type: p.typ, IsError: p.isErr}
+		typ := p.typ
+		if p.copyType {
+			typ = strings.Clone(typ)
+		}
+		out[i] = ToolResult{ID: ids[i], Type: typ, IsError: p.isErr}
 	}
 	return out
 }

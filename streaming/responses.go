@@ -28,7 +28,7 @@ type responsesCall struct {
 type responsesDecoder struct {
 	res      Result
 	started  bool // PartMessageStart sent
-	toolUse  bool // a function_call or custom_tool_call item was seen
+	toolUse  bool // a client call item was seen
 	terminal bool // response.completed, .incomplete or .failed arrived
 	errored  bool // an error event arrived
 	finished bool // Finish ran
@@ -178,53 +178,25 @@ func (d *responsesDecoder) lifecycle(resp gjson.Result, emit func(*Part)) {
 	}
 }
 
-// callItem reports whether an output item type is a tool call, which of its
-// fields holds the arguments, and whether the provider runs it itself.
-func callItem(typ string) (argsKey string, server, ok bool) {
-	switch typ {
-	case "function_call":
-		return "arguments", false, true
-	case "custom_tool_call":
-		return "input", false, true
-	case "mcp_call":
-		return "arguments", true, true
-	}
-	return "", false, false
-}
-
-// callType returns the constant for a tool call item type, so that a
-// ToolCall never keeps a string that aliases the event buffer.
-func callType(typ string) string {
-	switch typ {
-	case "custom_tool_call":
-		return "custom_tool_call"
-	case "mcp_call":
-		return "mcp_call"
-	}
-	return "function_call"
-}
-
 func (d *responsesDecoder) itemAdded(outputIndex gjson.Result, item gjson.Result, emit func(*Part)) {
-	typ := item.Get("type").Str
-	argsKey, _, ok := callItem(typ)
+	ci, ok := callItemOf(item)
 	if !ok {
 		return
 	}
 	id := item.Get("id").Str
 	if at := d.find(id, outputIndex); at >= 0 && d.calls[at].itemID == id {
 		// Announced twice, or after its first delta: only fill what is missing.
-		d.fill(at, item)
+		d.fill(at, ci, item)
 		return
 	}
-	at := d.open(typ, int(outputIndex.Int()), id, item.Get("call_id").String(), item.Get("name").String(), emit)
-	d.appendArgs(at, item.Get(argsKey), emit)
+	at := d.open(ci, int(outputIndex.Int()), id, item.Get("call_id").String(), ci.callName(item.Get("name").Raw), emit)
+	d.appendArgs(at, ci.inputOf(item), emit)
 }
 
 // itemDone completes a call from its finished item, unless its arguments
 // .done event already did.
 func (d *responsesDecoder) itemDone(outputIndex int, item gjson.Result, emit func(*Part)) {
-	typ := item.Get("type").Str
-	argsKey, _, ok := callItem(typ)
+	ci, ok := callItemOf(item)
 	if !ok {
 		return
 	}
@@ -234,34 +206,40 @@ func (d *responsesDecoder) itemDone(outputIndex int, item gjson.Result, emit fun
 	id := item.Get("id").Str
 	at := d.findItem(id, outputIndex)
 	if at < 0 {
-		at = d.open(typ, outputIndex, id, item.Get("call_id").String(), item.Get("name").String(), emit)
+		at = d.open(ci, outputIndex, id, item.Get("call_id").String(), ci.callName(item.Get("name").Raw), emit)
 	}
-	d.fill(at, item)
+	d.fill(at, ci, item)
 	tc := &d.res.ToolCalls[d.calls[at].at]
 	if tc.Complete {
 		return
 	}
-	if args := item.Get(argsKey); args.Exists() {
+	switch args := ci.inputOf(item); {
+	case (args.IsObject() || args.IsArray()) && len(tc.Arguments) == 0:
+		// An action or operation comes whole, never in deltas: it is the
+		// call's one fragment.
+		d.appendFragment(at, args.Raw, emit)
+	case args.Exists():
 		tc.Arguments = appendArgsValue(tc.Arguments[:0], args)
 	}
 	d.complete(at, emit)
 }
 
 // fill takes a call's call_id and name from its item when they are missing.
-func (d *responsesDecoder) fill(at int, item gjson.Result) {
+func (d *responsesDecoder) fill(at int, ci responsesItem, item gjson.Result) {
 	tc := &d.res.ToolCalls[d.calls[at].at]
 	if tc.ID == "" {
 		tc.ID = strings.Clone(item.Get("call_id").String())
 	}
 	if tc.Name == "" {
-		tc.Name = strings.Clone(item.Get("name").String())
+		tc.Name = strings.Clone(ci.callName(item.Get("name").Raw))
 	}
 }
 
 func (d *responsesDecoder) argsDelta(typ string, f responsesEvent, emit func(*Part)) {
 	at := d.find(f.itemID.Str, f.outputIndex)
 	if at < 0 {
-		at = d.open(typ, int(f.outputIndex.Int()), f.itemID.Str, "", "", emit)
+		ci, _ := lookupCallItem(typ, false)
+		at = d.open(ci, int(f.outputIndex.Int()), f.itemID.Str, "", "", emit)
 	}
 	d.appendArgs(at, f.delta, emit)
 }
@@ -271,7 +249,8 @@ func (d *responsesDecoder) argsDelta(typ string, f responsesEvent, emit func(*Pa
 func (d *responsesDecoder) argsDone(typ string, f responsesEvent, final gjson.Result, emit func(*Part)) {
 	at := d.find(f.itemID.Str, f.outputIndex)
 	if at < 0 {
-		at = d.open(typ, int(f.outputIndex.Int()), f.itemID.Str, "", "", emit)
+		ci, _ := lookupCallItem(typ, false)
+		at = d.open(ci, int(f.outputIndex.Int()), f.itemID.Str, "", "", emit)
 	}
 	tc := &d.res.ToolCalls[d.calls[at].at]
 	if tc.Name == "" && f.name.Type == gjson.String {
@@ -310,9 +289,13 @@ func (d *responsesDecoder) findItem(itemID string, outputIndex int) int {
 	return d.find(itemID, gjson.Result{Type: gjson.Number, Num: float64(outputIndex)})
 }
 
-func (d *responsesDecoder) open(typ string, outputIndex int, itemID, callID, name string, emit func(*Part)) int {
-	typ = callType(typ)
-	_, server, _ := callItem(typ)
+// open starts a call of the item type ci; a call of a known type keeps the
+// table's type string, an unknown one a copy.
+func (d *responsesDecoder) open(ci responsesItem, outputIndex int, itemID, callID, name string, emit func(*Part)) int {
+	typ, server := ci.typ, ci.hosted
+	if ci.unknown {
+		typ = strings.Clone(typ)
+	}
 	at := len(d.res.ToolCalls)
 	d.res.ToolCalls = append(d.res.ToolCalls, ToolCall{
 		Index: outputIndex, Type: typ, ID: strings.Clone(callID), ItemID: strings.Clone(itemID),
@@ -328,16 +311,24 @@ func (d *responsesDecoder) open(typ string, outputIndex int, itemID, callID, nam
 }
 
 func (d *responsesDecoder) appendArgs(at int, v gjson.Result, emit func(*Part)) {
-	if v.Type != gjson.String || v.Str == "" {
+	if v.Type != gjson.String {
+		return
+	}
+	d.appendFragment(at, v.Str, emit)
+}
+
+// appendFragment adds text to a call's arguments.
+func (d *responsesDecoder) appendFragment(at int, text string, emit func(*Part)) {
+	if text == "" {
 		return
 	}
 	tc := &d.res.ToolCalls[d.calls[at].at]
-	tc.Arguments = append(tc.Arguments, v.Str...)
-	d.res.OutputBytes += int64(len(v.Str))
+	tc.Arguments = append(tc.Arguments, text...)
+	d.res.OutputBytes += int64(len(text))
 	if tc.Server || emit == nil {
 		return
 	}
-	d.text = append(d.text[:0], v.Str...)
+	d.text = append(d.text[:0], text...)
 	d.send(emit, Part{Kind: PartToolCallArgs, Index: tc.Index, ID: tc.ID, ItemID: tc.ItemID, Text: d.text})
 }
 
@@ -568,8 +559,10 @@ func responsesOutputBytes(output gjson.Result) int64 {
 				})
 			}
 		default:
-			if argsKey, _, ok := callItem(item.Get("type").Str); ok {
-				n += int64(len(item.Get(argsKey).Str))
+			// An action or operation object is counted as the call
+			// completes (itemDone), as in a stream.
+			if ci, ok := callItemOf(item); ok {
+				n += int64(len(ci.inputOf(item).Str))
 			}
 		}
 		return true

@@ -172,7 +172,33 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 	}
-	checkOpenAIStreams(t, APIResponses, tests)
+	checkOpenAIStreams(t, APIResponses, append(tests, openAIStreamCase{file: "client-call-items.sse", want: clientCallItemsGolden}))
+}
+
+// clientCallItemsGolden is what client-call-items.sse and its whole body
+// decode to: a call per client call item, under the name gates see with
+// its action or operation as input; the web search recorded as a server
+// call; the unknown foo_call with a call_id a client call whose input is
+// the whole item; bar_call, without a call_id, no call.
+var clientCallItemsGolden = openAIGolden{
+	ID: "resp_CI1", Model: "gpt-5-codex",
+	Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+	Calls: []openAIGoldenCall{
+		{Index: 0, Type: "local_shell_call", ID: "call_ls1", ItemID: "lsh_001", Name: "local_shell", Complete: true,
+			Args: `{"type":"exec","command":["ls","-la"],"env":{},"working_directory":"/work"}`},
+		{Index: 1, Type: "shell_call", ID: "call_sh1", ItemID: "sh_002", Name: "shell", Complete: true,
+			Args: `{"commands":["rm -rf build"],"timeout_ms":60000,"max_output_length":4096}`},
+		{Index: 2, Type: "apply_patch_call", ID: "call_ap1", ItemID: "apc_003", Name: "apply_patch", Complete: true,
+			Args: `{"type":"update_file","path":"a.go","diff":"@@\n-x\n+y\n"}`},
+		{Index: 3, Type: "computer_call", ID: "call_cu1", ItemID: "cu_004", Name: "computer", Complete: true,
+			Args: `{"type":"click","button":"left","x":10,"y":20}`},
+		{Index: 4, Type: "web_search_call", ItemID: "ws_005", Name: "web_search", Complete: true, Server: true,
+			Args: `{"type":"search","query":"weather"}`},
+		{Index: 5, Type: "foo_call", ID: "call_foo1", ItemID: "foo_006", Name: "foo_call", Complete: true,
+			Args: `{"id":"foo_006","type":"foo_call","status":"completed","call_id":"call_foo1","action":{"verb":"frob"}}`},
+	},
+	Usage: &Usage{InputTokens: 120, OutputTokens: 80},
+	Done:  true,
 }
 
 func TestResponsesDecodeEdgeCases(t *testing.T) {
@@ -300,6 +326,11 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 }
 
 var responsesJSONCases = []openAIJSONCase{
+	{
+		name: "client call items",
+		body: `{"id":"resp_CI1","object":"response","created_at":1760000000,"status":"completed","error":null,"incomplete_details":null,"model":"gpt-5-codex","output":[{"id":"lsh_001","type":"local_shell_call","status":"completed","call_id":"call_ls1","action":{"type":"exec","command":["ls","-la"],"env":{},"working_directory":"/work"}},{"id":"sh_002","type":"shell_call","status":"completed","call_id":"call_sh1","action":{"commands":["rm -rf build"],"timeout_ms":60000,"max_output_length":4096}},{"id":"apc_003","type":"apply_patch_call","status":"completed","call_id":"call_ap1","operation":{"type":"update_file","path":"a.go","diff":"@@\n-x\n+y\n"}},{"id":"cu_004","type":"computer_call","status":"completed","call_id":"call_cu1","action":{"type":"click","button":"left","x":10,"y":20},"pending_safety_checks":[]},{"id":"ws_005","type":"web_search_call","status":"completed","action":{"type":"search","query":"weather"}},{"id":"foo_006","type":"foo_call","status":"completed","call_id":"call_foo1","action":{"verb":"frob"}},{"id":"bar_007","type":"bar_call","status":"completed","detail":"no call id"}],"usage":{"input_tokens":120,"input_tokens_details":{"cached_tokens":0},"output_tokens":80,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":200}}`,
+		want: clientCallItemsGolden,
+	},
 	{
 		name: "function call",
 		body: `{"id":"resp_J1","object":"response","status":"completed","error":null,"incomplete_details":null,"model":"gpt-4.1","output":[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Oslo\"}","status":"completed"}],"usage":{"input_tokens":50,"input_tokens_details":{"cached_tokens":10},"output_tokens":12,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":62}}`,

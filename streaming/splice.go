@@ -260,7 +260,7 @@ func spliceChatStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 func keptOutput(resp string) []string {
 	var kept []string
 	for _, it := range gjson.Get(resp, "output").Array() {
-		if _, server, call := callItem(it.Get("type").Str); !call || server {
+		if ci, call := callItemOf(it); !call || ci.hosted {
 			kept = append(kept, it.Raw)
 		}
 	}

@@ -77,7 +77,7 @@ func (e *ProviderError) Error() string { return "provider error " + e.Type + ": 
 type ToolCall struct {
 	Choice int    // Chat Completions choice index; 0 elsewhere
 	Index  int    // Anthropic content block index, Chat tool_calls index, Responses output_index
-	Type   string // tool_use, server_tool_use, mcp_tool_use, function, function_call, custom_tool_call...
+	Type   string // tool_use, server_tool_use, mcp_tool_use, function, or the Responses output item type (function_call, shell_call...)
 	ID     string // the id the client answers with: toolu_..., call_...
 	ItemID string // Responses output item id (fc_..., ctc_...); empty elsewhere
 	Name   string

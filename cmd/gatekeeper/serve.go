@@ -95,6 +95,7 @@ const redisKeyPrefix = "gk:"
 // server is one running gatekeeper: its HTTP handler and what it owns.
 type server struct {
 	handler http.Handler
+	limits  config.Limits // the server's header and idle timeouts
 	store   trajectory.Store
 	log     *slog.Logger
 	mockErr chan error
@@ -114,7 +115,7 @@ type server struct {
 // base_url is "mock" are served by a mock provider started here on a
 // loopback port, so the quick start works offline.
 func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv func(string) string) (*server, error) {
-	s := &server{log: log}
+	s := &server{log: log, limits: cfg.Limits}
 	ctx, s.stop = context.WithCancel(ctx)
 	if err := s.startMock(ctx, cfg); err != nil {
 		s.stop()
@@ -308,8 +309,8 @@ func (s *server) startMock(ctx context.Context, cfg *config.Config) error {
 func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       5 * time.Minute,
+		ReadHeaderTimeout: s.limits.HeaderTimeout.Std(),
+		IdleTimeout:       s.limits.IdleTimeout.Std(),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	// Shutdown does not end requests; a turn held for approval may wait
