@@ -141,6 +141,34 @@ type Tenant struct {
 	// limit that many times in a row (exit reason TRUNCATION_LOOP); 0 means
 	// the default, a negative value never ends a run for it.
 	MaxTruncations int `yaml:"max_truncations" json:"max_truncations"`
+	// Limits bound the tenant as a whole, across all its runs and every
+	// replica; zero means no bound.
+	Limits TenantLimits `yaml:"limits" json:"limits"`
+	// Trajectories says who may start a run: TrajectoriesAgents (any
+	// request may, the default) or TrajectoriesOperators (only an
+	// operator, through the admin API; requests must name such a run).
+	Trajectories string `yaml:"trajectories" json:"trajectories"`
+}
+
+// Who may start a tenant's runs (tenants[].trajectories).
+const (
+	TrajectoriesAgents    = "agents"
+	TrajectoriesOperators = "operators"
+)
+
+// TenantLimits are a tenant's ceilings over rolling windows, summed over
+// all its runs: a run cannot escape them by starting over. Zero means no
+// ceiling.
+type TenantLimits struct {
+	// DollarsPerDay and TokensPerDay bound the last 24 hours' spend,
+	// DollarsPerMonth the last 30 days'.
+	DollarsPerDay   float64 `yaml:"dollars_per_day" json:"dollars_per_day"`
+	DollarsPerMonth float64 `yaml:"dollars_per_month" json:"dollars_per_month"`
+	TokensPerDay    int64   `yaml:"tokens_per_day" json:"tokens_per_day"`
+	// MaxLiveTrajectories bounds the runs not yet finished;
+	// NewTrajectoriesPerHour the runs agents start in the last hour.
+	MaxLiveTrajectories    int `yaml:"max_live_trajectories" json:"max_live_trajectories"`
+	NewTrajectoriesPerHour int `yaml:"new_trajectories_per_hour" json:"new_trajectories_per_hour"`
 }
 
 // Budget is a trajectory's default ceiling per dimension; zero means no
@@ -336,6 +364,9 @@ func (c *Config) applyElementDefaults() {
 		}
 		if c.Tenants[i].MaxTruncations == 0 {
 			c.Tenants[i].MaxTruncations = DefaultMaxTruncations
+		}
+		if c.Tenants[i].Trajectories == "" {
+			c.Tenants[i].Trajectories = TrajectoriesAgents
 		}
 	}
 	c.applyApprovalDefaults()

@@ -57,10 +57,12 @@ func TestLoadFullExample(t *testing.T) {
 			{Name: "team-a", Keys: []string{"vk-team-a-0003"}, Priority: "interactive",
 				Budget:        Budget{Turns: 200, Tokens: 5000000, WallClock: Duration(2 * time.Hour), Dollars: 20, OnExhaust: "pause"},
 				CallLimits:    CallLimits{MaxOutputTokens: 32000, CallDeadline: Duration(10 * time.Minute)},
-				ReadOnlyTools: []string{"Read", "Glob", "Grep", "LS"}, MaxTruncations: 5},
+				ReadOnlyTools: []string{"Read", "Glob", "Grep", "LS"}, MaxTruncations: 5,
+				Limits:       TenantLimits{DollarsPerDay: 50, DollarsPerMonth: 600, TokensPerDay: 20000000, MaxLiveTrajectories: 20, NewTrajectoriesPerHour: 60},
+				Trajectories: TrajectoriesOperators},
 			{Name: "nightly", Keys: []string{"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"},
 				Priority: "standard", Budget: Budget{Turns: 50, WallClock: Duration(90 * time.Minute)},
-				AnthropicBeta: []string{"prompt-caching-2024-07-31"}, MaxTruncations: DefaultMaxTruncations},
+				AnthropicBeta: []string{"prompt-caching-2024-07-31"}, MaxTruncations: DefaultMaxTruncations, Trajectories: TrajectoriesAgents},
 		},
 		Admin: Admin{Tokens: []AdminToken{
 			{Name: "alice", Token: "alice-admin-token-0004", Roles: []string{"operator", "approver"}},
@@ -136,7 +138,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := DefaultConfig()
-	want.Tenants = []Tenant{{Name: "a", Keys: []string{"k"}, Priority: PriorityStandard, MaxTruncations: DefaultMaxTruncations}}
+	want.Tenants = []Tenant{{Name: "a", Keys: []string{"k"}, Priority: PriorityStandard, MaxTruncations: DefaultMaxTruncations, Trajectories: TrajectoriesAgents}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got %+v\nwant %+v", c, want)
 	}

@@ -403,6 +403,10 @@ func (v *validator) tenants(ts []Tenant) map[[32]byte]keyOwner {
 			v.add(fieldPath(at, "name"), "empty")
 		case names[t.Name] != "":
 			v.add(fieldPath(at, "name"), "duplicate tenant name (also %s)", names[t.Name])
+		case strings.ContainsAny(t.Name, "{}/"):
+			// Braces would move the tenant's Redis hash tag; a slash would
+			// make "{tenant}/{id}" ambiguous in the admin API.
+			v.add(fieldPath(at, "name"), "must not contain {, } or /")
 		default:
 			names[t.Name] = at
 		}
@@ -444,6 +448,18 @@ func (v *validator) tenants(ts []Tenant) map[[32]byte]keyOwner {
 		cl := fieldPath(at, "call_limits")
 		v.nonNegative(fieldPath(cl, "max_output_tokens"), int64(t.CallLimits.MaxOutputTokens))
 		v.nonNegativeDuration(fieldPath(cl, "call_deadline"), t.CallLimits.CallDeadline)
+
+		lim := fieldPath(at, "limits")
+		v.nonNegativeFloat(fieldPath(lim, "dollars_per_day"), t.Limits.DollarsPerDay)
+		v.nonNegativeFloat(fieldPath(lim, "dollars_per_month"), t.Limits.DollarsPerMonth)
+		v.nonNegative(fieldPath(lim, "tokens_per_day"), t.Limits.TokensPerDay)
+		v.nonNegative(fieldPath(lim, "max_live_trajectories"), int64(t.Limits.MaxLiveTrajectories))
+		v.nonNegative(fieldPath(lim, "new_trajectories_per_hour"), int64(t.Limits.NewTrajectoriesPerHour))
+		switch t.Trajectories {
+		case TrajectoriesAgents, TrajectoriesOperators:
+		default:
+			v.add(fieldPath(at, "trajectories"), "unknown value %s (want agents or operators)", v.show(fieldPath(at, "trajectories"), t.Trajectories))
+		}
 
 		for j, tool := range t.ReadOnlyTools {
 			if tool == "" {

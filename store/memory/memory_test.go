@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gatekeeper/store/storetest"
+	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
 
@@ -250,4 +251,8 @@ func BenchmarkUpdateChain(b *testing.B) {
 			}
 		})
 	}
+}
+
+func TestLedgerContract(t *testing.T) {
+	storetest.RunLedger(t, func(t *testing.T) tenant.Ledger { return NewLedger(nil) })
 }
