@@ -94,6 +94,7 @@ type API struct {
 	// stream and keys are nil without WithStream.
 	stream EventStream
 	keys   KeysView
+	ledger TenantLedger // nil without WithLedger
 }
 
 type token struct {
@@ -137,6 +138,7 @@ func (a *API) Routes(r chi.Router) {
 		r.Get("/stream", a.handle(a.streamEvents, ""))
 		r.Get("/keys", a.handle(a.keysHeadroom, ""))
 		r.Get("/whoami", a.handle(a.whoami, ""))
+		a.tenantRoutes(r)
 	})
 }
 

@@ -73,6 +73,7 @@ type env struct {
 	twinURL string
 	gk      string
 	store   *memory.Store
+	ledger  *memory.Ledger
 	cfg     *config.Config
 	px      *proxy.Server
 	clk     *clock // gatekeeper's clock
@@ -188,13 +189,14 @@ admin:
 		e.svc = approvals.NewService(approvals.ServiceOptions{Store: ast, Gates: gates, Signals: e.store, Clock: e.clk.Now,
 			Logger: slog.New(slog.DiscardHandler), MaxPending: cfg.Approvals.MaxPending})
 	}
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: e.clk.Now, Logger: logger, Telemetry: o.tel, Approvals: e.svc})
+	e.ledger = memory.NewLedger(e.clk.Now)
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: e.clk.Now, Logger: logger, Telemetry: o.tel, Approvals: e.svc, Ledger: e.ledger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.px = px
 	r := chi.NewRouter()
-	adminOpts := []admin.Option{admin.WithSignals(e.store)}
+	adminOpts := []admin.Option{admin.WithSignals(e.store), admin.WithLedger(e.ledger)}
 	if e.svc != nil {
 		adminOpts = append(adminOpts, admin.WithApprovals(e.svc))
 	}

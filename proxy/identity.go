@@ -97,12 +97,21 @@ func siblingID(parent, base string, n int) string {
 }
 
 // ensureRoot returns the root record, creating it with the tenant's
-// defaults when it does not exist yet. A root of another tenant is refused.
-func (s *Server) ensureRoot(ctx context.Context, id string, tenant *config.Tenant) (*trajectory.Record, error) {
+// defaults when it does not exist yet and the tenant may start a run. A
+// root of another tenant is refused.
+// named says whether the request named the run (path or
+// X-Gatekeeper-Trajectory) rather than leaving it implicit.
+func (s *Server) ensureRoot(ctx context.Context, id string, named bool, tenant *config.Tenant) (*trajectory.Record, error) {
 	rec, err := s.store.Get(ctx, id)
 	if errors.Is(err, trajectory.ErrNotFound) {
+		if err := s.mayStart(ctx, tenant, id, named); err != nil {
+			return nil, err
+		}
 		rec = s.newRecord(id, "", tenant)
 		err = s.store.Create(ctx, rec, s.createdEvent(rec))
+		if err != nil && !errors.Is(err, trajectory.ErrExists) {
+			s.unstart(tenant, id)
+		}
 		if err == nil {
 			s.tel.StateChanged(tenant.Name, "", string(rec.State))
 		}

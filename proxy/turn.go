@@ -45,6 +45,7 @@ type turn struct {
 	interrupt  string                // an operator's message for this request
 	truncated  int64                 // the thread's last replies cut at their output limit, in a row
 	extras     streaming.Extras      // the reply's 1-hour cache writes and service tier
+	ceil       tenantHold            // what the call holds against its tenant's ceilings
 
 	stopped  stopKind           // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
@@ -98,13 +99,19 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	if s.esc != nil && s.esc.gates.ForTenant(req.tenant.Name) {
 		t.gated, t.key, t.hdr = true, turnKey(req.api, body), r.Header
 	}
+	if err := t.reserveTenant(r.Context()); err != nil {
+		writeError(w, req.api, err)
+		return
+	}
 	if err := t.admit(r.Context(), r); err != nil {
+		t.releaseTenant()
 		writeError(w, req.api, err)
 		return
 	}
 	t.log = s.log.With(slog.String("request_id", req.id), slog.String("trajectory", t.recID), slog.String("tenant", req.tenant.Name),
 		slog.String("model", pr.Model), slog.String("api", string(req.api)))
 	if t.hold != nil {
+		t.releaseTenant()
 		s.serveReattach(w, r, t)
 		return
 	}
@@ -186,7 +193,8 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 		}
 		s.hints.drop(hintKey)
 	}
-	root, err := s.ensureRoot(ctx, rid, t.req.tenant)
+	named := t.req.trajectoryID != "" || r.Header.Get("X-Gatekeeper-Trajectory") != ""
+	root, err := s.ensureRoot(ctx, rid, named, t.req.tenant)
 	if err != nil {
 		return err
 	}
@@ -413,6 +421,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	if adm.decision.Stage == meter.Halt {
 		return adm, evs, nil
 	}
+	evs = append(evs, t.tenantClampEvent(rec.ID, now)...)
 	ts, err = rec.BeginTurn(now)
 	if err != nil {
 		return admission{}, nil, err
