@@ -45,6 +45,10 @@ type Store struct {
 	// Retention is how long a finished trajectory's record and events are
 	// kept. It must be positive: an unbounded memory store is a leak.
 	Retention Duration `yaml:"retention" json:"retention"`
+	// IdleRetention is how long a run none of whose records is busy, some
+	// idle (READY or WAITING_TOOL), is kept after its last write; it must
+	// be positive: records are free to create.
+	IdleRetention Duration `yaml:"idle_retention" json:"idle_retention"`
 }
 
 // Provider APIs.
@@ -222,6 +226,9 @@ type Limits struct {
 	// must bring at least BodyProgressBytes of it (the whole rest when
 	// less), or the request is answered 408 and its connection closed.
 	BodyTimeout Duration `yaml:"body_timeout" json:"body_timeout"`
+	// MaxChildren bounds a record's child records (threads, subagents);
+	// further threads share its last child.
+	MaxChildren int `yaml:"max_children" json:"max_children"`
 }
 
 // BodyProgressBytes is how much of a request body must arrive within each
@@ -300,6 +307,8 @@ type RateLimits struct {
 const (
 	DefaultListen        = "127.0.0.1:8080"
 	DefaultRetention     = 168 * time.Hour
+	DefaultIdleRetention = 24 * time.Hour
+	DefaultMaxChildren   = 1000
 	DefaultMaxBodyBytes  = 32 << 20
 	DefaultMaxEventBytes = 16 << 20
 	DefaultToolDeadline  = 30 * time.Minute
@@ -327,13 +336,14 @@ func DefaultWeights() map[string]int {
 func DefaultConfig() *Config {
 	return &Config{
 		Listen: DefaultListen,
-		Store:  Store{Kind: StoreMemory, Retention: Duration(DefaultRetention)},
+		Store:  Store{Kind: StoreMemory, Retention: Duration(DefaultRetention), IdleRetention: Duration(DefaultIdleRetention)},
 		Limits: Limits{
 			MaxBodyBytes:  DefaultMaxBodyBytes,
 			MaxEventBytes: DefaultMaxEventBytes,
 			ToolDeadline:  Duration(DefaultToolDeadline),
 			PauseHold:     Duration(DefaultPauseHold),
 			BodyTimeout:   Duration(DefaultBodyTimeout),
+			MaxChildren:   DefaultMaxChildren,
 		},
 		Stages:                Stages{Steer: 0.70, Restrict: 0.90, Halt: 1.00},
 		BudgetMinOutputTokens: DefaultBudgetMinOutputTokens,

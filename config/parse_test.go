@@ -38,7 +38,7 @@ func TestLoadFullExample(t *testing.T) {
 	}
 	want := &Config{
 		Listen: "127.0.0.1:8080",
-		Store:  Store{Kind: "memory", RedisURL: "redis://127.0.0.1:6379/0", Retention: Duration(72 * time.Hour)},
+		Store:  Store{Kind: "memory", RedisURL: "redis://127.0.0.1:6379/0", Retention: Duration(72 * time.Hour), IdleRetention: Duration(12 * time.Hour)},
 		Providers: []Provider{
 			{Name: "anthropic", API: "anthropic", BaseURL: "https://api.anthropic.com", Default: true,
 				Keys: []ProviderKey{{Name: "main", Key: "sk-ant-test-0001", RPM: 4000, InputTPM: 2000000, OutputTPM: 400000}}},
@@ -69,7 +69,7 @@ func TestLoadFullExample(t *testing.T) {
 			{Name: "release-bot", Token: "release-bot-token-0005", Roles: []string{"approver:release"}},
 		}},
 		Limits: Limits{MaxBodyBytes: 16 << 20, MaxEventBytes: 8 << 20, ToolDeadline: Duration(45 * time.Minute), IdleFinish: Duration(2 * time.Hour), PauseHold: Duration(DefaultPauseHold),
-			BodyTimeout: Duration(30 * time.Second)},
+			BodyTimeout: Duration(30 * time.Second), MaxChildren: 200},
 		Stages:                Stages{Steer: 0.6, Restrict: 0.85, Halt: 1.0},
 		BudgetMinOutputTokens: 2048,
 		Log:                   Log{Level: "debug", Format: "text"},

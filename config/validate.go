@@ -183,6 +183,9 @@ func (v *validator) store(s Store) {
 	if s.Retention <= 0 {
 		v.add("store.retention", "must be positive")
 	}
+	if s.IdleRetention <= 0 {
+		v.add("store.idle_retention", "must be positive")
+	}
 }
 
 // redisURL checks the URL without ever quoting it: it may hold a password.
@@ -535,6 +538,9 @@ func (v *validator) limits(l Limits) {
 	v.nonNegativeDuration("limits.pause_hold", l.PauseHold)
 	if l.BodyTimeout <= 0 {
 		v.add("limits.body_timeout", "must be positive")
+	}
+	if l.MaxChildren <= 0 {
+		v.add("limits.max_children", "must be positive")
 	}
 }
 

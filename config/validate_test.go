@@ -95,6 +95,8 @@ func TestValidateRules(t *testing.T) {
 		}, "store.redis_url", "addr= parameter must be host:port"},
 		{"redis cluster without redis", func(c *Config) { c.Store.RedisCluster = true }, "store.redis_cluster", "only with store.kind redis"},
 		{"retention zero", func(c *Config) { c.Store.Retention = 0 }, "store.retention", "must be positive"},
+		{"idle retention zero", func(c *Config) { c.Store.IdleRetention = 0 }, "store.idle_retention", "must be positive"},
+		{"max children zero", func(c *Config) { c.Limits.MaxChildren = 0 }, "limits.max_children", "must be positive"},
 
 		{"no providers", func(c *Config) { c.Providers = nil }, "providers", "at least one provider"},
 		{"provider name empty", func(c *Config) { c.Providers[1].Name = "" }, "providers[1].name", "empty"},

@@ -287,7 +287,10 @@ func newCallID() string {
 }
 
 // hint is where an earlier call of a thread was admitted.
-type hint struct{ parent, base string }
+type hint struct {
+	parent, base string
+	shared       bool // base is a last child shared by threads past limits.max_children
+}
 
 // hints remembers, per trajectory and thread key, the record a thread was
 // admitted on, so that a thread's later calls are admitted in one store

@@ -102,6 +102,9 @@ type envOpts struct {
 	// flow sequence); openaiExtra and teamAExtra are added to the openai
 	// provider's and to team-a's entries (indented YAML lines).
 	openaiKeys, openaiExtra, teamAExtra string
+	// idle, when set, is the memory store's idle retention, on
+	// gatekeeper's clock; only an explicit Sweep drops records.
+	idle time.Duration
 }
 
 func newMock(t testing.TB, realClock bool, script *mockprovider.Script) (*mockprovider.Server, string) {
@@ -166,7 +169,11 @@ admin:
 		t.Fatal(err)
 	}
 	e.cfg = cfg
+	e.clk = newClock()
 	e.store = memory.New(memory.Options{})
+	if o.idle > 0 {
+		e.store = memory.New(memory.Options{IdleRetention: o.idle, Clock: e.clk.Now, SweepEvery: time.Hour})
+	}
 	var st trajectory.Store = e.store
 	if o.wrap != nil {
 		st = o.wrap(e.store)
@@ -175,7 +182,6 @@ admin:
 	if o.log != nil {
 		logger = slog.New(slog.NewJSONHandler(o.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	e.clk = newClock()
 	if len(cfg.Gates) > 0 {
 		gates, err := approvals.Compile(cfg.Gates)
 		if err != nil {

@@ -129,8 +129,20 @@ func (s *Server) ensureRoot(ctx context.Context, id string, named bool, tenant *
 	return rec, nil
 }
 
+// childrenFull: a parent has limits.max_children children, so a new
+// thread shares the last one.
+type childrenFull struct {
+	parent, last string
+	max          int
+}
+
+func (e *childrenFull) Error() string {
+	return fmt.Sprintf("proxy: %s has %d children", e.parent, e.max)
+}
+
 // ensureChild returns the child record id of parent for a thread key,
-// creating it when missing.
+// creating it when missing, unless the parent has limits.max_children
+// children (*childrenFull).
 func (s *Server) ensureChild(ctx context.Context, parent, tenant, id, key string) error {
 	_, err := s.store.Get(ctx, id)
 	if err == nil {
@@ -138,6 +150,15 @@ func (s *Server) ensureChild(ctx context.Context, parent, tenant, id, key string
 	}
 	if !errors.Is(err, trajectory.ErrNotFound) {
 		return storeErr(err)
+	}
+	if n := s.cfg.Limits.MaxChildren; n > 0 {
+		p, err := s.store.Get(ctx, parent)
+		if err != nil {
+			return storeErr(err)
+		}
+		if len(p.Children) >= n {
+			return &childrenFull{parent: parent, last: p.Children[len(p.Children)-1], max: n}
+		}
 	}
 	rec := s.newRecord(id, parent, nil)
 	rec.Tenant = tenant

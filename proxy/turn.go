@@ -46,6 +46,8 @@ type turn struct {
 	truncated  int64                 // the thread's last replies cut at their output limit, in a row
 	extras     streaming.Extras      // the reply's 1-hour cache writes and service tier
 	ceil       tenantHold            // what the call holds against its tenant's ceilings
+	shared     bool                  // the thread shares a last child: its parent has limits.max_children
+	sharedNew  bool                  // and learned so in this request: a children_full event is due
 
 	stopped  stopKind           // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
@@ -187,6 +189,7 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	if h, ok := s.hints.get(hintKey); ok {
 		// The thread's record is known from an earlier call: admission is
 		// one store call.
+		t.shared = h.shared
 		err := t.admitOn(ctx, h.parent, h.base, key, ids)
 		if !errors.Is(err, errOtherThread) && !errors.Is(err, trajectory.ErrNotFound) {
 			return err
@@ -209,19 +212,19 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	candidate := childID(parent.ID, key)
 	if parent == root && (root.Thread == key || root.Thread == "") {
 		candidate = root.ID
-	} else if err := s.ensureChild(ctx, parent.ID, parent.Tenant, candidate, key); err != nil {
+	} else if candidate, err = t.child(ctx, parent.ID, candidate, key); err != nil {
 		return err
 	}
 	h := hint{parent: parent.ID, base: candidate}
 	err = t.admitOn(ctx, h.parent, h.base, key, ids)
 	if errors.Is(err, errOtherThread) && candidate == root.ID {
 		// Another conversation claimed the root after it was read.
-		h.base = childID(root.ID, key)
-		if err := s.ensureChild(ctx, root.ID, root.Tenant, h.base, key); err != nil {
+		if h.base, err = t.child(ctx, root.ID, childID(root.ID, key), key); err != nil {
 			return err
 		}
 		err = t.admitOn(ctx, h.parent, h.base, key, ids)
 	}
+	h.shared = t.shared
 	if errors.Is(err, errOtherThread) || errors.Is(err, trajectory.ErrNotFound) {
 		return storeErr(err)
 	}
@@ -229,6 +232,21 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 		s.hints.put(hintKey, h)
 	}
 	return err
+}
+
+// child returns the record a thread under parent is admitted on: its own
+// child id, created when missing, or, once parent has
+// limits.max_children children, the last of them, shared.
+func (t *turn) child(ctx context.Context, parent, id, key string) (string, error) {
+	err := t.s.ensureChild(ctx, parent, t.req.tenant.Name, id, key)
+	var full *childrenFull
+	if errors.As(err, &full) {
+		t.shared, t.sharedNew = true, true
+		t.log.LogAttrs(ctx, slog.LevelWarn, "record has limits.max_children children; the thread shares the last",
+			slog.String("trajectory", parent), slog.String("shares", full.last))
+		return full.last, nil
+	}
+	return id, err
 }
 
 // admitOn admits the turn on the thread record base, or on a sibling of
@@ -240,7 +258,10 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 			// A sibling is a child of the busy thread's parent (of the
 			// root when the busy thread is the root itself).
 			candidate = siblingID(parent, base, n)
-			if err := t.s.ensureChild(ctx, parent, t.req.tenant.Name, candidate, key); err != nil {
+			var full *childrenFull
+			if err := t.s.ensureChild(ctx, parent, t.req.tenant.Name, candidate, key); errors.As(err, &full) {
+				break
+			} else if err != nil {
 				return err
 			}
 		}
@@ -351,7 +372,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		}
 	}
 	switch {
-	case rec.Thread != "" && rec.Thread != key:
+	case rec.Thread != "" && rec.Thread != key && !t.shared:
 		return admission{}, nil, errOtherThread
 	case rec.State == trajectory.CallingModel && now.Sub(rec.UpdatedAt) < t.s.staleCall(t.req.tenant):
 		return admission{}, nil, errBusy
@@ -364,10 +385,14 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	case rec.State == trajectory.AwaitingApproval || rec.State == trajectory.Finalizing:
 		return admission{}, nil, errBusy
 	}
+	var evs []trajectory.Event
 	if rec.Thread == "" {
 		rec.Thread = key
+	} else if rec.Thread != key && t.sharedNew && len(chain) > 1 {
+		t.sharedNew = false
+		evs = append(evs, eventWith(chain[1].ID, now, trajectory.EventChildrenFull, map[string]any{
+			"thread": key, "shares": rec.ID, "max_children": t.s.cfg.Limits.MaxChildren}))
 	}
-	var evs []trajectory.Event
 	if rec.State == trajectory.CallingModel {
 		// The call in flight outlived any call this tenant may make: the
 		// replica serving it is gone. Its reservation is given back, and

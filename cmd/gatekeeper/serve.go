@@ -126,7 +126,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	var ledger tenant.Ledger
 	switch cfg.Store.Kind {
 	case config.StoreMemory:
-		s.store = memory.New(memory.Options{})
+		s.store = memory.New(memory.Options{Retention: cfg.Store.Retention.Std(), IdleRetention: cfg.Store.IdleRetention.Std()})
 		ledger = memory.NewLedger(nil)
 		aprStore = memory.NewApprovals(memory.ApprovalsOptions{Retention: cfg.Store.Retention.Std()})
 	case config.StoreRedis:
@@ -145,7 +145,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		// A replica that cannot reach the shared store must not start
 		// serving: it would refuse every turn.
 		octx, cancel := context.WithTimeout(ctx, redisOpenTimeout)
-		rs, err := redisstore.Open(octx, redisstore.Options{Client: client, Retention: cfg.Store.Retention.Std()})
+		rs, err := redisstore.Open(octx, redisstore.Options{Client: client, Retention: cfg.Store.Retention.Std(), IdleRetention: cfg.Store.IdleRetention.Std()})
 		cancel()
 		if err != nil {
 			s.close()

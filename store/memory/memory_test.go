@@ -256,3 +256,9 @@ func BenchmarkUpdateChain(b *testing.B) {
 func TestLedgerContract(t *testing.T) {
 	storetest.RunLedger(t, func(t *testing.T) tenant.Ledger { return NewLedger(nil) })
 }
+
+func TestIdleRetention(t *testing.T) {
+	storetest.RunIdle(t, 200*time.Millisecond, func(t *testing.T) trajectory.Store {
+		return New(Options{IdleRetention: 200 * time.Millisecond, SweepEvery: 10 * time.Millisecond})
+	})
+}

@@ -650,3 +650,12 @@ func TestLedgerContract(t *testing.T) {
 		})
 	})
 }
+
+func TestIdleRetention(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Target) {
+		storetest.RunIdle(t, 200*time.Millisecond, func(t *testing.T) trajectory.Store {
+			r.Flush(t)
+			return openOn(t, r, Options{IdleRetention: 200 * time.Millisecond})
+		})
+	})
+}
