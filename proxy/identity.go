@@ -123,10 +123,38 @@ func (s *Server) ensureRoot(ctx context.Context, id string, named bool, tenant *
 		return nil, storeErr(err)
 	}
 	if rec.Tenant != tenant.Name {
-		return nil, httpErr(http.StatusForbidden, errPermission,
-			fmt.Sprintf("trajectory %s belongs to another tenant", id))
+		return nil, errOtherTenant
 	}
 	return rec, nil
+}
+
+// errOtherTenant: the id names another tenant's run. It never reaches the
+// agent, which must not learn that the other run exists.
+var errOtherTenant = errors.New("proxy: the id names another tenant's run")
+
+// scopedRoot is the store id of the run a tenant names id: the plain id
+// when it is the tenant's own or no one's yet, else the tenant's scoped
+// one (trajectory.TenantScoped). Two tenants may so use the same name,
+// each reaching its own run.
+func (s *Server) scopedRoot(ctx context.Context, id, tenant string) (string, error) {
+	scoped := trajectory.TenantScoped(id, tenant)
+	_, err := s.store.Get(ctx, scoped)
+	if err == nil {
+		return scoped, nil
+	}
+	if !errors.Is(err, trajectory.ErrNotFound) {
+		return "", storeErr(err)
+	}
+	rec, err := s.store.Get(ctx, id)
+	switch {
+	case errors.Is(err, trajectory.ErrNotFound):
+		return id, nil
+	case err != nil:
+		return "", storeErr(err)
+	case rec.Tenant != tenant:
+		return scoped, nil
+	}
+	return id, nil
 }
 
 // childrenFull: a parent has limits.max_children children, so a new

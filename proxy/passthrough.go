@@ -132,8 +132,8 @@ func (s *Server) passWaitError(ctx context.Context, up *upstream, class string, 
 		Msg: "gatekeeper could not check provider " + up.cfg.Name + "'s rate limits; retry later", Err: err}
 }
 
-// checkPassRun refuses a pass-through request of a run that has ended, is
-// paused or belongs to another tenant. The run is the one the path, the
+// checkPassRun refuses a pass-through request of a run of its tenant that
+// has ended or is paused. The run is the one the path, the
 // X-Gatekeeper-Trajectory header or the client's session header names; a
 // request naming none, or a run not created yet, has nothing to check.
 func (s *Server) checkPassRun(r *http.Request, req *request) error {
@@ -144,6 +144,11 @@ func (s *Server) checkPassRun(r *http.Request, req *request) error {
 			return err
 		}
 	}
+	name := id
+	id, err := s.scopedRoot(r.Context(), id, req.tenant.Name)
+	if err != nil {
+		return err
+	}
 	rec, err := s.store.Get(r.Context(), id)
 	switch {
 	case errors.Is(err, trajectory.ErrNotFound):
@@ -151,12 +156,13 @@ func (s *Server) checkPassRun(r *http.Request, req *request) error {
 	case err != nil:
 		return storeErr(err)
 	case rec.Tenant != req.tenant.Name:
-		return httpErr(http.StatusForbidden, errPermission, fmt.Sprintf("trajectory %s belongs to another tenant", id))
+		// Another tenant's run of that name: nothing of this tenant's.
+		return nil
 	case rec.State.Terminal():
 		return endedError(rec)
 	case rec.State == trajectory.Paused:
 		return &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
-			Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", id)}
+			Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", name)}
 	}
 	return nil
 }

@@ -228,10 +228,11 @@ func (t *turn) settleTenantWith(ctx context.Context, used tenant.Amount) {
 // tenant whose runs operators start refuses it, and the tenant's live and
 // hourly ceilings count it. named says the request named the run itself.
 func (s *Server) mayStart(ctx context.Context, tn *config.Tenant, id string, named bool) error {
+	name := trajectory.Unscoped(id, tn.Name) // as the agent named it
 	if tn.Trajectories == config.TrajectoriesOperators {
 		msg := fmt.Sprintf("tenant %s's runs are started by operators only (tenants[].trajectories: operators), and this request names no trajectory; ask an operator to create one through the admin API and send its id in X-Gatekeeper-Trajectory", tn.Name)
 		if named {
-			msg = fmt.Sprintf("tenant %s's runs are started by operators only (tenants[].trajectories: operators), and no operator created trajectory %s; ask an operator to create it through the admin API", tn.Name, id)
+			msg = fmt.Sprintf("tenant %s's runs are started by operators only (tenants[].trajectories: operators), and no operator created trajectory %s; ask an operator to create it through the admin API", tn.Name, name)
 		}
 		return &HTTPError{Code: http.StatusForbidden, Type: errPermission, NoRetry: true, Msg: msg}
 	}
@@ -255,11 +256,11 @@ func (s *Server) mayStart(ctx context.Context, tn *config.Tenant, id string, nam
 	case tenant.LimitLive:
 		return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
 			Msg: fmt.Sprintf("tenant %s has reached its %s limit (%d runs not finished); trajectory %s was not started; it resets when one of the tenant's runs finishes",
-				tn.Name, tenant.LimitLive, lim.MaxLive, id)}
+				tn.Name, tenant.LimitLive, lim.MaxLive, name)}
 	case tenant.LimitNewPerHour:
 		return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
 			Msg: fmt.Sprintf("tenant %s has reached its %s limit (%d runs started in the last hour); trajectory %s was not started; it resets at %s",
-				tn.Name, tenant.LimitNewPerHour, lim.NewPerHour, id, st.Retry.UTC().Format(time.RFC3339))}
+				tn.Name, tenant.LimitNewPerHour, lim.NewPerHour, name, st.Retry.UTC().Format(time.RFC3339))}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,7 +118,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		s.serveReattach(w, r, t)
 		return
 	}
-	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
+	w.Header().Set("X-Gatekeeper-Trajectory", trajectory.Unscoped(t.recID, req.tenant.Name))
 
 	sctx, tt := s.tel.StartTurn(r.Context(), r.Header, telemetry.TurnStart{
 		Provider: req.up.cfg.Name, ProviderName: req.up.cfg.API, API: string(req.api), Model: pr.Model,
@@ -197,7 +198,17 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 		s.hints.drop(hintKey)
 	}
 	named := t.req.trajectoryID != "" || r.Header.Get("X-Gatekeeper-Trajectory") != ""
+	if named {
+		if rid, err = s.scopedRoot(ctx, rid, t.req.tenant.Name); err != nil {
+			return err
+		}
+	}
 	root, err := s.ensureRoot(ctx, rid, named, t.req.tenant)
+	if errors.Is(err, errOtherTenant) && named && !strings.Contains(rid, "@") {
+		// Another tenant took the name between the look and the create.
+		rid = trajectory.TenantScoped(rid, t.req.tenant.Name)
+		root, err = s.ensureRoot(ctx, rid, named, t.req.tenant)
+	}
 	if err != nil {
 		return err
 	}
@@ -334,7 +345,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			left := hold - time.Since(pausedSince)
 			if left <= 0 {
 				return nil, adm, &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
-					Msg: fmt.Sprintf("trajectory %s is paused (by an operator, or until its budget is raised); retry later", id)}
+					Msg: fmt.Sprintf("trajectory %s is paused (by an operator, or until its budget is raised); retry later", trajectory.Unscoped(id, t.req.tenant.Name))}
 			}
 			woken, stop := t.s.live.wait(id)
 			select {
@@ -357,8 +368,9 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	now := t.s.now()
 	rec, root := chain[0], chain[len(chain)-1]
 	if root.Tenant != t.req.tenant.Name {
-		return admission{}, nil, httpErr(http.StatusForbidden, errPermission,
-			fmt.Sprintf("trajectory %s belongs to another tenant", root.ID))
+		// Names are the tenant's own: another tenant's record is not
+		// there for this one.
+		return admission{}, nil, trajectory.ErrNotFound
 	}
 	for _, r := range chain {
 		if r.State.Terminal() {
@@ -461,10 +473,10 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 func endedError(rec *trajectory.Record) error {
 	if rec.ExitReason == exitBudgetExceeded {
 		return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
-			Msg: fmt.Sprintf("trajectory %s was stopped by its %s budget; an operator can start a new trajectory", rec.ID, rec.BindingDimension)}
+			Msg: fmt.Sprintf("trajectory %s was stopped by its %s budget; an operator can start a new trajectory", trajectory.Unscoped(rec.ID, rec.Tenant), rec.BindingDimension)}
 	}
 	return &HTTPError{Code: http.StatusForbidden, Type: errTrajectoryCanceled, NoRetry: true,
-		Msg: fmt.Sprintf("trajectory %s has ended (%s %s); start a new trajectory to continue", rec.ID, rec.State, rec.ExitReason)}
+		Msg: fmt.Sprintf("trajectory %s has ended (%s %s); start a new trajectory to continue", trajectory.Unscoped(rec.ID, rec.Tenant), rec.State, rec.ExitReason)}
 }
 
 func eventWith(id string, now time.Time, typ trajectory.EventType, data any) trajectory.Event {

@@ -187,7 +187,6 @@ func TestPassThroughAllowlist(t *testing.T) {
 		{"/t/pass-ended/anthropic/v1/models", hdr(), 403, "trajectory_canceled"},
 		{"/anthropic/v1/models", hdr("X-Gatekeeper-Trajectory", "pass-ended"), 403, "trajectory_canceled"},
 		{"/t/pass-paused/anthropic/v1/models", hdr(), 503, "trajectory_paused"},
-		{"/t/pass-ended/anthropic/v1/models", []string{"x-api-key", vkB}, 403, "permission_error"},
 	} {
 		resp := e.do(t, "GET", c.path, "", c.hdr...)
 		body := readAll(t, resp)
@@ -197,6 +196,11 @@ func TestPassThroughAllowlist(t *testing.T) {
 	}
 	if n := len(e.mock.Requests()); n != before {
 		t.Fatalf("refused pass-through reached the provider (%d → %d)", before, n)
+	}
+	// Team-a's ended run is nothing to team-b, whose names are its own.
+	resp = e.do(t, "GET", "/t/pass-ended/anthropic/v1/models", "", "x-api-key", vkB)
+	if body := readAll(t, resp); resp.StatusCode != 200 {
+		t.Errorf("team-b naming a run team-a ended: %d %s", resp.StatusCode, body)
 	}
 }
 
