@@ -259,3 +259,77 @@ func adminGet(ctx context.Context, url string, out any) error {
 	}
 	return json.Unmarshal(b, out)
 }
+
+// TestReplicasTenantsShareAName: two tenants call trajectory run-42 at
+// once through two gatekeeper processes on one Redis (and a cluster):
+// every call goes through, each agent is told run-42, and each tenant's
+// calls count on its own record only.
+func TestReplicasTenantsShareAName(t *testing.T) {
+	redistest.Each(t, testReplicasTenantsShareAName)
+}
+
+func testReplicasTenantsShareAName(t *testing.T, r redistest.Target) {
+	mock := httptest.NewServer(mockprovider.New(mockprovider.Options{}))
+	defer mock.Close()
+	cfgText := fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: %s
+providers:
+  - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: [{name: k, key: sk-upstream-0001}]}
+tenants:
+  - {name: team-a, keys: [%s]}
+  - {name: team-b, keys: [%s]}
+admin:
+  tokens: [{name: ops, token: %s, roles: [operator]}]
+log: {level: info, format: json}
+`, storeYAML(r), mock.URL, replicaKey, operatorsKey, replicaAdmin)
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reps := []*replica{startReplica(t, cfg), startReplica(t, cfg)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const calls = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*calls)
+	for k, key := range []string{replicaKey, operatorsKey} {
+		for i := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var resp *http.Response
+				c := anthropic.NewClient(option.WithBaseURL(reps[(k+i)%2].base), option.WithAPIKey(key), option.WithMaxRetries(0),
+					option.WithHeader("X-Gatekeeper-Trajectory", "run-42"), option.WithHeader("X-Mock-Turn", `{"kind":"text","text":"done"}`))
+				_, err := c.Messages.New(ctx, anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 64,
+					Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(fmt.Sprintf("task %d", i)))}},
+					option.WithResponseInto(&resp))
+				switch {
+				case err != nil:
+					errs <- err
+				case !strings.HasPrefix(resp.Header.Get("X-Gatekeeper-Trajectory")+"/", "run-42/"):
+					errs <- fmt.Errorf("told it is in %q", resp.Header.Get("X-Gatekeeper-Trajectory"))
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, tn := range []string{"team-a", "team-b"} {
+		var rec struct {
+			Tenant string `json:"tenant"`
+			Spend  struct {
+				Turns int `json:"turns"`
+			} `json:"spend"`
+		}
+		if err := adminGet(ctx, reps[1].base+"/admin/v1/trajectories/"+tn+"/run-42", &rec); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Tenant != tn || rec.Spend.Turns != calls {
+			t.Errorf("%s's run-42: %+v, want its own %d turns", tn, rec, calls)
+		}
+	}
+}
