@@ -95,6 +95,7 @@ type API struct {
 	// stream and keys are nil without WithStream.
 	stream EventStream
 	keys   KeysView
+	ledger TenantLedger // nil without WithLedger
 }
 
 type token struct {
@@ -139,6 +140,7 @@ func (a *API) Routes(r chi.Router) {
 		r.Get("/keys", a.handle(a.keysHeadroom, ""))
 		r.Get("/whoami", a.handle(a.whoami, ""))
 		r.Get("/reports/costs", a.handle(a.costReport, ""))
+		a.tenantRoutes(r)
 	})
 }
 
@@ -269,8 +271,15 @@ func (a *API) show(w http.ResponseWriter, r *http.Request, _ caller) error {
 	if err != nil || id == "" {
 		return badRequest("missing trajectory id")
 	}
+	events := false
 	if rest, ok := strings.CutSuffix(id, "/events"); ok {
-		return a.events(w, r, rest)
+		id, events = rest, true
+	}
+	if id, err = a.resolve(r.Context(), id, r.URL.Query().Get("tenant")); err != nil {
+		return err
+	}
+	if events {
+		return a.events(w, r, id)
 	}
 	rec, err := a.store.Get(r.Context(), id)
 	if err != nil {
@@ -346,6 +355,10 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, c caller) error {
 		// A child is named under its parent, so that one id names its
 		// whole chain (and, in Redis, its tree's slot).
 		req.ID = req.ParentID + "/" + req.ID
+	} else if other, err := a.store.Get(r.Context(), req.ID); err == nil && other.Tenant != tenant.Name {
+		// The name is another tenant's: this tenant's run of that name
+		// lives in its own namespace.
+		req.ID = trajectory.TenantScoped(req.ID, tenant.Name)
 	}
 	now := a.now()
 	rec := &trajectory.Record{ID: req.ID, ParentID: req.ParentID, Tenant: tenant.Name, State: trajectory.Ready,

@@ -45,6 +45,10 @@ type Store struct {
 	// Retention is how long a finished trajectory's record and events are
 	// kept. It must be positive: an unbounded memory store is a leak.
 	Retention Duration `yaml:"retention" json:"retention"`
+	// IdleRetention is how long a run none of whose records is busy, some
+	// idle (READY or WAITING_TOOL), is kept after its last write; it must
+	// be positive: records are free to create.
+	IdleRetention Duration `yaml:"idle_retention" json:"idle_retention"`
 }
 
 // Provider APIs.
@@ -145,6 +149,34 @@ type Tenant struct {
 	// tool that never asks for approval: the provider runs its calls
 	// itself, where no gate can hold them.
 	RefuseUngatedMCP bool `yaml:"refuse_ungated_mcp" json:"refuse_ungated_mcp"`
+	// Limits bound the tenant as a whole, across all its runs and every
+	// replica; zero means no bound.
+	Limits TenantLimits `yaml:"limits" json:"limits"`
+	// Trajectories says who may start a run: TrajectoriesAgents (any
+	// request may, the default) or TrajectoriesOperators (only an
+	// operator, through the admin API; requests must name such a run).
+	Trajectories string `yaml:"trajectories" json:"trajectories"`
+}
+
+// Who may start a tenant's runs (tenants[].trajectories).
+const (
+	TrajectoriesAgents    = "agents"
+	TrajectoriesOperators = "operators"
+)
+
+// TenantLimits are a tenant's ceilings over rolling windows, summed over
+// all its runs: a run cannot escape them by starting over. Zero means no
+// ceiling.
+type TenantLimits struct {
+	// DollarsPerDay and TokensPerDay bound the last 24 hours' spend,
+	// DollarsPerMonth the last 30 days'.
+	DollarsPerDay   float64 `yaml:"dollars_per_day" json:"dollars_per_day"`
+	DollarsPerMonth float64 `yaml:"dollars_per_month" json:"dollars_per_month"`
+	TokensPerDay    int64   `yaml:"tokens_per_day" json:"tokens_per_day"`
+	// MaxLiveTrajectories bounds the runs not yet finished;
+	// NewTrajectoriesPerHour the runs agents start in the last hour.
+	MaxLiveTrajectories    int `yaml:"max_live_trajectories" json:"max_live_trajectories"`
+	NewTrajectoriesPerHour int `yaml:"new_trajectories_per_hour" json:"new_trajectories_per_hour"`
 }
 
 // Budget is a trajectory's default ceiling per dimension; zero means no
@@ -202,6 +234,9 @@ type Limits struct {
 	// how long a keep-alive connection may wait for its next request.
 	HeaderTimeout Duration `yaml:"header_timeout" json:"header_timeout"`
 	IdleTimeout   Duration `yaml:"idle_timeout" json:"idle_timeout"`
+	// MaxChildren bounds a record's child records (threads, subagents);
+	// further threads share its last child.
+	MaxChildren int `yaml:"max_children" json:"max_children"`
 }
 
 // BodyProgressBytes is how much of a request body must arrive within each
@@ -280,6 +315,8 @@ type RateLimits struct {
 const (
 	DefaultListen        = "127.0.0.1:8080"
 	DefaultRetention     = 168 * time.Hour
+	DefaultIdleRetention = 24 * time.Hour
+	DefaultMaxChildren   = 1000
 	DefaultMaxBodyBytes  = 32 << 20
 	DefaultMaxEventBytes = 16 << 20
 	DefaultToolDeadline  = 30 * time.Minute
@@ -309,7 +346,7 @@ func DefaultWeights() map[string]int {
 func DefaultConfig() *Config {
 	return &Config{
 		Listen: DefaultListen,
-		Store:  Store{Kind: StoreMemory, Retention: Duration(DefaultRetention)},
+		Store:  Store{Kind: StoreMemory, Retention: Duration(DefaultRetention), IdleRetention: Duration(DefaultIdleRetention)},
 		Limits: Limits{
 			MaxBodyBytes:  DefaultMaxBodyBytes,
 			MaxEventBytes: DefaultMaxEventBytes,
@@ -318,6 +355,7 @@ func DefaultConfig() *Config {
 			BodyTimeout:   Duration(DefaultBodyTimeout),
 			HeaderTimeout: Duration(DefaultHeaderTimeout),
 			IdleTimeout:   Duration(DefaultIdleTimeout),
+			MaxChildren:   DefaultMaxChildren,
 		},
 		Stages:                Stages{Steer: 0.70, Restrict: 0.90, Halt: 1.00},
 		BudgetMinOutputTokens: DefaultBudgetMinOutputTokens,
@@ -348,6 +386,9 @@ func (c *Config) applyElementDefaults() {
 		}
 		if c.Tenants[i].MaxTruncations == 0 {
 			c.Tenants[i].MaxTruncations = DefaultMaxTruncations
+		}
+		if c.Tenants[i].Trajectories == "" {
+			c.Tenants[i].Trajectories = TrajectoriesAgents
 		}
 	}
 	c.applyApprovalDefaults()

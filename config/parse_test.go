@@ -38,7 +38,7 @@ func TestLoadFullExample(t *testing.T) {
 	}
 	want := &Config{
 		Listen: "127.0.0.1:8080",
-		Store:  Store{Kind: "memory", RedisURL: "redis://127.0.0.1:6379/0", Retention: Duration(72 * time.Hour)},
+		Store:  Store{Kind: "memory", RedisURL: "redis://127.0.0.1:6379/0", Retention: Duration(72 * time.Hour), IdleRetention: Duration(12 * time.Hour)},
 		Providers: []Provider{
 			{Name: "anthropic", API: "anthropic", BaseURL: "https://api.anthropic.com", Default: true,
 				Keys: []ProviderKey{{Name: "main", Key: "sk-ant-test-0001", RPM: 4000, InputTPM: 2000000, OutputTPM: 400000}}},
@@ -57,17 +57,20 @@ func TestLoadFullExample(t *testing.T) {
 			{Name: "team-a", Keys: []string{"vk-team-a-0003"}, Priority: "interactive",
 				Budget:        Budget{Turns: 200, Tokens: 5000000, WallClock: Duration(2 * time.Hour), Dollars: 20, OnExhaust: "pause"},
 				CallLimits:    CallLimits{MaxOutputTokens: 32000, CallDeadline: Duration(10 * time.Minute)},
-				ReadOnlyTools: []string{"Read", "Glob", "Grep", "LS"}, MaxTruncations: 5, RefuseUngatedMCP: true},
+				ReadOnlyTools: []string{"Read", "Glob", "Grep", "LS"}, MaxTruncations: 5, RefuseUngatedMCP: true,
+				Limits:       TenantLimits{DollarsPerDay: 50, DollarsPerMonth: 600, TokensPerDay: 20000000, MaxLiveTrajectories: 20, NewTrajectoriesPerHour: 60},
+				Trajectories: TrajectoriesOperators},
 			{Name: "nightly", Keys: []string{"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"},
 				Priority: "standard", Budget: Budget{Turns: 50, WallClock: Duration(90 * time.Minute)},
-				AnthropicBeta: []string{"prompt-caching-2024-07-31"}, MaxTruncations: DefaultMaxTruncations},
+				AnthropicBeta: []string{"prompt-caching-2024-07-31"}, MaxTruncations: DefaultMaxTruncations, Trajectories: TrajectoriesAgents},
 		},
 		Admin: Admin{Tokens: []AdminToken{
 			{Name: "alice", Token: "alice-admin-token-0004", Roles: []string{"operator", "approver"}},
 			{Name: "release-bot", Token: "release-bot-token-0005", Roles: []string{"approver:release"}},
 		}},
 		Limits: Limits{MaxBodyBytes: 16 << 20, MaxEventBytes: 8 << 20, ToolDeadline: Duration(45 * time.Minute), IdleFinish: Duration(2 * time.Hour), PauseHold: Duration(DefaultPauseHold),
-			BodyTimeout: Duration(30 * time.Second), HeaderTimeout: Duration(20 * time.Second), IdleTimeout: Duration(2 * time.Minute)},
+			BodyTimeout: Duration(30 * time.Second), HeaderTimeout: Duration(20 * time.Second), IdleTimeout: Duration(2 * time.Minute),
+			MaxChildren: 200},
 		Stages:                Stages{Steer: 0.6, Restrict: 0.85, Halt: 1.0},
 		BudgetMinOutputTokens: 2048,
 		Log:                   Log{Level: "debug", Format: "text"},
@@ -136,7 +139,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := DefaultConfig()
-	want.Tenants = []Tenant{{Name: "a", Keys: []string{"k"}, Priority: PriorityStandard, MaxTruncations: DefaultMaxTruncations}}
+	want.Tenants = []Tenant{{Name: "a", Keys: []string{"k"}, Priority: PriorityStandard, MaxTruncations: DefaultMaxTruncations, Trajectories: TrajectoriesAgents}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got %+v\nwant %+v", c, want)
 	}

@@ -183,6 +183,9 @@ func (v *validator) store(s Store) {
 	if s.Retention <= 0 {
 		v.add("store.retention", "must be positive")
 	}
+	if s.IdleRetention <= 0 {
+		v.add("store.idle_retention", "must be positive")
+	}
 }
 
 // redisURL checks the URL without ever quoting it: it may hold a password.
@@ -403,6 +406,10 @@ func (v *validator) tenants(ts []Tenant) map[[32]byte]keyOwner {
 			v.add(fieldPath(at, "name"), "empty")
 		case names[t.Name] != "":
 			v.add(fieldPath(at, "name"), "duplicate tenant name (also %s)", names[t.Name])
+		case strings.ContainsAny(t.Name, "{}/"):
+			// Braces would move the tenant's Redis hash tag; a slash would
+			// make "{tenant}/{id}" ambiguous in the admin API.
+			v.add(fieldPath(at, "name"), "must not contain {, } or /")
 		default:
 			names[t.Name] = at
 		}
@@ -444,6 +451,18 @@ func (v *validator) tenants(ts []Tenant) map[[32]byte]keyOwner {
 		cl := fieldPath(at, "call_limits")
 		v.nonNegative(fieldPath(cl, "max_output_tokens"), int64(t.CallLimits.MaxOutputTokens))
 		v.nonNegativeDuration(fieldPath(cl, "call_deadline"), t.CallLimits.CallDeadline)
+
+		lim := fieldPath(at, "limits")
+		v.nonNegativeFloat(fieldPath(lim, "dollars_per_day"), t.Limits.DollarsPerDay)
+		v.nonNegativeFloat(fieldPath(lim, "dollars_per_month"), t.Limits.DollarsPerMonth)
+		v.nonNegative(fieldPath(lim, "tokens_per_day"), t.Limits.TokensPerDay)
+		v.nonNegative(fieldPath(lim, "max_live_trajectories"), int64(t.Limits.MaxLiveTrajectories))
+		v.nonNegative(fieldPath(lim, "new_trajectories_per_hour"), int64(t.Limits.NewTrajectoriesPerHour))
+		switch t.Trajectories {
+		case TrajectoriesAgents, TrajectoriesOperators:
+		default:
+			v.add(fieldPath(at, "trajectories"), "unknown value %s (want agents or operators)", v.show(fieldPath(at, "trajectories"), t.Trajectories))
+		}
 
 		for j, tool := range t.ReadOnlyTools {
 			if tool == "" {
@@ -525,6 +544,9 @@ func (v *validator) limits(l Limits) {
 	}
 	if l.IdleTimeout <= 0 {
 		v.add("limits.idle_timeout", "must be positive")
+	}
+	if l.MaxChildren <= 0 {
+		v.add("limits.max_children", "must be positive")
 	}
 }
 

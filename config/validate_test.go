@@ -95,6 +95,8 @@ func TestValidateRules(t *testing.T) {
 		}, "store.redis_url", "addr= parameter must be host:port"},
 		{"redis cluster without redis", func(c *Config) { c.Store.RedisCluster = true }, "store.redis_cluster", "only with store.kind redis"},
 		{"retention zero", func(c *Config) { c.Store.Retention = 0 }, "store.retention", "must be positive"},
+		{"idle retention zero", func(c *Config) { c.Store.IdleRetention = 0 }, "store.idle_retention", "must be positive"},
+		{"max children zero", func(c *Config) { c.Limits.MaxChildren = 0 }, "limits.max_children", "must be positive"},
 
 		{"no providers", func(c *Config) { c.Providers = nil }, "providers", "at least one provider"},
 		{"provider name empty", func(c *Config) { c.Providers[1].Name = "" }, "providers[1].name", "empty"},
@@ -165,6 +167,18 @@ func TestValidateRules(t *testing.T) {
 		{"budget tokens negative", func(c *Config) { c.Tenants[0].Budget.Tokens = -1 }, "tenants[0].budget.tokens", ">= 0"},
 		{"budget wall_clock negative", func(c *Config) { c.Tenants[0].Budget.WallClock = -1 }, "tenants[0].budget.wall_clock", "negative"},
 		{"budget dollars negative", func(c *Config) { c.Tenants[0].Budget.Dollars = -0.01 }, "tenants[0].budget.dollars", ">= 0"},
+		{"tenant name with a brace", func(c *Config) { c.Tenants[1].Name = "team{b}" }, "tenants[1].name", "must not contain {, } or /"},
+		{"tenant name with a slash", func(c *Config) { c.Tenants[1].Name = "team/b" }, "tenants[1].name", "must not contain {, } or /"},
+		{"tenant dollars per day negative", func(c *Config) { c.Tenants[0].Limits.DollarsPerDay = -1 }, "tenants[0].limits.dollars_per_day", ">= 0"},
+		{"tenant dollars per month not finite", func(c *Config) { c.Tenants[0].Limits.DollarsPerMonth = math.Inf(1) }, "tenants[0].limits.dollars_per_month", "finite"},
+		{"tenant tokens per day negative", func(c *Config) { c.Tenants[0].Limits.TokensPerDay = -1 }, "tenants[0].limits.tokens_per_day", ">= 0"},
+		{"tenant live runs negative", func(c *Config) { c.Tenants[0].Limits.MaxLiveTrajectories = -1 }, "tenants[0].limits.max_live_trajectories", ">= 0"},
+		{"tenant new runs negative", func(c *Config) { c.Tenants[0].Limits.NewTrajectoriesPerHour = -1 }, "tenants[0].limits.new_trajectories_per_hour", ">= 0"},
+		{"tenant limits", func(c *Config) {
+			c.Tenants[0].Limits = TenantLimits{DollarsPerDay: 5, DollarsPerMonth: 50, TokensPerDay: 1e6, MaxLiveTrajectories: 10, NewTrajectoriesPerHour: 100}
+		}, "", ""},
+		{"trajectories unknown", func(c *Config) { c.Tenants[0].Trajectories = "anyone" }, "tenants[0].trajectories", `unknown value "anyone"`},
+		{"trajectories operators", func(c *Config) { c.Tenants[0].Trajectories = TrajectoriesOperators }, "", ""},
 		{"max_output_tokens negative", func(c *Config) { c.Tenants[0].CallLimits.MaxOutputTokens = -1 }, "tenants[0].call_limits.max_output_tokens", ">= 0"},
 		{"call_deadline negative", func(c *Config) { c.Tenants[0].CallLimits.CallDeadline = -1 }, "tenants[0].call_limits.call_deadline", "negative"},
 		{"read-only tool empty", func(c *Config) { c.Tenants[0].ReadOnlyTools = []string{"Read", ""} }, "tenants[0].read_only_tools[1]", "empty"},

@@ -220,7 +220,7 @@ func (s *Server) haltError(rec *trajectory.Record, adm admission) error {
 	d := adm.decision
 	whose := "its"
 	if d.BindingID != rec.ID {
-		whose = "the " + d.BindingID + " run's"
+		whose = "the " + trajectory.Unscoped(d.BindingID, rec.Tenant) + " run's"
 	}
 	left := ""
 	for _, l := range adm.levels {
@@ -232,7 +232,7 @@ func (s *Server) haltError(rec *trajectory.Record, adm admission) error {
 	}
 	return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
 		Msg: fmt.Sprintf("trajectory %s has exhausted %s %s budget (%.0f%% used%s, not enough for this call's input and a minimal reply); the call was not forwarded and the run is stopped; an operator can start a new trajectory with a larger budget",
-			rec.ID, whose, d.Binding, d.Rho*100, left)}
+			trajectory.Unscoped(rec.ID, rec.Tenant), whose, d.Binding, d.Rho*100, left)}
 }
 
 // notice is the budget notice appended to a steered or restricted
@@ -287,7 +287,10 @@ func newCallID() string {
 }
 
 // hint is where an earlier call of a thread was admitted.
-type hint struct{ parent, base string }
+type hint struct {
+	parent, base string
+	shared       bool // base is a last child shared by threads past limits.max_children
+}
 
 // hints remembers, per trajectory and thread key, the record a thread was
 // admitted on, so that a thread's later calls are admitted in one store

@@ -73,6 +73,7 @@ type env struct {
 	twinURL string
 	gk      string
 	store   *memory.Store
+	ledger  *memory.Ledger
 	cfg     *config.Config
 	px      *proxy.Server
 	clk     *clock // gatekeeper's clock
@@ -104,6 +105,9 @@ type envOpts struct {
 	// readOnly, when set, replaces team-a's read_only_tools (YAML flow
 	// sequence).
 	readOnly string
+	// idle, when set, is the memory store's idle retention, on
+	// gatekeeper's clock; only an explicit Sweep drops records.
+	idle time.Duration
 }
 
 func newMock(t testing.TB, realClock bool, script *mockprovider.Script) (*mockprovider.Server, string) {
@@ -172,7 +176,11 @@ admin:
 		t.Fatal(err)
 	}
 	e.cfg = cfg
+	e.clk = newClock()
 	e.store = memory.New(memory.Options{})
+	if o.idle > 0 {
+		e.store = memory.New(memory.Options{IdleRetention: o.idle, Clock: e.clk.Now, SweepEvery: time.Hour})
+	}
 	var st trajectory.Store = e.store
 	if o.wrap != nil {
 		st = o.wrap(e.store)
@@ -181,7 +189,6 @@ admin:
 	if o.log != nil {
 		logger = slog.New(slog.NewJSONHandler(o.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	e.clk = newClock()
 	if len(cfg.Gates) > 0 {
 		gates, err := approvals.Compile(cfg.Gates)
 		if err != nil {
@@ -195,13 +202,14 @@ admin:
 		e.svc = approvals.NewService(approvals.ServiceOptions{Store: ast, Gates: gates, Signals: e.store, Clock: e.clk.Now,
 			Logger: slog.New(slog.DiscardHandler), MaxPending: cfg.Approvals.MaxPending})
 	}
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: e.clk.Now, Logger: logger, Telemetry: o.tel, Approvals: e.svc})
+	e.ledger = memory.NewLedger(e.clk.Now)
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: e.clk.Now, Logger: logger, Telemetry: o.tel, Approvals: e.svc, Ledger: e.ledger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.px = px
 	r := chi.NewRouter()
-	adminOpts := []admin.Option{admin.WithSignals(e.store)}
+	adminOpts := []admin.Option{admin.WithSignals(e.store), admin.WithLedger(e.ledger)}
 	if e.svc != nil {
 		adminOpts = append(adminOpts, admin.WithApprovals(e.svc))
 	}

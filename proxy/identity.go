@@ -97,12 +97,21 @@ func siblingID(parent, base string, n int) string {
 }
 
 // ensureRoot returns the root record, creating it with the tenant's
-// defaults when it does not exist yet. A root of another tenant is refused.
-func (s *Server) ensureRoot(ctx context.Context, id string, tenant *config.Tenant) (*trajectory.Record, error) {
+// defaults when it does not exist yet and the tenant may start a run. A
+// root of another tenant is refused.
+// named says whether the request named the run (path or
+// X-Gatekeeper-Trajectory) rather than leaving it implicit.
+func (s *Server) ensureRoot(ctx context.Context, id string, named bool, tenant *config.Tenant) (*trajectory.Record, error) {
 	rec, err := s.store.Get(ctx, id)
 	if errors.Is(err, trajectory.ErrNotFound) {
+		if err := s.mayStart(ctx, tenant, id, named); err != nil {
+			return nil, err
+		}
 		rec = s.newRecord(id, "", tenant)
 		err = s.store.Create(ctx, rec, s.createdEvent(rec))
+		if err != nil && !errors.Is(err, trajectory.ErrExists) {
+			s.unstart(tenant, id)
+		}
 		if err == nil {
 			s.tel.StateChanged(tenant.Name, "", string(rec.State))
 		}
@@ -114,14 +123,54 @@ func (s *Server) ensureRoot(ctx context.Context, id string, tenant *config.Tenan
 		return nil, storeErr(err)
 	}
 	if rec.Tenant != tenant.Name {
-		return nil, httpErr(http.StatusForbidden, errPermission,
-			fmt.Sprintf("trajectory %s belongs to another tenant", id))
+		return nil, errOtherTenant
 	}
 	return rec, nil
 }
 
+// errOtherTenant: the id names another tenant's run. It never reaches the
+// agent, which must not learn that the other run exists.
+var errOtherTenant = errors.New("proxy: the id names another tenant's run")
+
+// scopedRoot is the store id of the run a tenant names id: the plain id
+// when it is the tenant's own or no one's yet, else the tenant's scoped
+// one (trajectory.TenantScoped). Two tenants may so use the same name,
+// each reaching its own run.
+func (s *Server) scopedRoot(ctx context.Context, id, tenant string) (string, error) {
+	scoped := trajectory.TenantScoped(id, tenant)
+	_, err := s.store.Get(ctx, scoped)
+	if err == nil {
+		return scoped, nil
+	}
+	if !errors.Is(err, trajectory.ErrNotFound) {
+		return "", storeErr(err)
+	}
+	rec, err := s.store.Get(ctx, id)
+	switch {
+	case errors.Is(err, trajectory.ErrNotFound):
+		return id, nil
+	case err != nil:
+		return "", storeErr(err)
+	case rec.Tenant != tenant:
+		return scoped, nil
+	}
+	return id, nil
+}
+
+// childrenFull: a parent has limits.max_children children, so a new
+// thread shares the last one.
+type childrenFull struct {
+	parent, last string
+	max          int
+}
+
+func (e *childrenFull) Error() string {
+	return fmt.Sprintf("proxy: %s has %d children", e.parent, e.max)
+}
+
 // ensureChild returns the child record id of parent for a thread key,
-// creating it when missing.
+// creating it when missing, unless the parent has limits.max_children
+// children (*childrenFull).
 func (s *Server) ensureChild(ctx context.Context, parent, tenant, id, key string) error {
 	_, err := s.store.Get(ctx, id)
 	if err == nil {
@@ -129,6 +178,15 @@ func (s *Server) ensureChild(ctx context.Context, parent, tenant, id, key string
 	}
 	if !errors.Is(err, trajectory.ErrNotFound) {
 		return storeErr(err)
+	}
+	if n := s.cfg.Limits.MaxChildren; n > 0 {
+		p, err := s.store.Get(ctx, parent)
+		if err != nil {
+			return storeErr(err)
+		}
+		if len(p.Children) >= n {
+			return &childrenFull{parent: parent, last: p.Children[len(p.Children)-1], max: n}
+		}
 	}
 	rec := s.newRecord(id, parent, nil)
 	rec.Tenant = tenant

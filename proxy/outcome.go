@@ -72,6 +72,7 @@ func (t *turn) record(ctx context.Context, o outcome) {
 	if !o.upstream {
 		charge = s.prices.Cost(model, o.usage)
 	}
+	t.settleTenant(ctx, charge, o)
 	data := map[string]any{
 		"stop": o.stop, "status": o.status, "model": model, "provider": t.req.up.cfg.Name,
 		"duration_ms": now.Sub(t.started).Milliseconds(), "estimated": o.estimated,

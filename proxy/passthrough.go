@@ -132,15 +132,16 @@ func (s *Server) passWaitError(ctx context.Context, up *upstream, class string, 
 		Msg: "gatekeeper could not check provider " + up.cfg.Name + "'s rate limits; retry later", Err: err}
 }
 
-// checkPassRun refuses a pass-through request of a run that has ended, is
-// paused (or about to pause) or belongs to another tenant, as a turn of it
-// would be. The run is the one the path, the X-Gatekeeper-Trajectory
-// header or the client's session header names; when the request carries a
-// subagent's id (X-Claude-Code-Agent-Id), its thread record under that run,
-// as a turn finds it. That record and each of its ancestors are checked,
-// so that a subagent stopped by an operator, or whose run was, passes no
-// more than its turns do. A request naming no run, or a run not created
-// yet, has nothing to check.
+// checkPassRun refuses a pass-through request of a run of its tenant that
+// has ended, is paused (or about to pause), as a turn of it would be. The
+// run is the one the path, the X-Gatekeeper-Trajectory header or the
+// client's session header names; when the request carries a subagent's id
+// (X-Claude-Code-Agent-Id), its thread record under that run, as a turn
+// finds it. That record and each of its ancestors are checked, so that a
+// subagent stopped by an operator, or whose run was, passes no more than
+// its turns do. A request naming no run, or a run not created yet, has
+// nothing to check; another tenant's run of the same name is nothing of
+// this tenant's.
 func (s *Server) checkPassRun(r *http.Request, req *request) error {
 	id := req.trajectoryID
 	if id == "" {
@@ -148,6 +149,10 @@ func (s *Server) checkPassRun(r *http.Request, req *request) error {
 		if id, err = headerRootID(r, req); err != nil || id == "" {
 			return err
 		}
+	}
+	id, err := s.scopedRoot(r.Context(), id, req.tenant.Name)
+	if err != nil {
+		return err
 	}
 	if thread := s.passThread(r, id); thread != "" {
 		id = thread
@@ -160,12 +165,12 @@ func (s *Server) checkPassRun(r *http.Request, req *request) error {
 		case err != nil:
 			return storeErr(err)
 		case rec.Tenant != req.tenant.Name:
-			return httpErr(http.StatusForbidden, errPermission, fmt.Sprintf("trajectory %s belongs to another tenant", rec.ID))
+			return nil
 		case rec.State.Terminal():
 			return endedError(rec)
 		case rec.State == trajectory.Paused || rec.Pending.Control != nil && rec.Pending.Control.Kind == trajectory.ControlPause:
 			return &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
-				Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", rec.ID)}
+				Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", trajectory.Unscoped(rec.ID, rec.Tenant))}
 		}
 		id = rec.ParentID
 	}

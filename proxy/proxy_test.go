@@ -276,7 +276,6 @@ func TestEndedTrajectoryRefused(t *testing.T) {
 		typ        string
 	}{
 		{"canceled", "/t/done-1/anthropic/v1/messages", 403, "trajectory_canceled"},
-		{"another tenant's", "/t/theirs/anthropic/v1/messages", 403, "permission_error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := e.do(t, "POST", tc.path, anthropicReq(false, "hi"), hdr()...)
@@ -289,8 +288,17 @@ func TestEndedTrajectoryRefused(t *testing.T) {
 	if n := len(e.mock.Requests()); n != 0 {
 		t.Fatalf("%d refused calls reached the provider", n)
 	}
-	if got := e.record(t, "theirs"); got.State != trajectory.Ready || got.Turns != 0 {
+	// Another tenant's name is no refusal: the call runs in team-a's own
+	// namespace, and team-b's record is untouched.
+	resp := e.do(t, "POST", "/t/theirs/anthropic/v1/messages", anthropicReq(false, "hi"), hdr()...)
+	if body := readAll(t, resp); resp.StatusCode != 200 || resp.Header.Get("X-Gatekeeper-Trajectory") != "theirs" {
+		t.Fatalf("team-a naming team-b's run: %d %q %s", resp.StatusCode, resp.Header.Get("X-Gatekeeper-Trajectory"), body)
+	}
+	if got := e.record(t, "theirs"); got.State != trajectory.Ready || got.Turns != 0 || got.Tenant != "team-b" {
 		t.Errorf("another tenant's record changed: %+v", got)
+	}
+	if got := e.record(t, trajectory.TenantScoped("theirs", "team-a")); got.Tenant != "team-a" || got.Turns != 1 {
+		t.Errorf("team-a's own run: %+v", got)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
+	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
 
@@ -48,6 +49,9 @@ type Options struct {
 	// Buckets holds the provider keys' rate-limit capacity; in this
 	// process when nil. Replicas share it through ratelimit.NewRedis.
 	Buckets ratelimit.Buckets
+	// Ledger keeps tenants' spend and live runs against tenants[].limits;
+	// required when a tenant has limits. Replicas share a Redis one.
+	Ledger tenant.Ledger
 }
 
 // Server serves the agent-facing routes.
@@ -74,8 +78,9 @@ type Server struct {
 	listening  chan struct{}
 	closing    chan struct{} // closed by EndHolds: held waits end
 	endHolds   sync.Once
-	esc        *escrow  // nil when no gate is configured
-	secrets    []string // every provider key, redacted from upstream error bodies
+	esc        *escrow       // nil when no gate is configured
+	secrets    []string      // every provider key, redacted from upstream error bodies
+	ledger     tenant.Ledger // nil when no tenant has limits
 }
 
 // upstream is one configured provider with its reverse proxy.
@@ -115,6 +120,12 @@ func New(opts Options) (*Server, error) {
 		live:      newLive(),
 		tel:       opts.Telemetry,
 		listening: make(chan struct{}),
+		ledger:    opts.Ledger,
+	}
+	for _, tn := range opts.Config.Tenants {
+		if tn.Limits != (config.TenantLimits{}) && s.ledger == nil {
+			return nil, fmt.Errorf("proxy: tenant %s has limits, which need a Ledger", tn.Name)
+		}
 	}
 	if s.minOutput <= 0 {
 		s.minOutput = config.DefaultBudgetMinOutputTokens

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,9 @@ type turn struct {
 	interrupt  string                // an operator's message for this request
 	truncated  int64                 // the thread's last replies cut at their output limit, in a row
 	extras     streaming.Extras      // the reply's 1-hour cache writes and service tier
+	ceil       tenantHold            // what the call holds against its tenant's ceilings
+	shared     bool                  // the thread shares a last child: its parent has limits.max_children
+	sharedNew  bool                  // and learned so in this request: a children_full event is due
 
 	stopped  stopKind           // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
@@ -109,7 +113,12 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	if s.esc != nil && s.esc.gates.ForTenant(req.tenant.Name) {
 		t.gated, t.key, t.hdr = true, turnKey(req.api, body), r.Header
 	}
+	if err := t.reserveTenant(r.Context()); err != nil {
+		writeError(w, req.api, err)
+		return
+	}
 	if err := t.admit(r.Context(), r); err != nil {
+		t.releaseTenant()
 		writeError(w, req.api, err)
 		return
 	}
@@ -119,10 +128,11 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		t.recordMark(r.Context(), mark)
 	}
 	if t.hold != nil {
+		t.releaseTenant()
 		s.serveReattach(w, r, t)
 		return
 	}
-	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
+	w.Header().Set("X-Gatekeeper-Trajectory", trajectory.Unscoped(t.recID, req.tenant.Name))
 
 	sctx, tt := s.tel.StartTurn(r.Context(), r.Header, telemetry.TurnStart{
 		Provider: req.up.cfg.Name, ProviderName: req.up.cfg.API, API: string(req.api), Model: pr.Model,
@@ -194,13 +204,25 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	if h, ok := s.hints.get(hintKey); ok {
 		// The thread's record is known from an earlier call: admission is
 		// one store call.
+		t.shared = h.shared
 		err := t.admitOn(ctx, h.parent, h.base, key, ids)
 		if !errors.Is(err, errOtherThread) && !errors.Is(err, trajectory.ErrNotFound) {
 			return err
 		}
 		s.hints.drop(hintKey)
 	}
-	root, err := s.ensureRoot(ctx, rid, t.req.tenant)
+	named := t.req.trajectoryID != "" || r.Header.Get("X-Gatekeeper-Trajectory") != ""
+	if named {
+		if rid, err = s.scopedRoot(ctx, rid, t.req.tenant.Name); err != nil {
+			return err
+		}
+	}
+	root, err := s.ensureRoot(ctx, rid, named, t.req.tenant)
+	if errors.Is(err, errOtherTenant) && named && !strings.Contains(rid, "@") {
+		// Another tenant took the name between the look and the create.
+		rid = trajectory.TenantScoped(rid, t.req.tenant.Name)
+		root, err = s.ensureRoot(ctx, rid, named, t.req.tenant)
+	}
 	if err != nil {
 		return err
 	}
@@ -215,19 +237,19 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	candidate := childID(parent.ID, key)
 	if parent == root && (root.Thread == key || root.Thread == "") {
 		candidate = root.ID
-	} else if err := s.ensureChild(ctx, parent.ID, parent.Tenant, candidate, key); err != nil {
+	} else if candidate, err = t.child(ctx, parent.ID, candidate, key); err != nil {
 		return err
 	}
 	h := hint{parent: parent.ID, base: candidate}
 	err = t.admitOn(ctx, h.parent, h.base, key, ids)
 	if errors.Is(err, errOtherThread) && candidate == root.ID {
 		// Another conversation claimed the root after it was read.
-		h.base = childID(root.ID, key)
-		if err := s.ensureChild(ctx, root.ID, root.Tenant, h.base, key); err != nil {
+		if h.base, err = t.child(ctx, root.ID, childID(root.ID, key), key); err != nil {
 			return err
 		}
 		err = t.admitOn(ctx, h.parent, h.base, key, ids)
 	}
+	h.shared = t.shared
 	if errors.Is(err, errOtherThread) || errors.Is(err, trajectory.ErrNotFound) {
 		return storeErr(err)
 	}
@@ -235,6 +257,21 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 		s.hints.put(hintKey, h)
 	}
 	return err
+}
+
+// child returns the record a thread under parent is admitted on: its own
+// child id, created when missing, or, once parent has
+// limits.max_children children, the last of them, shared.
+func (t *turn) child(ctx context.Context, parent, id, key string) (string, error) {
+	err := t.s.ensureChild(ctx, parent, t.req.tenant.Name, id, key)
+	var full *childrenFull
+	if errors.As(err, &full) {
+		t.shared, t.sharedNew = true, true
+		t.log.LogAttrs(ctx, slog.LevelWarn, "record has limits.max_children children; the thread shares the last",
+			slog.String("trajectory", parent), slog.String("shares", full.last))
+		return full.last, nil
+	}
+	return id, err
 }
 
 // admitOn admits the turn on the thread record base, or on a sibling of
@@ -246,7 +283,10 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 			// A sibling is a child of the busy thread's parent (of the
 			// root when the busy thread is the root itself).
 			candidate = siblingID(parent, base, n)
-			if err := t.s.ensureChild(ctx, parent, t.req.tenant.Name, candidate, key); err != nil {
+			var full *childrenFull
+			if err := t.s.ensureChild(ctx, parent, t.req.tenant.Name, candidate, key); errors.As(err, &full) {
+				break
+			} else if err != nil {
 				return err
 			}
 		}
@@ -319,7 +359,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			left := hold - time.Since(pausedSince)
 			if left <= 0 {
 				return nil, adm, &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
-					Msg: fmt.Sprintf("trajectory %s is paused (by an operator, or until its budget is raised); retry later", id)}
+					Msg: fmt.Sprintf("trajectory %s is paused (by an operator, or until its budget is raised); retry later", trajectory.Unscoped(id, t.req.tenant.Name))}
 			}
 			woken, stop := t.s.live.wait(id)
 			select {
@@ -342,8 +382,9 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	now := t.s.now()
 	rec, root := chain[0], chain[len(chain)-1]
 	if root.Tenant != t.req.tenant.Name {
-		return admission{}, nil, httpErr(http.StatusForbidden, errPermission,
-			fmt.Sprintf("trajectory %s belongs to another tenant", root.ID))
+		// Names are the tenant's own: another tenant's record is not
+		// there for this one.
+		return admission{}, nil, trajectory.ErrNotFound
 	}
 	for _, r := range chain {
 		if r.State.Terminal() {
@@ -357,7 +398,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		}
 	}
 	switch {
-	case rec.Thread != "" && rec.Thread != key:
+	case rec.Thread != "" && rec.Thread != key && !t.shared:
 		return admission{}, nil, errOtherThread
 	case rec.State == trajectory.CallingModel && now.Sub(rec.UpdatedAt) < t.s.staleCall(t.req.tenant):
 		return admission{}, nil, errBusy
@@ -370,10 +411,14 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	case rec.State == trajectory.AwaitingApproval || rec.State == trajectory.Finalizing:
 		return admission{}, nil, errBusy
 	}
+	var evs []trajectory.Event
 	if rec.Thread == "" {
 		rec.Thread = key
+	} else if rec.Thread != key && t.sharedNew && len(chain) > 1 {
+		t.sharedNew = false
+		evs = append(evs, eventWith(chain[1].ID, now, trajectory.EventChildrenFull, map[string]any{
+			"thread": key, "shares": rec.ID, "max_children": t.s.cfg.Limits.MaxChildren}))
 	}
-	var evs []trajectory.Event
 	if rec.State == trajectory.CallingModel {
 		// The call in flight outlived any call this tenant may make: the
 		// replica serving it is gone. Its reservation is given back, and
@@ -427,6 +472,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	if adm.decision.Stage == meter.Halt {
 		return adm, evs, nil
 	}
+	evs = append(evs, t.tenantClampEvent(rec.ID, now)...)
 	ts, err = rec.BeginTurn(now)
 	if err != nil {
 		return admission{}, nil, err
@@ -441,10 +487,10 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 func endedError(rec *trajectory.Record) error {
 	if rec.ExitReason == exitBudgetExceeded {
 		return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
-			Msg: fmt.Sprintf("trajectory %s was stopped by its %s budget; an operator can start a new trajectory", rec.ID, rec.BindingDimension)}
+			Msg: fmt.Sprintf("trajectory %s was stopped by its %s budget; an operator can start a new trajectory", trajectory.Unscoped(rec.ID, rec.Tenant), rec.BindingDimension)}
 	}
 	return &HTTPError{Code: http.StatusForbidden, Type: errTrajectoryCanceled, NoRetry: true,
-		Msg: fmt.Sprintf("trajectory %s has ended (%s %s); start a new trajectory to continue", rec.ID, rec.State, rec.ExitReason)}
+		Msg: fmt.Sprintf("trajectory %s has ended (%s %s); start a new trajectory to continue", trajectory.Unscoped(rec.ID, rec.Tenant), rec.State, rec.ExitReason)}
 }
 
 func eventWith(id string, now time.Time, typ trajectory.EventType, data any) trajectory.Event {

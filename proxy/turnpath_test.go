@@ -216,7 +216,6 @@ func TestPassThroughAllowlist(t *testing.T) {
 		{"/anthropic/v1/models", hdr("X-Gatekeeper-Trajectory", "pass-live", "X-Claude-Code-Agent-Id", "sub1"), 403, "trajectory_canceled"},
 		{"/t/pass-live/anthropic/v1/models", hdr("X-Claude-Code-Agent-Id", "sub2"), 503, "trajectory_paused"},
 		{"/t/pass-live/anthropic/v1/models", hdr("X-Claude-Code-Agent-Id", "sub3", "X-Claude-Code-Parent-Agent-Id", "sub2"), 503, "trajectory_paused"},
-		{"/t/pass-ended/anthropic/v1/models", []string{"x-api-key", vkB}, 403, "permission_error"},
 	} {
 		resp := e.do(t, "GET", c.path, "", c.hdr...)
 		body := readAll(t, resp)
@@ -233,6 +232,11 @@ func TestPassThroughAllowlist(t *testing.T) {
 		if readAll(t, resp); resp.StatusCode != http.StatusOK {
 			t.Errorf("live run %v: %d", h, resp.StatusCode)
 		}
+	}
+	// Team-a's ended run is nothing to team-b, whose names are its own.
+	resp = e.do(t, "GET", "/t/pass-ended/anthropic/v1/models", "", "x-api-key", vkB)
+	if body := readAll(t, resp); resp.StatusCode != 200 {
+		t.Errorf("team-b naming a run team-a ended: %d %s", resp.StatusCode, body)
 	}
 }
 

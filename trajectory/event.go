@@ -25,6 +25,9 @@ const (
 	// EventBudgetClamp: a call's output limit was lowered (or set) so that
 	// its worst case fits what its chain has left.
 	EventBudgetClamp EventType = "budget_clamp"
+	// EventChildrenFull warns that a record has limits.max_children
+	// children: a further thread shares its last child.
+	EventChildrenFull EventType = "children_full"
 	// EventBudget: an operator changed a record's budget.
 	EventBudget EventType = "budget"
 	// EventOutcome: the run's outcome or task class was marked.

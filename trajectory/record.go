@@ -287,3 +287,25 @@ func ValidID(id string) bool {
 	}
 	return true
 }
+
+// TenantScoped is the id under which tenant keeps a run it names id when
+// another tenant already has a run of that name: its root part gets
+// "@tenant", which no agent or operator can write (see ValidID), so the
+// two never meet. Thread records keep their suffix after the root.
+func TenantScoped(id, tenant string) string {
+	root, rest, found := strings.Cut(id, "/")
+	if found {
+		return root + "@" + tenant + "/" + rest
+	}
+	return root + "@" + tenant
+}
+
+// Unscoped is the id as its tenant named it: TenantScoped undone.
+func Unscoped(id, tenant string) string {
+	root, rest, found := strings.Cut(id, "/")
+	root = strings.TrimSuffix(root, "@"+tenant)
+	if found {
+		return root + "/" + rest
+	}
+	return root
+}

@@ -40,6 +40,7 @@ const usage = `usage: gatekeeper COMMAND [flags]
   trajectories   ls | show ID                           read trajectory records (admin API)
                  pause|resume|cancel|kill|finish ID     control a run and its subagents
                  interrupt ID MESSAGE                   a message to the run at its next turn
+  tenants        [NAME]                                 tenants' limits, spend per window and live runs (admin API)
   approvals      ls | show ID                           read approval requests (admin API)
                  approve|deny ID [-reason TEXT]         vote on a held tool call
   report costs   [-tenant T] [-class C] [-since D]      cost-vs-success curves, knees and suggested ceilings
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runCheckConfig(args[1:], getenv, stdout, stderr)
 	case "trajectories":
 		return runTrajectories(ctx, args[1:], getenv, stdout, stderr)
+	case "tenants":
+		return runTenants(ctx, args[1:], getenv, stdout, stderr)
 	case "approvals":
 		return runApprovals(ctx, args[1:], getenv, stdout, stderr)
 	case "report":

@@ -25,6 +25,7 @@ import (
 	"gatekeeper/store/memory"
 	redisstore "gatekeeper/store/redis"
 	"gatekeeper/telemetry"
+	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
 
@@ -123,9 +124,11 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	}
 	var aprStore approvals.Store
 	var buckets ratelimit.Buckets // in the proxy's memory unless Redis is shared
+	var ledger tenant.Ledger
 	switch cfg.Store.Kind {
 	case config.StoreMemory:
-		s.store = memory.New(memory.Options{})
+		s.store = memory.New(memory.Options{Retention: cfg.Store.Retention.Std(), IdleRetention: cfg.Store.IdleRetention.Std()})
+		ledger = memory.NewLedger(nil)
 		aprStore = memory.NewApprovals(memory.ApprovalsOptions{Retention: cfg.Store.Retention.Std()})
 	case config.StoreRedis:
 		var client goredis.UniversalClient
@@ -143,13 +146,14 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		// A replica that cannot reach the shared store must not start
 		// serving: it would refuse every turn.
 		octx, cancel := context.WithTimeout(ctx, redisOpenTimeout)
-		rs, err := redisstore.Open(octx, redisstore.Options{Client: client, Retention: cfg.Store.Retention.Std()})
+		rs, err := redisstore.Open(octx, redisstore.Options{Client: client, Retention: cfg.Store.Retention.Std(), IdleRetention: cfg.Store.IdleRetention.Std()})
 		cancel()
 		if err != nil {
 			s.close()
 			return nil, fmt.Errorf("store.kind redis: opening store.redis_url: %w", err)
 		}
 		s.store = rs
+		ledger = rs.Ledger()
 		aprStore = redisstore.NewApprovals(redisstore.ApprovalsOptions{Client: client, Retention: cfg.Store.Retention.Std()})
 		// Every replica draws on one budget per provider key.
 		buckets = ratelimit.NewRedis(client, redisKeyPrefix)
@@ -178,7 +182,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	if s.approvals != nil {
 		gates = s.approvals.Gates()
 	}
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel, Approvals: s.approvals, Gates: gates, Buckets: buckets})
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel, Approvals: s.approvals, Gates: gates, Buckets: buckets, Ledger: ledger})
 	if err != nil {
 		s.close()
 		return nil, err
@@ -203,7 +207,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	if s.approvals != nil {
 		opts = append(opts, admin.WithApprovals(s.approvals))
 	}
-	opts = append(opts, admin.WithStream(s.feed, keys))
+	opts = append(opts, admin.WithStream(s.feed, keys), admin.WithLedger(ledger))
 	if slack != nil {
 		r.Method(http.MethodPost, approvals.SlackInteractionsPath, slack.Handler(s.approvals))
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"gatekeeper/trajectory"
 )
@@ -25,6 +26,18 @@ type Options struct {
 	// the oldest events are dropped (their sequence numbers are not reused).
 	// Zero or less means DefaultMaxEvents.
 	MaxEventsPerTrajectory int
+	// IdleRetention drops a run whose records are all idle (READY or
+	// WAITING_TOOL) or finished, once none was written for that long;
+	// zero keeps them. Retention drops a run whose records all finished
+	// that long ago; zero keeps them.
+	IdleRetention time.Duration
+	Retention     time.Duration
+	// SweepEvery is how often a background sweep drops what expired;
+	// zero means a tenth of IdleRetention, within 1s..1m. No sweep runs
+	// without IdleRetention or Retention; Sweep runs one at will.
+	SweepEvery time.Duration
+	// Clock dates writes; time.Now when nil.
+	Clock func() time.Time
 }
 
 // Store keeps records and event logs in memory. It is safe for concurrent
@@ -38,6 +51,11 @@ type Store struct {
 	closed  bool
 
 	sig signals
+
+	idle, retention time.Duration
+	now             func() time.Time
+	stopSweep       context.CancelFunc // nil when no sweep runs
+	swept           chan struct{}      // closed when the sweep has returned
 }
 
 var _ trajectory.Store = (*Store)(nil)
@@ -48,6 +66,7 @@ type entry struct {
 	rec     trajectory.Record
 	events  []trajectory.Event
 	lastSeq int64
+	touched time.Time // the last write
 }
 
 // New returns an empty store.
@@ -56,7 +75,24 @@ func New(opts Options) *Store {
 	if maxEvents <= 0 {
 		maxEvents = DefaultMaxEvents
 	}
-	return &Store{maxEvents: maxEvents, entries: make(map[string]*entry)}
+	s := &Store{maxEvents: maxEvents, entries: make(map[string]*entry), idle: opts.IdleRetention, retention: opts.Retention, now: opts.Clock}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.idle > 0 || s.retention > 0 {
+		every := opts.SweepEvery
+		if every <= 0 {
+			every = min(max(max(s.idle, s.retention)/10, time.Second), time.Minute)
+			if s.idle > 0 {
+				every = min(max(s.idle/10, time.Second), time.Minute)
+			}
+		}
+		var ctx context.Context
+		ctx, s.stopSweep = context.WithCancel(context.Background())
+		s.swept = make(chan struct{})
+		go s.sweepEvery(ctx, every)
+	}
+	return s
 }
 
 // usable reports why the store cannot serve a call; the caller holds mu.
@@ -292,6 +328,10 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close drops everything the store holds; later calls return ErrClosed.
 func (s *Store) Close() error {
+	if s.stopSweep != nil {
+		s.stopSweep()
+		<-s.swept
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
@@ -302,6 +342,7 @@ func (s *Store) Close() error {
 // append numbers evs after e's last event and keeps the log within
 // maxEvents. The caller holds mu for writing.
 func (s *Store) append(e *entry, evs []trajectory.Event) {
+	e.touched = s.now()
 	for _, ev := range evs {
 		e.lastSeq++
 		ev.Seq = e.lastSeq

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gatekeeper/store/storetest"
+	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
 
@@ -250,4 +251,14 @@ func BenchmarkUpdateChain(b *testing.B) {
 			}
 		})
 	}
+}
+
+func TestLedgerContract(t *testing.T) {
+	storetest.RunLedger(t, func(t *testing.T) tenant.Ledger { return NewLedger(nil) })
+}
+
+func TestIdleRetention(t *testing.T) {
+	storetest.RunIdle(t, 200*time.Millisecond, func(t *testing.T) trajectory.Store {
+		return New(Options{IdleRetention: 200 * time.Millisecond, SweepEvery: 10 * time.Millisecond})
+	})
 }

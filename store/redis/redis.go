@@ -69,6 +69,10 @@ type Options struct {
 	// Retention is how long a finished record and its events are kept.
 	// Zero or less means DefaultRetention.
 	Retention time.Duration
+	// IdleRetention is how long a record idle (READY or WAITING_TOOL),
+	// with no busy record in its chain, is kept after its last write;
+	// zero keeps it.
+	IdleRetention time.Duration
 	// MaxEventsPerTrajectory bounds each event log, approximately (XADD
 	// MAXLEN ~): Redis trims whole stream nodes, so a log may hold up to
 	// about a hundred more. Zero or less means DefaultMaxEvents.
@@ -117,6 +121,7 @@ type Store struct {
 	cluster     bool         // rdb is a cluster client: signals go over sharded pub/sub
 
 	retention   time.Duration
+	idle        time.Duration
 	maxEvents   int
 	maxAttempts int
 	now         func() time.Time
@@ -141,6 +146,7 @@ var _ trajectory.Store = (*Store)(nil)
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	s := &Store{
 		retention:   opts.Retention,
+		idle:        opts.IdleRetention,
 		maxEvents:   opts.MaxEventsPerTrajectory,
 		maxAttempts: opts.MaxUpdateAttempts,
 		now:         opts.Clock,
@@ -391,8 +397,11 @@ func (s *Store) Create(ctx context.Context, rec *trajectory.Record, evs ...traje
 	}
 	m := member(rec.ID, rec.CreatedAt)
 	var retention, expireAt int64
-	if rec.State.Terminal() {
+	switch {
+	case rec.State.Terminal():
 		retention, expireAt = s.retention.Milliseconds(), s.now().Add(s.retention).UnixMilli()
+	case idleState(rec.State) && s.idle > 0:
+		retention, expireAt = s.idle.Milliseconds(), s.now().Add(s.idle).UnixMilli()
 	}
 	gen := strconv.FormatUint(s.newGen(), 36)
 	args, err := eventArgs([]any{js, child, m, retention, expireAt, s.maxEvents, gen}, evs)

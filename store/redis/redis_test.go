@@ -16,6 +16,7 @@ import (
 
 	"gatekeeper/internal/redistest"
 	"gatekeeper/store/storetest"
+	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
 
@@ -639,4 +640,22 @@ func checkDistinctLog(t *testing.T, evs []trajectory.Event, firstSeq int64, want
 	if len(evs) != want || len(reasons) != want {
 		t.Errorf("%d events, %d distinct; want %d", len(evs), len(reasons), want)
 	}
+}
+
+func TestLedgerContract(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Target) {
+		storetest.RunLedger(t, func(t *testing.T) tenant.Ledger {
+			r.Flush(t)
+			return openOn(t, r, Options{}).Ledger()
+		})
+	})
+}
+
+func TestIdleRetention(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Target) {
+		storetest.RunIdle(t, 200*time.Millisecond, func(t *testing.T) trajectory.Store {
+			r.Flush(t)
+			return openOn(t, r, Options{IdleRetention: 200 * time.Millisecond})
+		})
+	})
 }

@@ -18,8 +18,8 @@ const (
 // and data, data "" for none) after the record's last seq and adds them to
 // its stream, trimmed to about maxlen entries. The entry id 0-<seq> is the
 // event's seq, so XRANGE pages by seq directly. The stream then gets the
-// record's TTL, if it has one: a log created after the record finished
-// must not outlive it.
+// record's TTL, if it has one, and none if the record has none: a log
+// must not outlive its record, nor expire before it.
 const appendLua = `
 local function append(rec, ev, maxlen, from, last)
   local n = (last - from + 1) / 2
@@ -38,6 +38,8 @@ local function append(rec, ev, maxlen, from, last)
   local ttl = redis.call('PTTL', rec)
   if ttl > 0 then
     redis.call('PEXPIRE', ev, ttl)
+  elseif ttl == -1 then
+    redis.call('PERSIST', ev)
   end
 end
 `
@@ -49,7 +51,8 @@ end
 //
 // KEYS: rec, ev, parent rec (rec again for a root), created index, expires
 // index. ARGV: record JSON, child id as a JSON string ("" for a root),
-// index member, retention ms (0 for a live record), expiry time ms,
+// index member, TTL ms (the retention for a finished record, the idle
+// retention for an idle one, 0 for none), expiry time ms,
 // maxlen, gen, then the events.
 var createScript = goredis.NewScript(appendLua + `
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -87,14 +90,16 @@ return out
 // holds now, so that the caller's next attempt needs no read:
 // {4, then gen, ver, json, kids per record}. Otherwise it saves each
 // changed record, bumping its version (a record that has just finished
-// gets its TTL here), appends each record's events to its own log and
-// answers {0, then each record's version}.
+// gets its TTL here, an idle one its idle TTL, a busy one none), appends
+// each record's events to its own log and answers {0, then each record's
+// version}.
 //
 // KEYS: rec and ev of each record, nearest first. ARGV: record count,
 // maxlen, retention ms, then four per record: expected "gen:ver", new
-// JSON ("" to leave the record as it is), 1 if this save finishes it
-// (else 0) and its event count; then every record's events, in chain
-// order.
+// JSON ("" to leave the record as it is), its TTL, set on every record
+// of the chain, changed or not (1: this save finishes it, the retention;
+// "i<ms>": the chain is idle, ms; "x": none; 0: as it is) and
+// its event count; then every record's events, in chain order.
 var chainScript = goredis.NewScript(appendLua + `
 local n = tonumber(ARGV[1])
 local gens, vers = {}, {}
@@ -128,11 +133,16 @@ for i = 1, n do
   if js ~= '' then
     redis.call('HSET', rec, 'json', js)
     vers[i] = redis.call('HINCRBY', rec, 'ver', 1)
-    if ARGV[4 * i + 2] == '1' then
-      redis.call('PEXPIRE', rec, ARGV[3])
-    end
   end
-  if js ~= '' or k > 0 then
+  local ttl = ARGV[4 * i + 2]
+  if ttl == '1' then
+    redis.call('PEXPIRE', rec, ARGV[3])
+  elseif ttl == 'x' then
+    redis.call('PERSIST', rec)
+  elseif ttl ~= '0' then
+    redis.call('PEXPIRE', rec, string.sub(ttl, 2))
+  end
+  if js ~= '' or k > 0 or ttl ~= '0' then
     append(rec, ev, ARGV[2], from, from + 2 * k - 1)
   end
   from = from + 2 * k

@@ -282,10 +282,17 @@ func (s *Store) prepare(id string, r reach, chain []*entry, recs []*trajectory.R
 			js = ""
 		}
 		w.json[i] = js
-		finishing := 0
-		if c.State.Terminal() && !was.State.Terminal() {
+		var finishing any = 0
+		switch {
+		case c.State.Terminal() && !was.State.Terminal():
 			finishing = 1
 			w.finished = append(w.finished, goredis.Z{Score: float64(s.now().Add(s.retention).UnixMilli()), Member: member(c.ID, c.CreatedAt)})
+		case c.State.Terminal() || s.idle <= 0:
+		case idleChain(recs):
+			finishing = "i" + strconv.FormatInt(s.idle.Milliseconds(), 10)
+			w.finished = append(w.finished, goredis.Z{Score: float64(s.now().Add(s.idle).UnixMilli()), Member: member(c.ID, c.CreatedAt)})
+		default:
+			finishing = "x"
 		}
 		w.keys = append(w.keys, recKey(c.ID), evKey(c.ID))
 		w.args = append(w.args, e.tag(), js, finishing, len(byRecord[i]))
@@ -451,3 +458,19 @@ func replyIndex(rest []any, n int) (int, error) {
 }
 
 func notFound(id string) error { return fmt.Errorf("%w: %q", trajectory.ErrNotFound, id) }
+
+// idleChain reports a chain none of whose records is busy: each idle
+// (READY or WAITING_TOOL) or finished. Its live records then expire after
+// the idle retention unless written again; a busy record keeps its whole
+// chain, so that no record outlives its parent.
+func idleChain(recs []*trajectory.Record) bool {
+	for _, r := range recs {
+		if !r.State.Terminal() && !idleState(r.State) {
+			return false
+		}
+	}
+	return true
+}
+
+// idleState is a state in which a record waits on its agent alone.
+func idleState(s trajectory.State) bool { return s == trajectory.Ready || s == trajectory.WaitingTool }

@@ -1,0 +1,126 @@
+package admin
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"gatekeeper/config"
+	"gatekeeper/tenant"
+	"gatekeeper/trajectory"
+)
+
+// TenantLedger is what the admin API reads of tenants' spend.
+type TenantLedger interface {
+	Usage(ctx context.Context, tenant string) (tenant.Usage, error)
+}
+
+// WithLedger shows each tenant's spend over its windows in
+// GET /admin/v1/tenants; without it (or with nil) only limits and live
+// runs are shown.
+func WithLedger(l TenantLedger) Option {
+	return func(a *API) { a.ledger = l }
+}
+
+// tenantView is one tenant in GET /admin/v1/tenants.
+type tenantView struct {
+	Name         string              `json:"name"`
+	Priority     string              `json:"priority"`
+	Trajectories string              `json:"trajectories"`
+	Limits       config.TenantLimits `json:"limits"`
+	// Spend is null without a ledger.
+	Spend *tenantSpend `json:"spend"`
+	// LiveRuns counts the tenant's runs not finished, up to
+	// maxListLimit; LiveRunsCapped says there may be more.
+	LiveRuns       int  `json:"live_runs"`
+	LiveRunsCapped bool `json:"live_runs_capped,omitempty"`
+}
+
+// tenantSpend is a tenant's spend per window as its ledger reads it.
+type tenantSpend struct {
+	AsOf     time.Time   `json:"as_of"`
+	Day      windowSpend `json:"day"`   // the last 24 hours
+	Month    windowSpend `json:"month"` // the last 30 days
+	InFlight struct {
+		Calls int64 `json:"calls"`
+		windowSpend
+	} `json:"in_flight"` // what the calls in flight hold
+	// StartedLastHour counts the runs agents started in the last hour,
+	// kept while new_trajectories_per_hour is set.
+	StartedLastHour int64 `json:"started_last_hour"`
+}
+
+type windowSpend struct {
+	Dollars float64 `json:"dollars"`
+	Tokens  int64   `json:"tokens"`
+}
+
+func spendOf(a tenant.Amount) windowSpend {
+	return windowSpend{Dollars: float64(a.Micros) / 1e6, Tokens: a.Tokens}
+}
+
+func (a *API) tenantRoutes(r chi.Router) {
+	r.Get("/tenants", a.handle(a.listTenants, RoleOperator))
+	r.Get("/tenants/{name}", a.handle(a.showTenant, RoleOperator))
+}
+
+func (a *API) listTenants(w http.ResponseWriter, r *http.Request, _ caller) error {
+	out := make([]tenantView, 0, len(a.cfg.Tenants))
+	for i := range a.cfg.Tenants {
+		v, err := a.tenantView(r.Context(), &a.cfg.Tenants[i])
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenants": out})
+	return nil
+}
+
+func (a *API) showTenant(w http.ResponseWriter, r *http.Request, _ caller) error {
+	name, err := url.PathUnescape(chi.URLParam(r, "name"))
+	if err != nil {
+		return badRequest("tenant name is not a valid path segment")
+	}
+	for i := range a.cfg.Tenants {
+		if a.cfg.Tenants[i].Name == name {
+			v, err := a.tenantView(r.Context(), &a.cfg.Tenants[i])
+			if err != nil {
+				return err
+			}
+			writeJSON(w, http.StatusOK, v)
+			return nil
+		}
+	}
+	return &Error{Code: http.StatusNotFound, Type: "not_found_error", Msg: "no tenant " + strconv.Quote(name)}
+}
+
+func (a *API) tenantView(ctx context.Context, t *config.Tenant) (tenantView, error) {
+	v := tenantView{Name: t.Name, Priority: t.Priority, Trajectories: t.Trajectories, Limits: t.Limits}
+	roots := ""
+	recs, err := a.store.List(ctx, trajectory.Filter{Tenant: t.Name, ParentID: &roots, Limit: maxListLimit})
+	if err != nil {
+		return v, err
+	}
+	for _, rec := range recs {
+		if !rec.State.Terminal() {
+			v.LiveRuns++
+		}
+	}
+	v.LiveRunsCapped = len(recs) == maxListLimit
+	if a.ledger == nil {
+		return v, nil
+	}
+	u, err := a.ledger.Usage(ctx, t.Name)
+	if err != nil {
+		return v, err
+	}
+	sp := &tenantSpend{AsOf: u.Now, Day: spendOf(u.Day()), Month: spendOf(u.Month()), StartedLastHour: u.Started}
+	sp.InFlight.Calls, sp.InFlight.windowSpend = u.InFlight, spendOf(u.Reserved)
+	v.Spend = sp
+	return v, nil
+}
