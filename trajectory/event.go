@@ -27,6 +27,9 @@ const (
 	EventBudgetClamp EventType = "budget_clamp"
 	// EventBudget: an operator changed a record's budget.
 	EventBudget EventType = "budget"
+	// EventLoop: the loop watchdog took a step (steer, restrict, pause,
+	// fail), with the evidence.
+	EventLoop EventType = "loop"
 )
 
 // Event is one entry of a trajectory's event log. Seq is assigned by the

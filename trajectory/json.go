@@ -41,6 +41,7 @@ type recordJSON struct {
 	PauseReason      string      `json:"pause_reason,omitempty"`
 	Truncations      int64       `json:"truncations,omitzero"`
 	TruncationsInRow int64       `json:"truncations_in_row,omitzero"`
+	Watch            *Watch      `json:"watch,omitempty"`
 }
 
 type pendingJSON struct {
@@ -109,6 +110,9 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Truncations:      r.Truncations,
 		TruncationsInRow: r.TruncationsInRow,
 	}
+	if !r.Watch.IsZero() {
+		w.Watch = &r.Watch
+	}
 	if w.Children == nil {
 		w.Children = []string{}
 	}
@@ -167,6 +171,9 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		PauseReason:      w.PauseReason,
 		Truncations:      w.Truncations,
 		TruncationsInRow: w.TruncationsInRow,
+	}
+	if w.Watch != nil {
+		rec.Watch = *w.Watch
 	}
 	if len(w.Children) > 0 {
 		rec.Children = w.Children

@@ -81,6 +81,9 @@ type Record struct {
 	// limit, and TruncationsInRow those since the last turn that was not.
 	Truncations      int64
 	TruncationsInRow int64
+
+	// Watch is the loop watchdog's state of this thread (watch.go).
+	Watch Watch
 }
 
 // Reservation is what calls in flight hold against a budget: their count,
@@ -245,6 +248,7 @@ func (r *Record) Clone() *Record {
 	c.Children = slices.Clone(r.Children)
 	c.Pending.ToolCalls = slices.Clone(r.Pending.ToolCalls)
 	c.LostCalls = slices.Clone(r.LostCalls)
+	c.Watch = r.Watch.clone()
 	if r.Pending.Control != nil {
 		ctl := *r.Pending.Control
 		c.Pending.Control = &ctl
