@@ -22,6 +22,8 @@ type Config struct {
 	RateLimits            RateLimits `yaml:"rate_limits" json:"rate_limits"`
 	Gates                 []Gate     `yaml:"gates" json:"gates"`
 	Approvals             Approvals  `yaml:"approvals" json:"approvals"`
+	// Watchdog is the loop watchdog of every tenant (watchdog.go).
+	Watchdog Watchdog `yaml:"watchdog" json:"watchdog"`
 
 	// env records, by field path, which variables each expanded value came
 	// from, so Validate can say "TEAM_A_KEY is not set" instead of a bare
@@ -141,6 +143,9 @@ type Tenant struct {
 	// limit that many times in a row (exit reason TRUNCATION_LOOP); 0 means
 	// the default, a negative value never ends a run for it.
 	MaxTruncations int `yaml:"max_truncations" json:"max_truncations"`
+	// Watchdog, when set, overrides the fields of the top-level watchdog
+	// it sets, for this tenant's runs (Config.WatchdogFor).
+	Watchdog *Watchdog `yaml:"watchdog" json:"watchdog,omitempty"`
 }
 
 // Budget is a trajectory's default ceiling per dimension; zero means no
@@ -319,6 +324,7 @@ func DefaultConfig() *Config {
 			MaxPending:   DefaultMaxPending,
 			MaxHeldBytes: DefaultMaxHeldBytes,
 		},
+		Watchdog: DefaultWatchdog(),
 		RateLimits: RateLimits{
 			MaxWait:             Duration(DefaultMaxWait),
 			Weights:             DefaultWeights(),
