@@ -52,8 +52,8 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 			body = out
 		}
 	}
-	switch t.adm.decision.Stage {
-	case meter.Restrict:
+	stage := t.adm.decision.Stage
+	if stage == meter.Restrict || t.loop.restrict {
 		out, removed, err := streaming.RestrictTools(api, body, t.readOnly)
 		if err != nil {
 			return nil, httpErr(http.StatusBadRequest, errInvalidRequest, "could not narrow the request's tools: "+err.Error())
@@ -62,13 +62,20 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 		if t.filter, err = streaming.NewCallFilter(api, t.readOnly, t.refusal); err != nil {
 			return nil, err
 		}
-		fallthrough
-	case meter.Steer:
-		out, err := streaming.AppendNotice(api, body, t.notice())
+	}
+	var notices []string
+	if stage == meter.Restrict || stage == meter.Steer {
+		notices = append(notices, t.notice())
+	}
+	if t.loop.notice != "" {
+		notices = append(notices, t.loop.notice)
+	}
+	for _, n := range notices {
+		out, err := streaming.AppendNotice(api, body, n)
 		if err != nil {
 			// A request without a conversation to append to is forwarded
 			// as it is; the provider will judge it.
-			t.log.LogAttrs(t.ctx, slog.LevelWarn, "budget notice not appended", slog.String("error", err.Error()))
+			t.log.LogAttrs(t.ctx, slog.LevelWarn, "notice not appended", slog.String("error", err.Error()))
 			break
 		}
 		body = out
@@ -100,6 +107,9 @@ func (t *turn) readOnly(name string) bool { return slices.Contains(t.req.tenant.
 
 // refusal replaces a call withheld in the restrict stage.
 func (t *turn) refusal(call streaming.ToolCall) string {
+	if t.adm.decision.Stage != meter.Restrict {
+		return loopRefusal(call)
+	}
 	return fmt.Sprintf("[gatekeeper] The call to %s was withheld: this run's budget is nearly spent (%.0f%% of its %s budget), so only read-only tools may run. Give your final answer.",
 		call.Name, t.adm.decision.Rho*100, t.adm.decision.Binding)
 }
@@ -133,6 +143,13 @@ func (t *turn) filterJSON(resp *http.Response, cutOnly bool) error {
 		res, _ := streaming.DecodeJSON(t.req.api, raw)
 		t.chargeUndelivered(res, int64(len(raw)), err)
 		return err
+	}
+	if len(t.filter.Withheld()) > 0 {
+		// The decoder reads what the agent receives; the watchdog counts
+		// what the model proposed.
+		if res, err := streaming.DecodeJSON(t.req.api, raw); err == nil {
+			t.proposed = t.seeReply(res)
+		}
 	}
 	resp.Body = io.NopCloser(&wholeReader{out})
 	resp.ContentLength = int64(len(out))
@@ -194,5 +211,8 @@ func (t *turn) stageNote(data map[string]any) {
 	}
 	if len(t.removed) > 0 {
 		data["removed_tools"] = strings.Join(t.removed, ",")
+	}
+	if t.loop.step != "" {
+		data["loop_step"] = t.loop.step
 	}
 }
