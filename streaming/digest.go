@@ -1,10 +1,8 @@
 package streaming
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
+	"encoding/binary"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,42 +16,87 @@ import (
 // for "no content".
 
 // CallDigest digests a tool call: its name and its input in canonical form
-// (object keys sorted, whitespace removed, numbers as written, strings
-// re-escaped one way), so that the same call written with its keys in
-// another order or spaced differently digests the same. An input that is
-// not one JSON value (a custom tool's free text) is digested as it is.
+// (object keys sorted, a key given twice keeping its last value as the
+// providers' decoders do, whitespace and escapes not counted, numbers as
+// written), so that the same call written with its keys in another order
+// or spaced differently digests the same. An input that is not one JSON
+// value (a custom tool's free text) is digested as it is. Values nested
+// deeper than maxCanonicalDepth are digested as written.
 func CallDigest(name string, args []byte) uint64 {
 	h := xxhash.New()
-	_, _ = h.WriteString(name) // a hash's Write never fails
-	if canon, ok := canonicalJSON(args); ok {
-		_, _ = h.Write([]byte{0})
-		_, _ = h.Write(canon)
+	writeString(h, name)
+	if gjson.ValidBytes(args) {
+		_, _ = h.Write([]byte{'j'})
+		writeCanonical(h, gjson.ParseBytes(args), 0)
 	} else {
-		_, _ = h.Write([]byte{1})
-		_, _ = h.Write(args)
+		_, _ = h.Write([]byte{'r'})
+		_, _ = h.Write(args) // a hash's Write never fails
 	}
 	return nonZero(h.Sum64())
 }
 
-// canonicalJSON is b's single JSON value with object keys sorted and no
-// whitespace; a member named twice keeps its last value, as the providers'
-// decoders do. It fails for anything but one JSON value, and for values
-// nested past encoding/json's limit.
-func canonicalJSON(b []byte) ([]byte, bool) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, false
+// maxCanonicalDepth bounds the recursion of writeCanonical.
+const maxCanonicalDepth = 128
+
+// member is one object member, for sorting.
+type member struct {
+	key string
+	val gjson.Result
+}
+
+// writeCanonical feeds v to h in a form that does not depend on member
+// order, whitespace or string escapes: a type tag, then lengths before
+// every string so that no two values share a form.
+func writeCanonical(h *xxhash.Digest, v gjson.Result, depth int) {
+	switch {
+	case depth > maxCanonicalDepth:
+		_, _ = h.Write([]byte{'x'})
+		writeString(h, v.Raw)
+	case v.IsObject():
+		var buf [16]member
+		ms := buf[:0]
+		v.ForEach(func(k, val gjson.Result) bool {
+			ms = append(ms, member{k.Str, val})
+			return true
+		})
+		slices.SortStableFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
+		_, _ = h.Write([]byte{'{'})
+		for i, m := range ms {
+			if i+1 < len(ms) && ms[i+1].key == m.key {
+				continue // the last of equal keys wins
+			}
+			writeString(h, m.key)
+			writeCanonical(h, m.val, depth+1)
+		}
+		_, _ = h.Write([]byte{'}'})
+	case v.IsArray():
+		_, _ = h.Write([]byte{'['})
+		v.ForEach(func(_, e gjson.Result) bool {
+			writeCanonical(h, e, depth+1)
+			return true
+		})
+		_, _ = h.Write([]byte{']'})
+	case v.Type == gjson.String:
+		_, _ = h.Write([]byte{'s'})
+		writeString(h, v.Str)
+	case v.Type == gjson.Number:
+		_, _ = h.Write([]byte{'n'})
+		writeString(h, v.Raw)
+	case v.Type == gjson.True:
+		_, _ = h.Write([]byte{'t'})
+	case v.Type == gjson.False:
+		_, _ = h.Write([]byte{'f'})
+	default:
+		_, _ = h.Write([]byte{'0'})
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, false // trailing data
-	}
-	out, err := json.Marshal(v) // map keys sorted; json.Number as written
-	if err != nil {
-		return nil, false
-	}
-	return out, true
+}
+
+// writeString feeds s to h after its length.
+func writeString(h *xxhash.Digest, s string) {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+	_, _ = h.Write(n[:])
+	_, _ = h.WriteString(s)
 }
 
 // contentDigest digests a tool result's content, the raw JSON value the
