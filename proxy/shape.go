@@ -16,12 +16,14 @@ import (
 	"gatekeeper/streaming"
 )
 
-// shape rewrites an admitted request for its budget stage and for
-// metering, minimally and at the end:
+// shape rewrites an admitted request for its budget stage, the loop
+// watchdog's step and metering, minimally and at the end:
 //   - steer: a budget notice is appended as the last content;
 //   - restrict: tools outside the tenant's read_only_tools are removed
 //     (with a tool_choice naming one), the notice asks for a final answer,
 //     and calls to removed tools in the reply are withheld;
+//   - the loop watchdog's notice, when its step has one, is appended after
+//     it, and its restrict step narrows the tools as the budget's does;
 //   - a streamed Chat request is asked to report usage, and the extra
 //     usage is taken out of what the agent receives.
 func (t *turn) shape(body []byte) ([]byte, error) {
@@ -105,7 +107,8 @@ func clampOutput(asked int64, ceiling int) int64 {
 // readOnly reports whether a tool is in the tenant's read-only grant.
 func (t *turn) readOnly(name string) bool { return slices.Contains(t.req.tenant.ReadOnlyTools, name) }
 
-// refusal replaces a call withheld in the restrict stage.
+// refusal replaces a call withheld in the budget's restrict stage, or in
+// the loop watchdog's.
 func (t *turn) refusal(call streaming.ToolCall) string {
 	if t.adm.decision.Stage != meter.Restrict {
 		return loopRefusal(call)

@@ -197,9 +197,11 @@ func (w *Watch) ObserveReply(l WatchLimits, calls []SeenCall, text bool) *LoopSi
 // reached its threshold, or nil.
 func (w *Watch) ObserveResults(l WatchLimits, results []SeenResult) *LoopSignal {
 	var sig *LoopSignal
+	var lastErr Digest
 	for _, r := range results {
 		if r.Error {
 			w.ErrorsInRow++
+			lastErr = r.Digest
 		} else {
 			w.ErrorsInRow = 0
 		}
@@ -217,7 +219,8 @@ func (w *Watch) ObserveResults(l WatchLimits, results []SeenResult) *LoopSignal 
 		}
 	}
 	if sig == nil && l.ErrorResults > 0 && w.ErrorsInRow >= l.ErrorResults {
-		sig = &LoopSignal{Kind: SignalErrorResults, Count: w.ErrorsInRow, Threshold: l.ErrorResults}
+		// The evidence names the latest error's content.
+		sig = &LoopSignal{Kind: SignalErrorResults, Digest: lastErr, Count: w.ErrorsInRow, Threshold: l.ErrorResults}
 	}
 	return sig
 }
