@@ -22,6 +22,8 @@ type Config struct {
 	RateLimits            RateLimits `yaml:"rate_limits" json:"rate_limits"`
 	Gates                 []Gate     `yaml:"gates" json:"gates"`
 	Approvals             Approvals  `yaml:"approvals" json:"approvals"`
+	// Watchdog is the loop watchdog of every tenant (watchdog.go).
+	Watchdog Watchdog `yaml:"watchdog" json:"watchdog"`
 
 	// env records, by field path, which variables each expanded value came
 	// from, so Validate can say "TEAM_A_KEY is not set" instead of a bare
@@ -156,6 +158,9 @@ type Tenant struct {
 	// request may, the default) or TrajectoriesOperators (only an
 	// operator, through the admin API; requests must name such a run).
 	Trajectories string `yaml:"trajectories" json:"trajectories"`
+	// Watchdog, when set, overrides the fields of the top-level watchdog
+	// it sets, for this tenant's runs (Config.WatchdogFor).
+	Watchdog *Watchdog `yaml:"watchdog" json:"watchdog,omitempty"`
 }
 
 // Who may start a tenant's runs (tenants[].trajectories).
@@ -369,6 +374,7 @@ func DefaultConfig() *Config {
 			MaxPending:   DefaultMaxPending,
 			MaxHeldBytes: DefaultMaxHeldBytes,
 		},
+		Watchdog: DefaultWatchdog(),
 		RateLimits: RateLimits{
 			MaxWait:             Duration(DefaultMaxWait),
 			Weights:             DefaultWeights(),

@@ -36,6 +36,7 @@ func TestLoadFullExample(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
+	enabled := true
 	want := &Config{
 		Listen: "127.0.0.1:8080",
 		Store:  Store{Kind: "memory", RedisURL: "redis://127.0.0.1:6379/0", Retention: Duration(72 * time.Hour), IdleRetention: Duration(12 * time.Hour)},
@@ -59,7 +60,8 @@ func TestLoadFullExample(t *testing.T) {
 				CallLimits:    CallLimits{MaxOutputTokens: 32000, CallDeadline: Duration(10 * time.Minute)},
 				ReadOnlyTools: []string{"Read", "Glob", "Grep", "LS"}, MaxTruncations: 5, RefuseUngatedMCP: true,
 				Limits:       TenantLimits{DollarsPerDay: 50, DollarsPerMonth: 600, TokensPerDay: 20000000, MaxLiveTrajectories: 20, NewTrajectoriesPerHour: 60},
-				Trajectories: TrajectoriesOperators},
+				Trajectories: TrajectoriesOperators,
+				Watchdog:     &Watchdog{Enabled: &enabled, OnLoop: OnLoopFail}},
 			{Name: "nightly", Keys: []string{"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"},
 				Priority: "standard", Budget: Budget{Turns: 50, WallClock: Duration(90 * time.Minute)},
 				AnthropicBeta: []string{"prompt-caching-2024-07-31"}, MaxTruncations: DefaultMaxTruncations, Trajectories: TrajectoriesAgents},
@@ -91,6 +93,8 @@ func TestLoadFullExample(t *testing.T) {
 			Webhook: &Webhook{URL: "https://chat.example.com/hooks/gatekeeper", Secret: "whsec_c2VjcmV0LTAwMDg="}},
 		RateLimits: RateLimits{MaxWait: Duration(45 * time.Second), DefaultOutputTokens: 8192,
 			Weights: map[string]int{"interactive": 4, "standard": 2, "batch": 2}},
+		Watchdog: Watchdog{RepeatedCalls: 6, CallWindow: 10, RepeatedResults: DefaultRepeatedResults,
+			ErrorResults: DefaultErrorResults, IdleTurns: -1, OnLoop: OnLoopPause},
 	}
 	gotEnv := c.env
 	c.env = nil

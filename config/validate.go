@@ -74,6 +74,13 @@ func (c *Config) Validate() error {
 	v.gates(c.Gates, c.Tenants)
 	v.approvals(c.Approvals, c.Admin)
 	v.rateLimits(c.RateLimits)
+	v.watchdog("watchdog", c.Watchdog, nil)
+	for i := range c.Tenants {
+		if t := &c.Tenants[i]; t.Watchdog != nil {
+			r := c.WatchdogFor(t)
+			v.watchdog(fieldPath(indexPath("tenants", i), "watchdog"), *t.Watchdog, &r)
+		}
+	}
 	v.unsetVariables()
 	if len(v.errs) == 0 {
 		return nil

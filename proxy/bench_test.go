@@ -45,6 +45,11 @@ func BenchmarkTurnPath(b *testing.B) {
 			`{"kind":"text","text":"all green"}`},
 		{"stream40", `{"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"status?"}]}`,
 			`{"kind":"text","deltas":40}`},
+		// A small turn whose reply calls a tool, each time with another
+		// input (%d: the turn's number), for the loop watchdog to digest.
+		{"json-tool", `{"model":"claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"status?"}],` +
+			`"tools":[{"name":"Bash","input_schema":{"type":"object","properties":{"command":{"type":"string"}}}}]}`,
+			`{"kind":"tool","text":"Checking.","tools":[{"name":"Bash","input":{"command":"git status --short %d"}}]}`},
 	}
 	cfgText := fmt.Sprintf(`
 providers:
@@ -91,7 +96,11 @@ gates:
 		px.Routes(r)
 		return r
 	}
-	gatekeeper := func(b *testing.B, st trajectory.Store, traced bool) http.Handler {
+	watched, err := config.Parse([]byte(cfgText+"watchdog: {enabled: true}\n"), func(string) string { return "" })
+	if err != nil {
+		b.Fatal(err)
+	}
+	gatekeeperOn := func(b *testing.B, cfg *config.Config, st trajectory.Store, traced bool) http.Handler {
 		// Metrics are always on, as in serve; traced adds a span per turn,
 		// batched to an in-memory exporter.
 		o := telemetry.Options{}
@@ -111,6 +120,9 @@ gates:
 		px.Routes(r)
 		return r
 	}
+	gatekeeper := func(b *testing.B, st trajectory.Store, traced bool) http.Handler {
+		return gatekeeperOn(b, cfg, st, traced)
+	}
 	target, _ := url.Parse(mock.URL)
 	cases := []struct {
 		name string
@@ -127,6 +139,13 @@ gates:
 			st := memory.New(memory.Options{})
 			b.Cleanup(func() { _ = st.Close() })
 			return gatekeeper(b, st, false), nil
+		}},
+		{"memory-watchdog", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
+			// The loop watchdog on: it reads every reply's calls and
+			// every request's results; none of these turns loops.
+			st := memory.New(memory.Options{})
+			b.Cleanup(func() { _ = st.Close() })
+			return gatekeeperOn(b, watched, st, false), nil
 		}},
 		{"memory-traced", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 			st := memory.New(memory.Options{})
@@ -171,7 +190,7 @@ func benchTurns(b *testing.B, mk func(b *testing.B) (http.Handler, *redistest.Ro
 	tr := &http.Transport{MaxIdleConnsPerHost: 64, DialContext: (&net.Dialer{}).DialContext}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
-	var clients, failed atomic.Int64
+	var clients, failed, turns atomic.Int64
 	var base int64
 	// Enough clients in flight that throughput, not one client's latency,
 	// is measured.
@@ -180,6 +199,7 @@ func benchTurns(b *testing.B, mk func(b *testing.B) (http.Handler, *redistest.Ro
 	if rt != nil {
 		base = rt.Load()
 	}
+	cpu0, cpuOK := cpuTime()
 	b.RunParallel(func(pb *testing.PB) {
 		p := path
 		if strings.Contains(p, "%d") {
@@ -190,7 +210,11 @@ func benchTurns(b *testing.B, mk func(b *testing.B) (http.Handler, *redistest.Ro
 			req.Header.Set("x-api-key", vkA)
 			req.Header.Set("anthropic-version", "2023-06-01")
 			req.Header.Set("content-type", "application/json")
-			req.Header.Set("X-Mock-Turn", spec)
+			if strings.Contains(spec, "%d") {
+				req.Header.Set("X-Mock-Turn", fmt.Sprintf(spec, turns.Add(1)))
+			} else {
+				req.Header.Set("X-Mock-Turn", spec)
+			}
 			// gatekeeper asks the provider for identity encoding on turns;
 			// the bare proxy must not pay for gzip instead.
 			req.Header.Set("Accept-Encoding", "identity")
@@ -207,6 +231,11 @@ func benchTurns(b *testing.B, mk func(b *testing.B) (http.Handler, *redistest.Ro
 		}
 	})
 	b.StopTimer()
+	if cpu1, ok := cpuTime(); ok && cpuOK {
+		// The process's CPU per turn (client, mock and proxy alike): on a
+		// shared machine it moves far less than the time per turn.
+		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "cpu-µs/turn")
+	}
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%d of %d turns failed", n, b.N)
 	}

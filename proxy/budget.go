@@ -42,7 +42,8 @@ type admission struct {
 	call     string // the call's id, the settle's idempotency key
 	reserved trajectory.Reservation
 	levels   []meter.Level // the chain as checked, nearest first
-	paused   bool          // an operator's pause, or the budget's, took effect: the request waits
+	paused   bool          // an operator's pause, the budget's or the loop watchdog's took effect: the request waits
+	ended    bool          // the loop watchdog ended the run: the request is refused
 	// maxOut, when positive, is the output limit the budget clamped the
 	// call to.
 	maxOut int64

@@ -192,7 +192,7 @@ func (b *sseBody) release(reqs []*approvals.Request) {
 
 // allowPolicy is the allow function of the turn's call filter.
 func (t *turn) allowPolicy() func(string) bool {
-	if t.adm.decision.Stage == meter.Restrict {
+	if t.adm.decision.Stage == meter.Restrict || t.loop.restrict {
 		return t.readOnly
 	}
 	return nil

@@ -35,6 +35,9 @@ type outcome struct {
 	// approvalID, when set, holds the reply's calls for approval: the
 	// record ends the turn AWAITING_APPROVAL.
 	approvalID string
+	// reply is what the loop watchdog reads of a complete reply; nil when
+	// it is off or the reply did not complete.
+	reply *replySeen
 }
 
 // failed records a turn that produced no reply the decoder saw. It is a
@@ -181,6 +184,11 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 			return nil, err
 		}
 		evs = append(evs, tevs...)
+		wevs, err := t.watchReply(rec, o, now)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, wevs...)
 	}
 	cevs, err := t.afterTurn(rec, now)
 	if err != nil {
@@ -321,6 +329,10 @@ func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome
 		}
 	}
 	if complete {
+		o.reply = t.seeReply(res)
+		if t.proposed != nil {
+			o.reply = t.proposed
+		}
 		for _, tc := range res.ClientToolCalls() {
 			if tc.Complete && tc.Choice == 0 && !t.withheld(tc.ID) {
 				o.calls = append(o.calls, trajectory.PendingCall{ID: tc.ID, Name: tc.Name})

@@ -16,12 +16,14 @@ import (
 	"gatekeeper/streaming"
 )
 
-// shape rewrites an admitted request for its budget stage and for
-// metering, minimally and at the end:
+// shape rewrites an admitted request for its budget stage, the loop
+// watchdog's step and metering, minimally and at the end:
 //   - steer: a budget notice is appended as the last content;
 //   - restrict: tools outside the tenant's read_only_tools are removed
 //     (with a tool_choice naming one), the notice asks for a final answer,
 //     and calls to removed tools in the reply are withheld;
+//   - the loop watchdog's notice, when its step has one, is appended after
+//     it, and its restrict step narrows the tools as the budget's does;
 //   - a streamed Chat request is asked to report usage, and the extra
 //     usage is taken out of what the agent receives.
 func (t *turn) shape(body []byte) ([]byte, error) {
@@ -52,8 +54,8 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 			body = out
 		}
 	}
-	switch t.adm.decision.Stage {
-	case meter.Restrict:
+	stage := t.adm.decision.Stage
+	if stage == meter.Restrict || t.loop.restrict {
 		out, removed, err := streaming.RestrictTools(api, body, t.readOnly)
 		if err != nil {
 			return nil, httpErr(http.StatusBadRequest, errInvalidRequest, "could not narrow the request's tools: "+err.Error())
@@ -63,13 +65,20 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 			return nil, err
 		}
 		t.filter.Grant() // an unknown call type is no read-only tool
-		fallthrough
-	case meter.Steer:
-		out, err := streaming.AppendNotice(api, body, t.notice())
+	}
+	var notices []string
+	if stage == meter.Restrict || stage == meter.Steer {
+		notices = append(notices, t.notice())
+	}
+	if t.loop.notice != "" {
+		notices = append(notices, t.loop.notice)
+	}
+	for _, n := range notices {
+		out, err := streaming.AppendNotice(api, body, n)
 		if err != nil {
 			// A request without a conversation to append to is forwarded
 			// as it is; the provider will judge it.
-			t.log.LogAttrs(t.ctx, slog.LevelWarn, "budget notice not appended", slog.String("error", err.Error()))
+			t.log.LogAttrs(t.ctx, slog.LevelWarn, "notice not appended", slog.String("error", err.Error()))
 			break
 		}
 		body = out
@@ -99,8 +108,12 @@ func clampOutput(asked int64, ceiling int) int64 {
 // readOnly reports whether a tool is in the tenant's read-only grant.
 func (t *turn) readOnly(name string) bool { return slices.Contains(t.req.tenant.ReadOnlyTools, name) }
 
-// refusal replaces a call withheld in the restrict stage.
+// refusal replaces a call withheld in the budget's restrict stage, or in
+// the loop watchdog's.
 func (t *turn) refusal(call streaming.ToolCall) string {
+	if t.adm.decision.Stage != meter.Restrict {
+		return loopRefusal(call)
+	}
 	return fmt.Sprintf("[gatekeeper] The call to %s was withheld: this run's budget is nearly spent (%.0f%% of its %s budget), so only read-only tools may run. Give your final answer.",
 		call.Name, t.adm.decision.Rho*100, t.adm.decision.Binding)
 }
@@ -134,6 +147,13 @@ func (t *turn) filterJSON(resp *http.Response, cutOnly bool) error {
 		res, _ := streaming.DecodeJSON(t.req.api, raw)
 		t.chargeUndelivered(res, int64(len(raw)), err)
 		return err
+	}
+	if len(t.filter.Withheld()) > 0 {
+		// The decoder reads what the agent receives; the watchdog counts
+		// what the model proposed.
+		if res, err := streaming.DecodeJSON(t.req.api, raw); err == nil {
+			t.proposed = t.seeReply(res)
+		}
 	}
 	resp.Body = io.NopCloser(&wholeReader{out})
 	resp.ContentLength = int64(len(out))
@@ -195,5 +215,8 @@ func (t *turn) stageNote(data map[string]any) {
 	}
 	if len(t.removed) > 0 {
 		data["removed_tools"] = strings.Join(t.removed, ",")
+	}
+	if t.loop.step != "" {
+		data["loop_step"] = t.loop.step
 	}
 }

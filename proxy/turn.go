@@ -45,6 +45,8 @@ type turn struct {
 	maxOut     int64                 // the call's output limit after the tenant's and the budget's clamps; 0 when none
 	interrupt  string                // an operator's message for this request
 	truncated  int64                 // the thread's last replies cut at their output limit, in a row
+	loop       loopTurn              // the loop watchdog's step for this request (loop.go)
+	proposed   *replySeen            // a whole reply's calls as the provider sent them, when some were withheld
 	extras     streaming.Extras      // the reply's 1-hour cache writes and service tier
 	ceil       tenantHold            // what the call holds against its tenant's ceilings
 	shared     bool                  // the thread shares a last child: its parent has limits.max_children
@@ -310,6 +312,9 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		}
 		t.recID, t.parentID = chain[0].ID, chain[0].ParentID
 		t.adm = adm
+		if adm.ended {
+			return endedError(chain[0])
+		}
 		if adm.decision.Stage == meter.Halt {
 			return t.s.haltError(chain[0], adm)
 		}
@@ -359,7 +364,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			left := hold - time.Since(pausedSince)
 			if left <= 0 {
 				return nil, adm, &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
-					Msg: fmt.Sprintf("trajectory %s is paused (by an operator, or until its budget is raised); retry later", trajectory.Unscoped(id, t.req.tenant.Name))}
+					Msg: fmt.Sprintf("trajectory %s is paused (by an operator, by the loop watchdog, or until its budget is raised); retry later", trajectory.Unscoped(id, t.req.tenant.Name))}
 			}
 			woken, stop := t.s.live.wait(id)
 			select {
@@ -463,6 +468,17 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	}
 	if rec.TruncationsInRow > 0 {
 		t.truncated = rec.TruncationsInRow
+	}
+	wevs, err := t.watchRequest(rec, check.Accepted, now)
+	if err != nil {
+		return admission{}, nil, err
+	}
+	evs = append(evs, wevs...)
+	switch {
+	case rec.State == trajectory.Paused:
+		return admission{paused: true}, evs, nil
+	case rec.State.Terminal():
+		return admission{ended: true}, evs, nil
 	}
 	adm, bevs, err := t.reserve(chain, now)
 	if err != nil {

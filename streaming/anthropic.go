@@ -337,6 +337,9 @@ func (d *anthropicDecoder) emitText(kind PartKind, index int, s []byte, emit fun
 		text = d.scratch[:len(d.scratch):len(d.scratch)]
 	}
 	d.res.OutputBytes += int64(len(text))
+	if kind == PartTextDelta {
+		d.res.TextBytes += int64(len(text))
+	}
 	d.emit(emit, Part{Kind: kind, Index: index, Text: text})
 }
 
@@ -432,6 +435,7 @@ func decodeAnthropicBlock(res *Result, index int, block gjson.Result) {
 	switch typ.Str {
 	case "text":
 		res.OutputBytes += int64(len(block.Get("text").Str))
+		res.TextBytes += int64(len(block.Get("text").Str))
 		return
 	case "thinking":
 		res.OutputBytes += int64(len(block.Get("thinking").Str))

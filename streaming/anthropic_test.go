@@ -620,6 +620,7 @@ func TestDecodeAnthropicJSON(t *testing.T) {
 				Usage:     Usage{InputTokens: 100, CachedInputTokens: 50, CacheWriteTokens: 25, OutputTokens: 40, ReasoningTokens: 12},
 				UsageSeen: true, Done: true,
 				OutputBytes: int64(len("hmm") + len("Let me look.") + len(`{"query":"x"}`) + len(`{ "location" : "SF" }`)),
+				TextBytes:   int64(len("Let me look.")),
 			},
 		},
 		{
@@ -643,7 +644,7 @@ func TestDecodeAnthropicJSON(t *testing.T) {
 		{
 			name: "unknown stop reason and no usage",
 			body: `{"id":"msg_4","type":"message","model":"m","content":[{"type":"text","text":"a\u00e9"}],"stop_reason":"brand_new"}`,
-			want: &Result{API: APIAnthropic, MessageID: "msg_4", Model: "m", Stops: stopOf("brand_new"), Done: true, OutputBytes: 3},
+			want: &Result{API: APIAnthropic, MessageID: "msg_4", Model: "m", Stops: stopOf("brand_new"), Done: true, OutputBytes: 3, TextBytes: 3},
 		},
 		{
 			name: "null stop reason, message without a type",

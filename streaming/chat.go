@@ -212,6 +212,9 @@ func (d *chatDecoder) textDelta(kind PartKind, choice int, v gjson.Result, emit 
 		return
 	}
 	d.res.OutputBytes += int64(len(v.Str))
+	if kind != PartThinkingDelta {
+		d.res.TextBytes += int64(len(v.Str))
+	}
 	if emit == nil {
 		return
 	}

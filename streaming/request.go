@@ -9,9 +9,14 @@ import (
 
 // ToolResult is one tool result a request carries for a call of the previous reply.
 type ToolResult struct {
-	ID      string // tool_use_id (Anthropic), tool_call_id (Chat), call_id (Responses)
-	Type    string // "tool_result", "tool", or the Responses output item type ("function_call_output", "shell_call_output"...)
-	IsError bool   // Anthropic is_error
+	ID   string // tool_use_id (Anthropic), tool_call_id (Chat), call_id (Responses)
+	Type string // "tool_result", "tool", or the Responses output item type ("function_call_output", "shell_call_output"...)
+	// IsError is Anthropic's is_error; for Chat and Responses, a content
+	// that states a non-zero exit code (see statesFailure).
+	IsError bool
+	// Digest is xxhash64 of the content's raw JSON value (content,
+	// output), 0 when it is empty: equal results digest equal.
+	Digest uint64
 }
 
 // Request is what gatekeeper needs to know of one turn request.
@@ -245,6 +250,7 @@ type pendingResult struct {
 	id       string
 	typ      string
 	isErr    bool
+	digest   uint64
 	copyType bool // typ views the body
 }
 
@@ -259,10 +265,10 @@ func anthropicResults(messages string) []ToolResult {
 		}
 		blocks := newArrayIter(o[1])
 		for blk, ok := blocks.next(); ok; blk, ok = blocks.next() {
-			b := readObject(blk, "type", "tool_use_id", "is_error")
+			b := readObject(blk, "type", "tool_use_id", "is_error", "content")
 			if isString(b[0], typeToolResult) {
 				id, _ := stringValue(b[1])
-				tail = append(tail, pendingResult{id: id, typ: typeToolResult, isErr: b[2] == "true"})
+				tail = append(tail, pendingResult{id: id, typ: typeToolResult, isErr: b[2] == "true", digest: contentDigest(b[3])})
 			}
 		}
 	}
@@ -275,9 +281,9 @@ func chatResults(messages string) []ToolResult {
 	it := after(messages, isAssistantMessage)
 	for msg, ok := it.next(); ok; msg, ok = it.next() {
 		// Legacy role "function" results carry no call id: skipped.
-		if o := readObject(msg, "role", "tool_call_id"); isString(o[0], "tool") {
+		if o := readObject(msg, "role", "tool_call_id", "content"); isString(o[0], "tool") {
 			id, _ := stringValue(o[1])
-			tail = append(tail, pendingResult{id: id, typ: typeChatTool})
+			tail = append(tail, pendingResult{id: id, typ: typeChatTool, isErr: statesFailure(o[2]), digest: contentDigest(o[2])})
 		}
 	}
 	return copyResults(tail)
@@ -302,7 +308,7 @@ func responsesInput(names []string, input string) ([]string, []ToolResult) {
 	var buf [16]pendingResult
 	results := buf[:0]
 	for item, ok := tail.next(); ok; item, ok = tail.next() {
-		o := readObject(item, "type", "call_id", "id")
+		o := readObject(item, "type", "call_id", "id", "output")
 		typ, _ := stringValue(o[0])
 		ci, ok := outputItem(typ)
 		if !ok {
@@ -314,7 +320,8 @@ func responsesInput(names []string, input string) ([]string, []ToolResult) {
 		}
 		id, _ := stringValue(raw)
 		// A known type keeps the table's string; copyResults copies the rest.
-		results = append(results, pendingResult{id: id, typ: ci.output, copyType: ci.unknown})
+		results = append(results, pendingResult{id: id, typ: ci.output, copyType: ci.unknown,
+			isErr: statesFailure(o[3]), digest: contentDigest(o[3])})
 	}
 	return names, copyResults(results)
 }
@@ -365,7 +372,7 @@ func copyResults(tail []pendingResult) []ToolResult {
 		if p.copyType {
 			typ = strings.Clone(typ)
 		}
-		out[i] = ToolResult{ID: ids[i], Type: typ, IsError: p.isErr}
+		out[i] = ToolResult{ID: ids[i], Type: typ, IsError: p.isErr, Digest: p.digest}
 	}
 	return out
 }

@@ -224,6 +224,10 @@ func TestParseRequest(t *testing.T) {
 				t.Errorf("Fingerprint = %q, want 32 hex digits", got.Fingerprint)
 			}
 			got.Fingerprint = ""
+			for i := range got.ToolResults {
+				// Digests are checked in TestResultDigestsAndFailures.
+				got.ToolResults[i].Digest = 0
+			}
 			if !reflect.DeepEqual(*got, tc.want) {
 				t.Errorf("ParseRequest =\n%+v\nwant\n%+v", *got, tc.want)
 			}

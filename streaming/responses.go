@@ -361,6 +361,9 @@ func (d *responsesDecoder) textDelta(kind PartKind, f responsesEvent, emit func(
 		return
 	}
 	d.res.OutputBytes += int64(len(f.delta.Str))
+	if kind != PartThinkingDelta {
+		d.res.TextBytes += int64(len(f.delta.Str))
+	}
 	if emit == nil {
 		return
 	}
@@ -526,7 +529,7 @@ func decodeResponsesJSON(body []byte) (*Result, error) {
 		return d.Finish(), nil
 	}
 	d.lifecycle(root, nil)
-	d.res.OutputBytes = responsesOutputBytes(root.Get("output"))
+	d.res.OutputBytes, d.res.TextBytes = responsesOutputBytes(root.Get("output"))
 	switch status.Str {
 	case "in_progress", "queued", "":
 		// A background response not finished yet: its items so far, no stop.
@@ -540,15 +543,16 @@ func decodeResponsesJSON(body []byte) (*Result, error) {
 	return d.Finish(), nil
 }
 
-// responsesOutputBytes counts the text a whole response carries, as the
-// stream's deltas would have.
-func responsesOutputBytes(output gjson.Result) int64 {
-	var n int64
+// responsesOutputBytes counts the output and the text (messages alone) a
+// whole response carries, as the stream's deltas would have.
+func responsesOutputBytes(output gjson.Result) (n, text int64) {
 	output.ForEach(func(_, item gjson.Result) bool {
 		switch item.Get("type").Str {
 		case "message":
 			item.Get("content").ForEach(func(_, c gjson.Result) bool {
-				n += int64(len(c.Get("text").Str) + len(c.Get("refusal").Str))
+				m := int64(len(c.Get("text").Str) + len(c.Get("refusal").Str))
+				n += m
+				text += m
 				return true
 			})
 		case "reasoning":
@@ -567,5 +571,5 @@ func responsesOutputBytes(output gjson.Result) int64 {
 		}
 		return true
 	})
-	return n
+	return n, text
 }

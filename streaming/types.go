@@ -164,6 +164,9 @@ type Result struct {
 	// OutputBytes counts the bytes of text, thinking, refusal and argument
 	// deltas seen, to estimate output when no usage report arrives.
 	OutputBytes int64
+	// TextBytes counts the bytes of text and refusal alone: a reply with
+	// none said nothing to the user.
+	TextBytes int64
 	// Unparsed counts events that could not be decoded; UnparsedErrors keeps
 	// the first few of their errors.
 	Unparsed       int

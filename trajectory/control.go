@@ -22,7 +22,8 @@ const (
 //   - pause: READY → PAUSED now; in CALLING_MODEL, WAITING_TOOL and
 //     AWAITING_APPROVAL it is kept as Pending.Control for the next
 //     boundary; PAUSED stays as it is.
-//   - resume: PAUSED → READY; a pending pause is withdrawn; nothing else.
+//   - resume: PAUSED → READY; a pending pause is withdrawn; the loop
+//     watchdog's counters and step are cleared; nothing else.
 //   - cancel: pending in CALLING_MODEL (the replica serving the call ends
 //     it and finalizes); otherwise CANCELED with exit reason CANCELED now.
 //   - kill: FAILED with exit reason KILLED now, whatever the live state.
@@ -71,6 +72,9 @@ func (r *Record) RequestControl(c Control, now time.Time) (ts []Transition, inDo
 		r.setPending(c, now)
 		return nil, nil, nil
 	case ControlResume:
+		// A resume gives the loop watchdog's counters a fresh start,
+		// whether or not the thread was paused.
+		r.Watch.Reset()
 		if p := r.Pending.Control; p != nil && p.Kind == ControlPause {
 			r.Pending.Control = nil
 			r.UpdatedAt = now

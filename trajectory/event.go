@@ -32,6 +32,9 @@ const (
 	EventBudget EventType = "budget"
 	// EventOutcome: the run's outcome or task class was marked.
 	EventOutcome EventType = "outcome"
+	// EventLoop: the loop watchdog took a step (steer, restrict, pause,
+	// fail), with the evidence.
+	EventLoop EventType = "loop"
 )
 
 // Event is one entry of a trajectory's event log. Seq is assigned by the

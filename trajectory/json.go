@@ -43,6 +43,7 @@ type recordJSON struct {
 	TruncationsInRow int64       `json:"truncations_in_row,omitzero"`
 	Outcome          string      `json:"outcome,omitempty"`
 	TaskClass        string      `json:"task_class,omitempty"`
+	Watch            *Watch      `json:"watch,omitempty"`
 }
 
 type pendingJSON struct {
@@ -113,6 +114,9 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Outcome:          r.Outcome,
 		TaskClass:        r.TaskClass,
 	}
+	if !r.Watch.IsZero() {
+		w.Watch = &r.Watch
+	}
 	if w.Children == nil {
 		w.Children = []string{}
 	}
@@ -173,6 +177,9 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		TruncationsInRow: w.TruncationsInRow,
 		Outcome:          w.Outcome,
 		TaskClass:        w.TaskClass,
+	}
+	if w.Watch != nil {
+		rec.Watch = *w.Watch
 	}
 	if len(w.Children) > 0 {
 		rec.Children = w.Children

@@ -88,6 +88,8 @@ type Record struct {
 	// outcome.go), read by cost reports.
 	Outcome   string
 	TaskClass string
+	// Watch is the loop watchdog's state of this thread (watch.go).
+	Watch Watch
 }
 
 // Reservation is what calls in flight hold against a budget: their count,
@@ -252,6 +254,7 @@ func (r *Record) Clone() *Record {
 	c.Children = slices.Clone(r.Children)
 	c.Pending.ToolCalls = slices.Clone(r.Pending.ToolCalls)
 	c.LostCalls = slices.Clone(r.LostCalls)
+	c.Watch = r.Watch.clone()
 	if r.Pending.Control != nil {
 		ctl := *r.Pending.Control
 		c.Pending.Control = &ctl

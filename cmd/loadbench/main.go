@@ -49,6 +49,7 @@ type params struct {
 	records    int
 	redisURL   string
 	cpuProfile string
+	watchdog   bool // gatekeeper's loop watchdog on
 }
 
 // maxEventDelay mirrors the mock's own bound on scripted waits.
@@ -67,6 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (params, error) {
 	fs.IntVar(&p.records, "records", 10000, "trajectory records created to measure an idle record's heap")
 	fs.StringVar(&p.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.StringVar(&p.redisURL, "redis", "", "gatekeeper's store: this Redis (redis://host:port/db) instead of the memory store")
+	fs.BoolVar(&p.watchdog, "watchdog", false, "turn gatekeeper's loop watchdog on (compare with a run without it)")
 	if err := fs.Parse(args); err != nil {
 		return params{}, err
 	}

@@ -194,8 +194,8 @@ func (r *report) write(w io.Writer) error {
 	if p.redisURL != "" {
 		store = "redis (the idle record rows then count gatekeeper's process heap only: records live in Redis)"
 	}
-	fmt.Fprintf(&sb, "Parameters: -duration %s -rounds %d -conns %d -streams %d -events %d -event-delay %s -records %d; store %s\n\n",
-		p.duration, p.rounds, p.conns, p.streams, p.events, p.eventDelay, p.records, store)
+	fmt.Fprintf(&sb, "Parameters: -duration %s -rounds %d -conns %d -streams %d -events %d -event-delay %s -records %d -watchdog=%t; store %s\n\n",
+		p.duration, p.rounds, p.conns, p.streams, p.events, p.eventDelay, p.records, p.watchdog, store)
 	fmt.Fprintf(&sb, "Machine: runtime.NumCPU()=%d, GOMAXPROCS=%d, %s %s/%s; client, mock and both proxies share this one process.\n\n",
 		r.cpus, r.maxProcs, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	sb.WriteString("| figure | gatekeeper vs bare | target | met | bare | gatekeeper |\n")

@@ -130,7 +130,8 @@ tenants:
 admin:
   tokens:
     - {name: bench, token: %s, roles: [operator]}
-`, mockURL, upstreamKey, virtualKey, adminToken)
+watchdog: {enabled: %t}
+`, mockURL, upstreamKey, virtualKey, adminToken, b.p.watchdog)
 	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
 	if err != nil {
 		return nil, err

@@ -66,7 +66,7 @@ func pure(mod string) []struct {
 	}{
 		{"trajectory", false, rule{module: mod, banned: ioStd}},
 		{"trajectory", true, rule{module: mod}},
-		{"streaming", false, rule{module: mod, own: []string{mod + "/streaming/sse"}, extra: []string{"github.com/tidwall/"}}},
+		{"streaming", false, rule{module: mod, own: []string{mod + "/streaming/sse"}, extra: []string{"github.com/tidwall/", "github.com/cespare/xxhash/v2"}}},
 		{"streaming/sse", false, rule{module: mod, banned: ioStd}},
 		{"tenant", false, rule{module: mod, banned: ioStd}},
 		{"meter", false, rule{module: mod, own: []string{mod + "/trajectory"}, extra: []string{"go.yaml.in/yaml/v3"}, banned: ioStd}},

@@ -76,6 +76,9 @@ func full(id string) *trajectory.Record {
 		Control:    &trajectory.Control{Kind: trajectory.ControlInterrupt, Message: "wrap up", By: "alice", At: t0},
 	}
 	r.Thread, r.Provider, r.Model, r.StartedAt = "agent-1", "anthropic", "claude-sonnet-4-5", t0
+	r.Watch = trajectory.Watch{Calls: []trajectory.Digest{0xfedcba9876543210, 2}, Result: 3, ResultsInRow: 2, ErrorsInRow: 1, IdleTurns: 1,
+		Step: trajectory.LoopSteer, StepTurn: 5, Notice: true, Signal: &trajectory.LoopSignal{Kind: trajectory.SignalRepeatedCall,
+			Tool: "Bash", Digest: 0xfedcba9876543210, Count: 5, Threshold: 5, Window: 8}}
 	return r
 }
 

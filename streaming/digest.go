@@ -1,0 +1,177 @@
+package streaming
+
+import (
+	"encoding/binary"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/tidwall/gjson"
+)
+
+// Digests of tool calls and tool results, for the loop watchdog: equal
+// calls and equal results must give equal digests on every replica, so
+// the digest is xxhash64, never a per-process seeded hash. Zero is kept
+// for "no content".
+
+// CallDigest digests a tool call: its name and its input in canonical form
+// (object keys sorted, a key given twice keeping its last value as the
+// providers' decoders do, whitespace and escapes not counted, numbers as
+// written), so that the same call written with its keys in another order
+// or spaced differently digests the same. An input that is not one JSON
+// value (a custom tool's free text) is digested as it is. Values nested
+// deeper than maxCanonicalDepth are digested as written.
+func CallDigest(name string, args []byte) uint64 {
+	h := xxhash.New()
+	writeString(h, name)
+	if gjson.ValidBytes(args) {
+		_, _ = h.Write([]byte{'j'})
+		writeCanonical(h, gjson.ParseBytes(args), 0)
+	} else {
+		_, _ = h.Write([]byte{'r'})
+		_, _ = h.Write(args) // a hash's Write never fails
+	}
+	return nonZero(h.Sum64())
+}
+
+// maxCanonicalDepth bounds the recursion of writeCanonical.
+const maxCanonicalDepth = 128
+
+// member is one object member, for sorting.
+type member struct {
+	key string
+	val gjson.Result
+}
+
+// writeCanonical feeds v to h in a form that does not depend on member
+// order, whitespace or string escapes: a type tag, then lengths before
+// every string so that no two values share a form.
+func writeCanonical(h *xxhash.Digest, v gjson.Result, depth int) {
+	switch {
+	case depth > maxCanonicalDepth:
+		_, _ = h.Write([]byte{'x'})
+		writeString(h, v.Raw)
+	case v.IsObject():
+		var buf [16]member
+		ms := buf[:0]
+		v.ForEach(func(k, val gjson.Result) bool {
+			ms = append(ms, member{k.Str, val})
+			return true
+		})
+		slices.SortStableFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
+		_, _ = h.Write([]byte{'{'})
+		for i, m := range ms {
+			if i+1 < len(ms) && ms[i+1].key == m.key {
+				continue // the last of equal keys wins
+			}
+			writeString(h, m.key)
+			writeCanonical(h, m.val, depth+1)
+		}
+		_, _ = h.Write([]byte{'}'})
+	case v.IsArray():
+		_, _ = h.Write([]byte{'['})
+		v.ForEach(func(_, e gjson.Result) bool {
+			writeCanonical(h, e, depth+1)
+			return true
+		})
+		_, _ = h.Write([]byte{']'})
+	case v.Type == gjson.String:
+		_, _ = h.Write([]byte{'s'})
+		writeString(h, v.Str)
+	case v.Type == gjson.Number:
+		_, _ = h.Write([]byte{'n'})
+		writeString(h, v.Raw)
+	case v.Type == gjson.True:
+		_, _ = h.Write([]byte{'t'})
+	case v.Type == gjson.False:
+		_, _ = h.Write([]byte{'f'})
+	default:
+		_, _ = h.Write([]byte{'0'})
+	}
+}
+
+// writeString feeds s to h after its length.
+func writeString(h *xxhash.Digest, s string) {
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+	_, _ = h.Write(n[:])
+	_, _ = h.WriteString(s)
+}
+
+// contentDigest digests a tool result's content, the raw JSON value the
+// request carries; empty content (absent, null, "" or []) is 0.
+func contentDigest(raw string) uint64 {
+	switch strings.TrimSpace(raw) {
+	case "", "null", `""`, "[]":
+		return 0
+	}
+	return nonZero(xxhash.Sum64String(raw))
+}
+
+func nonZero(d uint64) uint64 {
+	if d == 0 {
+		return 1
+	}
+	return d
+}
+
+// The header lines that state a command's exit code in an OpenAI-API tool
+// result (Codex CLI's shell output: "Exit code: 1" in the exec format,
+// "Process exited with code 1" in the unified exec format), read before
+// the "Output:" line that starts the command's own output.
+var exitPrefixes = [...]string{"Exit code: ", "Process exited with code "}
+
+// maxExitHeader bounds how far into a result its exit code is looked for.
+const maxExitHeader = 2048
+
+// statesFailure reports whether a Chat or Responses tool result's content
+// (the raw JSON value) states a non-zero exit code: its text is a JSON
+// object whose exit_code or metadata.exit_code is a non-zero integer (the
+// structured shell output), or one of its header lines, before any
+// "Output:" line and within its first 2 KiB, reads "Exit code: N" or
+// "Process exited with code N" with N ≠ 0. The text is the content when
+// it is a string, else its first text part's text. OpenAI's APIs have no
+// is_error flag: this is the only failure they show.
+func statesFailure(raw string) bool {
+	lit := raw
+	if len(raw) > 0 && raw[0] == '[' {
+		it := newArrayIter(raw)
+		part, ok := it.next()
+		if !ok {
+			return false
+		}
+		lit = memberRaw(part, "text")
+	}
+	if !isStringRaw(lit) {
+		return false
+	}
+	head := lit[:min(len(lit), maxExitHeader)]
+	object := strings.HasPrefix(lit, `"{`) && strings.Contains(lit, "exit_code")
+	if !object && !strings.Contains(head, "xit code") && !strings.Contains(head, "exited with code") {
+		return false // the common case: nothing to decode
+	}
+	text, _ := stringValue(lit)
+	if object {
+		for _, path := range [...]string{"exit_code", "metadata.exit_code"} {
+			if v := gjson.Get(text, path); v.Type == gjson.Number {
+				return v.Num != 0
+			}
+		}
+		return false
+	}
+	text = text[:min(len(text), maxExitHeader)]
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if line == "Output:" {
+			return false
+		}
+		for _, p := range exitPrefixes {
+			if rest, ok := strings.CutPrefix(line, p); ok {
+				n, err := strconv.Atoi(strings.TrimSpace(rest))
+				return err == nil && n != 0
+			}
+		}
+	}
+	return false
+}
