@@ -190,6 +190,14 @@ func TestCallItemsRequestResults(t *testing.T) {
 		{ID: "c3", Type: "apply_patch_call_output"}, {ID: "c4", Type: "computer_call_output"},
 		{ID: "c5", Type: "foo_call_output"}, {ID: "c6", Type: "web_search_call_output"},
 	}
+	// Each result with an output digests it; c3 and c6 have none.
+	for i := range pr.ToolResults {
+		r := &pr.ToolResults[i]
+		if hasOutput := r.ID != "c3" && r.ID != "c6"; (r.Digest != 0) != hasOutput {
+			t.Errorf("%s: digest %d, has output %v", r.ID, r.Digest, hasOutput)
+		}
+		r.Digest = 0
+	}
 	if !slices.Equal(pr.ToolResults, want) {
 		t.Errorf("results %+v, want %+v", pr.ToolResults, want)
 	}
