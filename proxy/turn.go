@@ -37,6 +37,10 @@ type turn struct {
 	ctx     context.Context // the agent's request context
 	log     *slog.Logger
 	adm     admission
+	// call is the turn's call id (callID), and tried what each attempt
+	// at admitting it reserved under that id.
+	call  string
+	tried []admission
 
 	filter     *streaming.CallFilter // restrict stage: withholds calls outside the grant
 	removed    []string              // tools the restrict stage removed
@@ -275,8 +279,9 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 	var adm admission
 	budgetSince, pausedSince := time.Time{}, time.Time{}
 	wait := 5 * time.Millisecond
-	for {
+	for retried := false; ; {
 		var evs []trajectory.Event
+		tried := len(t.tried)
 		chain, err := t.s.store.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 			var err error
 			adm, evs, err = t.admitChain(chain, key, ids)
@@ -286,6 +291,16 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			t.admitEvents = evs
 		}
 		switch {
+		case errors.Is(err, trajectory.ErrUnavailable) && len(t.tried) > tried:
+			// The reservation may have been saved with its answer lost.
+			// Admission is idempotent by the call id, so it is sent
+			// again once; failing that, whatever was saved is given back.
+			if !retried && ctx.Err() == nil {
+				retried = true
+				continue
+			}
+			t.abandon(id, err)
+			return nil, adm, err
 		case errors.Is(err, errBudgetWait):
 			if budgetSince.IsZero() {
 				budgetSince = time.Now()
@@ -330,6 +345,11 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	if root.Tenant != t.req.tenant.Name {
 		return admission{}, nil, httpErr(http.StatusForbidden, errPermission,
 			fmt.Sprintf("trajectory %s belongs to another tenant", root.ID))
+	}
+	if adm, ok := t.ownAdmission(chain); ok {
+		// An earlier attempt was saved though its answer was lost: the
+		// call is admitted, once.
+		return adm, nil, nil
 	}
 	for _, r := range chain {
 		if r.State.Terminal() {
