@@ -96,6 +96,7 @@ func (t *turn) record(ctx context.Context, o outcome) {
 			return evs, err
 		})
 		if errors.Is(err, errSettled) {
+			// An earlier attempt, whose answer was lost, wrote it.
 			return nil
 		}
 		if err == nil {
@@ -104,7 +105,8 @@ func (t *turn) record(ctx context.Context, o outcome) {
 		return err
 	}
 	defer t.endSpan(o, charge)
-	attrs := []slog.Attr{slog.String("stop", o.stop), slog.Int("status", o.status),
+	// t.log names the trajectory.
+	attrs := []slog.Attr{slog.String("call", t.adm.call), slog.String("stop", o.stop), slog.Int("status", o.status),
 		slog.Int64("input_tokens", o.usage.InputTokens), slog.Int64("cached_input_tokens", o.usage.CachedInputTokens),
 		slog.Int64("cache_write_tokens", o.usage.CacheWriteTokens), slog.Int64("output_tokens", o.usage.OutputTokens),
 		slog.Float64("dollars", charge.Dollars()), slog.Bool("estimated", o.estimated), slog.Int("tool_calls", len(o.calls))}
@@ -114,14 +116,20 @@ func (t *turn) record(ctx context.Context, o outcome) {
 			s.settles.retry(t.log, settle, attrs)
 			return
 		}
-		t.log.LogAttrs(ctx, slog.LevelError, "recording turn failed", append(attrs, slog.String("error", err.Error()))...)
+		t.log.LogAttrs(ctx, slog.LevelError, "charge not recorded", append(attrs, slog.String("error", err.Error()))...)
 		return
 	}
 	t.log.LogAttrs(ctx, slog.LevelInfo, "turn", attrs...)
 }
 
-// errSettled aborts a settle that was already applied.
-var errSettled = errors.New("proxy: call already settled")
+// Settles that change nothing: errSettled, the record took this call's
+// settle already (an attempt whose answer was lost); errCallGone, the
+// record holds neither the call nor a trace of its settle (its data was
+// lost, or an operator reset it), so the charge has nowhere to go.
+var (
+	errSettled  = errors.New("proxy: call already settled")
+	errCallGone = errors.New("proxy: the call is no longer on its record; its charge is not recorded")
+)
 
 // settleChain ends the turn on its thread record and moves the call's
 // reservation to spend on every record of the chain, in one atomic update.
@@ -133,8 +141,12 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		if i := slices.Index(rec.LostCalls, t.adm.call); i >= 0 {
 			return t.settleLost(chain, i, o, charge, data, now), nil
 		}
-		return nil, errSettled
+		if rec.SettledCall == t.adm.call {
+			return nil, errSettled
+		}
+		return nil, errCallGone
 	}
+	rec.SettledCall = t.adm.call
 	dollars := charge.Dollars()
 	typ := trajectory.EventTurn
 	if o.upstream {
@@ -217,6 +229,7 @@ func keepLost(lost []string, call string) []string {
 func (t *turn) settleLost(chain []*trajectory.Record, i int, o outcome, charge meter.Charge, data map[string]any, now time.Time) []trajectory.Event {
 	rec := chain[0]
 	rec.LostCalls = slices.Delete(rec.LostCalls, i, i+1)
+	rec.SettledCall = t.adm.call
 	data["late"] = true
 	detail, _ := data["detail"].(string)
 	data["detail"] = strings.TrimPrefix(detail+"; ", "; ") +

@@ -16,6 +16,9 @@ const (
 	settleRetryMax = 10 * time.Second
 	settleAttempt  = 10 * time.Second // one attempt's timeout
 	maxRetrying    = 4096             // settles retried at once
+	// maxSettleAttempts bounds one charge's retries: about an hour and a
+	// half at settleRetryMax apart, past any outage a run outlives.
+	maxSettleAttempts = 512
 )
 
 // settles retries the charges of turns whose reply went out while the
@@ -50,9 +53,13 @@ func (s *settles) retry(log *slog.Logger, settle func(context.Context) error, at
 	go func() {
 		defer func() { <-s.sem; s.wg.Done() }()
 		wait := settleRetryMin
-		for {
+		for attempt := 1; ; attempt++ {
 			if err := s.sleep(s.ctx, wait); err != nil {
 				log.LogAttrs(context.Background(), slog.LevelError, "charge not recorded: gatekeeper stopped before the store came back", attrs...)
+				return
+			}
+			if attempt > maxSettleAttempts {
+				log.LogAttrs(context.Background(), slog.LevelError, "charge not recorded: the store stayed unavailable", attrs...)
 				return
 			}
 			ctx, cancel := context.WithTimeout(s.ctx, settleAttempt)
