@@ -22,6 +22,10 @@ type Config struct {
 	RateLimits            RateLimits `yaml:"rate_limits" json:"rate_limits"`
 	Gates                 []Gate     `yaml:"gates" json:"gates"`
 	Approvals             Approvals  `yaml:"approvals" json:"approvals"`
+	// ShutdownGrace is how long a stopping gatekeeper lets open streams
+	// finish; past it they are ended as an operator's cancel ends them and
+	// charged as estimated.
+	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
 
 	// env records, by field path, which variables each expanded value came
 	// from, so Validate can say "TEAM_A_KEY is not set" instead of a bare
@@ -45,6 +49,9 @@ type Store struct {
 	// Retention is how long a finished trajectory's record and events are
 	// kept. It must be positive: an unbounded memory store is a leak.
 	Retention Duration `yaml:"retention" json:"retention"`
+	// Timeout bounds each store call on a request's path: a turn waits at
+	// most this for the store, then is told to retry (503).
+	Timeout Duration `yaml:"timeout" json:"timeout"`
 }
 
 // Provider APIs.
@@ -272,6 +279,8 @@ type RateLimits struct {
 const (
 	DefaultListen        = "127.0.0.1:8080"
 	DefaultRetention     = 168 * time.Hour
+	DefaultStoreTimeout  = 2 * time.Second
+	DefaultShutdownGrace = 30 * time.Second
 	DefaultMaxBodyBytes  = 32 << 20
 	DefaultMaxEventBytes = 16 << 20
 	DefaultToolDeadline  = 30 * time.Minute
@@ -298,8 +307,9 @@ func DefaultWeights() map[string]int {
 // providers, tenants or tokens, so it does not validate on its own.
 func DefaultConfig() *Config {
 	return &Config{
-		Listen: DefaultListen,
-		Store:  Store{Kind: StoreMemory, Retention: Duration(DefaultRetention)},
+		Listen:        DefaultListen,
+		Store:         Store{Kind: StoreMemory, Retention: Duration(DefaultRetention), Timeout: Duration(DefaultStoreTimeout)},
+		ShutdownGrace: Duration(DefaultShutdownGrace),
 		Limits: Limits{
 			MaxBodyBytes:  DefaultMaxBodyBytes,
 			MaxEventBytes: DefaultMaxEventBytes,

@@ -60,6 +60,9 @@ func (c *Config) Validate() error {
 	v := validator{env: c.env, reported: map[string]bool{}}
 	v.listen(c.Listen)
 	v.store(c.Store)
+	if c.ShutdownGrace < 0 {
+		v.add("shutdown_grace", "must not be negative")
+	}
 	v.providers(c.Providers)
 	v.prices(c.Prices)
 	keys := v.tenants(c.Tenants)
@@ -182,6 +185,9 @@ func (v *validator) store(s Store) {
 	}
 	if s.Retention <= 0 {
 		v.add("store.retention", "must be positive")
+	}
+	if s.Timeout <= 0 {
+		v.add("store.timeout", "must be positive")
 	}
 }
 

@@ -100,7 +100,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		cfg:       opts.Config,
-		store:     opts.Store,
+		store:     withDeadline(opts.Store, opts.Config.Store.Timeout.Std()),
 		log:       opts.Logger,
 		now:       opts.Clock,
 		keys:      newKeyring(opts.Config.Tenants),
