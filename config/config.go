@@ -52,7 +52,15 @@ type Store struct {
 	// Timeout bounds each store call on a request's path: a turn waits at
 	// most this for the store, then is told to retry (503).
 	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Heartbeat is how often a replica says its calls in flight are alive
+	// (with the output streamed so far) and sweeps the store for calls
+	// whose replica went silent for LostBeats heartbeats.
+	Heartbeat Duration `yaml:"heartbeat" json:"heartbeat"`
 }
+
+// LostBeats is how many heartbeats a call's replica may miss before the
+// call is taken for lost.
+const LostBeats = 3
 
 // Provider APIs.
 const (
@@ -280,6 +288,7 @@ const (
 	DefaultListen        = "127.0.0.1:8080"
 	DefaultRetention     = 168 * time.Hour
 	DefaultStoreTimeout  = 2 * time.Second
+	DefaultHeartbeat     = 10 * time.Second
 	DefaultShutdownGrace = 30 * time.Second
 	DefaultMaxBodyBytes  = 32 << 20
 	DefaultMaxEventBytes = 16 << 20
@@ -307,8 +316,9 @@ func DefaultWeights() map[string]int {
 // providers, tenants or tokens, so it does not validate on its own.
 func DefaultConfig() *Config {
 	return &Config{
-		Listen:        DefaultListen,
-		Store:         Store{Kind: StoreMemory, Retention: Duration(DefaultRetention), Timeout: Duration(DefaultStoreTimeout)},
+		Listen: DefaultListen,
+		Store: Store{Kind: StoreMemory, Retention: Duration(DefaultRetention), Timeout: Duration(DefaultStoreTimeout),
+			Heartbeat: Duration(DefaultHeartbeat)},
 		ShutdownGrace: Duration(DefaultShutdownGrace),
 		Limits: Limits{
 			MaxBodyBytes:  DefaultMaxBodyBytes,

@@ -37,8 +37,9 @@ func TestLoadFullExample(t *testing.T) {
 		t.Fatalf("Validate: %v", err)
 	}
 	want := &Config{
-		Listen:        "127.0.0.1:8080",
-		Store:         Store{Kind: "memory", RedisURL: "redis://127.0.0.1:6379/0", Retention: Duration(72 * time.Hour), Timeout: Duration(3 * time.Second)},
+		Listen: "127.0.0.1:8080",
+		Store: Store{Kind: "memory", RedisURL: "redis://127.0.0.1:6379/0", Retention: Duration(72 * time.Hour), Timeout: Duration(3 * time.Second),
+			Heartbeat: Duration(10 * time.Second)},
 		ShutdownGrace: Duration(45 * time.Second),
 		Providers: []Provider{
 			{Name: "anthropic", API: "anthropic", BaseURL: "https://api.anthropic.com", Default: true,

@@ -189,6 +189,9 @@ func (v *validator) store(s Store) {
 	if s.Timeout <= 0 {
 		v.add("store.timeout", "must be positive")
 	}
+	if s.Heartbeat <= 0 {
+		v.add("store.heartbeat", "must be positive")
+	}
 }
 
 // redisURL checks the URL without ever quoting it: it may hold a password.

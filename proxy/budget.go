@@ -99,6 +99,9 @@ func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []
 		}
 	}
 	chain[0].Call, chain[0].CallReserved = adm.call, adm.reserved
+	// What a sweep needs should this replica fall silent (sweeper.go).
+	chain[0].CallOwner, chain[0].CallBeat = t.s.replica, now
+	chain[0].CallInput, chain[0].CallOutput = estimateTokens(int64(len(t.body))), 0
 	t.tried = append(t.tried, adm)
 	return adm, evs, nil
 }
@@ -242,7 +245,7 @@ func reclaimWith(chain []*trajectory.Record, now time.Time, detail string) ([]tr
 	}
 	ev := eventWith(rec.ID, now, trajectory.EventUpstreamError, map[string]any{
 		"detail": detail, "call": rec.Call})
-	rec.Call, rec.CallReserved = "", trajectory.Reservation{}
+	clearCall(rec)
 	return append([]trajectory.Event{ev}, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
 }
 

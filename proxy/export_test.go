@@ -4,3 +4,13 @@ import "context"
 
 // SweepIdle runs one idle sweep now.
 func (s *Server) SweepIdle(ctx context.Context) int { return s.sweepIdle(ctx) }
+
+// SweepCalls runs one lost-call sweep now; with own, it also reclaims
+// every call of this replica.
+func (s *Server) SweepCalls(ctx context.Context, own bool) int { return s.sweepCalls(ctx, own) }
+
+// Replica is the replica's name.
+func (s *Server) Replica() string { return s.replica }
+
+// StartSwept waits for the start's sweep of this replica's own calls.
+func (s *Server) StartSwept() { <-s.startSwept }

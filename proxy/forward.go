@@ -124,8 +124,11 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 			}
 			typ, msg := t.stopError()
 			code := http.StatusForbidden
-			if why == stopDeadline {
+			switch why {
+			case stopDeadline:
 				code = http.StatusGatewayTimeout
+			case stopShutdown:
+				code = http.StatusServiceUnavailable
 			}
 			writeError(w, st.req.api, &HTTPError{Code: code, Type: typ, Msg: msg, NoRetry: why == stopCancel})
 			return

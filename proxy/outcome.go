@@ -189,7 +189,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 	}
 	evs = append(evs, cevs...)
 	released := rec.CallReserved
-	rec.Call, rec.CallReserved = "", trajectory.Reservation{}
+	clearCall(rec)
 	for i, l := range chain {
 		l.Reserved = l.Reserved.Release(released)
 		if i > 0 && !o.upstream {
@@ -286,6 +286,9 @@ func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome
 	case why == stopDeadline:
 		cause = errors.New("call deadline exceeded")
 		o.stop, o.detail = "error", cause.Error()
+	case why == stopShutdown:
+		cause = errors.New("stopped by gatekeeper's shutdown past its grace")
+		o.stop, o.detail = "error", cause.Error()
 	case cause != nil && t.clientGone():
 		o.stop = "canceled"
 		o.detail = "client went away"
@@ -302,6 +305,15 @@ func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome
 		CacheWriteTokens: res.Usage.CacheWriteTokens, OutputTokens: res.Usage.OutputTokens,
 		CacheWrite1hTokens: min(t.extras.CacheWrite1hTokens, res.Usage.CacheWriteTokens), ServiceTier: t.extras.ServiceTier}
 	complete := cause == nil && !res.Truncated && len(res.Errors) == 0
+	if len(res.Errors) > 0 && cause == nil && !res.Truncated && res.UsageSeen && !res.UsageFinal {
+		// The reply ended in the provider's error event with no closing
+		// usage: what it has is the opening placeholder (Anthropic's
+		// message_start says output_tokens: 1), never a charge for what
+		// streamed. The output is at least the estimate from its bytes.
+		if est := estimateTokens(res.OutputBytes); est > o.usage.OutputTokens {
+			o.usage.OutputTokens, o.estimated = est, true
+		}
+	}
 	if cause != nil || res.Truncated || !res.UsageSeen {
 		// Charged from what was seen: input from the request when the
 		// provider reported none, output estimated from the streamed bytes.

@@ -41,6 +41,8 @@ type turn struct {
 	// at admitting it reserved under that id.
 	call  string
 	tried []admission
+	// streamed is the reply's output so far, in bytes, for the heartbeat.
+	streamed atomic.Int64
 
 	filter     *streaming.CallFilter // restrict stage: withholds calls outside the grant
 	removed    []string              // tools the restrict stage removed
@@ -365,7 +367,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	switch {
 	case rec.Thread != "" && rec.Thread != key:
 		return admission{}, nil, errOtherThread
-	case rec.State == trajectory.CallingModel && now.Sub(rec.UpdatedAt) < t.s.staleCall(t.req.tenant):
+	case rec.State == trajectory.CallingModel && !t.s.silent(rec, now, false):
 		return admission{}, nil, errBusy
 	case rec.State == trajectory.Paused:
 		return admission{}, nil, errPausedWait
