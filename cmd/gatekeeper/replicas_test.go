@@ -54,12 +54,13 @@ type replica struct {
 }
 
 // startReplica starts gatekeeper serve as a child process on a free
-// loopback port and stops it, by its PID, when the test ends.
-func startReplica(t *testing.T, cfg string) *replica {
+// loopback port, with env added to its environment, and stops it, by its
+// PID, when the test ends.
+func startReplica(t *testing.T, cfg string, env ...string) *replica {
 	t.Helper()
 	r := &replica{logs: &syncBuffer{}}
 	r.cmd = exec.Command(os.Args[0], "serve", "-config", cfg)
-	r.cmd.Env = append(os.Environ(), processEnv+"=serve", "GATEKEEPER_LISTEN=127.0.0.1:0")
+	r.cmd.Env = append(append(os.Environ(), processEnv+"=serve", "GATEKEEPER_LISTEN=127.0.0.1:0"), env...)
 	out, err := r.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
