@@ -157,7 +157,7 @@ func (t *turn) abandon(id string, cause error) {
 		return err
 	}
 	attrs := []slog.Attr{slog.String("trajectory", id), slog.String("call", call), slog.String("cause", cause.Error())}
-	t.s.settles.retry(t.s.log, release, attrs)
+	t.s.settles.retry(t.s.log, writeRelease, release, attrs)
 }
 
 // exhaust applies a refusal for an exhausted budget to the thread record

@@ -113,7 +113,7 @@ func (t *turn) record(ctx context.Context, o outcome) {
 	if err := settle(ctx); err != nil {
 		if errors.Is(err, trajectory.ErrUnavailable) {
 			// The reply went out; its charge must not be lost.
-			s.settles.retry(t.log, settle, attrs)
+			s.settles.retry(t.log, writeCharge, settle, attrs)
 			return
 		}
 		t.log.LogAttrs(ctx, slog.LevelError, "charge not recorded", append(attrs, slog.String("error", err.Error()))...)

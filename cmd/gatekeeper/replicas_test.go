@@ -118,9 +118,12 @@ func TestReplicasShareOneBudget(t *testing.T) {
 	redistest.Each(t, testReplicasShareOneBudget)
 }
 
-// storeYAML is the config's store section for r.
+// storeYAML is the config's store section for r. Its store.timeout is
+// past the default: these tests race many writers on one tree, whose
+// admissions retry their compare-and-set many times, on a machine the whole
+// suite shares; the default 2 s turned some into 503s there.
 func storeYAML(r redistest.Target) string {
-	return fmt.Sprintf("{kind: redis, redis_url: %q, redis_cluster: %t}", r.URL, r.Cluster)
+	return fmt.Sprintf("{kind: redis, redis_url: %q, redis_cluster: %t, timeout: 10s}", r.URL, r.Cluster)
 }
 
 func testReplicasShareOneBudget(t *testing.T, r redistest.Target) {
