@@ -296,8 +296,10 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		case errors.Is(err, trajectory.ErrUnavailable) && len(t.tried) > tried:
 			// The reservation may have been saved with its answer lost.
 			// Admission is idempotent by the call id, so it is sent
-			// again once; failing that, whatever was saved is given back.
-			if !retried && ctx.Err() == nil {
+			// again once, unless the store took all of store.timeout to
+			// fail (the turn waits no longer); failing that, whatever was
+			// saved is given back.
+			if !retried && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 				retried = true
 				continue
 			}

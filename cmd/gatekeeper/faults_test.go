@@ -59,6 +59,7 @@ type turnSeen struct {
 	errEvent bool // the stream carried the provider's error event
 	toolUse  bool // the reply delivered a tool_use block
 	ended    time.Time
+	answered time.Duration // from sending to the status line
 }
 
 // faultRig is one experiment's processes.
@@ -289,6 +290,15 @@ log: {level: info, format: json}
 			recovery = first.Sub(ended).Round(100 * time.Millisecond).String()
 		}
 	}
+	var slowest503 time.Duration
+	for _, s := range seen {
+		if s.status == 503 {
+			slowest503 = max(slowest503, s.answered)
+		}
+	}
+	if slowest503 > 0 {
+		t.Logf("%s: the slowest 503 took %v (store.timeout 2s)", x.name, slowest503.Round(10*time.Millisecond))
+	}
 	if x.check != nil {
 		x.check(t, r, seen)
 	}
@@ -338,12 +348,13 @@ func sendTurn(ctx context.Context, base, traj, spec string, stream bool) (s turn
 	req.Header.Set("X-Mock-Turn", spec)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	sent := time.Now()
 	resp, err := http.DefaultClient.Do(req.WithContext(cctx))
 	if err != nil {
 		return s
 	}
 	defer resp.Body.Close()
-	s.status = resp.StatusCode
+	s.status, s.answered = resp.StatusCode, time.Since(sent)
 	if resp.StatusCode != 200 {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return s
