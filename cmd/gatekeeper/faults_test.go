@@ -77,6 +77,25 @@ func (r *faultRig) replica(i int) *replica {
 	return r.reps[i]
 }
 
+// statesOf calls fn with the state of each trajectory the turns used, as
+// the replica still up reports it.
+func (r *faultRig) statesOf(t *testing.T, seen []turnSeen, fn func(id, state string)) {
+	t.Helper()
+	done := map[string]bool{}
+	for _, s := range seen {
+		if done[s.traj] {
+			continue
+		}
+		done[s.traj] = true
+		var rec faultRecord
+		if code := adminCall(context.Background(), t, "GET", r.replica(1).base+"/admin/v1/trajectories/"+s.traj, replicaAdmin, &rec); code != 200 {
+			t.Errorf("%s: admin API %d", s.traj, code)
+			continue
+		}
+		fn(s.traj, rec.State)
+	}
+}
+
 // restart starts replica i again under the same name.
 func (r *faultRig) restart(t *testing.T, i int) {
 	rep := startReplica(t, r.cfg, r.envs[i]...)
@@ -143,6 +162,11 @@ func TestFaults(t *testing.T) {
 						t.Errorf("a stream past the grace: status %d complete %v error event %v; want 200 ended with the error event", s.status, s.complete, s.errEvent)
 					}
 				}
+				r.statesOf(t, seen, func(id, state string) {
+					if state != "READY" {
+						t.Errorf("%s is %s after its call was ended by the shutdown; want READY (the run goes on)", id, state)
+					}
+				})
 			}},
 		{name: "provider-resets-errors-529-500", turns: 300, conc: 8,
 			spec: func(i int) (string, bool) {
@@ -168,6 +192,11 @@ func TestFaults(t *testing.T) {
 						t.Errorf("a tool call cut at max_tokens was delivered")
 					}
 				}
+				r.statesOf(t, seen, func(id, state string) {
+					if state == "WAITING_TOOL" {
+						t.Errorf("%s waits for the result of a tool call it never delivered", id)
+					}
+				})
 			}},
 	}
 	var rowsMu sync.Mutex
