@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"bytes"
 	"testing"
 
 	"gatekeeper/trajectory"
@@ -14,10 +15,13 @@ func TestErrorEventChargedFromWhatStreamed(t *testing.T) {
 	text := "The first part of a long answer that the provider streamed before it failed with an overloaded error event."
 	resp := e.do(t, "POST", "/t/cut-error/anthropic/v1/messages", anthropicReq(true, "hi"),
 		hdr("X-Mock-Turn", `{"kind":"error_midstream","text":"`+text+`","deltas":8}`)...)
-	readAll(t, resp)
+	body := readAll(t, resp)
+	if resp.StatusCode != 200 || !bytes.Contains(body, []byte("event: error")) {
+		t.Fatalf("status %d, want 200 ending with the error event:\n%s", resp.StatusCode, body)
+	}
 	var rec *trajectory.Record
 	waitFor(t, "the turn recorded", func() bool { rec = e.record(t, "cut-error"); return rec.State != trajectory.CallingModel })
 	if !rec.Spend.Estimated || rec.Spend.OutputTokens <= 1 {
-		t.Errorf("a reply cut by an error event charged %+v; want estimated, with the output that streamed", rec.Spend)
+		t.Errorf("a reply cut by an error event charged %+v; want estimated, with the output that streamed\nevents: %+v", rec.Spend, e.events(t, "cut-error"))
 	}
 }
