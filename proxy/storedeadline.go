@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"gatekeeper/ratelimit"
 	"gatekeeper/trajectory"
 )
 
@@ -71,4 +72,46 @@ func (s deadlineStore) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.d)
 	defer cancel()
 	return s.Store.Ping(ctx)
+}
+
+// deadlineBuckets bounds each call to shared rate-limit buckets by
+// store.timeout, as deadlineStore does the record store's: they live in
+// the same Redis.
+type deadlineBuckets struct {
+	ratelimit.Buckets
+	d time.Duration
+}
+
+var _ ratelimit.Buckets = deadlineBuckets{}
+
+// bucketsWithDeadline wraps b; a d of zero or less leaves it as it is.
+func bucketsWithDeadline(b ratelimit.Buckets, d time.Duration) ratelimit.Buckets {
+	if d <= 0 {
+		return b
+	}
+	return deadlineBuckets{Buckets: b, d: d}
+}
+
+func (b deadlineBuckets) Take(ctx context.Context, k ratelimit.Key, c ratelimit.Cost) (bool, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.Buckets.Take(ctx, k, c)
+}
+
+func (b deadlineBuckets) Headroom(ctx context.Context, k ratelimit.Key) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.Buckets.Headroom(ctx, k)
+}
+
+func (b deadlineBuckets) Cool(ctx context.Context, k ratelimit.Key, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.Buckets.Cool(ctx, k, d)
+}
+
+func (b deadlineBuckets) Settle(ctx context.Context, k ratelimit.Key, delta ratelimit.Cost, r ratelimit.Remaining) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.Buckets.Settle(ctx, k, delta, r)
 }
