@@ -100,7 +100,7 @@ func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []
 	}
 	chain[0].Call, chain[0].CallReserved = adm.call, adm.reserved
 	// What a sweep needs should this replica fall silent (sweeper.go).
-	chain[0].CallOwner, chain[0].CallBeat = t.s.replica, now
+	chain[0].CallOwner, chain[0].CallBeat = t.s.owner, now
 	chain[0].CallInput, chain[0].CallOutput = estimateTokens(int64(len(t.body))), 0
 	t.tried = append(t.tried, adm)
 	return adm, evs, nil

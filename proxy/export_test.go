@@ -14,3 +14,6 @@ func (s *Server) Replica() string { return s.replica }
 
 // StartSwept waits for the start's sweep of this replica's own calls.
 func (s *Server) StartSwept() { <-s.startSwept }
+
+// Owner is what this run writes as its calls' owner.
+func (s *Server) Owner() string { return s.owner }

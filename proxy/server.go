@@ -81,6 +81,7 @@ type Server struct {
 	esc        *escrow       // nil when no gate is configured
 	secrets    []string      // every provider key, redacted from upstream error bodies
 	replica    string        // Options.Replica
+	owner      string        // what this run writes as its calls' owner: replica#incarnation
 	startSwept chan struct{} // closed once the start's sweep of this replica's calls is done
 }
 
@@ -127,6 +128,7 @@ func New(opts Options) (*Server, error) {
 	if s.replica == "" {
 		s.replica = "replica-" + newCallID()
 	}
+	s.owner = s.replica + "#" + newCallID()
 	if s.minOutput <= 0 {
 		s.minOutput = config.DefaultBudgetMinOutputTokens
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"gatekeeper/config"
@@ -108,7 +109,7 @@ func (s *Server) sweepCalls(ctx context.Context, own bool) int {
 	}
 	n := 0
 	for _, rec := range recs {
-		mine := own && rec.CallOwner == s.replica
+		mine := own && s.leftBehind(rec)
 		if !mine && !s.silent(rec, s.now(), true) {
 			continue
 		}
@@ -128,7 +129,7 @@ func (s *Server) sweepCall(ctx context.Context, id, call string, mine bool) bool
 	_, err := s.store.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 		now := s.now()
 		rec := chain[0]
-		if rec.Call != call || !(mine && rec.CallOwner == s.replica) && !s.silent(rec, now, true) {
+		if rec.Call != call || !(mine && s.leftBehind(rec)) && !s.silent(rec, now, true) {
 			return nil, errNotLost
 		}
 		usage := trajectory.Usage{InputTokens: rec.CallInput, OutputTokens: rec.CallOutput}
@@ -175,6 +176,14 @@ func (s *Server) sweepCall(ctx context.Context, id, call string, mine bool) bool
 			slog.String("call", call), slog.String("error", err.Error()))
 	}
 	return false
+}
+
+// leftBehind reports a call in flight on rec that an earlier run of this
+// replica owned: same replica name, another incarnation. Calls this run
+// admitted are alive, even while the start's sweep is still going.
+func (s *Server) leftBehind(rec *trajectory.Record) bool {
+	name, _, ok := strings.Cut(rec.CallOwner, "#")
+	return ok && name == s.replica && rec.CallOwner != s.owner
 }
 
 // clearCall takes the call in flight off rec.

@@ -87,13 +87,15 @@ func TestSweeperReclaimsSilentCalls(t *testing.T) {
 }
 
 // TestSweeperReclaimsOwnCallsAtStart: a replica that restarts reclaims the
-// calls it left in flight, however recent their last beat.
+// calls an earlier run of it left in flight, however recent their last
+// beat, and none it admitted itself.
 func TestSweeperReclaimsOwnCallsAtStart(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.px.StartSwept()
 	ctx := context.Background()
 	res := trajectory.Reservation{Calls: 1, Tokens: 9000, Micros: 120000}
-	e.strand(t, "restarted", "", e.px.Replica(), "call-before", e.clk.Now(), res)
+	e.strand(t, "restarted", "", e.px.Replica()+"#an-earlier-run", "call-before", e.clk.Now(), res)
+	e.strand(t, "this-run", "", e.px.Owner(), "call-now", e.clk.Now(), res)
 	e.strand(t, "other", "", "replica-other", "call-other", e.clk.Now(), res)
 	if n := e.px.SweepCalls(ctx, true); n != 1 {
 		t.Fatalf("start sweep reclaimed %d calls, want 1", n)
@@ -103,5 +105,8 @@ func TestSweeperReclaimsOwnCallsAtStart(t *testing.T) {
 	}
 	if r := e.record(t, "other"); r.State != trajectory.CallingModel {
 		t.Errorf("another replica's recent call was reclaimed: %s", r.State)
+	}
+	if r := e.record(t, "this-run"); r.State != trajectory.CallingModel {
+		t.Errorf("a call this run admitted was reclaimed as left behind: %s", r.State)
 	}
 }
