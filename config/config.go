@@ -24,6 +24,10 @@ type Config struct {
 	Approvals             Approvals  `yaml:"approvals" json:"approvals"`
 	// Watchdog is the loop watchdog of every tenant (watchdog.go).
 	Watchdog Watchdog `yaml:"watchdog" json:"watchdog"`
+	// ShutdownGrace is how long a stopping gatekeeper lets open streams
+	// finish; past it they are ended as an operator's cancel ends them and
+	// charged as estimated.
+	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
 
 	// env records, by field path, which variables each expanded value came
 	// from, so Validate can say "TEAM_A_KEY is not set" instead of a bare
@@ -51,7 +55,18 @@ type Store struct {
 	// idle (READY or WAITING_TOOL), is kept after its last write; it must
 	// be positive: records are free to create.
 	IdleRetention Duration `yaml:"idle_retention" json:"idle_retention"`
+	// Timeout bounds each store call on a request's path: a turn waits at
+	// most this for the store, then is told to retry (503).
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Heartbeat is how often a replica says its calls in flight are alive
+	// (with the output streamed so far) and sweeps the store for calls
+	// whose replica went silent for LostBeats heartbeats.
+	Heartbeat Duration `yaml:"heartbeat" json:"heartbeat"`
 }
+
+// LostBeats is how many heartbeats a call's replica may miss before the
+// call is taken for lost.
+const LostBeats = 3
 
 // Provider APIs.
 const (
@@ -322,6 +337,9 @@ const (
 	DefaultRetention     = 168 * time.Hour
 	DefaultIdleRetention = 24 * time.Hour
 	DefaultMaxChildren   = 1000
+	DefaultStoreTimeout  = 2 * time.Second
+	DefaultHeartbeat     = 10 * time.Second
+	DefaultShutdownGrace = 30 * time.Second
 	DefaultMaxBodyBytes  = 32 << 20
 	DefaultMaxEventBytes = 16 << 20
 	DefaultToolDeadline  = 30 * time.Minute
@@ -351,7 +369,9 @@ func DefaultWeights() map[string]int {
 func DefaultConfig() *Config {
 	return &Config{
 		Listen: DefaultListen,
-		Store:  Store{Kind: StoreMemory, Retention: Duration(DefaultRetention), IdleRetention: Duration(DefaultIdleRetention)},
+		Store: Store{Kind: StoreMemory, Retention: Duration(DefaultRetention), IdleRetention: Duration(DefaultIdleRetention),
+			Timeout: Duration(DefaultStoreTimeout), Heartbeat: Duration(DefaultHeartbeat)},
+		ShutdownGrace: Duration(DefaultShutdownGrace),
 		Limits: Limits{
 			MaxBodyBytes:  DefaultMaxBodyBytes,
 			MaxEventBytes: DefaultMaxEventBytes,

@@ -39,7 +39,9 @@ func TestLoadFullExample(t *testing.T) {
 	enabled := true
 	want := &Config{
 		Listen: "127.0.0.1:8080",
-		Store:  Store{Kind: "memory", RedisURL: "redis://127.0.0.1:6379/0", Retention: Duration(72 * time.Hour), IdleRetention: Duration(12 * time.Hour)},
+		Store: Store{Kind: "memory", RedisURL: "redis://127.0.0.1:6379/0", Retention: Duration(72 * time.Hour), IdleRetention: Duration(12 * time.Hour),
+			Timeout: Duration(3 * time.Second), Heartbeat: Duration(10 * time.Second)},
+		ShutdownGrace: Duration(45 * time.Second),
 		Providers: []Provider{
 			{Name: "anthropic", API: "anthropic", BaseURL: "https://api.anthropic.com", Default: true,
 				Keys: []ProviderKey{{Name: "main", Key: "sk-ant-test-0001", RPM: 4000, InputTPM: 2000000, OutputTPM: 400000}}},

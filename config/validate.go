@@ -60,6 +60,9 @@ func (c *Config) Validate() error {
 	v := validator{env: c.env, reported: map[string]bool{}}
 	v.listen(c.Listen)
 	v.store(c.Store)
+	if c.ShutdownGrace < 0 {
+		v.add("shutdown_grace", "must not be negative")
+	}
 	v.providers(c.Providers)
 	v.prices(c.Prices)
 	keys := v.tenants(c.Tenants)
@@ -192,6 +195,12 @@ func (v *validator) store(s Store) {
 	}
 	if s.IdleRetention <= 0 {
 		v.add("store.idle_retention", "must be positive")
+	}
+	if s.Timeout <= 0 {
+		v.add("store.timeout", "must be positive")
+	}
+	if s.Heartbeat <= 0 {
+		v.add("store.heartbeat", "must be positive")
 	}
 }
 

@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"strings"
@@ -67,7 +69,7 @@ func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []
 		// flight hold the rest and may give some back.
 		return admission{}, nil, errBudgetWait
 	}
-	adm := admission{decision: v.Decision, call: newCallID(), levels: ls, fit: v.Fit}
+	adm := admission{decision: v.Decision, call: t.callID(), levels: ls, fit: v.Fit}
 	evs := t.s.readStages(chain, ls, v.Decision, now)
 	if v.Stage == meter.Halt {
 		xevs, paused, err := exhaust(chain, v.Decision, now)
@@ -98,7 +100,65 @@ func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []
 		}
 	}
 	chain[0].Call, chain[0].CallReserved = adm.call, adm.reserved
+	// What a sweep needs should this replica fall silent (sweeper.go).
+	chain[0].CallOwner, chain[0].CallBeat = t.s.owner, now
+	chain[0].CallInput, chain[0].CallOutput = estimateTokens(int64(len(t.body))), 0
+	t.tried = append(t.tried, adm)
 	return adm, evs, nil
+}
+
+// callID is the turn's call id, drawn once: every attempt at admitting the
+// turn reserves under the same id, so an attempt that finds it on the
+// record knows the reservation is its own.
+func (t *turn) callID() string {
+	if t.call == "" {
+		t.call = newCallID()
+	}
+	return t.call
+}
+
+// ownAdmission is what admitting the turn decided, when an earlier attempt
+// whose answer was lost (a timeout, a broken connection) was saved after
+// all: chain[0] holds the turn's call. It is the attempt that reserved what
+// the record holds; the store changes nothing this time.
+func (t *turn) ownAdmission(chain []*trajectory.Record) (admission, bool) {
+	rec := chain[0]
+	if t.call == "" || rec.Call != t.call || rec.State != trajectory.CallingModel {
+		return admission{}, false
+	}
+	for i := len(t.tried) - 1; i >= 0; i-- {
+		if t.tried[i].reserved == rec.CallReserved {
+			return t.tried[i], true
+		}
+	}
+	// Not reachable while every saved attempt is in tried; the record's
+	// own figures are the reservation in any case.
+	return admission{call: t.call, reserved: rec.CallReserved, levels: levels(chain, t.s.now(), true)}, true
+}
+
+// abandon gives back, in the background, a reservation the turn may have
+// made though its admission failed: the store's answer was lost, and the
+// script may have run. It is idempotent by call id: a record that does not
+// hold the call is left alone.
+func (t *turn) abandon(id string, cause error) {
+	if t.call == "" || len(t.tried) == 0 {
+		return
+	}
+	call := t.call
+	release := func(ctx context.Context) error {
+		_, err := t.s.store.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+			if chain[0].Call != call || chain[0].State != trajectory.CallingModel {
+				return nil, errSettled
+			}
+			return reclaimWith(chain, t.s.now(), "admission abandoned: the store's answer was lost and the call was never sent")
+		})
+		if errors.Is(err, errSettled) {
+			return nil
+		}
+		return err
+	}
+	attrs := []slog.Attr{slog.String("trajectory", id), slog.String("call", call), slog.String("cause", cause.Error())}
+	t.s.settles.retry(t.s.log, writeRelease, release, attrs)
 }
 
 // exhaust applies a refusal for an exhausted budget to the thread record
@@ -171,6 +231,11 @@ func (s *Server) staleCall(tenant *config.Tenant) time.Duration {
 // reservation is released on the whole chain, uncharged, and the thread
 // is READY again.
 func reclaim(chain []*trajectory.Record, now time.Time) ([]trajectory.Event, error) {
+	return reclaimWith(chain, now, "call lost: no reply was recorded")
+}
+
+// reclaimWith is reclaim with the event's detail.
+func reclaimWith(chain []*trajectory.Record, now time.Time, detail string) ([]trajectory.Event, error) {
 	rec := chain[0]
 	tr, err := rec.Transition(trajectory.Ready, "call_lost", now)
 	if err != nil {
@@ -180,8 +245,8 @@ func reclaim(chain []*trajectory.Record, now time.Time) ([]trajectory.Event, err
 		l.Reserved = l.Reserved.Release(rec.CallReserved)
 	}
 	ev := eventWith(rec.ID, now, trajectory.EventUpstreamError, map[string]any{
-		"detail": "call lost: no reply was recorded", "call": rec.Call})
-	rec.Call, rec.CallReserved = "", trajectory.Reservation{}
+		"detail": detail, "call": rec.Call})
+	clearCall(rec)
 	return append([]trajectory.Event{ev}, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
 }
 

@@ -20,6 +20,7 @@ const (
 	stopCancel            // an operator canceled the run: end the stream with an error event
 	stopKill              // an operator killed the run: drop the agent's connection
 	stopDeadline          // the call outlived the tenant's call_deadline
+	stopShutdown          // gatekeeper is stopping and its shutdown_grace ran out
 )
 
 // errPausedWait: the thread's record is paused; the request waits.
@@ -57,6 +58,17 @@ func (l *live) remove(t *turn) {
 		delete(l.turns, t.recID)
 	}
 	l.mu.Unlock()
+}
+
+// all returns the turns in flight in this process.
+func (l *live) all() []*turn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*turn, 0, len(l.turns))
+	for _, t := range l.turns {
+		out = append(out, t)
+	}
+	return out
 }
 
 // wait returns a channel closed by the next signal for id, and a func to
@@ -129,6 +141,9 @@ func (t *turn) stop(why stopKind) {
 // stopError is the error type and message the agent gets for a call
 // stopped by a cancel or by its deadline.
 func (t *turn) stopError() (typ, msg string) {
+	if t.stopReason() == stopShutdown {
+		return errUpstream, "gatekeeper is shutting down and this call outlived its grace; it was stopped and charged for what streamed; retry"
+	}
 	if t.stopReason() == stopDeadline {
 		return errUpstream, fmt.Sprintf("the call ran past its deadline (call_limits.call_deadline %s) and was stopped",
 			t.req.tenant.CallLimits.CallDeadline.Std())

@@ -98,6 +98,8 @@ type envOpts struct {
 	// wrap, when set, puts a layer between gatekeeper and the memory
 	// store (e.record still reads the store itself).
 	wrap func(trajectory.Store) trajectory.Store
+	// storeTimeout, when set, replaces store.timeout.
+	storeTimeout time.Duration
 	// openaiKeys, when set, replaces the openai provider's keys (YAML
 	// flow sequence); openaiExtra and teamAExtra are added to the openai
 	// provider's and to team-a's entries (indented YAML lines).
@@ -174,6 +176,9 @@ admin:
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
+	}
+	if o.storeTimeout > 0 {
+		cfg.Store.Timeout = config.Duration(o.storeTimeout)
 	}
 	e.cfg = cfg
 	e.clk = newClock()

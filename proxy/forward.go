@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"gatekeeper/streaming"
 )
@@ -123,8 +124,11 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 			}
 			typ, msg := t.stopError()
 			code := http.StatusForbidden
-			if why == stopDeadline {
+			switch why {
+			case stopDeadline:
 				code = http.StatusGatewayTimeout
+			case stopShutdown:
+				code = http.StatusServiceUnavailable
 			}
 			writeError(w, st.req.api, &HTTPError{Code: code, Type: typ, Msg: msg, NoRetry: why == stopCancel})
 			return
@@ -152,9 +156,13 @@ func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error
 	if errors.Is(err, context.DeadlineExceeded) {
 		code = http.StatusGatewayTimeout
 	}
-	writeError(w, api, httpErr(code, errUpstream,
-		"gatekeeper could not get a reply from provider "+st.req.up.cfg.Name+"; retry later"))
+	writeError(w, api, &HTTPError{Code: code, Type: errUpstream, RetryAfter: upstreamRetryAfter,
+		Msg: "gatekeeper could not get a reply from provider " + st.req.up.cfg.Name + "; retry later"})
 }
+
+// upstreamRetryAfter is what a 502 or 504 for a provider gatekeeper could
+// not reach asks the agent to wait.
+const upstreamRetryAfter = 5 * time.Second
 
 // slogWriter lets the reverse proxy's log.Logger write into slog.
 type slogWriter struct{ l *slog.Logger }

@@ -110,6 +110,7 @@ func (t *turn) record(ctx context.Context, o outcome) {
 			return evs, err
 		})
 		if errors.Is(err, errSettled) {
+			// An earlier attempt, whose answer was lost, wrote it.
 			return nil
 		}
 		if err == nil {
@@ -118,24 +119,31 @@ func (t *turn) record(ctx context.Context, o outcome) {
 		return err
 	}
 	defer t.endSpan(o, charge)
-	attrs := []slog.Attr{slog.String("stop", o.stop), slog.Int("status", o.status),
+	// t.log names the trajectory.
+	attrs := []slog.Attr{slog.String("call", t.adm.call), slog.String("stop", o.stop), slog.Int("status", o.status),
 		slog.Int64("input_tokens", o.usage.InputTokens), slog.Int64("cached_input_tokens", o.usage.CachedInputTokens),
 		slog.Int64("cache_write_tokens", o.usage.CacheWriteTokens), slog.Int64("output_tokens", o.usage.OutputTokens),
 		slog.Float64("dollars", charge.Dollars()), slog.Bool("estimated", o.estimated), slog.Int("tool_calls", len(o.calls))}
 	if err := settle(ctx); err != nil {
 		if errors.Is(err, trajectory.ErrUnavailable) {
 			// The reply went out; its charge must not be lost.
-			s.settles.retry(t.log, settle, attrs)
+			s.settles.retry(t.log, writeCharge, settle, attrs)
 			return
 		}
-		t.log.LogAttrs(ctx, slog.LevelError, "recording turn failed", append(attrs, slog.String("error", err.Error()))...)
+		t.log.LogAttrs(ctx, slog.LevelError, "charge not recorded", append(attrs, slog.String("error", err.Error()))...)
 		return
 	}
 	t.log.LogAttrs(ctx, slog.LevelInfo, "turn", attrs...)
 }
 
-// errSettled aborts a settle that was already applied.
-var errSettled = errors.New("proxy: call already settled")
+// Settles that change nothing: errSettled, the record took this call's
+// settle already (an attempt whose answer was lost); errCallGone, the
+// record holds neither the call nor a trace of its settle (its data was
+// lost, or an operator reset it), so the charge has nowhere to go.
+var (
+	errSettled  = errors.New("proxy: call already settled")
+	errCallGone = errors.New("proxy: the call is no longer on its record; its charge is not recorded")
+)
 
 // settleChain ends the turn on its thread record and moves the call's
 // reservation to spend on every record of the chain, in one atomic update.
@@ -147,8 +155,12 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		if i := slices.Index(rec.LostCalls, t.adm.call); i >= 0 {
 			return t.settleLost(chain, i, o, charge, data, now), nil
 		}
-		return nil, errSettled
+		if rec.SettledCall == t.adm.call {
+			return nil, errSettled
+		}
+		return nil, errCallGone
 	}
+	rec.SettledCall = t.adm.call
 	dollars := charge.Dollars()
 	typ := trajectory.EventTurn
 	if o.upstream {
@@ -196,7 +208,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 	}
 	evs = append(evs, cevs...)
 	released := rec.CallReserved
-	rec.Call, rec.CallReserved = "", trajectory.Reservation{}
+	clearCall(rec)
 	for i, l := range chain {
 		l.Reserved = l.Reserved.Release(released)
 		if i > 0 && !o.upstream {
@@ -236,6 +248,7 @@ func keepLost(lost []string, call string) []string {
 func (t *turn) settleLost(chain []*trajectory.Record, i int, o outcome, charge meter.Charge, data map[string]any, now time.Time) []trajectory.Event {
 	rec := chain[0]
 	rec.LostCalls = slices.Delete(rec.LostCalls, i, i+1)
+	rec.SettledCall = t.adm.call
 	data["late"] = true
 	detail, _ := data["detail"].(string)
 	data["detail"] = strings.TrimPrefix(detail+"; ", "; ") +
@@ -292,6 +305,9 @@ func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome
 	case why == stopDeadline:
 		cause = errors.New("call deadline exceeded")
 		o.stop, o.detail = "error", cause.Error()
+	case why == stopShutdown:
+		cause = errors.New("stopped by gatekeeper's shutdown past its grace")
+		o.stop, o.detail = "error", cause.Error()
 	case cause != nil && t.clientGone():
 		o.stop = "canceled"
 		o.detail = "client went away"
@@ -308,6 +324,15 @@ func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome
 		CacheWriteTokens: res.Usage.CacheWriteTokens, OutputTokens: res.Usage.OutputTokens,
 		CacheWrite1hTokens: min(t.extras.CacheWrite1hTokens, res.Usage.CacheWriteTokens), ServiceTier: t.extras.ServiceTier}
 	complete := cause == nil && !res.Truncated && len(res.Errors) == 0
+	if len(res.Errors) > 0 && cause == nil && !res.Truncated && res.UsageSeen && !res.UsageFinal {
+		// The reply ended in the provider's error event with no closing
+		// usage: what it has is the opening placeholder (Anthropic's
+		// message_start says output_tokens: 1), never a charge for what
+		// streamed. The output is at least the estimate from its bytes.
+		if est := estimateTokens(res.OutputBytes); est > o.usage.OutputTokens {
+			o.usage.OutputTokens, o.estimated = est, true
+		}
+	}
 	if cause != nil || res.Truncated || !res.UsageSeen {
 		// Charged from what was seen: input from the request when the
 		// provider reported none, output estimated from the streamed bytes.

@@ -56,6 +56,8 @@ func (s *Server) newScheduler(opts Options) *ratelimit.Scheduler {
 	b := opts.Buckets
 	if b == nil {
 		b = ratelimit.NewMemory(s.now)
+	} else {
+		b = bucketsWithDeadline(b, s.cfg.Store.Timeout.Std())
 	}
 	s.buckets = b
 	rl := s.cfg.RateLimits

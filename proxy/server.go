@@ -46,6 +46,10 @@ type Options struct {
 	Approvals *approvals.Service
 	// Gates are the compiled gates; the service's own when nil.
 	Gates *approvals.Gates
+	// Replica names this process among the replicas sharing the store,
+	// stably across its restarts, so that it reclaims at start the calls
+	// it left in flight; random when empty.
+	Replica string
 	// Buckets holds the provider keys' rate-limit capacity; in this
 	// process when nil. Replicas share it through ratelimit.NewRedis.
 	Buckets ratelimit.Buckets
@@ -81,6 +85,9 @@ type Server struct {
 	esc        *escrow       // nil when no gate is configured
 	secrets    []string      // every provider key, redacted from upstream error bodies
 	ledger     tenant.Ledger // nil when no tenant has limits
+	replica    string        // Options.Replica
+	owner      string        // what this run writes as its calls' owner: replica#incarnation
+	startSwept chan struct{} // closed once the start's sweep of this replica's calls is done
 }
 
 // upstream is one configured provider with its reverse proxy.
@@ -104,29 +111,35 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("proxy: config and store are required")
 	}
 	s := &Server{
-		cfg:       opts.Config,
-		store:     opts.Store,
-		log:       opts.Logger,
-		now:       opts.Clock,
-		keys:      newKeyring(opts.Config.Tenants),
-		providers: make(map[string]*upstream),
-		transport: opts.Transport,
-		bufs:      newBufPool(),
-		prices:    opts.Prices,
-		stages:    meter.Thresholds(opts.Config.Stages),
-		minOutput: opts.Config.BudgetMinOutputTokens,
-		hints:     newHints(1 << 16),
-		settles:   newSettles(),
-		live:      newLive(),
-		tel:       opts.Telemetry,
-		listening: make(chan struct{}),
-		ledger:    opts.Ledger,
+		cfg:        opts.Config,
+		store:      withDeadline(opts.Store, opts.Config.Store.Timeout.Std()),
+		log:        opts.Logger,
+		now:        opts.Clock,
+		keys:       newKeyring(opts.Config.Tenants),
+		providers:  make(map[string]*upstream),
+		transport:  opts.Transport,
+		bufs:       newBufPool(),
+		prices:     opts.Prices,
+		stages:     meter.Thresholds(opts.Config.Stages),
+		minOutput:  opts.Config.BudgetMinOutputTokens,
+		hints:      newHints(1 << 16),
+		settles:    newSettles(),
+		live:       newLive(),
+		tel:        opts.Telemetry,
+		listening:  make(chan struct{}),
+		replica:    opts.Replica,
+		startSwept: make(chan struct{}),
+		ledger:     opts.Ledger,
 	}
 	for _, tn := range opts.Config.Tenants {
 		if tn.Limits != (config.TenantLimits{}) && s.ledger == nil {
 			return nil, fmt.Errorf("proxy: tenant %s has limits, which need a Ledger", tn.Name)
 		}
 	}
+	if s.replica == "" {
+		s.replica = "replica-" + newCallID()
+	}
+	s.owner = s.replica + "#" + newCallID()
 	if s.minOutput <= 0 {
 		s.minOutput = config.DefaultBudgetMinOutputTokens
 	}
@@ -149,15 +162,6 @@ func New(opts Options) (*Server, error) {
 	ctx, s.stopListen = context.WithCancel(context.Background())
 	s.closing = make(chan struct{})
 	s.esc = newEscrow(opts.Approvals, opts.Gates, opts.Config.Approvals)
-	go func() {
-		defer close(s.listening)
-		done := make(chan struct{})
-		go func() { defer close(done); s.sweep(ctx) }()
-		if sigs != nil {
-			s.listen(ctx, sigs)
-		}
-		<-done
-	}()
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -167,6 +171,18 @@ func New(opts Options) (*Server, error) {
 	if s.transport == nil {
 		s.transport = newTransport()
 	}
+	go func() {
+		defer close(s.listening)
+		done := make(chan struct{})
+		go func() { defer close(done); s.sweep(ctx) }()
+		calls := make(chan struct{})
+		go func() { defer close(calls); s.watchCalls(ctx) }()
+		defer func() { <-calls }()
+		if sigs != nil {
+			s.listen(ctx, sigs)
+		}
+		<-done
+	}()
 	for i := range opts.Config.Providers {
 		p := &opts.Config.Providers[i]
 		u, err := url.Parse(p.BaseURL)
@@ -203,6 +219,26 @@ func (s *Server) Close(ctx context.Context) {
 		s.sched.Close()
 	}
 	s.settles.close(ctx)
+}
+
+// EndStreams ends the calls still in flight in this process, as an
+// operator's cancel ends a stream (the provider's error event, no half
+// tool call) but leaving the run going, and waits until ctx ends for each
+// to record its charge (estimated from what streamed). Call it when the
+// HTTP server's shutdown grace ran out; it returns how many calls were
+// still unrecorded when ctx ended, each of which logs its figures should
+// its charge not reach the store.
+func (s *Server) EndStreams(ctx context.Context) int {
+	turns := s.live.all()
+	for _, t := range turns {
+		t.stop(stopShutdown)
+	}
+	for {
+		left := len(s.live.all())
+		if left == 0 || sleepCtx(ctx, 10*time.Millisecond) != nil {
+			return left
+		}
+	}
 }
 
 // EndHolds ends every wait on a held turn in this process: each held

@@ -16,6 +16,9 @@ const (
 	settleRetryMax = 10 * time.Second
 	settleAttempt  = 10 * time.Second // one attempt's timeout
 	maxRetrying    = 4096             // settles retried at once
+	// maxSettleAttempts bounds one charge's retries: about an hour and a
+	// half at settleRetryMax apart, past any outage a run outlives.
+	maxSettleAttempts = 512
 )
 
 // settles retries the charges of turns whose reply went out while the
@@ -38,21 +41,25 @@ func newSettles() *settles {
 // retry runs settle again in the background, with backoff, until it
 // succeeds, fails for another reason than the store being unreachable, or
 // the proxy closes. Whatever is not recorded is logged with its figures.
-func (s *settles) retry(log *slog.Logger, settle func(context.Context) error, attrs []slog.Attr) {
+func (s *settles) retry(log *slog.Logger, w write, settle func(context.Context) error, attrs []slog.Attr) {
 	select {
 	case s.sem <- struct{}{}:
 	default:
-		log.LogAttrs(s.ctx, slog.LevelError, "charge not recorded: too many charges waiting for the store", attrs...)
+		log.LogAttrs(s.ctx, slog.LevelError, w.lost+": too many writes waiting for the store", attrs...)
 		return
 	}
-	log.LogAttrs(s.ctx, slog.LevelWarn, "store unreachable; retrying the turn's charge", attrs...)
+	log.LogAttrs(s.ctx, slog.LevelWarn, "store unreachable; retrying "+w.what, attrs...)
 	s.wg.Add(1)
 	go func() {
 		defer func() { <-s.sem; s.wg.Done() }()
 		wait := settleRetryMin
-		for {
+		for attempt := 1; ; attempt++ {
 			if err := s.sleep(s.ctx, wait); err != nil {
-				log.LogAttrs(context.Background(), slog.LevelError, "charge not recorded: gatekeeper stopped before the store came back", attrs...)
+				log.LogAttrs(context.Background(), slog.LevelError, w.lost+": gatekeeper stopped before the store came back", attrs...)
+				return
+			}
+			if attempt > maxSettleAttempts {
+				log.LogAttrs(context.Background(), slog.LevelError, w.lost+": the store stayed unavailable", attrs...)
 				return
 			}
 			ctx, cancel := context.WithTimeout(s.ctx, settleAttempt)
@@ -60,10 +67,10 @@ func (s *settles) retry(log *slog.Logger, settle func(context.Context) error, at
 			cancel()
 			switch {
 			case err == nil:
-				log.LogAttrs(s.ctx, slog.LevelInfo, "turn charge recorded after the store came back", attrs...)
+				log.LogAttrs(s.ctx, slog.LevelInfo, w.done+" after the store came back", attrs...)
 				return
 			case !errors.Is(err, trajectory.ErrUnavailable) && s.ctx.Err() == nil:
-				log.LogAttrs(s.ctx, slog.LevelError, "charge not recorded", append(attrs, slog.String("error", err.Error()))...)
+				log.LogAttrs(s.ctx, slog.LevelError, w.lost, append(attrs, slog.String("error", err.Error()))...)
 				return
 			}
 			wait = min(wait*2, settleRetryMax)
@@ -82,6 +89,17 @@ func (s *settles) close(ctx context.Context) {
 	s.cancel()
 	s.wg.Wait()
 }
+
+// write names, for the log, what a retried write does: what it is, what
+// its success says and what its loss says.
+type write struct{ what, done, lost string }
+
+var (
+	writeCharge  = write{what: "the turn's charge", done: "turn charge recorded", lost: "charge not recorded"}
+	writeRelease = write{what: "the release of an abandoned admission", done: "abandoned admission cleared (released if it had been written)",
+		lost: "abandoned admission not released (the sweeper reclaims it)"}
+	writeTenant = write{what: "the tenant's charge", done: "tenant charge recorded", lost: "tenant charge not recorded"}
+)
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

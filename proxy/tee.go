@@ -78,6 +78,7 @@ func (b *sseBody) take(ev *sse.Event) error {
 		return b.takeHeld(ev)
 	}
 	b.dec.Decode(ev, nil)
+	b.t.streamed.Store(b.dec.Result().OutputBytes)
 	b.forward(ev)
 	return nil
 }
@@ -125,7 +126,7 @@ func (b *sseBody) end() {
 func (b *sseBody) fail(err error) {
 	t := b.t
 	switch t.stopReason() {
-	case stopCancel, stopDeadline:
+	case stopCancel, stopDeadline, stopShutdown:
 		typ, msg := t.stopError()
 		b.out = t.filter.End(b.out, typ, msg)
 		b.err = io.EOF

@@ -218,7 +218,7 @@ func (t *turn) settleTenantWith(ctx context.Context, used tenant.Amount) {
 	attrs := []slog.Attr{slog.String("tenant", name), slog.String("call", call),
 		slog.Int64("micros", used.Micros), slog.Int64("tokens", used.Tokens)}
 	if errors.Is(err, trajectory.ErrUnavailable) {
-		t.s.settles.retry(t.log, settle, attrs)
+		t.s.settles.retry(t.log, writeTenant, settle, attrs)
 		return
 	}
 	t.log.LogAttrs(ctx, slog.LevelError, "tenant charge not recorded", append(attrs, slog.String("error", err.Error()))...)

@@ -38,6 +38,12 @@ type turn struct {
 	ctx     context.Context // the agent's request context
 	log     *slog.Logger
 	adm     admission
+	// call is the turn's call id (callID), and tried what each attempt
+	// at admitting it reserved under that id.
+	call  string
+	tried []admission
+	// streamed is the reply's output so far, in bytes, for the heartbeat.
+	streamed atomic.Int64
 
 	filter     *streaming.CallFilter // restrict stage: withholds calls outside the grant
 	removed    []string              // tools the restrict stage removed
@@ -334,8 +340,9 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 	var adm admission
 	budgetSince, pausedSince := time.Time{}, time.Time{}
 	wait := 5 * time.Millisecond
-	for {
+	for retried := false; ; {
 		var evs []trajectory.Event
+		tried := len(t.tried)
 		chain, err := t.s.store.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 			var err error
 			adm, evs, err = t.admitChain(chain, key, ids)
@@ -345,6 +352,18 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			t.admitEvents = evs
 		}
 		switch {
+		case errors.Is(err, trajectory.ErrUnavailable) && len(t.tried) > tried:
+			// The reservation may have been saved with its answer lost.
+			// Admission is idempotent by the call id, so it is sent
+			// again once, unless the store took all of store.timeout to
+			// fail (the turn waits no longer); failing that, whatever was
+			// saved is given back.
+			if !retried && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+				retried = true
+				continue
+			}
+			t.abandon(id, err)
+			return nil, adm, err
 		case errors.Is(err, errBudgetWait):
 			if budgetSince.IsZero() {
 				budgetSince = time.Now()
@@ -391,6 +410,11 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		// there for this one.
 		return admission{}, nil, trajectory.ErrNotFound
 	}
+	if adm, ok := t.ownAdmission(chain); ok {
+		// An earlier attempt was saved though its answer was lost: the
+		// call is admitted, once.
+		return adm, nil, nil
+	}
 	for _, r := range chain {
 		if r.State.Terminal() {
 			return admission{}, nil, endedError(r)
@@ -405,7 +429,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	switch {
 	case rec.Thread != "" && rec.Thread != key && !t.shared:
 		return admission{}, nil, errOtherThread
-	case rec.State == trajectory.CallingModel && now.Sub(rec.UpdatedAt) < t.s.staleCall(t.req.tenant):
+	case rec.State == trajectory.CallingModel && !t.s.silent(rec, now, false):
 		return admission{}, nil, errBusy
 	case rec.State == trajectory.Paused:
 		return admission{}, nil, errPausedWait

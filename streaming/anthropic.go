@@ -154,7 +154,7 @@ func (d *anthropicDecoder) messageDelta(js string, emit func(*Part)) error {
 	// Usage first: a stop seen by the caller then has the final counts.
 	if u := gjson.Get(js, "usage"); u.IsObject() {
 		err = overlayAnthropicUsage(&d.res.Usage, u)
-		d.res.UsageSeen = true
+		d.res.UsageSeen, d.res.UsageFinal = true, true
 		d.emit(emit, Part{Kind: PartUsage, Usage: d.res.Usage})
 	}
 	delta := gjson.Get(js, "delta")
@@ -419,7 +419,7 @@ func decodeAnthropicJSON(body []byte) (*Result, error) {
 		if err := overlayAnthropicUsage(&res.Usage, u); err != nil {
 			res.unparsed(err)
 		}
-		res.UsageSeen = true
+		res.UsageSeen, res.UsageFinal = true, true
 	}
 	res.Done = true
 	return res, nil

@@ -618,7 +618,7 @@ func TestDecodeAnthropicJSON(t *testing.T) {
 					{Index: 5, Type: "tool_use", ID: "toolu_1", Name: "get_weather", Arguments: []byte(`{ "location" : "SF" }`), Complete: true},
 				},
 				Usage:     Usage{InputTokens: 100, CachedInputTokens: 50, CacheWriteTokens: 25, OutputTokens: 40, ReasoningTokens: 12},
-				UsageSeen: true, Done: true,
+				UsageSeen: true, UsageFinal: true, Done: true,
 				OutputBytes: int64(len("hmm") + len("Let me look.") + len(`{"query":"x"}`) + len(`{ "location" : "SF" }`)),
 				TextBytes:   int64(len("Let me look.")),
 			},
@@ -629,7 +629,7 @@ func TestDecodeAnthropicJSON(t *testing.T) {
 			want: &Result{
 				API: APIAnthropic, MessageID: "msg_2", Model: "m", Stops: stopOf(StopToolUse),
 				ToolCalls: []ToolCall{{Index: 0, Type: "tool_use", ID: "toolu_2", Name: "ping", Arguments: []byte("{}"), Complete: true}},
-				Usage:     Usage{InputTokens: 1, OutputTokens: 2}, UsageSeen: true, Done: true, OutputBytes: 2,
+				Usage:     Usage{InputTokens: 1, OutputTokens: 2}, UsageSeen: true, UsageFinal: true, Done: true, OutputBytes: 2,
 			},
 		},
 		{
@@ -638,7 +638,7 @@ func TestDecodeAnthropicJSON(t *testing.T) {
 			want: &Result{
 				API: APIAnthropic, MessageID: "msg_3", Model: "m",
 				Stops: []Stop{{Reason: StopMaxTokens, Raw: "model_context_window_exceeded"}},
-				Usage: Usage{InputTokens: 1, OutputTokens: 2}, UsageSeen: true, Done: true,
+				Usage: Usage{InputTokens: 1, OutputTokens: 2}, UsageSeen: true, UsageFinal: true, Done: true,
 			},
 		},
 		{
@@ -649,7 +649,7 @@ func TestDecodeAnthropicJSON(t *testing.T) {
 		{
 			name: "null stop reason, message without a type",
 			body: `{"id":"msg_5","model":"m","content":[],"stop_reason":null,"usage":{"input_tokens":0,"output_tokens":0}}`,
-			want: &Result{API: APIAnthropic, MessageID: "msg_5", Model: "m", UsageSeen: true, Done: true},
+			want: &Result{API: APIAnthropic, MessageID: "msg_5", Model: "m", UsageSeen: true, UsageFinal: true, Done: true},
 		},
 		{
 			name: "error body",

@@ -128,7 +128,7 @@ func (d *chatDecoder) chunk(root gjson.Result, errorEvent bool, emit func(*Part)
 	}
 	if usage.IsObject() {
 		d.res.Usage = chatUsage(usage)
-		d.res.UsageSeen = true
+		d.res.UsageSeen, d.res.UsageFinal = true, true
 		d.send(emit, Part{Kind: PartUsage, Usage: d.res.Usage})
 	}
 	switch {

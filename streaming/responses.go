@@ -433,7 +433,7 @@ func (d *responsesDecoder) outputDone(resp gjson.Result, emit func(*Part)) {
 func (d *responsesDecoder) usage(resp gjson.Result, emit func(*Part)) {
 	if u := resp.Get("usage"); u.IsObject() {
 		d.res.Usage = responsesUsage(u)
-		d.res.UsageSeen = true
+		d.res.UsageSeen, d.res.UsageFinal = true, true
 		d.send(emit, Part{Kind: PartUsage, Usage: d.res.Usage})
 	}
 }

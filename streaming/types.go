@@ -155,7 +155,11 @@ type Result struct {
 	// report arrived (an explicit zero report is a zero, not a missing value).
 	Usage     Usage
 	UsageSeen bool
-	Errors    []ProviderError
+	// UsageFinal says the usage came from the reply's closing report, not
+	// only from Anthropic's message_start, whose output_tokens is a
+	// placeholder.
+	UsageFinal bool
+	Errors     []ProviderError
 	// Done is set when the stream's terminal event arrived.
 	Done bool
 	// Truncated is set by Finish when the stream ended without its terminal

@@ -34,6 +34,11 @@ type recordJSON struct {
 	Reserved         Reservation `json:"reserved,omitzero"`
 	Call             string      `json:"call,omitempty"`
 	CallReserved     Reservation `json:"call_reserved,omitzero"`
+	SettledCall      string      `json:"settled_call,omitempty"`
+	CallOwner        string      `json:"call_owner,omitempty"`
+	CallBeat         time.Time   `json:"call_beat,omitzero"`
+	CallInput        int64       `json:"call_input_tokens,omitzero"`
+	CallOutput       int64       `json:"call_output_tokens,omitzero"`
 	LostCalls        []string    `json:"lost_calls,omitempty"`
 	FallbackPriced   bool        `json:"fallback_priced,omitempty"`
 	HeldSince        time.Time   `json:"held_since,omitzero"`
@@ -103,6 +108,11 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		Reserved:       r.Reserved,
 		Call:           r.Call,
 		CallReserved:   r.CallReserved,
+		SettledCall:    r.SettledCall,
+		CallOwner:      r.CallOwner,
+		CallBeat:       r.CallBeat,
+		CallInput:      r.CallInput,
+		CallOutput:     r.CallOutput,
 		LostCalls:      r.LostCalls,
 		FallbackPriced: r.FallbackPriced,
 		HeldSince:      r.HeldSince,
@@ -167,6 +177,11 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		Reserved:       w.Reserved,
 		Call:           w.Call,
 		CallReserved:   w.CallReserved,
+		SettledCall:    w.SettledCall,
+		CallOwner:      w.CallOwner,
+		CallBeat:       w.CallBeat,
+		CallInput:      w.CallInput,
+		CallOutput:     w.CallOutput,
 		LostCalls:      w.LostCalls,
 		FallbackPriced: w.FallbackPriced,
 		HeldSince:      w.HeldSince,

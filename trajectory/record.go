@@ -58,6 +58,20 @@ type Record struct {
 	// settle never charges twice.
 	Call         string
 	CallReserved Reservation
+	// SettledCall is the last call whose settle this record took: a settle
+	// sent again after its answer was lost finds it here and knows its
+	// charge was written.
+	SettledCall string
+	// CallOwner is the replica serving Call; CallBeat when it last said
+	// the call was alive (at admission, then while the reply streams);
+	// CallInput the call's input estimate in tokens and CallOutput the
+	// output that had streamed by the last beat, in tokens estimated from
+	// its bytes. A call whose beat is too old is taken for lost and
+	// charged from these (README.md, Reliability).
+	CallOwner  string
+	CallBeat   time.Time
+	CallInput  int64
+	CallOutput int64
 	// LostCalls are this record's calls taken for lost (their replica
 	// gone) and reclaimed, most recent last: a reply that still arrives
 	// for one of them is charged once, when its settle finds it here.

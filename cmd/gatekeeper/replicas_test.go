@@ -54,12 +54,13 @@ type replica struct {
 }
 
 // startReplica starts gatekeeper serve as a child process on a free
-// loopback port and stops it, by its PID, when the test ends.
-func startReplica(t *testing.T, cfg string) *replica {
+// loopback port, with env added to its environment, and stops it, by its
+// PID, when the test ends.
+func startReplica(t *testing.T, cfg string, env ...string) *replica {
 	t.Helper()
 	r := &replica{logs: &syncBuffer{}}
 	r.cmd = exec.Command(os.Args[0], "serve", "-config", cfg)
-	r.cmd.Env = append(os.Environ(), processEnv+"=serve", "GATEKEEPER_LISTEN=127.0.0.1:0")
+	r.cmd.Env = append(append(os.Environ(), processEnv+"=serve", "GATEKEEPER_LISTEN=127.0.0.1:0"), env...)
 	out, err := r.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -117,9 +118,12 @@ func TestReplicasShareOneBudget(t *testing.T) {
 	redistest.Each(t, testReplicasShareOneBudget)
 }
 
-// storeYAML is the config's store section for r.
+// storeYAML is the config's store section for r. Its store.timeout is
+// past the default: these tests race many writers on one tree, whose
+// admissions retry their compare-and-set many times, on a machine the whole
+// suite shares; the default 2 s turned some into 503s there.
 func storeYAML(r redistest.Target) string {
-	return fmt.Sprintf("{kind: redis, redis_url: %q, redis_cluster: %t}", r.URL, r.Cluster)
+	return fmt.Sprintf("{kind: redis, redis_url: %q, redis_cluster: %t, timeout: 10s}", r.URL, r.Cluster)
 }
 
 func testReplicasShareOneBudget(t *testing.T, r redistest.Target) {

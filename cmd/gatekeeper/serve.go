@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -110,13 +111,15 @@ type server struct {
 
 	feed     *feed.Feed    // the live event stream
 	keysDone chan struct{} // closed when the keys publisher has returned
+
+	grace time.Duration // shutdown_grace
 }
 
 // newServer builds gatekeeper from a validated config. Providers whose
 // base_url is "mock" are served by a mock provider started here on a
 // loopback port, so the quick start works offline.
 func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv func(string) string) (*server, error) {
-	s := &server{log: log, limits: cfg.Limits}
+	s := &server{log: log, limits: cfg.Limits, grace: cfg.ShutdownGrace.Std()}
 	ctx, s.stop = context.WithCancel(ctx)
 	if err := s.startMock(ctx, cfg); err != nil {
 		s.stop()
@@ -182,7 +185,8 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	if s.approvals != nil {
 		gates = s.approvals.Gates()
 	}
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel, Approvals: s.approvals, Gates: gates, Buckets: buckets, Ledger: ledger})
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel, Approvals: s.approvals, Gates: gates,
+		Buckets: buckets, Ledger: ledger, Replica: replicaName(cfg, getenv)})
 	if err != nil {
 		s.close()
 		return nil, err
@@ -330,17 +334,36 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	s.log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	grace := s.grace
+	s.log.Info("shutting down", slog.Duration("grace", grace))
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	err := hs.Shutdown(sctx)
 	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
 	}
-	// Charges that waited for the store get the rest of the grace period.
-	s.proxy.Close(sctx)
+	// The final writes get a little time of their own past the grace.
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), finalWrites)
+	defer fcancel()
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Streams outlived the grace: each is ended as a cancel ends it,
+		// and charged for what streamed before the process exits.
+		s.log.Warn("shutdown grace ran out; ending the calls still in flight")
+		if left := s.proxy.EndStreams(fctx); left > 0 {
+			s.log.Error("calls still in flight at exit; each one's figures are logged if its charge was not written", slog.Int("calls", left))
+		} else {
+			err = nil
+		}
+	}
+	// Charges that waited for the store get what is left; those it cannot
+	// take are logged with their figures.
+	s.proxy.Close(fctx)
 	return err
 }
+
+// finalWrites bounds, past shutdown_grace, the ending of streams and the
+// last charges.
+const finalWrites = 5 * time.Second
 
 func (s *server) close() {
 	s.stop()
@@ -372,4 +395,20 @@ func (s *server) close() {
 	if s.redis != nil {
 		_ = s.redis.Close()
 	}
+}
+
+// replicaName names this process among the replicas, the same across its
+// restarts so that it reclaims the calls it left in flight: GATEKEEPER_REPLICA,
+// or the host name and the listen address. A listen address on port 0 names
+// no one: the proxy then draws a name, and calls left in flight are
+// reclaimed once they fall silent.
+func replicaName(cfg *config.Config, getenv func(string) string) string {
+	if name := getenv("GATEKEEPER_REPLICA"); name != "" {
+		return name
+	}
+	host, err := os.Hostname()
+	if _, port, perr := net.SplitHostPort(cfg.Listen); err != nil || perr != nil || port == "0" {
+		return ""
+	}
+	return host + "@" + cfg.Listen
 }

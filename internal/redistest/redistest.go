@@ -30,6 +30,9 @@ import (
 // startTimeout bounds how long one server may take to accept commands.
 const startTimeout = 5 * time.Second
 
+// restartTimeout bounds a restart, which loads the data the server had.
+const restartTimeout = time.Minute
+
 // portAttempts bounds the retries when another process takes the free port
 // between picking it and redis-server binding it.
 const portAttempts = 3
@@ -46,6 +49,10 @@ type Server struct {
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once Wait returned
 	out    *syncBuffer
+
+	bin, dir string // what Restart runs again
+	port     int
+	extra    []string
 
 	stopOnce sync.Once
 }
@@ -89,6 +96,12 @@ func start(bin, dir string, extra ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startOn(bin, dir, port, startTimeout, extra...)
+}
+
+// startOn runs one server on port and waits up to wait for it to accept
+// commands.
+func startOn(bin, dir string, port int, wait time.Duration, extra ...string) (*Server, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args := append([]string{
 		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
@@ -110,12 +123,16 @@ func start(bin, dir string, extra ...string) (*Server, error) {
 		cmd:      cmd,
 		exited:   make(chan struct{}),
 		out:      &syncBuffer{},
+		bin:      bin,
+		dir:      dir,
+		port:     port,
+		extra:    extra,
 	}
 	s.URL = "redis://" + userinfo(s.Password) + addr + "/0"
 	ready := make(chan struct{})
 	go s.watch(stdout, ready)
 
-	timer := time.NewTimer(startTimeout)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-ready:
@@ -123,7 +140,7 @@ func start(bin, dir string, extra ...string) (*Server, error) {
 		return nil, fmt.Errorf("exited before accepting connections on %s:\n%s", addr, s.out.String())
 	case <-timer.C:
 		_ = s.Stop()
-		return nil, fmt.Errorf("not ready on %s after %v:\n%s", addr, startTimeout, s.out.String())
+		return nil, fmt.Errorf("not ready on %s after %v:\n%s", addr, wait, s.out.String())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -172,6 +189,31 @@ func (s *Server) Stop() error {
 		}
 	})
 	return err
+}
+
+// Signal sends sig to the server's process: SIGSTOP and SIGCONT stall it
+// as a frozen host would.
+func (s *Server) Signal(sig os.Signal) error { return s.cmd.Process.Signal(sig) }
+
+// Restart kills the server (SIGKILL, nothing flushed beyond what its
+// persistence settings wrote) and starts it again on the same port, in the
+// same directory, with the same arguments. It returns once the new server
+// accepts commands, its data loaded; the new one is killed when t ends.
+func (s *Server) Restart(t testing.TB) *Server {
+	t.Helper()
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	n, err := startOn(s.bin, s.dir, s.port, restartTimeout, s.extra...)
+	if err != nil {
+		t.Fatalf("restarting redis-server: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := n.Stop(); err != nil {
+			t.Errorf("redis-server %s: %v", n.Addr, err)
+		}
+	})
+	return n
 }
 
 // Flush empties every database of the server, so a test starts clean.

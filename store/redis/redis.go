@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -206,15 +207,9 @@ func NewClient(rawURL string) (*goredis.Client, error) {
 	if err != nil {
 		return nil, urlError(err)
 	}
-	// Callers fail closed and retry at their own level, so a dead Redis
-	// is reported after one retry, not after go-redis's default of
-	// about two seconds of redials. A URL's max_retries still wins.
-	o.DialerRetries = 1
+	setRetries(&o.DialerRetries, &o.MaxRetries)
 	// A caller's deadline, not a fixed read timeout, bounds each call.
 	o.ContextTimeoutEnabled = true
-	if o.MaxRetries == 0 {
-		o.MaxRetries = 1
-	}
 	return goredis.NewClient(o), nil
 }
 
@@ -226,12 +221,24 @@ func NewClusterClient(rawURL string) (*goredis.ClusterClient, error) {
 	if err != nil {
 		return nil, urlError(err)
 	}
-	o.DialerRetries = 1
+	setRetries(&o.DialerRetries, &o.MaxRetries)
 	o.ContextTimeoutEnabled = true
-	if o.MaxRetries == 0 {
-		o.MaxRetries = 1
-	}
 	return goredis.NewClusterClient(o), nil
+}
+
+// setRetries sets what go-redis does with a command whose connection
+// failed. Callers fail closed and retry at their own level, so a dead
+// Redis is reported after one redial, not after go-redis's default of
+// about two seconds of them. And a command is never sent again by the
+// library: a script whose reply was lost (a timeout, a reset) may have
+// run, and running it again is safe only where the caller knows it is
+// (see Store.read, and the call ids of the proxy's record updates). A
+// URL's max_retries still wins.
+func setRetries(dialer, commands *int) {
+	*dialer = 1
+	if *commands == 0 {
+		*commands = -1
+	}
 }
 
 // dial is NewClient or NewClusterClient.
@@ -284,7 +291,13 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 	if s.closed.Load() || errors.Is(err, goredis.ErrClosed) {
 		return fmt.Errorf("redis store: %s: %w", op, trajectory.ErrClosed)
 	}
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); ok && cerr == nil && timeout(err) && time.Until(dl) <= 0 {
+		// The connection's deadline is the context's: it fired a moment
+		// before the context says so.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w (%w)", cerr, err)
 	}
 	if errors.Is(err, context.Canceled) {
@@ -294,6 +307,12 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("redis store: %s: Redis replied: %w", op, err)
 	}
 	return fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+}
+
+// timeout reports a network timeout.
+func timeout(err error) bool {
+	var nerr net.Error
+	return errors.As(err, &nerr) && nerr.Timeout()
 }
 
 // notNow are the error replies, by their first word (or words), with

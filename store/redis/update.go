@@ -349,20 +349,14 @@ func (s *Store) saved(id string, chain []*entry, recs []*trajectory.Record, json
 // read fetches records with their gen and version in one round trip and
 // remembers them. A missing record is absent from the map.
 func (s *Store) read(ctx context.Context, ids []string) (map[string]*entry, error) {
-	cmds := make([]*goredis.SliceCmd, len(ids))
-	if len(ids) == 1 {
-		cmds[0] = s.rdb.HMGet(ctx, recKey(ids[0]), entryFields...)
-		if err := cmds[0].Err(); err != nil {
-			return nil, s.fail(ctx, "HMGET "+ids[0], err)
-		}
-	} else {
-		pipe := s.rdb.Pipeline()
-		for i, id := range ids {
-			cmds[i] = pipe.HMGet(ctx, recKey(id), entryFields...)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, s.fail(ctx, "HMGET "+ids[0], err)
-		}
+	cmds, err := s.hmget(ctx, ids)
+	if err != nil && ctx.Err() == nil && !permanentReply(err) {
+		// A read changes nothing, so it is the one command sent again
+		// after a broken connection (the client itself retries none).
+		cmds, err = s.hmget(ctx, ids)
+	}
+	if err != nil {
+		return nil, s.fail(ctx, "HMGET "+ids[0], err)
 	}
 	out := make(map[string]*entry, len(ids))
 	for i, c := range cmds {
@@ -385,6 +379,21 @@ func (s *Store) read(ctx context.Context, ids []string) (map[string]*entry, erro
 		out[ids[i]] = e
 	}
 	return out, nil
+}
+
+// hmget reads the entry fields of each record, in one round trip.
+func (s *Store) hmget(ctx context.Context, ids []string) ([]*goredis.SliceCmd, error) {
+	cmds := make([]*goredis.SliceCmd, len(ids))
+	if len(ids) == 1 {
+		cmds[0] = s.rdb.HMGet(ctx, recKey(ids[0]), entryFields...)
+		return cmds, cmds[0].Err()
+	}
+	pipe := s.rdb.Pipeline()
+	for i, id := range ids {
+		cmds[i] = pipe.HMGet(ctx, recKey(id), entryFields...)
+	}
+	_, err := pipe.Exec(ctx)
+	return cmds, err
 }
 
 // entryFields are the hash fields read makes an entry of.

@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) trajectory.Store) {
 		{"UpdateChainAtomic", testUpdateChainAtomic},
 		{"UpdateChainCopiesIsolated", testUpdateChainCopiesIsolated},
 		{"UpdateChainDeepest", testUpdateChainDeepest},
+		{"AdmitTwice", testAdmitTwice},
 		{"EventsPaging", testEventsPaging},
 		{"EventsLimitBounded", testEventsLimitBounded},
 		{"ListFilters", testListFilters},

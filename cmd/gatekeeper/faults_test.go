@@ -1,0 +1,553 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"gatekeeper/internal/redistest"
+	"gatekeeper/mockprovider"
+)
+
+// The fault suite: two gatekeeper processes on one real redis-server
+// (appendonly, fsync always) in front of the mock provider, a load client
+// that records what each turn saw, a fault in the middle of the load, and
+// a checker that compares what the clients saw with the records the admin
+// API returns. RELIABILITY.md holds the table these experiments print.
+
+// faultBeat is the replicas' store.heartbeat: a silent call is swept
+// after three beats.
+const faultBeat = time.Second
+
+// faultExperiment is one fault under load.
+type faultExperiment struct {
+	name string
+	// grace is the replicas' shutdown_grace ("" for the default).
+	grace string
+	// spec is the mock's reply for turn i (X-Mock-Turn); stream says
+	// whether the turn streams.
+	spec   func(i int) (spec string, stream bool)
+	turns  int // turns the load sends, at most
+	conc   int // turns in flight at once
+	onlyA  bool
+	pace   time.Duration                   // a client's pause between its turns
+	inject func(t *testing.T, r *faultRig) // runs while the load runs; returns when the fault has ended
+	// check adds the experiment's own checks of what the clients saw.
+	check func(t *testing.T, r *faultRig, seen []turnSeen)
+}
+
+// turnSeen is what the load client saw of one turn.
+type turnSeen struct {
+	traj     string
+	status   int  // 0: no HTTP answer (connection refused or reset before the headers)
+	complete bool // the reply's terminal event (or a whole JSON body) arrived
+	errEvent bool // the stream carried the provider's error event
+	toolUse  bool // the reply delivered a tool_use block
+	ended    time.Time
+	answered time.Duration // from sending to the status line
+}
+
+// faultRig is one experiment's processes.
+type faultRig struct {
+	redis *redistest.Server
+	cfg   string
+	mu    sync.Mutex
+	reps  [2]*replica
+	envs  [2][]string
+}
+
+func (r *faultRig) replica(i int) *replica {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reps[i]
+}
+
+// statesOf calls fn with the state of each trajectory the turns used, as
+// the replica still up reports it.
+func (r *faultRig) statesOf(t *testing.T, seen []turnSeen, fn func(id, state string)) {
+	t.Helper()
+	done := map[string]bool{}
+	for _, s := range seen {
+		if done[s.traj] {
+			continue
+		}
+		done[s.traj] = true
+		var rec faultRecord
+		if code := adminCall(context.Background(), t, "GET", r.replica(1).base+"/admin/v1/trajectories/"+s.traj, replicaAdmin, &rec); code != 200 {
+			t.Errorf("%s: admin API %d", s.traj, code)
+			continue
+		}
+		fn(s.traj, rec.State)
+	}
+}
+
+// restart starts replica i again under the same name.
+func (r *faultRig) restart(t *testing.T, i int) {
+	rep := startReplica(t, r.cfg, r.envs[i]...)
+	r.mu.Lock()
+	r.reps[i] = rep
+	r.mu.Unlock()
+}
+
+func TestFaults(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("redis-server is not on PATH, and CI is set: %v", err)
+		}
+		t.Skipf("SKIPPING THE FAULT SUITE: redis-server is not on PATH (%v)", err)
+	}
+	if testing.Short() {
+		t.Skip("SKIPPING THE FAULT SUITE in -short mode")
+	}
+	text := func(int) (string, bool) { return `{"kind":"text","deltas":6,"event_delay":"15ms"}`, true }
+	experiments := []faultExperiment{
+		{name: "redis-sigstop-10s", turns: 400, conc: 8, pace: 100 * time.Millisecond, spec: text, inject: func(t *testing.T, r *faultRig) {
+			time.Sleep(2 * time.Second)
+			if err := r.redis.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Second)
+			if err := r.redis.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "redis-sigkill-aof-restart", turns: 400, conc: 8, pace: 100 * time.Millisecond, spec: text, inject: func(t *testing.T, r *faultRig) {
+			time.Sleep(2 * time.Second)
+			start := time.Now()
+			r.redis = r.redis.Restart(t) // returns once the AOF is loaded
+			t.Logf("Redis killed, restarted and loaded its AOF in %v", time.Since(start).Round(100*time.Millisecond))
+		}},
+		{name: "replica-sigkill-restart", turns: 300, conc: 16, pace: 20 * time.Millisecond,
+			spec: func(int) (string, bool) { return `{"kind":"text","deltas":20,"event_delay":"40ms"}`, true },
+			inject: func(t *testing.T, r *faultRig) {
+				time.Sleep(2 * time.Second)
+				a := r.replica(0)
+				_ = a.cmd.Process.Kill()
+				_, _ = a.cmd.Process.Wait()
+				time.Sleep(time.Second)
+				r.restart(t, 0)
+			}},
+		{name: "sigterm-past-grace", turns: 10, conc: 10, onlyA: true, grace: "1s",
+			spec: func(int) (string, bool) { return `{"kind":"text","deltas":60,"event_delay":"100ms"}`, true },
+			inject: func(t *testing.T, r *faultRig) {
+				time.Sleep(time.Second)
+				a := r.replica(0)
+				_ = a.cmd.Process.Signal(syscall.SIGTERM)
+				done := make(chan struct{})
+				go func() { _, _ = a.cmd.Process.Wait(); close(done) }()
+				select {
+				case <-done:
+				case <-time.After(30 * time.Second):
+					t.Errorf("gatekeeper still running 30s after SIGTERM with a 1s grace")
+				}
+			},
+			check: func(t *testing.T, r *faultRig, seen []turnSeen) {
+				for _, s := range seen {
+					if s.status != 200 || s.complete || !s.errEvent {
+						t.Errorf("a stream past the grace: status %d complete %v error event %v; want 200 ended with the error event", s.status, s.complete, s.errEvent)
+					}
+				}
+				r.statesOf(t, seen, func(id, state string) {
+					if state != "READY" {
+						t.Errorf("%s is %s after its call was ended by the shutdown; want READY (the run goes on)", id, state)
+					}
+				})
+			}},
+		{name: "provider-resets-errors-529-500", turns: 300, conc: 8,
+			spec: func(i int) (string, bool) {
+				switch i % 5 {
+				case 1:
+					return `{"kind":"error_midstream","deltas":4}`, true
+				case 2:
+					return `{"kind":"disconnect"}`, true
+				case 3:
+					return `{"kind":"http_error","status":529}`, true
+				case 4:
+					return `{"kind":"http_error","status":500}`, i%2 == 0
+				}
+				return `{"kind":"text","deltas":4}`, i%2 == 0
+			}},
+		{name: "non-streamed-max-tokens-in-tool-call", turns: 60, conc: 6,
+			spec: func(int) (string, bool) {
+				return `{"kind":"max_tokens","cut_in_tool":true,"tools":[{"name":"Bash","input":{"command":"ls -la /tmp"}}]}`, false
+			},
+			check: func(t *testing.T, r *faultRig, seen []turnSeen) {
+				for _, s := range seen {
+					if s.toolUse {
+						t.Errorf("a tool call cut at max_tokens was delivered")
+					}
+				}
+				r.statesOf(t, seen, func(id, state string) {
+					if state == "WAITING_TOOL" {
+						t.Errorf("%s waits for the result of a tool call it never delivered", id)
+					}
+				})
+			}},
+	}
+	var rowsMu sync.Mutex
+	var rows []string
+	t.Cleanup(func() {
+		sort.Strings(rows)
+		t.Logf("\n| experiment | turns | 200s | errors by status | lost | doubled | stuck | recovery |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n%s", strings.Join(rows, "\n"))
+	})
+	for _, x := range experiments {
+		t.Run(x.name, func(t *testing.T) {
+			t.Parallel()
+			row := runFaultExperiment(t, x)
+			rowsMu.Lock()
+			rows = append(rows, row)
+			rowsMu.Unlock()
+		})
+	}
+}
+
+// runFaultExperiment runs x and returns its table row.
+func runFaultExperiment(t *testing.T, x faultExperiment) string {
+	srv := redistest.StartServer(t, "--appendonly", "yes", "--appendfsync", "always", "--enable-debug-command", "local")
+	if x.name == "redis-sigkill-aof-restart" {
+		fillJunk(t, srv)
+	}
+	mock := httptest.NewServer(mockprovider.New(mockprovider.Options{}))
+	t.Cleanup(mock.Close)
+	grace := ""
+	if x.grace != "" {
+		grace = "shutdown_grace: " + x.grace
+	}
+	cfgText := fmt.Sprintf(`
+listen: 127.0.0.1:0
+%s
+store: {kind: redis, redis_url: %q, timeout: 2s, heartbeat: %s}
+providers:
+  - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: [{name: k, key: sk-upstream-0001}]}
+tenants:
+  - name: fleet
+    keys: [%s]
+    max_truncations: -1
+admin:
+  tokens: [{name: ops, token: %s, roles: [operator]}]
+log: {level: info, format: json}
+`, grace, srv.URL, faultBeat, mock.URL, replicaKey, replicaAdmin)
+	r := &faultRig{redis: srv, cfg: filepath.Join(t.TempDir(), "config.yaml")}
+	if err := os.WriteFile(r.cfg, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := range r.reps {
+		r.envs[i] = []string{fmt.Sprintf("GATEKEEPER_REPLICA=%s-%d", x.name, i)}
+		r.reps[i] = startReplica(t, r.cfg, r.envs[i]...)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		seen    []turnSeen
+		next    int
+		stopped bool
+		wg      sync.WaitGroup
+	)
+	faultEnded := make(chan time.Time, 1)
+	var endedAt atomicTime
+	go func() {
+		if x.inject != nil {
+			x.inject(t, r)
+		}
+		now := time.Now()
+		endedAt.set(now)
+		faultEnded <- now
+	}()
+	trajs := max(x.conc, 1)
+	for w := range x.conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			traj := fmt.Sprintf("%s-%d", x.name, w%trajs)
+			for {
+				mu.Lock()
+				i := next
+				next++
+				// A fault's load runs on past its end, to see the recovery.
+				over := x.inject != nil && endedAt.since() > afterFault
+				if stopped || i >= x.turns || over || ctx.Err() != nil {
+					mu.Unlock()
+					return
+				}
+				mu.Unlock()
+				rep := r.replica(i % 2)
+				if x.onlyA {
+					rep = r.replica(0)
+				}
+				spec, stream := x.spec(i)
+				s := sendTurn(ctx, rep.base, traj, spec, stream)
+				mu.Lock()
+				seen = append(seen, s)
+				mu.Unlock()
+				time.Sleep(x.pace)
+			}
+		}()
+	}
+	wg.Wait()
+	ended := <-faultEnded
+	mu.Lock()
+	stopped = true
+	mu.Unlock()
+
+	// Recovery: from the fault's end to the first 200 that started after it.
+	recovery := "—"
+	if x.inject != nil {
+		first := time.Time{}
+		for _, s := range seen {
+			if s.status == 200 && s.ended.After(ended) && (first.IsZero() || s.ended.Before(first)) {
+				first = s.ended
+			}
+		}
+		if !first.IsZero() {
+			recovery = first.Sub(ended).Round(100 * time.Millisecond).String()
+		}
+	}
+	var slowest503 time.Duration
+	for _, s := range seen {
+		if s.status == 503 {
+			slowest503 = max(slowest503, s.answered)
+		}
+	}
+	if slowest503 > 0 {
+		t.Logf("%s: the slowest 503 took %v (store.timeout 2s)", x.name, slowest503.Round(10*time.Millisecond))
+	}
+	if x.check != nil {
+		x.check(t, r, seen)
+	}
+	return checkCharges(t, ctx, r, x.name, seen, recovery)
+}
+
+// fillJunk loads Redis with enough keys that loading them at a restart
+// takes seconds, and rewrites the AOF so they are in it.
+func fillJunk(t *testing.T, srv *redistest.Server) {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Do(ctx, "DEBUG", "POPULATE", 1500000, "junk", 64).Err(); err != nil {
+		t.Fatalf("DEBUG POPULATE: %v", err)
+	}
+	if err := c.BgRewriteAOF(ctx).Err(); err != nil {
+		t.Fatalf("BGREWRITEAOF: %v", err)
+	}
+	for range 600 {
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(info, "aof_rewrite_in_progress:0") && !strings.Contains(info, "aof_rewrite_scheduled:1") {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("the AOF rewrite did not finish in a minute")
+}
+
+// sendTurn sends one turn of trajectory traj through base and reads its
+// whole answer.
+func sendTurn(ctx context.Context, base, traj, spec string, stream bool) (s turnSeen) {
+	s.traj = traj
+	defer func() { s.ended = time.Now() }()
+	body := fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":256,"stream":%t,"messages":[{"role":"user","content":"work on %s"}]}`, stream, traj)
+	req, err := http.NewRequestWithContext(ctx, "POST", base+"/t/"+traj+"/anthropic/v1/messages", strings.NewReader(body))
+	if err != nil {
+		return s
+	}
+	req.Header.Set("x-api-key", replicaKey)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("content-type", "application/json")
+	req.Header.Set("X-Mock-Turn", spec)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sent := time.Now()
+	resp, err := http.DefaultClient.Do(req.WithContext(cctx))
+	if err != nil {
+		return s
+	}
+	defer resp.Body.Close()
+	s.status, s.answered = resp.StatusCode, time.Since(sent)
+	if resp.StatusCode != 200 {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return s
+	}
+	if !stream {
+		var msg struct {
+			StopReason string `json:"stop_reason"`
+			Content    []struct {
+				Type string `json:"type"`
+			} `json:"content"`
+		}
+		b, err := io.ReadAll(resp.Body)
+		s.complete = err == nil && json.Unmarshal(b, &msg) == nil && msg.StopReason != ""
+		for _, c := range msg.Content {
+			s.toolUse = s.toolUse || c.Type == "tool_use"
+		}
+		return s
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "event: message_stop":
+			s.complete = true
+		case line == "event: error":
+			s.errEvent = true
+		case strings.HasPrefix(line, "data: ") && strings.Contains(line, `"type":"tool_use"`):
+			s.toolUse = true
+		}
+	}
+	return s
+}
+
+// faultRecord is what the checker reads of a record.
+type faultRecord struct {
+	ID       string   `json:"id"`
+	State    string   `json:"state"`
+	Children []string `json:"children"`
+	Spend    struct {
+		Turns int `json:"turns"`
+	} `json:"spend"`
+	Reserved struct {
+		Calls int `json:"calls"`
+	} `json:"reserved"`
+}
+
+// checkCharges compares what the clients saw with the records: every 200
+// charged, none charged twice, nothing left CALLING_MODEL or reserved once
+// the sweeper's bound has passed. It returns the table row.
+func checkCharges(t *testing.T, ctx context.Context, r *faultRig, name string, seen []turnSeen, recovery string) string {
+	t.Helper()
+	byTraj := map[string][3]int{} // 200s, no answer, other
+	byStatus := map[int]int{}
+	n200, cut := 0, 0
+	for _, s := range seen {
+		if s.status == 200 && !s.complete {
+			cut++
+		}
+		c := byTraj[s.traj]
+		switch s.status {
+		case 200:
+			c[0]++
+			n200++
+		case 0:
+			c[1]++
+		default:
+			c[2]++
+		}
+		byTraj[s.traj] = c
+		if s.status != 200 {
+			byStatus[s.status]++
+		}
+	}
+	// The sweeper's bound, a sweep and a margin: past it nothing may be in
+	// flight. The replica that is still up answers.
+	base := r.replica(1).base
+	deadline := time.Now().Add(config3Beats() + 20*time.Second)
+	var lost, doubled, stuck int
+	for {
+		lost, doubled, stuck = 0, 0, 0
+		var problems []string
+		for traj, c := range byTraj {
+			var root faultRecord
+			if code := adminCall(ctx, t, "GET", base+"/admin/v1/trajectories/"+traj, replicaAdmin, &root); code != 200 {
+				if c[0] > 0 {
+					problems = append(problems, fmt.Sprintf("%s: admin API %d", traj, code))
+					lost += c[0]
+				}
+				continue
+			}
+			charged := root.Spend.Turns
+			if charged < c[0] {
+				lost += c[0] - charged
+				problems = append(problems, fmt.Sprintf("%s: %d turns answered 200, %d charged", traj, c[0], charged))
+			}
+			if charged > c[0]+c[1] {
+				doubled += charged - c[0] - c[1]
+				problems = append(problems, fmt.Sprintf("%s: %d charged for %d answered 200 and %d unanswered", traj, charged, c[0], c[1]))
+			}
+			if root.Reserved.Calls != 0 {
+				stuck++
+				problems = append(problems, fmt.Sprintf("%s: %d calls still reserved", traj, root.Reserved.Calls))
+			}
+			for _, id := range append([]string{root.ID}, root.Children...) {
+				rec := root
+				if id != root.ID {
+					adminCall(ctx, t, "GET", base+"/admin/v1/trajectories/"+id, replicaAdmin, &rec)
+				}
+				if rec.State == "CALLING_MODEL" {
+					stuck++
+					problems = append(problems, id+": still CALLING_MODEL")
+				}
+			}
+		}
+		if len(problems) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: after the sweeper's bound:\n%s", name, strings.Join(problems, "\n"))
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	var statuses []string
+	for code, n := range byStatus {
+		label := fmt.Sprint(code)
+		if code == 0 {
+			label = "no answer"
+		}
+		statuses = append(statuses, fmt.Sprintf("%s: %d", label, n))
+	}
+	sort.Strings(statuses)
+	errs := strings.Join(statuses, ", ")
+	if errs == "" {
+		errs = "none"
+	}
+	return fmt.Sprintf("| %s | %d | %d (%d cut) | %s | %d | %d | %d | %s |", name, len(seen), n200, cut, errs, lost, doubled, stuck, recovery)
+}
+
+// config3Beats is the sweeper's bound for faultBeat.
+func config3Beats() time.Duration { return 3*faultBeat + faultBeat }
+
+// afterFault is how long a fault's load runs on once the fault has ended.
+const afterFault = 3 * time.Second
+
+// atomicTime is a time set once by one goroutine and read by others.
+type atomicTime struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (a *atomicTime) set(t time.Time) {
+	a.mu.Lock()
+	a.t = t
+	a.mu.Unlock()
+}
+
+// since is how long ago the time was set; zero before.
+func (a *atomicTime) since() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.t.IsZero() {
+		return 0
+	}
+	return time.Since(a.t)
+}

@@ -1,0 +1,117 @@
+package proxy
+
+import (
+	"context"
+	"time"
+
+	"gatekeeper/ratelimit"
+	"gatekeeper/trajectory"
+)
+
+// deadlineStore bounds every call to the store it wraps: a turn waits at
+// most store.timeout for one answer, then fails closed (storeErr: 503
+// with Retry-After) instead of hanging while the store stalls.
+type deadlineStore struct {
+	trajectory.Store
+	d time.Duration
+}
+
+var _ trajectory.Store = deadlineStore{}
+
+// withDeadline wraps st; a d of zero or less leaves it as it is.
+func withDeadline(st trajectory.Store, d time.Duration) trajectory.Store {
+	if d <= 0 {
+		return st
+	}
+	return deadlineStore{Store: st, d: d}
+}
+
+func (s deadlineStore) Create(ctx context.Context, rec *trajectory.Record, evs ...trajectory.Event) error {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.Store.Create(ctx, rec, evs...)
+}
+
+func (s deadlineStore) Get(ctx context.Context, id string) (*trajectory.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.Store.Get(ctx, id)
+}
+
+func (s deadlineStore) Update(ctx context.Context, id string, fn func(*trajectory.Record) ([]trajectory.Event, error)) (*trajectory.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.Store.Update(ctx, id, fn)
+}
+
+func (s deadlineStore) UpdateChain(ctx context.Context, id string, fn func([]*trajectory.Record) ([]trajectory.Event, error)) ([]*trajectory.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.Store.UpdateChain(ctx, id, fn)
+}
+
+func (s deadlineStore) List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.Store.List(ctx, f)
+}
+
+func (s deadlineStore) AppendEvents(ctx context.Context, id string, evs ...trajectory.Event) error {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.Store.AppendEvents(ctx, id, evs...)
+}
+
+func (s deadlineStore) Events(ctx context.Context, id string, afterSeq int64, limit int) ([]trajectory.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.Store.Events(ctx, id, afterSeq, limit)
+}
+
+func (s deadlineStore) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.Store.Ping(ctx)
+}
+
+// deadlineBuckets bounds each call to shared rate-limit buckets by
+// store.timeout, as deadlineStore does the record store's: they live in
+// the same Redis.
+type deadlineBuckets struct {
+	ratelimit.Buckets
+	d time.Duration
+}
+
+var _ ratelimit.Buckets = deadlineBuckets{}
+
+// bucketsWithDeadline wraps b; a d of zero or less leaves it as it is.
+func bucketsWithDeadline(b ratelimit.Buckets, d time.Duration) ratelimit.Buckets {
+	if d <= 0 {
+		return b
+	}
+	return deadlineBuckets{Buckets: b, d: d}
+}
+
+func (b deadlineBuckets) Take(ctx context.Context, k ratelimit.Key, c ratelimit.Cost) (bool, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.Buckets.Take(ctx, k, c)
+}
+
+func (b deadlineBuckets) Headroom(ctx context.Context, k ratelimit.Key) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.Buckets.Headroom(ctx, k)
+}
+
+func (b deadlineBuckets) Cool(ctx context.Context, k ratelimit.Key, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.Buckets.Cool(ctx, k, d)
+}
+
+func (b deadlineBuckets) Settle(ctx context.Context, k ratelimit.Key, delta ratelimit.Cost, r ratelimit.Remaining) error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	return b.Buckets.Settle(ctx, k, delta, r)
+}
