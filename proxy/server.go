@@ -129,7 +129,7 @@ func New(opts Options) (*Server, error) {
 		listening:  make(chan struct{}),
 		replica:    opts.Replica,
 		startSwept: make(chan struct{}),
-		ledger:     opts.Ledger,
+		ledger:     ledgerWithDeadline(opts.Ledger, opts.Config.Store.Timeout.Std()),
 	}
 	for _, tn := range opts.Config.Tenants {
 		if tn.Limits != (config.TenantLimits{}) && s.ledger == nil {

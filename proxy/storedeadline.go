@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"gatekeeper/ratelimit"
+	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
 
@@ -114,4 +115,58 @@ func (b deadlineBuckets) Settle(ctx context.Context, k ratelimit.Key, delta rate
 	ctx, cancel := context.WithTimeout(ctx, b.d)
 	defer cancel()
 	return b.Buckets.Settle(ctx, k, delta, r)
+}
+
+// deadlineLedger bounds each call to the tenants' ledger by store.timeout,
+// as deadlineStore does the record store's: it lives in the same store.
+type deadlineLedger struct {
+	tenant.Ledger
+	d time.Duration
+}
+
+var _ tenant.Ledger = deadlineLedger{}
+
+// ledgerWithDeadline wraps l; a nil l, or a d of zero or less, leaves it
+// as it is.
+func ledgerWithDeadline(l tenant.Ledger, d time.Duration) tenant.Ledger {
+	if l == nil || d <= 0 {
+		return l
+	}
+	return deadlineLedger{Ledger: l, d: d}
+}
+
+func (l deadlineLedger) Usage(ctx context.Context, name string) (tenant.Usage, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.d)
+	defer cancel()
+	return l.Ledger.Usage(ctx, name)
+}
+
+func (l deadlineLedger) Reserve(ctx context.Context, name, call string, r tenant.Amount, lim tenant.Limits, ttl time.Duration) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.d)
+	defer cancel()
+	return l.Ledger.Reserve(ctx, name, call, r, lim, ttl)
+}
+
+func (l deadlineLedger) Settle(ctx context.Context, name, call string, used tenant.Amount) error {
+	ctx, cancel := context.WithTimeout(ctx, l.d)
+	defer cancel()
+	return l.Ledger.Settle(ctx, name, call, used)
+}
+
+func (l deadlineLedger) StartRun(ctx context.Context, name, id string, lim tenant.Limits) (tenant.Start, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.d)
+	defer cancel()
+	return l.Ledger.StartRun(ctx, name, id, lim)
+}
+
+func (l deadlineLedger) LiveRuns(ctx context.Context, name string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.d)
+	defer cancel()
+	return l.Ledger.LiveRuns(ctx, name)
+}
+
+func (l deadlineLedger) EndRuns(ctx context.Context, name string, ids ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, l.d)
+	defer cancel()
+	return l.Ledger.EndRuns(ctx, name, ids...)
 }
