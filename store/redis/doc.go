@@ -24,6 +24,11 @@
 //	                      first and ties sort by id
 //	gk:{<slot>}:idx:expires  sorted set: the members of finished records,
 //	                      scored by when their keys expire (unix ms)
+//	gk:{<slot>}:idx:calling  sorted set: the members of records that began
+//	                      a call (CALLING_MODEL), scored by when (unix
+//	                      µs); the lost-call sweep lists calls in flight
+//	                      from it alone, and drops the entries of records
+//	                      that moved on
 //	gk:{idx}:slots        set: the slots whose indexes were ever written
 //	gk:signals            pub/sub channel, not a key: one message per
 //	                      trajectory.Signal, its JSON form

@@ -48,6 +48,9 @@ func (s *Store) List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Re
 		}
 		// An expired parent may still have children: walk the index.
 	}
+	if f.State == trajectory.CallingModel {
+		return s.listCalling(ctx, shards, f, limit)
+	}
 	return s.scan(ctx, shards, f, limit)
 }
 
@@ -125,6 +128,7 @@ func (s *Store) scan(ctx context.Context, shards []string, f trajectory.Filter, 
 		for _, m := range stale {
 			pipe.ZRem(ctx, idxCreated(m.shard), m.member)
 			pipe.ZRem(ctx, idxExpires(m.shard), m.member)
+			pipe.ZRem(ctx, idxCalling(m.shard), m.member)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, s.fail(ctx, "ZREM stale index entries", err)

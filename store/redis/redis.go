@@ -433,8 +433,15 @@ func (s *Store) Create(ctx context.Context, rec *trajectory.Record, evs ...traje
 		return s.fail(ctx, "SADD "+recordSlots, err)
 	}
 	var before func(goredis.Pipeliner)
-	if known {
-		before = func(p goredis.Pipeliner) { s.dir.again(ctx, p, shard) }
+	if known || rec.State == trajectory.CallingModel {
+		before = func(p goredis.Pipeliner) {
+			if known {
+				s.dir.again(ctx, p, shard)
+			}
+			if rec.State == trajectory.CallingModel {
+				p.ZAdd(ctx, idxCalling(shard), goredis.Z{Score: s.callingScore(), Member: m})
+			}
+		}
 	}
 	keys := []string{recKey(rec.ID), evKey(rec.ID), parentKey, idxCreated(shard), idxExpires(shard)}
 	reply, err := s.eval(ctx, createScript, keys, args, before)

@@ -659,3 +659,30 @@ func TestIdleRetention(t *testing.T) {
 		})
 	})
 }
+
+// TestCallingIndexPrune: a listing of the calls in flight drops the
+// entries of records no longer calling, but only an entry whose score is
+// still the one it read: an entry written again since (the record began
+// another call) stays.
+func TestCallingIndexPrune(t *testing.T) {
+	url := redistest.Start(t)
+	rdb := client(t, url)
+	s := open(t, url, Options{})
+	ctx := context.Background()
+	create(t, s, trajectory.New("run-1", "team-a", t0))
+	m, key := member("run-1", t0), idxCalling(shardOf("run-1"))
+	if err := rdb.ZAdd(ctx, key, goredis.Z{Score: 2, Member: m}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := pruneCallingScript.Run(ctx, rdb, []string{key}, m, "1").Int(); err != nil || n != 0 {
+		t.Fatalf("prune of a rewritten entry: %d, %v", n, err)
+	}
+	// run-1 is READY: the listing finds nothing and drops its entry.
+	recs, err := s.List(ctx, trajectory.Filter{State: trajectory.CallingModel})
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("listed %v, %v", recs, err)
+	}
+	if n := rdb.ZCard(ctx, key).Val(); n != 0 {
+		t.Errorf("calling index keeps %d entries of a record not calling", n)
+	}
+}

@@ -163,4 +163,4 @@ return 0
 `)
 
 // scripts are loaded at Open, so a server without scripting fails there.
-var scripts = []*goredis.Script{createScript, chainScript, appendScript}
+var scripts = []*goredis.Script{createScript, chainScript, appendScript, pruneCallingScript}

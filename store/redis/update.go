@@ -117,13 +117,22 @@ func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc,
 		return nil, false, err
 	}
 	var before func(goredis.Pipeliner)
-	if len(w.finished) > 0 {
+	if len(w.finished) > 0 || len(w.calling) > 0 {
 		// Written ahead of the save so that no crash can leave a finished
-		// record the prune never visits; if the save then loses its race,
-		// the prune finds a live record and drops the entry.
-		// The expiry index is in the chain's slot, hence on the same node
-		// and connection as the script, which it precedes.
-		before = func(p goredis.Pipeliner) { p.ZAdd(ctx, idxExpires(shardOf(rootOf(id))), w.finished...) }
+		// record the prune never visits, or a call the sweeper never
+		// sees; if the save then loses its race, the prune finds a live
+		// record and drops the entry. The indexes are in the chain's
+		// slot, hence on the same node and connection as the script,
+		// which they precede.
+		shard := shardOf(rootOf(id))
+		before = func(p goredis.Pipeliner) {
+			if len(w.finished) > 0 {
+				p.ZAdd(ctx, idxExpires(shard), w.finished...)
+			}
+			if len(w.calling) > 0 {
+				p.ZAdd(ctx, idxCalling(shard), w.calling...)
+			}
+		}
 	}
 	reply, err := s.eval(ctx, chainScript, w.keys, w.args, before)
 	if err != nil {
@@ -242,6 +251,7 @@ type write struct {
 	keys     []string
 	args     []any
 	finished []goredis.Z
+	calling  []goredis.Z // records this save moves into CALLING_MODEL (see idxCalling)
 	json     []string
 }
 
@@ -293,6 +303,9 @@ func (s *Store) prepare(id string, r reach, chain []*entry, recs []*trajectory.R
 			w.finished = append(w.finished, goredis.Z{Score: float64(s.now().Add(s.idle).UnixMilli()), Member: member(c.ID, c.CreatedAt)})
 		default:
 			finishing = "x"
+		}
+		if c.State == trajectory.CallingModel && was.State != trajectory.CallingModel {
+			w.calling = append(w.calling, goredis.Z{Score: s.callingScore(), Member: member(c.ID, c.CreatedAt)})
 		}
 		w.keys = append(w.keys, recKey(c.ID), evKey(c.ID))
 		w.args = append(w.args, e.tag(), js, finishing, len(byRecord[i]))

@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore func(t *testing.T) trajectory.Store) {
 		{"EventsLimitBounded", testEventsLimitBounded},
 		{"ListFilters", testListFilters},
 		{"ListLimits", testListLimits},
+		{"ListCalling", testListCalling},
 		{"TerminalRoundTrip", testTerminalRoundTrip},
 		{"JSONFieldNames", testJSONFieldNames},
 		{"CanceledContext", testCanceledContext},
