@@ -167,3 +167,42 @@ func chainTurn(chain []*trajectory.Record) ([]trajectory.Event, error) {
 	}
 	return evs, nil
 }
+
+// BenchmarkListCalling lists the calls in flight, as the lost-call sweep
+// does on every heartbeat, in a store of 10,000 idle records and 10 in
+// CALLING_MODEL: through the calling index, and by the scan of every
+// record that listing by state did before the index.
+func BenchmarkListCalling(b *testing.B) {
+	s, c := benchStore(b)
+	ctx := context.Background()
+	for i := range 10_000 {
+		r := trajectory.New(fmt.Sprintf("idle-%d", i), "team-a", t0.Add(time.Duration(i)*time.Second))
+		if i%1000 == 0 {
+			r.State, r.Call = trajectory.CallingModel, fmt.Sprint("call-", i)
+		}
+		create(b, s, r)
+	}
+	f := trajectory.Filter{State: trajectory.CallingModel, Limit: trajectory.MaxListLimit}
+	shards, err := s.dir.shards(ctx, s.rdb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		list func() ([]*trajectory.Record, error)
+	}{
+		{"index", func() ([]*trajectory.Record, error) { return s.List(ctx, f) }},
+		{"scan", func() ([]*trajectory.Record, error) { return s.scan(ctx, shards, f, f.Limit) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			before := c.Load()
+			for b.Loop() {
+				recs, err := bc.list()
+				if err != nil || len(recs) != 10 {
+					b.Fatalf("listed %d calls, %v", len(recs), err)
+				}
+			}
+			b.ReportMetric(float64(c.Load()-before)/float64(b.N), "roundtrips/op")
+		})
+	}
+}
