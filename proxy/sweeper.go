@@ -9,6 +9,7 @@ import (
 
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
 
@@ -123,9 +124,13 @@ func (s *Server) sweepCalls(ctx context.Context, own bool) int {
 // sweepCall reclaims call on record id, if it is still there and still
 // lost, and charges it as estimated: its input estimate and the output its
 // replica last said had streamed. The reservation goes back on the whole
-// chain and the record is READY again.
+// chain, the record is READY again, and the tenant's ledger, when its
+// ceilings keep one, is charged the same under the call's id (a settle
+// by the call's own replica, should it come after all, changes nothing).
 func (s *Server) sweepCall(ctx context.Context, id, call string, mine bool) bool {
 	var data map[string]any
+	var owner string
+	var used tenant.Amount
 	_, err := s.store.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 		now := s.now()
 		rec := chain[0]
@@ -134,6 +139,7 @@ func (s *Server) sweepCall(ctx context.Context, id, call string, mine bool) bool
 		}
 		usage := trajectory.Usage{InputTokens: rec.CallInput, OutputTokens: rec.CallOutput}
 		charge := s.prices.Cost(rec.Model, usage)
+		owner, used = rec.Tenant, tenant.Amount{Micros: charge.Micros, Tokens: trajectory.Spend{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}.Tokens()}
 		dollars := charge.Dollars()
 		why := "its replica stopped beating"
 		if mine {
@@ -167,6 +173,9 @@ func (s *Server) sweepCall(ctx context.Context, id, call string, mine bool) bool
 	})
 	switch {
 	case err == nil:
+		if s.ledger != nil && limitsOf(s.tenant(owner)).Spends() {
+			s.chargeTenant(ctx, s.log, owner, call, used)
+		}
 		s.log.LogAttrs(ctx, slog.LevelWarn, "lost call reclaimed and charged as estimated", slog.String("trajectory", id),
 			slog.String("call", call), slog.Any("usage", data["usage"]), slog.Any("dollars", data["dollars"]), slog.Any("owner", data["owner"]))
 		return true

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"gatekeeper/meter"
+	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
 
@@ -108,5 +110,39 @@ func TestSweeperReclaimsOwnCallsAtStart(t *testing.T) {
 	}
 	if r := e.record(t, "this-run"); r.State != trajectory.CallingModel {
 		t.Errorf("a call this run admitted was reclaimed as left behind: %s", r.State)
+	}
+}
+
+// TestSweptCallChargedToTenant: a swept call of a tenant with spend
+// ceilings is charged to the tenant's ledger under the call's id, as its
+// own settle would have been, and its reservation there is released; a
+// settle from its replica coming after all changes nothing.
+func TestSweptCallChargedToTenant(t *testing.T) {
+	e := newEnv(t, envOpts{teamAExtra: "    limits: {dollars_per_day: 5}"})
+	e.px.StartSwept()
+	ctx := context.Background()
+	lim := tenant.Limits{MicrosPerDay: 5_000_000}
+	if ok, err := e.ledger.Reserve(ctx, "team-a", "call-lost", tenant.Amount{Micros: 120000, Tokens: 9000}, lim, time.Hour); err != nil || !ok {
+		t.Fatalf("reserve: %v %v", ok, err)
+	}
+	e.strand(t, "swept-tenant", "", "replica-gone", "call-lost", e.clk.Now().Add(-time.Hour), trajectory.Reservation{Calls: 1, Tokens: 9000, Micros: 120000})
+	if n := e.px.SweepCalls(ctx, false); n != 1 {
+		t.Fatalf("sweep reclaimed %d calls, want 1", n)
+	}
+	rec := e.record(t, "swept-tenant")
+	want := meter.DefaultTable().Cost("claude-sonnet-4-5", trajectory.Usage{InputTokens: 1000, OutputTokens: 250}).Micros
+	u, err := e.ledger.Usage(ctx, "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.InFlight != 0 || u.Reserved != (tenant.Amount{}) || u.Day().Micros != want || u.Day().Tokens != 1250 || want <= 0 {
+		t.Errorf("tenant after the sweep: %d in flight holding %+v, day %+v; want %d µ$ and 1250 tokens (record: $%v)",
+			u.InFlight, u.Reserved, u.Day(), want, rec.Spend.Dollars)
+	}
+	if err := e.ledger.Settle(ctx, "team-a", "call-lost", tenant.Amount{Micros: 999, Tokens: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := e.ledger.Usage(ctx, "team-a"); again.Day() != u.Day() {
+		t.Errorf("a late settle of the swept call charged the tenant again: %+v → %+v", u.Day(), again.Day())
 	}
 }

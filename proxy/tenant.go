@@ -93,7 +93,9 @@ func (t *turn) reserveTenant(ctx context.Context) error {
 		asked = defaultMaxOutput
 	}
 	need := min(asked, max(s.minOutput, 1))
-	call := "tc_" + newCallID()
+	// The turn's own call id: a sweeper that reclaims the call charges
+	// the tenant under it, and the ledger's settle is idempotent by call.
+	call := t.callID()
 	var since time.Time
 	wait := 5 * time.Millisecond
 	for attempt := 0; attempt < tenantReserveAttempts; {
@@ -209,8 +211,14 @@ func (t *turn) settleTenant(ctx context.Context, charge meter.Charge, o outcome)
 }
 
 func (t *turn) settleTenantWith(ctx context.Context, used tenant.Amount) {
-	name, call := t.req.tenant.Name, t.ceil.call
-	settle := func(ctx context.Context) error { return t.s.ledger.Settle(ctx, name, call, used) }
+	t.s.chargeTenant(ctx, t.log, t.req.tenant.Name, t.ceil.call, used)
+}
+
+// chargeTenant settles call on its tenant's ledger: its reservation is
+// released and used charged. A store that is out is retried in the
+// background; any other failure is logged with the figures.
+func (s *Server) chargeTenant(ctx context.Context, log *slog.Logger, name, call string, used tenant.Amount) {
+	settle := func(ctx context.Context) error { return s.ledger.Settle(ctx, name, call, used) }
 	err := settle(ctx)
 	if err == nil {
 		return
@@ -218,10 +226,10 @@ func (t *turn) settleTenantWith(ctx context.Context, used tenant.Amount) {
 	attrs := []slog.Attr{slog.String("tenant", name), slog.String("call", call),
 		slog.Int64("micros", used.Micros), slog.Int64("tokens", used.Tokens)}
 	if errors.Is(err, trajectory.ErrUnavailable) {
-		t.s.settles.retry(t.log, writeTenant, settle, attrs)
+		s.settles.retry(log, writeTenant, settle, attrs)
 		return
 	}
-	t.log.LogAttrs(ctx, slog.LevelError, "tenant charge not recorded", append(attrs, slog.String("error", err.Error()))...)
+	log.LogAttrs(ctx, slog.LevelError, "tenant charge not recorded", append(attrs, slog.String("error", err.Error()))...)
 }
 
 // mayStart decides whether a request may start run id of its tenant: a
