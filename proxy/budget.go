@@ -61,8 +61,7 @@ type admission struct {
 // run (on_exhaust: fail) or pauses it (on_exhaust: pause).
 func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []trajectory.Event, error) {
 	ls := levels(chain, now, true)
-	w := t.s.prices.Worst(t.pr.Model, int64(len(t.body))).InTier(t.s.prices, t.pr.Model, gjson.GetBytes(t.body, "service_tier").String())
-	v := meter.Admit(ls, meter.Call{Worst: w, MaxOutput: t.maxOut,
+	v := meter.Admit(ls, meter.Call{Worst: t.worstCase(), MaxOutput: t.maxOut,
 		DefaultOutput: defaultMaxOutput, MinOutput: t.s.minOutput}, t.s.stages)
 	if v.Wait {
 		// What was measured leaves room for this call: the calls in
@@ -105,6 +104,17 @@ func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []
 	chain[0].CallInput, chain[0].CallOutput = estimateTokens(int64(len(t.body))), 0
 	t.tried = append(t.tried, adm)
 	return adm, evs, nil
+}
+
+// worstCase is the call's worst case (meter.Worst, in its service tier),
+// read from the request once: the tenant's ceilings and every attempt at
+// admitting the call against its budgets weigh the same call.
+func (t *turn) worstCase() meter.Worst {
+	if t.worst == nil {
+		w := t.s.prices.Worst(t.pr.Model, int64(len(t.body))).InTier(t.s.prices, t.pr.Model, gjson.GetBytes(t.body, "service_tier").String())
+		t.worst = &w
+	}
+	return *t.worst
 }
 
 // callID is the turn's call id, drawn once: every attempt at admitting the

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/tenant"
@@ -87,7 +85,7 @@ func (t *turn) reserveTenant(ctx context.Context) error {
 	if s.ledger == nil || !lim.Spends() {
 		return nil
 	}
-	w := s.prices.Worst(t.pr.Model, int64(len(t.body))).InTier(s.prices, t.pr.Model, gjson.GetBytes(t.body, "service_tier").String())
+	w := t.worstCase()
 	asked := t.maxOut
 	if asked <= 0 {
 		asked = defaultMaxOutput

@@ -42,6 +42,7 @@ type turn struct {
 	// at admitting it reserved under that id.
 	call  string
 	tried []admission
+	worst *meter.Worst // worstCase, once read
 	// streamed is the reply's output so far, in bytes, for the heartbeat.
 	streamed atomic.Int64
 
