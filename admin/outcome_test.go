@@ -95,6 +95,35 @@ func TestOutcomeMark(t *testing.T) {
 	}
 }
 
+// TestOutcomeMarkNamespaces: a run two tenants both name is marked by
+// {tenant}/{id} (or ?tenant=), as every other admin route addresses it;
+// the bare id is ambiguous and marks nothing.
+func TestOutcomeMarkNamespaces(t *testing.T) {
+	base, st := setup(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
+	for _, r := range []*trajectory.Record{trajectory.New("run-42", "team-a", t0),
+		trajectory.New(trajectory.TenantScoped("run-42", "team-b"), "team-b", t0)} {
+		if err := st.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out := call(t, http.MethodPost, base+"/admin/v1/trajectories/run-42/outcome", opToken, `{"accepted": true}`); code != http.StatusConflict {
+		t.Errorf("bare id two tenants use: %d %v, want 409", code, out)
+	}
+	if code, out := call(t, http.MethodPost, base+"/admin/v1/trajectories/team-b/run-42/outcome", opToken, `{"accepted": true, "task_class": "docs"}`); code != http.StatusOK {
+		t.Fatalf("team-b/run-42: %d %v", code, out)
+	}
+	if code, out := call(t, http.MethodPost, base+"/admin/v1/trajectories/run-42/outcome?tenant=team-a", opToken, `{"accepted": false}`); code != http.StatusOK {
+		t.Fatalf("run-42?tenant=team-a: %d %v", code, out)
+	}
+	a, _ := st.Get(ctx, "run-42")
+	b, _ := st.Get(ctx, trajectory.TenantScoped("run-42", "team-b"))
+	if a.Outcome != trajectory.OutcomeRejected || a.TaskClass != "" || b.Outcome != trajectory.OutcomeAccepted || b.TaskClass != "docs" {
+		t.Errorf("team-a's run %q %q, team-b's %q %q", a.Outcome, a.TaskClass, b.Outcome, b.TaskClass)
+	}
+}
+
 // finishedRun stores a finished root record with an outcome and a spend.
 func finishedRun(t *testing.T, st interface {
 	Create(context.Context, *trajectory.Record, ...trajectory.Event) error
