@@ -27,6 +27,15 @@
 //     assemble.go, render.go, continuation.go and splice.go;
 //   - one JSON scanner that reads members and values in place (jsonscan.go).
 //
+// What the client gets of a streamed reply through a CallFilter is, at every
+// moment, a prefix of the bytes the provider sent, but for the filter's
+// deliberate edits: a refused or withheld call (its events replaced by a
+// text or removed, and what refers to its place renumbered) and, from the
+// proxy, usage it asked for on the agent's behalf and strips and its own
+// keepalives while a reply is held. Once a call is held (Hold), everything
+// after its first event is held too, and released in the provider's order
+// when no call before it is held any more: nothing overtakes a held call.
+//
 // The package is pure: it does no I/O of its own and imports nothing from the
 // rest of gatekeeper but its sse subpackage.
 package streaming

@@ -108,6 +108,8 @@ func (f *CallFilter) AppendEvent(dst []byte, ev sse.Event) []byte {
 	f.seen = true
 	n := len(dst)
 	switch {
+	case !ev.HasData && f.hold.suffix():
+		f.hold.keepPassed(sse.TrimBOM(ev.Raw), -1, ev.Unterminated)
 	case !ev.HasData:
 		dst = append(dst, ev.Raw...)
 	case f.api == APIAnthropic:

@@ -61,7 +61,7 @@ func (f *CallFilter) anthropicEvent(dst []byte, ev *sse.Event) []byte {
 			b := append(f.scratch[:0], `{"type":"content_block_stop","index":`...)
 			b = strconv.AppendInt(b, int64(f.anthropicOut(pos)), 10)
 			f.scratch = append(b, '}')
-			return sse.AppendFrame(sse.KeepBOM(dst, ev), sse.FrameName(ev, "content_block_stop"), f.scratch)
+			return f.anthropicFrame(dst, ev, sse.FrameName(ev, "content_block_stop"), pos, f.scratch)
 		}
 		if c := f.anthropicHeldAt(index); c >= 0 {
 			return f.anthropicKeep(dst, ev, c, true, delta)
@@ -76,6 +76,7 @@ func (f *CallFilter) anthropicEvent(dst []byte, ev *sse.Event) []byte {
 	case "message_stop", "error":
 		// The reply ends, or failed, with no stop said for what is held.
 		f.dropHeld(func(int, *heldCall) bool { return true })
+		dst = f.flushPassed(dst)
 	}
 	return f.anthropicPass(dst, ev, index)
 }
@@ -93,22 +94,41 @@ func (a *anthropicCallFilter) withheldAt(m jsonMember) int {
 	return slices.Index(a.withheld, pos)
 }
 
-// anthropicOut is the index the client sees for block pos.
+// anthropicOut is the index the client sees for block pos, delivered now;
+// while a call is held it is pos, renumbered when it goes out
+// (appendPassed).
 func (f *CallFilter) anthropicOut(pos int) int {
-	if !f.hold.on {
+	if !f.hold.on || f.hold.suffix() {
 		return pos
 	}
 	return f.anthropic.pos.out(pos)
 }
 
-// anthropicPass passes an event on, with its block index renumbered when
-// a held block came before it.
-func (f *CallFilter) anthropicPass(dst []byte, ev *sse.Event, index jsonMember) []byte {
-	if !f.hold.on || index.val == "" {
-		return append(dst, ev.Raw...)
+// anthropicFrame appends an event the filter wrote about block pos, or
+// keeps it in its place while a call before it is held.
+func (f *CallFilter) anthropicFrame(dst []byte, ev *sse.Event, name string, pos int, data []byte) []byte {
+	if f.hold.suffix() {
+		n := len(dst)
+		dst = sse.AppendFrame(dst, name, data)
+		f.hold.keepPassed(dst[n:], pos, false)
+		return dst[:n]
 	}
+	return sse.AppendFrame(sse.KeepBOM(dst, ev), name, data)
+}
+
+// anthropicPass passes an event on, with its block index renumbered when
+// a block before it was dropped, or keeps it in its place while a call
+// before it is held.
+func (f *CallFilter) anthropicPass(dst []byte, ev *sse.Event, index jsonMember) []byte {
 	pos, ok := memberIndex(index)
-	if !ok {
+	if index.val == "" || !ok {
+		pos = -1
+	}
+	if f.hold.suffix() {
+		f.hold.keepPassed(sse.TrimBOM(ev.Raw), pos, ev.Unterminated)
+		return dst
+	}
+	if !f.hold.on || pos < 0 {
 		return append(dst, ev.Raw...)
 	}
 	out := f.anthropic.pos.out(pos)
@@ -176,8 +196,15 @@ func (f *CallFilter) anthropicRelease(dst []byte, js string) []byte {
 		}
 		return drop
 	})
+	// What is left is delivered in its places: only the dropped blocks
+	// leave gaps for the blocks after them to close.
+	for i := range h.calls {
+		if c := &h.calls[i]; c.state == callHeld {
+			a.pos.unskip(c.tc.Index)
+		}
+	}
 	dst = f.release(dst, func(int, *heldCall) bool { return true }, func(c *heldCall) {
-		c.out = a.pos.release(c.tc.Index)
+		c.out = a.pos.deliver(c.tc.Index)
 		a.delivered = true
 	}, func(dst []byte, e *heldEvent, c *heldCall) []byte {
 		if e.pos < 0 || e.pos == c.out {
@@ -223,18 +250,17 @@ func (f *CallFilter) anthropicStart(dst []byte, ev *sse.Event, index, block json
 	}
 	a.withheld = append(a.withheld, pos)
 	out := f.anthropicOut(pos)
-	dst = sse.KeepBOM(dst, ev)
 	b := append(f.scratch[:0], `{"type":"content_block_start","index":`...)
 	b = strconv.AppendInt(b, int64(out), 10)
 	b = append(b, `,"content_block":{"type":"text","text":""}}`...)
-	dst = sse.AppendFrame(dst, sse.FrameName(ev, "content_block_start"), b)
+	dst = f.anthropicFrame(dst, ev, sse.FrameName(ev, "content_block_start"), pos, b)
 	b = append(b[:0], `{"type":"content_block_delta","index":`...)
 	b = strconv.AppendInt(b, int64(out), 10)
 	b = append(b, `,"delta":{"type":"text_delta","text":`...)
 	b = appendJSONLiteral(b, text)
 	b = append(b, "}}"...)
 	f.scratch = b
-	return sse.AppendFrame(dst, sse.FrameName(ev, "content_block_delta"), b)
+	return f.anthropicFrame(dst, ev, sse.FrameName(ev, "content_block_delta"), pos, b)
 }
 
 // anthropicHoldStart starts holding an allowed tool_use block.
@@ -261,7 +287,7 @@ func (f *CallFilter) anthropicHoldStart(dst []byte, ev *sse.Event, pos int, inde
 // call of the message was withheld: the agent has no call to answer.
 func (f *CallFilter) anthropicMessageDelta(dst []byte, ev *sse.Event, js string) []byte {
 	if !gjson.Valid(js) {
-		return append(dst, ev.Raw...)
+		return f.anthropicPass(dst, ev, jsonMember{})
 	}
 	changed := false
 	f.scratch = filterObject(f.scratch[:0], js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
@@ -277,9 +303,9 @@ func (f *CallFilter) anthropicMessageDelta(dst []byte, ev *sse.Event, js string)
 		}, nil), filterReplace
 	}, nil)
 	if !changed {
-		return append(dst, ev.Raw...)
+		return f.anthropicPass(dst, ev, jsonMember{})
 	}
-	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+	return f.anthropicFrame(dst, ev, jsonView(ev.Name), -1, f.scratch)
 }
 
 // anthropicBody rewrites a Message: refused tool_use blocks become text

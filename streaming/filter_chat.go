@@ -162,6 +162,11 @@ func (f *CallFilter) chatEvent(dst []byte, ev *sse.Event) []byte {
 		if h.held > 0 && (bytes.HasPrefix(data, []byte(doneMarker)) || string(ev.Name) == "error") {
 			// The end, or an error, and no finish for what is held.
 			f.dropHeld(func(int, *heldCall) bool { return true })
+			dst = f.flushPassed(dst)
+		}
+		if h.suffix() {
+			h.keepPassed(sse.TrimBOM(ev.Raw), -1, ev.Unterminated)
+			return dst
 		}
 		return append(dst, ev.Raw...) // [DONE], an empty field, a plain-text error
 	}

@@ -150,6 +150,7 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 	if len(data) == 0 || data[0] != '{' {
 		if h.held > 0 && bytes.HasPrefix(data, []byte(doneMarker)) {
 			f.dropHeld(func(int, *heldCall) bool { return true }) // the end, and no stop
+			dst = f.flushPassed(dst)
 		}
 		return append(dst, ev.Raw...) // [DONE] from some servers, a plain-text error
 	}
@@ -231,6 +232,7 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		}
 	case "error":
 		f.dropHeld(func(int, *heldCall) bool { return true }) // the reply failed
+		dst = f.flushPassed(dst)
 	case "response.output_item.added", "response.output_item.done":
 		itype, _ := stringValue(itemFields[0])
 		ci, isCall := lookupCallItem(itype, isStringRaw(itemFields[2]))

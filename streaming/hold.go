@@ -19,12 +19,20 @@ import (
 // drops whatever is held and closes the reply with the provider's own error
 // event, which the SDKs raise.
 //
-// Moving a call's events moves what refers to positions in the stream, and
-// the filter fixes that up as it goes: Anthropic block indices and Responses
+// A held call holds what comes after it: in Anthropic and Chat, every
+// event after a held call's first one (a ping, text, another choice's
+// chunks, another call) waits with it and goes out in the provider's
+// order once no call before it is held, so that the client gets a prefix
+// of what the provider sent. Only a call dropped (or refused) moves what
+// refers to positions in the stream, and the filter fixes that up as it
+// goes: Anthropic block indices close the gap it leaves. In Responses,
+// events that are not a held call's (comments aside) still go out at
+// once, and the held calls are moved just before the stop: block and
 // output indices follow the order in which the client receives blocks and
-// items (the SDKs append each new one and find it again by that index), and
-// Responses sequence numbers stay one apart. Text, thinking and the calls the
-// provider runs itself are never held: the agent sees them as they come.
+// items (the SDKs append each new one and find it again by that index),
+// and Responses sequence numbers stay one apart. Text, thinking and the
+// calls the provider runs itself are never held themselves: before a held
+// call the agent sees them as they come.
 
 // Hold makes the filter keep every client tool call's events (Anthropic
 // tool_use blocks, Chat tool_calls deltas, Responses client call items:
@@ -46,8 +54,10 @@ import (
 //
 // Those are dropped and listed by Withheld; the stop reason is kept as the
 // provider sent it. A provider error event, or the stream's terminal marker
-// ([DONE], message_stop) coming before the stop, drops what is held. Text,
-// thinking and server-tool events are never held.
+// ([DONE], message_stop) coming before the stop, drops what is held. What
+// came after a held call's first event (text, thinking, server-tool
+// events, pings, comments) waits for it and goes out in its place
+// (Anthropic and Chat; in Responses only comments wait).
 //
 // Call Hold before the first AppendEvent; later it has no effect.
 func (f *CallFilter) Hold() {
@@ -76,6 +86,7 @@ func (f *CallFilter) End(dst []byte, typ, msg string) []byte {
 	}
 	h.ended = true
 	f.dropHeld(func(int, *heldCall) bool { return true })
+	dst = f.flushPassed(dst) // what came after the calls came before the end
 	if h.openTail {
 		// The last event delivered broke off without its blank line: end it
 		// so that the error is an event of its own.
@@ -173,16 +184,22 @@ type heldCall struct {
 	out  int // the position it was delivered at (Anthropic, Responses)
 }
 
-// heldEvent is one event kept for a call: its bytes, and what a release
-// may have to renumber in it. Only the bytes are kept: the event is read
-// again in the rare case it must be rewritten.
+// heldEvent is one event kept for a call, or passed while a call is held
+// (call is passed): its bytes, and what a release may have to renumber in
+// it. Only the bytes are kept: the event is read again in the rare case it
+// must be rewritten.
 type heldEvent struct {
-	call     int // position in holdState.calls
+	call     int // position in holdState.calls, or passed
 	raw      span
 	pos      int // the index or output_index the event names, -1 for none
 	seq      int64
 	numbered bool
+	open     bool // an Unterminated event, passed
 }
+
+// passed marks a heldEvent that belongs to no call: one that came after a
+// held call's first event and waits to go out in its place.
+const passed = -1
 
 type span struct{ start, end int }
 
@@ -256,6 +273,24 @@ func (h *holdState) keepFramed(call int, name string, data []byte) {
 	h.events = append(h.events, heldEvent{call: call, raw: span{start, len(h.buf)}, pos: -1})
 }
 
+// keepPassed stores the bytes b the client gets for an event that is no
+// held call's but came after one: they go out in the provider's order,
+// when every call before them is delivered or dropped. pos is the block
+// index they name (Anthropic), renumbered then, -1 for none.
+func (h *holdState) keepPassed(b []byte, pos int, open bool) {
+	h.keepPassedAt(len(h.events), b, pos, open)
+}
+
+// keepPassedAt is keepPassed with the bytes going out before the kept
+// events from i on.
+func (h *holdState) keepPassedAt(i int, b []byte, pos int, open bool) {
+	h.events = slices.Insert(h.events, i, heldEvent{call: passed, raw: h.put(b), pos: pos, open: open})
+}
+
+// suffix reports whether what the filter passes now must wait: a call
+// before it is held.
+func (h *holdState) suffix() bool { return h.held > 0 }
+
 func (h *holdState) put(b []byte) span {
 	start := len(h.buf)
 	h.buf = append(grow(h.buf, len(b)), b...)
@@ -293,54 +328,88 @@ func (f *CallFilter) dropHeld(which func(i int, c *heldCall) bool) {
 		n++
 	}
 	if n > 0 {
-		h.events = slices.DeleteFunc(h.events, func(e heldEvent) bool { return h.calls[e.call].state == callDropped })
+		h.events = slices.DeleteFunc(h.events, func(e heldEvent) bool { return e.call != passed && h.calls[e.call].state == callDropped })
 		h.compact()
 	}
 }
 
 // release delivers the held calls which selects: their events, in the
 // order they came, each through write, which appends it to dst (as kept, or
-// rewritten). first is called once per call, before its first event.
+// rewritten), and the events passed among them, in their places. Nothing
+// overtakes a call still held: the events from its first on stay kept,
+// those of the calls delivered now among them, until it is delivered or
+// dropped. first is called once per call, before its first event goes out.
+// With nothing to select it delivers what a dropped call left at the head.
 func (f *CallFilter) release(dst []byte, which func(i int, c *heldCall) bool, first func(*heldCall), write func(dst []byte, e *heldEvent, c *heldCall) []byte) []byte {
 	h := &f.hold
-	n := 0
 	for i := range h.calls {
 		c := &h.calls[i]
 		if c.state != callHeld || !which(i, c) {
 			continue
 		}
-		n++
 		c.state = callReleasing
 		h.held--
 	}
-	if n == 0 {
-		return dst
-	}
-	kept := h.events[:0] // compacted in place: kept never passes i
-	for i := range h.events {
-		e := &h.events[i]
+	// A call goes out only with everything up to the end of what is kept:
+	// the event that delivers it (a Chat finish) comes after that, and a
+	// call must not go out without it.
+	whole := !slices.ContainsFunc(h.events, func(e heldEvent) bool { return e.call != passed && h.calls[e.call].state == callHeld })
+	out := 0
+	for ; out < len(h.events); out++ {
+		e := &h.events[out]
+		if e.call == passed {
+			dst = f.appendPassed(dst, e)
+			continue
+		}
+		if !whole {
+			break
+		}
 		c := &h.calls[e.call]
-		switch c.state {
-		case callReleasing:
+		if c.state == callReleasing {
 			if first != nil {
 				first(c)
 			}
 			c.state = callDelivering
-			fallthrough
-		case callDelivering:
+		}
+		if write == nil {
+			dst = h.appendHeld(dst, e)
+		} else {
 			dst = write(dst, e, c)
-		case callHeld:
-			kept = append(kept, *e)
 		}
 	}
+	h.events = h.events[:copy(h.events, h.events[out:])]
 	for i := range h.calls {
-		if c := &h.calls[i]; c.state == callReleasing || c.state == callDelivering {
+		c := &h.calls[i]
+		if c.state != callReleasing && c.state != callDelivering {
+			continue
+		}
+		if !slices.ContainsFunc(h.events, func(e heldEvent) bool { return e.call == i }) {
 			c.state, c.args = callReleased, nil
 		}
 	}
-	h.events = kept
 	h.compact()
 	return dst
+}
+
+// flushPassed delivers the events passed while a call was held that no
+// held call comes before any more (a call before them was dropped).
+func (f *CallFilter) flushPassed(dst []byte) []byte {
+	if len(f.hold.events) == 0 {
+		return dst
+	}
+	return f.release(dst, func(int, *heldCall) bool { return false }, nil, nil)
+}
+
+// appendPassed appends an event passed while a call was held, as the API
+// numbers it now.
+func (f *CallFilter) appendPassed(dst []byte, e *heldEvent) []byte {
+	f.hold.openTail = e.open
+	if f.api == APIAnthropic && e.pos >= 0 {
+		if out := f.anthropic.pos.out(e.pos); out != e.pos {
+			return f.appendRenumbered(dst, e, "index", out, 0, false)
+		}
+	}
+	return f.hold.appendHeld(dst, e)
 }
 
 // compact frees the buffer once no event is left in it.
@@ -452,6 +521,26 @@ func (p *positions) release(in int) int {
 	out := max(in-p.skippedBefore(in), p.maxOut+1)
 	p.pairs = append(p.pairs, posPair{in, out})
 	p.maxOut = out
+	p.renumbered = p.renumbered || out != in
+	return out
+}
+
+// unskip marks held position in as one that will be delivered in its
+// place: the positions after it keep their distance to it.
+func (p *positions) unskip(in int) {
+	if i := slices.Index(p.skipped, in); i >= 0 {
+		p.skipped = slices.Delete(p.skipped, i, i+1)
+	}
+}
+
+// deliver gives the number of held position in, delivered in its place
+// in the stream (nothing after it went out before it): only the positions
+// dropped before it close up.
+func (p *positions) deliver(in int) int {
+	p.unskip(in)
+	out := in - p.skippedBefore(in)
+	p.pairs = append(p.pairs, posPair{in, out})
+	p.maxOut = max(p.maxOut, out)
 	p.renumbered = p.renumbered || out != in
 	return out
 }

@@ -1,6 +1,7 @@
 package streaming
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -134,6 +135,7 @@ func (f *CallFilter) chatHoldEvent(dst []byte, ev *sse.Event, js string, p *chat
 	// choice object of the chunk delivers them too, as the decoder ends the
 	// calls a choice has when its finish comes.
 	wholly := p.holds > 0 && p.holdCall >= 0 && p.holds == len(p.elems) && len(p.choices) == 1 && !p.edits && !p.extra
+	kept := len(h.events)
 	switch {
 	case wholly:
 		h.keep(p.holdCall, ev, -1, 0, false)
@@ -142,10 +144,20 @@ func (f *CallFilter) chatHoldEvent(dst []byte, ev *sse.Event, js string, p *chat
 		c.edited = f.chatEdit(c.edited[:0], js, false)
 		f.chatKeepChunks(ev, js)
 	}
+	kept = len(h.events) - kept
 	for _, fin := range p.finishes {
 		dst = f.release(dst, func(i int, hc *heldCall) bool { return i < fin.upto && hc.tc.Choice == fin.choice }, nil,
 			func(dst []byte, e *heldEvent, _ *heldCall) []byte { return h.appendHeld(dst, e) })
 	}
+	// What the chunk itself gives waits behind a call still held that came
+	// before it, and goes before the calls it holds: the rest of a delta
+	// comes first, then its calls. A finish in it follows the calls it
+	// delivers.
+	kept = len(h.events) - min(kept, len(h.events))
+	if slices.ContainsFunc(h.events[kept:], func(e heldEvent) bool { return h.calls[e.call].state != callHeld }) {
+		kept = len(h.events)
+	}
+	mark := len(dst)
 	for _, tc := range cut {
 		dst = f.chatCutNotice(dst, ev, js, tc) // filter_cut.go
 	}
@@ -157,8 +169,13 @@ func (f *CallFilter) chatHoldEvent(dst []byte, ev *sse.Event, js string, p *chat
 	default:
 		dst = append(dst, ev.Raw...)
 	}
+	if h.suffix() && len(dst) > mark {
+		h.keepPassedAt(kept, sse.TrimBOM(dst[mark:]), -1, ev.Unterminated)
+		dst = f.flushPassed(dst[:mark])
+	}
 	if p.failed || string(ev.Name) == "error" {
 		f.dropHeld(func(int, *heldCall) bool { return true }) // the reply failed
+		dst = f.flushPassed(dst)
 	}
 	return dst
 }

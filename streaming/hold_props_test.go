@@ -118,8 +118,9 @@ func TestHoldFixtures(t *testing.T) {
 }
 
 // TestHoldFastPath: with Hold and every call allowed, an event that is
-// neither a call's nor the stop that delivers the calls costs no
-// allocation.
+// neither a call's nor the stop that delivers the calls, and comes while
+// no call is held, costs no allocation. One that comes while a call is
+// held is kept behind it, as the call's own events are.
 func TestHoldFastPath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocation counts")
@@ -154,11 +155,12 @@ func TestHoldFastPath(t *testing.T) {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 			var ms runtime.MemStats
 			for i, ev := range evs {
+				kept := f.Holding()
 				runtime.ReadMemStats(&ms)
 				before := ms.Mallocs
 				dst = f.AppendEvent(dst, ev)
 				runtime.ReadMemStats(&ms)
-				if n := ms.Mallocs - before; n != 0 && !call[i] && i != stop {
+				if n := ms.Mallocs - before; n != 0 && !call[i] && i != stop && !kept {
 					t.Errorf("event %d (%.60q) allocated %d times", i, ev.Raw, n)
 				}
 			}

@@ -114,40 +114,42 @@ func sameCall(got, want ToolCall) bool {
 
 func sameStops(a, b []Stop) bool { return slices.Equal(a, b) }
 
-// TestHoldMovesCallsBeforeTheStop: with Hold, a reply of text and a call
-// comes out byte for byte, except that the call's events come just before
-// the stop, after what came between them (a ping, a keepalive).
-func TestHoldMovesCallsBeforeTheStop(t *testing.T) {
+// TestHoldKeepsWhatFollowsTheCall: with Hold, a reply of text and a call
+// comes out byte for byte and in the provider's order: from the call's
+// first event nothing goes out until the stop, when the call and what came
+// between its events (a ping, a keepalive) go out as they came.
+func TestHoldKeepsWhatFollowsTheCall(t *testing.T) {
 	for _, api := range filterAPIs {
 		t.Run(string(api), func(t *testing.T) {
 			in := fixturetest.ReadFile(t, filterTestdata, holdPrefix[api]+"text-call.sse")
 			evs := sseEvents(t, in)
 			call, stop := callEvents(t, api, evs)
-			var want, calls []byte
-			for i, ev := range evs {
-				switch {
-				case call[i]:
-					calls = append(calls, ev.Raw...)
-				case i == stop:
-					want = append(append(want, calls...), ev.Raw...)
-				default:
-					want = append(want, ev.Raw...)
-				}
+			first := slices.Index(call, true)
+			between := false
+			for i := first; i < stop; i++ {
+				between = between || !call[i]
 			}
-			if bytes.Equal(want, in) {
+			if !between {
 				t.Fatal("testdata: nothing comes between the call's events")
 			}
 
 			f := newHoldFilter(t, api, allowAll)
 			var out []byte
+			sent, came := 0, 0
 			for i, ev := range evs {
 				out = f.AppendEvent(out, ev)
-				if held := f.Holding(); held != (slices.Contains(call[:i+1], true) && i < stop) {
+				if held := f.Holding(); held != (i >= first && i < stop) {
 					t.Fatalf("event %d: Holding() = %v", i, held)
 				}
+				if came += len(ev.Raw); i < first || i >= stop {
+					sent = came
+				}
+				if len(out) != sent {
+					t.Fatalf("event %d: the client has %d bytes, want %d", i, len(out), sent)
+				}
 			}
-			if !bytes.Equal(out, want) {
-				t.Fatalf("got\n%s\nwant\n%s", out, want)
+			if !bytes.Equal(out, in) {
+				t.Fatalf("got\n%s\nwant\n%s", out, in)
 			}
 			inRes, _ := mustDecode(t, api, in)
 			res, _ := mustDecode(t, api, out)
@@ -385,9 +387,10 @@ func TestHoldWithRefusal(t *testing.T) {
 	}
 }
 
-// TestHoldRenumbers: text that comes after a held call goes out first and
-// takes the call's place; what points at places follows the order the
-// client gets things in.
+// TestHoldRenumbers: text that comes after a held call waits for it in
+// Anthropic, so the call keeps its place and the reply goes out as it
+// came; in Responses the text goes out first and takes the call's place.
+// What points at places follows the order the client gets things in.
 func TestHoldRenumbers(t *testing.T) {
 	for _, api := range []API{APIAnthropic, APIResponses} {
 		t.Run(string(api), func(t *testing.T) {
@@ -397,8 +400,15 @@ func TestHoldRenumbers(t *testing.T) {
 			out := filterChunks(t, f, in)
 			res, parts := mustDecode(t, api, out)
 			calls := res.ClientToolCalls()
-			if len(calls) != 1 || calls[0].Index != 1 || inRes.ToolCalls[0].Index != 0 || res.Unparsed != 0 {
-				t.Fatalf("calls %+v (unparsed %d), want the call at 1 (in: %+v)", calls, res.Unparsed, inRes.ToolCalls)
+			at := 1
+			if api == APIAnthropic {
+				at = 0
+				if !bytes.Equal(out, in) {
+					t.Errorf("got\n%s\nwant the reply as it came", out)
+				}
+			}
+			if len(calls) != 1 || calls[0].Index != at || inRes.ToolCalls[0].Index != 0 || res.Unparsed != 0 {
+				t.Fatalf("calls %+v (unparsed %d), want the call at %d (in: %+v)", calls, res.Unparsed, at, inRes.ToolCalls)
 			}
 			want := inRes.ToolCalls[0]
 			if got := calls[0]; got.ID != want.ID || !bytes.Equal(got.Arguments, want.Arguments) || !got.Complete {
@@ -482,14 +492,14 @@ func TestHoldChatShapes(t *testing.T) {
 		want []string // the output's chunks (data only), in order
 	}{
 		{
-			name: "content in the same delta goes at once, the call waits in a chunk of its own",
+			name: "content in the same delta goes at once, the call waits in a chunk of its own, and what follows it waits behind it",
 			in: chunk(`{"index":0,"delta":{"content":"Reading.","tool_calls":[{"index":0,"id":"call_r","type":"function","function":{"name":"Read","arguments":"{}"}}]},"finish_reason":null}`) +
 				chunk(`{"index":0,"delta":{"content":" Done."},"finish_reason":null}`) +
 				chunk(`{"index":0,"delta":{},"finish_reason":"tool_calls"}`) + "data: [DONE]\n\n",
 			want: []string{
 				head + `{"index":0,"delta":{"content":"Reading."},"finish_reason":null}]}`,
-				head + `{"index":0,"delta":{"content":" Done."},"finish_reason":null}]}`,
 				own("0", `"tool_calls":[{"index":0,"id":"call_r","type":"function","function":{"name":"Read","arguments":"{}"}}]`),
+				head + `{"index":0,"delta":{"content":" Done."},"finish_reason":null}]}`,
 				head + `{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
 				"[DONE]",
 			},
@@ -506,15 +516,15 @@ func TestHoldChatShapes(t *testing.T) {
 			},
 		},
 		{
-			name: "each choice's calls go out at its own finish",
+			name: "each choice's calls go out once finished, in the provider's order: the first choice's finish waits behind the second's call",
 			in: chunk(`{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"Read","arguments":"{}"}}]}}`) +
 				chunk(`{"index":1,"delta":{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"Read","arguments":"{}"}}]}}`) +
 				chunk(`{"index":0,"delta":{},"finish_reason":"tool_calls"}`) +
 				chunk(`{"index":1,"delta":{},"finish_reason":"tool_calls"}`),
 			want: []string{
 				head + `{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"Read","arguments":"{}"}}]}}]}`,
-				head + `{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
 				head + `{"index":1,"delta":{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"Read","arguments":"{}"}}]}}]}`,
+				head + `{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
 				head + `{"index":1,"delta":{},"finish_reason":"tool_calls"}]}`,
 			},
 		},

@@ -50,7 +50,9 @@ func SpliceStream(api API, first, cont []byte) ([]byte, error) {
 }
 
 // heldPrefix runs a CallFilter with Hold, refusing nothing, over the first
-// n events of stream and returns what the client received, with the filter.
+// n events of stream and returns what the client received, then what came
+// after the first held call less the calls (the client gets it with the
+// continuation), with the filter.
 func heldPrefix(api API, stream []byte, n int) ([]byte, *CallFilter, error) {
 	f, err := NewCallFilter(api, func(string) bool { return true }, func(ToolCall) string { return "" })
 	if err != nil {
@@ -69,7 +71,8 @@ func heldPrefix(api API, stream []byte, n int) ([]byte, *CallFilter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return out, f, nil
+	f.dropHeld(func(int, *heldCall) bool { return true })
+	return f.flushPassed(out), f, nil
 }
 
 // appendCont appends an event of the continuation as it came, less a byte
