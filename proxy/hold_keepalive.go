@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"time"
+
+	"gatekeeper/config"
 
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -28,6 +31,12 @@ import (
 //     Codex skips after counting it.
 //   - OpenAI Chat Completions: an SSE comment, as there is no chunk that
 //     changes nothing for every SDK.
+
+// The same keepalive covers a call held while it streams: what the provider
+// sends after the call's first event waits behind it, so that the agent
+// gets the provider's events in their order (streaming.CallFilter's Hold),
+// and a call whose input takes longer than approvals.keepalive to stream
+// would otherwise leave the agent without an event for that long.
 
 // aliveTracker builds a held stream's keepalive from the events forwarded
 // before the hold.
@@ -71,6 +80,15 @@ func (a *aliveTracker) keepalive(api streaming.API) []byte {
 		return a.event
 	}
 	return keepalive(api)
+}
+
+// keepaliveEvery is the period of keepalives on a held stream, and the
+// longest a held call's stream leaves the agent without one.
+func (s *Server) keepaliveEvery() time.Duration {
+	if d := s.cfg.Approvals.Keepalive.Std(); d > 0 {
+		return d
+	}
+	return config.DefaultKeepalive
 }
 
 // anthropicAlive is a message_delta that reports no stop and n output

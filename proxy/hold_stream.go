@@ -38,7 +38,6 @@ type heldStream struct {
 	phase heldPhase
 	gated []gatedCall
 	hold  *approvals.Hold
-	alive aliveTracker // what the keepalive of the held stream is
 }
 
 // keep adds an event's bytes to the held reply, within limit.
@@ -78,7 +77,6 @@ func (b *sseBody) takeHeld(ev *sse.Event) error {
 	}
 	mark := len(b.out)
 	b.forward(ev)
-	h.alive.forwarded(b.t.req.api, ev, b.dec.Result())
 	h.sent += len(b.out) - mark
 	h.sum = crc32.Update(h.sum, crc32.IEEETable, b.out[mark:])
 	return nil
@@ -132,7 +130,7 @@ func (b *sseBody) holdRead() {
 			return
 		}
 		h.hold, h.phase, h.raw = hold, phaseWait, nil
-		b.out = append(b.out, h.alive.keepalive(t.req.api)...)
+		b.out = append(b.out, b.alive.keepalive(t.req.api)...)
 	case phaseWait:
 		reqs, done, err := t.s.holdStep(t.ctx, h.hold, t.s.esc.keepalive)
 		var stopped *errRunStopped
@@ -147,7 +145,7 @@ func (b *sseBody) holdRead() {
 			// for a retry. The connection is dropped, never ended cleanly.
 			h.phase, b.err = phaseDone, err
 		case !done:
-			b.out = append(b.out, h.alive.keepalive(t.req.api)...)
+			b.out = append(b.out, b.alive.keepalive(t.req.api)...)
 		default:
 			b.release(reqs)
 		}
@@ -176,7 +174,7 @@ func (b *sseBody) release(reqs []*approvals.Request) {
 	if hr.next != nil {
 		// The continuation made a gated call of its own: held again.
 		h.hold, h.phase = hr.next, phaseWait
-		b.out = append(b.out, h.alive.keepalive(t.req.api)...)
+		b.out = append(b.out, b.alive.keepalive(t.req.api)...)
 		return
 	}
 	out, err := render(t.req.api, hr, c)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -32,6 +33,11 @@ type sseBody struct {
 	closed   bool
 
 	held *heldStream // the escrow's state; nil for a tenant without gates
+
+	alive aliveTracker // what a keepalive of this stream is
+	// quiet is when the agent last got bytes, or the filter began to hold
+	// what the provider sends.
+	quiet time.Time
 }
 
 func (b *sseBody) Read(p []byte) (int, error) {
@@ -51,6 +57,7 @@ func (b *sseBody) Read(p []byte) (int, error) {
 				b.err = ferr
 				continue
 			}
+			b.keepAlive()
 		}
 		switch {
 		case err == io.EOF:
@@ -83,6 +90,23 @@ func (b *sseBody) take(ev *sse.Event) error {
 	return nil
 }
 
+// keepAlive hands the agent gatekeeper's own keepalive once the provider's
+// events have waited behind a held call for approvals.keepalive: they go
+// out only in the provider's order, after the call, and the agent must not
+// take the wait for a stalled stream.
+func (b *sseBody) keepAlive() {
+	t := b.t
+	now := t.s.now()
+	if len(b.out) > 0 || t.filter == nil || !t.filter.Holding() || b.holding() || b.quiet.IsZero() {
+		b.quiet = now
+		return
+	}
+	if now.Sub(b.quiet) >= t.s.keepaliveEvery() {
+		b.out = append(b.out, b.alive.keepalive(t.req.api)...)
+		b.quiet = now
+	}
+}
+
 // forward queues what the agent receives of one decoded event.
 func (b *sseBody) forward(ev *sse.Event) {
 	t := b.t
@@ -101,6 +125,10 @@ func (b *sseBody) forward(ev *sse.Event) {
 	}
 	if t.filter != nil {
 		b.out = t.filter.AppendEvent(b.out, *ev)
+		if !t.filter.Holding() {
+			// It went out (or was edited out): the keepalive may build on it.
+			b.alive.forwarded(t.req.api, ev, b.dec.Result())
+		}
 		return
 	}
 	b.out = append(b.out, ev.Raw...)
