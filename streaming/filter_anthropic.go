@@ -120,15 +120,20 @@ func (f *CallFilter) anthropicFrame(dst []byte, ev *sse.Event, name string, pos 
 // a block before it was dropped, or keeps it in its place while a call
 // before it is held.
 func (f *CallFilter) anthropicPass(dst []byte, ev *sse.Event, index jsonMember) []byte {
-	pos, ok := memberIndex(index)
-	if index.val == "" || !ok {
-		pos = -1
+	if !f.hold.on {
+		return append(dst, ev.Raw...)
+	}
+	pos, ok := -1, false
+	if index.val != "" {
+		if pos, ok = memberIndex(index); !ok {
+			pos = -1
+		}
 	}
 	if f.hold.suffix() {
 		f.hold.keepPassed(sse.TrimBOM(ev.Raw), pos, ev.Unterminated)
 		return dst
 	}
-	if !f.hold.on || pos < 0 {
+	if pos < 0 {
 		return append(dst, ev.Raw...)
 	}
 	out := f.anthropic.pos.out(pos)
