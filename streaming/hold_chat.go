@@ -153,9 +153,9 @@ func (f *CallFilter) chatHoldEvent(dst []byte, ev *sse.Event, js string, p *chat
 	// before it, and goes before the calls it holds: the rest of a delta
 	// comes first, then its calls. A finish in it follows the calls it
 	// delivers.
-	kept = len(h.events) - min(kept, len(h.events))
-	if slices.ContainsFunc(h.events[kept:], func(e heldEvent) bool { return h.calls[e.call].state != callHeld }) {
-		kept = len(h.events)
+	at := len(h.events) - min(kept, len(h.events))
+	if slices.ContainsFunc(h.events[at:], func(e heldEvent) bool { return e.call == passed || h.calls[e.call].state != callHeld }) {
+		at = len(h.events)
 	}
 	mark := len(dst)
 	for _, tc := range cut {
@@ -170,7 +170,7 @@ func (f *CallFilter) chatHoldEvent(dst []byte, ev *sse.Event, js string, p *chat
 		dst = append(dst, ev.Raw...)
 	}
 	if h.suffix() && len(dst) > mark {
-		h.keepPassedAt(kept, sse.TrimBOM(dst[mark:]), -1, ev.Unterminated)
+		h.keepPassedAt(at, sse.TrimBOM(dst[mark:]), -1, ev.Unterminated)
 		dst = f.flushPassed(dst[:mark])
 	}
 	if p.failed || string(ev.Name) == "error" {
