@@ -52,10 +52,10 @@ func (h *heldStream) keep(raw []byte, limit int64) {
 }
 
 // takeHeld is take for a tenant with gates. The decoder sees the event
-// first; when the event carries the reply's stop and the filter holds
-// client calls, the calls are matched against the gates before the event
-// goes on. A match stops the reply here: the stop event, the held calls
-// and everything after stay with gatekeeper.
+// first; when the event carries the reply's stop and the filter is
+// buffering client calls, the calls are matched against the gates before
+// the event goes on. A match stops the reply here: the stop event, the
+// buffered calls and everything after stay with gatekeeper, in escrow.
 func (b *sseBody) takeHeld(ev *sse.Event) error {
 	h := b.held
 	stops := len(b.dec.Result().Stops)
