@@ -124,13 +124,12 @@ func (s *Server) awaitDecision(ctx context.Context, w *escrowWait) awaited {
 	}
 	// Once decided, the client going away does not stop the settling.
 	sctx := context.WithoutCancel(ctx)
-	log := w.c.log.With(slog.String("hold", w.hold.ID))
 	dr, err := s.settleHold(sctx, w.hold, reqs, w.c)
 	switch {
 	case errors.Is(err, errDelivered):
 		return awaited{end: awaitElsewhere, err: err}
 	case err != nil:
-		log.LogAttrs(sctx, slog.LevelError, "settling a held turn failed", slog.String("error", err.Error()))
+		w.c.log.LogAttrs(sctx, slog.LevelError, "settling a held turn failed", slog.String("hold", w.hold.ID), slog.String("error", err.Error()))
 		return awaited{end: awaitStoreDown, err: err}
 	case dr.next != nil:
 		w.hold = dr.next // the continuation made a gated call of its own
@@ -139,7 +138,7 @@ func (s *Server) awaitDecision(ctx context.Context, w *escrowWait) awaited {
 	out, err := render(w.c.req.api, dr, w.c)
 	if err != nil {
 		// The hold was delivered and is not sent again.
-		log.LogAttrs(sctx, slog.LevelError, "rendering the decided reply failed", slog.String("error", err.Error()))
+		w.c.log.LogAttrs(sctx, slog.LevelError, "rendering the decided reply failed", slog.String("hold", w.hold.ID), slog.String("error", err.Error()))
 		return awaited{end: awaitUnrenderable, err: err}
 	}
 	return awaited{end: awaitDecided, body: out}

@@ -41,10 +41,9 @@ func (t *turn) findHold(ctx context.Context, id string) (found bool, err error) 
 // reservation. It waits for the decision like the original request did
 // (keepalives on a stream) and receives the decided reply in its own form.
 func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) {
-	log := t.log.With(slog.String("hold", t.hold.ID))
-	log.LogAttrs(r.Context(), slog.LevelInfo, "request re-attached to a held turn", slog.Bool("stream", t.pr.Stream))
+	t.log.LogAttrs(r.Context(), slog.LevelInfo, "request re-attached to a held turn", slog.String("hold", t.hold.ID), slog.Bool("stream", t.pr.Stream))
 	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
-	c := &escrowClient{req: t.req, hdr: r.Header, form: formOf(t.pr.Stream), log: log}
+	c := &escrowClient{req: t.req, hdr: r.Header, form: formOf(t.pr.Stream), log: t.log}
 	if c.form == formStream && dialectOf(t.req.api).askUsage {
 		_, c.strip, _ = streaming.EnsureIncludeUsage(t.body)
 	}
