@@ -125,11 +125,19 @@ const (
 // Hold is one held turn: the reply that carried gated calls, kept until
 // every one of its requests is decided.
 type Hold struct {
-	ID            string    `json:"id"`         // "hold_..."
-	Trajectory    string    `json:"trajectory"` // thread record id
-	Root          string    `json:"root"`
-	Tenant        string    `json:"tenant"`
-	Key           string    `json:"key"`      // the turn key: digest of the request content
+	ID         string `json:"id"`         // "hold_..."
+	Trajectory string `json:"trajectory"` // thread record id
+	Root       string `json:"root"`
+	Tenant     string `json:"tenant"`
+	Key        string `json:"key"` // the turn key: digest of the request content
+	// Generation is the hold's place among the holds of its turn on its
+	// record, from 1; Previous is the hold it follows there: the one whose
+	// refused calls its continuation answers, or the delivered one of the
+	// same content before it. 0 and "" in holds stored before these were
+	// recorded, whose key carried the generation ("/1" … "/8" after the
+	// turn key).
+	Generation    int       `json:"generation,omitempty"`
+	Previous      string    `json:"previous,omitempty"`
 	API           string    `json:"api"`      // streaming.API value
 	Streamed      bool      `json:"streamed"` // Reply is an SSE stream (else a JSON body)
 	Provider      string    `json:"provider"`
@@ -161,13 +169,15 @@ type Filter struct {
 // and store/redis (Approvals), checked by one contract suite in
 // store/storetest.
 type Store interface {
-	// CreateHold stores h and its requests in one step. When a hold with
-	// h.Key already exists for h.Trajectory it returns that hold and
-	// ErrExists, storing nothing.
+	// CreateHold stores h and its requests in one step, as the latest
+	// hold of its turn (h.Trajectory, h.Key). When the turn has a latest
+	// hold already and it is not h.Previous, it returns that hold and
+	// ErrExists, storing nothing: of two replicas holding the same turn,
+	// or following the same hold, one stores its hold.
 	CreateHold(ctx context.Context, h *Hold, reqs []*Request) (*Hold, error)
 	GetHold(ctx context.Context, id string) (*Hold, error)
-	// FindHold returns the hold of trajectory for the turn key, ErrNotFound
-	// when none.
+	// FindHold returns the latest hold of trajectory for the turn key,
+	// ErrNotFound when none.
 	FindHold(ctx context.Context, trajectory, key string) (*Hold, error)
 	UpdateHold(ctx context.Context, id string, fn func(*Hold) error) (*Hold, error)
 	Get(ctx context.Context, id string) (*Request, error)

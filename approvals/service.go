@@ -82,13 +82,15 @@ func NewID(prefix string) string { return prefix + strings.ToLower(rand.Text()) 
 // Open stores h and reqs, filling in their ids and their links to each
 // other, then announces each request to every notifier in the background
 // (bounded time, errors logged, never blocking the turn). When the turn is
-// already held (same trajectory and key) it returns the existing hold and
-// ErrExists. It returns ErrTooManyPending when the trajectory root already
+// already held (same trajectory and key) by another hold than h.Previous it
+// returns that hold and ErrExists. It returns ErrTooManyPending when the trajectory root already
 // has MaxPending requests waiting.
 func (s *Service) Open(ctx context.Context, h *Hold, reqs []*Request) (*Hold, error) {
-	if existing, err := s.o.Store.FindHold(ctx, h.Trajectory, h.Key); err == nil {
+	existing, err := s.o.Store.FindHold(ctx, h.Trajectory, h.Key)
+	switch {
+	case err == nil && existing.ID != h.Previous:
 		return existing, ErrExists
-	} else if !errors.Is(err, ErrNotFound) {
+	case err != nil && !errors.Is(err, ErrNotFound):
 		return nil, err
 	}
 	pending, err := s.o.Store.List(ctx, Filter{State: Pending, Root: h.Root, Limit: MaxListLimit})

@@ -181,6 +181,38 @@ func TestServiceOpenAndVote(t *testing.T) {
 	}
 }
 
+// A hold that follows the turn's latest hold (its Previous) is opened as
+// the turn's next; one that does not is the turn held already.
+func TestServiceOpenNextHold(t *testing.T) {
+	f := newFixture(t, memory.NewApprovals(memory.ApprovalsOptions{}), 0)
+	ctx := context.Background()
+	first, reqs, err := f.open(t, "run-1", "turn-1", "rm -rf /srv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.notes.expect(t, "announce "+reqs[0].ID)
+	gate, _ := f.svc.Gates().Lookup("destructive-shell")
+	call, err := approvals.Canonical("Bash", []byte(`{"command":"rm -rf /var"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := &approvals.Hold{Trajectory: "run-1", Root: "run-1", Tenant: "team-a", Key: "turn-1", API: "anthropic",
+		Generation: 2, Previous: first.ID}
+	got, err := f.svc.Open(ctx, next, []*approvals.Request{gate.Request("", call, gate.When, f.clock.Now())})
+	if err != nil || got.ID == first.ID || got.Previous != first.ID {
+		t.Fatalf("Open of the next hold = %+v, %v; want a new hold after %s", got, err, first.ID)
+	}
+	latest, err := f.svc.Store().FindHold(ctx, "run-1", "turn-1")
+	if err != nil || latest.ID != got.ID || latest.Generation != 2 {
+		t.Fatalf("the turn's latest hold = %+v, %v; want %s", latest, err, got.ID)
+	}
+	stale := &approvals.Hold{Trajectory: "run-1", Root: "run-1", Tenant: "team-a", Key: "turn-1", API: "anthropic",
+		Generation: 2, Previous: first.ID}
+	if again, err := f.svc.Open(ctx, stale, nil); !errors.Is(err, approvals.ErrExists) || again.ID != got.ID {
+		t.Fatalf("Open after a hold that is no longer the latest = %+v, %v; want the latest and ErrExists", again, err)
+	}
+}
+
 func TestServiceDenyAndDecide(t *testing.T) {
 	f := newFixture(t, memory.NewApprovals(memory.ApprovalsOptions{}), 0)
 	ctx := context.Background()

@@ -9,4 +9,8 @@
 // providers[].passthrough adds), with the agent's virtual key swapped for
 // a provider key; the rest are refused. Upstream error bodies lose every
 // fragment of a provider key on the way back.
+//
+// A reply whose tool call an approval gate matches is held in escrow
+// (escrow*.go) until its approval requests are decided, and a retry of the
+// same turn, on any replica, re-attaches to it.
 package proxy

@@ -8,9 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -23,14 +20,19 @@ import (
 )
 
 // Escrow: a reply whose client tool call some gate matches is held here,
-// undelivered, until its approval requests are decided. The reply is kept whole in an approvals.Hold keyed by
-// the turn's content, so that a retry of the same turn, on any replica,
-// re-attaches to it instead of calling the model again.
+// undelivered, until its approval requests are decided. The reply is kept
+// whole in an approvals.Hold keyed by the turn's content, so that a retry
+// of the same turn, on any replica, re-attaches to it instead of calling
+// the model again.
 //
-// The pieces: escrow.go (matching, opening a hold), hold_wait.go (waiting
-// for the decision), hold_settle.go (release or refusal), hold_render.go
-// (the decided reply in the form a client asked for), hold_stream.go (the
-// original streamed turn), reattach.go (a retry).
+// The pieces: escrow.go (matching, opening a hold), escrow_await.go (the
+// one wait for a decision, its ends and the agent's answer to each),
+// escrow_settle.go (release or refusal), escrow_continue.go (the model
+// call after a refusal), escrow_render.go (the reply's forms, the decided
+// reply as a client asked for it), escrow_stream.go (the original streamed
+// turn), escrow_retry.go (a retry, and the non-streamed turn),
+// escrow_keepalive.go (what a held stream sends while it waits),
+// escrow_legacy.go (holds stored before their chain was recorded).
 
 // escrow is the proxy's side of approval gates; nil when no gate is
 // configured, so that tenants without gates pay nothing for it.
@@ -72,28 +74,6 @@ var (
 	// errHeldTooLarge: the reply grew past approvals.max_held_bytes.
 	errHeldTooLarge = errors.New("proxy: reply too large to hold for approval")
 )
-
-// errApprovalsDown is the agent's answer when the approval machinery cannot
-// hold a gated call: the call is not delivered (fail closed), and the agent
-// may retry.
-func errApprovalsDown(err error) *HTTPError {
-	return &HTTPError{Code: http.StatusServiceUnavailable, Type: errUpstream, RetryAfter: 5 * time.Second, Err: err,
-		Msg: "a tool call in this reply needs approval and gatekeeper could not hold it for approval; retry shortly"}
-}
-
-// errHeldDelivered is what a request of a held turn gets when another
-// request of the same turn already took the decided reply.
-func errHeldDelivered() *HTTPError {
-	return &HTTPError{Code: http.StatusConflict, Type: errInvalidRequest, NoRetry: true,
-		Msg: "this turn's reply, held for approval, was delivered to another request of the same turn"}
-}
-
-// errHeldClosing is what a non-streamed request waiting on a held turn
-// gets when gatekeeper shuts down: the hold stays for its retry.
-func errHeldClosing() *HTTPError {
-	return &HTTPError{Code: http.StatusServiceUnavailable, Type: errUpstream, RetryAfter: time.Second,
-		Msg: "gatekeeper is restarting while this turn waits for approval; retry to re-attach"}
-}
 
 // turnKey is the held turn's key: SHA-256 over the request's conversation
 // and tools, and nothing that a retry may change (stream, stream_options,
@@ -162,7 +142,7 @@ func (t *turn) gatedCalls(res *streaming.Result) []gatedCall {
 // AWAITING_APPROVAL. A gated call proposed again after an identical one
 // was refused in this trajectory, before that refusal's request expired,
 // gets a request already decided the same way: nobody is asked again.
-func (t *turn) openHold(ctx context.Context, res *streaming.Result, reply []byte, streamed bool, gated []gatedCall, o outcome) (*approvals.Hold, error) {
+func (t *turn) openHold(ctx context.Context, res *streaming.Result, rep reply, gated []gatedCall, o outcome) (*approvals.Hold, error) {
 	s, esc := t.s, t.s.esc
 	now := s.now()
 	reqs := make([]*approvals.Request, len(gated))
@@ -183,19 +163,7 @@ func (t *turn) openHold(ctx context.Context, res *streaming.Result, reply []byte
 		}
 		reqs[i] = r
 	}
-	h := t.newHold(res, reply, streamed, now)
-	var err error
-	for gen := 0; ; gen++ {
-		// A turn sent again after its hold was decided (the same
-		// conversation, the model asked anew) is held under the next
-		// generation of its key.
-		h.Key = holdKey(t.key, gen)
-		h, err = t.createHold(ctx, h, reqs, asked)
-		if !errors.Is(err, approvals.ErrExists) || gen >= maxHoldGenerations || h.State == approvals.Holding && !h.Delivered {
-			break
-		}
-		h = t.newHold(res, reply, streamed, now)
-	}
+	h, err := t.storeHold(ctx, res, rep, reqs, asked, now)
 	if err != nil {
 		return nil, err
 	}
@@ -217,39 +185,43 @@ func (t *turn) openHold(ctx context.Context, res *streaming.Result, reply []byte
 	return h, nil
 }
 
-// maxHoldGenerations bounds how many times one turn's content is held on
-// one record.
-const maxHoldGenerations = 8
+// maxHolds bounds how many times one turn's content is held on one
+// record.
+const maxHolds = 9
 
-// holdKey is the key of a turn's gen-th hold on its record.
-func holdKey(key string, gen int) string {
-	if gen == 0 {
-		return key
+// storeHold stores the turn's hold as the latest of its turn on its
+// record: the first, or the next after a hold of the same turn that was
+// decided (the same conversation sent again, the model asked anew, or the
+// continuation after a refusal), which it names as its Previous. A hold
+// of the same turn still undecided (another replica's) is ErrExists.
+func (t *turn) storeHold(ctx context.Context, res *streaming.Result, rep reply, reqs []*approvals.Request, asked bool, now time.Time) (*approvals.Hold, error) {
+	var prev *approvals.Hold
+	for {
+		h, err := t.createHold(ctx, t.newHold(res, rep, prev, now), reqs, asked)
+		if !errors.Is(err, approvals.ErrExists) {
+			return h, err
+		}
+		if h.State == approvals.Holding && !h.Delivered || h.Generation >= maxHolds {
+			return nil, fmt.Errorf("turn %s held %d times on record %s, the latest %s: %w", t.key, h.Generation, t.recID, h.State, err)
+		}
+		prev = h
 	}
-	return key + "/" + strconv.Itoa(gen)
 }
 
-// splitHoldKey is holdKey's inverse.
-func splitHoldKey(k string) (key string, gen int) {
-	i := strings.LastIndexByte(k, '/')
-	if i < 0 {
-		return k, 0
-	}
-	n, err := strconv.Atoi(k[i+1:])
-	if err != nil {
-		return k, 0
-	}
-	return k[:i], n
-}
-
-func (t *turn) newHold(res *streaming.Result, reply []byte, streamed bool, now time.Time) *approvals.Hold {
+// newHold is the hold of this turn's reply, following prev (nil for the
+// turn's first).
+func (t *turn) newHold(res *streaming.Result, rep reply, prev *approvals.Hold, now time.Time) *approvals.Hold {
 	var ids []string
 	for _, tc := range res.ClientToolCalls() {
 		ids = append(ids, tc.ID)
 	}
-	return &approvals.Hold{ID: approvals.NewID("hold_"), Trajectory: t.recID, Root: t.root, Tenant: t.req.tenant.Name,
-		Key: t.key, API: string(t.req.api), Streamed: streamed, Provider: t.req.up.cfg.Name, Model: t.pr.Model,
-		Request: t.body, Reply: reply, Calls: ids, State: approvals.Holding, Continuations: t.conts, CreatedAt: now}
+	h := &approvals.Hold{ID: approvals.NewID("hold_"), Trajectory: t.recID, Root: t.root, Tenant: t.req.tenant.Name,
+		Key: t.key, Generation: 1, API: string(t.req.api), Streamed: rep.streamed(), Provider: t.req.up.cfg.Name, Model: t.pr.Model,
+		Request: t.body, Reply: rep.body, Calls: ids, State: approvals.Holding, Continuations: t.conts, CreatedAt: now}
+	if prev != nil {
+		h.Generation, h.Previous = prev.Generation+1, prev.ID
+	}
+	return h
 }
 
 // createHold stores h with reqs: through the Service, which announces

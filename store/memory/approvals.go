@@ -66,7 +66,9 @@ func (a *Approvals) gc(now time.Time) {
 	for id, h := range a.holds {
 		if now.After(h.ExpiresAt.Add(a.retention)) {
 			delete(a.holds, id)
-			delete(a.holdKeys, [2]string{h.Trajectory, h.Key})
+			if k := [2]string{h.Trajectory, h.Key}; a.holdKeys[k] == id {
+				delete(a.holdKeys, k)
+			}
 		}
 	}
 	for id, r := range a.reqs {
@@ -92,7 +94,7 @@ func (a *Approvals) CreateHold(ctx context.Context, h *approvals.Hold, reqs []*a
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.gc(a.now())
-	if id, ok := a.holdKeys[[2]string{h.Trajectory, h.Key}]; ok {
+	if id, ok := a.holdKeys[[2]string{h.Trajectory, h.Key}]; ok && id != h.Previous {
 		return a.holds[id].Clone(), approvals.ErrExists
 	}
 	if _, ok := a.holds[h.ID]; ok {

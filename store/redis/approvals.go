@@ -22,7 +22,7 @@ import (
 //
 //	gk:{root}:apr:<id>                     request JSON
 //	gk:{root}:hold:<id>                    hold JSON
-//	gk:{root}:holdkey:<trajectory>:<key>   hold id of a turn (FindHold)
+//	gk:{root}:holdkey:<trajectory>:<key>   id of a turn's latest hold (FindHold)
 //	gk:{root}:recent:<trajectory>:<digest> latest request id of a call (Recent)
 //	gk:{root}:aprtraj:<trajectory>         index of a trajectory's requests
 //	gk:{root}:aprroot                      index of the root's requests
@@ -184,7 +184,8 @@ func (a *Approvals) indexRequest(ctx context.Context, p goredis.Pipeliner, tag s
 }
 
 // CreateHold implements approvals.Store in one transaction, watching the
-// turn's key so that two replicas holding the same turn store one hold.
+// turn's key so that two replicas holding the same turn, or following the
+// same hold, store one hold.
 func (a *Approvals) CreateHold(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request) (*approvals.Hold, error) {
 	tag, err := tagOf(h.Trajectory)
 	if err != nil {
@@ -229,13 +230,13 @@ func (a *Approvals) CreateHold(ctx context.Context, h *approvals.Hold, reqs []*a
 	var existing *approvals.Hold
 	err = a.optimistic(ctx, fmt.Sprintf("create hold %q", h.ID), turn, func(tx *goredis.Tx) error {
 		id, err := tx.Get(ctx, turn).Result()
-		if err == nil {
+		if err == nil && id != h.Previous {
 			if existing, err = a.getHold(ctx, tx, tag, id); err != nil {
 				return &passed{err}
 			}
 			return &passed{approvals.ErrExists}
 		}
-		if !errors.Is(err, goredis.Nil) {
+		if err != nil && !errors.Is(err, goredis.Nil) {
 			return err
 		}
 		_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {

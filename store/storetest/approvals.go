@@ -23,6 +23,7 @@ func RunApprovals(t *testing.T, newStore func(t *testing.T) approvals.Store) {
 	}{
 		{"CreateGet", testApprovalsCreateGet},
 		{"DuplicateKey", testApprovalsDuplicateKey},
+		{"HoldChain", testApprovalsHoldChain},
 		{"NotFound", testApprovalsNotFound},
 		{"UpdateSaves", testApprovalsUpdateSaves},
 		{"UpdateErrorSavesNothing", testApprovalsUpdateError},
@@ -51,7 +52,7 @@ func heldTurn(t *testing.T, trajectory, key string, n int, created time.Time) (*
 		ID: approvals.NewID("hold_"), Trajectory: trajectory, Root: root, Tenant: "team-a", Key: key,
 		API: "anthropic", Streamed: true, Provider: "anthropic", Model: "claude",
 		Request: []byte(`{"messages":[]}`), Reply: []byte("event: message_start\ndata: {}\n\n"),
-		Calls: []string{"toolu_1", "toolu_2"}, State: approvals.Holding,
+		Calls: []string{"toolu_1", "toolu_2"}, State: approvals.Holding, Generation: 1,
 		CreatedAt: created, ExpiresAt: created.Add(15 * time.Minute),
 	}
 	var reqs []*approvals.Request
@@ -141,6 +142,37 @@ func testApprovalsDuplicateKey(t *testing.T, s approvals.Store) {
 	// The same key in another trajectory is another turn.
 	h3, r3 := heldTurn(t, "run-2", "turn-a", 1, at0)
 	create(t, s, h3, r3)
+}
+
+// A hold that names the turn's latest hold as its Previous becomes the
+// turn's latest; one that names an earlier hold, or none, is refused with
+// the latest. Every hold of the chain stays readable by id, with its place
+// in the chain.
+func testApprovalsHoldChain(t *testing.T, s approvals.Store) {
+	ctx := context.Background()
+	h1, r1 := heldTurn(t, "run-1/agent-1", "turn-a", 1, at0)
+	create(t, s, h1, r1)
+	h2, r2 := heldTurn(t, "run-1/agent-1", "turn-a", 1, at0.Add(time.Second))
+	h2.Generation, h2.Previous = 2, h1.ID
+	create(t, s, h2, r2)
+	latest, err := s.FindHold(ctx, h1.Trajectory, "turn-a")
+	if err != nil || latest.ID != h2.ID || latest.Generation != 2 || latest.Previous != h1.ID {
+		t.Fatalf("FindHold after the second generation = %+v, %v; want %s (generation 2 after %s)", latest, err, h2.ID, h1.ID)
+	}
+	if first, err := s.GetHold(ctx, h1.ID); err != nil || !equalJSON(t, first, h1) {
+		t.Errorf("GetHold of the first generation = %+v, %v", first, err)
+	}
+	for _, prev := range []string{h1.ID, ""} {
+		h3, r3 := heldTurn(t, "run-1/agent-1", "turn-a", 1, at0.Add(2*time.Second))
+		h3.Generation, h3.Previous = 2, prev
+		got, err := s.CreateHold(ctx, h3, r3)
+		if !errors.Is(err, approvals.ErrExists) || got == nil || got.ID != h2.ID {
+			t.Fatalf("CreateHold after %q, which is not the latest: %+v, %v; want ErrExists and %s", prev, got, err, h2.ID)
+		}
+		if _, err := s.GetHold(ctx, h3.ID); !errors.Is(err, approvals.ErrNotFound) {
+			t.Errorf("the refused hold was stored: %v", err)
+		}
+	}
 }
 
 func testApprovalsNotFound(t *testing.T, s approvals.Store) {

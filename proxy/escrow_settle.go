@@ -13,7 +13,6 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/streaming"
-	"gatekeeper/streaming/sse"
 	"gatekeeper/trajectory"
 )
 
@@ -21,13 +20,13 @@ import (
 // past refused calls; after them a refused call ends the turn instead.
 const maxContinuations = 2
 
-// holdClient is one client attached to a held turn: the request that
+// escrowClient is one client attached to a held turn: the request that
 // produced the reply, or a retry of it.
-type holdClient struct {
-	req    *request    // its routing: tenant, API, request id
-	hdr    http.Header // its headers, which a continuation call sends on
-	stream bool        // it asked for a stream
-	strip  bool        // Chat usage it did not ask for is taken out
+type escrowClient struct {
+	req   *request    // its routing: tenant, API, request id
+	hdr   http.Header // its headers, which a continuation call sends on
+	form  replyForm   // the form it asked for
+	strip bool        // Chat usage it did not ask for is taken out
 	// sent and sum are the length and CRC-32 of what the client already
 	// has of the streamed reply (the original request only).
 	sent int
@@ -39,16 +38,15 @@ type holdClient struct {
 	log     *slog.Logger
 }
 
-// heldReply is a decided held turn: the reply that goes out, and the
+// decidedReply is a decided held turn: the reply that goes out, and the
 // calls in it that are replaced by a text saying why; or, when the
 // model's continuation after a refusal made a gated call of its own, the
 // hold the turn waits on next.
-type heldReply struct {
-	body     []byte // a stream when streamed, else a JSON body
-	streamed bool
-	refuse   []string          // client call ids the client does not get
-	texts    map[string]string // what replaces each of them
-	next     *approvals.Hold
+type decidedReply struct {
+	reply  reply
+	refuse []string          // client call ids the client does not get
+	texts  map[string]string // what replaces each of them
+	next   *approvals.Hold
 }
 
 // staleError is a release re-check that failed: the approval no longer
@@ -63,7 +61,7 @@ func (e *staleError) Error() string { return "proxy: approval is stale: " + e.wh
 // later one gets errDelivered. Approved calls are re-checked and released
 // (AWAITING_APPROVAL → WAITING_TOOL); refused ones are answered by a
 // continuation, or by a text that ends the turn.
-func (s *Server) settleHold(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, c *holdClient) (*heldReply, error) {
+func (s *Server) settleHold(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, c *escrowClient) (*decidedReply, error) {
 	esc := s.esc
 	h, err := esc.store.UpdateHold(ctx, h.ID, func(h *approvals.Hold) error {
 		if h.Delivered {
@@ -89,9 +87,8 @@ func (s *Server) settleHold(ctx context.Context, h *approvals.Hold, reqs []*appr
 	return hr, nil
 }
 
-func (s *Server) decideHold(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, c *holdClient) (*heldReply, error) {
-	api := streaming.API(h.API)
-	res, err := decodeReply(api, h.Reply, h.Streamed)
+func (s *Server) decideHold(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, c *escrowClient) (*decidedReply, error) {
+	res, err := heldReply(h).decode(streaming.API(h.API))
 	if err != nil {
 		return nil, fmt.Errorf("decoding the held reply: %w", err)
 	}
@@ -110,7 +107,7 @@ func (s *Server) decideHold(ctx context.Context, h *approvals.Hold, reqs []*appr
 		case err == nil:
 			s.closeHold(ctx, h, approvals.Released, reqs, c.log)
 			c.log.LogAttrs(ctx, slog.LevelInfo, "held tool calls released", slog.String("hold", h.ID))
-			return &heldReply{body: base, streamed: h.Streamed}, nil
+			return &decidedReply{reply: base}, nil
 		case errors.As(err, &stale):
 			reqs = s.markStale(ctx, reqs, stale.why, c.log)
 		default:
@@ -132,21 +129,6 @@ func (s *Server) decideHold(ctx context.Context, h *approvals.Hold, reqs []*appr
 	c.log.LogAttrs(ctx, slog.LevelInfo, "held tool calls refused", slog.String("hold", h.ID), slog.String("reason", reason),
 		slog.Bool("held_again", hr.next != nil))
 	return hr, nil
-}
-
-// decodeReply decodes a held reply.
-func decodeReply(api streaming.API, reply []byte, streamed bool) (*streaming.Result, error) {
-	if !streamed {
-		return streaming.DecodeJSON(api, reply)
-	}
-	dec, err := streaming.NewDecoder(api)
-	if err != nil {
-		return nil, err
-	}
-	if err := sse.Each(reply, func(ev *sse.Event) error { dec.Decode(ev, nil); return nil }); err != nil {
-		return nil, err
-	}
-	return dec.Finish(), nil
 }
 
 // releaseHeld re-checks an approved hold against the world as it is now
@@ -270,7 +252,7 @@ func (s *Server) closeHold(ctx context.Context, h *approvals.Hold, st approvals.
 // its continuations, or when the continuation cannot be had, the held
 // reply with every client call replaced by a text saying why, ending the
 // turn. base is the held reply as the client would get it.
-func (s *Server) refusalReply(ctx context.Context, h *approvals.Hold, base []byte, reqs []*approvals.Request, res *streaming.Result, c *holdClient) *heldReply {
+func (s *Server) refusalReply(ctx context.Context, h *approvals.Hold, base reply, reqs []*approvals.Request, res *streaming.Result, c *escrowClient) *decidedReply {
 	results := make(map[string][]byte)
 	texts := make(map[string]string)
 	endTurn := false
@@ -293,7 +275,7 @@ func (s *Server) refusalReply(ctx context.Context, h *approvals.Hold, base []byt
 		results[tc.ID] = notRun(tc.Name, first)
 		texts[tc.ID] = fmt.Sprintf("[gatekeeper] The call to %s was not delivered and was not run: another call of this reply was refused approval.", tc.Name)
 	}
-	endTurnReply := &heldReply{body: base, streamed: h.Streamed, refuse: slices.Clone(h.Calls), texts: texts}
+	endTurnReply := &decidedReply{reply: base, refuse: slices.Clone(h.Calls), texts: texts}
 	if endTurn || h.Continuations >= maxContinuations {
 		return endTurnReply
 	}
@@ -309,30 +291,30 @@ func (s *Server) refusalReply(ctx context.Context, h *approvals.Hold, base []byt
 // heldBase is the reply a client gets of hold h before its own calls are
 // decided: h's reply, or for a hold of a continuation, the earlier held
 // reply (its refused calls dropped) with h's reply spliced in.
-func (s *Server) heldBase(ctx context.Context, h *approvals.Hold) ([]byte, error) {
+func (s *Server) heldBase(ctx context.Context, h *approvals.Hold) (reply, error) {
 	if h.Continuations == 0 {
-		return h.Reply, nil
+		return heldReply(h), nil
 	}
-	key, gen := splitHoldKey(h.Key)
-	if gen == 0 {
-		return nil, fmt.Errorf("hold %s of a continuation has no earlier hold", h.ID)
-	}
-	parent, err := s.esc.store.FindHold(ctx, h.Trajectory, holdKey(key, gen-1))
+	parent, err := s.previousHold(ctx, h)
 	if err != nil {
-		return nil, err
+		return reply{}, err
 	}
 	first, err := s.heldBase(ctx, parent)
 	if err != nil {
-		return nil, err
+		return reply{}, err
 	}
-	return splice(streaming.API(h.API), h.Streamed, first, h.Reply)
+	return first.splice(streaming.API(h.API), h.Reply)
 }
 
-func splice(api streaming.API, streamed bool, first, cont []byte) ([]byte, error) {
-	if streamed {
-		return streaming.SpliceStream(api, first, cont)
+// previousHold is the hold h follows on its turn.
+func (s *Server) previousHold(ctx context.Context, h *approvals.Hold) (*approvals.Hold, error) {
+	if h.Generation == 0 {
+		return s.legacyPrevious(ctx, h)
 	}
-	return streaming.SpliceJSON(api, first, cont)
+	if h.Previous == "" {
+		return nil, fmt.Errorf("hold %s of a continuation has no earlier hold", h.ID)
+	}
+	return s.esc.store.GetHold(ctx, h.Previous)
 }
 
 // refusalText replaces a refused call in the reply (on_refusal end_turn).

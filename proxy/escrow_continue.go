@@ -23,7 +23,7 @@ import (
 // held reply as the client would get it, so that the client reads one
 // coherent message. A gated call in the continuation is held in turn: the
 // reply is the next hold of the same turn, which the client waits on.
-func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base []byte, results map[string][]byte, c *holdClient) (*heldReply, error) {
+func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base reply, results map[string][]byte, c *escrowClient) (*decidedReply, error) {
 	api := streaming.API(h.API)
 	body, err := streaming.Continuation(api, h.Request, h.Reply, h.Streamed, results)
 	if err != nil {
@@ -37,9 +37,8 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base []byt
 	if err != nil {
 		return nil, err
 	}
-	key, _ := splitHoldKey(h.Key)
 	sub := &turn{s: s, req: &request{up: up, rest: dialectOf(api).path, tenant: c.req.tenant, keyHash: c.req.keyHash, api: api, id: c.req.id},
-		pr: pr, body: body, started: s.now(), ctx: ctx, log: c.log, recID: h.Trajectory, root: h.Root, key: key, gated: true,
+		pr: pr, body: body, started: s.now(), ctx: ctx, log: c.log, recID: h.Trajectory, root: h.Root, key: h.Key, gated: true,
 		conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
 	var adm admission
 	_, err = s.store.UpdateChain(ctx, h.Trajectory, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
@@ -68,7 +67,8 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base []byt
 		sub.finish(outcome{stop: "error", status: status, upstream: true, detail: upstreamErrorDetail(api, raw)})
 		return nil, fmt.Errorf("provider answered the continuation with status %d", status)
 	}
-	res, err := decodeReply(api, raw, h.Streamed)
+	cont := reply{form: base.form, body: raw}
+	res, err := cont.decode(api)
 	if err != nil {
 		sub.failed(err)
 		return nil, err
@@ -79,7 +79,7 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base []byt
 		return nil, errors.New("the continuation did not end cleanly")
 	}
 	if gated := sub.gatedCalls(res); len(gated) > 0 {
-		next, err := sub.openHold(ctx, res, raw, h.Streamed, gated, o)
+		next, err := sub.openHold(ctx, res, cont, gated, o)
 		if err != nil {
 			// Charged, and nothing of it delivered: the turn ends with the
 			// earlier refusal.
@@ -87,14 +87,14 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base []byt
 			sub.finish(o)
 			return nil, fmt.Errorf("holding the continuation's gated call: %w", err)
 		}
-		return &heldReply{next: next}, nil
+		return &decidedReply{next: next}, nil
 	}
 	sub.finish(o)
-	spliced, err := splice(api, h.Streamed, base, raw)
+	spliced, err := base.splice(api, raw)
 	if err != nil {
 		return nil, err
 	}
-	return &heldReply{body: spliced, streamed: h.Streamed}, nil
+	return &decidedReply{reply: spliced}, nil
 }
 
 // callUpstream sends t's body to its provider as the reverse proxy would

@@ -2,14 +2,12 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"log/slog"
 	"net/http"
 
-	"gatekeeper/approvals"
 	"gatekeeper/meter"
 	"gatekeeper/streaming/sse"
 )
@@ -24,7 +22,7 @@ type heldPhase uint8
 const (
 	phaseForward heldPhase = iota // events go to the client as they come
 	phaseEscrow                   // a gated call was found at the stop: the rest is read and kept
-	phaseWait                     // the hold is open: keepalives until the decision
+	phaseWait                     // the hold is open: awaitDecision, keepalives until the decision
 	phaseDone                     // the decided reply (or an error event) was handed over
 )
 
@@ -37,7 +35,7 @@ type heldStream struct {
 	sum   uint32
 	phase heldPhase
 	gated []gatedCall
-	hold  *approvals.Hold
+	wait  *escrowWait
 }
 
 // keep adds an event's bytes to the held reply, within limit.
@@ -53,10 +51,10 @@ func (h *heldStream) keep(raw []byte, limit int64) {
 }
 
 // takeHeld is take for a tenant with gates. The decoder sees the event
-// first; when the event carries the reply's stop and the filter holds
-// client calls, the calls are matched against the gates before the event
-// goes on. A match stops the reply here: the stop event, the held calls
-// and everything after stay with gatekeeper.
+// first; when the event carries the reply's stop and the filter is
+// buffering client calls, the calls are matched against the gates before
+// the event goes on. A match stops the reply here: the stop event, the
+// buffered calls and everything after stay with gatekeeper, in escrow.
 func (b *sseBody) takeHeld(ev *sse.Event) error {
 	h := b.held
 	stops := len(b.dec.Result().Stops)
@@ -122,70 +120,43 @@ func (b *sseBody) holdRead() {
 		if g := t.gatedCalls(res); len(g) > 0 {
 			h.gated = g
 		}
-		hold, err := t.openHold(context.WithoutCancel(t.ctx), res, h.raw, true, h.gated, t.outcomeOf(res, http.StatusOK, nil))
+		hold, err := t.openHold(context.WithoutCancel(t.ctx), res, reply{form: formStream, body: h.raw}, h.gated, t.outcomeOf(res, http.StatusOK, nil))
 		if err != nil {
 			t.log.LogAttrs(t.ctx, slog.LevelError, "holding a gated call failed; the call is not delivered", slog.String("error", err.Error()))
 			he := errApprovalsDown(err)
 			b.endHeld(he.Type, he.Msg)
 			return
 		}
-		h.hold, h.phase, h.raw = hold, phaseWait, nil
+		// What the client has of the reply is final: nothing more was
+		// forwarded once the escrow began.
+		c := &escrowClient{req: t.req, hdr: t.hdr, form: formStream, strip: t.stripUsage, sent: h.sent, sum: h.sum,
+			allow: t.allowPolicy(), refusal: t.refusal, log: t.log}
+		h.wait, h.phase, h.raw = &escrowWait{hold: hold, c: c}, phaseWait, nil
 		b.out = append(b.out, b.alive.keepalive(t.req.api)...)
 	case phaseWait:
-		reqs, done, err := t.s.holdStep(t.ctx, h.hold, t.s.esc.keepalive)
-		var stopped *errRunStopped
-		switch {
-		case errors.As(err, &stopped) && stopped.kill:
-			h.phase, b.err = phaseDone, errKilled
-		case errors.As(err, &stopped):
-			he := stoppedError(stopped)
-			b.endHeld(he.Type, he.Msg)
-		case err != nil:
-			// The client went away or gatekeeper is closing: the hold stays
-			// for a retry. The connection is dropped, never ended cleanly.
-			h.phase, b.err = phaseDone, err
-		case !done:
-			b.out = append(b.out, b.alive.keepalive(t.req.api)...)
-		default:
-			b.release(reqs)
-		}
+		b.writeAwaited(t.s.awaitDecision(t.ctx, h.wait))
 	}
 }
 
-// release hands the original client the decided reply from where its
-// stream stopped.
-func (b *sseBody) release(reqs []*approvals.Request) {
-	t, h := b.t, b.held
-	h.phase = phaseDone
-	c := &holdClient{req: t.req, hdr: t.hdr, stream: true, strip: t.stripUsage, sent: h.sent, sum: h.sum,
-		allow: t.allowPolicy(), refusal: t.refusal, log: t.log}
-	ctx := context.WithoutCancel(t.ctx)
-	hr, err := t.s.settleHold(ctx, h.hold, reqs, c)
-	if errors.Is(err, errDelivered) {
-		b.endHeld(errInvalidRequest, "this turn's held reply was already delivered to another request of the same turn")
+// writeAwaited is the stream writer: it writes what the original client
+// gets of a step of its wait after the bytes it already has.
+func (b *sseBody) writeAwaited(a awaited) {
+	h := b.held
+	switch a.end {
+	case awaitPending:
+		b.out = append(b.out, b.alive.keepalive(b.t.req.api)...)
+		return
+	case awaitDecided:
+		h.phase = phaseDone
+		b.out = append(b.out, a.body...)
 		return
 	}
-	if err != nil {
-		t.log.LogAttrs(ctx, slog.LevelError, "settling a held turn failed", slog.String("hold", h.hold.ID), slog.String("error", err.Error()))
-		he := errApprovalsDown(err)
+	if he, drop := a.answer(formStream); !drop {
 		b.endHeld(he.Type, he.Msg)
 		return
 	}
-	if hr.next != nil {
-		// The continuation made a gated call of its own: held again.
-		h.hold, h.phase = hr.next, phaseWait
-		b.out = append(b.out, b.alive.keepalive(t.req.api)...)
-		return
-	}
-	out, err := render(t.req.api, hr, c)
-	if err != nil {
-		// Nothing can be appended coherently: the connection is dropped so
-		// that the agent retries. The hold was delivered and is not sent again.
-		t.log.LogAttrs(ctx, slog.LevelError, "rendering the decided reply failed", slog.String("hold", h.hold.ID), slog.String("error", err.Error()))
-		b.err = err
-		return
-	}
-	b.out = append(b.out, out...)
+	// Never ended cleanly: the agent retries, or a killed run gets no more.
+	h.phase, b.err = phaseDone, a.err
 }
 
 // allowPolicy is the allow function of the turn's call filter.
