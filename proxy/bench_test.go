@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -123,6 +124,27 @@ gates:
 	gatekeeper := func(b *testing.B, st trajectory.Store, traced bool) http.Handler {
 		return gatekeeperOn(b, cfg, st, traced)
 	}
+	// onRedis is gatekeeper on a Redis store of its own, with the round
+	// trips counted, and settles written behind replies for window.
+	onRedis := func(b *testing.B, window time.Duration) (http.Handler, *redistest.RoundTrips) {
+		srv := redistest.StartServer(b)
+		opt, err := goredis.ParseURL(srv.URL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		client := goredis.NewClient(opt)
+		b.Cleanup(func() { _ = client.Close() })
+		rt := &redistest.RoundTrips{}
+		client.AddHook(rt)
+		st, err := redisstore.Open(context.Background(), redisstore.Options{Client: client})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = st.Close() })
+		rc := *cfg
+		rc.Store.Kind, rc.Store.RedisURL, rc.Store.SettleWindow = config.StoreRedis, srv.URL, config.Duration(window)
+		return gatekeeperOn(b, &rc, st, false), rt
+	}
 	target, _ := url.Parse(mock.URL)
 	cases := []struct {
 		name string
@@ -158,22 +180,14 @@ gates:
 		{"memory-gated", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 			return gatedProxy(b, "team-a"), nil
 		}},
+		// redis writes settles behind their replies (store.settle_window,
+		// its default); redis-inline writes each before the reply ends,
+		// as settle_window: 0 does.
 		{"redis", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
-			srv := redistest.StartServer(b)
-			opt, err := goredis.ParseURL(srv.URL)
-			if err != nil {
-				b.Fatal(err)
-			}
-			client := goredis.NewClient(opt)
-			b.Cleanup(func() { _ = client.Close() })
-			rt := &redistest.RoundTrips{}
-			client.AddHook(rt)
-			st, err := redisstore.Open(context.Background(), redisstore.Options{Client: client})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = st.Close() })
-			return gatekeeper(b, st, false), rt
+			return onRedis(b, config.DefaultSettleWindow)
+		}},
+		{"redis-inline", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
+			return onRedis(b, 0)
 		}},
 	}
 	for _, sh := range shapes {
