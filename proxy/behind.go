@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"gatekeeper/meter"
+	"gatekeeper/ratelimit"
 	"gatekeeper/trajectory"
 )
 
@@ -46,9 +48,14 @@ func (p *pendingSettle) sides(ctx context.Context) {
 	p.t.settleTenant(ctx, p.charge, p.o)
 }
 
+// tenantSide reports a settle with a tenant ledger to settle.
+func (p *pendingSettle) tenantSide() bool {
+	return p.t.s.ledger != nil && limitsOf(p.t.req.tenant).Spends()
+}
+
 // hasSides reports a settle with a key grant or a tenant ledger to settle.
 func (p *pendingSettle) hasSides() bool {
-	return p.t.grant.Load() != nil || p.t.s.ledger != nil && limitsOf(p.t.req.tenant).Spends()
+	return p.t.grant.Load() != nil || p.tenantSide()
 }
 
 // write saves the settle in its own update: a store that is out is
@@ -124,8 +131,9 @@ type behind struct {
 }
 
 func newBehind(window time.Duration, log *slog.Logger) *behind {
-	b := &behind{window: window, log: log, byRec: make(map[string][]*pendingSettle), writing: make(map[string]chan struct{}), since: make(map[string]time.Time),
-		kick: make(chan struct{}, 1), full: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	b := &behind{window: window, log: log, byRec: make(map[string][]*pendingSettle), since: make(map[string]time.Time),
+		writing: make(map[string]chan struct{}), kick: make(chan struct{}, 1), full: make(chan struct{}, 1),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go b.run()
 	return b
 }
@@ -215,12 +223,13 @@ func (b *behind) applied(ps []*pendingSettle) {
 		return
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
-		go b.writeSides(rest)
+		b.mu.Unlock()
+		b.writeSides(rest...)
 		return
 	}
 	b.sides = append(b.sides, rest...)
+	b.mu.Unlock()
 	signal(b.kick)
 }
 
@@ -314,29 +323,50 @@ func (b *behind) flush(all bool) {
 		if len(batch) == 0 && len(sides) == 0 {
 			return
 		}
-		var wg sync.WaitGroup
-		for i, ps := range batch {
-			wg.Go(func() {
-				for _, p := range ps {
-					b.writeOne(p)
-				}
-				b.mu.Lock()
-				delete(b.writing, recs[i])
-				b.mu.Unlock()
-				close(chs[i])
-			})
-		}
-		if len(sides) > 0 {
-			wg.Go(func() { b.writeSides(sides) })
-		}
-		wg.Wait()
+		b.write(recs, chs, batch, sides)
 		if !more {
 			return
 		}
 	}
 }
 
-// writeOne writes a settle nothing took, with a context that outlives the
+// write writes a flush's wave: the key settles of every settle in it in
+// one call to the buckets (one round trip on Redis), then, concurrently,
+// each record's settles and each tenant's charge. chs[i] is closed once
+// recs[i]'s settles are written.
+func (b *behind) write(recs []string, chs []chan struct{}, batch [][]*pendingSettle, sides []*pendingSettle) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleAttempt)
+	defer cancel()
+	var keys []ratelimit.Settlement
+	var tenants []*pendingSettle
+	for _, p := range slices.Concat(slices.Concat(batch...), sides) {
+		if st := p.t.keySettlement(p.o); st.Grant != nil {
+			keys = append(keys, st)
+		}
+		if p.tenantSide() {
+			tenants = append(tenants, p)
+		}
+	}
+	ratelimit.SettleAll(ctx, keys)
+	var wg sync.WaitGroup
+	for _, p := range tenants {
+		wg.Go(func() { p.t.settleTenant(ctx, p.charge, p.o) })
+	}
+	for i, ps := range batch {
+		wg.Go(func() {
+			for _, p := range ps {
+				p.write(ctx)
+			}
+			b.mu.Lock()
+			delete(b.writing, recs[i])
+			b.mu.Unlock()
+			close(chs[i])
+		})
+	}
+	wg.Wait()
+}
+
+// writeOne writes a settle at once, with a context that outlives the
 // request, as finish does.
 func (b *behind) writeOne(p *pendingSettle) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleAttempt)
@@ -345,7 +375,8 @@ func (b *behind) writeOne(p *pendingSettle) {
 	p.write(ctx)
 }
 
-func (b *behind) writeSides(ps []*pendingSettle) {
+// writeSides writes the key and tenant settles of each of ps.
+func (b *behind) writeSides(ps ...*pendingSettle) {
 	for _, p := range ps {
 		ctx, cancel := context.WithTimeout(context.Background(), settleAttempt)
 		p.sides(ctx)

@@ -39,13 +39,15 @@ import (
 func BenchmarkTurnPath(b *testing.B) {
 	mock := httptest.NewServer(mockprovider.New(mockprovider.Options{}))
 	b.Cleanup(mock.Close)
-	// Two turn shapes: the smallest non-streamed turn, where the per-turn
-	// cost weighs most, and a streamed reply of 40 text deltas.
+	// Turn shapes: the smallest non-streamed turn, where the per-turn
+	// cost weighs most, and streamed replies of 40 and 50 text deltas.
 	shapes := []struct{ name, body, spec string }{
 		{"json", `{"model":"claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"status?"}]}`,
 			`{"kind":"text","text":"all green"}`},
 		{"stream40", `{"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"status?"}]}`,
 			`{"kind":"text","deltas":40}`},
+		{"stream50", `{"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"status?"}]}`,
+			`{"kind":"text","deltas":50}`},
 		// A small turn whose reply calls a tool, each time with another
 		// input (%d: the turn's number), for the loop watchdog to digest.
 		{"json-tool", `{"model":"claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"status?"}],` +
