@@ -119,6 +119,7 @@ type behind struct {
 	order   []queued // when each record's settles began to wait, oldest first
 	since   map[string]time.Time
 	sides   []*pendingSettle // key and tenant settles of settles an admission took
+	sidesAt time.Time        // since when the first of sides waits
 	n       int
 	urgent  bool                     // a settle an admission gave back waits: flush everything now
 	writing map[string]chan struct{} // records a flush is writing, closed when done
@@ -228,6 +229,9 @@ func (b *behind) applied(ps []*pendingSettle) {
 		b.writeSides(rest...)
 		return
 	}
+	if len(b.sides) == 0 {
+		b.sidesAt = time.Now()
+	}
 	b.sides = append(b.sides, rest...)
 	b.mu.Unlock()
 	signal(b.kick)
@@ -262,7 +266,10 @@ func (b *behind) run() {
 	for {
 		b.mu.Lock()
 		next, waiting := time.Time{}, len(b.order) > 0 || len(b.sides) > 0
-		if len(b.order) > 0 {
+		if len(b.sides) > 0 {
+			next = b.sidesAt.Add(b.window)
+		}
+		if len(b.order) > 0 && (next.IsZero() || b.order[0].at.Add(b.window).Before(next)) {
 			next = b.order[0].at.Add(b.window)
 		}
 		b.mu.Unlock()
@@ -300,8 +307,10 @@ func (b *behind) flush(all bool) {
 		all = all || b.urgent || b.n >= maxBehind
 		b.urgent = false
 		now := time.Now()
-		sides := b.sides
-		b.sides = nil
+		var sides []*pendingSettle
+		if all || now.Sub(b.sidesAt) >= b.window {
+			sides, b.sides = b.sides, nil
+		}
 		var recs []string
 		var chs []chan struct{}
 		var batch [][]*pendingSettle
