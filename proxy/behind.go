@@ -189,11 +189,14 @@ func (b *behind) unqueue(id string) []*pendingSettle {
 // take hands an admission on record id the settles waiting for it, which
 // it then owes to its update (applied) or to giveBack; it first waits for
 // a flush writing id, so that the admission never finds the record busy
-// with a call whose reply has ended.
+// with a call whose reply has ended. That wait is bounded by settleAttempt:
+// past it the admission goes on, and a record still busy forks a sibling
+// thread rather than hold the agent.
 func (b *behind) take(ctx context.Context, id string) ([]*pendingSettle, error) {
 	if b == nil {
 		return nil, nil
 	}
+	var timeout <-chan time.Time
 	for {
 		b.mu.Lock()
 		ch, busy := b.writing[id]
@@ -203,8 +206,16 @@ func (b *behind) take(ctx context.Context, id string) ([]*pendingSettle, error) 
 			return ps, nil
 		}
 		b.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(settleAttempt)
+			defer t.Stop()
+			timeout = t.C
+		}
 		select {
 		case <-ch:
+		case <-timeout:
+			b.log.LogAttrs(ctx, slog.LevelWarn, "admission did not wait longer for the flush of its record's settles", slog.String("trajectory", id))
+			return nil, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
