@@ -31,6 +31,10 @@ type behindEnv struct {
 }
 
 func newBehindEnv(t *testing.T, window time.Duration) *behindEnv {
+	return newBehindEnvBudget(t, window, "{turns: 1000, dollars: 100}")
+}
+
+func newBehindEnvBudget(t *testing.T, window time.Duration, budget string) *behindEnv {
 	t.Helper()
 	_, mockURL := newMock(t, false, nil)
 	srv := redistest.StartServer(t)
@@ -60,8 +64,8 @@ store: {kind: redis, redis_url: %q, heartbeat: 1h, settle_window: %s}
 providers:
   - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: [{name: k, key: %s}]}
 tenants:
-  - {name: team-a, keys: [%s], budget: {turns: 1000, dollars: 100}}
-`, srv.URL, window, mockURL, antKey, vkA)), func(string) string { return "" })
+  - {name: team-a, keys: [%s], budget: %s}
+`, srv.URL, window, mockURL, antKey, vkA, budget)), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +96,16 @@ func (e *behindEnv) close(t *testing.T) {
 // turn sends one non-streamed turn on run and returns its record's id.
 func (e *behindEnv) turn(t *testing.T, run string) string {
 	t.Helper()
+	id, status, body := e.try(t, run)
+	if status != http.StatusOK {
+		t.Fatalf("turn: %d %s", status, body)
+	}
+	return id
+}
+
+// try sends one non-streamed turn on run: its record's id, status and body.
+func (e *behindEnv) try(t *testing.T, run string) (string, int, []byte) {
+	t.Helper()
 	req, _ := http.NewRequest("POST", e.gk+"/t/"+run+"/anthropic/v1/messages", strings.NewReader(anthropicReq(false, "status?")))
 	req.Header.Set("x-api-key", vkA)
 	req.Header.Set("anthropic-version", "2023-06-01")
@@ -101,10 +115,7 @@ func (e *behindEnv) turn(t *testing.T, run string) string {
 		t.Fatal(err)
 	}
 	body := readAll(t, resp)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("turn: %d %s", resp.StatusCode, body)
-	}
-	return resp.Header.Get("X-Gatekeeper-Trajectory")
+	return resp.Header.Get("X-Gatekeeper-Trajectory"), resp.StatusCode, body
 }
 
 func (e *behindEnv) record(t *testing.T, id string) *trajectory.Record {
@@ -196,4 +207,37 @@ func callOf(t *testing.T, ev trajectory.Event) string {
 		t.Fatalf("turn event without a call id: %s", ev.Data)
 	}
 	return d.Call
+}
+
+// An admission that refuses the call still saves the settle it carries:
+// the run's one allowed turn is charged, once, when the second is refused
+// for the budget.
+func TestSettleBehindRefusedAdmissionCharges(t *testing.T) {
+	e := newBehindEnvBudget(t, 5*time.Second, "{turns: 1}")
+	id := e.turn(t, "refused-1")
+	if _, status, body := e.try(t, "refused-1"); status != http.StatusPaymentRequired {
+		t.Fatalf("second turn: %d %s, want 402", status, body)
+	}
+	rec := e.record(t, id)
+	if rec.Turns != 1 || rec.State != trajectory.Failed || rec.Reserved != (trajectory.Reservation{}) || rec.Spend.Dollars <= 0 {
+		t.Fatalf("after the refusal: %d turns, %s, reserved %+v, spend %+v; want the first turn charged, the run FAILED, nothing reserved",
+			rec.Turns, rec.State, rec.Reserved, rec.Spend)
+	}
+	evs, err := e.reader.Events(ctxT(t), rec.ID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.Type == trajectory.EventTurn {
+			n++
+		}
+	}
+	e.close(t)
+	if n != 1 {
+		t.Fatalf("%d turn events, want 1", n)
+	}
+	if again := e.record(t, id); again.Turns != 1 || again.Spend != rec.Spend {
+		t.Fatalf("Close changed the record: %d turns, spend %+v; want it as it was", again.Turns, again.Spend)
+	}
 }
