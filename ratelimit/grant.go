@@ -120,10 +120,10 @@ type Settlement struct {
 	Header http.Header
 }
 
-// settles is a set of key settles sent together: Redis sends them in one
-// pipelined round trip.
-type settles interface {
-	settleAll(ctx context.Context, keys []Key, deltas []Cost, rs []Remaining) []error
+// BatchSettler is Buckets that settle several keys in one call: Redis sends
+// them in one pipelined round trip. SettleBatch returns each key's error.
+type BatchSettler interface {
+	SettleBatch(ctx context.Context, keys []Key, deltas []Cost, rs []Remaining) []error
 }
 
 // SettleAll is Settle of each settlement (a nil Grant does nothing), those
@@ -159,12 +159,12 @@ func SettleAll(ctx context.Context, ss []Settlement) {
 	}
 	for s, ps := range byScheduler {
 		errs := make([]error, len(ps))
-		if b, ok := s.buckets.(settles); ok && len(ps) > 1 {
+		if b, ok := s.buckets.(BatchSettler); ok && len(ps) > 1 {
 			keys, deltas, rs := make([]Key, len(ps)), make([]Cost, len(ps)), make([]Remaining, len(ps))
 			for i, p := range ps {
 				keys[i], deltas[i], rs[i] = p.g.Key, p.delta, p.r
 			}
-			errs = b.settleAll(ctx, keys, deltas, rs)
+			errs = b.SettleBatch(ctx, keys, deltas, rs)
 		} else {
 			for i, p := range ps {
 				errs[i] = s.buckets.Settle(ctx, p.g.Key, p.delta, p.r)

@@ -183,12 +183,12 @@ func settleArgs(delta Cost, rem Remaining) []any {
 	return []any{n[0], n[1], n[2], left[0], left[1], left[2], us(reset[0]), us(reset[1]), us(reset[2])}
 }
 
-var _ settles = (*Redis)(nil)
+var _ BatchSettler = (*Redis)(nil)
 
-// settleAll is Settle of each key in one pipelined round trip (on a
-// cluster, one per node, in parallel); a script the server lost is sent
-// again by its text, one key at a time.
-func (r *Redis) settleAll(ctx context.Context, keys []Key, deltas []Cost, rs []Remaining) []error {
+// SettleBatch implements BatchSettler: Settle of each key in one pipelined
+// round trip (on a cluster, one per node, in parallel); a script the
+// server lost is sent again by its text, one key at a time.
+func (r *Redis) SettleBatch(ctx context.Context, keys []Key, deltas []Cost, rs []Remaining) []error {
 	errs := make([]error, len(keys))
 	cmds := make([]*goredis.Cmd, len(keys))
 	pipe := r.rdb.Pipeline()

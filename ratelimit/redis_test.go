@@ -269,7 +269,7 @@ func TestRedisSettleAll(t *testing.T) {
 	if err := one.Settle(ctx, warm[0], Cost{Input: 1}, Unreported()); err != nil {
 		t.Fatal(err)
 	}
-	for _, err := range all.settleAll(ctx, warm, []Cost{{Input: 1}, {Input: 1}}, []Remaining{Unreported(), Unreported()}) {
+	for _, err := range all.SettleBatch(ctx, warm, []Cost{{Input: 1}, {Input: 1}}, []Remaining{Unreported(), Unreported()}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,7 +280,7 @@ func TestRedisSettleAll(t *testing.T) {
 		}
 	}
 	base := rt.Load()
-	for i, err := range all.settleAll(ctx, keys, deltas, rems) {
+	for i, err := range all.SettleBatch(ctx, keys, deltas, rems) {
 		if err != nil {
 			t.Fatalf("key %s: %v", keys[i].ID, err)
 		}
