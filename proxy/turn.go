@@ -344,7 +344,8 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 	var adm admission
 	budgetSince, pausedSince := time.Time{}, time.Time{}
 	wait := 5 * time.Millisecond
-	waitedOther := false
+	var waitedOther time.Duration // looking again at a thread busy with another replica's call
+	busyTries := 0
 	for retried := false; ; {
 		var evs []trajectory.Event
 		tried := len(t.tried)
@@ -380,13 +381,21 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			t.s.behind.giveBack(pend)
 		}
 		switch {
-		case errors.Is(err, errBusy) && t.busyElsewhere && !waitedOther && t.s.behind != nil:
+		case errors.Is(err, errBusy) && t.busyElsewhere && t.s.behind != nil && waitedOther < busyElsewhereMax:
 			// Another replica's call, whose settle may be waiting behind
-			// its reply there for a window: the thread is given that long
-			// before a sibling is forked for it.
-			waitedOther = true
-			if sleepCtx(ctx, 2*t.s.behind.window+time.Millisecond) != nil {
+			// its reply there for a window, or for its flush on a busy
+			// replica: the thread is looked at again, backing off, for
+			// busyElsewhereMax before a sibling is forked for it.
+			step := max(t.s.behind.window, time.Millisecond) << min(busyTries, 6)
+			busyTries++
+			waitedOther += step
+			if sleepCtx(ctx, step) != nil {
 				return nil, adm, ctx.Err()
+			}
+			// The store's update refuses from this replica's copy of the
+			// record without asking Redis; a read makes the copy current.
+			if _, err := t.s.store.Get(ctx, id); err != nil && !errors.Is(err, trajectory.ErrNotFound) {
+				return nil, adm, err
 			}
 		case errors.Is(err, trajectory.ErrUnavailable) && len(t.tried) > tried:
 			// The reservation may have been saved with its answer lost.
@@ -435,6 +444,12 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		}
 	}
 }
+
+// busyElsewhereMax bounds how long an admission looks again at a thread
+// whose call another replica admitted, before it forks a sibling: that
+// call's reply may have ended with its settle still waiting behind it
+// (behind.go).
+const busyElsewhereMax = 200 * time.Millisecond
 
 // admitChain is the admission step on a thread record (chain[0]) and its
 // ancestors, run inside the store's atomic update.
