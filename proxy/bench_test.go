@@ -119,6 +119,13 @@ gates:
 		if err != nil {
 			b.Fatal(err)
 		}
+		// Closed before the store and its client (cleanups run last
+		// first): on Redis it writes the settles still waiting.
+		b.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			px.Close(ctx)
+		})
 		r := chi.NewRouter()
 		px.Routes(r)
 		return r
