@@ -62,6 +62,12 @@ type Store struct {
 	// (with the output streamed so far) and sweeps the store for calls
 	// whose replica went silent for LostBeats heartbeats.
 	Heartbeat Duration `yaml:"heartbeat" json:"heartbeat"`
+	// SettleWindow is how long, on Redis, a turn's settle may wait to be
+	// written behind the reply: the thread's next admission on this
+	// replica carries it, or a flush every window writes what is left in
+	// one batch. 0 writes each settle before the reply ends. The memory
+	// store always settles at once: a settle there costs no round trip.
+	SettleWindow Duration `yaml:"settle_window" json:"settle_window"`
 }
 
 // LostBeats is how many heartbeats a call's replica may miss before the
@@ -339,6 +345,7 @@ const (
 	DefaultMaxChildren   = 1000
 	DefaultStoreTimeout  = 2 * time.Second
 	DefaultHeartbeat     = 10 * time.Second
+	DefaultSettleWindow  = 2 * time.Millisecond
 	DefaultShutdownGrace = 30 * time.Second
 	DefaultMaxBodyBytes  = 32 << 20
 	DefaultMaxEventBytes = 16 << 20
@@ -370,7 +377,8 @@ func DefaultConfig() *Config {
 	return &Config{
 		Listen: DefaultListen,
 		Store: Store{Kind: StoreMemory, Retention: Duration(DefaultRetention), IdleRetention: Duration(DefaultIdleRetention),
-			Timeout: Duration(DefaultStoreTimeout), Heartbeat: Duration(DefaultHeartbeat)},
+			Timeout: Duration(DefaultStoreTimeout), Heartbeat: Duration(DefaultHeartbeat),
+			SettleWindow: Duration(DefaultSettleWindow)},
 		ShutdownGrace: Duration(DefaultShutdownGrace),
 		Limits: Limits{
 			MaxBodyBytes:  DefaultMaxBodyBytes,

@@ -40,7 +40,7 @@ func TestLoadFullExample(t *testing.T) {
 	want := &Config{
 		Listen: "127.0.0.1:8080",
 		Store: Store{Kind: "memory", RedisURL: "redis://127.0.0.1:6379/0", Retention: Duration(72 * time.Hour), IdleRetention: Duration(12 * time.Hour),
-			Timeout: Duration(3 * time.Second), Heartbeat: Duration(10 * time.Second)},
+			Timeout: Duration(3 * time.Second), Heartbeat: Duration(10 * time.Second), SettleWindow: Duration(DefaultSettleWindow)},
 		ShutdownGrace: Duration(45 * time.Second),
 		Providers: []Provider{
 			{Name: "anthropic", API: "anthropic", BaseURL: "https://api.anthropic.com", Default: true,

@@ -202,6 +202,11 @@ func (v *validator) store(s Store) {
 	if s.Heartbeat <= 0 {
 		v.add("store.heartbeat", "must be positive")
 	}
+	if s.SettleWindow < 0 || s.SettleWindow >= s.Heartbeat {
+		// A settle waiting behind its reply beats for nobody: past a
+		// heartbeat its call could be taken for lost.
+		v.add("store.settle_window", "must be at least 0 and shorter than store.heartbeat")
+	}
 }
 
 // redisURL checks the URL without ever quoting it: it may hold a password.

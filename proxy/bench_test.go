@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -38,13 +39,15 @@ import (
 func BenchmarkTurnPath(b *testing.B) {
 	mock := httptest.NewServer(mockprovider.New(mockprovider.Options{}))
 	b.Cleanup(mock.Close)
-	// Two turn shapes: the smallest non-streamed turn, where the per-turn
-	// cost weighs most, and a streamed reply of 40 text deltas.
+	// Turn shapes: the smallest non-streamed turn, where the per-turn
+	// cost weighs most, and streamed replies of 40 and 50 text deltas.
 	shapes := []struct{ name, body, spec string }{
 		{"json", `{"model":"claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"status?"}]}`,
 			`{"kind":"text","text":"all green"}`},
 		{"stream40", `{"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"status?"}]}`,
 			`{"kind":"text","deltas":40}`},
+		{"stream50", `{"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,"messages":[{"role":"user","content":"status?"}]}`,
+			`{"kind":"text","deltas":50}`},
 		// A small turn whose reply calls a tool, each time with another
 		// input (%d: the turn's number), for the loop watchdog to digest.
 		{"json-tool", `{"model":"claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"status?"}],` +
@@ -116,12 +119,40 @@ gates:
 		if err != nil {
 			b.Fatal(err)
 		}
+		// Closed before the store and its client (cleanups run last
+		// first): on Redis it writes the settles still waiting.
+		b.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			px.Close(ctx)
+		})
 		r := chi.NewRouter()
 		px.Routes(r)
 		return r
 	}
 	gatekeeper := func(b *testing.B, st trajectory.Store, traced bool) http.Handler {
 		return gatekeeperOn(b, cfg, st, traced)
+	}
+	// onRedis is gatekeeper on a Redis store of its own, with the round
+	// trips counted, and settles written behind replies for window.
+	onRedis := func(b *testing.B, window time.Duration) (http.Handler, *redistest.RoundTrips) {
+		srv := redistest.StartServer(b)
+		opt, err := goredis.ParseURL(srv.URL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		client := goredis.NewClient(opt)
+		b.Cleanup(func() { _ = client.Close() })
+		rt := &redistest.RoundTrips{}
+		client.AddHook(rt)
+		st, err := redisstore.Open(context.Background(), redisstore.Options{Client: client})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = st.Close() })
+		rc := *cfg
+		rc.Store.Kind, rc.Store.RedisURL, rc.Store.SettleWindow = config.StoreRedis, srv.URL, config.Duration(window)
+		return gatekeeperOn(b, &rc, st, false), rt
 	}
 	target, _ := url.Parse(mock.URL)
 	cases := []struct {
@@ -158,22 +189,14 @@ gates:
 		{"memory-gated", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
 			return gatedProxy(b, "team-a"), nil
 		}},
+		// redis writes settles behind their replies (store.settle_window,
+		// its default); redis-inline writes each before the reply ends,
+		// as settle_window: 0 does.
 		{"redis", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
-			srv := redistest.StartServer(b)
-			opt, err := goredis.ParseURL(srv.URL)
-			if err != nil {
-				b.Fatal(err)
-			}
-			client := goredis.NewClient(opt)
-			b.Cleanup(func() { _ = client.Close() })
-			rt := &redistest.RoundTrips{}
-			client.AddHook(rt)
-			st, err := redisstore.Open(context.Background(), redisstore.Options{Client: client})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = st.Close() })
-			return gatekeeper(b, st, false), rt
+			return onRedis(b, config.DefaultSettleWindow)
+		}},
+		{"redis-inline", "/t/bench-%d/anthropic/v1/messages", func(b *testing.B) (http.Handler, *redistest.RoundTrips) {
+			return onRedis(b, 0)
 		}},
 	}
 	for _, sh := range shapes {

@@ -64,7 +64,6 @@ func (t *turn) finish(o outcome) {
 func (t *turn) record(ctx context.Context, o outcome) {
 	s := t.s
 	now := s.now()
-	t.settleKey(ctx, o)
 	var charge meter.Charge
 	// The model the reply names is the one that ran (an alias resolves to
 	// a snapshot, a router picks another); the request's when it names none.
@@ -75,7 +74,6 @@ func (t *turn) record(ctx context.Context, o outcome) {
 	if !o.upstream {
 		charge = s.prices.Cost(model, o.usage)
 	}
-	t.settleTenant(ctx, charge, o)
 	data := map[string]any{
 		"stop": o.stop, "status": o.status, "model": model, "provider": t.req.up.cfg.Name,
 		"duration_ms": now.Sub(t.started).Milliseconds(), "estimated": o.estimated,
@@ -102,38 +100,21 @@ func (t *turn) record(ctx context.Context, o outcome) {
 		data["detail"] = o.detail
 	}
 	t.stageNote(data)
-	settle := func(ctx context.Context) error {
-		var evs []trajectory.Event
-		_, err := s.store.UpdateChain(ctx, t.recID, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
-			var err error
-			evs, err = t.settleChain(chain, o, charge, data, now)
-			return evs, err
-		})
-		if errors.Is(err, errSettled) {
-			// An earlier attempt, whose answer was lost, wrote it.
-			return nil
-		}
-		if err == nil {
-			t.observe(evs)
-		}
-		return err
-	}
 	defer t.endSpan(o, charge)
 	// t.log names the trajectory.
 	attrs := []slog.Attr{slog.String("call", t.adm.call), slog.String("stop", o.stop), slog.Int("status", o.status),
 		slog.Int64("input_tokens", o.usage.InputTokens), slog.Int64("cached_input_tokens", o.usage.CachedInputTokens),
 		slog.Int64("cache_write_tokens", o.usage.CacheWriteTokens), slog.Int64("output_tokens", o.usage.OutputTokens),
 		slog.Float64("dollars", charge.Dollars()), slog.Bool("estimated", o.estimated), slog.Int("tool_calls", len(o.calls))}
-	if err := settle(ctx); err != nil {
-		if errors.Is(err, trajectory.ErrUnavailable) {
-			// The reply went out; its charge must not be lost.
-			s.settles.retry(t.log, writeCharge, settle, attrs)
-			return
-		}
-		t.log.LogAttrs(ctx, slog.LevelError, "charge not recorded", append(attrs, slog.String("error", err.Error()))...)
+	p := &pendingSettle{t: t, o: o, charge: charge, data: data, now: now, attrs: attrs}
+	if !t.gated && s.behind.add(p) {
+		// Written behind the reply (behind.go). A gated tenant's turns
+		// settle at once: a held reply's record must be waiting for its
+		// approval before the agent can ask again.
 		return
 	}
-	t.log.LogAttrs(ctx, slog.LevelInfo, "turn", attrs...)
+	p.sides(ctx)
+	p.write(ctx)
 }
 
 // Settles that change nothing: errSettled, the record took this call's

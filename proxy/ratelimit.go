@@ -115,9 +115,17 @@ func (t *turn) acquireKey(ctx context.Context, h http.Header) error {
 // and cache writes count toward the providers' input limits, cache reads
 // do not. A call the provider refused or never answered made one request.
 func (t *turn) settleKey(ctx context.Context, o outcome) {
+	if st := t.keySettlement(o); st.Grant != nil {
+		st.Grant.Settle(ctx, st.Actual, st.Header)
+	}
+}
+
+// keySettlement is what settleKey sends for the turn; its Grant is nil
+// when the call went on no limited key.
+func (t *turn) keySettlement(o outcome) ratelimit.Settlement {
 	g := t.grant.Load()
 	if g == nil {
-		return
+		return ratelimit.Settlement{}
 	}
 	actual := ratelimit.Cost{Requests: 1}
 	if !o.upstream {
@@ -134,7 +142,7 @@ func (t *turn) settleKey(ctx context.Context, o outcome) {
 	if p := t.limitHeaders.Load(); p != nil {
 		h = *p
 	}
-	g.Settle(ctx, actual, h)
+	return ratelimit.Settlement{Grant: g, Actual: actual, Header: h}
 }
 
 // keyedTransport sends a turn on its grant's key and, when the provider

@@ -74,6 +74,7 @@ type Server struct {
 	minOutput  int64 // budget_min_output_tokens
 	hints      *hints
 	settles    *settles
+	behind     *behind // settles written behind their replies; nil: each at once
 	live       *live
 	tel        *telemetry.Telemetry
 	sched      *ratelimit.Scheduler // nil when no provider key has a limit
@@ -171,6 +172,9 @@ func New(opts Options) (*Server, error) {
 	if s.transport == nil {
 		s.transport = newTransport()
 	}
+	if w := opts.Config.Store.SettleWindow.Std(); w > 0 && opts.Config.Store.Kind == config.StoreRedis {
+		s.behind = newBehind(w, s.log)
+	}
 	go func() {
 		defer close(s.listening)
 		done := make(chan struct{})
@@ -215,6 +219,9 @@ func (s *Server) Close(ctx context.Context) {
 	s.EndHolds()
 	s.stopListen()
 	<-s.listening
+	// The settles waiting behind replies are written before the key
+	// buckets they correct close.
+	s.behind.close(ctx)
 	if s.sched != nil {
 		s.sched.Close()
 	}

@@ -117,6 +117,23 @@ func (b deadlineBuckets) Settle(ctx context.Context, k ratelimit.Key, delta rate
 	return b.Buckets.Settle(ctx, k, delta, r)
 }
 
+var _ ratelimit.BatchSettler = deadlineBuckets{}
+
+// SettleBatch settles the keys together when the buckets can (Redis: one
+// round trip), one by one otherwise, all within one deadline.
+func (b deadlineBuckets) SettleBatch(ctx context.Context, keys []ratelimit.Key, deltas []ratelimit.Cost, rs []ratelimit.Remaining) []error {
+	ctx, cancel := context.WithTimeout(ctx, b.d)
+	defer cancel()
+	if bs, ok := b.Buckets.(ratelimit.BatchSettler); ok {
+		return bs.SettleBatch(ctx, keys, deltas, rs)
+	}
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		errs[i] = b.Buckets.Settle(ctx, k, deltas[i], rs[i])
+	}
+	return errs
+}
+
 // deadlineLedger bounds each call to the tenants' ledger by store.timeout,
 // as deadlineStore does the record store's: it lives in the same store.
 type deadlineLedger struct {

@@ -56,8 +56,11 @@ type turn struct {
 	proposed   *replySeen            // a whole reply's calls as the provider sent them, when some were withheld
 	extras     streaming.Extras      // the reply's 1-hour cache writes and service tier
 	ceil       tenantHold            // what the call holds against its tenant's ceilings
-	shared     bool                  // the thread shares a last child: its parent has limits.max_children
-	sharedNew  bool                  // and learned so in this request: a children_full event is due
+	// busyElsewhere: admission found the record busy with a call another
+	// replica admitted.
+	busyElsewhere bool
+	shared        bool // the thread shares a last child: its parent has limits.max_children
+	sharedNew     bool // and learned so in this request: a children_full event is due
 
 	stopped  stopKind           // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
@@ -341,18 +344,59 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 	var adm admission
 	budgetSince, pausedSince := time.Time{}, time.Time{}
 	wait := 5 * time.Millisecond
+	var waitedOther time.Duration // looking again at a thread busy with another replica's call
+	busyTries := 0
 	for retried := false; ; {
 		var evs []trajectory.Event
 		tried := len(t.tried)
+		// The settles of the thread's earlier calls that wait behind their
+		// replies (behind.go) go in the same update, ahead of admission.
+		pend, err := t.s.behind.take(ctx, id)
+		if err != nil {
+			return nil, adm, err
+		}
+		pevs, perrs := make([][]trajectory.Event, len(pend)), make([]error, len(pend))
 		chain, err := t.s.store.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+			var all []trajectory.Event
+			for i, p := range pend {
+				pevs[i], perrs[i] = p.apply(chain)
+				switch {
+				case perrs[i] == nil:
+					all = append(all, pevs[i]...)
+				case !errors.Is(perrs[i], errSettled) && !errors.Is(perrs[i], errCallGone):
+					return nil, perrs[i]
+				}
+			}
 			var err error
 			adm, evs, err = t.admitChain(chain, key, ids)
-			return evs, err
+			return append(all, evs...), err
 		})
 		if err == nil {
 			t.admitEvents = evs
+			for i, p := range pend {
+				p.done(ctx, pevs[i], perrs[i])
+			}
+			t.s.behind.applied(pend)
+		} else {
+			t.s.behind.giveBack(pend)
 		}
 		switch {
+		case errors.Is(err, errBusy) && t.busyElsewhere && t.s.behind != nil && waitedOther < busyElsewhereMax:
+			// Another replica's call, whose settle may be waiting behind
+			// its reply there for a window, or for its flush on a busy
+			// replica: the thread is looked at again, backing off, for
+			// busyElsewhereMax before a sibling is forked for it.
+			step := max(t.s.behind.window, time.Millisecond) << min(busyTries, 6)
+			busyTries++
+			waitedOther += step
+			if sleepCtx(ctx, step) != nil {
+				return nil, adm, ctx.Err()
+			}
+			// The store's update refuses from this replica's copy of the
+			// record without asking Redis; a read makes the copy current.
+			if _, err := t.s.store.Get(ctx, id); err != nil && !errors.Is(err, trajectory.ErrNotFound) {
+				return nil, adm, err
+			}
 		case errors.Is(err, trajectory.ErrUnavailable) && len(t.tried) > tried:
 			// The reservation may have been saved with its answer lost.
 			// Admission is idempotent by the call id, so it is sent
@@ -401,11 +445,18 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 	}
 }
 
+// busyElsewhereMax bounds how long an admission looks again at a thread
+// whose call another replica admitted, before it forks a sibling: that
+// call's reply may have ended with its settle still waiting behind it
+// (behind.go).
+const busyElsewhereMax = 200 * time.Millisecond
+
 // admitChain is the admission step on a thread record (chain[0]) and its
 // ancestors, run inside the store's atomic update.
 func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) (admission, []trajectory.Event, error) {
 	now := t.s.now()
 	rec, root := chain[0], chain[len(chain)-1]
+	t.busyElsewhere = false
 	if root.Tenant != t.req.tenant.Name {
 		// Names are the tenant's own: another tenant's record is not
 		// there for this one.
@@ -431,6 +482,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	case rec.Thread != "" && rec.Thread != key && !t.shared:
 		return admission{}, nil, errOtherThread
 	case rec.State == trajectory.CallingModel && !t.s.silent(rec, now, false):
+		t.busyElsewhere = rec.CallOwner != t.s.owner
 		return admission{}, nil, errBusy
 	case rec.State == trajectory.Paused:
 		return admission{}, nil, errPausedWait

@@ -109,24 +109,76 @@ func (g *Grant) Observe(ctx context.Context, h http.Header) {
 // only syncs, as Observe would. Call it with a context that outlives a
 // client that went away, as Done.
 func (g *Grant) Settle(ctx context.Context, actual Cost, h http.Header) {
-	if g == nil {
-		return
+	SettleAll(ctx, []Settlement{{Grant: g, Actual: actual, Header: h}})
+}
+
+// Settlement is one grant's Settle: the measured cost and the reply's
+// rate-limit headers.
+type Settlement struct {
+	Grant  *Grant
+	Actual Cost
+	Header http.Header
+}
+
+// BatchSettler is Buckets that settle several keys in one call: Redis sends
+// them in one pipelined round trip. SettleBatch returns each key's error.
+type BatchSettler interface {
+	SettleBatch(ctx context.Context, keys []Key, deltas []Cost, rs []Remaining) []error
+}
+
+// SettleAll is Settle of each settlement (a nil Grant does nothing), those
+// of one scheduler on Redis in one round trip: a flush of settles written
+// behind their replies costs one, not one each.
+func SettleAll(ctx context.Context, ss []Settlement) {
+	type pending struct {
+		g     *Grant
+		delta Cost
+		r     Remaining
 	}
-	var delta Cost
-	if g.settle() {
-		delta = actual.sub(g.est)
+	var byScheduler map[*Scheduler][]pending
+	for _, st := range ss {
+		g := st.Grant
+		if g == nil {
+			continue
+		}
+		var delta Cost
+		if g.settle() {
+			delta = st.Actual.sub(g.est)
+		}
+		r, ok := ParseHeaders(st.Header, g.s.now())
+		if !ok {
+			r = Unreported()
+		}
+		if delta.zero() && !ok {
+			continue
+		}
+		if byScheduler == nil {
+			byScheduler = make(map[*Scheduler][]pending)
+		}
+		byScheduler[g.s] = append(byScheduler[g.s], pending{g, delta, r})
 	}
-	r, ok := ParseHeaders(h, g.s.now())
-	if !ok {
-		r = Unreported()
-	}
-	if delta.zero() && !ok {
-		return
-	}
-	if err := g.s.buckets.Settle(ctx, g.Key, delta, r); err != nil {
-		g.s.log.ErrorContext(ctx, "ratelimit: settling a turn's estimate and rate-limit headers", "key", g.Key.ID, "err", err)
-	}
-	if delta.Requests < 0 || delta.Input < 0 || delta.Output < 0 {
-		g.s.released()
+	for s, ps := range byScheduler {
+		errs := make([]error, len(ps))
+		if b, ok := s.buckets.(BatchSettler); ok && len(ps) > 1 {
+			keys, deltas, rs := make([]Key, len(ps)), make([]Cost, len(ps)), make([]Remaining, len(ps))
+			for i, p := range ps {
+				keys[i], deltas[i], rs[i] = p.g.Key, p.delta, p.r
+			}
+			errs = b.SettleBatch(ctx, keys, deltas, rs)
+		} else {
+			for i, p := range ps {
+				errs[i] = s.buckets.Settle(ctx, p.g.Key, p.delta, p.r)
+			}
+		}
+		released := false
+		for i, p := range ps {
+			if errs[i] != nil {
+				s.log.ErrorContext(ctx, "ratelimit: settling a turn's estimate and rate-limit headers", "key", p.g.Key.ID, "err", errs[i])
+			}
+			released = released || p.delta.Requests < 0 || p.delta.Input < 0 || p.delta.Output < 0
+		}
+		if released {
+			s.released()
+		}
 	}
 }

@@ -167,6 +167,12 @@ func (r *Redis) Settle(ctx context.Context, k Key, delta Cost, rem Remaining) er
 	if k.Limits.unlimited() || (delta.zero() && rem.reportsNothing()) {
 		return nil
 	}
+	v, err := r.run(ctx, settleScript, k, settleArgs(delta, rem)...)
+	return checkZero("settle", k, v, err)
+}
+
+// settleArgs is the settle script's arguments after the key's limits.
+func settleArgs(delta Cost, rem Remaining) []any {
 	n, left, reset := amounts(delta), reported(rem), resets(rem)
 	us := func(d time.Duration) int64 {
 		if d < 0 {
@@ -174,9 +180,41 @@ func (r *Redis) Settle(ctx context.Context, k Key, delta Cost, rem Remaining) er
 		}
 		return d.Microseconds()
 	}
-	v, err := r.run(ctx, settleScript, k, n[0], n[1], n[2], left[0], left[1], left[2],
-		us(reset[0]), us(reset[1]), us(reset[2]))
-	return checkZero("settle", k, v, err)
+	return []any{n[0], n[1], n[2], left[0], left[1], left[2], us(reset[0]), us(reset[1]), us(reset[2])}
+}
+
+var _ BatchSettler = (*Redis)(nil)
+
+// SettleBatch implements BatchSettler: Settle of each key in one pipelined
+// round trip (on a cluster, one per node, in parallel); a script the
+// server lost is sent again by its text, one key at a time.
+func (r *Redis) SettleBatch(ctx context.Context, keys []Key, deltas []Cost, rs []Remaining) []error {
+	errs := make([]error, len(keys))
+	cmds := make([]*goredis.Cmd, len(keys))
+	pipe := r.rdb.Pipeline()
+	for i, k := range keys {
+		if k.Limits.unlimited() || (deltas[i].zero() && rs[i].reportsNothing()) {
+			continue
+		}
+		cmds[i] = pipe.EvalSha(ctx, settleScript.hash, []string{r.hashKey(k)}, argv(k, settleArgs(deltas[i], rs[i])...)...)
+	}
+	// Each command's own error is read below.
+	_, _ = pipe.Exec(ctx)
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		v, err := cmd.Result()
+		if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			errs[i] = r.Settle(ctx, keys[i], deltas[i], rs[i])
+			continue
+		}
+		if err != nil {
+			err = fmt.Errorf("ratelimit: key %s: %w", keys[i].ID, err)
+		}
+		errs[i] = checkZero("settle", keys[i], v, err)
+	}
+	return errs
 }
 
 // checkZero checks the reply of a script that answers 0.

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -242,5 +243,64 @@ func TestRedisSettleOneRoundTrip(t *testing.T) {
 	// provider's 30: 30 input tokens left.
 	if n := takeAll(t, r, k, Cost{Input: 10}, 6); n != 3 {
 		t.Fatalf("after the settles, %d takes of 10 input tokens fit, want 3", n)
+	}
+}
+
+// TestRedisSettleAll checks that settling several keys together costs one
+// round trip and leaves each key as settling it alone does.
+func TestRedisSettleAll(t *testing.T) {
+	ctx := context.Background()
+	c := newRedisClient(t)
+	rt := &redistest.RoundTrips{}
+	c.AddHook(rt)
+	one, all := NewRedis(c, "one:"), NewRedis(c, "all:")
+	lim := minute(Limits{RPM: 60, InputTPM: 60})
+	keys := []Key{{ID: "p/a", Limits: lim}, {ID: "p/b", Limits: lim}, {ID: "p/c", Limits: lim}, {ID: "p/none"}}
+	deltas := []Cost{{Input: -30}, {Input: -5}, {}, {Input: -10}}
+	rems := []Remaining{Unreported(), {Requests: 50, Input: 35, Output: -1, Tokens: -1}, Unreported(), Unreported()}
+	for _, b := range []*Redis{one, all} {
+		for _, k := range keys[:3] {
+			mustTake(t, b, k, Cost{Requests: 1, Input: 50})
+		}
+	}
+	// Load the script once (NOSCRIPT, then EVAL), as once per server,
+	// and open the client's pipeline connection (its handshake counts).
+	warm := []Key{{ID: "p/warm", Limits: lim}, {ID: "p/warm2", Limits: lim}}
+	if err := one.Settle(ctx, warm[0], Cost{Input: 1}, Unreported()); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range all.SettleBatch(ctx, warm, []Cost{{Input: 1}, {Input: 1}}, []Remaining{Unreported(), Unreported()}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, k := range keys {
+		if err := one.Settle(ctx, k, deltas[i], rems[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := rt.Load()
+	for i, err := range all.SettleBatch(ctx, keys, deltas, rems) {
+		if err != nil {
+			t.Fatalf("key %s: %v", keys[i].ID, err)
+		}
+	}
+	if got := rt.Load() - base; got != 1 {
+		t.Fatalf("settling %d keys together cost %d round trips, want 1", len(keys), got)
+	}
+	for _, k := range keys[:3] {
+		h1, err := one.Headroom(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h2, err := all.Headroom(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The buckets refill between the two reads: about 1e-5 a
+		// millisecond at 60 a minute.
+		if math.Abs(h1-h2) > 0.005 || h1 > 0.9 {
+			t.Errorf("key %s: headroom %v settled alone, %v together; want equal, below full", k.ID, h1, h2)
+		}
 	}
 }

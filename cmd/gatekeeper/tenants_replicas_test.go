@@ -325,8 +325,17 @@ log: {level: info, format: json}
 				Turns int `json:"turns"`
 			} `json:"spend"`
 		}
-		if err := adminGet(ctx, reps[1].base+"/admin/v1/trajectories/"+tn+"/run-42", &rec); err != nil {
-			t.Fatal(err)
+		// A turn's settle reaches Redis up to store.settle_window after
+		// its reply (README, "A turn's round trips"): the count is read
+		// until it settles, for 5 s at most.
+		for range 100 {
+			if err := adminGet(ctx, reps[1].base+"/admin/v1/trajectories/"+tn+"/run-42", &rec); err != nil {
+				t.Fatal(err)
+			}
+			if rec.Spend.Turns >= calls {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 		if rec.Tenant != tn || rec.Spend.Turns != calls {
 			t.Errorf("%s's run-42: %+v, want its own %d turns", tn, rec, calls)

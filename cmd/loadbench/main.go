@@ -7,6 +7,7 @@
 //
 //	go run ./cmd/loadbench [-duration 5s] [-conns 64] [-streams 256] [-events 50]
 //	    [-event-delay 20ms] [-records 10000] [-rounds 4] [-cpuprofile FILE] [-redis URL]
+//	    [-settle-window 2ms]
 //
 // It exits 1 when any request failed or any stream was cut, after printing
 // the table.
@@ -24,6 +25,8 @@ import (
 	"runtime/pprof"
 	"syscall"
 	"time"
+
+	"gatekeeper/config"
 )
 
 func main() {
@@ -48,8 +51,10 @@ type params struct {
 	eventDelay time.Duration
 	records    int
 	redisURL   string
-	cpuProfile string
-	watchdog   bool // gatekeeper's loop watchdog on
+	// settleWindow is gatekeeper's store.settle_window on Redis.
+	settleWindow time.Duration
+	cpuProfile   string
+	watchdog     bool // gatekeeper's loop watchdog on
 }
 
 // maxEventDelay mirrors the mock's own bound on scripted waits.
@@ -68,6 +73,8 @@ func parseFlags(args []string, stderr io.Writer) (params, error) {
 	fs.IntVar(&p.records, "records", 10000, "trajectory records created to measure an idle record's heap")
 	fs.StringVar(&p.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.StringVar(&p.redisURL, "redis", "", "gatekeeper's store: this Redis (redis://host:port/db) instead of the memory store")
+	fs.DurationVar(&p.settleWindow, "settle-window", config.DefaultSettleWindow,
+		"with -redis: gatekeeper's store.settle_window (0: each settle written before its reply ends)")
 	fs.BoolVar(&p.watchdog, "watchdog", false, "turn gatekeeper's loop watchdog on (compare with a run without it)")
 	if err := fs.Parse(args); err != nil {
 		return params{}, err
@@ -82,6 +89,8 @@ func parseFlags(args []string, stderr io.Writer) (params, error) {
 		return params{}, errors.New("-rounds must be at least 1")
 	case p.conns < 1 || p.streams < 1 || p.events < 1 || p.records < 1:
 		return params{}, errors.New("-conns, -streams, -events and -records must be at least 1")
+	case p.settleWindow < 0 || p.settleWindow >= config.DefaultHeartbeat:
+		return params{}, fmt.Errorf("-settle-window must be at least 0 and under %s", config.DefaultHeartbeat)
 	case p.eventDelay < 0 || p.eventDelay > maxEventDelay:
 		return params{}, fmt.Errorf("-event-delay must be between 0 and %s", maxEventDelay)
 	}

@@ -78,6 +78,11 @@ func (r *report) rows() []row {
 	add(row{"open stream: goroutines per stream", fmt.Sprintf("%+.2f", hg.goroutinesPer-hb.goroutinesPer), "", "",
 		fmt.Sprintf("%.2f", hb.goroutinesPer), fmt.Sprintf("%.2f", hg.goroutinesPer)})
 
+	if r.p.redisURL != "" {
+		add(row{"small turns: Redis round trips per turn", perOf(tg.rtt, tg.ok+tg.errs), "", "", none, fmt.Sprint(tg.rtt)})
+		add(row{"streams: Redis round trips per stream (each a new run)", perOf(sg.rtt, sg.streams), "", "", none, fmt.Sprint(sg.rtt)})
+	}
+
 	rc := &r.records
 	add(row{"idle trajectory record: heap (HeapAlloc) per record", bytesOf(rc.perRecord), fmt.Sprintf("< %d KiB", maxRecordBytes>>10),
 		met(rc.perRecord < maxRecordBytes), none, bytesOf(rc.perRecord)})
@@ -94,6 +99,14 @@ func (r *report) rows() []row {
 	add(countRow("open stream: truncated (no message_stop)", hb.truncated, hg.truncated))
 	add(row{"idle trajectory record: errors", none, "0", met(rc.errs == 0), none, fmt.Sprint(rc.errs)})
 	return rows
+}
+
+// perOf is n per unit, to two decimals.
+func perOf(n int64, units int) string {
+	if units == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", float64(n)/float64(units))
 }
 
 // durationRow compares a percentile of two samples; limit, when set, is

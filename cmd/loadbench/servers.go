@@ -16,11 +16,14 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	goredis "github.com/redis/go-redis/v9"
 
 	"gatekeeper/admin"
 	"gatekeeper/config"
+	"gatekeeper/internal/redistest"
 	"gatekeeper/mockprovider"
 	"gatekeeper/proxy"
+	"gatekeeper/ratelimit"
 	"gatekeeper/store/memory"
 	redisstore "gatekeeper/store/redis"
 	"gatekeeper/trajectory"
@@ -56,6 +59,8 @@ type bench struct {
 	mock    *mockprovider.Server
 	gate    *gate
 	store   trajectory.Store
+	redis   goredis.UniversalClient // with -redis: the store's and the key buckets' client
+	rtt     *redistest.RoundTrips   // its round trips
 	px      *proxy.Server
 	client  *http.Client
 	targets [2]target
@@ -113,25 +118,38 @@ func start(p params, stderr io.Writer) (*bench, error) {
 }
 
 // gatekeeper builds the proxy the way its own tests do: config parsed from
-// YAML, memory store, agent and admin routes on one chi router. The tenant
-// has no budget so that thousands of turns on one trajectory are admitted.
+// YAML, agent and admin routes on one chi router. On the memory store the
+// tenant has no budget, so that thousands of turns on one trajectory are
+// admitted. On Redis (-redis) it is the whole path a replica runs: a budget
+// far above what a run spends, key limits far above what the mock gets
+// (10M requests a minute: with 1G, runs at a quiet machine's request rates
+// stalled every worker in the buckets for 30 s), kept in Redis as replicas
+// share them, and the round trips counted.
 func (b *bench) gatekeeper(mockURL string, tr http.RoundTripper) (http.Handler, error) {
+	store, budget, limits := "", "", ""
+	if b.p.redisURL != "" {
+		store = fmt.Sprintf("store: {kind: redis, redis_url: %q, settle_window: %s}", b.p.redisURL, b.p.settleWindow)
+		budget = "budget: {turns: 1000000000, dollars: 10000000}"
+		limits = ", rpm: 10000000, input_tpm: 10000000000, output_tpm: 10000000000"
+	}
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0
+%s
 providers:
   - name: anthropic
     api: anthropic
     base_url: %s
     default: true
-    keys: [{name: k1, key: %s}]
+    keys: [{name: k1, key: %s%s}]
 tenants:
   - name: bench
     keys: [%s]
+    %s
 admin:
   tokens:
     - {name: bench, token: %s, roles: [operator]}
 watchdog: {enabled: %t}
-`, mockURL, upstreamKey, virtualKey, adminToken, b.p.watchdog)
+`, store, mockURL, upstreamKey, limits, virtualKey, budget, adminToken, b.p.watchdog)
 	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
 	if err != nil {
 		return nil, err
@@ -139,18 +157,27 @@ watchdog: {enabled: %t}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	opts := proxy.Options{Config: cfg, Transport: tr}
 	if b.p.redisURL != "" {
+		client, err := redisstore.NewClient(b.p.redisURL)
+		if err != nil {
+			return nil, err
+		}
+		b.redis, b.rtt = client, &redistest.RoundTrips{}
+		client.AddHook(b.rtt)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		st, err := redisstore.Open(ctx, redisstore.Options{URL: b.p.redisURL})
+		st, err := redisstore.Open(ctx, redisstore.Options{Client: client})
 		if err != nil {
 			return nil, err
 		}
 		b.store = st
+		opts.Buckets = ratelimit.NewRedis(client, "loadbench:")
 	} else {
 		b.store = memory.New(memory.Options{})
 	}
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: b.store, Transport: tr})
+	opts.Store = b.store
+	px, err := proxy.New(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -250,6 +277,9 @@ func (b *bench) close() error {
 	}
 	if b.store != nil {
 		errs = append(errs, b.store.Close())
+	}
+	if b.redis != nil {
+		errs = append(errs, b.redis.Close())
 	}
 	return errors.Join(errs...)
 }

@@ -143,7 +143,8 @@ type streamStats struct {
 	// delay includes the stream's start (admission, headers) while other
 	// streams are starting too.
 	later    []time.Duration
-	cost     cost // what the process spent in the timed rounds
+	cost     cost  // what the process spent in the timed rounds
+	rtt      int64 // Redis round trips in them (gatekeeper on Redis)
 	firstErr string
 }
 
@@ -161,6 +162,7 @@ func (s *streamStats) add(o streamStats) {
 	s.delays = append(s.delays, o.delays...)
 	s.later = append(s.later, o.later...)
 	s.cost.add(o.cost)
+	s.rtt += o.rtt
 	if o.errs > 0 && s.errs == 0 {
 		s.firstErr = o.firstErr
 	}
@@ -207,6 +209,7 @@ func (b *bench) streamRound(ctx context.Context, tg target, round string) (strea
 	defer cancel()
 	turn := b.streamTurn(b.p.eventDelay)
 	outs := make([]streamOutcome, b.p.streams)
+	rtt0 := b.roundTrips()
 	mark := markCost()
 	begin := time.Now()
 	var wg sync.WaitGroup
@@ -228,6 +231,9 @@ func (b *bench) streamRound(ctx context.Context, tg target, round string) (strea
 	}
 	s, err := b.matchStreams(ctx, tg, outs)
 	s.cost = spent
+	if tg.gatekeeper {
+		s.rtt = b.roundTrips() - rtt0
+	}
 	return s, err
 }
 

@@ -33,6 +33,7 @@ type turnStats struct {
 	forks   int
 	elapsed time.Duration   // wall time of its rounds
 	cost    cost            // what the process spent in its rounds
+	rtt     int64           // Redis round trips in its rounds (gatekeeper on Redis)
 	lat     []time.Duration // of successful turns
 	// firstErr is the first failure seen, to say what went wrong.
 	firstErr string
@@ -50,6 +51,7 @@ func (s *turnStats) add(o turnStats) {
 	s.forks += o.forks
 	s.elapsed += o.elapsed
 	s.cost.add(o.cost)
+	s.rtt += o.rtt
 	s.lat = append(s.lat, o.lat...)
 	if o.errs > 0 && s.errs == 0 {
 		s.firstErr = o.firstErr
@@ -90,9 +92,19 @@ func (b *bench) turnPhase(ctx context.Context) ([2]turnStats, error) {
 	return out, nil
 }
 
+// roundTrips is how many round trips gatekeeper's Redis client has made
+// so far; 0 on the memory store.
+func (b *bench) roundTrips() int64 {
+	if b.rtt == nil {
+		return 0
+	}
+	return b.rtt.Load()
+}
+
 // turnRound runs every worker until it made limit turns or d is over.
 func (b *bench) turnRound(ctx context.Context, tg target, limit int, d time.Duration) turnStats {
 	results := make([]turnStats, b.p.conns)
+	rtt0 := b.roundTrips()
 	mark := markCost()
 	start := time.Now()
 	deadline := start.Add(d)
@@ -124,6 +136,9 @@ func (b *bench) turnRound(ctx context.Context, tg target, limit int, d time.Dura
 	}
 	total.elapsed = time.Since(start)
 	total.cost = mark.since()
+	if tg.gatekeeper {
+		total.rtt = b.roundTrips() - rtt0
+	}
 	return total
 }
 
