@@ -8,6 +8,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 var _ Decoder = (*anthropicDecoder)(nil)
@@ -79,23 +81,23 @@ func (d *anthropicDecoder) Decode(ev *sse.Event, emit func(*Part)) {
 		d.res.unparsed(fmt.Errorf("%w: anthropic %q event data", ErrInvalidJSON, ev.Name))
 		return
 	}
-	js := jsonView(data)
+	js := jsonscan.View(data)
 	// One pass over the top level finds what a content_block_delta, by far
 	// the most frequent event, needs; the rarer events use gjson paths.
-	var typ, index, delta jsonMember
-	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
-		switch m.name() {
+	var typ, index, delta jsonscan.Member
+	for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
+		switch m.Name() {
 		case "type":
-			typ = firstMember(typ, m)
+			typ = jsonscan.FirstMember(typ, m)
 		case "index":
-			index = firstMember(index, m)
+			index = jsonscan.FirstMember(index, m)
 		case "delta":
-			delta = firstMember(delta, m)
+			delta = jsonscan.FirstMember(delta, m)
 		}
 	}
-	name, _ := stringValue(typ.val)
+	name, _ := jsonscan.StringValue(typ.Val)
 	if name == "" || string(ev.Name) == "error" {
-		name = jsonView(ev.Name)
+		name = jsonscan.View(ev.Name)
 	}
 	var err error
 	switch name {
@@ -138,8 +140,8 @@ func (d *anthropicDecoder) messageStart(js string, emit func(*Part)) error {
 	if !msg.IsObject() {
 		return anthropicEventErr("message_start", "no message object")
 	}
-	d.res.MessageID = cloneStr(msg.Get("id"))
-	d.res.Model = cloneStr(msg.Get("model"))
+	d.res.MessageID = jsonscan.CloneString(msg.Get("id"))
+	d.res.Model = jsonscan.CloneString(msg.Get("model"))
 	var err error
 	if u := msg.Get("usage"); u.IsObject() {
 		err = overlayAnthropicUsage(&d.res.Usage, u)
@@ -186,8 +188,8 @@ func (d *anthropicDecoder) error(data []byte, js string, emit func(*Part)) error
 	pe := ProviderError{Raw: bytes.Clone(data)}
 	var err error
 	if e := gjson.Get(js, "error"); e.IsObject() {
-		pe.Type = cloneStr(e.Get("type"))
-		pe.Message = cloneStr(e.Get("message"))
+		pe.Type = jsonscan.CloneString(e.Get("type"))
+		pe.Message = jsonscan.CloneString(e.Get("message"))
 	}
 	if pe.Type == "" {
 		err = anthropicEventErr("error", "no error type")
@@ -199,7 +201,7 @@ func (d *anthropicDecoder) error(data []byte, js string, emit func(*Part)) error
 	return err
 }
 
-func (d *anthropicDecoder) blockStart(data []byte, js string, indexMember jsonMember, emit func(*Part)) error {
+func (d *anthropicDecoder) blockStart(data []byte, js string, indexMember jsonscan.Member, emit func(*Part)) error {
 	index, ok := memberIndex(indexMember)
 	if !ok {
 		return anthropicEventErr("content_block_start", "no valid index")
@@ -220,12 +222,12 @@ func (d *anthropicDecoder) blockStart(data []byte, js string, indexMember jsonMe
 	case "text":
 		b.kind = anthropicText
 		if t := cb.Get("text"); t.Type == gjson.String && t.Str != "" {
-			d.emitText(PartTextDelta, index, jsonBytes(data, t), emit)
+			d.emitText(PartTextDelta, index, jsonscan.Bytes(data, t), emit)
 		}
 	case "thinking":
 		b.kind = anthropicThinking
 		if t := cb.Get("thinking"); t.Type == gjson.String && t.Str != "" {
-			d.emitText(PartThinkingDelta, index, jsonBytes(data, t), emit)
+			d.emitText(PartThinkingDelta, index, jsonscan.Bytes(data, t), emit)
 		}
 	default:
 		id, name := cb.Get("id"), cb.Get("name")
@@ -239,8 +241,8 @@ func (d *anthropicDecoder) blockStart(data []byte, js string, indexMember jsonMe
 		tc := ToolCall{
 			Index:  index,
 			Type:   anthropicToolType(typ.Str),
-			ID:     cloneStr(id),
-			Name:   cloneStr(name),
+			ID:     jsonscan.CloneString(id),
+			Name:   jsonscan.CloneString(name),
 			Server: typ.Str != "tool_use",
 		}
 		if in := cb.Get("input"); in.IsObject() && !emptyJSONObject(in.Raw) {
@@ -254,31 +256,31 @@ func (d *anthropicDecoder) blockStart(data []byte, js string, indexMember jsonMe
 	return err
 }
 
-func (d *anthropicDecoder) blockDelta(data []byte, indexMember, deltaMember jsonMember, emit func(*Part)) error {
+func (d *anthropicDecoder) blockDelta(data []byte, indexMember, deltaMember jsonscan.Member, emit func(*Part)) error {
 	index, ok := memberIndex(indexMember)
 	if !ok {
 		return anthropicEventErr("content_block_delta", "no valid index")
 	}
 	// The field a delta carries is named by its type, which may come after
 	// it: keep each candidate until the type is known.
-	var typ jsonMember
-	var fields [4]jsonMember // text, thinking, partial_json, signature
-	dv := deltaMember.val
-	for m, next, ok := nextMember(dv, objectStart(dv)); ok; m, next, ok = nextMember(dv, next) {
-		switch m.name() {
+	var typ jsonscan.Member
+	var fields [4]jsonscan.Member // text, thinking, partial_json, signature
+	dv := deltaMember.Val
+	for m, next, ok := jsonscan.NextMember(dv, jsonscan.ObjectStart(dv)); ok; m, next, ok = jsonscan.NextMember(dv, next) {
+		switch m.Name() {
 		case "type":
-			typ = firstMember(typ, m)
+			typ = jsonscan.FirstMember(typ, m)
 		case "text":
-			fields[0] = firstMember(fields[0], m)
+			fields[0] = jsonscan.FirstMember(fields[0], m)
 		case "thinking":
-			fields[1] = firstMember(fields[1], m)
+			fields[1] = jsonscan.FirstMember(fields[1], m)
 		case "partial_json":
-			fields[2] = firstMember(fields[2], m)
+			fields[2] = jsonscan.FirstMember(fields[2], m)
 		case "signature":
-			fields[3] = firstMember(fields[3], m)
+			fields[3] = jsonscan.FirstMember(fields[3], m)
 		}
 	}
-	kind, ok := stringValue(typ.val)
+	kind, ok := jsonscan.StringValue(typ.Val)
 	if !ok {
 		return anthropicEventErr("content_block_delta", "no delta type")
 	}
@@ -286,7 +288,7 @@ func (d *anthropicDecoder) blockDelta(data []byte, indexMember, deltaMember json
 	if !ok {
 		return anthropicEventErr("content_block_delta", "delta for a block not started")
 	}
-	var text jsonMember
+	var text jsonscan.Member
 	switch kind {
 	case "text_delta":
 		text = fields[0]
@@ -299,11 +301,11 @@ func (d *anthropicDecoder) blockDelta(data []byte, indexMember, deltaMember json
 	default:
 		return nil // citations_delta and future delta types carry nothing counted here
 	}
-	if !isStringRaw(text.val) {
+	if !jsonscan.IsStringRaw(text.Val) {
 		return anthropicEventErr("content_block_delta", kind+" without its string field")
 	}
-	off := deltaMember.off + text.off
-	raw := data[off : off+len(text.val) : off+len(text.val)]
+	off := deltaMember.Off + text.Off
+	raw := data[off : off+len(text.Val) : off+len(text.Val)]
 	switch kind {
 	case "text_delta":
 		d.emitText(PartTextDelta, index, raw, emit)
@@ -314,7 +316,7 @@ func (d *anthropicDecoder) blockDelta(data []byte, indexMember, deltaMember json
 		case anthropicTool:
 			tc := &d.res.ToolCalls[b.call]
 			n := len(tc.Arguments)
-			tc.Arguments = appendJSONString(tc.Arguments, text.val)
+			tc.Arguments = jsonscan.AppendDecoded(tc.Arguments, text.Val)
 			frag := tc.Arguments[n:len(tc.Arguments):len(tc.Arguments)]
 			d.res.OutputBytes += int64(len(frag))
 			d.emit(emit, Part{Kind: PartToolCallArgs, Index: index, Text: frag})
@@ -333,7 +335,7 @@ func (d *anthropicDecoder) emitText(kind PartKind, index int, s []byte, emit fun
 	if bytes.IndexByte(s, '\\') < 0 {
 		text = s[1 : len(s)-1 : len(s)-1]
 	} else {
-		d.scratch = appendJSONString(d.scratch[:0], jsonView(s))
+		d.scratch = jsonscan.AppendDecoded(d.scratch[:0], jsonscan.View(s))
 		text = d.scratch[:len(d.scratch):len(d.scratch)]
 	}
 	d.res.OutputBytes += int64(len(text))
@@ -343,7 +345,7 @@ func (d *anthropicDecoder) emitText(kind PartKind, index int, s []byte, emit fun
 	d.emit(emit, Part{Kind: kind, Index: index, Text: text})
 }
 
-func (d *anthropicDecoder) blockStop(indexMember jsonMember, emit func(*Part)) error {
+func (d *anthropicDecoder) blockStop(indexMember jsonscan.Member, emit func(*Part)) error {
 	index, ok := memberIndex(indexMember)
 	if !ok {
 		return anthropicEventErr("content_block_stop", "no valid index")
@@ -376,7 +378,7 @@ func decodeAnthropicJSON(body []byte) (*Result, error) {
 	if !gjson.ValidBytes(body) {
 		return nil, fmt.Errorf("%w: anthropic reply body", ErrInvalidJSON)
 	}
-	js := jsonView(body)
+	js := jsonscan.View(body)
 	root := gjson.Parse(js)
 	if !root.IsObject() {
 		return nil, fmt.Errorf("%w: anthropic reply body is not an object", ErrInvalidJSON)
@@ -387,8 +389,8 @@ func decodeAnthropicJSON(body []byte) (*Result, error) {
 	case typ.Str == "error":
 		pe := ProviderError{Raw: bytes.Clone(body)}
 		if e := root.Get("error"); e.IsObject() {
-			pe.Type = cloneStr(e.Get("type"))
-			pe.Message = cloneStr(e.Get("message"))
+			pe.Type = jsonscan.CloneString(e.Get("type"))
+			pe.Message = jsonscan.CloneString(e.Get("message"))
 		}
 		if pe.Type == "" {
 			res.unparsed(anthropicEventErr("error", "no error type"))
@@ -400,8 +402,8 @@ func decodeAnthropicJSON(body []byte) (*Result, error) {
 	default:
 		return nil, fmt.Errorf("%w: anthropic reply body is neither a message nor an error", ErrInvalidJSON)
 	}
-	res.MessageID = cloneStr(root.Get("id"))
-	res.Model = cloneStr(root.Get("model"))
+	res.MessageID = jsonscan.CloneString(root.Get("id"))
+	res.Model = jsonscan.CloneString(root.Get("model"))
 	index := 0
 	content.ForEach(func(_, block gjson.Result) bool {
 		decodeAnthropicBlock(res, index, block)
@@ -457,8 +459,8 @@ func decodeAnthropicBlock(res *Result, index int, block gjson.Result) {
 	res.ToolCalls = append(res.ToolCalls, ToolCall{
 		Index:     index,
 		Type:      anthropicToolType(typ.Str),
-		ID:        cloneStr(id),
-		Name:      cloneStr(name),
+		ID:        jsonscan.CloneString(id),
+		Name:      jsonscan.CloneString(name),
 		Arguments: args,
 		Complete:  true,
 		Server:    typ.Str != "tool_use",
@@ -571,8 +573,8 @@ func emptyJSONObject(raw string) bool {
 }
 
 // memberIndex reads a content block index from a member's raw value.
-func memberIndex(m jsonMember) (int, bool) {
-	v := m.val
+func memberIndex(m jsonscan.Member) (int, bool) {
+	v := m.Val
 	if v == "" || len(v) > 10 {
 		return blockIndex(gjson.Parse(v))
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // AssembleJSON returns the non-streamed reply body the provider would have
@@ -116,7 +118,7 @@ func readAnthropicMessage(evs []streamEvent) (*anthropicMessage, error) {
 			return nil, fmt.Errorf("%w: the stream ended on an error event", ErrIncompleteStream)
 		}
 	}
-	if m.base == "" || !isObject(m.base) || !m.stopped {
+	if m.base == "" || !jsonscan.IsObject(m.base) || !m.stopped {
 		return nil, ErrIncompleteStream
 	}
 	if gjson.Get(m.base, "type").Str != "message" {
@@ -213,7 +215,7 @@ func (m *anthropicMessage) body() ([]byte, error) {
 // the non-null usage members of its message_delta events.
 func (m *anthropicMessage) usageJSON() string {
 	usage := gjson.Get(m.base, "usage").Raw
-	if !isObject(usage) {
+	if !jsonscan.IsObject(usage) {
 		usage = "{}"
 	}
 	return string(setMembers(nil, usage, m.usage...))
@@ -324,7 +326,7 @@ func assembleChat(evs []streamEvent) ([]byte, error) {
 	}
 	for _, k := range []string{"system_fingerprint", "service_tier"} {
 		if v := topValue(top, k); v != "" {
-			b = appendJSONQuoted(append(b, ','), k)
+			b = jsonscan.AppendQuoted(append(b, ','), k)
 			b = append(append(b, ':'), v...)
 		}
 	}
@@ -346,7 +348,7 @@ func appendTop(b []byte, top []rawMember, key string) []byte {
 	if v == "" {
 		v = "null"
 	}
-	b = appendJSONQuoted(b, key)
+	b = jsonscan.AppendQuoted(b, key)
 	return append(append(append(b, ':'), v...), ',')
 }
 
@@ -423,25 +425,25 @@ func (c *chatChoice) call(index int) *chatAssembledCall {
 
 func (c *chatChoice) appendJSON(b []byte) []byte {
 	b = strconv.AppendInt(append(b, `{"index":`...), int64(c.index), 10)
-	b = appendJSONQuoted(append(b, `,"message":{"role":`...), c.role)
+	b = jsonscan.AppendQuoted(append(b, `,"message":{"role":`...), c.role)
 	b = append(b, `,"content":`...)
 	if c.contentSeen {
-		b = appendJSONQuoted(b, c.content.String())
+		b = jsonscan.AppendQuoted(b, c.content.String())
 	} else {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"refusal":`...)
 	if c.refusalSeen {
-		b = appendJSONQuoted(b, c.refusal.String())
+		b = jsonscan.AppendQuoted(b, c.refusal.String())
 	} else {
 		b = append(b, "null"...)
 	}
 	if c.reasonSeen {
-		b = appendJSONQuoted(append(b, `,"reasoning_content":`...), c.reasoning.String())
+		b = jsonscan.AppendQuoted(append(b, `,"reasoning_content":`...), c.reasoning.String())
 	}
 	if c.legacy != nil {
-		b = appendJSONQuoted(append(b, `,"function_call":{"name":`...), c.legacy.name)
-		b = appendJSONQuoted(append(b, `,"arguments":`...), c.legacy.args.String())
+		b = jsonscan.AppendQuoted(append(b, `,"function_call":{"name":`...), c.legacy.name)
+		b = jsonscan.AppendQuoted(append(b, `,"arguments":`...), c.legacy.args.String())
 		b = append(b, '}')
 	}
 	if len(c.calls) > 0 {
@@ -468,14 +470,14 @@ func (call *chatAssembledCall) appendJSON(b []byte) []byte {
 			typ = "custom"
 		}
 	}
-	b = appendJSONQuoted(append(b, `{"id":`...), call.id)
-	b = appendJSONQuoted(append(b, `,"type":`...), typ)
+	b = jsonscan.AppendQuoted(append(b, `{"id":`...), call.id)
+	b = jsonscan.AppendQuoted(append(b, `,"type":`...), typ)
 	if typ == "custom" {
-		b = appendJSONQuoted(append(b, `,"custom":{"name":`...), call.name)
-		b = appendJSONQuoted(append(b, `,"input":`...), call.args.String())
+		b = jsonscan.AppendQuoted(append(b, `,"custom":{"name":`...), call.name)
+		b = jsonscan.AppendQuoted(append(b, `,"input":`...), call.args.String())
 	} else {
-		b = appendJSONQuoted(append(b, `,"function":{"name":`...), call.name)
-		b = appendJSONQuoted(append(b, `,"arguments":`...), call.args.String())
+		b = jsonscan.AppendQuoted(append(b, `,"function":{"name":`...), call.name)
+		b = jsonscan.AppendQuoted(append(b, `,"arguments":`...), call.args.String())
 	}
 	return append(b, "}}"...)
 }

@@ -9,6 +9,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // The OpenAI Chat Completions decoder. One wire format is spoken by OpenAI,
@@ -481,7 +483,7 @@ func openaiProviderError(v gjson.Result) ProviderError {
 // openaiText wraps non-JSON data as a string value, for error events whose
 // data is plain text.
 func openaiText(data []byte) gjson.Result {
-	s := jsonView(data)
+	s := jsonscan.View(data)
 	return gjson.Result{Type: gjson.String, Str: s, Raw: s}
 }
 
@@ -489,7 +491,7 @@ func openaiText(data []byte) gjson.Result {
 // The returned Result aliases data: strings kept past the event must be
 // cloned.
 func openaiObject(data []byte, what string) (gjson.Result, error) {
-	s := jsonView(data)
+	s := jsonscan.View(data)
 	if !gjson.Valid(s) {
 		return gjson.Result{}, fmt.Errorf("%w: %s of %d bytes", ErrInvalidJSON, what, len(data))
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Continuing a reply whose calls were refused.
@@ -102,8 +104,8 @@ func anthropicContinuation(reply gjson.Result, calls []ToolCall, answers []strin
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONQuoted(append(b, `{"type":"tool_result","tool_use_id":`...), tc.ID)
-		b = appendJSONQuoted(append(b, `,"content":`...), answers[i])
+		b = jsonscan.AppendQuoted(append(b, `{"type":"tool_result","tool_use_id":`...), tc.ID)
+		b = jsonscan.AppendQuoted(append(b, `,"content":`...), answers[i])
 		b = append(b, `,"is_error":true}`...)
 	}
 	return append(items, string(append(b, "]}"...)))
@@ -133,11 +135,11 @@ func chatContinuation(reply gjson.Result, calls []ToolCall, answers []string) []
 		}
 		var m []byte
 		if tc.Type == "function_call" {
-			m = appendJSONQuoted(append(m, `{"role":"function","name":`...), tc.Name)
+			m = jsonscan.AppendQuoted(append(m, `{"role":"function","name":`...), tc.Name)
 		} else {
-			m = appendJSONQuoted(append(m, `{"role":"tool","tool_call_id":`...), tc.ID)
+			m = jsonscan.AppendQuoted(append(m, `{"role":"tool","tool_call_id":`...), tc.ID)
 		}
-		m = appendJSONQuoted(append(m, `,"content":`...), answers[i])
+		m = jsonscan.AppendQuoted(append(m, `,"content":`...), answers[i])
 		items = append(items, string(append(m, '}')))
 	}
 	return items

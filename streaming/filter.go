@@ -10,6 +10,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Withholding refused tool calls from a reply.
@@ -172,7 +174,7 @@ func replyObject(api API, body []byte) (string, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' || !gjson.ValidBytes(trimmed) {
 		return "", fmt.Errorf("%w: %s reply body", ErrInvalidJSON, api)
 	}
-	return jsonView(trimmed), nil
+	return jsonscan.View(trimmed), nil
 }
 
 // Grant marks allow as a grant (a restrict stage's read-only tools): a
@@ -277,22 +279,22 @@ const (
 // drop the member; add, when not nil, appends members after the last one
 // (sep says whether a comma must come first). Whitespace between members is
 // not kept. obj must be valid JSON.
-func filterObject(dst []byte, obj string, edit func(dst []byte, m jsonMember) ([]byte, filterAction), add func(dst []byte, sep bool) []byte) []byte {
+func filterObject(dst []byte, obj string, edit func(dst []byte, m jsonscan.Member) ([]byte, filterAction), add func(dst []byte, sep bool) []byte) []byte {
 	dst = append(dst, '{')
 	n := 0
-	for m, next, ok := nextMember(obj, objectStart(obj)); ok; m, next, ok = nextMember(obj, next) {
+	for m, next, ok := jsonscan.NextMember(obj, jsonscan.ObjectStart(obj)); ok; m, next, ok = jsonscan.NextMember(obj, next) {
 		mark := len(dst)
 		if n > 0 {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, '"')
-		dst = append(dst, m.key...)
+		dst = append(dst, m.Key...)
 		dst = append(dst, '"', ':')
 		var act filterAction
 		dst, act = edit(dst, m)
 		switch act {
 		case filterKeep:
-			dst = append(dst, m.val...)
+			dst = append(dst, m.Val...)
 		case filterDrop:
 			dst = dst[:mark]
 			continue
@@ -310,8 +312,8 @@ func filterObject(dst []byte, obj string, edit func(dst []byte, m jsonMember) ([
 // many it kept.
 func filterArray(dst []byte, arr string, edit func(dst []byte, elem string) ([]byte, filterAction)) (out []byte, total, kept int) {
 	dst = append(dst, '[')
-	it := newArrayIter(arr)
-	for el, ok := it.next(); ok; el, ok = it.next() {
+	it := jsonscan.NewArrayIter(arr)
+	for el, ok := it.Next(); ok; el, ok = it.Next() {
 		total++
 		mark := len(dst)
 		if kept > 0 {
@@ -339,7 +341,7 @@ func gjsonText(raw string) string {
 	if raw == "" {
 		return ""
 	}
-	if s, ok := stringValue(raw); ok {
+	if s, ok := jsonscan.StringValue(raw); ok {
 		return s
 	}
 	return gjson.Parse(raw).String()
@@ -356,9 +358,9 @@ func gjsonInt(raw string) int {
 // lastMemberRaw returns the raw value of the last member named key of the
 // object obj, or cur when it has none.
 func lastMemberRaw(obj, key, cur string) string {
-	for m, next, ok := nextMember(obj, objectStart(obj)); ok; m, next, ok = nextMember(obj, next) {
-		if keyEqual(m.key, key) {
-			cur = m.val
+	for m, next, ok := jsonscan.NextMember(obj, jsonscan.ObjectStart(obj)); ok; m, next, ok = jsonscan.NextMember(obj, next) {
+		if jsonscan.KeyEqual(m.Key, key) {
+			cur = m.Val
 		}
 	}
 	return cur

@@ -7,6 +7,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Telling the agent about a call cut at the output limit.
@@ -117,7 +119,7 @@ func (f *CallFilter) chatCutNotice(dst []byte, ev *sse.Event, js string, call To
 	b = append(b, `,"delta":{"content":`...)
 	b = appendJSONLiteral(b, text)
 	f.scratch = append(b, `},"logprobs":null,"finish_reason":null}]}`...)
-	return sse.AppendFrame(dst, jsonView(ev.Name), f.scratch)
+	return sse.AppendFrame(dst, jsonscan.View(ev.Name), f.scratch)
 }
 
 // responsesCutNotice appends, before the terminal event ev (read as e), the events of a

@@ -8,6 +8,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // OpenAI Responses: a refused client call item (responses_items.go)
@@ -63,7 +65,7 @@ type responsesFilterCall struct {
 }
 
 func (r *responsesCallFilter) itemID(c responsesFilterCall) string {
-	return jsonView(r.ids[c.idStart:c.idEnd])
+	return jsonscan.View(r.ids[c.idStart:c.idEnd])
 }
 
 func (r *responsesCallFilter) add(outputIndex int, itemID string, refused int, server bool) int {
@@ -78,7 +80,7 @@ func (r *responsesCallFilter) add(outputIndex int, itemID string, refused int, s
 // find locates a call by item id, falling back to the output index (raw
 // JSON, used only when it is a number).
 func (r *responsesCallFilter) find(itemID, outputIndex string) int {
-	return r.findAt(itemID, gjsonInt(outputIndex), isNumber(outputIndex))
+	return r.findAt(itemID, gjsonInt(outputIndex), jsonscan.IsNumber(outputIndex))
 }
 
 // findAt is find with the output index oi, used when indexed is set.
@@ -113,7 +115,7 @@ func (r *responsesCallFilter) refers(which func(responsesFilterCall) bool, outpu
 		if !which(c) {
 			continue
 		}
-		if isNumber(outputIndex) && gjsonInt(outputIndex) == c.outputIndex {
+		if jsonscan.IsNumber(outputIndex) && gjsonInt(outputIndex) == c.outputIndex {
 			return i
 		}
 		for _, id := range itemIDs {
@@ -153,35 +155,35 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		}
 		return append(dst, ev.Raw...) // [DONE] from some servers, a plain-text error
 	}
-	js := jsonView(data)
+	js := jsonscan.View(data)
 	var e responsesFields
-	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
-		switch m.name() {
+	for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
+		switch m.Name() {
 		case "type":
-			e.typ = m.val
+			e.typ = m.Val
 		case "response":
-			e.response = m.val
+			e.response = m.Val
 		case "item":
-			e.item = m.val
+			e.item = m.Val
 		case "output_index":
-			e.outputIndex = m.val
+			e.outputIndex = m.Val
 		case "item_id":
-			e.itemID = m.val
+			e.itemID = m.Val
 		case "name":
-			e.name = m.val
+			e.name = m.Val
 		case "sequence_number":
-			e.seq = m.val
+			e.seq = m.Val
 		case "delta":
-			e.delta = m.val
+			e.delta = m.Val
 		case "arguments":
-			e.arguments = m.val
+			e.arguments = m.Val
 		case "input":
-			e.input = m.val
+			e.input = m.Val
 		}
 	}
-	typ, ok := stringValue(e.typ)
+	typ, ok := jsonscan.StringValue(e.typ)
 	if !ok {
-		typ = jsonView(ev.Name)
+		typ = jsonscan.View(ev.Name)
 	}
 	e.event = typ
 	e.seqNum, e.numbered = sequenceNumber(e.seq)
@@ -207,9 +209,9 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		return append(dst, ev.Raw...)
 	}
 	seq, numbered := e.seqNum, e.numbered
-	itemFields := readObject(e.item, "type", "id", "call_id", "name")
-	itemID, _ := stringValue(itemFields[1])
-	eventItemID, _ := stringValue(e.itemID)
+	itemFields := jsonscan.ReadObject(e.item, "type", "id", "call_id", "name")
+	itemID, _ := jsonscan.StringValue(itemFields[1])
+	eventItemID, _ := jsonscan.StringValue(e.itemID)
 	if len(f.refused) > 0 && r.withheld(e.outputIndex, eventItemID, itemID) {
 		if numbered {
 			r.offset--
@@ -232,8 +234,8 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 	case "error":
 		f.dropHeld(func(int, *heldCall) bool { return true }) // the reply failed
 	case "response.output_item.added", "response.output_item.done":
-		itype, _ := stringValue(itemFields[0])
-		ci, isCall := lookupCallItem(itype, isStringRaw(itemFields[2]))
+		itype, _ := jsonscan.StringValue(itemFields[0])
+		ci, isCall := lookupCallItem(itype, jsonscan.IsStringRaw(itemFields[2]))
 		if !isCall {
 			break
 		}
@@ -242,8 +244,8 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 			at = -1 // the decoder takes an added item with a new id for a new call
 		}
 		// The decoder passes over a done item cut short: it opens no call.
-		status := memberRaw(e.item, "status")
-		opens := typ == "response.output_item.added" || status == "" || isString(status, "completed")
+		status := jsonscan.MemberRaw(e.item, "status")
+		opens := typ == "response.output_item.added" || status == "" || jsonscan.IsString(status, "completed")
 		call := ToolCall{
 			Index: gjsonInt(e.outputIndex), Type: ci.typ, ID: gjsonText(itemFields[2]),
 			ItemID: itemID, Name: ci.callName(itemFields[3]), Server: ci.hosted,
@@ -263,19 +265,19 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 			call.Type, call.Server = "mcp_call", true
 		}
 		if strings.HasSuffix(typ, ".done") {
-			call.Name, _ = stringValue(e.name)
+			call.Name, _ = jsonscan.StringValue(e.name)
 		}
 		if out, done := f.responsesCall(dst, ev, r.find(eventItemID, e.outputIndex), call, false, true, &e); done {
 			return out
 		}
 	}
 	changed := false
-	if isObject(e.response) {
+	if jsonscan.IsObject(e.response) {
 		final := typ == "response.completed" || typ == "response.incomplete" || typ == "response.failed"
 		r.plan = r.plan[:0]
-		for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
-			if m.name() == "response" && isObject(m.val) {
-				changed = f.responsesPlanOutput(m.val, final) || changed
+		for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
+			if m.Name() == "response" && jsonscan.IsObject(m.Val) {
+				changed = f.responsesPlanOutput(m.Val, final) || changed
 			}
 		}
 		// Items delivered in another order than they came are listed in
@@ -288,32 +290,32 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		return append(dst, ev.Raw...)
 	}
 	next := 0
-	f.scratch = filterObject(f.scratch[:0], js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		switch m.name() {
+	f.scratch = filterObject(f.scratch[:0], js, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
+		switch m.Name() {
 		case "sequence_number":
-			if n, ok := sequenceNumber(m.val); ok && r.offset != 0 {
+			if n, ok := sequenceNumber(m.Val); ok && r.offset != 0 {
 				return strconv.AppendInt(dst, n+r.offset, 10), filterReplace
 			}
 		case "output_index":
-			if oi != out && isNumber(m.val) {
+			if oi != out && jsonscan.IsNumber(m.Val) {
 				return strconv.AppendInt(dst, int64(out), 10), filterReplace
 			}
 		case "response":
-			if changed && isObject(m.val) {
-				return f.responsesEditOutput(dst, m.val, &next), filterReplace
+			if changed && jsonscan.IsObject(m.Val) {
+				return f.responsesEditOutput(dst, m.Val, &next), filterReplace
 			}
 		}
 		return dst, filterKeep
 	}, nil)
 	r.delivered(seq+r.offset, numbered)
-	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), f.scratch)
 }
 
 // responsesOut reads the output index raw names (in) and gives the one the
 // client sees for an event delivered now (out); both are -1 when raw is no
 // index, and they are equal without Hold.
 func (f *CallFilter) responsesOut(raw string) (in, out int) {
-	oi, ok := memberIndex(jsonMember{val: raw})
+	oi, ok := memberIndex(jsonscan.Member{Val: raw})
 	if !ok {
 		return -1, -1
 	}
@@ -338,7 +340,7 @@ func responsesCallEvent(typ string) bool {
 // sequenceNumber reads a sequence_number: an integer written in decimal.
 // Anything else is left as it came.
 func sequenceNumber(raw string) (int64, bool) {
-	if raw == "" || !isNumber(raw) {
+	if raw == "" || !jsonscan.IsNumber(raw) {
 		return 0, false // ParseInt's error would cost an allocation per event
 	}
 	n, err := strconv.ParseInt(raw, 10, 64)
@@ -484,13 +486,13 @@ func (f *CallFilter) responsesMessageEvents(dst []byte, ev *sse.Event, pos int, 
 func (f *CallFilter) responsesPlanOutput(resp string, final bool) bool {
 	r := &f.responses
 	changed := false
-	for m, next, ok := nextMember(resp, objectStart(resp)); ok; m, next, ok = nextMember(resp, next) {
-		if m.name() != "output" {
+	for m, next, ok := jsonscan.NextMember(resp, jsonscan.ObjectStart(resp)); ok; m, next, ok = jsonscan.NextMember(resp, next) {
+		if m.Name() != "output" {
 			continue
 		}
-		it := newArrayIter(m.val)
+		it := jsonscan.NewArrayIter(m.Val)
 		for pos := 0; ; pos++ {
-			item, ok := it.next()
+			item, ok := it.Next()
 			if !ok {
 				break
 			}
@@ -506,16 +508,16 @@ func (f *CallFilter) responsesPlanOutput(resp string, final bool) bool {
 // returns the refused call that replaces it, keepItem or dropItem.
 func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 	r := &f.responses
-	fields := readObject(item, "type", "id", "call_id", "name")
-	itype, _ := stringValue(fields[0])
-	ci, isCall := lookupCallItem(itype, isStringRaw(fields[2]))
+	fields := jsonscan.ReadObject(item, "type", "id", "call_id", "name")
+	itype, _ := jsonscan.StringValue(fields[0])
+	ci, isCall := lookupCallItem(itype, jsonscan.IsStringRaw(fields[2]))
 	if !isCall {
 		return keepItem
 	}
-	itemID, _ := stringValue(fields[1])
+	itemID, _ := jsonscan.StringValue(fields[1])
 	name := ci.callName(fields[3])
-	status := memberRaw(item, "status")
-	opens := final && (status == "" || isString(status, "completed"))
+	status := jsonscan.MemberRaw(item, "status")
+	opens := final && (status == "" || jsonscan.IsString(status, "completed"))
 	// The decoder pairs an item with a call by its id, else by its place.
 	// Once Hold moved places, the place no longer says which call the
 	// decoder pairs it with: an item without its call's id is judged as
@@ -553,14 +555,14 @@ func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 // output replaced as planned; next is the plan entry its first item takes.
 func (f *CallFilter) responsesEditOutput(dst []byte, resp string, next *int) []byte {
 	r := &f.responses
-	return filterObject(dst, resp, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		if m.name() != "output" || !isJSONArray(m.val) {
+	return filterObject(dst, resp, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
+		if m.Name() != "output" || !isJSONArray(m.Val) {
 			return dst, filterKeep
 		}
 		if f.hold.on && r.pos.moved() {
-			return f.responsesReorderOutput(dst, m.val, next), filterReplace
+			return f.responsesReorderOutput(dst, m.Val, next), filterReplace
 		}
-		dst, _, _ = filterArray(dst, m.val, func(dst []byte, item string) ([]byte, filterAction) {
+		dst, _, _ = filterArray(dst, m.Val, func(dst []byte, item string) ([]byte, filterAction) {
 			replace := r.plan[*next]
 			*next++
 			switch replace {
@@ -577,8 +579,8 @@ func (f *CallFilter) responsesEditOutput(dst []byte, resp string, next *int) []b
 
 // responsesBody rewrites a whole Response; nil when nothing changes.
 func (f *CallFilter) responsesBody(js string) []byte {
-	fields := readObject(js, "error", "status")
-	if isObject(fields[0]) && fields[1] == "" {
+	fields := jsonscan.ReadObject(js, "error", "status")
+	if jsonscan.IsObject(fields[0]) && fields[1] == "" {
 		return nil // an error body
 	}
 	f.responses.plan = f.responses.plan[:0]

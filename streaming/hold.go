@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"gatekeeper/streaming/sse"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Holding client tool calls until they are safe to deliver.
@@ -365,8 +367,8 @@ func (f *CallFilter) appendRenumbered(dst []byte, e *heldEvent, key string, pos 
 	}
 	// A held event was read by a Reader and is valid JSON: it reads again.
 	_ = sse.Each(f.hold.bytes(e.raw), fn)
-	f.scratch = renumber(f.scratch[:0], jsonView(ev.Data), key, pos, seq, numbered)
-	return sse.AppendFrame(dst, jsonView(ev.Name), f.scratch)
+	f.scratch = renumber(f.scratch[:0], jsonscan.View(ev.Data), key, pos, seq, numbered)
+	return sse.AppendFrame(dst, jsonscan.View(ev.Name), f.scratch)
 }
 
 // positions renumbers content positions (Anthropic block indices, Responses
@@ -470,11 +472,11 @@ func (p *positions) skippedBefore(in int) int {
 // members named key set to pos, when pos >= 0, and its sequence_number
 // members set to seq, when numbered. Only numbers are replaced.
 func renumber(dst []byte, js, key string, pos int, seq int64, numbered bool) []byte {
-	return filterObject(dst, js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		if !isNumber(m.val) {
+	return filterObject(dst, js, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
+		if !jsonscan.IsNumber(m.Val) {
 			return dst, filterKeep
 		}
-		switch n := m.name(); {
+		switch n := m.Name(); {
 		case pos >= 0 && n == key:
 			return strconv.AppendInt(dst, int64(pos), 10), filterReplace
 		case numbered && n == "sequence_number":

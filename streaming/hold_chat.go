@@ -7,6 +7,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Holding Chat Completions calls: the tool_calls elements of a choice wait
@@ -89,8 +91,8 @@ func (c *chatCallFilter) keepElement(ep chatElemPlan, el string, legacy bool) {
 
 // chatRenumber writes a tool_calls element with the index out.
 func chatRenumber(dst []byte, el string, out int) []byte {
-	return filterObject(dst, el, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		if m.name() == "index" && isNumber(m.val) {
+	return filterObject(dst, el, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
+		if m.Name() == "index" && jsonscan.IsNumber(m.Val) {
 			return strconv.AppendInt(dst, int64(out), 10), filterReplace
 		}
 		return dst, filterKeep
@@ -152,7 +154,7 @@ func (f *CallFilter) chatHoldEvent(dst []byte, ev *sse.Event, js string, p *chat
 	switch {
 	case wholly:
 	case p.changed:
-		dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonView(ev.Name), c.edited)
+		dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), c.edited)
 		dst = f.chatExtraChunks(dst, ev, js, p)
 	default:
 		dst = append(dst, ev.Raw...)
@@ -207,6 +209,6 @@ func (f *CallFilter) chatKeepChunks(ev *sse.Event, js string) {
 			n++
 		}
 		f.scratch = append(b, "}}]}"...)
-		f.hold.keepFramed(e.call, jsonView(ev.Name), f.scratch)
+		f.hold.keepFramed(e.call, jsonscan.View(ev.Name), f.scratch)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Holding OpenAI Responses calls: the events of a client call item
@@ -32,14 +34,14 @@ func (f *CallFilter) responsesHoldCall(dst []byte, ev *sse.Event, call ToolCall,
 	c := h.addCall(call, -1)
 	hc := &h.calls[c]
 	hc.freeText = ci.freeText
-	if oi, ok := memberIndex(jsonMember{val: e.outputIndex}); ok {
+	if oi, ok := memberIndex(jsonscan.Member{Val: e.outputIndex}); ok {
 		hc.indexed = true
 		r.pos.hold(oi)
 	}
 	if e.event == "response.output_item.added" {
 		// As the decoder, take the arguments a new item comes with: a
 		// string only; an object input comes whole with the done item.
-		hc.args = appendJSONString(hc.args, ci.inputRaw(e.item))
+		hc.args = jsonscan.AppendDecoded(hc.args, ci.inputRaw(e.item))
 	}
 	if opens {
 		at := r.add(call.Index, call.ItemID, -1, false)
@@ -71,7 +73,7 @@ func (f *CallFilter) responsesKeep(dst []byte, ev *sse.Event, c int, e *response
 		// item gives the whole arguments and ends the call.
 		switch e.event {
 		case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
-			call.args = appendJSONString(grow(call.args, len(e.delta)), e.delta)
+			call.args = jsonscan.AppendDecoded(grow(call.args, len(e.delta)), e.delta)
 		case "response.function_call_arguments.done":
 			call.args, call.closed = appendArgsRaw(call.args[:0], e.arguments), true
 		case "response.custom_tool_call_input.done":
@@ -81,7 +83,7 @@ func (f *CallFilter) responsesKeep(dst []byte, ev *sse.Event, c int, e *response
 		}
 	}
 	pos := -1
-	if oi, ok := memberIndex(jsonMember{val: e.outputIndex}); ok {
+	if oi, ok := memberIndex(jsonscan.Member{Val: e.outputIndex}); ok {
 		pos = oi
 	}
 	h.keep(c, ev, pos, e.seqNum, e.numbered)
@@ -91,12 +93,12 @@ func (f *CallFilter) responsesKeep(dst []byte, ev *sse.Event, c int, e *response
 // responsesCloseItem ends a held call with a done item, unless the item
 // was cut short: as the decoder, it takes only a completed one.
 func (f *CallFilter) responsesCloseItem(call *heldCall, item string) {
-	fields := readObject(item, "type", "status", "call_id")
-	if fields[1] != "" && !isString(fields[1], "completed") {
+	fields := jsonscan.ReadObject(item, "type", "status", "call_id")
+	if fields[1] != "" && !jsonscan.IsString(fields[1], "completed") {
 		return
 	}
-	itype, _ := stringValue(fields[0])
-	ci, ok := lookupCallItem(itype, isStringRaw(fields[2]))
+	itype, _ := jsonscan.StringValue(fields[0])
+	ci, ok := lookupCallItem(itype, jsonscan.IsStringRaw(fields[2]))
 	if !ok {
 		// The decoder completes the call it pairs with an item only when
 		// that item is a call.
@@ -113,19 +115,19 @@ func (f *CallFilter) responsesCloseItem(call *heldCall, item string) {
 // tool: the filter then refuses the item.
 func (f *CallFilter) responsesCloseFromOutput(output string) {
 	r := &f.responses
-	it := newArrayIter(output)
+	it := jsonscan.NewArrayIter(output)
 	for {
-		item, ok := it.next()
+		item, ok := it.Next()
 		if !ok {
 			return
 		}
-		fields := readObject(item, "type", "id", "name", "call_id")
-		itype, _ := stringValue(fields[0])
-		ci, isCall := lookupCallItem(itype, isStringRaw(fields[3]))
+		fields := jsonscan.ReadObject(item, "type", "id", "name", "call_id")
+		itype, _ := jsonscan.StringValue(fields[0])
+		ci, isCall := lookupCallItem(itype, jsonscan.IsStringRaw(fields[3]))
 		if !isCall {
 			continue
 		}
-		itemID, _ := stringValue(fields[1])
+		itemID, _ := jsonscan.StringValue(fields[1])
 		at := r.findAt(itemID, 0, false)
 		if itemID == "" || at < 0 || r.calls[at].held < 0 || f.renames(ci.callName(fields[2])) {
 			continue
@@ -155,10 +157,10 @@ func (f *CallFilter) responsesDroppedItem(itemID string) bool {
 // string decoded, an object or array as written.
 func appendArgsRaw(dst []byte, raw string) []byte {
 	dst = grow(dst, len(raw))
-	if isStringRaw(raw) {
-		return appendJSONString(dst, raw)
+	if jsonscan.IsStringRaw(raw) {
+		return jsonscan.AppendDecoded(dst, raw)
 	}
-	if isObject(raw) || isJSONArray(raw) {
+	if jsonscan.IsObject(raw) || isJSONArray(raw) {
 		return append(dst, raw...)
 	}
 	return dst
@@ -169,8 +171,8 @@ func appendArgsRaw(dst []byte, raw string) []byte {
 func (f *CallFilter) responsesRelease(dst []byte, ev *sse.Event, e *responsesFields) []byte {
 	r := &f.responses
 	h := &f.hold
-	if isObject(e.response) {
-		f.responsesCloseFromOutput(memberRaw(e.response, "output"))
+	if jsonscan.IsObject(e.response) {
+		f.responsesCloseFromOutput(jsonscan.MemberRaw(e.response, "output"))
 	}
 	cut := e.event == "response.incomplete" && gjson.Get(e.response, "incomplete_details.reason").Str == "max_output_tokens"
 	last := h.last(nil)
@@ -236,9 +238,9 @@ type placedItem struct {
 func (f *CallFilter) responsesReorderOutput(dst []byte, arr string, next *int) []byte {
 	r := &f.responses
 	r.order = r.order[:0]
-	it := newArrayIter(arr)
+	it := jsonscan.NewArrayIter(arr)
 	for pos := 0; ; pos++ {
-		item, ok := it.next()
+		item, ok := it.Next()
 		if !ok {
 			break
 		}

@@ -8,6 +8,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Rendering a whole reply as a stream.
@@ -63,10 +65,10 @@ func RenderSSE(api API, body []byte) ([]byte, error) {
 
 // event builds one event's JSON: {"type":typ, members...}.
 func eventJSON(typ string, members ...rawMember) []byte {
-	b := appendJSONQuoted([]byte(`{"type":`), typ)
+	b := jsonscan.AppendQuoted([]byte(`{"type":`), typ)
 	for _, m := range members {
 		b = append(b, ',')
-		b = appendJSONQuoted(b, m.key)
+		b = jsonscan.AppendQuoted(b, m.key)
 		b = append(append(b, ':'), m.val...)
 	}
 	return append(b, '}')
@@ -105,7 +107,7 @@ func renderAnthropic(s string, r gjson.Result) []byte {
 		out = sse.AppendFrame(out, typ, eventJSON(typ, members...))
 	}
 	usage := r.Get("usage").Raw
-	if !isObject(usage) {
+	if !jsonscan.IsObject(usage) {
 		usage = `{"input_tokens":0,"output_tokens":0}`
 	}
 	start := setMembers(nil, s,
@@ -178,7 +180,7 @@ func renderChat(r gjson.Result) []byte {
 	chunk := func(choices string, extra ...rawMember) {
 		b := []byte(`{"object":"chat.completion.chunk"`)
 		for _, m := range append(head[:len(head):len(head)], extra...) {
-			b = appendJSONQuoted(append(b, ','), m.key)
+			b = jsonscan.AppendQuoted(append(b, ','), m.key)
 			b = append(append(b, ':'), m.val...)
 		}
 		b = append(append(append(b, `,"choices":`...), choices...), '}')

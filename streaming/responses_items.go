@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // The Responses output items that are calls, in one table. The decoder, the
@@ -118,15 +120,15 @@ func (it responsesItem) inputRaw(item string) string {
 	if it.input == "" {
 		return item
 	}
-	return memberRaw(item, it.input)
+	return jsonscan.MemberRaw(item, it.input)
 }
 
 // answerText answers with the text as the output string.
 func answerText(typ, idKey string) func(dst []byte, callID, text string) []byte {
 	return func(dst []byte, callID, text string) []byte {
-		dst = appendJSONQuoted(append(dst, `{"type":`...), typ)
-		dst = appendJSONQuoted(append(append(append(dst, `,"`...), idKey...), `":`...), callID)
-		dst = appendJSONQuoted(append(dst, `,"output":`...), text)
+		dst = jsonscan.AppendQuoted(append(dst, `{"type":`...), typ)
+		dst = jsonscan.AppendQuoted(append(append(append(dst, `,"`...), idKey...), `":`...), callID)
+		dst = jsonscan.AppendQuoted(append(dst, `,"output":`...), text)
 		return append(dst, '}')
 	}
 }
@@ -134,15 +136,15 @@ func answerText(typ, idKey string) func(dst []byte, callID, text string) []byte 
 // answerShell answers a shell call as a command that failed with the text
 // on its standard error.
 func answerShell(dst []byte, callID, text string) []byte {
-	dst = appendJSONQuoted(append(dst, `{"type":"shell_call_output","call_id":`...), callID)
-	dst = appendJSONQuoted(append(dst, `,"output":[{"stdout":"","stderr":`...), text)
+	dst = jsonscan.AppendQuoted(append(dst, `{"type":"shell_call_output","call_id":`...), callID)
+	dst = jsonscan.AppendQuoted(append(dst, `,"output":[{"stdout":"","stderr":`...), text)
 	return append(dst, `,"outcome":{"type":"exit","exit_code":1}}]}`...)
 }
 
 // answerPatch answers a patch as failed, the text saying why.
 func answerPatch(dst []byte, callID, text string) []byte {
-	dst = appendJSONQuoted(append(dst, `{"type":"apply_patch_call_output","call_id":`...), callID)
-	dst = appendJSONQuoted(append(dst, `,"status":"failed","output":`...), text)
+	dst = jsonscan.AppendQuoted(append(dst, `{"type":"apply_patch_call_output","call_id":`...), callID)
+	dst = jsonscan.AppendQuoted(append(dst, `,"status":"failed","output":`...), text)
 	return append(dst, '}')
 }
 
@@ -152,8 +154,8 @@ const blankScreenshot = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABC
 // answerComputer answers a computer action, whose output can only be a
 // screenshot, with a blank one, and the text as a user message after it.
 func answerComputer(dst []byte, callID, text string) []byte {
-	dst = appendJSONQuoted(append(dst, `{"type":"computer_call_output","call_id":`...), callID)
+	dst = jsonscan.AppendQuoted(append(dst, `{"type":"computer_call_output","call_id":`...), callID)
 	dst = append(dst, `,"output":{"type":"computer_screenshot","image_url":"`+blankScreenshot+`"}},`...)
-	dst = appendJSONQuoted(append(dst, `{"type":"message","role":"user","content":[{"type":"input_text","text":`...), text)
+	dst = jsonscan.AppendQuoted(append(dst, `{"type":"message","role":"user","content":[{"type":"input_text","text":`...), text)
 	return append(dst, `}]}`...)
 }

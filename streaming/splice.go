@@ -7,6 +7,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Joining a reply and its continuation into one.
@@ -281,7 +283,7 @@ func responsesSplicedResponse(fr, cr string) []byte {
 		}
 	}
 	fu, cu := gjson.Get(fr, "usage").Raw, gjson.Get(cr, "usage").Raw
-	if u := sumUsage(fu, cu); isObject(u) {
+	if u := sumUsage(fu, cu); jsonscan.IsObject(u) {
 		set = append(set, rawMember{"usage", u})
 	}
 	return setMembers(nil, fr, set...)
@@ -405,7 +407,7 @@ func spliceChatJSON(fs, cs string) []byte {
 		choices = append(choices, string(choice))
 	}
 	set := []rawMember{{"choices", "[" + strings.Join(choices, ",") + "]"}}
-	if u := sumUsage(gjson.Get(fs, "usage").Raw, gjson.Get(cs, "usage").Raw); isObject(u) {
+	if u := sumUsage(gjson.Get(fs, "usage").Raw, gjson.Get(cs, "usage").Raw); jsonscan.IsObject(u) {
 		set = append(set, rawMember{"usage", u})
 	}
 	return setMembers(nil, fs, set...)
