@@ -1,0 +1,58 @@
+package anthropic
+
+import "gatekeeper/streaming"
+
+// Dialect is the Anthropic Messages API.
+type Dialect struct{}
+
+var _ streaming.Dialect = Dialect{}
+
+// API is streaming.APIAnthropic.
+func (Dialect) API() streaming.API { return streaming.APIAnthropic }
+
+func (Dialect) NewDecoder() streaming.Decoder {
+	d, _ := streaming.NewDecoder(streaming.APIAnthropic)
+	return d
+}
+
+func (Dialect) DecodeJSON(body []byte) (*streaming.Result, error) {
+	return streaming.DecodeJSON(streaming.APIAnthropic, body)
+}
+
+func (Dialect) ReadExtras(x *streaming.Extras, data []byte) { x.Read(streaming.APIAnthropic, data) }
+
+func (Dialect) ParseRequest(body []byte) (*streaming.Request, error) {
+	return streaming.ParseRequest(streaming.APIAnthropic, body)
+}
+
+func (Dialect) AppendNotice(body []byte, text string) ([]byte, error) {
+	return streaming.AppendNotice(streaming.APIAnthropic, body, text)
+}
+
+func (Dialect) RestrictTools(body []byte, keep func(name string) bool) ([]byte, []string, error) {
+	return streaming.RestrictTools(streaming.APIAnthropic, body, keep)
+}
+
+func (Dialect) NewCallFilter(allow func(name string) bool, refusal func(call streaming.ToolCall) string) (*streaming.CallFilter, error) {
+	return streaming.NewCallFilter(streaming.APIAnthropic, allow, refusal)
+}
+
+func (Dialect) AssembleJSON(stream []byte) ([]byte, error) {
+	return streaming.AssembleJSON(streaming.APIAnthropic, stream)
+}
+
+func (Dialect) RenderSSE(body []byte) ([]byte, error) {
+	return streaming.RenderSSE(streaming.APIAnthropic, body)
+}
+
+func (Dialect) Continuation(request, reply []byte, streamed bool, results map[string][]byte) ([]byte, error) {
+	return streaming.Continuation(streaming.APIAnthropic, request, reply, streamed, results)
+}
+
+func (Dialect) SpliceStream(first, cont []byte) ([]byte, error) {
+	return streaming.SpliceStream(streaming.APIAnthropic, first, cont)
+}
+
+func (Dialect) SpliceJSON(first, cont []byte) ([]byte, error) {
+	return streaming.SpliceJSON(streaming.APIAnthropic, first, cont)
+}

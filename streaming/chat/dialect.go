@@ -1,0 +1,58 @@
+package chat
+
+import "gatekeeper/streaming"
+
+// Dialect is the OpenAI Chat Completions API (and compatible providers).
+type Dialect struct{}
+
+var _ streaming.Dialect = Dialect{}
+
+// API is streaming.APIChat.
+func (Dialect) API() streaming.API { return streaming.APIChat }
+
+func (Dialect) NewDecoder() streaming.Decoder {
+	d, _ := streaming.NewDecoder(streaming.APIChat)
+	return d
+}
+
+func (Dialect) DecodeJSON(body []byte) (*streaming.Result, error) {
+	return streaming.DecodeJSON(streaming.APIChat, body)
+}
+
+func (Dialect) ReadExtras(x *streaming.Extras, data []byte) { x.Read(streaming.APIChat, data) }
+
+func (Dialect) ParseRequest(body []byte) (*streaming.Request, error) {
+	return streaming.ParseRequest(streaming.APIChat, body)
+}
+
+func (Dialect) AppendNotice(body []byte, text string) ([]byte, error) {
+	return streaming.AppendNotice(streaming.APIChat, body, text)
+}
+
+func (Dialect) RestrictTools(body []byte, keep func(name string) bool) ([]byte, []string, error) {
+	return streaming.RestrictTools(streaming.APIChat, body, keep)
+}
+
+func (Dialect) NewCallFilter(allow func(name string) bool, refusal func(call streaming.ToolCall) string) (*streaming.CallFilter, error) {
+	return streaming.NewCallFilter(streaming.APIChat, allow, refusal)
+}
+
+func (Dialect) AssembleJSON(stream []byte) ([]byte, error) {
+	return streaming.AssembleJSON(streaming.APIChat, stream)
+}
+
+func (Dialect) RenderSSE(body []byte) ([]byte, error) {
+	return streaming.RenderSSE(streaming.APIChat, body)
+}
+
+func (Dialect) Continuation(request, reply []byte, streamed bool, results map[string][]byte) ([]byte, error) {
+	return streaming.Continuation(streaming.APIChat, request, reply, streamed, results)
+}
+
+func (Dialect) SpliceStream(first, cont []byte) ([]byte, error) {
+	return streaming.SpliceStream(streaming.APIChat, first, cont)
+}
+
+func (Dialect) SpliceJSON(first, cont []byte) ([]byte, error) {
+	return streaming.SpliceJSON(streaming.APIChat, first, cont)
+}

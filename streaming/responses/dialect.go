@@ -1,0 +1,58 @@
+package responses
+
+import "gatekeeper/streaming"
+
+// Dialect is the OpenAI Responses API.
+type Dialect struct{}
+
+var _ streaming.Dialect = Dialect{}
+
+// API is streaming.APIResponses.
+func (Dialect) API() streaming.API { return streaming.APIResponses }
+
+func (Dialect) NewDecoder() streaming.Decoder {
+	d, _ := streaming.NewDecoder(streaming.APIResponses)
+	return d
+}
+
+func (Dialect) DecodeJSON(body []byte) (*streaming.Result, error) {
+	return streaming.DecodeJSON(streaming.APIResponses, body)
+}
+
+func (Dialect) ReadExtras(x *streaming.Extras, data []byte) { x.Read(streaming.APIResponses, data) }
+
+func (Dialect) ParseRequest(body []byte) (*streaming.Request, error) {
+	return streaming.ParseRequest(streaming.APIResponses, body)
+}
+
+func (Dialect) AppendNotice(body []byte, text string) ([]byte, error) {
+	return streaming.AppendNotice(streaming.APIResponses, body, text)
+}
+
+func (Dialect) RestrictTools(body []byte, keep func(name string) bool) ([]byte, []string, error) {
+	return streaming.RestrictTools(streaming.APIResponses, body, keep)
+}
+
+func (Dialect) NewCallFilter(allow func(name string) bool, refusal func(call streaming.ToolCall) string) (*streaming.CallFilter, error) {
+	return streaming.NewCallFilter(streaming.APIResponses, allow, refusal)
+}
+
+func (Dialect) AssembleJSON(stream []byte) ([]byte, error) {
+	return streaming.AssembleJSON(streaming.APIResponses, stream)
+}
+
+func (Dialect) RenderSSE(body []byte) ([]byte, error) {
+	return streaming.RenderSSE(streaming.APIResponses, body)
+}
+
+func (Dialect) Continuation(request, reply []byte, streamed bool, results map[string][]byte) ([]byte, error) {
+	return streaming.Continuation(streaming.APIResponses, request, reply, streamed, results)
+}
+
+func (Dialect) SpliceStream(first, cont []byte) ([]byte, error) {
+	return streaming.SpliceStream(streaming.APIResponses, first, cont)
+}
+
+func (Dialect) SpliceJSON(first, cont []byte) ([]byte, error) {
+	return streaming.SpliceJSON(streaming.APIResponses, first, cont)
+}
