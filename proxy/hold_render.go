@@ -10,7 +10,6 @@ import (
 )
 
 // keepalive is what a held stream of api sends while it waits.
-func keepalive(api streaming.API) []byte { return dialectOf(api).keepalive }
 
 // errPrefixMismatch: the decided reply does not begin with what the
 // original client already received, so the rest cannot be appended.
@@ -27,7 +26,7 @@ func render(api streaming.API, hr *heldReply, c *holdClient) ([]byte, error) {
 	if !c.stream {
 		body := hr.body
 		if hr.streamed {
-			if body, err = streaming.AssembleJSON(api, hr.body); err != nil {
+			if body, err = streamOf(api).AssembleJSON(hr.body); err != nil {
 				return nil, err
 			}
 		}
@@ -38,7 +37,7 @@ func render(api streaming.API, hr *heldReply, c *holdClient) ([]byte, error) {
 	}
 	stream := hr.body
 	if !hr.streamed {
-		if stream, err = streaming.RenderSSE(api, hr.body); err != nil {
+		if stream, err = streamOf(api).RenderSSE(hr.body); err != nil {
 			return nil, err
 		}
 	}
@@ -88,7 +87,7 @@ func (hr *heldReply) filter(api streaming.API, c *holdClient) (*streaming.CallFi
 		}
 		return "[gatekeeper] The call to " + tc.Name + " was not delivered."
 	}
-	f, err := streaming.NewCallFilter(api, allow, refusal)
+	f, err := streamOf(api).NewCallFilter(allow, refusal)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +100,7 @@ func (hr *heldReply) filter(api streaming.API, c *holdClient) (*streaming.CallFi
 // errorEvent is a provider error event that ends a stream whose client
 // has nothing of the reply yet (a re-attached retry).
 func errorEvent(api streaming.API, typ, msg string) []byte {
-	f, err := streaming.NewCallFilter(api, allowAll, func(streaming.ToolCall) string { return "" })
+	f, err := streamOf(api).NewCallFilter(allowAll, func(streaming.ToolCall) string { return "" })
 	if err != nil {
 		return nil
 	}

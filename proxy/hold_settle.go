@@ -137,12 +137,9 @@ func (s *Server) decideHold(ctx context.Context, h *approvals.Hold, reqs []*appr
 // decodeReply decodes a held reply.
 func decodeReply(api streaming.API, reply []byte, streamed bool) (*streaming.Result, error) {
 	if !streamed {
-		return streaming.DecodeJSON(api, reply)
+		return streamOf(api).DecodeJSON(reply)
 	}
-	dec, err := streaming.NewDecoder(api)
-	if err != nil {
-		return nil, err
-	}
+	dec := streamOf(api).NewDecoder()
 	if err := sse.Each(reply, func(ev *sse.Event) error { dec.Decode(ev, nil); return nil }); err != nil {
 		return nil, err
 	}
@@ -330,9 +327,9 @@ func (s *Server) heldBase(ctx context.Context, h *approvals.Hold) ([]byte, error
 
 func splice(api streaming.API, streamed bool, first, cont []byte) ([]byte, error) {
 	if streamed {
-		return streaming.SpliceStream(api, first, cont)
+		return streamOf(api).SpliceStream(first, cont)
 	}
-	return streaming.SpliceJSON(api, first, cont)
+	return streamOf(api).SpliceJSON(first, cont)
 }
 
 // refusalText replaces a refused call in the reply (on_refusal end_turn).

@@ -12,6 +12,8 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/meter"
 	"gatekeeper/streaming/sse"
+
+	"gatekeeper/streaming"
 )
 
 // Error type of a gated call refused where no reply can carry the refusal
@@ -38,7 +40,7 @@ type heldStream struct {
 	phase heldPhase
 	gated []gatedCall
 	hold  *approvals.Hold
-	alive aliveTracker // what the keepalive of the held stream is
+	alive streaming.Keepalive // what the keepalive of the held stream is
 }
 
 // keep adds an event's bytes to the held reply, within limit.
@@ -78,7 +80,7 @@ func (b *sseBody) takeHeld(ev *sse.Event) error {
 	}
 	mark := len(b.out)
 	b.forward(ev)
-	h.alive.forwarded(b.t.req.api, ev, b.dec.Result())
+	h.alive.Forwarded(ev, b.dec.Result())
 	h.sent += len(b.out) - mark
 	h.sum = crc32.Update(h.sum, crc32.IEEETable, b.out[mark:])
 	return nil
@@ -132,7 +134,7 @@ func (b *sseBody) holdRead() {
 			return
 		}
 		h.hold, h.phase, h.raw = hold, phaseWait, nil
-		b.out = append(b.out, h.alive.keepalive(t.req.api)...)
+		b.out = append(b.out, h.alive.Event()...)
 	case phaseWait:
 		reqs, done, err := t.s.holdStep(t.ctx, h.hold, t.s.esc.keepalive)
 		var stopped *errRunStopped
@@ -147,7 +149,7 @@ func (b *sseBody) holdRead() {
 			// for a retry. The connection is dropped, never ended cleanly.
 			h.phase, b.err = phaseDone, err
 		case !done:
-			b.out = append(b.out, h.alive.keepalive(t.req.api)...)
+			b.out = append(b.out, h.alive.Event()...)
 		default:
 			b.release(reqs)
 		}
@@ -176,7 +178,7 @@ func (b *sseBody) release(reqs []*approvals.Request) {
 	if hr.next != nil {
 		// The continuation made a gated call of its own: held again.
 		h.hold, h.phase = hr.next, phaseWait
-		b.out = append(b.out, h.alive.keepalive(t.req.api)...)
+		b.out = append(b.out, h.alive.Event()...)
 		return
 	}
 	out, err := render(t.req.api, hr, c)

@@ -91,7 +91,7 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 			return
 		case !done:
 			if c.stream {
-				if _, err := w.Write(keepalive(api)); err != nil {
+				if _, err := w.Write(streamOf(api).NewKeepalive().Event()); err != nil {
 					return
 				}
 				_ = rc.Flush()
@@ -160,7 +160,7 @@ func (t *turn) holdJSON(resp *http.Response) error {
 		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		return nil
 	}
-	res, derr := streaming.DecodeJSON(t.req.api, raw)
+	res, derr := streamOf(t.req.api).DecodeJSON(raw)
 	if derr != nil {
 		return pass(raw)
 	}

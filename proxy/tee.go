@@ -73,7 +73,7 @@ func (b *sseBody) Read(p []byte) (int, error) {
 // take decodes one event as the provider sent it (the meter needs its
 // usage) and queues what the agent receives of it.
 func (b *sseBody) take(ev *sse.Event) error {
-	b.t.extras.Read(b.t.req.api, ev.Data)
+	streamOf(b.t.req.api).ReadExtras(&b.t.extras, ev.Data)
 	if b.held != nil {
 		return b.takeHeld(ev)
 	}
@@ -222,9 +222,9 @@ func (b *jsonBody) record() {
 		return
 	}
 	res := &streaming.Result{}
-	t.extras.Read(t.req.api, b.buf)
+	streamOf(t.req.api).ReadExtras(&t.extras, b.buf)
 	if !b.over && cause == nil {
-		if r, derr := streaming.DecodeJSON(t.req.api, b.buf); derr == nil {
+		if r, derr := streamOf(t.req.api).DecodeJSON(b.buf); derr == nil {
 			res = r
 		} else {
 			cause = derr
@@ -236,7 +236,7 @@ func (b *jsonBody) record() {
 // upstreamErrorDetail picks the provider's error type out of an error body
 // for the event log; the body itself reaches the agent unchanged.
 func upstreamErrorDetail(api streaming.API, body []byte) string {
-	if res, err := streaming.DecodeJSON(api, body); err == nil && len(res.Errors) > 0 {
+	if res, err := streamOf(api).DecodeJSON(body); err == nil && len(res.Errors) > 0 {
 		return res.Errors[0].Type + ": " + res.Errors[0].Message
 	}
 	return ""
