@@ -8,6 +8,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/streaming/internal/jsonscan"
+
+	"gatekeeper/streaming/internal/callitems"
 )
 
 // Continuing a reply whose calls were refused.
@@ -40,7 +42,8 @@ var ErrNoToolResult = errors.New("streaming: no result for a tool call")
 // command with the result on stderr, a patch's a failed patch, a computer
 // action's a blank screenshot followed by a user message with the result);
 // an "input" string becomes [{"role":"user","content":<the string>}] first.
-func Continuation(api API, request, reply []byte, streamed bool, results map[string][]byte) ([]byte, error) {
+func Continuation(d Dialect, request, reply []byte, streamed bool, results map[string][]byte) ([]byte, error) {
+	api := d.API()
 	switch api {
 	case APIAnthropic, APIChat, APIResponses:
 	default:
@@ -53,11 +56,11 @@ func Continuation(api API, request, reply []byte, streamed bool, results map[str
 			return nil, err
 		}
 	}
-	js, err := replyObject(api, body)
+	js, err := ReplyObject(api, body)
 	if err != nil {
 		return nil, err
 	}
-	res, err := DecodeJSON(api, body)
+	res, err := d.DecodeJSON(body)
 	if err != nil {
 		return nil, err
 	}
@@ -151,11 +154,11 @@ func responsesContinuation(reply gjson.Result, calls []ToolCall, answers []strin
 		items = append(items, it.Raw)
 	}
 	for i, tc := range calls {
-		ci, _ := lookupCallItem(tc.Type, true)
-		if ci.answer == nil {
-			ci, _ = lookupCallItem("function_call", true)
+		ci, _ := callitems.Lookup(tc.Type, true)
+		if ci.Answer == nil {
+			ci, _ = callitems.Lookup("function_call", true)
 		}
-		items = append(items, string(ci.answer(nil, tc.ID, answers[i])))
+		items = append(items, string(ci.Answer(nil, tc.ID, answers[i])))
 	}
 	return items
 }

@@ -79,46 +79,6 @@ func (e *streamEvent) jsonEvent(api API) (js string, ok bool, err error) {
 	return e.data, true, nil
 }
 
-// rawMember is a member to set on an object: key as written (no quotes),
-// and a valid JSON value.
-type rawMember struct{ key, val string }
-
-// setMembers returns the JSON object obj (valid JSON) with every member
-// named in set given its value, each in place (a duplicate key takes the
-// same value), and the members obj lacks added at its end in set's order.
-// Members whose val is empty are removed instead.
-func setMembers(dst []byte, obj string, set ...rawMember) []byte {
-	seen := make([]bool, len(set))
-	return filterObject(dst, obj, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
-		for i, s := range set {
-			if jsonscan.KeyEqual(m.Key, s.key) {
-				seen[i] = true
-				if s.val == "" {
-					return dst, filterDrop
-				}
-				return append(dst, s.val...), filterReplace
-			}
-		}
-		return dst, filterKeep
-	}, func(dst []byte, sep bool) []byte {
-		for i, s := range set {
-			if seen[i] || s.val == "" {
-				continue
-			}
-			if sep {
-				dst = append(dst, ',')
-			}
-			sep = true
-			dst = jsonscan.AppendQuoted(dst, s.key)
-			dst = append(append(dst, ':'), s.val...)
-		}
-		return dst
-	})
-}
-
-// quoted is s as a JSON string literal.
-func quoted(s string) string { return string(jsonscan.AppendQuoted(nil, s)) }
-
 // maxUsageDepth bounds the nesting sumUsage follows.
 const maxUsageDepth = 8
 

@@ -88,7 +88,7 @@ func (a *anthropicCallFilter) withheldAt(m jsonscan.Member) int {
 	if len(a.withheld) == 0 {
 		return -1
 	}
-	pos, ok := memberIndex(m)
+	pos, ok := jsonscan.MemberIndex(m)
 	if !ok {
 		return -1
 	}
@@ -109,7 +109,7 @@ func (f *CallFilter) anthropicPass(dst []byte, ev *sse.Event, index jsonscan.Mem
 	if !f.hold.on || index.Val == "" {
 		return append(dst, ev.Raw...)
 	}
-	pos, ok := memberIndex(index)
+	pos, ok := jsonscan.MemberIndex(index)
 	if !ok {
 		return append(dst, ev.Raw...)
 	}
@@ -128,7 +128,7 @@ func (f *CallFilter) anthropicHeldAt(m jsonscan.Member) int {
 	if len(f.hold.calls) == 0 {
 		return -1
 	}
-	pos, ok := memberIndex(m)
+	pos, ok := jsonscan.MemberIndex(m)
 	if !ok {
 		return -1
 	}
@@ -195,7 +195,7 @@ func (f *CallFilter) anthropicRelease(dst []byte, js string) []byte {
 
 func (f *CallFilter) anthropicStart(dst []byte, ev *sse.Event, index, block jsonscan.Member) []byte {
 	a := &f.anthropic
-	pos, ok := memberIndex(index)
+	pos, ok := jsonscan.MemberIndex(index)
 	if i := slices.Index(a.withheld, pos); ok && i >= 0 {
 		// A block started again at a withheld index replaces it.
 		a.withheld = slices.Delete(a.withheld, i, i+1)
@@ -233,7 +233,7 @@ func (f *CallFilter) anthropicStart(dst []byte, ev *sse.Event, index, block json
 	b = append(b[:0], `{"type":"content_block_delta","index":`...)
 	b = strconv.AppendInt(b, int64(out), 10)
 	b = append(b, `,"delta":{"type":"text_delta","text":`...)
-	b = appendJSONLiteral(b, text)
+	b = jsonscan.AppendQuoted(b, text)
 	b = append(b, "}}"...)
 	f.scratch = b
 	return sse.AppendFrame(dst, sse.FrameName(ev, "content_block_delta"), b)
@@ -266,17 +266,17 @@ func (f *CallFilter) anthropicMessageDelta(dst []byte, ev *sse.Event, js string)
 		return append(dst, ev.Raw...)
 	}
 	changed := false
-	f.scratch = filterObject(f.scratch[:0], js, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
+	f.scratch = jsonscan.FilterObject(f.scratch[:0], js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
 		if m.Name() != "delta" || !jsonscan.IsObject(m.Val) {
-			return dst, filterKeep
+			return dst, jsonscan.Keep
 		}
-		return filterObject(dst, m.Val, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
+		return jsonscan.FilterObject(dst, m.Val, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
 			if m.Name() == "stop_reason" && jsonscan.IsString(m.Val, "tool_use") {
 				changed = true
-				return append(dst, `"end_turn"`...), filterReplace
+				return append(dst, `"end_turn"`...), jsonscan.Replace
 			}
-			return dst, filterKeep
-		}, nil), filterReplace
+			return dst, jsonscan.Keep
+		}, nil), jsonscan.Replace
 	}, nil)
 	if !changed {
 		return append(dst, ev.Raw...)
@@ -318,27 +318,27 @@ func (f *CallFilter) anthropicBody(js string) []byte {
 		return nil
 	}
 	next := 0
-	return filterObject(nil, js, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
+	return jsonscan.FilterObject(nil, js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
 		switch m.Name() {
 		case "content":
-			if !isJSONArray(m.Val) {
-				return dst, filterKeep
+			if !jsonscan.IsArray(m.Val) {
+				return dst, jsonscan.Keep
 			}
-			dst, _, _ = filterArray(dst, m.Val, func(dst []byte, block string) ([]byte, filterAction) {
+			dst, _, _ = jsonscan.FilterArray(dst, m.Val, func(dst []byte, block string) ([]byte, jsonscan.Action) {
 				r := texts[next]
 				next++
 				if r < 0 {
-					return dst, filterKeep
+					return dst, jsonscan.Keep
 				}
 				dst = append(dst, `{"type":"text","text":`...)
-				return append(appendJSONLiteral(dst, f.texts[r]), '}'), filterReplace
+				return append(jsonscan.AppendQuoted(dst, f.texts[r]), '}'), jsonscan.Replace
 			})
-			return dst, filterReplace
+			return dst, jsonscan.Replace
 		case "stop_reason":
 			if !delivered && jsonscan.IsString(m.Val, "tool_use") {
-				return append(dst, `"end_turn"`...), filterReplace
+				return append(dst, `"end_turn"`...), jsonscan.Replace
 			}
 		}
-		return dst, filterKeep
+		return dst, jsonscan.Keep
 	}, nil)
 }

@@ -161,7 +161,7 @@ func (f *CallFilter) chatEvent(dst []byte, ev *sse.Event) []byte {
 	h := &f.hold
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
-		if h.held > 0 && (bytes.HasPrefix(data, []byte(doneMarker)) || string(ev.Name) == "error") {
+		if h.held > 0 && (bytes.HasPrefix(data, []byte(DoneMarker)) || string(ev.Name) == "error") {
 			// The end, or an error, and no finish for what is held.
 			f.dropHeld(func(int, *heldCall) bool { return true })
 		}
@@ -279,7 +279,7 @@ func (f *CallFilter) chatPlanChoice(c string, body bool) {
 			finish = m.Val // the decoder reads the last
 		}
 	}
-	choice := gjsonInt(index)
+	choice := jsonscan.Int(index)
 	at := len(p.choices)
 	p.choices = append(p.choices, chatChoicePlan{})
 	if finish != "" && finish != "null" {
@@ -378,25 +378,25 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) c
 			}
 		case "function":
 			if !legacy {
-				fname = lastMemberRaw(m.Val, "name", fname)
-				args = lastMemberRaw(m.Val, "arguments", args)
+				fname = jsonscan.LastMemberRaw(m.Val, "name", fname)
+				args = jsonscan.LastMemberRaw(m.Val, "arguments", args)
 			}
 		case "custom":
 			if !legacy {
-				cname = lastMemberRaw(m.Val, "name", cname)
+				cname = jsonscan.LastMemberRaw(m.Val, "name", cname)
 			}
 		}
 	}
-	name, custom := gjsonText(fname), gjsonText(cname)
+	name, custom := jsonscan.Text(fname), jsonscan.Text(cname)
 	indexed := !legacy && jsonscan.IsNumber(index)
 	at, key := -1, 0
 	switch {
 	case legacy:
 		at = c.find(choice, 0)
 	case indexed:
-		key = gjsonInt(index)
+		key = jsonscan.Int(index)
 		at = c.find(choice, key)
-	case gjsonText(id) != "":
+	case jsonscan.Text(id) != "":
 		key = c.nextIndex(choice) // no index: each id starts the choice's next call
 	default:
 		at = c.last(choice) // neither: a continuation of the choice's latest call
@@ -415,7 +415,7 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) c
 		return f.chatHoldElement(ep, args, cname != "" || jsonscan.IsString(typ, "custom"))
 	}
 	st := c.choice(choice)
-	if f.permitsCall(gjsonText(id), name, custom) {
+	if f.permitsCall(jsonscan.Text(id), name, custom) {
 		out := key
 		if st.refused {
 			out = st.next
@@ -434,8 +434,8 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) c
 		}
 		return f.chatHoldElement(ep, args, cname != "" || jsonscan.IsString(typ, "custom"))
 	}
-	tc := ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(gjsonText(id)), Name: strings.Clone(name)}
-	switch t := gjsonText(typ); {
+	tc := ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(jsonscan.Text(id)), Name: strings.Clone(name)}
+	switch t := jsonscan.Text(typ); {
 	case legacy:
 		tc.Type = "function_call"
 	case t != "":
@@ -455,37 +455,37 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) c
 func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
 	p := &f.chat.plan
 	var ci, di, ei int
-	editElem := func(dst []byte, el string) ([]byte, filterAction) {
+	editElem := func(dst []byte, el string) ([]byte, jsonscan.Action) {
 		if !jsonscan.IsObject(el) {
-			return dst, filterKeep
+			return dst, jsonscan.Keep
 		}
 		ep := p.elems[ei]
 		ei++
 		switch {
 		case ep.drop:
-			return dst, filterDrop
+			return dst, jsonscan.Drop
 		case ep.hold:
 			f.chat.keepElement(ep, el, false)
-			return dst, filterDrop
+			return dst, jsonscan.Drop
 		case ep.out >= 0:
-			return chatRenumber(dst, el, ep.out), filterReplace
+			return chatRenumber(dst, el, ep.out), jsonscan.Replace
 		}
-		return dst, filterKeep
+		return dst, jsonscan.Keep
 	}
 	editDelta := func(dst []byte, d string) []byte {
 		dp := p.deltas[di]
 		di++
-		return filterObject(dst, d, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
+		return jsonscan.FilterObject(dst, d, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
 			switch m.Name() {
 			case "tool_calls":
-				if !isJSONArray(m.Val) {
-					return dst, filterKeep
+				if !jsonscan.IsArray(m.Val) {
+					return dst, jsonscan.Keep
 				}
-				out, total, kept := filterArray(dst, m.Val, editElem)
+				out, total, kept := jsonscan.FilterArray(dst, m.Val, editElem)
 				if total > 0 && kept == 0 {
-					return out, filterDrop
+					return out, jsonscan.Drop
 				}
-				return out, filterReplace
+				return out, jsonscan.Replace
 			case "function_call":
 				if jsonscan.IsObject(m.Val) {
 					ep := p.elems[ei]
@@ -494,13 +494,13 @@ func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
 						f.chat.keepElement(ep, m.Val, true)
 					}
 					if ep.drop || ep.hold {
-						return dst, filterDrop
+						return dst, jsonscan.Drop
 					}
 				}
 			case "content":
 				return chatContent(dst, m.Val, dp)
 			}
-			return dst, filterKeep
+			return dst, jsonscan.Keep
 		}, func(dst []byte, sep bool) []byte {
 			if dp.hasContent || (dp.mode != chatTextSet && dp.mode != chatTextAppend) {
 				return dst
@@ -508,49 +508,49 @@ func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
 			if sep {
 				dst = append(dst, ',')
 			}
-			return appendJSONLiteral(append(dst, `"content":`...), dp.text)
+			return jsonscan.AppendQuoted(append(dst, `"content":`...), dp.text)
 		})
 	}
-	editChoice := func(dst []byte, c string) ([]byte, filterAction) {
+	editChoice := func(dst []byte, c string) ([]byte, jsonscan.Action) {
 		if !jsonscan.IsObject(c) {
-			return dst, filterKeep
+			return dst, jsonscan.Keep
 		}
 		cp := p.choices[ci]
 		ci++
-		return filterObject(dst, c, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
+		return jsonscan.FilterObject(dst, c, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
 			switch m.Name() {
 			case "delta", "message":
 				if jsonscan.IsObject(m.Val) {
-					return editDelta(dst, m.Val), filterReplace
+					return editDelta(dst, m.Val), jsonscan.Replace
 				}
 			case "finish_reason":
 				if cp.stop && (jsonscan.IsString(m.Val, "tool_calls") || jsonscan.IsString(m.Val, "function_call")) {
-					return append(dst, `"stop"`...), filterReplace
+					return append(dst, `"stop"`...), jsonscan.Replace
 				}
 			}
-			return dst, filterKeep
-		}, nil), filterReplace
+			return dst, jsonscan.Keep
+		}, nil), jsonscan.Replace
 	}
-	return filterObject(dst, js, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
-		if m.Name() != "choices" || !isJSONArray(m.Val) {
-			return dst, filterKeep
+	return jsonscan.FilterObject(dst, js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
+		if m.Name() != "choices" || !jsonscan.IsArray(m.Val) {
+			return dst, jsonscan.Keep
 		}
-		dst, _, _ = filterArray(dst, m.Val, editChoice)
-		return dst, filterReplace
+		dst, _, _ = jsonscan.FilterArray(dst, m.Val, editChoice)
+		return dst, jsonscan.Replace
 	}, nil)
 }
 
 // chatContent writes a delta's content member as the plan says.
-func chatContent(dst []byte, raw string, dp chatDeltaPlan) ([]byte, filterAction) {
+func chatContent(dst []byte, raw string, dp chatDeltaPlan) ([]byte, jsonscan.Action) {
 	empty := raw == "null" || raw == `""`
 	switch {
 	case dp.mode == chatTextSet, dp.mode == chatTextAppend && empty:
-		return appendJSONLiteral(dst, dp.text), filterReplace
+		return jsonscan.AppendQuoted(dst, dp.text), jsonscan.Replace
 	case dp.mode == chatTextAppend && jsonscan.IsStringRaw(raw):
 		s, _ := jsonscan.StringValue(raw)
-		return appendJSONLiteral(dst, s+"\n\n"+dp.text), filterReplace
+		return jsonscan.AppendQuoted(dst, s+"\n\n"+dp.text), jsonscan.Replace
 	}
-	return dst, filterKeep
+	return dst, jsonscan.Keep
 }
 
 // chatExtraChunk is a chunk of its own carrying a refusal, for a delta that
@@ -560,7 +560,7 @@ func chatExtraChunk(dst []byte, js string, dp chatDeltaPlan) []byte {
 	dst = append(dst, `"choices":[{"index":`...)
 	dst = strconv.AppendInt(dst, int64(dp.choice), 10)
 	dst = append(dst, `,"delta":{"content":`...)
-	dst = appendJSONLiteral(dst, dp.text)
+	dst = jsonscan.AppendQuoted(dst, dp.text)
 	return append(dst, `},"logprobs":null,"finish_reason":null}]}`...)
 }
 
@@ -570,7 +570,7 @@ func appendChunkHead(dst []byte, js string) []byte {
 	dst = append(dst, '{')
 	object := false
 	for _, key := range [...]string{"id", "object", "created", "model"} {
-		raw := lastMemberRaw(js, key, "")
+		raw := jsonscan.LastMemberRaw(js, key, "")
 		if raw == "" {
 			continue
 		}

@@ -10,6 +10,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/streaming/internal/jsonscan"
+
+	"gatekeeper/streaming/internal/callitems"
 )
 
 // OpenAI Responses: a refused client call item (responses_items.go)
@@ -80,7 +82,7 @@ func (r *responsesCallFilter) add(outputIndex int, itemID string, refused int, s
 // find locates a call by item id, falling back to the output index (raw
 // JSON, used only when it is a number).
 func (r *responsesCallFilter) find(itemID, outputIndex string) int {
-	return r.findAt(itemID, gjsonInt(outputIndex), jsonscan.IsNumber(outputIndex))
+	return r.findAt(itemID, jsonscan.Int(outputIndex), jsonscan.IsNumber(outputIndex))
 }
 
 // findAt is find with the output index oi, used when indexed is set.
@@ -115,7 +117,7 @@ func (r *responsesCallFilter) refers(which func(responsesFilterCall) bool, outpu
 		if !which(c) {
 			continue
 		}
-		if jsonscan.IsNumber(outputIndex) && gjsonInt(outputIndex) == c.outputIndex {
+		if jsonscan.IsNumber(outputIndex) && jsonscan.Int(outputIndex) == c.outputIndex {
 			return i
 		}
 		for _, id := range itemIDs {
@@ -150,7 +152,7 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 	h := &f.hold
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
-		if h.held > 0 && bytes.HasPrefix(data, []byte(doneMarker)) {
+		if h.held > 0 && bytes.HasPrefix(data, []byte(DoneMarker)) {
 			f.dropHeld(func(int, *heldCall) bool { return true }) // the end, and no stop
 		}
 		return append(dst, ev.Raw...) // [DONE] from some servers, a plain-text error
@@ -235,7 +237,7 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		f.dropHeld(func(int, *heldCall) bool { return true }) // the reply failed
 	case "response.output_item.added", "response.output_item.done":
 		itype, _ := jsonscan.StringValue(itemFields[0])
-		ci, isCall := lookupCallItem(itype, jsonscan.IsStringRaw(itemFields[2]))
+		ci, isCall := callitems.Lookup(itype, jsonscan.IsStringRaw(itemFields[2]))
 		if !isCall {
 			break
 		}
@@ -247,17 +249,17 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		status := jsonscan.MemberRaw(e.item, "status")
 		opens := typ == "response.output_item.added" || status == "" || jsonscan.IsString(status, "completed")
 		call := ToolCall{
-			Index: gjsonInt(e.outputIndex), Type: ci.typ, ID: gjsonText(itemFields[2]),
-			ItemID: itemID, Name: ci.callName(itemFields[3]), Server: ci.hosted,
+			Index: jsonscan.Int(e.outputIndex), Type: ci.Typ, ID: jsonscan.Text(itemFields[2]),
+			ItemID: itemID, Name: ci.CallName(itemFields[3]), Server: ci.Hosted,
 		}
-		if out, done := f.responsesCall(dst, ev, at, call, ci.unknown, opens, &e); done {
+		if out, done := f.responsesCall(dst, ev, at, call, ci.Unknown, opens, &e); done {
 			return out
 		}
 	default:
 		if !responsesCallEvent(typ) {
 			break
 		}
-		call := ToolCall{Index: gjsonInt(e.outputIndex), Type: "function_call", ItemID: eventItemID}
+		call := ToolCall{Index: jsonscan.Int(e.outputIndex), Type: "function_call", ItemID: eventItemID}
 		switch {
 		case strings.HasPrefix(typ, "response.custom_tool_call_input."):
 			call.Type = "custom_tool_call"
@@ -290,22 +292,22 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		return append(dst, ev.Raw...)
 	}
 	next := 0
-	f.scratch = filterObject(f.scratch[:0], js, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
+	f.scratch = jsonscan.FilterObject(f.scratch[:0], js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
 		switch m.Name() {
 		case "sequence_number":
 			if n, ok := sequenceNumber(m.Val); ok && r.offset != 0 {
-				return strconv.AppendInt(dst, n+r.offset, 10), filterReplace
+				return strconv.AppendInt(dst, n+r.offset, 10), jsonscan.Replace
 			}
 		case "output_index":
 			if oi != out && jsonscan.IsNumber(m.Val) {
-				return strconv.AppendInt(dst, int64(out), 10), filterReplace
+				return strconv.AppendInt(dst, int64(out), 10), jsonscan.Replace
 			}
 		case "response":
 			if changed && jsonscan.IsObject(m.Val) {
-				return f.responsesEditOutput(dst, m.Val, &next), filterReplace
+				return f.responsesEditOutput(dst, m.Val, &next), jsonscan.Replace
 			}
 		}
-		return dst, filterKeep
+		return dst, jsonscan.Keep
 	}, nil)
 	r.delivered(seq+r.offset, numbered)
 	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), f.scratch)
@@ -315,7 +317,7 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 // client sees for an event delivered now (out); both are -1 when raw is no
 // index, and they are equal without Hold.
 func (f *CallFilter) responsesOut(raw string) (in, out int) {
-	oi, ok := memberIndex(jsonscan.Member{Val: raw})
+	oi, ok := jsonscan.MemberIndex(jsonscan.Member{Val: raw})
 	if !ok {
 		return -1, -1
 	}
@@ -408,12 +410,12 @@ func responsesMessageID(tc ToolCall) string {
 // call at pos, completed or (with no content yet) in progress.
 func (f *CallFilter) appendMessageItem(dst []byte, pos int, completed bool) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendJSONLiteral(dst, responsesMessageID(f.refused[pos]))
+	dst = jsonscan.AppendQuoted(dst, responsesMessageID(f.refused[pos]))
 	if !completed {
 		return append(dst, `,"type":"message","status":"in_progress","content":[],"role":"assistant"}`...)
 	}
 	dst = append(dst, `,"type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"text":`...)
-	dst = appendJSONLiteral(dst, f.texts[pos])
+	dst = jsonscan.AppendQuoted(dst, f.texts[pos])
 	return append(dst, `}],"role":"assistant"}`...)
 }
 
@@ -443,7 +445,7 @@ func (f *CallFilter) responsesMessageEvents(dst []byte, ev *sse.Event, pos int, 
 		b = append(b, `,"output_index":`...)
 		b = strconv.AppendInt(b, int64(oi), 10)
 		if i > 0 && i < 5 {
-			b = appendJSONLiteral(append(b, `,"item_id":`...), id)
+			b = jsonscan.AppendQuoted(append(b, `,"item_id":`...), id)
 			b = append(b, `,"content_index":0`...)
 		}
 		switch i {
@@ -452,13 +454,13 @@ func (f *CallFilter) responsesMessageEvents(dst []byte, ev *sse.Event, pos int, 
 		case 1:
 			b = append(b, `,"part":{"type":"output_text","annotations":[],"text":""}`...)
 		case 2:
-			b = appendJSONLiteral(append(b, `,"delta":`...), text)
+			b = jsonscan.AppendQuoted(append(b, `,"delta":`...), text)
 			b = append(b, `,"logprobs":[]`...)
 		case 3:
-			b = appendJSONLiteral(append(b, `,"text":`...), text)
+			b = jsonscan.AppendQuoted(append(b, `,"text":`...), text)
 			b = append(b, `,"logprobs":[]`...)
 		case 4:
-			b = appendJSONLiteral(append(b, `,"part":{"type":"output_text","annotations":[],"text":`...), text)
+			b = jsonscan.AppendQuoted(append(b, `,"part":{"type":"output_text","annotations":[],"text":`...), text)
 			b = append(b, '}')
 		case 5:
 			b = f.appendMessageItem(append(b, `,"item":`...), pos, true)
@@ -510,12 +512,12 @@ func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 	r := &f.responses
 	fields := jsonscan.ReadObject(item, "type", "id", "call_id", "name")
 	itype, _ := jsonscan.StringValue(fields[0])
-	ci, isCall := lookupCallItem(itype, jsonscan.IsStringRaw(fields[2]))
+	ci, isCall := callitems.Lookup(itype, jsonscan.IsStringRaw(fields[2]))
 	if !isCall {
 		return keepItem
 	}
 	itemID, _ := jsonscan.StringValue(fields[1])
-	name := ci.callName(fields[3])
+	name := ci.CallName(fields[3])
 	status := jsonscan.MemberRaw(item, "status")
 	opens := final && (status == "" || jsonscan.IsString(status, "completed"))
 	// The decoder pairs an item with a call by its id, else by its place.
@@ -536,14 +538,14 @@ func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 		if c.server || c.refused >= 0 || !f.renames(name) {
 			return c.refused
 		}
-	case ci.hosted || f.permitsItem(ci.unknown, gjsonText(fields[2]), name):
+	case ci.Hosted || f.permitsItem(ci.Unknown, jsonscan.Text(fields[2]), name):
 		if opens {
-			r.add(pos, itemID, -1, ci.hosted)
+			r.add(pos, itemID, -1, ci.Hosted)
 		}
 		return keepItem
 	}
 	f.refuse(ToolCall{
-		Index: pos, Type: strings.Clone(ci.typ), ID: strings.Clone(gjsonText(fields[2])), ItemID: strings.Clone(itemID),
+		Index: pos, Type: strings.Clone(ci.Typ), ID: strings.Clone(jsonscan.Text(fields[2])), ItemID: strings.Clone(itemID),
 		Name: strings.Clone(name),
 	})
 	refused := len(f.refused) - 1
@@ -555,25 +557,25 @@ func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 // output replaced as planned; next is the plan entry its first item takes.
 func (f *CallFilter) responsesEditOutput(dst []byte, resp string, next *int) []byte {
 	r := &f.responses
-	return filterObject(dst, resp, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
-		if m.Name() != "output" || !isJSONArray(m.Val) {
-			return dst, filterKeep
+	return jsonscan.FilterObject(dst, resp, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
+		if m.Name() != "output" || !jsonscan.IsArray(m.Val) {
+			return dst, jsonscan.Keep
 		}
 		if f.hold.on && r.pos.moved() {
-			return f.responsesReorderOutput(dst, m.Val, next), filterReplace
+			return f.responsesReorderOutput(dst, m.Val, next), jsonscan.Replace
 		}
-		dst, _, _ = filterArray(dst, m.Val, func(dst []byte, item string) ([]byte, filterAction) {
+		dst, _, _ = jsonscan.FilterArray(dst, m.Val, func(dst []byte, item string) ([]byte, jsonscan.Action) {
 			replace := r.plan[*next]
 			*next++
 			switch replace {
 			case keepItem:
-				return dst, filterKeep
+				return dst, jsonscan.Keep
 			case dropItem:
-				return dst, filterDrop
+				return dst, jsonscan.Drop
 			}
-			return f.appendMessageItem(dst, replace, true), filterReplace
+			return f.appendMessageItem(dst, replace, true), jsonscan.Replace
 		})
-		return dst, filterReplace
+		return dst, jsonscan.Replace
 	}, nil)
 }
 

@@ -86,22 +86,22 @@ func (f *CallFilter) End(dst []byte, typ, msg string) []byte {
 	b := f.scratch[:0]
 	switch f.api {
 	case APIAnthropic:
-		b = appendJSONLiteral(append(b, `{"type":"error","error":{"type":`...), typ)
-		b = appendJSONLiteral(append(b, `,"message":`...), msg)
+		b = jsonscan.AppendQuoted(append(b, `{"type":"error","error":{"type":`...), typ)
+		b = jsonscan.AppendQuoted(append(b, `,"message":`...), msg)
 		b = append(b, "}}"...)
 		f.scratch = b
 		return sse.AppendFrame(dst, "error", b)
 	case APIChat:
-		b = appendJSONLiteral(append(b, `{"error":{"message":`...), msg)
-		b = appendJSONLiteral(append(b, `,"type":`...), typ)
-		b = appendJSONLiteral(append(b, `,"code":`...), typ)
+		b = jsonscan.AppendQuoted(append(b, `{"error":{"message":`...), msg)
+		b = jsonscan.AppendQuoted(append(b, `,"type":`...), typ)
+		b = jsonscan.AppendQuoted(append(b, `,"code":`...), typ)
 		b = append(b, `,"param":null}}`...)
 		f.scratch = b
 		return sse.AppendFrame(dst, "", b)
 	}
 	r := &f.responses
-	b = appendJSONLiteral(append(b, `{"type":"error","code":`...), typ)
-	b = appendJSONLiteral(append(b, `,"message":`...), msg)
+	b = jsonscan.AppendQuoted(append(b, `{"type":"error","code":`...), typ)
+	b = jsonscan.AppendQuoted(append(b, `,"message":`...), msg)
 	b = append(b, `,"param":null`...)
 	switch {
 	case r.seqOut:
@@ -472,16 +472,16 @@ func (p *positions) skippedBefore(in int) int {
 // members named key set to pos, when pos >= 0, and its sequence_number
 // members set to seq, when numbered. Only numbers are replaced.
 func renumber(dst []byte, js, key string, pos int, seq int64, numbered bool) []byte {
-	return filterObject(dst, js, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
+	return jsonscan.FilterObject(dst, js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
 		if !jsonscan.IsNumber(m.Val) {
-			return dst, filterKeep
+			return dst, jsonscan.Keep
 		}
 		switch n := m.Name(); {
 		case pos >= 0 && n == key:
-			return strconv.AppendInt(dst, int64(pos), 10), filterReplace
+			return strconv.AppendInt(dst, int64(pos), 10), jsonscan.Replace
 		case numbered && n == "sequence_number":
-			return strconv.AppendInt(dst, seq, 10), filterReplace
+			return strconv.AppendInt(dst, seq, 10), jsonscan.Replace
 		}
-		return dst, filterKeep
+		return dst, jsonscan.Keep
 	}, nil)
 }

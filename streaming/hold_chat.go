@@ -30,8 +30,8 @@ type chatHeldElem struct {
 // in holdState.calls. It is keyed by the position it is about to take in
 // chatCallFilter.calls.
 func (f *CallFilter) chatHoldCall(choice, key int, legacy bool, typ, id, name, custom string) int {
-	tc := ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(gjsonText(id)), Name: strings.Clone(name)}
-	switch t := gjsonText(typ); {
+	tc := ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(jsonscan.Text(id)), Name: strings.Clone(name)}
+	switch t := jsonscan.Text(typ); {
 	case legacy:
 		tc.Type = "function_call"
 	case t != "":
@@ -91,11 +91,11 @@ func (c *chatCallFilter) keepElement(ep chatElemPlan, el string, legacy bool) {
 
 // chatRenumber writes a tool_calls element with the index out.
 func chatRenumber(dst []byte, el string, out int) []byte {
-	return filterObject(dst, el, func(dst []byte, m jsonscan.Member) ([]byte, filterAction) {
+	return jsonscan.FilterObject(dst, el, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
 		if m.Name() == "index" && jsonscan.IsNumber(m.Val) {
-			return strconv.AppendInt(dst, int64(out), 10), filterReplace
+			return strconv.AppendInt(dst, int64(out), 10), jsonscan.Replace
 		}
-		return dst, filterKeep
+		return dst, jsonscan.Keep
 	}, nil)
 }
 

@@ -10,6 +10,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/streaming/internal/jsonscan"
+
+	"gatekeeper/streaming/internal/callitems"
 )
 
 // Holding OpenAI Responses calls: the events of a client call item
@@ -28,20 +30,20 @@ func (f *CallFilter) responsesHeld(c responsesFilterCall) bool {
 func (f *CallFilter) responsesHoldCall(dst []byte, ev *sse.Event, call ToolCall, opens bool, e *responsesFields) []byte {
 	r := &f.responses
 	h := &f.hold
-	ci, _ := lookupCallItem(call.Type, true)
+	ci, _ := callitems.Lookup(call.Type, true)
 	call.ID, call.ItemID, call.Name = strings.Clone(call.ID), strings.Clone(call.ItemID), strings.Clone(call.Name)
 	call.Type = strings.Clone(call.Type)
 	c := h.addCall(call, -1)
 	hc := &h.calls[c]
-	hc.freeText = ci.freeText
-	if oi, ok := memberIndex(jsonscan.Member{Val: e.outputIndex}); ok {
+	hc.freeText = ci.FreeText
+	if oi, ok := jsonscan.MemberIndex(jsonscan.Member{Val: e.outputIndex}); ok {
 		hc.indexed = true
 		r.pos.hold(oi)
 	}
 	if e.event == "response.output_item.added" {
 		// As the decoder, take the arguments a new item comes with: a
 		// string only; an object input comes whole with the done item.
-		hc.args = jsonscan.AppendDecoded(hc.args, ci.inputRaw(e.item))
+		hc.args = jsonscan.AppendDecoded(hc.args, ci.InputRaw(e.item))
 	}
 	if opens {
 		at := r.add(call.Index, call.ItemID, -1, false)
@@ -83,7 +85,7 @@ func (f *CallFilter) responsesKeep(dst []byte, ev *sse.Event, c int, e *response
 		}
 	}
 	pos := -1
-	if oi, ok := memberIndex(jsonscan.Member{Val: e.outputIndex}); ok {
+	if oi, ok := jsonscan.MemberIndex(jsonscan.Member{Val: e.outputIndex}); ok {
 		pos = oi
 	}
 	h.keep(c, ev, pos, e.seqNum, e.numbered)
@@ -98,13 +100,13 @@ func (f *CallFilter) responsesCloseItem(call *heldCall, item string) {
 		return
 	}
 	itype, _ := jsonscan.StringValue(fields[0])
-	ci, ok := lookupCallItem(itype, jsonscan.IsStringRaw(fields[2]))
+	ci, ok := callitems.Lookup(itype, jsonscan.IsStringRaw(fields[2]))
 	if !ok {
 		// The decoder completes the call it pairs with an item only when
 		// that item is a call.
 		return
 	}
-	call.args, call.closed = appendArgsRaw(call.args[:0], ci.inputRaw(item)), true
+	call.args, call.closed = appendArgsRaw(call.args[:0], ci.InputRaw(item)), true
 }
 
 // responsesCloseFromOutput ends the held calls whose end events were lost
@@ -123,13 +125,13 @@ func (f *CallFilter) responsesCloseFromOutput(output string) {
 		}
 		fields := jsonscan.ReadObject(item, "type", "id", "name", "call_id")
 		itype, _ := jsonscan.StringValue(fields[0])
-		ci, isCall := lookupCallItem(itype, jsonscan.IsStringRaw(fields[3]))
+		ci, isCall := callitems.Lookup(itype, jsonscan.IsStringRaw(fields[3]))
 		if !isCall {
 			continue
 		}
 		itemID, _ := jsonscan.StringValue(fields[1])
 		at := r.findAt(itemID, 0, false)
-		if itemID == "" || at < 0 || r.calls[at].held < 0 || f.renames(ci.callName(fields[2])) {
+		if itemID == "" || at < 0 || r.calls[at].held < 0 || f.renames(ci.CallName(fields[2])) {
 			continue
 		}
 		if c := &f.hold.calls[r.calls[at].held]; c.state == callHeld && !c.closed {
@@ -160,7 +162,7 @@ func appendArgsRaw(dst []byte, raw string) []byte {
 	if jsonscan.IsStringRaw(raw) {
 		return jsonscan.AppendDecoded(dst, raw)
 	}
-	if jsonscan.IsObject(raw) || isJSONArray(raw) {
+	if jsonscan.IsObject(raw) || jsonscan.IsArray(raw) {
 		return append(dst, raw...)
 	}
 	return dst

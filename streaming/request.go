@@ -7,6 +7,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/streaming/internal/jsonscan"
+
+	"gatekeeper/streaming/internal/callitems"
 )
 
 // ToolResult is one tool result a request carries for a call of the previous reply.
@@ -312,17 +314,17 @@ func responsesInput(names []string, input string) ([]string, []ToolResult) {
 	for item, ok := tail.Next(); ok; item, ok = tail.Next() {
 		o := jsonscan.ReadObject(item, "type", "call_id", "id", "output")
 		typ, _ := jsonscan.StringValue(o[0])
-		ci, ok := outputItem(typ)
+		ci, ok := callitems.Output(typ)
 		if !ok {
 			continue
 		}
 		raw := o[1]
-		if ci.outputID == "id" {
+		if ci.OutputID == "id" {
 			raw = o[2]
 		}
 		id, _ := jsonscan.StringValue(raw)
 		// A known type keeps the table's string; copyResults copies the rest.
-		results = append(results, pendingResult{id: id, typ: ci.output, copyType: ci.unknown,
+		results = append(results, pendingResult{id: id, typ: ci.Output, copyType: ci.Unknown,
 			isErr: statesFailure(o[3]), digest: contentDigest(o[3])})
 	}
 	return names, copyResults(results)

@@ -60,10 +60,11 @@ func pure(mod string) []struct {
 	rule      rule
 } {
 	// The streaming tree: the dialect packages see the vocabulary, the SSE
-	// reader and the scanner, and the scanner alone reads strings in place
-	// (unsafe.String over a byte slice).
+	// reader and the shared internals, never one another; the scanner alone
+	// reads strings in place (unsafe.String over a byte slice).
 	scan := mod + "/streaming/internal/jsonscan"
-	dialect := []string{mod + "/streaming", mod + "/streaming/sse", scan}
+	items := mod + "/streaming/internal/callitems"
+	dialect := []string{mod + "/streaming", mod + "/streaming/sse", scan, items, mod + "/streaming/internal/openai"}
 	jsonLibs := []string{"github.com/tidwall/", "github.com/cespare/xxhash/v2"}
 	noUnsafe := slices.DeleteFunc(slices.Clone(ioStd), func(p string) bool { return p == "unsafe" })
 	return []struct {
@@ -73,9 +74,11 @@ func pure(mod string) []struct {
 	}{
 		{"trajectory", false, rule{module: mod, banned: ioStd}},
 		{"trajectory", true, rule{module: mod}},
-		{"streaming", false, rule{module: mod, own: []string{mod + "/streaming/sse", scan}, extra: jsonLibs}},
+		{"streaming", false, rule{module: mod, own: []string{mod + "/streaming/sse", scan, items}, extra: jsonLibs}},
 		{"streaming/sse", false, rule{module: mod, banned: ioStd}},
 		{"streaming/internal/jsonscan", false, rule{module: mod, extra: jsonLibs, banned: noUnsafe}},
+		{"streaming/internal/callitems", false, rule{module: mod, own: []string{scan}, extra: jsonLibs, banned: ioStd}},
+		{"streaming/internal/openai", false, rule{module: mod, own: []string{mod + "/streaming", scan}, extra: jsonLibs, banned: ioStd}},
 		{"streaming/anthropic", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
 		{"streaming/chat", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
 		{"streaming/responses", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},

@@ -10,13 +10,10 @@ var _ streaming.Dialect = Dialect{}
 // API is streaming.APIChat.
 func (Dialect) API() streaming.API { return streaming.APIChat }
 
-func (Dialect) NewDecoder() streaming.Decoder {
-	d, _ := streaming.NewDecoder(streaming.APIChat)
-	return d
-}
+func (Dialect) NewDecoder() streaming.Decoder { return newDecoder() }
 
 func (Dialect) DecodeJSON(body []byte) (*streaming.Result, error) {
-	return streaming.DecodeJSON(streaming.APIChat, body)
+	return decodeJSON(body)
 }
 
 func (Dialect) ReadExtras(x *streaming.Extras, data []byte) { x.Read(streaming.APIChat, data) }
@@ -41,12 +38,8 @@ func (Dialect) AssembleJSON(stream []byte) ([]byte, error) {
 	return streaming.AssembleJSON(streaming.APIChat, stream)
 }
 
-func (Dialect) RenderSSE(body []byte) ([]byte, error) {
-	return streaming.RenderSSE(streaming.APIChat, body)
-}
-
 func (Dialect) Continuation(request, reply []byte, streamed bool, results map[string][]byte) ([]byte, error) {
-	return streaming.Continuation(streaming.APIChat, request, reply, streamed, results)
+	return streaming.Continuation(Dialect{}, request, reply, streamed, results)
 }
 
 func (Dialect) SpliceStream(first, cont []byte) ([]byte, error) {

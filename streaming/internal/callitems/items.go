@@ -1,4 +1,4 @@
-package streaming
+package callitems
 
 import (
 	"strings"
@@ -18,109 +18,109 @@ import (
 // record waits for its output item in the next request. A hosted call is
 // one the provider runs: it is recorded, never gated.
 
-// responsesItem describes one output item type that is a call.
-type responsesItem struct {
-	typ string // the output item type
+// Item describes one output item type that is a call.
+type Item struct {
+	Typ string // the output item type
 	// name is the name gates see; "" takes the item's own name member.
-	name string
+	Name string
 	// input is the member holding what the call does, which gates read as
 	// tool.input; "" takes the whole item.
-	input string
+	Input string
 	// output is the input item type that answers a client call, and
 	// outputID the member of it that names the call.
-	output, outputID string
-	hosted           bool
+	Output, OutputID string
+	Hosted           bool
 	// freeText marks an input that is free text rather than JSON.
-	freeText bool
+	FreeText bool
 	// unknown marks a client call of a type this table does not know: no
 	// grant covers it.
-	unknown bool
+	Unknown bool
 	// answer appends the output item that answers the call with text, when
 	// the call is refused (the continuation).
-	answer func(dst []byte, callID, text string) []byte
+	Answer func(dst []byte, callID, text string) []byte
 }
 
-// responsesItems are the call item types known. An item of any other type
+// table are the call item types known. An item of any other type
 // ending in "_call" that carries a call_id is an unknown client call.
-var responsesItems = [...]responsesItem{
-	{typ: "function_call", input: "arguments", output: "function_call_output", outputID: "call_id", answer: answerText("function_call_output", "call_id")},
-	{typ: "custom_tool_call", input: "input", output: "custom_tool_call_output", outputID: "call_id", freeText: true, answer: answerText("custom_tool_call_output", "call_id")},
-	{typ: "local_shell_call", name: "local_shell", input: "action", output: "local_shell_call_output", outputID: "id", answer: answerText("local_shell_call_output", "id")},
-	{typ: "shell_call", name: "shell", input: "action", output: "shell_call_output", outputID: "call_id", answer: answerShell},
-	{typ: "apply_patch_call", name: "apply_patch", input: "operation", output: "apply_patch_call_output", outputID: "call_id", answer: answerPatch},
-	{typ: "computer_call", name: "computer", input: "action", output: "computer_call_output", outputID: "call_id", answer: answerComputer},
+var table = [...]Item{
+	{Typ: "function_call", Input: "arguments", Output: "function_call_output", OutputID: "call_id", Answer: answerText("function_call_output", "call_id")},
+	{Typ: "custom_tool_call", Input: "input", Output: "custom_tool_call_output", OutputID: "call_id", FreeText: true, Answer: answerText("custom_tool_call_output", "call_id")},
+	{Typ: "local_shell_call", Name: "local_shell", Input: "action", Output: "local_shell_call_output", OutputID: "id", Answer: answerText("local_shell_call_output", "id")},
+	{Typ: "shell_call", Name: "shell", Input: "action", Output: "shell_call_output", OutputID: "call_id", Answer: answerShell},
+	{Typ: "apply_patch_call", Name: "apply_patch", Input: "operation", Output: "apply_patch_call_output", OutputID: "call_id", Answer: answerPatch},
+	{Typ: "computer_call", Name: "computer", Input: "action", Output: "computer_call_output", OutputID: "call_id", Answer: answerComputer},
 
-	{typ: "mcp_call", input: "arguments", hosted: true},
-	{typ: "mcp_approval_request", input: "arguments", hosted: true},
-	{typ: "mcp_list_tools", name: "mcp_list_tools", input: "server_label", hosted: true},
-	{typ: "web_search_call", name: "web_search", input: "action", hosted: true},
-	{typ: "file_search_call", name: "file_search", input: "queries", hosted: true},
-	{typ: "code_interpreter_call", name: "code_interpreter", input: "code", hosted: true},
-	{typ: "image_generation_call", name: "image_generation", input: "status", hosted: true},
+	{Typ: "mcp_call", Input: "arguments", Hosted: true},
+	{Typ: "mcp_approval_request", Input: "arguments", Hosted: true},
+	{Typ: "mcp_list_tools", Name: "mcp_list_tools", Input: "server_label", Hosted: true},
+	{Typ: "web_search_call", Name: "web_search", Input: "action", Hosted: true},
+	{Typ: "file_search_call", Name: "file_search", Input: "queries", Hosted: true},
+	{Typ: "code_interpreter_call", Name: "code_interpreter", Input: "code", Hosted: true},
+	{Typ: "image_generation_call", Name: "image_generation", Input: "status", Hosted: true},
 }
 
-// lookupCallItem returns the table entry for an output item of type typ,
+// Lookup returns the table entry for an output item of type typ,
 // hasCallID telling whether it carries a call_id. ok is false for an item
 // that is no call. An unknown call's entry names it by its type, which
 // the entry shares with typ.
-func lookupCallItem(typ string, hasCallID bool) (responsesItem, bool) {
-	for _, it := range responsesItems {
-		if it.typ == typ {
+func Lookup(typ string, hasCallID bool) (Item, bool) {
+	for _, it := range table {
+		if it.Typ == typ {
 			return it, true
 		}
 	}
 	if hasCallID && strings.HasSuffix(typ, "_call") {
-		return responsesItem{
-			typ: typ, name: typ, output: typ + "_output", outputID: "call_id", unknown: true,
-			answer: answerText(typ+"_output", "call_id"),
+		return Item{
+			Typ: typ, Name: typ, Output: typ + "_output", OutputID: "call_id", Unknown: true,
+			Answer: answerText(typ+"_output", "call_id"),
 		}, true
 	}
-	return responsesItem{}, false
+	return Item{}, false
 }
 
-// callItemOf looks up a decoded item.
-func callItemOf(item gjson.Result) (responsesItem, bool) {
-	return lookupCallItem(item.Get("type").Str, item.Get("call_id").Type == gjson.String)
+// Of looks up a decoded item.
+func Of(item gjson.Result) (Item, bool) {
+	return Lookup(item.Get("type").Str, item.Get("call_id").Type == gjson.String)
 }
 
-// outputItem returns the known call type answered by an input item of type
+// Output returns the known call type answered by an input item of type
 // typ; ok is false when typ answers no call. A type ending in
 // "_call_output" answers an unknown call.
-func outputItem(typ string) (responsesItem, bool) {
-	for _, it := range responsesItems {
-		if it.output != "" && it.output == typ {
+func Output(typ string) (Item, bool) {
+	for _, it := range table {
+		if it.Output != "" && it.Output == typ {
 			return it, true
 		}
 	}
 	if strings.HasSuffix(typ, "_call_output") {
-		return responsesItem{output: typ, outputID: "call_id", unknown: true}, true
+		return Item{Output: typ, OutputID: "call_id", Unknown: true}, true
 	}
-	return responsesItem{}, false
+	return Item{}, false
 }
 
 // callName is the name gates see for a call whose item's name member is
 // raw (a JSON value).
-func (it responsesItem) callName(raw string) string {
-	if it.name != "" {
-		return it.name
+func (it Item) CallName(raw string) string {
+	if it.Name != "" {
+		return it.Name
 	}
-	return gjsonText(raw)
+	return jsonscan.Text(raw)
 }
 
 // inputOf returns a decoded item's input.
-func (it responsesItem) inputOf(item gjson.Result) gjson.Result {
-	if it.input == "" {
+func (it Item) InputOf(item gjson.Result) gjson.Result {
+	if it.Input == "" {
 		return item
 	}
-	return item.Get(it.input)
+	return item.Get(it.Input)
 }
 
 // inputRaw returns the raw input of an item's JSON text.
-func (it responsesItem) inputRaw(item string) string {
-	if it.input == "" {
+func (it Item) InputRaw(item string) string {
+	if it.Input == "" {
 		return item
 	}
-	return jsonscan.MemberRaw(item, it.input)
+	return jsonscan.MemberRaw(item, it.Input)
 }
 
 // answerText answers with the text as the output string.
