@@ -18,6 +18,12 @@ import (
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 	"gatekeeper/trajectory"
+
+	"gatekeeper/streaming/anthropic"
+
+	"gatekeeper/streaming/chat"
+
+	"gatekeeper/streaming/responses"
 )
 
 // TestFixtureBytesThroughGatekeeper sends every recorded stream of the
@@ -168,11 +174,8 @@ func TestCleanEndMidToolCallAborts(t *testing.T) {
 // decodedFacts is what an SSE reply says: its stop and its tool calls.
 func decodedFacts(t *testing.T, api string, b []byte) string {
 	t.Helper()
-	apis := map[string]streaming.API{"anthropic": streaming.APIAnthropic, "chat": streaming.APIChat, "responses": streaming.APIResponses}
-	dec, err := streaming.NewDecoder(apis[api])
-	if err != nil {
-		t.Fatal(err)
-	}
+	dialects := map[string]streaming.Dialect{"anthropic": anthropic.Dialect{}, "chat": chat.Dialect{}, "responses": responses.Dialect{}}
+	dec := dialects[api].NewDecoder()
 	if err := sse.Each(b, func(ev *sse.Event) error { dec.Decode(ev, nil); return nil }); err != nil {
 		t.Fatal(err)
 	}
