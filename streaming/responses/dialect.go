@@ -16,7 +16,8 @@ func (Dialect) DecodeJSON(body []byte) (*streaming.Result, error) {
 	return decodeJSON(body)
 }
 
-func (Dialect) ReadExtras(x *streaming.Extras, data []byte) { x.Read(streaming.APIResponses, data) }
+// ReadExtras reads the 1-hour cache writes and the service tier.
+func (Dialect) ReadExtras(x *streaming.Extras, data []byte) { x.Read(data, "@this", "response") }
 
 func (Dialect) ParseRequest(body []byte) (*streaming.Request, error) {
 	return streaming.ParseRequest(streaming.APIResponses, body)

@@ -1,0 +1,16 @@
+// Package responses is the streaming dialect of the OpenAI Responses API
+// (Dialect, a streaming.Dialect). It owns:
+//
+//   - the stream decoder and the decoder of a whole response object
+//     (decode.go): output items, the call items of every type
+//     (streaming/internal/callitems), statuses, usage, error and failed
+//     events;
+//   - the rendering of a whole response as the stream that carries it
+//     (render.go);
+//   - the keepalive of a held stream: the stream's own
+//     response.in_progress event again (keepalive.go).
+//
+// Request reading and rewrites, the call filter's rules, assembly, splicing
+// and continuations of Responses replies are still done by the streaming
+// root, which Dialect calls with streaming.APIResponses (dialect.go).
+package responses
