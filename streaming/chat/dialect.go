@@ -45,10 +45,6 @@ func (Dialect) AssembleJSON(stream []byte) ([]byte, error) {
 	return streaming.AssembleJSON(streaming.APIChat, stream)
 }
 
-func (Dialect) Continuation(request, reply []byte, streamed bool, results map[string][]byte) ([]byte, error) {
-	return streaming.Continuation(Dialect{}, request, reply, streamed, results)
-}
-
 func (Dialect) SpliceStream(first, cont []byte) ([]byte, error) {
 	return streaming.SpliceStream(streaming.APIChat, first, cont)
 }
