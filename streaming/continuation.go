@@ -71,5 +71,5 @@ func Continuation(d Dialect, request, reply []byte, streamed bool, results map[s
 		answers[i] = string(r)
 	}
 	items := answer(gjson.Parse(js), calls, answers)
-	return appendConversation(api, request, []byte(strings.Join(items, ",")))
+	return AppendConversation(api, request, []byte(strings.Join(items, ",")))
 }

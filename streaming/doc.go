@@ -18,12 +18,15 @@
 //     (filter.go, filter_cut.go, hold.go), with each API's rules beside it
 //     (filter_anthropic.go, filter_chat.go, filter_responses.go,
 //     hold_chat.go, hold_responses.go);
-//   - what the dialects still reach here by API: the request reader
-//     (request.go, fingerprint.go), the request rewrites (rewrite.go,
-//     usage.go), and the reshaping of held replies (assemble.go,
-//     splice.go, continuation.go, escrow.go), which share the filter's
-//     per-API state; CheckRendered, which reads a rendered stream back
-//     with its dialect's decoder; CallDigest (digest.go).
+//   - what the dialects share or still reach here by API: the request
+//     reader (request.go, fingerprint.go); AppendConversation, which adds
+//     items at the end of a request's conversation, and RestrictTools
+//     (rewrite.go); Chat's stream_options rewrite (usage.go); the
+//     reshaping of held replies: AssembleJSON, SpliceStream and
+//     SpliceJSON (assemble.go, splice.go, escrow.go), which share the
+//     filter's per-API state, and Continuation (continuation.go);
+//     CheckRendered, which reads a rendered stream back with its
+//     dialect's decoder (render.go); CallDigest (digest.go).
 //
 // Below it, besides the dialects: sse (the Reader and event framing),
 // internal/jsonscan (the one JSON scanner and editor), internal/callitems

@@ -22,40 +22,13 @@ import (
 // conversation array to append to.
 var ErrNoConversation = errors.New("streaming: request has no conversation array")
 
-// AppendNotice returns body with a user message holding text added as the
-// LAST item of the conversation, where a budget notice breaks no cached
-// prefix:
-//
-//   - Anthropic: {"role":"user","content":[{"type":"text","text":...}]} at
-//     the end of "messages" (the API merges consecutive user turns, so this
-//     is valid after a user message holding tool results too);
-//   - Chat: {"role":"user","content":"..."} at the end of "messages";
-//   - Responses: {"type":"message","role":"user","content":[{"type":"input_text","text":...}]}
-//     at the end of "input"; an "input" string becomes the array
-//     [{"role":"user","content":<the string's raw bytes>}, notice].
-//
-// Every byte of body before the insertion point is unchanged, and so is
-// every byte after it (the array's closing bracket and later members). When
-// a member appears twice the last one is used, as the providers' decoders
-// do. Errors: ErrInvalidJSON for a body that is not a JSON object,
-// ErrNoConversation when messages/input is missing or not an array (a
-// string is fine for Responses), ErrUnknownAPI.
-func AppendNotice(api API, body []byte, text string) ([]byte, error) {
-	switch api {
-	case APIAnthropic, APIChat, APIResponses:
-	default:
-		return nil, fmt.Errorf("%w: %q", ErrUnknownAPI, string(api))
-	}
-	return appendConversation(api, body, appendNoticeItem(nil, api, text))
-}
-
-// appendConversation returns body with items (conversation items joined by
+// AppendConversation returns body with items (conversation items joined by
 // commas; none when empty) added as the last items of its conversation
 // ("messages", Responses "input"), every other byte as it came: the array's
 // closing bracket and later members too. A Responses "input" string becomes
 // [{"role":"user","content":<the string's raw bytes>}, items...]. When the
 // member appears twice the last one is used, as the providers' decoders do.
-func appendConversation(api API, body, items []byte) ([]byte, error) {
+func AppendConversation(api API, body, items []byte) ([]byte, error) {
 	key := "messages"
 	if api == APIResponses {
 		key = "input"
@@ -98,24 +71,6 @@ func appendConversation(api API, body, items []byte) ([]byte, error) {
 		return append(out, body[val.End:]...), nil
 	}
 	return nil, fmt.Errorf("%w: %q is not an array", ErrNoConversation, key)
-}
-
-// appendNoticeItem appends the conversation item of api holding text.
-func appendNoticeItem(dst []byte, api API, text string) []byte {
-	switch api {
-	case APIAnthropic:
-		dst = append(dst, `{"role":"user","content":[{"type":"text","text":`...)
-		dst = jsonscan.AppendQuoted(dst, text)
-		return append(dst, "}]}"...)
-	case APIChat:
-		dst = append(dst, `{"role":"user","content":`...)
-		dst = jsonscan.AppendQuoted(dst, text)
-		return append(dst, '}')
-	default:
-		dst = append(dst, `{"type":"message","role":"user","content":[{"type":"input_text","text":`...)
-		dst = jsonscan.AppendQuoted(dst, text)
-		return append(dst, "}]}"...)
-	}
 }
 
 // RestrictTools removes from the request every tool whose name keep

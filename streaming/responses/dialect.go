@@ -29,10 +29,6 @@ func (Dialect) ParseRequest(body []byte) (*streaming.Request, error) {
 	return streaming.ParseRequest(streaming.APIResponses, body)
 }
 
-func (Dialect) AppendNotice(body []byte, text string) ([]byte, error) {
-	return streaming.AppendNotice(streaming.APIResponses, body, text)
-}
-
 func (Dialect) RestrictTools(body []byte, keep func(name string) bool) ([]byte, []string, error) {
 	return streaming.RestrictTools(streaming.APIResponses, body, keep)
 }
