@@ -49,6 +49,9 @@ type Dialect interface {
 
 	// NewKeepalive returns the keepalive of one held stream.
 	NewKeepalive() Keepalive
+	// ErrorBody is an error of type typ saying msg, in the API's own
+	// format: what its SDKs read as an API error.
+	ErrorBody(typ, msg string) []byte
 }
 
 // A held stream must look alive to the agent for as long as people take to

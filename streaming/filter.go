@@ -178,7 +178,7 @@ func ReplyObject(api API, body []byte) (string, error) {
 
 // Grant marks allow as a grant (a restrict stage's read-only tools): a
 // Responses call item of a type gatekeeper does not know (any "*_call"
-// with a call_id outside the table in responses_items.go) is then refused
+// with a call_id outside the table in internal/callitems) is then refused
 // whatever its name, since no grant can say what it does. Call before the
 // first AppendEvent or Body.
 func (f *CallFilter) Grant() { f.grant = true }

@@ -14,7 +14,7 @@ import (
 	"gatekeeper/streaming/internal/callitems"
 )
 
-// OpenAI Responses: a refused client call item (responses_items.go)
+// OpenAI Responses: a refused client call item (internal/callitems)
 // becomes a message item at the same output index.
 
 type responsesCallFilter struct {

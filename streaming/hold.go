@@ -32,7 +32,7 @@ import (
 // tool_use blocks, Chat tool_calls deltas, Responses client call items:
 // function_call, custom_tool_call, local_shell_call, shell_call,
 // apply_patch_call, computer_call and unknown *_call items with a call_id,
-// see responses_items.go) instead of passing them on, until the reply's stop
+// see internal/callitems) instead of passing them on, until the reply's stop
 // is known (Anthropic message_delta with a stop_reason; Chat the
 // finish_reason of the call's choice; Responses response.completed,
 // .incomplete or .failed). Then the held calls are delivered, in their

@@ -14,7 +14,7 @@ import (
 //
 // Providers cache the prompt prefix byte for byte, and bodies reach a
 // megabyte, so a rewrite never re-encodes a body: it finds offsets with the
-// scanner of jsonscan.go and copies every untouched range verbatim. A notice
+// scanner of internal/jsonscan and copies every untouched range verbatim. A notice
 // goes at the very end of the conversation, after every cached byte; a
 // removed tool takes with it only its own bytes and one separator.
 

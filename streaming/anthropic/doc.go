@@ -4,6 +4,8 @@
 //   - the stream decoder and the decoder of a whole message body
 //     (decode.go): content blocks, tool_use and server tool calls, stop
 //     reasons, usage including cache reads and writes, error events;
+//   - the error body in the API's own format,
+//     {"type":"error","error":{...}} (errors.go);
 //   - the budget notice appended to a request's conversation (rewrite.go),
 //     and the items that continue a reply whose calls were refused: its
 //     output and one answer per call (continuation.go);

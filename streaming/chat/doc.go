@@ -5,6 +5,7 @@
 //   - the stream decoder and the decoder of a whole chat.completion body
 //     (decode.go): choices, tool_calls and legacy function_call, finish
 //     reasons, usage, error objects and events;
+//   - the error body in the API's own format, the OpenAI error object (errors.go);
 //   - the budget notice appended to a request's conversation (rewrite.go),
 //     and the items that continue a reply whose calls were refused: its
 //     output and one answer per call (continuation.go);

@@ -5,6 +5,7 @@
 //     (decode.go): output items, the call items of every type
 //     (streaming/internal/callitems), statuses, usage, error and failed
 //     events;
+//   - the error body in the API's own format, the OpenAI error object (errors.go);
 //   - the budget notice appended to a request's conversation (rewrite.go),
 //     and the items that continue a reply whose calls were refused: its
 //     output and one answer per call (continuation.go);

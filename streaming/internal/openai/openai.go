@@ -4,6 +4,7 @@
 package openai
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -53,4 +54,11 @@ func Object(data []byte, what string) (gjson.Result, error) {
 		return gjson.Result{}, fmt.Errorf("%w: %s is not an object", streaming.ErrInvalidJSON, what)
 	}
 	return root, nil
+}
+
+// ErrorBody is {"error":{"message":msg,"type":typ,"code":typ,"param":null}},
+// the error body of both OpenAI APIs.
+func ErrorBody(typ, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": typ, "param": nil}}) // maps of strings always marshal
+	return b
 }
