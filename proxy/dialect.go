@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"gatekeeper/streaming"
@@ -11,8 +10,8 @@ import (
 )
 
 // dialect is what the proxy needs of one turn API: the streaming dialect
-// that reads and writes its bodies, and beyond that where its turns are
-// routed, how its errors look, which request members carry the output limit
+// that reads and writes its bodies and errors, and beyond that where its
+// turns are routed, which request members carry the output limit
 // and name a held turn, and which of the request checks apply to it.
 type dialect struct {
 	api      streaming.API
@@ -38,8 +37,6 @@ type dialect struct {
 	// hostedMCP is set when a request may declare hosted MCP tools, which
 	// the provider calls without the agent: a tenant may refuse them.
 	hostedMCP bool
-	// errorBody renders an error in the API's own format.
-	errorBody func(typ, msg string) []byte
 }
 
 // dialects is the one table of the turn APIs gatekeeper serves; a provider
@@ -51,14 +48,12 @@ var dialects = []*dialect{
 		outputField: "max_tokens",
 		turnFields:  []string{"system", "messages", "tools"},
 		thinking:    true,
-		errorBody:   anthropicError,
 	},
 	{
 		api: streaming.APIChat, stream: chat.Dialect{}, provider: "openai", path: "/v1/chat/completions",
 		outputField: "max_completion_tokens",
 		turnFields:  []string{"messages", "tools"},
 		askUsage:    true,
-		errorBody:   openAIError,
 	},
 	{
 		api: streaming.APIResponses, stream: responses.Dialect{}, provider: "openai", path: "/v1/responses",
@@ -66,7 +61,6 @@ var dialects = []*dialect{
 		turnFields:  []string{"instructions", "input", "previous_response_id", "tools"},
 		background:  true,
 		hostedMCP:   true,
-		errorBody:   openAIError,
 	},
 }
 
@@ -108,19 +102,4 @@ func familyDialect(provider string) *dialect {
 		}
 	}
 	return nil
-}
-
-// anthropicError is {"type":"error","error":{"type","message"}}.
-func anthropicError(typ, msg string) []byte {
-	return marshalError(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
-}
-
-// openAIError is {"error":{"message","type","code","param"}}.
-func openAIError(typ, msg string) []byte {
-	return marshalError(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": typ, "param": nil}})
-}
-
-func marshalError(v any) []byte {
-	b, _ := json.Marshal(v) // maps of strings always marshal
-	return b
 }
