@@ -17,7 +17,7 @@ const minThinkingBudget = 1024
 // thinking has no budget and other APIs none to keep; the body is then
 // returned as it came. changed says whether it was rewritten.
 func thinkingBelow(api streaming.API, body []byte, limit int64) (out []byte, changed bool, err error) {
-	if api != streaming.APIAnthropic || limit <= 0 {
+	if !dialectOf(api).thinking || limit <= 0 {
 		return body, false, nil
 	}
 	th := gjson.GetBytes(body, "thinking")

@@ -1,18 +1,21 @@
 package proxy
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"gatekeeper/streaming"
+	"gatekeeper/streaming/anthropic"
+	"gatekeeper/streaming/chat"
+	"gatekeeper/streaming/responses"
 )
 
-// dialect is what the proxy needs of one turn API beyond what the streaming
-// packages read and write of it: where its turns are routed, how its errors
-// and keepalives look, which request members carry the output limit and
-// name a held turn.
+// dialect is what the proxy needs of one turn API: the streaming dialect
+// that reads and writes its bodies and errors, and beyond that where its
+// turns are routed, which request members carry the output limit
+// and name a held turn, and which of the request checks apply to it.
 type dialect struct {
 	api      streaming.API
+	stream   streaming.Dialect
 	provider string // the providers' config api that serves it
 	path     string // the turn's route below the provider's prefix
 	// outputField is where a request takes the output limit the agent did
@@ -21,41 +24,43 @@ type dialect struct {
 	// turnFields are the request members a held turn's key hashes: the
 	// conversation and the tools, nothing a retry may change.
 	turnFields []string
-	// keepalive is what a held stream sends while it waits when no event
-	// the agent's SDK yields can be sent yet (see aliveTracker): Anthropic's
-	// SDKs expect ping events, OpenAI's skip SSE comments.
-	keepalive []byte
 	// askUsage is set when a stream carries usage only if the request asks
 	// for it (stream_options.include_usage), which gatekeeper then does.
 	askUsage bool
-	// errorBody renders an error in the API's own format.
-	errorBody func(typ, msg string) []byte
+	// thinking is set when a request may carry an extended-thinking budget
+	// (thinking.budget_tokens) that must stay below its output limit.
+	thinking bool
+	// background is set when a request may ask to run in the background
+	// (background: true), its output fetched later by a route no turn
+	// meters.
+	background bool
+	// hostedMCP is set when a request may declare hosted MCP tools, which
+	// the provider calls without the agent: a tenant may refuse them.
+	hostedMCP bool
 }
 
 // dialects is the one table of the turn APIs gatekeeper serves; a provider
-// family's first entry gives the error format of its other routes.
+// family's first entry gives the error format of its other routes, and the
+// table's first entry that of a request no provider claims.
 var dialects = []*dialect{
 	{
-		api: streaming.APIAnthropic, provider: "anthropic", path: "/v1/messages",
+		api: streaming.APIAnthropic, stream: anthropic.Dialect{}, provider: "anthropic", path: "/v1/messages",
 		outputField: "max_tokens",
 		turnFields:  []string{"system", "messages", "tools"},
-		keepalive:   []byte("event: ping\ndata: {\"type\": \"ping\"}\n\n"),
-		errorBody:   anthropicError,
+		thinking:    true,
 	},
 	{
-		api: streaming.APIChat, provider: "openai", path: "/v1/chat/completions",
+		api: streaming.APIChat, stream: chat.Dialect{}, provider: "openai", path: "/v1/chat/completions",
 		outputField: "max_completion_tokens",
 		turnFields:  []string{"messages", "tools"},
-		keepalive:   []byte(": keepalive\n\n"),
 		askUsage:    true,
-		errorBody:   openAIError,
 	},
 	{
-		api: streaming.APIResponses, provider: "openai", path: "/v1/responses",
+		api: streaming.APIResponses, stream: responses.Dialect{}, provider: "openai", path: "/v1/responses",
 		outputField: "max_output_tokens",
 		turnFields:  []string{"instructions", "input", "previous_response_id", "tools"},
-		keepalive:   []byte(": keepalive\n\n"),
-		errorBody:   openAIError,
+		background:  true,
+		hostedMCP:   true,
 	},
 }
 
@@ -69,6 +74,10 @@ func dialectOf(api streaming.API) *dialect {
 	}
 	panic("proxy: no dialect for API " + string(api))
 }
+
+// streamOf is the streaming dialect of api, which reads and writes its
+// bodies.
+func streamOf(api streaming.API) streaming.Dialect { return dialectOf(api).stream }
 
 // turnDialect is the dialect of a turn route of provider family provider,
 // or nil when the route is not a turn.
@@ -93,19 +102,4 @@ func familyDialect(provider string) *dialect {
 		}
 	}
 	return nil
-}
-
-// anthropicError is {"type":"error","error":{"type","message"}}.
-func anthropicError(typ, msg string) []byte {
-	return marshalError(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": msg}})
-}
-
-// openAIError is {"error":{"message","type","code","param"}}.
-func openAIError(typ, msg string) []byte {
-	return marshalError(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": typ, "param": nil}})
-}
-
-func marshalError(v any) []byte {
-	b, _ := json.Marshal(v) // maps of strings always marshal
-	return b
 }

@@ -72,5 +72,5 @@ func writeError(w http.ResponseWriter, api streaming.API, err error) {
 
 // errorBody renders an error in api's own format (its dialect's).
 func errorBody(api streaming.API, typ, msg string) []byte {
-	return dialectOf(api).errorBody(typ, msg)
+	return streamOf(api).ErrorBody(typ, msg)
 }

@@ -25,7 +25,7 @@ import (
 // reply is the next hold of the same turn, which the client waits on.
 func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base reply, results map[string][]byte, c *escrowClient) (*decidedReply, error) {
 	api := streaming.API(h.API)
-	body, err := streaming.Continuation(api, h.Request, h.Reply, h.Streamed, results)
+	body, err := streamOf(api).Continuation(h.Request, h.Reply, h.Streamed, results)
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base reply
 	if !ok {
 		return nil, fmt.Errorf("provider %s of the held turn is no longer configured", h.Provider)
 	}
-	pr, err := streaming.ParseRequest(api, body)
+	pr, err := streamOf(api).ParseRequest(body)
 	if err != nil {
 		return nil, err
 	}

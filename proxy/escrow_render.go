@@ -44,12 +44,9 @@ func (r reply) streamed() bool { return r.form == formStream }
 // decode reads r as api's decoder does.
 func (r reply) decode(api streaming.API) (*streaming.Result, error) {
 	if !r.streamed() {
-		return streaming.DecodeJSON(api, r.body)
+		return streamOf(api).DecodeJSON(r.body)
 	}
-	dec, err := streaming.NewDecoder(api)
-	if err != nil {
-		return nil, err
-	}
+	dec := streamOf(api).NewDecoder()
 	if err := sse.Each(r.body, func(ev *sse.Event) error { dec.Decode(ev, nil); return nil }); err != nil {
 		return nil, err
 	}
@@ -62,9 +59,9 @@ func (r reply) splice(api streaming.API, cont []byte) (reply, error) {
 	var out []byte
 	var err error
 	if r.streamed() {
-		out, err = streaming.SpliceStream(api, r.body, cont)
+		out, err = streamOf(api).SpliceStream(r.body, cont)
 	} else {
-		out, err = streaming.SpliceJSON(api, r.body, cont)
+		out, err = streamOf(api).SpliceJSON(r.body, cont)
 	}
 	return reply{form: r.form, body: out}, err
 }
@@ -75,14 +72,11 @@ func (r reply) as(api streaming.API, form replyForm) ([]byte, error) {
 	case r.form == form:
 		return r.body, nil
 	case form == formJSON:
-		return streaming.AssembleJSON(api, r.body)
+		return streamOf(api).AssembleJSON(r.body)
 	default:
-		return streaming.RenderSSE(api, r.body)
+		return streamOf(api).RenderSSE(r.body)
 	}
 }
-
-// keepalive is what a held stream of api sends while it waits.
-func keepalive(api streaming.API) []byte { return dialectOf(api).keepalive }
 
 // errPrefixMismatch: the decided reply does not begin with what the
 // original client already received, so the rest cannot be appended.
@@ -152,7 +146,7 @@ func (dr *decidedReply) filter(api streaming.API, c *escrowClient) (*streaming.C
 		}
 		return "[gatekeeper] The call to " + tc.Name + " was not delivered."
 	}
-	f, err := streaming.NewCallFilter(api, allow, refusal)
+	f, err := streamOf(api).NewCallFilter(allow, refusal)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +159,7 @@ func (dr *decidedReply) filter(api streaming.API, c *escrowClient) (*streaming.C
 // errorEvent is a provider error event that ends a stream whose client
 // has nothing of the reply yet (a re-attached retry).
 func errorEvent(api streaming.API, typ, msg string) []byte {
-	f, err := streaming.NewCallFilter(api, allowAll, func(streaming.ToolCall) string { return "" })
+	f, err := streamOf(api).NewCallFilter(allowAll, func(streaming.ToolCall) string { return "" })
 	if err != nil {
 		return nil
 	}

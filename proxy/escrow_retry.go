@@ -79,7 +79,7 @@ func (s *Server) writeRetryStream(w http.ResponseWriter, r *http.Request, wait *
 		var out []byte
 		switch a.end {
 		case awaitPending:
-			out = keepalive(api)
+			out = streamOf(api).NewKeepalive().Event()
 		case awaitDecided:
 			out = a.body
 		default:

@@ -132,7 +132,7 @@ func (b *sseBody) holdRead() {
 		c := &escrowClient{req: t.req, hdr: t.hdr, form: formStream, strip: t.stripUsage, sent: h.sent, sum: h.sum,
 			allow: t.allowPolicy(), refusal: t.refusal, log: t.log}
 		h.wait, h.phase, h.raw = &escrowWait{hold: hold, c: c}, phaseWait, nil
-		b.out = append(b.out, b.alive.keepalive(t.req.api)...)
+		b.out = append(b.out, b.alive.Event()...)
 	case phaseWait:
 		b.writeAwaited(t.s.awaitDecision(t.ctx, h.wait))
 	}
@@ -144,7 +144,7 @@ func (b *sseBody) writeAwaited(a awaited) {
 	h := b.held
 	switch a.end {
 	case awaitPending:
-		b.out = append(b.out, b.alive.keepalive(b.t.req.api)...)
+		b.out = append(b.out, b.alive.Event()...)
 		return
 	case awaitDecided:
 		h.phase = phaseDone

@@ -59,7 +59,7 @@ func FuzzCheckTurnBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		body := []byte(in)
-		if _, err := streaming.ParseRequest(streaming.APIResponses, body); err != nil {
+		if _, err := streamOf(streaming.APIResponses).ParseRequest(body); err != nil {
 			return
 		}
 		if checkTurnBody(streaming.APIResponses, body, false) != nil {

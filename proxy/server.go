@@ -275,7 +275,7 @@ func (s *Server) Routes(r chi.Router) {
 	r.Head("/", ok200)
 	r.HandleFunc("/v1/*", func(w http.ResponseWriter, req *http.Request) {
 		if s.def == nil {
-			writeError(w, streaming.APIAnthropic, httpErr(http.StatusNotFound, errNotFound,
+			writeError(w, dialects[0].api, httpErr(http.StatusNotFound, errNotFound,
 				"no default provider is configured: use /{provider}/v1/..."))
 			return
 		}
@@ -293,7 +293,7 @@ func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "provider")
 	up, ok := s.providers[name]
 	if !ok {
-		writeError(w, streaming.APIAnthropic, httpErr(http.StatusNotFound, errNotFound,
+		writeError(w, dialects[0].api, httpErr(http.StatusNotFound, errNotFound,
 			fmt.Sprintf("no provider named %q is configured", name)))
 		return
 	}

@@ -42,12 +42,12 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 		}
 	}
 	if t.truncated > 0 {
-		if out, err := streaming.AppendNotice(api, body, truncationNotice(t.truncated)); err == nil {
+		if out, err := streamOf(api).AppendNotice(body, truncationNotice(t.truncated)); err == nil {
 			body = out
 		}
 	}
 	if t.interrupt != "" {
-		out, err := streaming.AppendNotice(api, body, "[message from the operator] "+t.interrupt)
+		out, err := streamOf(api).AppendNotice(body, "[message from the operator] "+t.interrupt)
 		if err != nil {
 			t.log.LogAttrs(t.ctx, slog.LevelWarn, "operator message not appended", slog.String("error", err.Error()))
 		} else {
@@ -56,12 +56,12 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 	}
 	stage := t.adm.decision.Stage
 	if stage == meter.Restrict || t.loop.restrict {
-		out, removed, err := streaming.RestrictTools(api, body, t.readOnly)
+		out, removed, err := streamOf(api).RestrictTools(body, t.readOnly)
 		if err != nil {
 			return nil, httpErr(http.StatusBadRequest, errInvalidRequest, "could not narrow the request's tools: "+err.Error())
 		}
 		body, t.removed = out, removed
-		if t.filter, err = streaming.NewCallFilter(api, t.readOnly, t.refusal); err != nil {
+		if t.filter, err = streamOf(api).NewCallFilter(t.readOnly, t.refusal); err != nil {
 			return nil, err
 		}
 		t.filter.Grant() // an unknown call type is no read-only tool
@@ -74,7 +74,7 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 		notices = append(notices, t.loop.notice)
 	}
 	for _, n := range notices {
-		out, err := streaming.AppendNotice(api, body, n)
+		out, err := streamOf(api).AppendNotice(body, n)
 		if err != nil {
 			// A request without a conversation to append to is forwarded
 			// as it is; the provider will judge it.
@@ -144,14 +144,14 @@ func (t *turn) filterJSON(resp *http.Response, cutOnly bool) error {
 	}
 	if err != nil {
 		// The provider produced the reply: it is charged, undelivered.
-		res, _ := streaming.DecodeJSON(t.req.api, raw)
+		res, _ := streamOf(t.req.api).DecodeJSON(raw)
 		t.chargeUndelivered(res, int64(len(raw)), err)
 		return err
 	}
 	if len(t.filter.Withheld()) > 0 {
 		// The decoder reads what the agent receives; the watchdog counts
 		// what the model proposed.
-		if res, err := streaming.DecodeJSON(t.req.api, raw); err == nil {
+		if res, err := streamOf(t.req.api).DecodeJSON(raw); err == nil {
 			t.proposed = t.seeReply(res)
 		}
 	}

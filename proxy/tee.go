@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"gatekeeper/config"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
@@ -34,7 +35,7 @@ type sseBody struct {
 
 	held *heldStream // the escrow's state; nil for a tenant without gates
 
-	alive aliveTracker // what a keepalive of this stream is
+	alive streaming.Keepalive // what a keepalive of this stream is
 	// quiet is when the agent last got bytes, or the filter began to hold
 	// what the provider sends.
 	quiet time.Time
@@ -80,7 +81,7 @@ func (b *sseBody) Read(p []byte) (int, error) {
 // take decodes one event as the provider sent it (the meter needs its
 // usage) and queues what the agent receives of it.
 func (b *sseBody) take(ev *sse.Event) error {
-	b.t.extras.Read(b.t.req.api, ev.Data)
+	streamOf(b.t.req.api).ReadExtras(&b.t.extras, ev.Data)
 	if b.held != nil {
 		return b.takeHeld(ev)
 	}
@@ -102,7 +103,7 @@ func (b *sseBody) keepAlive() {
 		return
 	}
 	if now.Sub(b.quiet) >= t.s.keepaliveEvery() {
-		b.out = append(b.out, b.alive.keepalive(t.req.api)...)
+		b.out = append(b.out, b.alive.Event()...)
 		b.quiet = now
 	}
 }
@@ -127,7 +128,7 @@ func (b *sseBody) forward(ev *sse.Event) {
 		b.out = t.filter.AppendEvent(b.out, *ev)
 		if !t.filter.Holding() {
 			// It went out (or was edited out): the keepalive may build on it.
-			b.alive.forwarded(t.req.api, ev, b.dec.Result())
+			b.alive.Forwarded(ev, b.dec.Result())
 		}
 		return
 	}
@@ -250,9 +251,9 @@ func (b *jsonBody) record() {
 		return
 	}
 	res := &streaming.Result{}
-	t.extras.Read(t.req.api, b.buf)
+	streamOf(t.req.api).ReadExtras(&t.extras, b.buf)
 	if !b.over && cause == nil {
-		if r, derr := streaming.DecodeJSON(t.req.api, b.buf); derr == nil {
+		if r, derr := streamOf(t.req.api).DecodeJSON(b.buf); derr == nil {
 			res = r
 		} else {
 			cause = derr
@@ -264,8 +265,24 @@ func (b *jsonBody) record() {
 // upstreamErrorDetail picks the provider's error type out of an error body
 // for the event log; the body itself reaches the agent unchanged.
 func upstreamErrorDetail(api streaming.API, body []byte) string {
-	if res, err := streaming.DecodeJSON(api, body); err == nil && len(res.Errors) > 0 {
+	if res, err := streamOf(api).DecodeJSON(body); err == nil && len(res.Errors) > 0 {
 		return res.Errors[0].Type + ": " + res.Errors[0].Message
 	}
 	return ""
+}
+
+// The keepalive of a held stream (streaming.Keepalive, one per dialect)
+// also covers a call held while it streams: what the provider sends after
+// the call's first event waits behind it, so that the agent gets the
+// provider's events in their order (streaming.CallFilter's Hold), and a
+// call whose input takes longer than approvals.keepalive to stream would
+// otherwise leave the agent without an event for that long.
+
+// keepaliveEvery is the period of keepalives on a held stream, and the
+// longest a held call's stream leaves the agent without one.
+func (s *Server) keepaliveEvery() time.Duration {
+	if d := s.cfg.Approvals.Keepalive.Std(); d > 0 {
+		return d
+	}
+	return config.DefaultKeepalive
 }

@@ -95,7 +95,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		writeError(w, req.api, err)
 		return
 	}
-	pr, err := streaming.ParseRequest(req.api, body)
+	pr, err := streamOf(req.api).ParseRequest(body)
 	if err != nil {
 		writeError(w, req.api, httpErr(http.StatusBadRequest, errInvalidRequest,
 			"request body is not a valid JSON object: "+err.Error()))
@@ -110,7 +110,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		writeError(w, req.api, err)
 		return
 	}
-	if req.tenant.RefuseUngatedMCP && req.api == streaming.APIResponses {
+	if req.tenant.RefuseUngatedMCP && dialectOf(req.api).hostedMCP {
 		if err := checkHostedMCP(body); err != nil {
 			writeError(w, req.api, err)
 			return
@@ -603,12 +603,10 @@ func (t *turn) attach(resp *http.Response) error {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		resp.Body = &jsonBody{t: t, src: resp.Body, status: resp.StatusCode, limit: 1 << 20}
 	case isEventStream(ct):
-		dec, err := streaming.NewDecoder(t.req.api)
-		if err != nil {
-			return err
-		}
+		dec := streamOf(t.req.api).NewDecoder()
 		if t.filter == nil {
-			if t.filter, err = streaming.NewCallFilter(t.req.api, allowAll, t.refusal); err != nil {
+			var err error
+			if t.filter, err = streamOf(t.req.api).NewCallFilter(allowAll, t.refusal); err != nil {
 				return err
 			}
 		}
@@ -618,7 +616,7 @@ func (t *turn) attach(resp *http.Response) error {
 		t.filter.Hold()
 		t.filter.NoticeCut(cutNotice)
 		body := &sseBody{t: t, src: resp.Body, rd: sse.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
-			in: t.s.bufs.Get()}
+			in: t.s.bufs.Get(), alive: streamOf(t.req.api).NewKeepalive()}
 		if t.gated {
 			body.held = &heldStream{}
 		}
@@ -627,7 +625,7 @@ func (t *turn) attach(resp *http.Response) error {
 		cutOnly := t.filter == nil
 		if cutOnly {
 			var err error
-			if t.filter, err = streaming.NewCallFilter(t.req.api, allowAll, t.refusal); err != nil {
+			if t.filter, err = streamOf(t.req.api).NewCallFilter(allowAll, t.refusal); err != nil {
 				return err
 			}
 		}

@@ -62,7 +62,7 @@ func checkMember(api streaming.API, name string, v gjson.Result, allowBackground
 			return badRequest(fmt.Sprintf("%s must be a JSON string", name))
 		}
 	}
-	if name == "background" && v.Type == gjson.True && api == streaming.APIResponses && !allowBackground {
+	if name == "background" && v.Type == gjson.True && dialectOf(api).background && !allowBackground {
 		return badRequest("background responses are refused: their output is fetched later through GET /v1/responses/{id}, " +
 			"which gatekeeper neither meters nor gates; send the request without background, or ask an operator to allow " +
 			"that path in providers[].passthrough")

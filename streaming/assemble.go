@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // AssembleJSON returns the non-streamed reply body the provider would have
@@ -53,9 +55,9 @@ type anthropicMessage struct {
 	base    string // message_start's message
 	blocks  []*assembledBlock
 	byIndex map[int]*assembledBlock
-	delta   []rawMember // message_delta's delta members, the stop among them
-	usage   []rawMember // message_delta's non-null usage members
-	stopped bool        // a stop_reason came
+	delta   []jsonscan.Set // message_delta's delta members, the stop among them
+	usage   []jsonscan.Set // message_delta's non-null usage members
+	stopped bool           // a stop_reason came
 }
 
 func assembleAnthropic(evs []streamEvent) ([]byte, error) {
@@ -100,7 +102,7 @@ func readAnthropicMessage(evs []streamEvent) (*anthropicMessage, error) {
 			b.add(gjson.Get(js, "delta"))
 		case "message_delta":
 			gjson.Get(js, "delta").ForEach(func(k, v gjson.Result) bool {
-				m.delta = append(m.delta, rawMember{k.Str, v.Raw})
+				m.delta = append(m.delta, jsonscan.Set{Key: k.Str, Val: v.Raw})
 				if k.Str == "stop_reason" && v.Type == gjson.String {
 					m.stopped = true
 				}
@@ -108,7 +110,7 @@ func readAnthropicMessage(evs []streamEvent) (*anthropicMessage, error) {
 			})
 			gjson.Get(js, "usage").ForEach(func(k, v gjson.Result) bool {
 				if v.Type != gjson.Null {
-					m.usage = append(m.usage, rawMember{k.Str, v.Raw})
+					m.usage = append(m.usage, jsonscan.Set{Key: k.Str, Val: v.Raw})
 				}
 				return true
 			})
@@ -116,7 +118,7 @@ func readAnthropicMessage(evs []streamEvent) (*anthropicMessage, error) {
 			return nil, fmt.Errorf("%w: the stream ended on an error event", ErrIncompleteStream)
 		}
 	}
-	if m.base == "" || !isObject(m.base) || !m.stopped {
+	if m.base == "" || !jsonscan.IsObject(m.base) || !m.stopped {
 		return nil, ErrIncompleteStream
 	}
 	if gjson.Get(m.base, "type").Str != "message" {
@@ -149,10 +151,10 @@ func (b *assembledBlock) add(delta gjson.Result) {
 
 // json is the block as a Message holds it.
 func (b *assembledBlock) json() (string, error) {
-	var set []rawMember
+	var set []jsonscan.Set
 	start := gjson.Parse(b.start)
 	if b.deltas["text_delta"] {
-		set = append(set, rawMember{"text", quoted(start.Get("text").Str + b.text.String())})
+		set = append(set, jsonscan.Set{Key: "text", Val: jsonscan.Quote(start.Get("text").Str + b.text.String())})
 	}
 	if len(b.citations) > 0 {
 		prior := start.Get("citations").Array()
@@ -161,13 +163,13 @@ func (b *assembledBlock) json() (string, error) {
 			all = append(all, c.Raw)
 		}
 		all = append(all, b.citations...)
-		set = append(set, rawMember{"citations", "[" + strings.Join(all, ",") + "]"})
+		set = append(set, jsonscan.Set{Key: "citations", Val: "[" + strings.Join(all, ",") + "]"})
 	}
 	if b.deltas["thinking_delta"] {
-		set = append(set, rawMember{"thinking", quoted(start.Get("thinking").Str + b.thinking.String())})
+		set = append(set, jsonscan.Set{Key: "thinking", Val: jsonscan.Quote(start.Get("thinking").Str + b.thinking.String())})
 	}
 	if b.deltas["signature_delta"] {
-		set = append(set, rawMember{"signature", quoted(b.signature)})
+		set = append(set, jsonscan.Set{Key: "signature", Val: jsonscan.Quote(b.signature)})
 	}
 	if start.Get("input").Exists() || b.deltas["input_json_delta"] {
 		input := strings.TrimSpace(b.partial.String())
@@ -177,9 +179,9 @@ func (b *assembledBlock) json() (string, error) {
 		case !gjson.Valid(input):
 			return "", fmt.Errorf("%w: the input of %s block %d", ErrInvalidJSON, start.Get("type").Str, b.index)
 		}
-		set = append(set, rawMember{"input", input})
+		set = append(set, jsonscan.Set{Key: "input", Val: input})
 	}
-	return string(setMembers(nil, b.start, set...)), nil
+	return string(jsonscan.SetMembers(nil, b.start, set...)), nil
 }
 
 func (m *anthropicMessage) content() (string, error) {
@@ -204,19 +206,19 @@ func (m *anthropicMessage) body() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := append([]rawMember{{"content", content}}, m.delta...)
-	set = append(set, rawMember{"usage", m.usageJSON()})
-	return setMembers(nil, m.base, set...), nil
+	set := append([]jsonscan.Set{{Key: "content", Val: content}}, m.delta...)
+	set = append(set, jsonscan.Set{Key: "usage", Val: m.usageJSON()})
+	return jsonscan.SetMembers(nil, m.base, set...), nil
 }
 
 // usageJSON is the Message's final usage: message_start's overlaid with
 // the non-null usage members of its message_delta events.
 func (m *anthropicMessage) usageJSON() string {
 	usage := gjson.Get(m.base, "usage").Raw
-	if !isObject(usage) {
+	if !jsonscan.IsObject(usage) {
 		usage = "{}"
 	}
-	return string(setMembers(nil, usage, m.usage...))
+	return string(jsonscan.SetMembers(nil, usage, m.usage...))
 }
 
 // chatChoice is one choice of a ChatCompletion being assembled.
@@ -245,20 +247,20 @@ type chatAssembledCall struct {
 func assembleChat(evs []streamEvent) ([]byte, error) {
 	var (
 		choices []*chatChoice
-		top     []rawMember // id, created, model, system_fingerprint, service_tier
+		top     []jsonscan.Set // id, created, model, system_fingerprint, service_tier
 		usage   string
 	)
 	setTop := func(js string) {
 		for _, k := range []string{"id", "created", "model", "system_fingerprint", "service_tier"} {
 			v := gjson.Get(js, k)
 			if !v.Exists() || v.Type == gjson.Null || v.Str == "" && v.Type == gjson.String ||
-				slices.ContainsFunc(top, func(m rawMember) bool { return m.key == k }) {
+				slices.ContainsFunc(top, func(m jsonscan.Set) bool { return m.Key == k }) {
 				continue
 			}
 			if k == "created" && v.Int() == 0 {
 				continue // Azure's first chunk: created 0, id ""
 			}
-			top = append(top, rawMember{k, v.Raw})
+			top = append(top, jsonscan.Set{Key: k, Val: v.Raw})
 		}
 	}
 	choice := func(i int) *chatChoice {
@@ -324,29 +326,29 @@ func assembleChat(evs []streamEvent) ([]byte, error) {
 	}
 	for _, k := range []string{"system_fingerprint", "service_tier"} {
 		if v := topValue(top, k); v != "" {
-			b = appendJSONQuoted(append(b, ','), k)
+			b = jsonscan.AppendQuoted(append(b, ','), k)
 			b = append(append(b, ':'), v...)
 		}
 	}
 	return append(b, '}'), nil
 }
 
-func topValue(top []rawMember, key string) string {
+func topValue(top []jsonscan.Set, key string) string {
 	for _, m := range top {
-		if m.key == key {
-			return m.val
+		if m.Key == key {
+			return m.Val
 		}
 	}
 	return ""
 }
 
 // appendTop appends `"key":value,` from top, null when absent.
-func appendTop(b []byte, top []rawMember, key string) []byte {
+func appendTop(b []byte, top []jsonscan.Set, key string) []byte {
 	v := topValue(top, key)
 	if v == "" {
 		v = "null"
 	}
-	b = appendJSONQuoted(b, key)
+	b = jsonscan.AppendQuoted(b, key)
 	return append(append(append(b, ':'), v...), ',')
 }
 
@@ -423,25 +425,25 @@ func (c *chatChoice) call(index int) *chatAssembledCall {
 
 func (c *chatChoice) appendJSON(b []byte) []byte {
 	b = strconv.AppendInt(append(b, `{"index":`...), int64(c.index), 10)
-	b = appendJSONQuoted(append(b, `,"message":{"role":`...), c.role)
+	b = jsonscan.AppendQuoted(append(b, `,"message":{"role":`...), c.role)
 	b = append(b, `,"content":`...)
 	if c.contentSeen {
-		b = appendJSONQuoted(b, c.content.String())
+		b = jsonscan.AppendQuoted(b, c.content.String())
 	} else {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"refusal":`...)
 	if c.refusalSeen {
-		b = appendJSONQuoted(b, c.refusal.String())
+		b = jsonscan.AppendQuoted(b, c.refusal.String())
 	} else {
 		b = append(b, "null"...)
 	}
 	if c.reasonSeen {
-		b = appendJSONQuoted(append(b, `,"reasoning_content":`...), c.reasoning.String())
+		b = jsonscan.AppendQuoted(append(b, `,"reasoning_content":`...), c.reasoning.String())
 	}
 	if c.legacy != nil {
-		b = appendJSONQuoted(append(b, `,"function_call":{"name":`...), c.legacy.name)
-		b = appendJSONQuoted(append(b, `,"arguments":`...), c.legacy.args.String())
+		b = jsonscan.AppendQuoted(append(b, `,"function_call":{"name":`...), c.legacy.name)
+		b = jsonscan.AppendQuoted(append(b, `,"arguments":`...), c.legacy.args.String())
 		b = append(b, '}')
 	}
 	if len(c.calls) > 0 {
@@ -468,14 +470,14 @@ func (call *chatAssembledCall) appendJSON(b []byte) []byte {
 			typ = "custom"
 		}
 	}
-	b = appendJSONQuoted(append(b, `{"id":`...), call.id)
-	b = appendJSONQuoted(append(b, `,"type":`...), typ)
+	b = jsonscan.AppendQuoted(append(b, `{"id":`...), call.id)
+	b = jsonscan.AppendQuoted(append(b, `,"type":`...), typ)
 	if typ == "custom" {
-		b = appendJSONQuoted(append(b, `,"custom":{"name":`...), call.name)
-		b = appendJSONQuoted(append(b, `,"input":`...), call.args.String())
+		b = jsonscan.AppendQuoted(append(b, `,"custom":{"name":`...), call.name)
+		b = jsonscan.AppendQuoted(append(b, `,"input":`...), call.args.String())
 	} else {
-		b = appendJSONQuoted(append(b, `,"function":{"name":`...), call.name)
-		b = appendJSONQuoted(append(b, `,"arguments":`...), call.args.String())
+		b = jsonscan.AppendQuoted(append(b, `,"function":{"name":`...), call.name)
+		b = jsonscan.AppendQuoted(append(b, `,"arguments":`...), call.args.String())
 	}
 	return append(b, "}}"...)
 }

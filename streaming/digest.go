@@ -8,6 +8,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Digests of tool calls and tool results, for the loop watchdog: equal
@@ -136,14 +138,14 @@ const maxExitHeader = 2048
 func statesFailure(raw string) bool {
 	lit := raw
 	if len(raw) > 0 && raw[0] == '[' {
-		it := newArrayIter(raw)
-		part, ok := it.next()
+		it := jsonscan.NewArrayIter(raw)
+		part, ok := it.Next()
 		if !ok {
 			return false
 		}
-		lit = memberRaw(part, "text")
+		lit = jsonscan.MemberRaw(part, "text")
 	}
-	if !isStringRaw(lit) {
+	if !jsonscan.IsStringRaw(lit) {
 		return false
 	}
 	head := lit[:min(len(lit), maxExitHeader)]
@@ -151,7 +153,7 @@ func statesFailure(raw string) bool {
 	if !object && !strings.Contains(head, "xit code") && !strings.Contains(head, "exited with code") {
 		return false // the common case: nothing to decode
 	}
-	text, _ := stringValue(lit)
+	text, _ := jsonscan.StringValue(lit)
 	if object {
 		for _, path := range [...]string{"exit_code", "metadata.exit_code"} {
 			if v := gjson.Get(text, path); v.Type == gjson.Number {

@@ -1,31 +1,40 @@
 // Package streaming understands the replies and requests of the model
-// providers' APIs while gatekeeper forwards them byte for byte. It knows
-// three APIs (API: Anthropic Messages, OpenAI Chat Completions, OpenAI
-// Responses); every exported function takes the API it works on.
+// providers' APIs while gatekeeper forwards them byte for byte.
 //
-// It owns:
+// Each API is a dialect: a package below this one whose Dialect value
+// (anthropic.Dialect, chat.Dialect, responses.Dialect) satisfies the
+// Dialect interface declared here (dialect.go). The proxy binds one per
+// request from its table of APIs and calls nothing else per API.
 //
-//   - the vocabulary of a reply: Result, Stop and StopReason, ToolCall,
-//     Usage, ProviderError (types.go);
-//   - a Decoder per API (anthropic.go, chat.go, responses.go) that reads a
-//     reply's events as the sse package splits them and accumulates its
-//     Result, and DecodeJSON for a reply that was not streamed;
-//   - ParseRequest (request.go), which picks the model, the stream flag,
-//     the output limit, the declared tools, the tool results and the
-//     conversation's fingerprint (fingerprint.go) out of a raw request body
-//     without unmarshalling it;
-//   - request rewrites that change only what they must: AppendNotice and
-//     RestrictTools (rewrite.go), EnsureIncludeUsage and, on the reply,
-//     StripUsage (usage.go);
-//   - CallFilter (filter*.go), which withholds refused client tool calls from
-//     a reply as it streams, and with Hold buffers every client call until
-//     the reply's stop shows it whole (hold*.go);
-//   - the reshaping of whole replies the proxy holds for an approval:
-//     AssembleJSON and RenderSSE (a stream into a body and back),
-//     Continuation (the request that answers refused calls), SpliceStream
-//     and SpliceJSON (the two replies joined into one) in escrow.go,
-//     assemble.go, render.go, continuation.go and splice.go;
-//   - one JSON scanner that reads members and values in place (jsonscan.go).
+// The root owns:
+//
+//   - the vocabulary of a reply and a request: API, Result, Stop and
+//     StopReason, ToolCall, Usage, ProviderError (types.go), Request and
+//     ToolResult (request.go), Extras (extras.go), and the Dialect,
+//     Decoder and Keepalive interfaces;
+//   - the call filter and the call-buffering engine: CallFilter withholds
+//     refused client tool calls from a reply as it streams, and with Hold
+//     buffers every client call until the reply's stop shows it whole
+//     (filter.go, filter_cut.go, hold.go), with each API's rules beside it
+//     (filter_anthropic.go, filter_chat.go, filter_responses.go,
+//     hold_chat.go, hold_responses.go);
+//   - what the dialects share or still reach here by API: the request
+//     reader (request.go, fingerprint.go); AppendConversation, which adds
+//     items at the end of a request's conversation, and RestrictTools
+//     (rewrite.go); Chat's stream_options rewrite (usage.go); the
+//     reshaping of held replies: AssembleJSON, SpliceStream and
+//     SpliceJSON (assemble.go, splice.go, escrow.go), which share the
+//     filter's per-API state, and Continuation (continuation.go);
+//     CheckRendered, which reads a rendered stream back with its
+//     dialect's decoder (render.go); CallDigest (digest.go).
+//
+// Below it, besides the dialects: sse (the Reader and event framing),
+// internal/jsonscan (the one JSON scanner and editor), internal/callitems
+// (the Responses call-item table) and internal/openai (what the two OpenAI
+// APIs share in their replies).
+//
+// The tree is pure: it does no I/O of its own and imports nothing from the
+// rest of gatekeeper (internal/purity checks it).
 //
 // What the client gets of a streamed reply through a CallFilter is, at every
 // moment, a prefix of the bytes the provider sent, but for the filter's
@@ -35,7 +44,4 @@
 // keepalives while a reply is held. Once a call is held (Hold), everything
 // after its first event is held too, and released in the provider's order
 // when no call before it is held any more: nothing overtakes a held call.
-//
-// The package is pure: it does no I/O of its own and imports nothing from the
-// rest of gatekeeper but its sse subpackage.
 package streaming

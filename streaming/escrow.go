@@ -10,6 +10,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Reshaping a held reply for the escrow.
@@ -71,51 +73,11 @@ func (e *streamEvent) jsonEvent(api API) (js string, ok bool, err error) {
 	if !e.hasData {
 		return "", false, nil
 	}
-	if !isObject(e.data) || !gjson.Valid(e.data) {
+	if !jsonscan.IsObject(e.data) || !gjson.Valid(e.data) {
 		return "", false, fmt.Errorf("%w: %s event %.64q", ErrInvalidJSON, api, e.data)
 	}
 	return e.data, true, nil
 }
-
-// rawMember is a member to set on an object: key as written (no quotes),
-// and a valid JSON value.
-type rawMember struct{ key, val string }
-
-// setMembers returns the JSON object obj (valid JSON) with every member
-// named in set given its value, each in place (a duplicate key takes the
-// same value), and the members obj lacks added at its end in set's order.
-// Members whose val is empty are removed instead.
-func setMembers(dst []byte, obj string, set ...rawMember) []byte {
-	seen := make([]bool, len(set))
-	return filterObject(dst, obj, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		for i, s := range set {
-			if keyEqual(m.key, s.key) {
-				seen[i] = true
-				if s.val == "" {
-					return dst, filterDrop
-				}
-				return append(dst, s.val...), filterReplace
-			}
-		}
-		return dst, filterKeep
-	}, func(dst []byte, sep bool) []byte {
-		for i, s := range set {
-			if seen[i] || s.val == "" {
-				continue
-			}
-			if sep {
-				dst = append(dst, ',')
-			}
-			sep = true
-			dst = appendJSONQuoted(dst, s.key)
-			dst = append(append(dst, ':'), s.val...)
-		}
-		return dst
-	})
-}
-
-// quoted is s as a JSON string literal.
-func quoted(s string) string { return string(appendJSONQuoted(nil, s)) }
 
 // maxUsageDepth bounds the nesting sumUsage follows.
 const maxUsageDepth = 8
@@ -125,13 +87,13 @@ const maxUsageDepth = 8
 // it is not null), else from a. Either may be empty or null. Members keep
 // a's order, b's new ones follow.
 func sumUsage(a, b string) string {
-	if !isObject(a) {
-		if isObject(b) {
+	if !jsonscan.IsObject(a) {
+		if jsonscan.IsObject(b) {
 			return b
 		}
 		return a
 	}
-	if !isObject(b) {
+	if !jsonscan.IsObject(b) {
 		return a
 	}
 	return string(sumObjects(nil, a, b, 0))
@@ -141,13 +103,13 @@ func sumObjects(dst []byte, a, b string, depth int) []byte {
 	var keys []string
 	vals := [2]map[string]string{{}, {}} // the first member of each key, in a and in b
 	for n, obj := range []string{a, b} {
-		for m, next, ok := nextMember(obj, objectStart(obj)); ok; m, next, ok = nextMember(obj, next) {
-			if _, dup := vals[n][m.key]; dup {
+		for m, next, ok := jsonscan.NextMember(obj, jsonscan.ObjectStart(obj)); ok; m, next, ok = jsonscan.NextMember(obj, next) {
+			if _, dup := vals[n][m.Key]; dup {
 				continue
 			}
-			vals[n][m.key] = m.val
-			if _, inA := vals[0][m.key]; n == 0 || !inA {
-				keys = append(keys, m.key)
+			vals[n][m.Key] = m.Val
+			if _, inA := vals[0][m.Key]; n == 0 || !inA {
+				keys = append(keys, m.Key)
 			}
 		}
 	}
@@ -166,14 +128,14 @@ func sumObjects(dst []byte, a, b string, depth int) []byte {
 
 func sumValue(dst []byte, va, vb string, depth int) []byte {
 	switch {
-	case isNumber(va) && isNumber(vb):
+	case jsonscan.IsNumber(va) && jsonscan.IsNumber(vb):
 		x, errA := strconv.ParseInt(va, 10, 64)
 		y, errB := strconv.ParseInt(vb, 10, 64)
 		if errA == nil && errB == nil {
 			return strconv.AppendInt(dst, x+y, 10)
 		}
 		return strconv.AppendFloat(dst, gjson.Parse(va).Float()+gjson.Parse(vb).Float(), 'g', -1, 64)
-	case isObject(va) && isObject(vb) && depth < maxUsageDepth:
+	case jsonscan.IsObject(va) && jsonscan.IsObject(vb) && depth < maxUsageDepth:
 		return sumObjects(dst, va, vb, depth+1)
 	case vb != "" && vb != "null":
 		return append(dst, vb...)

@@ -16,30 +16,17 @@ type Extras struct {
 }
 
 // Read updates x from one event's data, or from a whole non-streamed
-// reply, of api. The last report of the 1-hour writes wins, as usage's
+// reply, reading the objects at the gjson paths where the dialect's usage
+// and tier live. The last report of the 1-hour writes wins, as usage's
 // does; the first tier named stays. Data that says neither, or is not
 // JSON, leaves x as it was: usage itself is the decoders' to read.
-func (x *Extras) Read(api API, data []byte) {
+func (x *Extras) Read(data []byte, paths ...string) {
 	hour := bytes.Contains(data, []byte(`ephemeral_1h_input_tokens`))
 	tier := x.ServiceTier == "" && bytes.Contains(data, []byte(`service_tier`))
 	if !hour && !tier {
 		return
 	}
-	var paths [2]string
-	switch api {
-	case APIAnthropic:
-		paths = [2]string{"usage", "message.usage"}
-	case APIChat:
-		paths = [2]string{"@this", ""}
-	case APIResponses:
-		paths = [2]string{"@this", "response"}
-	default:
-		return
-	}
 	for _, p := range paths {
-		if p == "" {
-			continue
-		}
 		obj := gjson.GetBytes(data, p)
 		if !obj.IsObject() {
 			continue

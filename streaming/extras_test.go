@@ -1,4 +1,4 @@
-package streaming
+package streaming_test
 
 import "testing"
 
@@ -37,7 +37,7 @@ func TestExtrasRead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var x Extras
 			for _, d := range tc.data {
-				x.Read(tc.api, []byte(d))
+				dialects[tc.api].ReadExtras(&x, []byte(d))
 			}
 			if x != tc.want {
 				t.Errorf("Extras = %+v, want %+v", x, tc.want)
@@ -54,7 +54,7 @@ func FuzzExtrasRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which int, data []byte) {
 		apis := []API{APIAnthropic, APIChat, APIResponses}
 		var x Extras
-		x.Read(apis[(which%3+3)%3], data)
+		dialects[apis[(which%3+3)%3]].ReadExtras(&x, data)
 		if x.CacheWrite1hTokens < 0 || len(x.ServiceTier) > 64 {
 			t.Fatalf("Extras %+v from %q", x, data)
 		}

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"unicode/utf8"
 
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Withholding refused tool calls from a reply.
@@ -129,7 +130,7 @@ func (f *CallFilter) AppendEvent(dst []byte, ev sse.Event) []byte {
 // to withhold is returned as it came; one that is not a JSON object fails
 // with an error wrapping ErrInvalidJSON.
 func (f *CallFilter) Body(body []byte) ([]byte, error) {
-	js, err := replyObject(f.api, body)
+	js, err := ReplyObject(f.api, body)
 	if err != nil {
 		return nil, err
 	}
@@ -166,20 +167,20 @@ func (f *CallFilter) refuse(tc ToolCall) string {
 	return text
 }
 
-// replyObject returns a whole reply body, less surrounding whitespace, as
+// ReplyObject returns a whole reply body, less surrounding whitespace, as
 // a string viewing body's bytes; a body that is not a valid JSON object
 // fails with an error wrapping ErrInvalidJSON.
-func replyObject(api API, body []byte) (string, error) {
+func ReplyObject(api API, body []byte) (string, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '{' || !gjson.ValidBytes(trimmed) {
 		return "", fmt.Errorf("%w: %s reply body", ErrInvalidJSON, api)
 	}
-	return jsonView(trimmed), nil
+	return jsonscan.View(trimmed), nil
 }
 
 // Grant marks allow as a grant (a restrict stage's read-only tools): a
 // Responses call item of a type gatekeeper does not know (any "*_call"
-// with a call_id outside the table in responses_items.go) is then refused
+// with a call_id outside the table in internal/callitems) is then refused
 // whatever its name, since no grant can say what it does. Call before the
 // first AppendEvent or Body.
 func (f *CallFilter) Grant() { f.grant = true }
@@ -222,150 +223,3 @@ func (f *CallFilter) renames(names ...string) bool {
 	}
 	return false
 }
-
-// Writing JSON.
-
-// appendJSONLiteral appends s as a JSON string literal, escaped the way
-// encoding/json escapes it (invalid UTF-8 becomes U+FFFD).
-func appendJSONLiteral(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				dst = append(dst, '\\', c)
-			case c == '\n':
-				dst = append(dst, '\\', 'n')
-			case c == '\r':
-				dst = append(dst, '\\', 'r')
-			case c == '\t':
-				dst = append(dst, '\\', 't')
-			case c < 0x20:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			default:
-				dst = append(dst, c)
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			// Valid JSON, but not valid JavaScript: escaped as encoding/json does.
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			dst = append(dst, s[i:i+n]...)
-		}
-		i += n
-	}
-	return append(dst, '"')
-}
-
-// filterAction says what an edit callback did with a member or element.
-type filterAction uint8
-
-const (
-	filterKeep    filterAction = iota // copy it as it came
-	filterReplace                     // the callback appended the new value
-	filterDrop                        // leave it out
-)
-
-// filterObject appends the JSON object obj to dst member by member. edit,
-// called with the member's key already written, may append a new value or
-// drop the member; add, when not nil, appends members after the last one
-// (sep says whether a comma must come first). Whitespace between members is
-// not kept. obj must be valid JSON.
-func filterObject(dst []byte, obj string, edit func(dst []byte, m jsonMember) ([]byte, filterAction), add func(dst []byte, sep bool) []byte) []byte {
-	dst = append(dst, '{')
-	n := 0
-	for m, next, ok := nextMember(obj, objectStart(obj)); ok; m, next, ok = nextMember(obj, next) {
-		mark := len(dst)
-		if n > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, '"')
-		dst = append(dst, m.key...)
-		dst = append(dst, '"', ':')
-		var act filterAction
-		dst, act = edit(dst, m)
-		switch act {
-		case filterKeep:
-			dst = append(dst, m.val...)
-		case filterDrop:
-			dst = dst[:mark]
-			continue
-		}
-		n++
-	}
-	if add != nil {
-		dst = add(dst, n > 0)
-	}
-	return append(dst, '}')
-}
-
-// filterArray appends the JSON array arr to dst element by element, as
-// filterObject does members, and returns how many elements it had and how
-// many it kept.
-func filterArray(dst []byte, arr string, edit func(dst []byte, elem string) ([]byte, filterAction)) (out []byte, total, kept int) {
-	dst = append(dst, '[')
-	it := newArrayIter(arr)
-	for el, ok := it.next(); ok; el, ok = it.next() {
-		total++
-		mark := len(dst)
-		if kept > 0 {
-			dst = append(dst, ',')
-		}
-		var act filterAction
-		dst, act = edit(dst, el)
-		switch act {
-		case filterKeep:
-			dst = append(dst, el...)
-		case filterDrop:
-			dst = dst[:mark]
-			continue
-		}
-		kept++
-	}
-	return append(dst, ']'), total, kept
-}
-
-// Reading JSON as the OpenAI decoders do.
-
-// gjsonText is what gjson's String gives for the raw value: the decoded
-// text of a string, the raw text of a number or an object, "" for null.
-func gjsonText(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	if s, ok := stringValue(raw); ok {
-		return s
-	}
-	return gjson.Parse(raw).String()
-}
-
-// gjsonInt is what gjson's Int gives for the raw value, 0 when absent.
-func gjsonInt(raw string) int {
-	if raw == "" {
-		return 0
-	}
-	return int(gjson.Parse(raw).Int())
-}
-
-// lastMemberRaw returns the raw value of the last member named key of the
-// object obj, or cur when it has none.
-func lastMemberRaw(obj, key, cur string) string {
-	for m, next, ok := nextMember(obj, objectStart(obj)); ok; m, next, ok = nextMember(obj, next) {
-		if keyEqual(m.key, key) {
-			cur = m.val
-		}
-	}
-	return cur
-}
-
-// isJSONArray reports whether raw, a value as the walkers return it, is an
-// array.
-func isJSONArray(raw string) bool { return len(raw) > 0 && raw[0] == '[' }

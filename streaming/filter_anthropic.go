@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"gatekeeper/streaming/internal/jsonscan"
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
@@ -23,26 +24,26 @@ type anthropicCallFilter struct {
 
 func (f *CallFilter) anthropicEvent(dst []byte, ev *sse.Event) []byte {
 	a := &f.anthropic
-	js := jsonView(ev.Data)
+	js := jsonscan.View(ev.Data)
 	if (a.refused || f.hold.held > 0) && !gjson.Valid(js) {
 		return dst // see chatEvent
 	}
-	var typ, index, block, delta jsonMember
-	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
-		switch m.name() {
+	var typ, index, block, delta jsonscan.Member
+	for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
+		switch m.Name() {
 		case "type":
-			typ = firstMember(typ, m)
+			typ = jsonscan.FirstMember(typ, m)
 		case "index":
-			index = firstMember(index, m)
+			index = jsonscan.FirstMember(index, m)
 		case "content_block":
-			block = firstMember(block, m)
+			block = jsonscan.FirstMember(block, m)
 		case "delta":
-			delta = firstMember(delta, m)
+			delta = jsonscan.FirstMember(delta, m)
 		}
 	}
-	name, _ := stringValue(typ.val)
+	name, _ := jsonscan.StringValue(typ.Val)
 	if name == "" || string(ev.Name) == "error" {
-		name = jsonView(ev.Name)
+		name = jsonscan.View(ev.Name)
 	}
 	switch name {
 	case "content_block_start":
@@ -83,11 +84,11 @@ func (f *CallFilter) anthropicEvent(dst []byte, ev *sse.Event) []byte {
 
 // withheldAt is the position in withheld of the block index m names, -1
 // when that block is not withheld.
-func (a *anthropicCallFilter) withheldAt(m jsonMember) int {
+func (a *anthropicCallFilter) withheldAt(m jsonscan.Member) int {
 	if len(a.withheld) == 0 {
 		return -1
 	}
-	pos, ok := memberIndex(m)
+	pos, ok := jsonscan.MemberIndex(m)
 	if !ok {
 		return -1
 	}
@@ -119,13 +120,13 @@ func (f *CallFilter) anthropicFrame(dst []byte, ev *sse.Event, name string, pos 
 // anthropicPass passes an event on, with its block index renumbered when
 // a block before it was dropped, or keeps it in its place while a call
 // before it is held.
-func (f *CallFilter) anthropicPass(dst []byte, ev *sse.Event, index jsonMember) []byte {
+func (f *CallFilter) anthropicPass(dst []byte, ev *sse.Event, index jsonscan.Member) []byte {
 	if !f.hold.on {
 		return append(dst, ev.Raw...)
 	}
 	pos, ok := -1, false
-	if index.val != "" {
-		if pos, ok = memberIndex(index); !ok {
+	if index.Val != "" {
+		if pos, ok = jsonscan.MemberIndex(index); !ok {
 			pos = -1
 		}
 	}
@@ -137,21 +138,21 @@ func (f *CallFilter) anthropicPass(dst []byte, ev *sse.Event, index jsonMember) 
 		return append(dst, ev.Raw...)
 	}
 	out := f.anthropic.pos.out(pos)
-	js := jsonView(ev.Data)
+	js := jsonscan.View(ev.Data)
 	if out == pos || !gjson.Valid(js) {
 		return append(dst, ev.Raw...)
 	}
 	f.scratch = renumber(f.scratch[:0], js, "index", out, 0, false)
-	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), f.scratch)
 }
 
 // anthropicHeldAt is the call Hold followed at the block index m names,
 // -1 when none.
-func (f *CallFilter) anthropicHeldAt(m jsonMember) int {
+func (f *CallFilter) anthropicHeldAt(m jsonscan.Member) int {
 	if len(f.hold.calls) == 0 {
 		return -1
 	}
-	pos, ok := memberIndex(m)
+	pos, ok := jsonscan.MemberIndex(m)
 	if !ok {
 		return -1
 	}
@@ -160,7 +161,7 @@ func (f *CallFilter) anthropicHeldAt(m jsonMember) int {
 
 // anthropicKeep holds a delta or the stop of held call c. Once the call
 // was dropped, or delivered whole, what comes for it is withheld.
-func (f *CallFilter) anthropicKeep(dst []byte, ev *sse.Event, c int, stop bool, delta jsonMember) []byte {
+func (f *CallFilter) anthropicKeep(dst []byte, ev *sse.Event, c int, stop bool, delta jsonscan.Member) []byte {
 	h := &f.hold
 	call := &h.calls[c]
 	if call.state != callHeld {
@@ -170,9 +171,9 @@ func (f *CallFilter) anthropicKeep(dst []byte, ev *sse.Event, c int, stop bool, 
 		call.closed = true
 	} else {
 		// The decoder reads the first of duplicate members, as readObject.
-		fields := readObject(delta.val, "type", "partial_json")
-		if isString(fields[0], "input_json_delta") {
-			call.args = appendJSONString(grow(call.args, len(fields[1])), fields[1])
+		fields := jsonscan.ReadObject(delta.Val, "type", "partial_json")
+		if jsonscan.IsString(fields[0], "input_json_delta") {
+			call.args = jsonscan.AppendDecoded(grow(call.args, len(fields[1])), fields[1])
 		}
 	}
 	h.keep(c, ev, call.tc.Index, 0, false)
@@ -223,9 +224,9 @@ func (f *CallFilter) anthropicRelease(dst []byte, js string) []byte {
 	return dst
 }
 
-func (f *CallFilter) anthropicStart(dst []byte, ev *sse.Event, index, block jsonMember) []byte {
+func (f *CallFilter) anthropicStart(dst []byte, ev *sse.Event, index, block jsonscan.Member) []byte {
 	a := &f.anthropic
-	pos, ok := memberIndex(index)
+	pos, ok := jsonscan.MemberIndex(index)
 	if i := slices.Index(a.withheld, pos); ok && i >= 0 {
 		// A block started again at a withheld index replaces it.
 		a.withheld = slices.Delete(a.withheld, i, i+1)
@@ -233,21 +234,21 @@ func (f *CallFilter) anthropicStart(dst []byte, ev *sse.Event, index, block json
 	if ok && f.hold.on {
 		f.hold.forget(pos) // a block started again at an index replaces it
 	}
-	fields := readObject(block.val, "type", "id", "name")
-	if !isString(fields[0], "tool_use") {
+	fields := jsonscan.ReadObject(block.Val, "type", "id", "name")
+	if !jsonscan.IsString(fields[0], "tool_use") {
 		return f.anthropicPass(dst, ev, index) // server tools, text, thinking, results
 	}
-	name, _ := stringValue(fields[2])
-	if id, _ := stringValue(fields[1]); f.permitsCall(id, name) {
+	name, _ := jsonscan.StringValue(fields[2])
+	if id, _ := jsonscan.StringValue(fields[1]); f.permitsCall(id, name) {
 		// The decoder skips an event that is not JSON: no call came with it.
-		valid := gjson.Valid(jsonView(ev.Data))
+		valid := gjson.Valid(jsonscan.View(ev.Data))
 		if f.hold.on {
 			return f.anthropicHoldStart(dst, ev, pos, ok, valid, fields)
 		}
 		a.delivered = a.delivered || valid
 		return append(dst, ev.Raw...)
 	}
-	id, _ := stringValue(fields[1])
+	id, _ := jsonscan.StringValue(fields[1])
 	text := f.refuse(ToolCall{Index: pos, Type: "tool_use", ID: strings.Clone(id), Name: strings.Clone(name)})
 	a.refused = true
 	if !ok {
@@ -262,7 +263,7 @@ func (f *CallFilter) anthropicStart(dst []byte, ev *sse.Event, index, block json
 	b = append(b[:0], `{"type":"content_block_delta","index":`...)
 	b = strconv.AppendInt(b, int64(out), 10)
 	b = append(b, `,"delta":{"type":"text_delta","text":`...)
-	b = appendJSONLiteral(b, text)
+	b = jsonscan.AppendQuoted(b, text)
 	b = append(b, "}}"...)
 	f.scratch = b
 	return f.anthropicFrame(dst, ev, sse.FrameName(ev, "content_block_delta"), pos, b)
@@ -279,8 +280,8 @@ func (f *CallFilter) anthropicHoldStart(dst []byte, ev *sse.Event, pos int, inde
 		}
 		return dst
 	}
-	id, _ := stringValue(fields[1])
-	name, _ := stringValue(fields[2])
+	id, _ := jsonscan.StringValue(fields[1])
+	name, _ := jsonscan.StringValue(fields[2])
 	c := h.addCall(ToolCall{Index: pos, Type: "tool_use", ID: strings.Clone(id), Name: strings.Clone(name)}, pos)
 	h.calls[c].indexed = true
 	f.anthropic.pos.hold(pos)
@@ -292,47 +293,47 @@ func (f *CallFilter) anthropicHoldStart(dst []byte, ev *sse.Event, pos int, inde
 // call of the message was withheld: the agent has no call to answer.
 func (f *CallFilter) anthropicMessageDelta(dst []byte, ev *sse.Event, js string) []byte {
 	if !gjson.Valid(js) {
-		return f.anthropicPass(dst, ev, jsonMember{})
+		return f.anthropicPass(dst, ev, jsonscan.Member{})
 	}
 	changed := false
-	f.scratch = filterObject(f.scratch[:0], js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		if m.name() != "delta" || !isObject(m.val) {
-			return dst, filterKeep
+	f.scratch = jsonscan.FilterObject(f.scratch[:0], js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
+		if m.Name() != "delta" || !jsonscan.IsObject(m.Val) {
+			return dst, jsonscan.Keep
 		}
-		return filterObject(dst, m.val, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-			if m.name() == "stop_reason" && isString(m.val, "tool_use") {
+		return jsonscan.FilterObject(dst, m.Val, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
+			if m.Name() == "stop_reason" && jsonscan.IsString(m.Val, "tool_use") {
 				changed = true
-				return append(dst, `"end_turn"`...), filterReplace
+				return append(dst, `"end_turn"`...), jsonscan.Replace
 			}
-			return dst, filterKeep
-		}, nil), filterReplace
+			return dst, jsonscan.Keep
+		}, nil), jsonscan.Replace
 	}, nil)
 	if !changed {
-		return f.anthropicPass(dst, ev, jsonMember{})
+		return f.anthropicPass(dst, ev, jsonscan.Member{})
 	}
-	return f.anthropicFrame(dst, ev, jsonView(ev.Name), -1, f.scratch)
+	return f.anthropicFrame(dst, ev, jsonscan.View(ev.Name), -1, f.scratch)
 }
 
 // anthropicBody rewrites a Message: refused tool_use blocks become text
 // blocks, and stop_reason follows. It returns nil when nothing changes.
 func (f *CallFilter) anthropicBody(js string) []byte {
-	if isString(memberRaw(js, "type"), "error") {
+	if jsonscan.IsString(jsonscan.MemberRaw(js, "type"), "error") {
 		return nil
 	}
 	var texts []int // per content block in walk order: the refused call replacing it, or -1
 	refused, delivered := false, false
-	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
-		if m.name() != "content" {
+	for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
+		if m.Name() != "content" {
 			continue
 		}
-		it := newArrayIter(m.val)
+		it := jsonscan.NewArrayIter(m.Val)
 		pos := 0
-		for block, ok := it.next(); ok; block, ok = it.next() {
-			fields := readObject(block, "type", "id", "name")
+		for block, ok := it.Next(); ok; block, ok = it.Next() {
+			fields := jsonscan.ReadObject(block, "type", "id", "name")
 			r := -1
-			if isString(fields[0], "tool_use") {
-				name, _ := stringValue(fields[2])
-				if id, _ := stringValue(fields[1]); f.permitsCall(id, name) {
+			if jsonscan.IsString(fields[0], "tool_use") {
+				name, _ := jsonscan.StringValue(fields[2])
+				if id, _ := jsonscan.StringValue(fields[1]); f.permitsCall(id, name) {
 					delivered = true
 				} else {
 					f.refuse(ToolCall{Index: pos, Type: "tool_use", ID: strings.Clone(id), Name: strings.Clone(name)})
@@ -347,27 +348,27 @@ func (f *CallFilter) anthropicBody(js string) []byte {
 		return nil
 	}
 	next := 0
-	return filterObject(nil, js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		switch m.name() {
+	return jsonscan.FilterObject(nil, js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
+		switch m.Name() {
 		case "content":
-			if !isJSONArray(m.val) {
-				return dst, filterKeep
+			if !jsonscan.IsArray(m.Val) {
+				return dst, jsonscan.Keep
 			}
-			dst, _, _ = filterArray(dst, m.val, func(dst []byte, block string) ([]byte, filterAction) {
+			dst, _, _ = jsonscan.FilterArray(dst, m.Val, func(dst []byte, block string) ([]byte, jsonscan.Action) {
 				r := texts[next]
 				next++
 				if r < 0 {
-					return dst, filterKeep
+					return dst, jsonscan.Keep
 				}
 				dst = append(dst, `{"type":"text","text":`...)
-				return append(appendJSONLiteral(dst, f.texts[r]), '}'), filterReplace
+				return append(jsonscan.AppendQuoted(dst, f.texts[r]), '}'), jsonscan.Replace
 			})
-			return dst, filterReplace
+			return dst, jsonscan.Replace
 		case "stop_reason":
-			if !delivered && isString(m.val, "tool_use") {
-				return append(dst, `"end_turn"`...), filterReplace
+			if !delivered && jsonscan.IsString(m.Val, "tool_use") {
+				return append(dst, `"end_turn"`...), jsonscan.Replace
 			}
 		}
-		return dst, filterKeep
+		return dst, jsonscan.Keep
 	}, nil)
 }

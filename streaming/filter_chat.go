@@ -8,6 +8,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // OpenAI Chat Completions: refused tool_calls elements are removed, the
@@ -159,7 +161,7 @@ func (f *CallFilter) chatEvent(dst []byte, ev *sse.Event) []byte {
 	h := &f.hold
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
-		if h.held > 0 && (bytes.HasPrefix(data, []byte(doneMarker)) || string(ev.Name) == "error") {
+		if h.held > 0 && (bytes.HasPrefix(data, []byte(DoneMarker)) || string(ev.Name) == "error") {
 			// The end, or an error, and no finish for what is held.
 			f.dropHeld(func(int, *heldCall) bool { return true })
 			dst = f.flushPassed(dst)
@@ -182,7 +184,7 @@ func (f *CallFilter) chatEvent(dst []byte, ev *sse.Event) []byte {
 		}
 		return append(dst, ev.Raw...)
 	}
-	js := jsonView(data)
+	js := jsonscan.View(data)
 	p := f.chatPlan(js, false)
 	if h.on {
 		return f.chatHoldEvent(dst, ev, js, p)
@@ -197,7 +199,7 @@ func (f *CallFilter) chatEvent(dst []byte, ev *sse.Event) []byte {
 // refusals that follow it.
 func (f *CallFilter) chatWrite(dst []byte, ev *sse.Event, js string, p *chatPlan) []byte {
 	f.scratch = f.chatEdit(f.scratch[:0], js, false)
-	dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+	dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), f.scratch)
 	return f.chatExtraChunks(dst, ev, js, p)
 }
 
@@ -207,7 +209,7 @@ func (f *CallFilter) chatExtraChunks(dst []byte, ev *sse.Event, js string, p *ch
 	for _, dp := range p.deltas {
 		if dp.mode == chatTextExtra {
 			f.scratch = chatExtraChunk(f.scratch[:0], js, dp)
-			dst = sse.AppendFrame(dst, jsonView(ev.Name), f.scratch)
+			dst = sse.AppendFrame(dst, jsonscan.View(ev.Name), f.scratch)
 		}
 	}
 	return dst
@@ -236,22 +238,22 @@ func (f *CallFilter) chatPlan(js string, body bool) *chatPlan {
 	p := &f.chat.plan
 	p.choices, p.deltas, p.elems, p.changed = p.choices[:0], p.deltas[:0], p.elems[:0], false
 	p.finishes, p.edits, p.extra, p.failed, p.holds, p.holdCall = p.finishes[:0], false, false, false, 0, -1
-	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
-		switch m.name() {
+	for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
+		switch m.Name() {
 		case "usage":
-			p.extra = p.extra || m.val != "null"
+			p.extra = p.extra || m.Val != "null"
 			continue
 		case "error":
 			p.extra = true
-			p.failed = isObject(m.val) || isStringRaw(m.val) // the decoder reads the last
+			p.failed = jsonscan.IsObject(m.Val) || jsonscan.IsStringRaw(m.Val) // the decoder reads the last
 			continue
 		case "choices":
 		default:
 			continue
 		}
-		it := newArrayIter(m.val)
-		for c, ok := it.next(); ok; c, ok = it.next() {
-			if isObject(c) {
+		it := jsonscan.NewArrayIter(m.Val)
+		for c, ok := it.Next(); ok; c, ok = it.Next() {
+			if jsonscan.IsObject(c) {
 				f.chatPlanChoice(c, body)
 			}
 		}
@@ -266,30 +268,30 @@ func (f *CallFilter) chatPlanChoice(c string, body bool) {
 	var index, finish string
 	var deltas [2]string
 	nd, stop := 0, false
-	for m, next, ok := nextMember(c, objectStart(c)); ok; m, next, ok = nextMember(c, next) {
-		switch m.name() {
+	for m, next, ok := jsonscan.NextMember(c, jsonscan.ObjectStart(c)); ok; m, next, ok = jsonscan.NextMember(c, next) {
+		switch m.Name() {
 		case "index":
-			index = m.val
+			index = m.Val
 		case "delta", "message":
-			if isObject(m.val) {
+			if jsonscan.IsObject(m.Val) {
 				if nd < len(deltas) {
-					deltas[nd] = m.val
+					deltas[nd] = m.Val
 				}
 				nd++
 			}
 		case "finish_reason":
-			stop = stop || isString(m.val, "tool_calls") || isString(m.val, "function_call")
-			finish = m.val // the decoder reads the last
+			stop = stop || jsonscan.IsString(m.Val, "tool_calls") || jsonscan.IsString(m.Val, "function_call")
+			finish = m.Val // the decoder reads the last
 		}
 	}
-	choice := gjsonInt(index)
+	choice := jsonscan.Int(index)
 	at := len(p.choices)
 	p.choices = append(p.choices, chatChoicePlan{})
 	if finish != "" && finish != "null" {
 		p.extra = true
 	}
 	finishing := false
-	if st := f.chat.choice(choice); !body && isStringValue(finish) && !st.stopped {
+	if st := f.chat.choice(choice); !body && jsonscan.IsStringValue(finish) && !st.stopped {
 		st.stopped = true
 		finishing = f.hold.on
 	}
@@ -299,14 +301,14 @@ func (f *CallFilter) chatPlanChoice(c string, body bool) {
 			f.chatPlanDelta(choice, d, body)
 		}
 	} else {
-		for m, next, ok := nextMember(c, objectStart(c)); ok; m, next, ok = nextMember(c, next) {
-			if n := m.name(); (n == "delta" || n == "message") && isObject(m.val) {
-				f.chatPlanDelta(choice, m.val, body)
+		for m, next, ok := jsonscan.NextMember(c, jsonscan.ObjectStart(c)); ok; m, next, ok = jsonscan.NextMember(c, next) {
+			if n := m.Name(); (n == "delta" || n == "message") && jsonscan.IsObject(m.Val) {
+				f.chatPlanDelta(choice, m.Val, body)
 			}
 		}
 	}
 	if finishing {
-		p.finishes = append(p.finishes, chatFinish{choice: choice, cut: isString(finish, "length"), upto: len(f.hold.calls)})
+		p.finishes = append(p.finishes, chatFinish{choice: choice, cut: jsonscan.IsString(finish, "length"), upto: len(f.hold.calls)})
 	}
 	if st := f.chat.choice(choice); stop && st.refused && !st.delivered {
 		p.choices[at].stop, p.changed, p.edits = true, true, true
@@ -318,28 +320,28 @@ func (f *CallFilter) chatPlanDelta(choice int, d string, body bool) {
 	first := len(f.refused)
 	dp := chatDeltaPlan{choice: choice}
 	filled, filledString := false, false
-	for m, next, ok := nextMember(d, objectStart(d)); ok; m, next, ok = nextMember(d, next) {
-		switch m.name() {
+	for m, next, ok := jsonscan.NextMember(d, jsonscan.ObjectStart(d)); ok; m, next, ok = jsonscan.NextMember(d, next) {
+		switch m.Name() {
 		case "tool_calls":
-			it := newArrayIter(m.val)
-			for el, ok := it.next(); ok; el, ok = it.next() {
-				if isObject(el) {
+			it := jsonscan.NewArrayIter(m.Val)
+			for el, ok := it.Next(); ok; el, ok = it.Next() {
+				if jsonscan.IsObject(el) {
 					p.elems = append(p.elems, f.chatPlanElement(choice, el, false, body))
 				}
 			}
 		case "function_call": // the legacy functions API
-			if isObject(m.val) {
-				p.elems = append(p.elems, f.chatPlanElement(choice, m.val, true, body))
+			if jsonscan.IsObject(m.Val) {
+				p.elems = append(p.elems, f.chatPlanElement(choice, m.Val, true, body))
 			}
 		case "content":
 			dp.hasContent = true
-			if m.val != "null" && m.val != `""` {
-				filled, filledString = true, filledString || isStringRaw(m.val)
+			if m.Val != "null" && m.Val != `""` {
+				filled, filledString = true, filledString || jsonscan.IsStringRaw(m.Val)
 				p.extra = true
 			}
 		case "role":
 		default:
-			p.extra = p.extra || m.val != "null" && m.val != `""`
+			p.extra = p.extra || m.Val != "null" && m.Val != `""`
 		}
 	}
 	if len(f.refused) > first {
@@ -363,43 +365,43 @@ func (f *CallFilter) chatPlanDelta(choice int, d string, body bool) {
 func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) chatElemPlan {
 	c := &f.chat
 	var index, id, typ, fname, cname, args string
-	for m, next, ok := nextMember(el, objectStart(el)); ok; m, next, ok = nextMember(el, next) {
-		switch m.name() {
+	for m, next, ok := jsonscan.NextMember(el, jsonscan.ObjectStart(el)); ok; m, next, ok = jsonscan.NextMember(el, next) {
+		switch m.Name() {
 		case "index":
-			index = m.val
+			index = m.Val
 		case "id":
-			id = m.val
+			id = m.Val
 		case "type":
-			typ = m.val
+			typ = m.Val
 		case "name":
 			if legacy {
-				fname = m.val
+				fname = m.Val
 			}
 		case "arguments":
 			if legacy {
-				args = m.val
+				args = m.Val
 			}
 		case "function":
 			if !legacy {
-				fname = lastMemberRaw(m.val, "name", fname)
-				args = lastMemberRaw(m.val, "arguments", args)
+				fname = jsonscan.LastMemberRaw(m.Val, "name", fname)
+				args = jsonscan.LastMemberRaw(m.Val, "arguments", args)
 			}
 		case "custom":
 			if !legacy {
-				cname = lastMemberRaw(m.val, "name", cname)
+				cname = jsonscan.LastMemberRaw(m.Val, "name", cname)
 			}
 		}
 	}
-	name, custom := gjsonText(fname), gjsonText(cname)
-	indexed := !legacy && isNumber(index)
+	name, custom := jsonscan.Text(fname), jsonscan.Text(cname)
+	indexed := !legacy && jsonscan.IsNumber(index)
 	at, key := -1, 0
 	switch {
 	case legacy:
 		at = c.find(choice, 0)
 	case indexed:
-		key = gjsonInt(index)
+		key = jsonscan.Int(index)
 		at = c.find(choice, key)
-	case gjsonText(id) != "":
+	case jsonscan.Text(id) != "":
 		key = c.nextIndex(choice) // no index: each id starts the choice's next call
 	default:
 		at = c.last(choice) // neither: a continuation of the choice's latest call
@@ -415,10 +417,10 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) c
 			c.plan.changed, c.plan.edits = true, true
 			ep.out = call.out
 		}
-		return f.chatHoldElement(ep, args, cname != "" || isString(typ, "custom"))
+		return f.chatHoldElement(ep, args, cname != "" || jsonscan.IsString(typ, "custom"))
 	}
 	st := c.choice(choice)
-	if f.permitsCall(gjsonText(id), name, custom) {
+	if f.permitsCall(jsonscan.Text(id), name, custom) {
 		out := key
 		if st.refused {
 			out = st.next
@@ -435,10 +437,10 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) c
 			c.plan.changed, c.plan.edits = true, true
 			ep.out = out
 		}
-		return f.chatHoldElement(ep, args, cname != "" || isString(typ, "custom"))
+		return f.chatHoldElement(ep, args, cname != "" || jsonscan.IsString(typ, "custom"))
 	}
-	tc := ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(gjsonText(id)), Name: strings.Clone(name)}
-	switch t := gjsonText(typ); {
+	tc := ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(jsonscan.Text(id)), Name: strings.Clone(name)}
+	switch t := jsonscan.Text(typ); {
 	case legacy:
 		tc.Type = "function_call"
 	case t != "":
@@ -458,52 +460,52 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) c
 func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
 	p := &f.chat.plan
 	var ci, di, ei int
-	editElem := func(dst []byte, el string) ([]byte, filterAction) {
-		if !isObject(el) {
-			return dst, filterKeep
+	editElem := func(dst []byte, el string) ([]byte, jsonscan.Action) {
+		if !jsonscan.IsObject(el) {
+			return dst, jsonscan.Keep
 		}
 		ep := p.elems[ei]
 		ei++
 		switch {
 		case ep.drop:
-			return dst, filterDrop
+			return dst, jsonscan.Drop
 		case ep.hold:
 			f.chat.keepElement(ep, el, false)
-			return dst, filterDrop
+			return dst, jsonscan.Drop
 		case ep.out >= 0:
-			return chatRenumber(dst, el, ep.out), filterReplace
+			return chatRenumber(dst, el, ep.out), jsonscan.Replace
 		}
-		return dst, filterKeep
+		return dst, jsonscan.Keep
 	}
 	editDelta := func(dst []byte, d string) []byte {
 		dp := p.deltas[di]
 		di++
-		return filterObject(dst, d, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-			switch m.name() {
+		return jsonscan.FilterObject(dst, d, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
+			switch m.Name() {
 			case "tool_calls":
-				if !isJSONArray(m.val) {
-					return dst, filterKeep
+				if !jsonscan.IsArray(m.Val) {
+					return dst, jsonscan.Keep
 				}
-				out, total, kept := filterArray(dst, m.val, editElem)
+				out, total, kept := jsonscan.FilterArray(dst, m.Val, editElem)
 				if total > 0 && kept == 0 {
-					return out, filterDrop
+					return out, jsonscan.Drop
 				}
-				return out, filterReplace
+				return out, jsonscan.Replace
 			case "function_call":
-				if isObject(m.val) {
+				if jsonscan.IsObject(m.Val) {
 					ep := p.elems[ei]
 					ei++
 					if ep.hold {
-						f.chat.keepElement(ep, m.val, true)
+						f.chat.keepElement(ep, m.Val, true)
 					}
 					if ep.drop || ep.hold {
-						return dst, filterDrop
+						return dst, jsonscan.Drop
 					}
 				}
 			case "content":
-				return chatContent(dst, m.val, dp)
+				return chatContent(dst, m.Val, dp)
 			}
-			return dst, filterKeep
+			return dst, jsonscan.Keep
 		}, func(dst []byte, sep bool) []byte {
 			if dp.hasContent || (dp.mode != chatTextSet && dp.mode != chatTextAppend) {
 				return dst
@@ -511,49 +513,49 @@ func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
 			if sep {
 				dst = append(dst, ',')
 			}
-			return appendJSONLiteral(append(dst, `"content":`...), dp.text)
+			return jsonscan.AppendQuoted(append(dst, `"content":`...), dp.text)
 		})
 	}
-	editChoice := func(dst []byte, c string) ([]byte, filterAction) {
-		if !isObject(c) {
-			return dst, filterKeep
+	editChoice := func(dst []byte, c string) ([]byte, jsonscan.Action) {
+		if !jsonscan.IsObject(c) {
+			return dst, jsonscan.Keep
 		}
 		cp := p.choices[ci]
 		ci++
-		return filterObject(dst, c, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-			switch m.name() {
+		return jsonscan.FilterObject(dst, c, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
+			switch m.Name() {
 			case "delta", "message":
-				if isObject(m.val) {
-					return editDelta(dst, m.val), filterReplace
+				if jsonscan.IsObject(m.Val) {
+					return editDelta(dst, m.Val), jsonscan.Replace
 				}
 			case "finish_reason":
-				if cp.stop && (isString(m.val, "tool_calls") || isString(m.val, "function_call")) {
-					return append(dst, `"stop"`...), filterReplace
+				if cp.stop && (jsonscan.IsString(m.Val, "tool_calls") || jsonscan.IsString(m.Val, "function_call")) {
+					return append(dst, `"stop"`...), jsonscan.Replace
 				}
 			}
-			return dst, filterKeep
-		}, nil), filterReplace
+			return dst, jsonscan.Keep
+		}, nil), jsonscan.Replace
 	}
-	return filterObject(dst, js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		if m.name() != "choices" || !isJSONArray(m.val) {
-			return dst, filterKeep
+	return jsonscan.FilterObject(dst, js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
+		if m.Name() != "choices" || !jsonscan.IsArray(m.Val) {
+			return dst, jsonscan.Keep
 		}
-		dst, _, _ = filterArray(dst, m.val, editChoice)
-		return dst, filterReplace
+		dst, _, _ = jsonscan.FilterArray(dst, m.Val, editChoice)
+		return dst, jsonscan.Replace
 	}, nil)
 }
 
 // chatContent writes a delta's content member as the plan says.
-func chatContent(dst []byte, raw string, dp chatDeltaPlan) ([]byte, filterAction) {
+func chatContent(dst []byte, raw string, dp chatDeltaPlan) ([]byte, jsonscan.Action) {
 	empty := raw == "null" || raw == `""`
 	switch {
 	case dp.mode == chatTextSet, dp.mode == chatTextAppend && empty:
-		return appendJSONLiteral(dst, dp.text), filterReplace
-	case dp.mode == chatTextAppend && isStringRaw(raw):
-		s, _ := stringValue(raw)
-		return appendJSONLiteral(dst, s+"\n\n"+dp.text), filterReplace
+		return jsonscan.AppendQuoted(dst, dp.text), jsonscan.Replace
+	case dp.mode == chatTextAppend && jsonscan.IsStringRaw(raw):
+		s, _ := jsonscan.StringValue(raw)
+		return jsonscan.AppendQuoted(dst, s+"\n\n"+dp.text), jsonscan.Replace
 	}
-	return dst, filterKeep
+	return dst, jsonscan.Keep
 }
 
 // chatExtraChunk is a chunk of its own carrying a refusal, for a delta that
@@ -563,7 +565,7 @@ func chatExtraChunk(dst []byte, js string, dp chatDeltaPlan) []byte {
 	dst = append(dst, `"choices":[{"index":`...)
 	dst = strconv.AppendInt(dst, int64(dp.choice), 10)
 	dst = append(dst, `,"delta":{"content":`...)
-	dst = appendJSONLiteral(dst, dp.text)
+	dst = jsonscan.AppendQuoted(dst, dp.text)
 	return append(dst, `},"logprobs":null,"finish_reason":null}]}`...)
 }
 
@@ -573,7 +575,7 @@ func appendChunkHead(dst []byte, js string) []byte {
 	dst = append(dst, '{')
 	object := false
 	for _, key := range [...]string{"id", "object", "created", "model"} {
-		raw := lastMemberRaw(js, key, "")
+		raw := jsonscan.LastMemberRaw(js, key, "")
 		if raw == "" {
 			continue
 		}

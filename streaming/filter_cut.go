@@ -7,6 +7,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Telling the agent about a call cut at the output limit.
@@ -44,7 +46,7 @@ func (f *CallFilter) anthropicCutNotice(dst []byte, call ToolCall) []byte {
 	b = append(b[:0], `{"type":"content_block_delta","index":`...)
 	b = strconv.AppendInt(b, out, 10)
 	b = append(b, `,"delta":{"type":"text_delta","text":`...)
-	b = appendJSONLiteral(b, f.cutNotice(call))
+	b = jsonscan.AppendQuoted(b, f.cutNotice(call))
 	b = append(b, "}}"...)
 	dst = sse.AppendFrame(dst, "content_block_delta", b)
 	b = append(b[:0], `{"type":"content_block_stop","index":`...)
@@ -115,9 +117,9 @@ func (f *CallFilter) chatCutNotice(dst []byte, ev *sse.Event, js string, call To
 	b = append(b, `"choices":[{"index":`...)
 	b = strconv.AppendInt(b, int64(call.Choice), 10)
 	b = append(b, `,"delta":{"content":`...)
-	b = appendJSONLiteral(b, text)
+	b = jsonscan.AppendQuoted(b, text)
 	f.scratch = append(b, `},"logprobs":null,"finish_reason":null}]}`...)
-	return sse.AppendFrame(dst, jsonView(ev.Name), f.scratch)
+	return sse.AppendFrame(dst, jsonscan.View(ev.Name), f.scratch)
 }
 
 // responsesCutNotice appends, before the terminal event ev (read as e), the events of a

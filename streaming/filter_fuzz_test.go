@@ -1,4 +1,4 @@
-package streaming
+package streaming_test
 
 import (
 	"bytes"
@@ -317,7 +317,7 @@ func FuzzCallFilterBody(f *testing.F) {
 				if tc.Name != "" && !allow(tc.Name) {
 					t.Fatalf("%s: delivered a call to refused tool %q", api, tc.Name)
 				}
-				if f.isCut(tc.ID) {
+				if f.IsCut(tc.ID) {
 					t.Fatalf("%s: delivered the cut call %q", api, tc.ID)
 				}
 			}

@@ -8,9 +8,13 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
+
+	"gatekeeper/streaming/internal/callitems"
 )
 
-// OpenAI Responses: a refused client call item (responses_items.go)
+// OpenAI Responses: a refused client call item (internal/callitems)
 // becomes a message item at the same output index.
 
 type responsesCallFilter struct {
@@ -63,7 +67,7 @@ type responsesFilterCall struct {
 }
 
 func (r *responsesCallFilter) itemID(c responsesFilterCall) string {
-	return jsonView(r.ids[c.idStart:c.idEnd])
+	return jsonscan.View(r.ids[c.idStart:c.idEnd])
 }
 
 func (r *responsesCallFilter) add(outputIndex int, itemID string, refused int, server bool) int {
@@ -78,7 +82,7 @@ func (r *responsesCallFilter) add(outputIndex int, itemID string, refused int, s
 // find locates a call by item id, falling back to the output index (raw
 // JSON, used only when it is a number).
 func (r *responsesCallFilter) find(itemID, outputIndex string) int {
-	return r.findAt(itemID, gjsonInt(outputIndex), isNumber(outputIndex))
+	return r.findAt(itemID, jsonscan.Int(outputIndex), jsonscan.IsNumber(outputIndex))
 }
 
 // findAt is find with the output index oi, used when indexed is set.
@@ -113,7 +117,7 @@ func (r *responsesCallFilter) refers(which func(responsesFilterCall) bool, outpu
 		if !which(c) {
 			continue
 		}
-		if isNumber(outputIndex) && gjsonInt(outputIndex) == c.outputIndex {
+		if jsonscan.IsNumber(outputIndex) && jsonscan.Int(outputIndex) == c.outputIndex {
 			return i
 		}
 		for _, id := range itemIDs {
@@ -148,41 +152,41 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 	h := &f.hold
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
-		if h.held > 0 && bytes.HasPrefix(data, []byte(doneMarker)) {
+		if h.held > 0 && bytes.HasPrefix(data, []byte(DoneMarker)) {
 			f.dropHeld(func(int, *heldCall) bool { return true }) // the end, and no stop
 			dst = f.flushPassed(dst)
 		}
 		return append(dst, ev.Raw...) // [DONE] from some servers, a plain-text error
 	}
-	js := jsonView(data)
+	js := jsonscan.View(data)
 	var e responsesFields
-	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
-		switch m.name() {
+	for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
+		switch m.Name() {
 		case "type":
-			e.typ = m.val
+			e.typ = m.Val
 		case "response":
-			e.response = m.val
+			e.response = m.Val
 		case "item":
-			e.item = m.val
+			e.item = m.Val
 		case "output_index":
-			e.outputIndex = m.val
+			e.outputIndex = m.Val
 		case "item_id":
-			e.itemID = m.val
+			e.itemID = m.Val
 		case "name":
-			e.name = m.val
+			e.name = m.Val
 		case "sequence_number":
-			e.seq = m.val
+			e.seq = m.Val
 		case "delta":
-			e.delta = m.val
+			e.delta = m.Val
 		case "arguments":
-			e.arguments = m.val
+			e.arguments = m.Val
 		case "input":
-			e.input = m.val
+			e.input = m.Val
 		}
 	}
-	typ, ok := stringValue(e.typ)
+	typ, ok := jsonscan.StringValue(e.typ)
 	if !ok {
-		typ = jsonView(ev.Name)
+		typ = jsonscan.View(ev.Name)
 	}
 	e.event = typ
 	e.seqNum, e.numbered = sequenceNumber(e.seq)
@@ -208,9 +212,9 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		return append(dst, ev.Raw...)
 	}
 	seq, numbered := e.seqNum, e.numbered
-	itemFields := readObject(e.item, "type", "id", "call_id", "name")
-	itemID, _ := stringValue(itemFields[1])
-	eventItemID, _ := stringValue(e.itemID)
+	itemFields := jsonscan.ReadObject(e.item, "type", "id", "call_id", "name")
+	itemID, _ := jsonscan.StringValue(itemFields[1])
+	eventItemID, _ := jsonscan.StringValue(e.itemID)
 	if len(f.refused) > 0 && r.withheld(e.outputIndex, eventItemID, itemID) {
 		if numbered {
 			r.offset--
@@ -234,8 +238,8 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		f.dropHeld(func(int, *heldCall) bool { return true }) // the reply failed
 		dst = f.flushPassed(dst)
 	case "response.output_item.added", "response.output_item.done":
-		itype, _ := stringValue(itemFields[0])
-		ci, isCall := lookupCallItem(itype, isStringRaw(itemFields[2]))
+		itype, _ := jsonscan.StringValue(itemFields[0])
+		ci, isCall := callitems.Lookup(itype, jsonscan.IsStringRaw(itemFields[2]))
 		if !isCall {
 			break
 		}
@@ -244,20 +248,20 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 			at = -1 // the decoder takes an added item with a new id for a new call
 		}
 		// The decoder passes over a done item cut short: it opens no call.
-		status := memberRaw(e.item, "status")
-		opens := typ == "response.output_item.added" || status == "" || isString(status, "completed")
+		status := jsonscan.MemberRaw(e.item, "status")
+		opens := typ == "response.output_item.added" || status == "" || jsonscan.IsString(status, "completed")
 		call := ToolCall{
-			Index: gjsonInt(e.outputIndex), Type: ci.typ, ID: gjsonText(itemFields[2]),
-			ItemID: itemID, Name: ci.callName(itemFields[3]), Server: ci.hosted,
+			Index: jsonscan.Int(e.outputIndex), Type: ci.Typ, ID: jsonscan.Text(itemFields[2]),
+			ItemID: itemID, Name: ci.CallName(itemFields[3]), Server: ci.Hosted,
 		}
-		if out, done := f.responsesCall(dst, ev, at, call, ci.unknown, opens, &e); done {
+		if out, done := f.responsesCall(dst, ev, at, call, ci.Unknown, opens, &e); done {
 			return out
 		}
 	default:
 		if !responsesCallEvent(typ) {
 			break
 		}
-		call := ToolCall{Index: gjsonInt(e.outputIndex), Type: "function_call", ItemID: eventItemID}
+		call := ToolCall{Index: jsonscan.Int(e.outputIndex), Type: "function_call", ItemID: eventItemID}
 		switch {
 		case strings.HasPrefix(typ, "response.custom_tool_call_input."):
 			call.Type = "custom_tool_call"
@@ -265,19 +269,19 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 			call.Type, call.Server = "mcp_call", true
 		}
 		if strings.HasSuffix(typ, ".done") {
-			call.Name, _ = stringValue(e.name)
+			call.Name, _ = jsonscan.StringValue(e.name)
 		}
 		if out, done := f.responsesCall(dst, ev, r.find(eventItemID, e.outputIndex), call, false, true, &e); done {
 			return out
 		}
 	}
 	changed := false
-	if isObject(e.response) {
+	if jsonscan.IsObject(e.response) {
 		final := typ == "response.completed" || typ == "response.incomplete" || typ == "response.failed"
 		r.plan = r.plan[:0]
-		for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
-			if m.name() == "response" && isObject(m.val) {
-				changed = f.responsesPlanOutput(m.val, final) || changed
+		for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
+			if m.Name() == "response" && jsonscan.IsObject(m.Val) {
+				changed = f.responsesPlanOutput(m.Val, final) || changed
 			}
 		}
 		// Items delivered in another order than they came are listed in
@@ -290,32 +294,32 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		return append(dst, ev.Raw...)
 	}
 	next := 0
-	f.scratch = filterObject(f.scratch[:0], js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		switch m.name() {
+	f.scratch = jsonscan.FilterObject(f.scratch[:0], js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
+		switch m.Name() {
 		case "sequence_number":
-			if n, ok := sequenceNumber(m.val); ok && r.offset != 0 {
-				return strconv.AppendInt(dst, n+r.offset, 10), filterReplace
+			if n, ok := sequenceNumber(m.Val); ok && r.offset != 0 {
+				return strconv.AppendInt(dst, n+r.offset, 10), jsonscan.Replace
 			}
 		case "output_index":
-			if oi != out && isNumber(m.val) {
-				return strconv.AppendInt(dst, int64(out), 10), filterReplace
+			if oi != out && jsonscan.IsNumber(m.Val) {
+				return strconv.AppendInt(dst, int64(out), 10), jsonscan.Replace
 			}
 		case "response":
-			if changed && isObject(m.val) {
-				return f.responsesEditOutput(dst, m.val, &next), filterReplace
+			if changed && jsonscan.IsObject(m.Val) {
+				return f.responsesEditOutput(dst, m.Val, &next), jsonscan.Replace
 			}
 		}
-		return dst, filterKeep
+		return dst, jsonscan.Keep
 	}, nil)
 	r.delivered(seq+r.offset, numbered)
-	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonView(ev.Name), f.scratch)
+	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), f.scratch)
 }
 
 // responsesOut reads the output index raw names (in) and gives the one the
 // client sees for an event delivered now (out); both are -1 when raw is no
 // index, and they are equal without Hold.
 func (f *CallFilter) responsesOut(raw string) (in, out int) {
-	oi, ok := memberIndex(jsonMember{val: raw})
+	oi, ok := jsonscan.MemberIndex(jsonscan.Member{Val: raw})
 	if !ok {
 		return -1, -1
 	}
@@ -340,7 +344,7 @@ func responsesCallEvent(typ string) bool {
 // sequenceNumber reads a sequence_number: an integer written in decimal.
 // Anything else is left as it came.
 func sequenceNumber(raw string) (int64, bool) {
-	if raw == "" || !isNumber(raw) {
+	if raw == "" || !jsonscan.IsNumber(raw) {
 		return 0, false // ParseInt's error would cost an allocation per event
 	}
 	n, err := strconv.ParseInt(raw, 10, 64)
@@ -408,12 +412,12 @@ func responsesMessageID(tc ToolCall) string {
 // call at pos, completed or (with no content yet) in progress.
 func (f *CallFilter) appendMessageItem(dst []byte, pos int, completed bool) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendJSONLiteral(dst, responsesMessageID(f.refused[pos]))
+	dst = jsonscan.AppendQuoted(dst, responsesMessageID(f.refused[pos]))
 	if !completed {
 		return append(dst, `,"type":"message","status":"in_progress","content":[],"role":"assistant"}`...)
 	}
 	dst = append(dst, `,"type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"text":`...)
-	dst = appendJSONLiteral(dst, f.texts[pos])
+	dst = jsonscan.AppendQuoted(dst, f.texts[pos])
 	return append(dst, `}],"role":"assistant"}`...)
 }
 
@@ -443,7 +447,7 @@ func (f *CallFilter) responsesMessageEvents(dst []byte, ev *sse.Event, pos int, 
 		b = append(b, `,"output_index":`...)
 		b = strconv.AppendInt(b, int64(oi), 10)
 		if i > 0 && i < 5 {
-			b = appendJSONLiteral(append(b, `,"item_id":`...), id)
+			b = jsonscan.AppendQuoted(append(b, `,"item_id":`...), id)
 			b = append(b, `,"content_index":0`...)
 		}
 		switch i {
@@ -452,13 +456,13 @@ func (f *CallFilter) responsesMessageEvents(dst []byte, ev *sse.Event, pos int, 
 		case 1:
 			b = append(b, `,"part":{"type":"output_text","annotations":[],"text":""}`...)
 		case 2:
-			b = appendJSONLiteral(append(b, `,"delta":`...), text)
+			b = jsonscan.AppendQuoted(append(b, `,"delta":`...), text)
 			b = append(b, `,"logprobs":[]`...)
 		case 3:
-			b = appendJSONLiteral(append(b, `,"text":`...), text)
+			b = jsonscan.AppendQuoted(append(b, `,"text":`...), text)
 			b = append(b, `,"logprobs":[]`...)
 		case 4:
-			b = appendJSONLiteral(append(b, `,"part":{"type":"output_text","annotations":[],"text":`...), text)
+			b = jsonscan.AppendQuoted(append(b, `,"part":{"type":"output_text","annotations":[],"text":`...), text)
 			b = append(b, '}')
 		case 5:
 			b = f.appendMessageItem(append(b, `,"item":`...), pos, true)
@@ -486,13 +490,13 @@ func (f *CallFilter) responsesMessageEvents(dst []byte, ev *sse.Event, pos int, 
 func (f *CallFilter) responsesPlanOutput(resp string, final bool) bool {
 	r := &f.responses
 	changed := false
-	for m, next, ok := nextMember(resp, objectStart(resp)); ok; m, next, ok = nextMember(resp, next) {
-		if m.name() != "output" {
+	for m, next, ok := jsonscan.NextMember(resp, jsonscan.ObjectStart(resp)); ok; m, next, ok = jsonscan.NextMember(resp, next) {
+		if m.Name() != "output" {
 			continue
 		}
-		it := newArrayIter(m.val)
+		it := jsonscan.NewArrayIter(m.Val)
 		for pos := 0; ; pos++ {
-			item, ok := it.next()
+			item, ok := it.Next()
 			if !ok {
 				break
 			}
@@ -508,16 +512,16 @@ func (f *CallFilter) responsesPlanOutput(resp string, final bool) bool {
 // returns the refused call that replaces it, keepItem or dropItem.
 func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 	r := &f.responses
-	fields := readObject(item, "type", "id", "call_id", "name")
-	itype, _ := stringValue(fields[0])
-	ci, isCall := lookupCallItem(itype, isStringRaw(fields[2]))
+	fields := jsonscan.ReadObject(item, "type", "id", "call_id", "name")
+	itype, _ := jsonscan.StringValue(fields[0])
+	ci, isCall := callitems.Lookup(itype, jsonscan.IsStringRaw(fields[2]))
 	if !isCall {
 		return keepItem
 	}
-	itemID, _ := stringValue(fields[1])
-	name := ci.callName(fields[3])
-	status := memberRaw(item, "status")
-	opens := final && (status == "" || isString(status, "completed"))
+	itemID, _ := jsonscan.StringValue(fields[1])
+	name := ci.CallName(fields[3])
+	status := jsonscan.MemberRaw(item, "status")
+	opens := final && (status == "" || jsonscan.IsString(status, "completed"))
 	// The decoder pairs an item with a call by its id, else by its place.
 	// Once Hold moved places, the place no longer says which call the
 	// decoder pairs it with: an item without its call's id is judged as
@@ -536,14 +540,14 @@ func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 		if c.server || c.refused >= 0 || !f.renames(name) {
 			return c.refused
 		}
-	case ci.hosted || f.permitsItem(ci.unknown, gjsonText(fields[2]), name):
+	case ci.Hosted || f.permitsItem(ci.Unknown, jsonscan.Text(fields[2]), name):
 		if opens {
-			r.add(pos, itemID, -1, ci.hosted)
+			r.add(pos, itemID, -1, ci.Hosted)
 		}
 		return keepItem
 	}
 	f.refuse(ToolCall{
-		Index: pos, Type: strings.Clone(ci.typ), ID: strings.Clone(gjsonText(fields[2])), ItemID: strings.Clone(itemID),
+		Index: pos, Type: strings.Clone(ci.Typ), ID: strings.Clone(jsonscan.Text(fields[2])), ItemID: strings.Clone(itemID),
 		Name: strings.Clone(name),
 	})
 	refused := len(f.refused) - 1
@@ -555,32 +559,32 @@ func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 // output replaced as planned; next is the plan entry its first item takes.
 func (f *CallFilter) responsesEditOutput(dst []byte, resp string, next *int) []byte {
 	r := &f.responses
-	return filterObject(dst, resp, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		if m.name() != "output" || !isJSONArray(m.val) {
-			return dst, filterKeep
+	return jsonscan.FilterObject(dst, resp, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
+		if m.Name() != "output" || !jsonscan.IsArray(m.Val) {
+			return dst, jsonscan.Keep
 		}
 		if f.hold.on && r.pos.moved() {
-			return f.responsesReorderOutput(dst, m.val, next), filterReplace
+			return f.responsesReorderOutput(dst, m.Val, next), jsonscan.Replace
 		}
-		dst, _, _ = filterArray(dst, m.val, func(dst []byte, item string) ([]byte, filterAction) {
+		dst, _, _ = jsonscan.FilterArray(dst, m.Val, func(dst []byte, item string) ([]byte, jsonscan.Action) {
 			replace := r.plan[*next]
 			*next++
 			switch replace {
 			case keepItem:
-				return dst, filterKeep
+				return dst, jsonscan.Keep
 			case dropItem:
-				return dst, filterDrop
+				return dst, jsonscan.Drop
 			}
-			return f.appendMessageItem(dst, replace, true), filterReplace
+			return f.appendMessageItem(dst, replace, true), jsonscan.Replace
 		})
-		return dst, filterReplace
+		return dst, jsonscan.Replace
 	}, nil)
 }
 
 // responsesBody rewrites a whole Response; nil when nothing changes.
 func (f *CallFilter) responsesBody(js string) []byte {
-	fields := readObject(js, "error", "status")
-	if isObject(fields[0]) && fields[1] == "" {
+	fields := jsonscan.ReadObject(js, "error", "status")
+	if jsonscan.IsObject(fields[0]) && fields[1] == "" {
 		return nil // an error body
 	}
 	f.responses.plan = f.responses.plan[:0]

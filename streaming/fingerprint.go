@@ -7,6 +7,8 @@ import (
 	"hash"
 	"slices"
 	"strings"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // The conversation fingerprint ParseRequest puts in Request.Fingerprint: a
@@ -52,41 +54,41 @@ func fingerprint(api API, m *members, tools []string) string {
 func (m *members) systemTexts(api API, th *textHasher) {
 	switch api {
 	case APIAnthropic:
-		if isStringRaw(m.system) {
+		if jsonscan.IsStringRaw(m.system) {
 			th.text(m.system)
 			return
 		}
-		it := newArrayIter(m.system)
-		for blk, ok := it.next(); ok; blk, ok = it.next() {
-			o := readObject(blk, "type", "text")
-			if isString(o[0], "text") && !hasPrefixDecoded(o[1], billingPrefix) {
+		it := jsonscan.NewArrayIter(m.system)
+		for blk, ok := it.Next(); ok; blk, ok = it.Next() {
+			o := jsonscan.ReadObject(blk, "type", "text")
+			if jsonscan.IsString(o[0], "text") && !jsonscan.HasPrefixDecoded(o[1], billingPrefix) {
 				th.text(o[1])
 			}
 		}
 	case APIChat:
-		it := newArrayIter(m.messages)
-		for msg, ok := it.next(); ok; msg, ok = it.next() {
-			o := readObject(msg, "role", "content")
-			if !isString(o[0], "system") && !isString(o[0], "developer") {
+		it := jsonscan.NewArrayIter(m.messages)
+		for msg, ok := it.Next(); ok; msg, ok = it.Next() {
+			o := jsonscan.ReadObject(msg, "role", "content")
+			if !jsonscan.IsString(o[0], "system") && !jsonscan.IsString(o[0], "developer") {
 				return
 			}
 			contentTexts(o[1], th)
 		}
 	case APIResponses:
-		if isStringRaw(m.instructions) {
+		if jsonscan.IsStringRaw(m.instructions) {
 			th.text(m.instructions)
 		}
-		it := newArrayIter(m.input)
-		for item, ok := it.next(); ok; item, ok = it.next() {
-			o := readObject(item, "type", "role", "content")
-			typ, _ := stringValue(o[0])
+		it := jsonscan.NewArrayIter(m.input)
+		for item, ok := it.Next(); ok; item, ok = it.Next() {
+			o := jsonscan.ReadObject(item, "type", "role", "content")
+			typ, _ := jsonscan.StringValue(o[0])
 			if typ != "message" && typ != "" {
 				if isModelOutput(typ, item) || strings.HasSuffix(typ, "_output") {
 					return
 				}
 				continue // additional_tools and other items that are not messages
 			}
-			if !isString(o[1], "system") && !isString(o[1], "developer") {
+			if !jsonscan.IsString(o[1], "system") && !jsonscan.IsString(o[1], "developer") {
 				return
 			}
 			contentTexts(o[2], th)
@@ -101,26 +103,26 @@ func (m *members) systemTexts(api API, th *textHasher) {
 func (m *members) firstUserTexts(api API, th *textHasher) {
 	switch api {
 	case APIAnthropic, APIChat:
-		it := newArrayIter(m.messages)
-		for msg, ok := it.next(); ok; msg, ok = it.next() {
-			o := readObject(msg, "role", "content")
-			if isString(o[0], "user") {
+		it := jsonscan.NewArrayIter(m.messages)
+		for msg, ok := it.Next(); ok; msg, ok = it.Next() {
+			o := jsonscan.ReadObject(msg, "role", "content")
+			if jsonscan.IsString(o[0], "user") {
 				contentTexts(o[1], th)
 				return
 			}
 		}
 	case APIResponses:
-		if isStringValue(m.previousResponseID) || isObject(m.conversation) || isStringValue(m.conversation) {
+		if jsonscan.IsStringValue(m.previousResponseID) || jsonscan.IsObject(m.conversation) || jsonscan.IsStringValue(m.conversation) {
 			return
 		}
-		if isStringRaw(m.input) {
+		if jsonscan.IsStringRaw(m.input) {
 			th.text(m.input)
 			return
 		}
-		it := newArrayIter(m.input)
-		for item, ok := it.next(); ok; item, ok = it.next() {
-			o := readObject(item, "type", "role", "content")
-			if (isString(o[0], "message") || o[0] == "") && isString(o[1], "user") {
+		it := jsonscan.NewArrayIter(m.input)
+		for item, ok := it.Next(); ok; item, ok = it.Next() {
+			o := jsonscan.ReadObject(item, "type", "role", "content")
+			if (jsonscan.IsString(o[0], "message") || o[0] == "") && jsonscan.IsString(o[1], "user") {
 				contentTexts(o[2], th)
 				return
 			}
@@ -131,14 +133,14 @@ func (m *members) firstUserTexts(api API, th *textHasher) {
 // contentTexts feeds th a message content: a string, or the text of its
 // text parts; images, documents and tool blocks are left out.
 func contentTexts(content string, th *textHasher) {
-	if isStringRaw(content) {
+	if jsonscan.IsStringRaw(content) {
 		th.text(content)
 		return
 	}
-	it := newArrayIter(content)
-	for part, ok := it.next(); ok; part, ok = it.next() {
-		o := readObject(part, "type", "text")
-		if isString(o[0], "text") || isString(o[0], "input_text") {
+	it := jsonscan.NewArrayIter(content)
+	for part, ok := it.Next(); ok; part, ok = it.Next() {
+		o := jsonscan.ReadObject(part, "type", "text")
+		if jsonscan.IsString(o[0], "text") || jsonscan.IsString(o[0], "input_text") {
 			th.text(o[1])
 		}
 	}
@@ -181,13 +183,13 @@ func (th *textHasher) texts(tag byte, feed func(*textHasher)) {
 // text adds the decoded value of raw, a JSON string literal; anything else
 // is ignored.
 func (th *textHasher) text(raw string) {
-	if !isStringRaw(raw) {
+	if !jsonscan.IsStringRaw(raw) {
 		return
 	}
 	s := raw[1 : len(raw)-1]
 	for i := 0; i < len(s); {
 		var d []byte
-		d, i = unquoteInto(th.buf[:0], s, i)
+		d, i = jsonscan.UnquoteInto(th.buf[:0], s, i)
 		if len(d) == 0 {
 			return // cannot happen with a non-empty scratch buffer; never loop forever
 		}

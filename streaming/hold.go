@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"gatekeeper/streaming/sse"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Holding client tool calls until they are safe to deliver.
@@ -38,7 +40,7 @@ import (
 // tool_use blocks, Chat tool_calls deltas, Responses client call items:
 // function_call, custom_tool_call, local_shell_call, shell_call,
 // apply_patch_call, computer_call and unknown *_call items with a call_id,
-// see responses_items.go) instead of passing them on, until the reply's stop
+// see internal/callitems) instead of passing them on, until the reply's stop
 // is known (Anthropic message_delta with a stop_reason; Chat the
 // finish_reason of the call's choice; Responses response.completed,
 // .incomplete or .failed). Then the held calls are delivered, in their
@@ -95,22 +97,22 @@ func (f *CallFilter) End(dst []byte, typ, msg string) []byte {
 	b := f.scratch[:0]
 	switch f.api {
 	case APIAnthropic:
-		b = appendJSONLiteral(append(b, `{"type":"error","error":{"type":`...), typ)
-		b = appendJSONLiteral(append(b, `,"message":`...), msg)
+		b = jsonscan.AppendQuoted(append(b, `{"type":"error","error":{"type":`...), typ)
+		b = jsonscan.AppendQuoted(append(b, `,"message":`...), msg)
 		b = append(b, "}}"...)
 		f.scratch = b
 		return sse.AppendFrame(dst, "error", b)
 	case APIChat:
-		b = appendJSONLiteral(append(b, `{"error":{"message":`...), msg)
-		b = appendJSONLiteral(append(b, `,"type":`...), typ)
-		b = appendJSONLiteral(append(b, `,"code":`...), typ)
+		b = jsonscan.AppendQuoted(append(b, `{"error":{"message":`...), msg)
+		b = jsonscan.AppendQuoted(append(b, `,"type":`...), typ)
+		b = jsonscan.AppendQuoted(append(b, `,"code":`...), typ)
 		b = append(b, `,"param":null}}`...)
 		f.scratch = b
 		return sse.AppendFrame(dst, "", b)
 	}
 	r := &f.responses
-	b = appendJSONLiteral(append(b, `{"type":"error","code":`...), typ)
-	b = appendJSONLiteral(append(b, `,"message":`...), msg)
+	b = jsonscan.AppendQuoted(append(b, `{"type":"error","code":`...), typ)
+	b = jsonscan.AppendQuoted(append(b, `,"message":`...), msg)
 	b = append(b, `,"param":null`...)
 	switch {
 	case r.seqOut:
@@ -434,8 +436,8 @@ func (f *CallFilter) appendRenumbered(dst []byte, e *heldEvent, key string, pos 
 	}
 	// A held event was read by a Reader and is valid JSON: it reads again.
 	_ = sse.Each(f.hold.bytes(e.raw), fn)
-	f.scratch = renumber(f.scratch[:0], jsonView(ev.Data), key, pos, seq, numbered)
-	return sse.AppendFrame(dst, jsonView(ev.Name), f.scratch)
+	f.scratch = renumber(f.scratch[:0], jsonscan.View(ev.Data), key, pos, seq, numbered)
+	return sse.AppendFrame(dst, jsonscan.View(ev.Name), f.scratch)
 }
 
 // positions renumbers content positions (Anthropic block indices, Responses
@@ -559,16 +561,16 @@ func (p *positions) skippedBefore(in int) int {
 // members named key set to pos, when pos >= 0, and its sequence_number
 // members set to seq, when numbered. Only numbers are replaced.
 func renumber(dst []byte, js, key string, pos int, seq int64, numbered bool) []byte {
-	return filterObject(dst, js, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		if !isNumber(m.val) {
-			return dst, filterKeep
+	return jsonscan.FilterObject(dst, js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
+		if !jsonscan.IsNumber(m.Val) {
+			return dst, jsonscan.Keep
 		}
-		switch n := m.name(); {
+		switch n := m.Name(); {
 		case pos >= 0 && n == key:
-			return strconv.AppendInt(dst, int64(pos), 10), filterReplace
+			return strconv.AppendInt(dst, int64(pos), 10), jsonscan.Replace
 		case numbered && n == "sequence_number":
-			return strconv.AppendInt(dst, seq, 10), filterReplace
+			return strconv.AppendInt(dst, seq, 10), jsonscan.Replace
 		}
-		return dst, filterKeep
+		return dst, jsonscan.Keep
 	}, nil)
 }

@@ -8,6 +8,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Holding Chat Completions calls: the tool_calls elements of a choice wait
@@ -29,8 +31,8 @@ type chatHeldElem struct {
 // in holdState.calls. It is keyed by the position it is about to take in
 // chatCallFilter.calls.
 func (f *CallFilter) chatHoldCall(choice, key int, legacy bool, typ, id, name, custom string) int {
-	tc := ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(gjsonText(id)), Name: strings.Clone(name)}
-	switch t := gjsonText(typ); {
+	tc := ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(jsonscan.Text(id)), Name: strings.Clone(name)}
+	switch t := jsonscan.Text(typ); {
 	case legacy:
 		tc.Type = "function_call"
 	case t != "":
@@ -90,11 +92,11 @@ func (c *chatCallFilter) keepElement(ep chatElemPlan, el string, legacy bool) {
 
 // chatRenumber writes a tool_calls element with the index out.
 func chatRenumber(dst []byte, el string, out int) []byte {
-	return filterObject(dst, el, func(dst []byte, m jsonMember) ([]byte, filterAction) {
-		if m.name() == "index" && isNumber(m.val) {
-			return strconv.AppendInt(dst, int64(out), 10), filterReplace
+	return jsonscan.FilterObject(dst, el, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
+		if m.Name() == "index" && jsonscan.IsNumber(m.Val) {
+			return strconv.AppendInt(dst, int64(out), 10), jsonscan.Replace
 		}
-		return dst, filterKeep
+		return dst, jsonscan.Keep
 	}, nil)
 }
 
@@ -164,7 +166,7 @@ func (f *CallFilter) chatHoldEvent(dst []byte, ev *sse.Event, js string, p *chat
 	switch {
 	case wholly:
 	case p.changed:
-		dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonView(ev.Name), c.edited)
+		dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), c.edited)
 		dst = f.chatExtraChunks(dst, ev, js, p)
 	default:
 		dst = append(dst, ev.Raw...)
@@ -224,6 +226,6 @@ func (f *CallFilter) chatKeepChunks(ev *sse.Event, js string) {
 			n++
 		}
 		f.scratch = append(b, "}}]}"...)
-		f.hold.keepFramed(e.call, jsonView(ev.Name), f.scratch)
+		f.hold.keepFramed(e.call, jsonscan.View(ev.Name), f.scratch)
 	}
 }

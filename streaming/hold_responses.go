@@ -8,10 +8,14 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
+
+	"gatekeeper/streaming/internal/callitems"
 )
 
 // Holding OpenAI Responses calls: the events of a client call item
-// (responses_items.go) wait for response.completed, .incomplete or .failed.
+// (internal/callitems) wait for response.completed, .incomplete or .failed.
 // Held events leave a gap in the sequence numbers that the events passed
 // meanwhile close, and take the numbers before the terminal event's when
 // delivered. The final Response lists its items in the order the client
@@ -26,20 +30,20 @@ func (f *CallFilter) responsesHeld(c responsesFilterCall) bool {
 func (f *CallFilter) responsesHoldCall(dst []byte, ev *sse.Event, call ToolCall, opens bool, e *responsesFields) []byte {
 	r := &f.responses
 	h := &f.hold
-	ci, _ := lookupCallItem(call.Type, true)
+	ci, _ := callitems.Lookup(call.Type, true)
 	call.ID, call.ItemID, call.Name = strings.Clone(call.ID), strings.Clone(call.ItemID), strings.Clone(call.Name)
 	call.Type = strings.Clone(call.Type)
 	c := h.addCall(call, -1)
 	hc := &h.calls[c]
-	hc.freeText = ci.freeText
-	if oi, ok := memberIndex(jsonMember{val: e.outputIndex}); ok {
+	hc.freeText = ci.FreeText
+	if oi, ok := jsonscan.MemberIndex(jsonscan.Member{Val: e.outputIndex}); ok {
 		hc.indexed = true
 		r.pos.hold(oi)
 	}
 	if e.event == "response.output_item.added" {
 		// As the decoder, take the arguments a new item comes with: a
 		// string only; an object input comes whole with the done item.
-		hc.args = appendJSONString(hc.args, ci.inputRaw(e.item))
+		hc.args = jsonscan.AppendDecoded(hc.args, ci.InputRaw(e.item))
 	}
 	if opens {
 		at := r.add(call.Index, call.ItemID, -1, false)
@@ -71,7 +75,7 @@ func (f *CallFilter) responsesKeep(dst []byte, ev *sse.Event, c int, e *response
 		// item gives the whole arguments and ends the call.
 		switch e.event {
 		case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
-			call.args = appendJSONString(grow(call.args, len(e.delta)), e.delta)
+			call.args = jsonscan.AppendDecoded(grow(call.args, len(e.delta)), e.delta)
 		case "response.function_call_arguments.done":
 			call.args, call.closed = appendArgsRaw(call.args[:0], e.arguments), true
 		case "response.custom_tool_call_input.done":
@@ -81,7 +85,7 @@ func (f *CallFilter) responsesKeep(dst []byte, ev *sse.Event, c int, e *response
 		}
 	}
 	pos := -1
-	if oi, ok := memberIndex(jsonMember{val: e.outputIndex}); ok {
+	if oi, ok := jsonscan.MemberIndex(jsonscan.Member{Val: e.outputIndex}); ok {
 		pos = oi
 	}
 	h.keep(c, ev, pos, e.seqNum, e.numbered)
@@ -91,18 +95,18 @@ func (f *CallFilter) responsesKeep(dst []byte, ev *sse.Event, c int, e *response
 // responsesCloseItem ends a held call with a done item, unless the item
 // was cut short: as the decoder, it takes only a completed one.
 func (f *CallFilter) responsesCloseItem(call *heldCall, item string) {
-	fields := readObject(item, "type", "status", "call_id")
-	if fields[1] != "" && !isString(fields[1], "completed") {
+	fields := jsonscan.ReadObject(item, "type", "status", "call_id")
+	if fields[1] != "" && !jsonscan.IsString(fields[1], "completed") {
 		return
 	}
-	itype, _ := stringValue(fields[0])
-	ci, ok := lookupCallItem(itype, isStringRaw(fields[2]))
+	itype, _ := jsonscan.StringValue(fields[0])
+	ci, ok := callitems.Lookup(itype, jsonscan.IsStringRaw(fields[2]))
 	if !ok {
 		// The decoder completes the call it pairs with an item only when
 		// that item is a call.
 		return
 	}
-	call.args, call.closed = appendArgsRaw(call.args[:0], ci.inputRaw(item)), true
+	call.args, call.closed = appendArgsRaw(call.args[:0], ci.InputRaw(item)), true
 }
 
 // responsesCloseFromOutput ends the held calls whose end events were lost
@@ -113,21 +117,21 @@ func (f *CallFilter) responsesCloseItem(call *heldCall, item string) {
 // tool: the filter then refuses the item.
 func (f *CallFilter) responsesCloseFromOutput(output string) {
 	r := &f.responses
-	it := newArrayIter(output)
+	it := jsonscan.NewArrayIter(output)
 	for {
-		item, ok := it.next()
+		item, ok := it.Next()
 		if !ok {
 			return
 		}
-		fields := readObject(item, "type", "id", "name", "call_id")
-		itype, _ := stringValue(fields[0])
-		ci, isCall := lookupCallItem(itype, isStringRaw(fields[3]))
+		fields := jsonscan.ReadObject(item, "type", "id", "name", "call_id")
+		itype, _ := jsonscan.StringValue(fields[0])
+		ci, isCall := callitems.Lookup(itype, jsonscan.IsStringRaw(fields[3]))
 		if !isCall {
 			continue
 		}
-		itemID, _ := stringValue(fields[1])
+		itemID, _ := jsonscan.StringValue(fields[1])
 		at := r.findAt(itemID, 0, false)
-		if itemID == "" || at < 0 || r.calls[at].held < 0 || f.renames(ci.callName(fields[2])) {
+		if itemID == "" || at < 0 || r.calls[at].held < 0 || f.renames(ci.CallName(fields[2])) {
 			continue
 		}
 		if c := &f.hold.calls[r.calls[at].held]; c.state == callHeld && !c.closed {
@@ -155,10 +159,10 @@ func (f *CallFilter) responsesDroppedItem(itemID string) bool {
 // string decoded, an object or array as written.
 func appendArgsRaw(dst []byte, raw string) []byte {
 	dst = grow(dst, len(raw))
-	if isStringRaw(raw) {
-		return appendJSONString(dst, raw)
+	if jsonscan.IsStringRaw(raw) {
+		return jsonscan.AppendDecoded(dst, raw)
 	}
-	if isObject(raw) || isJSONArray(raw) {
+	if jsonscan.IsObject(raw) || jsonscan.IsArray(raw) {
 		return append(dst, raw...)
 	}
 	return dst
@@ -169,8 +173,8 @@ func appendArgsRaw(dst []byte, raw string) []byte {
 func (f *CallFilter) responsesRelease(dst []byte, ev *sse.Event, e *responsesFields) []byte {
 	r := &f.responses
 	h := &f.hold
-	if isObject(e.response) {
-		f.responsesCloseFromOutput(memberRaw(e.response, "output"))
+	if jsonscan.IsObject(e.response) {
+		f.responsesCloseFromOutput(jsonscan.MemberRaw(e.response, "output"))
 	}
 	cut := e.event == "response.incomplete" && gjson.Get(e.response, "incomplete_details.reason").Str == "max_output_tokens"
 	last := h.last(nil)
@@ -236,9 +240,9 @@ type placedItem struct {
 func (f *CallFilter) responsesReorderOutput(dst []byte, arr string, next *int) []byte {
 	r := &f.responses
 	r.order = r.order[:0]
-	it := newArrayIter(arr)
+	it := jsonscan.NewArrayIter(arr)
 	for pos := 0; ; pos++ {
-		item, ok := it.next()
+		item, ok := it.Next()
 		if !ok {
 			break
 		}

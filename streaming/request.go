@@ -5,6 +5,10 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
+
+	"gatekeeper/streaming/internal/callitems"
 )
 
 // ToolResult is one tool result a request carries for a call of the previous reply.
@@ -69,7 +73,7 @@ func ParseRequest(api API, body []byte) (*Request, error) {
 	// A string view of the body lets every lookup below return substrings
 	// of it instead of copies. Nothing derived from it outlives this call
 	// without being copied first.
-	s := jsonView(body)
+	s := jsonscan.View(body)
 	m, depth, complete := readMembers(s)
 	if !complete {
 		depth = 0 // unknown: the walk stopped early
@@ -78,7 +82,7 @@ func ParseRequest(api API, body []byte) (*Request, error) {
 		return nil, err
 	}
 	req := &Request{API: api, Stream: m.stream == "true"}
-	if v, ok := stringValue(m.model); ok {
+	if v, ok := jsonscan.StringValue(m.model); ok {
 		req.Model = strings.Clone(v)
 	}
 	var refs [32]string // names and ids pointing into the body, copied out at the end
@@ -93,7 +97,7 @@ func ParseRequest(api API, body []byte) (*Request, error) {
 		if !req.setMaxOutput("max_completion_tokens", m.maxCompletionTokens) {
 			req.setMaxOutput("max_tokens", m.maxTokens)
 		}
-		req.IncludeUsage = isObject(m.streamOptions) &&
+		req.IncludeUsage = jsonscan.IsObject(m.streamOptions) &&
 			gjson.Get(m.streamOptions, "include_usage").Type == gjson.True
 		names = chatTools(names, m.tools, m.functions)
 		req.ToolResults = chatResults(m.messages)
@@ -103,7 +107,7 @@ func ParseRequest(api API, body []byte) (*Request, error) {
 		var results []ToolResult
 		names, results = responsesInput(names, m.input)
 		req.ToolResults = results
-		if v, ok := stringValue(m.promptCacheKey); ok {
+		if v, ok := jsonscan.StringValue(m.promptCacheKey); ok {
 			req.SessionHint = strings.Clone(v)
 		}
 	}
@@ -114,7 +118,7 @@ func ParseRequest(api API, body []byte) (*Request, error) {
 
 // setMaxOutput records field as the output limit when raw is a JSON number.
 func (r *Request) setMaxOutput(field, raw string) bool {
-	if !isNumber(raw) {
+	if !jsonscan.IsNumber(raw) {
 		return false
 	}
 	r.MaxOutputTokens = gjson.Parse(raw).Int()
@@ -125,11 +129,11 @@ func (r *Request) setMaxOutput(field, raw string) bool {
 // checkObject reports whether s is one valid JSON object, nested no deeper
 // than maxNesting. depth is how deeply s nests when already known, else 0.
 func checkObject(s string, depth int) error {
-	i := skipSpace(s, 0)
+	i := jsonscan.SkipSpace(s, 0)
 	if i == len(s) || s[i] != '{' {
 		return fmt.Errorf("%w: request body is not a JSON object", ErrInvalidJSON)
 	}
-	if depth > maxNesting || depth == 0 && !nestingWithin(s, maxNesting) {
+	if depth > maxNesting || depth == 0 && !jsonscan.NestingWithin(s, maxNesting) {
 		return fmt.Errorf("%w: request body nests deeper than %d levels", ErrInvalidJSON, maxNesting)
 	}
 	if !gjson.Valid(s) {
@@ -167,64 +171,64 @@ func readMembers(s string) (m members, depth int, complete bool) {
 		{"messages", &m.messages}, {"input", &m.input}, {"previous_response_id", &m.previousResponseID},
 		{"conversation", &m.conversation},
 	}
-	it := newObjectIter(s)
+	it := jsonscan.NewObjectIter(s)
 	for n := 0; n < len(s); n++ { // every member consumes input: len(s) bounds the count
-		mem, ok := it.next()
+		mem, ok := it.Next()
 		if !ok {
 			break
 		}
-		k := mem.name()
+		k := mem.Name()
 		for _, f := range fields {
 			if k == f.key {
-				*f.dst = mem.val
+				*f.dst = mem.Val
 				break
 			}
 		}
 	}
-	return m, it.depth + 1, it.closed && skipSpace(s, it.i) == len(s)
+	return m, it.Depth + 1, it.Closed && jsonscan.SkipSpace(s, it.Offset()) == len(s)
 }
 
 // Tools.
 
 func anthropicTools(names []string, tools string) []string {
-	it := newArrayIter(tools)
-	for t, ok := it.next(); ok; t, ok = it.next() {
-		o := readObject(t, "name", "type")
+	it := jsonscan.NewArrayIter(tools)
+	for t, ok := it.Next(); ok; t, ok = it.Next() {
+		o := jsonscan.ReadObject(t, "name", "type")
 		names = appendName(names, o[0], o[1])
 	}
 	return names
 }
 
 func chatTools(names []string, tools, functions string) []string {
-	it := newArrayIter(tools)
-	for t, ok := it.next(); ok; t, ok = it.next() {
-		o := readObject(t, "type", "function", "custom", "name")
+	it := jsonscan.NewArrayIter(tools)
+	for t, ok := it.Next(); ok; t, ok = it.Next() {
+		o := jsonscan.ReadObject(t, "type", "function", "custom", "name")
 		def := o[1] // type "function" and untyped entries
-		if isString(o[0], "custom") {
+		if jsonscan.IsString(o[0], "custom") {
 			def = o[2]
 		}
-		names = appendName(names, memberRaw(def, "name"), o[3], o[0])
+		names = appendName(names, jsonscan.MemberRaw(def, "name"), o[3], o[0])
 	}
-	it = newArrayIter(functions)
-	for f, ok := it.next(); ok; f, ok = it.next() {
-		names = appendName(names, memberRaw(f, "name"))
+	it = jsonscan.NewArrayIter(functions)
+	for f, ok := it.Next(); ok; f, ok = it.Next() {
+		names = appendName(names, jsonscan.MemberRaw(f, "name"))
 	}
 	return names
 }
 
 func responsesTools(names []string, tools string) []string {
-	it := newArrayIter(tools)
-	for t, ok := it.next(); ok; t, ok = it.next() {
-		o := readObject(t, "type", "name", "tools")
+	it := jsonscan.NewArrayIter(tools)
+	for t, ok := it.Next(); ok; t, ok = it.Next() {
+		o := jsonscan.ReadObject(t, "type", "name", "tools")
 		switch {
-		case isString(o[0], "namespace"):
+		case jsonscan.IsString(o[0], "namespace"):
 			// A namespace only groups functions; the model calls the inner names.
-			inner := newArrayIter(o[2])
-			for f, ok := inner.next(); ok; f, ok = inner.next() {
-				fo := readObject(f, "name", "type")
+			inner := jsonscan.NewArrayIter(o[2])
+			for f, ok := inner.Next(); ok; f, ok = inner.Next() {
+				fo := jsonscan.ReadObject(f, "name", "type")
 				names = appendName(names, fo[0], fo[1])
 			}
-		case isString(o[0], "function"), isString(o[0], "custom"):
+		case jsonscan.IsString(o[0], "function"), jsonscan.IsString(o[0], "custom"):
 			names = appendName(names, o[1])
 		default: // hosted tools (web_search, file_search, mcp, ...) are known by type
 			names = appendName(names, o[0])
@@ -236,7 +240,7 @@ func responsesTools(names []string, tools string) []string {
 // appendName appends the first of raws that is a non-empty JSON string.
 func appendName(names []string, raws ...string) []string {
 	for _, raw := range raws {
-		if v, ok := stringValue(raw); ok && v != "" {
+		if v, ok := jsonscan.StringValue(raw); ok && v != "" {
 			return append(names, v)
 		}
 	}
@@ -258,16 +262,16 @@ func anthropicResults(messages string) []ToolResult {
 	var buf [16]pendingResult
 	tail := buf[:0]
 	it := after(messages, isAssistantMessage)
-	for msg, ok := it.next(); ok; msg, ok = it.next() {
-		o := readObject(msg, "role", "content")
-		if !isString(o[0], "user") {
+	for msg, ok := it.Next(); ok; msg, ok = it.Next() {
+		o := jsonscan.ReadObject(msg, "role", "content")
+		if !jsonscan.IsString(o[0], "user") {
 			continue // Claude Code's mid-conversation role "system" messages
 		}
-		blocks := newArrayIter(o[1])
-		for blk, ok := blocks.next(); ok; blk, ok = blocks.next() {
-			b := readObject(blk, "type", "tool_use_id", "is_error", "content")
-			if isString(b[0], typeToolResult) {
-				id, _ := stringValue(b[1])
+		blocks := jsonscan.NewArrayIter(o[1])
+		for blk, ok := blocks.Next(); ok; blk, ok = blocks.Next() {
+			b := jsonscan.ReadObject(blk, "type", "tool_use_id", "is_error", "content")
+			if jsonscan.IsString(b[0], typeToolResult) {
+				id, _ := jsonscan.StringValue(b[1])
 				tail = append(tail, pendingResult{id: id, typ: typeToolResult, isErr: b[2] == "true", digest: contentDigest(b[3])})
 			}
 		}
@@ -279,10 +283,10 @@ func chatResults(messages string) []ToolResult {
 	var buf [16]pendingResult
 	tail := buf[:0]
 	it := after(messages, isAssistantMessage)
-	for msg, ok := it.next(); ok; msg, ok = it.next() {
+	for msg, ok := it.Next(); ok; msg, ok = it.Next() {
 		// Legacy role "function" results carry no call id: skipped.
-		if o := readObject(msg, "role", "tool_call_id", "content"); isString(o[0], "tool") {
-			id, _ := stringValue(o[1])
+		if o := jsonscan.ReadObject(msg, "role", "tool_call_id", "content"); jsonscan.IsString(o[0], "tool") {
+			id, _ := jsonscan.StringValue(o[1])
 			tail = append(tail, pendingResult{id: id, typ: typeChatTool, isErr: statesFailure(o[2]), digest: contentDigest(o[2])})
 		}
 	}
@@ -294,33 +298,33 @@ func chatResults(messages string) []ToolResult {
 // With previous_response_id the input may hold outputs only; then all of
 // them are the tail.
 func responsesInput(names []string, input string) ([]string, []ToolResult) {
-	it := newArrayIter(input)
+	it := jsonscan.NewArrayIter(input)
 	tail := it
-	for item, ok := it.next(); ok; item, ok = it.next() {
-		typ, _ := stringValue(memberRaw(item, "type"))
+	for item, ok := it.Next(); ok; item, ok = it.Next() {
+		typ, _ := jsonscan.StringValue(jsonscan.MemberRaw(item, "type"))
 		switch {
 		case typ == "additional_tools":
-			names = responsesTools(names, memberRaw(item, "tools"))
+			names = responsesTools(names, jsonscan.MemberRaw(item, "tools"))
 		case isModelOutput(typ, item):
 			tail = it
 		}
 	}
 	var buf [16]pendingResult
 	results := buf[:0]
-	for item, ok := tail.next(); ok; item, ok = tail.next() {
-		o := readObject(item, "type", "call_id", "id", "output")
-		typ, _ := stringValue(o[0])
-		ci, ok := outputItem(typ)
+	for item, ok := tail.Next(); ok; item, ok = tail.Next() {
+		o := jsonscan.ReadObject(item, "type", "call_id", "id", "output")
+		typ, _ := jsonscan.StringValue(o[0])
+		ci, ok := callitems.Output(typ)
 		if !ok {
 			continue
 		}
 		raw := o[1]
-		if ci.outputID == "id" {
+		if ci.OutputID == "id" {
 			raw = o[2]
 		}
-		id, _ := stringValue(raw)
+		id, _ := jsonscan.StringValue(raw)
 		// A known type keeps the table's string; copyResults copies the rest.
-		results = append(results, pendingResult{id: id, typ: ci.output, copyType: ci.unknown,
+		results = append(results, pendingResult{id: id, typ: ci.Output, copyType: ci.Unknown,
 			isErr: statesFailure(o[3]), digest: contentDigest(o[3])})
 	}
 	return names, copyResults(results)
@@ -329,10 +333,10 @@ func responsesInput(names []string, input string) ([]string, []ToolResult) {
 // after returns an iterator over the elements of arr that follow the last
 // one isOutput accepts, or over all of them when none does. Finding the
 // last output first means only the tail's elements are looked into.
-func after(arr string, isOutput func(string) bool) arrayIter {
-	it := newArrayIter(arr)
+func after(arr string, isOutput func(string) bool) jsonscan.ArrayIter {
+	it := jsonscan.NewArrayIter(arr)
 	tail := it
-	for e, ok := it.next(); ok; e, ok = it.next() {
+	for e, ok := it.Next(); ok; e, ok = it.Next() {
 		if isOutput(e) {
 			tail = it
 		}
@@ -340,7 +344,9 @@ func after(arr string, isOutput func(string) bool) arrayIter {
 	return tail
 }
 
-func isAssistantMessage(msg string) bool { return isString(memberRaw(msg, "role"), "assistant") }
+func isAssistantMessage(msg string) bool {
+	return jsonscan.IsString(jsonscan.MemberRaw(msg, "role"), "assistant")
+}
 
 // isModelOutput reports whether a Responses input item of type typ
 // replays something the model produced.
@@ -405,10 +411,10 @@ func cloneStrings(strs []string) []string {
 // claudeSession reads Claude Code's session id out of metadata.user_id, a
 // string that holds a JSON object; other clients put an opaque id there.
 func claudeSession(metadata string) string {
-	if !isObject(metadata) {
+	if !jsonscan.IsObject(metadata) {
 		return ""
 	}
-	uid, ok := stringValue(memberRaw(metadata, "user_id"))
+	uid, ok := jsonscan.StringValue(jsonscan.MemberRaw(metadata, "user_id"))
 	if !ok || uid == "" {
 		return ""
 	}
@@ -417,6 +423,6 @@ func claudeSession(metadata string) string {
 	}
 	// A JSON user_id without a session names a user or a device, not a
 	// session: grouping every session of that user would be wrong.
-	sid, _ := stringValue(memberRaw(uid, "session_id"))
+	sid, _ := jsonscan.StringValue(jsonscan.MemberRaw(uid, "session_id"))
 	return strings.Clone(sid)
 }

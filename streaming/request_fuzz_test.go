@@ -1,4 +1,4 @@
-package streaming
+package streaming_test
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 var fuzzAPIs = [...]API{APIAnthropic, APIChat, APIResponses}
@@ -58,7 +60,7 @@ func FuzzParseRequest(f *testing.F) {
 		if !bytes.Equal(work, body) {
 			t.Fatal("ParseRequest modified the body")
 		}
-		i := skipSpace(string(body), 0)
+		i := jsonscan.SkipSpace(string(body), 0)
 		wantOK := json.Valid(body) && i < len(body) && body[i] == '{'
 		if err != nil {
 			if !errors.Is(err, ErrInvalidJSON) || req != nil {
@@ -85,15 +87,15 @@ func FuzzParseRequest(f *testing.F) {
 
 		// The raw walkers also run on what was never validated.
 		s := string(body)
-		readObject(s, "a", "b", "c", "d")
-		memberRaw(s, "model")
-		for it, n := newArrayIter(s), 0; n <= len(s); n++ {
-			if _, ok := it.next(); !ok {
+		jsonscan.ReadObject(s, "a", "b", "c", "d")
+		jsonscan.MemberRaw(s, "model")
+		for it, n := jsonscan.NewArrayIter(s), 0; n <= len(s); n++ {
+			if _, ok := it.Next(); !ok {
 				break
 			}
 		}
-		unquote(s)
-		hasPrefixDecoded(s, billingPrefix)
+		jsonscan.Unquote(s)
+		jsonscan.HasPrefixDecoded(s, billingPrefix)
 	})
 }
 

@@ -1,4 +1,4 @@
-package streaming
+package streaming_test
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // rewriteSeeds are bodies every rewrite fuzz target starts from, beside
@@ -64,7 +66,7 @@ func addRewriteSeeds(f *testing.F, add func(sel uint8, body []byte)) {
 
 // validObject reports whether body is a JSON object encoding/json accepts.
 func validObject(body []byte) bool {
-	i := skipSpace(string(body), 0)
+	i := jsonscan.SkipSpace(string(body), 0)
 	return json.Valid(body) && i < len(body) && body[i] == '{'
 }
 

@@ -7,6 +7,10 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
+
+	"gatekeeper/streaming/internal/callitems"
 )
 
 // Joining a reply and its continuation into one.
@@ -136,7 +140,7 @@ func spliceAnthropicStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 			}
 			out = sse.AppendFrame(out, e.name, renumber(nil, js, "index", int(idx.Int())+shift, 0, false))
 		case "message_delta":
-			out = sse.AppendFrame(out, e.name, setMembers(nil, js, rawMember{"usage", usage}))
+			out = sse.AppendFrame(out, e.name, jsonscan.SetMembers(nil, js, jsonscan.Set{Key: "usage", Val: usage}))
 		default:
 			out = appendCont(out, e)
 		}
@@ -214,12 +218,12 @@ func spliceChatStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ids []rawMember // first's id, created, model
+	var ids []jsonscan.Set // first's id, created, model
 	for i := 0; i < len(fe) && len(ids) == 0; i++ {
 		if js, ok, _ := fe[i].jsonEvent(APIChat); ok && gjson.Get(js, "id").Str != "" {
 			for _, k := range []string{"id", "created", "model"} {
 				if v := gjson.Get(js, k); v.Exists() {
-					ids = append(ids, rawMember{k, v.Raw})
+					ids = append(ids, jsonscan.Set{Key: k, Val: v.Raw})
 				}
 			}
 		}
@@ -247,12 +251,12 @@ func spliceChatStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 		started = true
 		set := ids
 		if gjson.Get(js, "usage").IsObject() {
-			set = append(set[:len(set):len(set)], rawMember{"usage", usage})
+			set = append(set[:len(set):len(set)], jsonscan.Set{Key: "usage", Val: usage})
 		}
-		out = sse.AppendFrame(out, e.name, setMembers(nil, js, set...))
+		out = sse.AppendFrame(out, e.name, jsonscan.SetMembers(nil, js, set...))
 	}
 	if contUsage == "" && firstUsage != "" {
-		chunk := setMembers(nil, `{"object":"chat.completion.chunk","choices":[]}`, append(ids, rawMember{"usage", usage})...)
+		chunk := jsonscan.SetMembers(nil, `{"object":"chat.completion.chunk","choices":[]}`, append(ids, jsonscan.Set{Key: "usage", Val: usage})...)
 		out = sse.AppendFrame(out, "", chunk)
 	}
 	return sse.AppendFrame(out, "", []byte("[DONE]")), nil
@@ -263,7 +267,7 @@ func spliceChatStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 func keptOutput(resp string) []string {
 	var kept []string
 	for _, it := range gjson.Get(resp, "output").Array() {
-		if ci, call := callItemOf(it); !call || ci.hosted {
+		if ci, call := callitems.Of(it); !call || ci.Hosted {
 			kept = append(kept, it.Raw)
 		}
 	}
@@ -277,17 +281,17 @@ func responsesSplicedResponse(fr, cr string) []byte {
 	for _, it := range gjson.Get(cr, "output").Array() {
 		items = append(items, it.Raw)
 	}
-	set := []rawMember{{"output", "[" + strings.Join(items, ",") + "]"}}
+	set := []jsonscan.Set{{Key: "output", Val: "[" + strings.Join(items, ",") + "]"}}
 	for _, k := range []string{"status", "incomplete_details", "error", "completed_at"} {
 		if v := gjson.Get(cr, k); v.Exists() {
-			set = append(set, rawMember{k, v.Raw})
+			set = append(set, jsonscan.Set{Key: k, Val: v.Raw})
 		}
 	}
 	fu, cu := gjson.Get(fr, "usage").Raw, gjson.Get(cr, "usage").Raw
-	if u := sumUsage(fu, cu); isObject(u) {
-		set = append(set, rawMember{"usage", u})
+	if u := sumUsage(fu, cu); jsonscan.IsObject(u) {
+		set = append(set, jsonscan.Set{Key: "usage", Val: u})
 	}
-	return setMembers(nil, fr, set...)
+	return jsonscan.SetMembers(nil, fr, set...)
 }
 
 func spliceResponsesStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
@@ -331,7 +335,7 @@ func spliceResponsesStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 		}
 		switch typ {
 		case "response.completed", "response.incomplete", "response.failed":
-			data = setMembers(nil, string(data), rawMember{"response", string(responsesSplicedResponse(fr, cr))})
+			data = jsonscan.SetMembers(nil, string(data), jsonscan.Set{Key: "response", Val: string(responsesSplicedResponse(fr, cr))})
 		}
 		out = sse.AppendFrame(out, e.name, data)
 	}
@@ -344,11 +348,11 @@ func spliceResponsesStream(first []byte, fe, ce []streamEvent) ([]byte, error) {
 // content and refusal text, Responses output items), cont's stop and tool
 // calls, usage summed.
 func SpliceJSON(api API, first, cont []byte) ([]byte, error) {
-	fs, err := replyObject(api, first)
+	fs, err := ReplyObject(api, first)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := replyObject(api, cont)
+	cs, err := ReplyObject(api, cont)
 	if err != nil {
 		return nil, err
 	}
@@ -363,12 +367,12 @@ func SpliceJSON(api API, first, cont []byte) ([]byte, error) {
 		for _, b := range gjson.Get(cs, "content").Array() {
 			blocks = append(blocks, b.Raw)
 		}
-		set := []rawMember{{"content", "[" + strings.Join(blocks, ",") + "]"}}
+		set := []jsonscan.Set{{Key: "content", Val: "[" + strings.Join(blocks, ",") + "]"}}
 		for _, k := range []string{"stop_reason", "stop_sequence", "stop_details"} {
-			set = append(set, rawMember{k, gjson.Get(cs, k).Raw})
+			set = append(set, jsonscan.Set{Key: k, Val: gjson.Get(cs, k).Raw})
 		}
-		set = append(set, rawMember{"usage", sumUsage(gjson.Get(fs, "usage").Raw, gjson.Get(cs, "usage").Raw)})
-		return setMembers(nil, fs, set...), nil
+		set = append(set, jsonscan.Set{Key: "usage", Val: sumUsage(gjson.Get(fs, "usage").Raw, gjson.Get(cs, "usage").Raw)})
+		return jsonscan.SetMembers(nil, fs, set...), nil
 	case APIChat:
 		return spliceChatJSON(fs, cs), nil
 	case APIResponses:
@@ -392,26 +396,26 @@ func spliceChatJSON(fs, cs string) []byte {
 			continue
 		}
 		fm, cm := fc.Get("message"), cc.Get("message")
-		set := []rawMember{
-			{"content", joinText(fm.Get("content"), cm.Get("content"))},
-			{"refusal", joinText(fm.Get("refusal"), cm.Get("refusal"))},
-			{"reasoning_content", joinText(fm.Get("reasoning_content"), cm.Get("reasoning_content"))},
-			{"tool_calls", cm.Get("tool_calls").Raw},
-			{"function_call", cm.Get("function_call").Raw},
+		set := []jsonscan.Set{
+			{Key: "content", Val: joinText(fm.Get("content"), cm.Get("content"))},
+			{Key: "refusal", Val: joinText(fm.Get("refusal"), cm.Get("refusal"))},
+			{Key: "reasoning_content", Val: joinText(fm.Get("reasoning_content"), cm.Get("reasoning_content"))},
+			{Key: "tool_calls", Val: cm.Get("tool_calls").Raw},
+			{Key: "function_call", Val: cm.Get("function_call").Raw},
 		}
 		msg := fm.Raw
 		if !fm.IsObject() {
 			msg = `{"role":"assistant"}`
 		}
-		choice := setMembers(nil, fc.Raw, rawMember{"message", string(setMembers(nil, msg, set...))},
-			rawMember{"finish_reason", cc.Get("finish_reason").Raw})
+		choice := jsonscan.SetMembers(nil, fc.Raw, jsonscan.Set{Key: "message", Val: string(jsonscan.SetMembers(nil, msg, set...))},
+			jsonscan.Set{Key: "finish_reason", Val: cc.Get("finish_reason").Raw})
 		choices = append(choices, string(choice))
 	}
-	set := []rawMember{{"choices", "[" + strings.Join(choices, ",") + "]"}}
-	if u := sumUsage(gjson.Get(fs, "usage").Raw, gjson.Get(cs, "usage").Raw); isObject(u) {
-		set = append(set, rawMember{"usage", u})
+	set := []jsonscan.Set{{Key: "choices", Val: "[" + strings.Join(choices, ",") + "]"}}
+	if u := sumUsage(gjson.Get(fs, "usage").Raw, gjson.Get(cs, "usage").Raw); jsonscan.IsObject(u) {
+		set = append(set, jsonscan.Set{Key: "usage", Val: u})
 	}
-	return setMembers(nil, fs, set...)
+	return jsonscan.SetMembers(nil, fs, set...)
 }
 
 // joinText joins two message texts: null when both are absent or null.
@@ -422,5 +426,5 @@ func joinText(a, b gjson.Result) string {
 		}
 		return a.Raw
 	}
-	return quoted(a.Str + b.Str)
+	return jsonscan.Quote(a.Str + b.Str)
 }

@@ -200,7 +200,9 @@ func (r *Result) ClientToolCalls() []ToolCall {
 // maxUnparsedErrors bounds Result.UnparsedErrors.
 const maxUnparsedErrors = 8
 
-func (r *Result) unparsed(err error) {
+// AddUnparsed counts an event or member a decoder could not read, keeping
+// the first few errors.
+func (r *Result) AddUnparsed(err error) {
 	r.Unparsed++
 	if len(r.UnparsedErrors) < maxUnparsedErrors {
 		r.UnparsedErrors = append(r.UnparsedErrors, err)
@@ -220,40 +222,6 @@ type Decoder interface {
 	Result() *Result
 }
 
-// NewDecoder returns the stream decoder for api.
-func NewDecoder(api API) (Decoder, error) {
-	switch api {
-	case APIAnthropic:
-		return newAnthropicDecoder(), nil
-	case APIChat:
-		return newChatDecoder(), nil
-	case APIResponses:
-		return newResponsesDecoder(), nil
-	}
-	return nil, ErrUnknownAPI
-}
-
-// DecodeJSON decodes a whole non-streaming reply body of api into the same
-// Result a stream of that reply would give. The Result is never Truncated,
-// and Done is set for a reply.
-//
-// An error body (Anthropic {"type":"error","error":{...}}, OpenAI
-// {"error":{...}}) decodes to a Result too, not to an error: its
-// ProviderError in Errors and one StopError stop. Done then differs by API:
-// the Anthropic decoder leaves it false, as a stream that ends on an error
-// event has no message_stop, while the Chat and Responses decoders set it.
-//
-// A body that is not a JSON object, or an Anthropic object that is neither
-// a message nor an error, fails with an error wrapping ErrInvalidJSON; an
-// unknown api with ErrUnknownAPI.
-func DecodeJSON(api API, body []byte) (*Result, error) {
-	switch api {
-	case APIAnthropic:
-		return decodeAnthropicJSON(body)
-	case APIChat:
-		return decodeChatJSON(body)
-	case APIResponses:
-		return decodeResponsesJSON(body)
-	}
-	return nil, ErrUnknownAPI
-}
+// DoneMarker is the data of the event that ends an OpenAI stream (the
+// SDKs match its prefix).
+const DoneMarker = "[DONE]"

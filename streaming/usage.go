@@ -4,6 +4,8 @@ import (
 	"bytes"
 
 	"gatekeeper/streaming/sse"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Chat Completions streams report usage only when the request asks for it
@@ -22,59 +24,59 @@ import (
 // null) returns body unchanged (the same slice) and false. A body that is
 // not a JSON object fails with ErrInvalidJSON.
 func EnsureIncludeUsage(body []byte) (out []byte, added bool, err error) {
-	s := jsonView(body)
+	s := jsonscan.View(body)
 	if err := checkObject(s, 0); err != nil {
 		return nil, false, err
 	}
-	var buf [32]textMember
-	top, _ := objectMembers(buf[:0], s, skipSpace(s, 0))
-	var stream, opts textSpan
+	var buf [32]jsonscan.SpanMember
+	top, _ := jsonscan.ObjectMembers(buf[:0], s, jsonscan.SkipSpace(s, 0))
+	var stream, opts jsonscan.Span
 	hasOpts := false
 	for _, m := range top { // the last of duplicate members counts, as with the provider
 		switch {
-		case keyEqual(m.key, "stream"):
-			stream = m.val
-		case keyEqual(m.key, "stream_options"):
-			opts, hasOpts = m.val, true
+		case jsonscan.KeyEqual(m.Key, "stream"):
+			stream = m.Val
+		case jsonscan.KeyEqual(m.Key, "stream_options"):
+			opts, hasOpts = m.Val, true
 		}
 	}
-	if s[stream.start:stream.end] != "true" {
+	if s[stream.Start:stream.End] != "true" {
 		return body, false, nil
 	}
-	var edits []textEdit
+	var edits []jsonscan.Edit
 	switch {
 	case !hasOpts:
-		end := top[len(top)-1].val.end
-		edits = append(edits, textEdit{start: end, end: end, text: `,"stream_options":{"include_usage":true}`})
-	case s[opts.start:opts.end] == "null":
-		edits = append(edits, textEdit{start: opts.start, end: opts.end, text: `{"include_usage":true}`})
-	case isObjectAt(s, opts):
-		inner, _ := objectMembers(nil, s, opts.start)
+		end := top[len(top)-1].Val.End
+		edits = append(edits, jsonscan.Edit{Start: end, End: end, Text: `,"stream_options":{"include_usage":true}`})
+	case s[opts.Start:opts.End] == "null":
+		edits = append(edits, jsonscan.Edit{Start: opts.Start, End: opts.End, Text: `{"include_usage":true}`})
+	case jsonscan.IsObjectAt(s, opts):
+		inner, _ := jsonscan.ObjectMembers(nil, s, opts.Start)
 		found := false
 		for _, m := range inner {
-			if !keyEqual(m.key, "include_usage") {
+			if !jsonscan.KeyEqual(m.Key, "include_usage") {
 				continue
 			}
 			// Every occurrence is made true, so that decoders keeping the
 			// first and those keeping the last agree.
 			found = true
-			if s[m.val.start:m.val.end] != "true" {
-				edits = append(edits, textEdit{start: m.val.start, end: m.val.end, text: "true"})
+			if s[m.Val.Start:m.Val.End] != "true" {
+				edits = append(edits, jsonscan.Edit{Start: m.Val.Start, End: m.Val.End, Text: "true"})
 			}
 		}
 		switch {
 		case found:
 		case len(inner) == 0:
-			edits = append(edits, textEdit{start: opts.start + 1, end: opts.start + 1, text: `"include_usage":true`})
+			edits = append(edits, jsonscan.Edit{Start: opts.Start + 1, End: opts.Start + 1, Text: `"include_usage":true`})
 		default:
-			end := inner[len(inner)-1].val.end
-			edits = append(edits, textEdit{start: end, end: end, text: `,"include_usage":true`})
+			end := inner[len(inner)-1].Val.End
+			edits = append(edits, jsonscan.Edit{Start: end, End: end, Text: `,"include_usage":true`})
 		}
 	}
 	if len(edits) == 0 {
 		return body, false, nil
 	}
-	return applyEdits(body, edits), true, nil
+	return jsonscan.ApplyEdits(body, edits), true, nil
 }
 
 // StripUsage undoes EnsureIncludeUsage on one Chat Completions stream event,
@@ -97,7 +99,7 @@ func EnsureIncludeUsage(body []byte) (out []byte, added bool, err error) {
 // first of them.
 func StripUsage(raw []byte) (out []byte, drop bool) {
 	from := len(raw) - len(sse.TrimBOM(raw))
-	var data textSpan // the value of the first data line
+	var data jsonscan.Span // the value of the first data line
 	lines := 0
 	for i := from; i < len(raw); {
 		end, next := sseLineEnd(raw, i)
@@ -107,7 +109,7 @@ func StripUsage(raw []byte) (out []byte, drop bool) {
 		if vs, ok := dataField(raw[i:end]); ok {
 			lines++
 			if lines == 1 {
-				data = textSpan{start: i + vs, end: end}
+				data = jsonscan.Span{Start: i + vs, End: end}
 			}
 		}
 		i = next
@@ -116,8 +118,8 @@ func StripUsage(raw []byte) (out []byte, drop bool) {
 	case 0:
 		return raw, false
 	case 1:
-		var buf [1]textEdit
-		edits, usageOnly := usageEdits(buf[:0], jsonView(raw[data.start:data.end]))
+		var buf [1]jsonscan.Edit
+		edits, usageOnly := usageEdits(buf[:0], jsonscan.View(raw[data.Start:data.End]))
 		switch {
 		case usageOnly:
 			return nil, true
@@ -125,20 +127,20 @@ func StripUsage(raw []byte) (out []byte, drop bool) {
 			return raw, false
 		}
 		for i := range edits {
-			edits[i].start += data.start
-			edits[i].end += data.start
+			edits[i].Start += data.Start
+			edits[i].End += data.Start
 		}
-		return applyEdits(raw, edits), false
+		return jsonscan.ApplyEdits(raw, edits), false
 	}
 	joined := joinedData(raw, from)
-	edits, usageOnly := usageEdits(nil, jsonView(joined))
+	edits, usageOnly := usageEdits(nil, jsonscan.View(joined))
 	switch {
 	case usageOnly:
 		return nil, true
 	case len(edits) == 0:
 		return raw, false
 	}
-	return withData(raw, from, applyEdits(joined, edits)), false
+	return withData(raw, from, jsonscan.ApplyEdits(joined, edits)), false
 }
 
 // usageEdits reads the data of one chunk: it appends to dst the edits
@@ -146,45 +148,45 @@ func StripUsage(raw []byte) (out []byte, drop bool) {
 // chunk that carries nothing but usage. Data that is not a valid JSON
 // object gets neither: the decoder counts it as unparsed, and the client
 // must see it as it came.
-func usageEdits(dst []textEdit, d string) (edits []textEdit, usageOnly bool) {
-	open := skipSpace(d, 0)
+func usageEdits(dst []jsonscan.Edit, d string) (edits []jsonscan.Edit, usageOnly bool) {
+	open := jsonscan.SkipSpace(d, 0)
 	if open == len(d) || d[open] != '{' {
 		return dst, false
 	}
 	// One walk that allocates nothing finds the members that matter and,
 	// for the usual single usage member, the bytes that go with it: the
 	// separator before it, else the one after it.
-	var usage, choices textSpan
+	var usage, choices jsonscan.Span
 	var usages int
 	hasChoices, hasError := false, false
-	cut := textSpan{start: -1, end: -1}
+	cut := jsonscan.Span{Start: -1, End: -1}
 	prevEnd, closing := -1, len(d)
 	for i, n := open+1, 0; n < len(d); n++ {
-		m, next, ok := nextMember(d, i)
+		m, next, ok := jsonscan.NextMember(d, i)
 		if !ok {
 			closing = next
 			break
 		}
-		keyStart := skipSpace(d, i)
+		keyStart := jsonscan.SkipSpace(d, i)
 		if keyStart < len(d) && d[keyStart] == ',' {
-			keyStart = skipSpace(d, keyStart+1)
+			keyStart = jsonscan.SkipSpace(d, keyStart+1)
 		}
-		if usages == 1 && cut.end < 0 {
-			cut.end = keyStart // the member after the first usage starts here
+		if usages == 1 && cut.End < 0 {
+			cut.End = keyStart // the member after the first usage starts here
 		}
 		switch {
-		case keyEqual(m.key, "usage"):
+		case jsonscan.KeyEqual(m.Key, "usage"):
 			usages++
-			usage = textSpan{m.off, next}
+			usage = jsonscan.Span{Start: m.Off, End: next}
 			if usages == 1 {
-				cut.start = keyStart
+				cut.Start = keyStart
 				if prevEnd >= 0 {
-					cut = textSpan{prevEnd, next}
+					cut = jsonscan.Span{Start: prevEnd, End: next}
 				}
 			}
-		case keyEqual(m.key, "choices"):
-			choices, hasChoices = textSpan{m.off, next}, true
-		case keyEqual(m.key, "error"):
+		case jsonscan.KeyEqual(m.Key, "choices"):
+			choices, hasChoices = jsonscan.Span{Start: m.Off, End: next}, true
+		case jsonscan.KeyEqual(m.Key, "error"):
 			hasError = true
 		}
 		prevEnd = next
@@ -193,22 +195,22 @@ func usageEdits(dst []textEdit, d string) (edits []textEdit, usageOnly bool) {
 	if usages == 0 || checkObject(d, 0) != nil {
 		return dst, false
 	}
-	if d[usage.start:usage.end] != "null" && !hasError &&
-		(!hasChoices || isArrayAt(d, choices) && skipSpace(d, choices.start+1) == choices.end-1) {
+	if d[usage.Start:usage.End] != "null" && !hasError &&
+		(!hasChoices || jsonscan.IsArrayAt(d, choices) && jsonscan.SkipSpace(d, choices.Start+1) == choices.End-1) {
 		return dst, true
 	}
 	if usages == 1 {
-		if cut.end < 0 { // the only member
-			cut = textSpan{open + 1, closing}
+		if cut.End < 0 { // the only member
+			cut = jsonscan.Span{Start: open + 1, End: closing}
 		}
-		return append(dst, textEdit{start: cut.start, end: cut.end}), false
+		return append(dst, jsonscan.Edit{Start: cut.Start, End: cut.End}), false
 	}
-	members, closing := objectMembers(nil, d, open)
+	members, closing := jsonscan.ObjectMembers(nil, d, open)
 	drop := make([]bool, len(members))
 	for i, m := range members {
-		drop[i] = keyEqual(m.key, "usage")
+		drop[i] = jsonscan.KeyEqual(m.Key, "usage")
 	}
-	return removeItems(dst, memberSpans(members), drop, open+1, closing), false
+	return jsonscan.RemoveItems(dst, jsonscan.MemberSpans(members), drop, open+1, closing), false
 }
 
 // sseLineEnd returns, for the line of raw that starts at i, the offset of

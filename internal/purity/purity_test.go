@@ -59,6 +59,14 @@ func pure(mod string) []struct {
 	withTests bool
 	rule      rule
 } {
+	// The streaming tree: the dialect packages see the vocabulary, the SSE
+	// reader and the shared internals, never one another; the scanner alone
+	// reads strings in place (unsafe.String over a byte slice).
+	scan := mod + "/streaming/internal/jsonscan"
+	items := mod + "/streaming/internal/callitems"
+	dialect := []string{mod + "/streaming", mod + "/streaming/sse", scan, items, mod + "/streaming/internal/openai"}
+	jsonLibs := []string{"github.com/tidwall/", "github.com/cespare/xxhash/v2"}
+	noUnsafe := slices.DeleteFunc(slices.Clone(ioStd), func(p string) bool { return p == "unsafe" })
 	return []struct {
 		dir       string
 		withTests bool
@@ -66,8 +74,14 @@ func pure(mod string) []struct {
 	}{
 		{"trajectory", false, rule{module: mod, banned: ioStd}},
 		{"trajectory", true, rule{module: mod}},
-		{"streaming", false, rule{module: mod, own: []string{mod + "/streaming/sse"}, extra: []string{"github.com/tidwall/", "github.com/cespare/xxhash/v2"}}},
+		{"streaming", false, rule{module: mod, own: []string{mod + "/streaming/sse", scan, items}, extra: jsonLibs}},
 		{"streaming/sse", false, rule{module: mod, banned: ioStd}},
+		{"streaming/internal/jsonscan", false, rule{module: mod, extra: jsonLibs, banned: noUnsafe}},
+		{"streaming/internal/callitems", false, rule{module: mod, own: []string{scan}, extra: jsonLibs, banned: ioStd}},
+		{"streaming/internal/openai", false, rule{module: mod, own: []string{mod + "/streaming", scan}, extra: jsonLibs, banned: ioStd}},
+		{"streaming/anthropic", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
+		{"streaming/chat", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
+		{"streaming/responses", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
 		{"tenant", false, rule{module: mod, banned: ioStd}},
 		{"meter", false, rule{module: mod, own: []string{mod + "/trajectory"}, extra: []string{"go.yaml.in/yaml/v3"}, banned: ioStd}},
 		{"report", false, rule{module: mod, banned: ioStd}},
@@ -144,6 +158,7 @@ func TestRule(t *testing.T) {
 	traj := rule{module: "gatekeeper", banned: []string{"os", "net"}}
 	stream := rule{module: "gatekeeper", extra: []string{"github.com/tidwall/"}}
 	meter := rule{module: "gatekeeper", own: []string{"gatekeeper/trajectory"}, extra: []string{"go.yaml.in/yaml/v3"}, banned: ioStd}
+	dialect := rule{module: "gatekeeper", own: []string{"gatekeeper/streaming", "gatekeeper/streaming/sse", "gatekeeper/streaming/internal/jsonscan"}, banned: ioStd}
 	tests := []struct {
 		name string
 		rule rule
@@ -167,6 +182,11 @@ func TestRule(t *testing.T) {
 		{"meter: another YAML major", meter, "go.yaml.in/yaml/v4", false},
 		{"meter: config", meter, "gatekeeper/config", false},
 		{"meter: an adapter", meter, "gatekeeper/store/memory", false},
+		{"dialect: the vocabulary", dialect, "gatekeeper/streaming", true},
+		{"dialect: the scanner", dialect, "gatekeeper/streaming/internal/jsonscan", true},
+		{"dialect: another dialect", dialect, "gatekeeper/streaming/chat", false},
+		{"dialect: the proxy", dialect, "gatekeeper/proxy", false},
+		{"dialect: I/O", dialect, "os", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

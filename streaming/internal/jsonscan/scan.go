@@ -1,4 +1,4 @@
-package streaming
+package jsonscan
 
 import (
 	"slices"
@@ -26,71 +26,71 @@ import (
 // proxy reuses a request body once ParseRequest returns: whatever these
 // helpers return is a view, to be copied by the callers that keep it.
 
-// jsonView returns b as a string without copying, so that JSON can be read
+// View returns b as a string without copying, so that JSON can be read
 // without an allocation per lookup. The string must not outlive b's
 // contents.
-func jsonView(b []byte) string {
+func View(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
-// cloneStr copies a string value out of the text gjson read, or returns ""
+// CloneString copies a string value out of the text gjson read, or returns ""
 // when r is not a string.
-func cloneStr(r gjson.Result) string {
+func CloneString(r gjson.Result) string {
 	if r.Type != gjson.String {
 		return ""
 	}
 	return strings.Clone(r.Str)
 }
 
-// jsonBytes returns the bytes of the JSON value r, found in data, without
+// Bytes returns the bytes of the JSON value r, found in data, without
 // copying.
-func jsonBytes(data []byte, r gjson.Result) []byte {
+func Bytes(data []byte, r gjson.Result) []byte {
 	end := r.Index + len(r.Raw)
-	if r.Index > 0 && end <= len(data) && jsonView(data[r.Index:end]) == r.Raw {
+	if r.Index > 0 && end <= len(data) && View(data[r.Index:end]) == r.Raw {
 		return data[r.Index:end:end]
 	}
 	return []byte(r.Raw) // gjson did not know the position: copy
 }
 
-// jsonMember is one member of a JSON object: its key as written (quotes
+// Member is one member of a JSON object: its key as written (quotes
 // removed, escapes kept), its raw value at offset off of the object's text,
 // and how deeply that value nests.
-type jsonMember struct {
-	key   string
-	val   string
-	off   int
-	depth int
+type Member struct {
+	Key   string
+	Val   string
+	Off   int
+	Depth int
 }
 
 // name is the member's key decoded; it allocates only when the key holds
 // escapes.
-func (m jsonMember) name() string {
-	if strings.IndexByte(m.key, '\\') < 0 {
-		return m.key
+func (m Member) Name() string {
+	if strings.IndexByte(m.Key, '\\') < 0 {
+		return m.Key
 	}
-	return unquote(m.key)
+	return Unquote(m.Key)
 }
 
-// firstMember keeps the first of duplicate keys, as gjson does. A member
+// FirstMember keeps the first of duplicate keys, as gjson does. A member
 // found always has a value, so an empty one means none yet.
-func firstMember(cur, m jsonMember) jsonMember {
-	if cur.val != "" {
+func FirstMember(cur, m Member) Member {
+	if cur.Val != "" {
 		return cur
 	}
 	return m
 }
 
-// objectStart returns the offset just past the opening brace of the JSON
+// ObjectStart returns the offset just past the opening brace of the JSON
 // object s, or len(s) when s is not an object.
-func objectStart(s string) int {
-	i := skipSpace(s, 0)
+func ObjectStart(s string) int {
+	i := SkipSpace(s, 0)
 	if i < len(s) && s[i] == '{' {
 		return i + 1
 	}
 	return len(s)
 }
 
-// nextMember reads the member of the object text s that starts at offset i
+// NextMember reads the member of the object text s that starts at offset i
 // (just past the opening brace or the previous member) and returns the
 // offset where the one after it starts. ok is false past the last member;
 // next is then the offset of the closing brace, or len(s) when the text
@@ -98,11 +98,11 @@ func objectStart(s string) int {
 // walk ends within len(s) steps.
 //
 // The hot path of the Anthropic decoder walks with it directly: a walk
-// kept in locals runs measurably faster than one kept in an objectIter.
-func nextMember(s string, i int) (m jsonMember, next int, ok bool) {
-	i = skipSpace(s, i)
+// kept in locals runs measurably faster than one kept in an ObjectIter.
+func NextMember(s string, i int) (m Member, next int, ok bool) {
+	i = SkipSpace(s, i)
 	if i < len(s) && s[i] == ',' {
-		i = skipSpace(s, i+1)
+		i = SkipSpace(s, i+1)
 	}
 	if i < len(s) && s[i] == '}' {
 		return m, i, false
@@ -110,77 +110,81 @@ func nextMember(s string, i int) (m jsonMember, next int, ok bool) {
 	if i >= len(s) || s[i] != '"' {
 		return m, len(s), false
 	}
-	ke := skipString(s, i)
+	ke := SkipString(s, i)
 	if ke-1 <= i || s[ke-1] != '"' {
 		return m, len(s), false
 	}
-	m.key = s[i+1 : ke-1]
-	i = skipSpace(s, ke)
+	m.Key = s[i+1 : ke-1]
+	i = SkipSpace(s, ke)
 	if i >= len(s) || s[i] != ':' {
 		return m, len(s), false
 	}
-	i = skipSpace(s, i+1)
-	ve, depth := skipValueDepth(s, i)
+	i = SkipSpace(s, i+1)
+	ve, depth := SkipValueDepth(s, i)
 	if ve == i {
 		return m, len(s), false
 	}
-	m.val, m.off, m.depth = s[i:ve], i, depth
+	m.Val, m.Off, m.Depth = s[i:ve], i, depth
 	return m, ve, true
 }
 
-// objectIter walks the members of a JSON object with nextMember; on
+// ObjectIter walks the members of a JSON object with NextMember; on
 // anything else it yields nothing.
-type objectIter struct {
+type ObjectIter struct {
 	s      string
 	i      int
-	closed bool // the object's closing brace was reached
-	depth  int  // deepest nesting seen inside the values walked
+	Closed bool // the object's closing brace was reached
+	Depth  int  // deepest nesting seen inside the values walked
 }
 
-func newObjectIter(obj string) objectIter {
-	return objectIter{s: obj, i: objectStart(obj)}
+func NewObjectIter(obj string) ObjectIter {
+	return ObjectIter{s: obj, i: ObjectStart(obj)}
 }
 
 // next returns the next member; ok is false past the last one.
-func (it *objectIter) next() (jsonMember, bool) {
-	m, next, ok := nextMember(it.s, it.i)
+func (it *ObjectIter) Next() (Member, bool) {
+	m, next, ok := NextMember(it.s, it.i)
 	switch {
 	case ok:
-		it.i, it.depth = next, max(it.depth, m.depth)
+		it.i, it.Depth = next, max(it.Depth, m.Depth)
 	case next < len(it.s):
-		it.i, it.closed = next+1, true
+		it.i, it.Closed = next+1, true
 	default:
 		it.i = len(it.s)
 	}
 	return m, ok
 }
 
-// arrayIter walks the elements of a JSON array; on anything else it
+// Offset is where the walk stands in the object's text: past the closing
+// brace once Closed is set.
+func (it *ObjectIter) Offset() int { return it.i }
+
+// ArrayIter walks the elements of a JSON array; on anything else it
 // yields nothing.
-type arrayIter struct {
+type ArrayIter struct {
 	s string
 	i int
 }
 
-func newArrayIter(arr string) arrayIter {
-	i := skipSpace(arr, 0)
+func NewArrayIter(arr string) ArrayIter {
+	i := SkipSpace(arr, 0)
 	if i == len(arr) || arr[i] != '[' {
-		return arrayIter{s: arr, i: len(arr)}
+		return ArrayIter{s: arr, i: len(arr)}
 	}
-	return arrayIter{s: arr, i: i + 1}
+	return ArrayIter{s: arr, i: i + 1}
 }
 
-func (it *arrayIter) next() (string, bool) {
+func (it *ArrayIter) Next() (string, bool) {
 	s := it.s
-	i := skipSpace(s, it.i)
+	i := SkipSpace(s, it.i)
 	if i < len(s) && s[i] == ',' {
-		i = skipSpace(s, i+1)
+		i = SkipSpace(s, i+1)
 	}
 	if i >= len(s) || s[i] == ']' {
 		it.i = len(s)
 		return "", false
 	}
-	e := skipValue(s, i)
+	e := SkipValue(s, i)
 	if e == i {
 		it.i = len(s)
 		return "", false
@@ -189,22 +193,22 @@ func (it *arrayIter) next() (string, bool) {
 	return s[i:e], true
 }
 
-// readObject returns the raw values of up to four keys of obj, in the
+// ReadObject returns the raw values of up to four keys of obj, in the
 // order of keys, "" for those absent, walking obj once and no further than
 // the last key found. The first occurrence of a key wins, as with gjson.
-func readObject(obj string, keys ...string) [4]string {
+func ReadObject(obj string, keys ...string) [4]string {
 	var out [4]string
 	var seen [4]bool
 	keys = keys[:min(len(keys), len(out))]
-	it := newObjectIter(obj)
+	it := NewObjectIter(obj)
 	for n, found := 0, 0; n < len(obj) && found < len(keys); n++ {
-		m, ok := it.next()
+		m, ok := it.Next()
 		if !ok {
 			break
 		}
 		for j, want := range keys {
-			if !seen[j] && keyEqual(m.key, want) {
-				out[j], seen[j] = m.val, true
+			if !seen[j] && KeyEqual(m.Key, want) {
+				out[j], seen[j] = m.Val, true
 				found++
 			}
 		}
@@ -212,39 +216,39 @@ func readObject(obj string, keys ...string) [4]string {
 	return out
 }
 
-// memberRaw is the raw value of obj's first member named key, "" if none.
-func memberRaw(obj, key string) string {
-	it := newObjectIter(obj)
+// MemberRaw is the raw value of obj's first member named key, "" if none.
+func MemberRaw(obj, key string) string {
+	it := NewObjectIter(obj)
 	for n := 0; n < len(obj); n++ {
-		m, ok := it.next()
+		m, ok := it.Next()
 		if !ok {
 			break
 		}
-		if keyEqual(m.key, key) {
-			return m.val
+		if KeyEqual(m.Key, key) {
+			return m.Val
 		}
 	}
 	return ""
 }
 
-// keyEqual reports whether the key raw, as written, decodes to want.
-func keyEqual(raw, want string) bool {
+// KeyEqual reports whether the key raw, as written, decodes to want.
+func KeyEqual(raw, want string) bool {
 	if strings.IndexByte(raw, '\\') < 0 {
 		return raw == want
 	}
-	return unquote(raw) == want
+	return Unquote(raw) == want
 }
 
-func skipSpace(s string, i int) int {
+func SkipSpace(s string, i int) int {
 	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
 		i++
 	}
 	return i
 }
 
-// skipString returns the offset just past the string literal that starts
+// SkipString returns the offset just past the string literal that starts
 // at s[i] (a quote), or len(s) when it never ends.
-func skipString(s string, i int) int {
+func SkipString(s string, i int) int {
 	start := i + 1
 	for i = start; i < len(s); {
 		j := strings.IndexByte(s[i:], '"')
@@ -264,27 +268,27 @@ func skipString(s string, i int) int {
 	return len(s)
 }
 
-// skipValue returns the offset just past the value that starts at s[i].
-func skipValue(s string, i int) int {
-	end, _ := skipValueDepth(s, i)
+// SkipValue returns the offset just past the value that starts at s[i].
+func SkipValue(s string, i int) int {
+	end, _ := SkipValueDepth(s, i)
 	return end
 }
 
-// skipValueDepth is skipValue that also returns how deeply the value nests
+// SkipValueDepth is SkipValue that also returns how deeply the value nests
 // (0 for a string, number or literal).
-func skipValueDepth(s string, i int) (end, depth int) {
+func SkipValueDepth(s string, i int) (end, depth int) {
 	if i >= len(s) {
 		return len(s), 0
 	}
 	switch s[i] {
 	case '"':
-		return skipString(s, i), 0
+		return SkipString(s, i), 0
 	case '{', '[':
 		d := 0
 		for i < len(s) {
 			switch s[i] {
 			case '"':
-				i = skipString(s, i)
+				i = SkipString(s, i)
 				continue
 			case '{', '[':
 				d++
@@ -308,14 +312,14 @@ func skipValueDepth(s string, i int) (end, depth int) {
 	return i, 0
 }
 
-// nestingWithin reports whether no array or object in s (outside string
+// NestingWithin reports whether no array or object in s (outside string
 // literals) nests deeper than limit.
-func nestingWithin(s string, limit int) bool {
+func NestingWithin(s string, limit int) bool {
 	depth := 0
 	for i := 0; i < len(s); {
 		switch s[i] {
 		case '"':
-			i = skipString(s, i)
+			i = SkipString(s, i)
 			continue
 		case '{', '[':
 			depth++
@@ -332,52 +336,52 @@ func nestingWithin(s string, limit int) bool {
 
 // Raw value tests. raw is a member or element as the walkers return it.
 
-func isStringRaw(raw string) bool {
+func IsStringRaw(raw string) bool {
 	return len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"'
 }
 
-func isObject(raw string) bool { return len(raw) > 0 && raw[0] == '{' }
+func IsObject(raw string) bool { return len(raw) > 0 && raw[0] == '{' }
 
-func isNumber(raw string) bool {
+func IsNumber(raw string) bool {
 	return len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9')
 }
 
-// isStringValue reports whether raw is a non-empty JSON string.
-func isStringValue(raw string) bool { return isStringRaw(raw) && len(raw) > 2 }
+// IsStringValue reports whether raw is a non-empty JSON string.
+func IsStringValue(raw string) bool { return IsStringRaw(raw) && len(raw) > 2 }
 
-// isString reports whether raw is the JSON string want.
-func isString(raw, want string) bool {
-	v, ok := stringValue(raw)
+// IsString reports whether raw is the JSON string want.
+func IsString(raw, want string) bool {
+	v, ok := StringValue(raw)
 	return ok && v == want
 }
 
 // Strings.
 
-// stringValue decodes raw when it is a JSON string. Without escapes the
+// StringValue decodes raw when it is a JSON string. Without escapes the
 // result is a substring of raw: copy it before keeping it.
-func stringValue(raw string) (string, bool) {
-	if !isStringRaw(raw) {
+func StringValue(raw string) (string, bool) {
+	if !IsStringRaw(raw) {
 		return "", false
 	}
 	s := raw[1 : len(raw)-1]
 	if strings.IndexByte(s, '\\') < 0 {
 		return s, true
 	}
-	return unquote(s), true
+	return Unquote(s), true
 }
 
-// unquote decodes the body of a JSON string literal (quotes removed).
-func unquote(s string) string {
-	d, _ := unquoteInto(make([]byte, 0, len(s)+2*utf8.UTFMax), s, 0)
+// Unquote decodes the body of a JSON string literal (quotes removed).
+func Unquote(s string) string {
+	d, _ := UnquoteInto(make([]byte, 0, len(s)+2*utf8.UTFMax), s, 0)
 	return string(d)
 }
 
-// appendJSONString appends the decoded value of the JSON string literal lit
+// AppendDecoded appends the decoded value of the JSON string literal lit
 // (quotes included) to dst, or nothing when lit is not one. It lets
 // argument fragments decode straight into the call's buffer, with no
 // string allocated per fragment.
-func appendJSONString(dst []byte, lit string) []byte {
-	if !isStringRaw(lit) {
+func AppendDecoded(dst []byte, lit string) []byte {
+	if !IsStringRaw(lit) {
 		return dst
 	}
 	s := lit[1 : len(lit)-1]
@@ -386,28 +390,28 @@ func appendJSONString(dst []byte, lit string) []byte {
 	}
 	// Decoded text is never longer than s, so with this much room one pass
 	// decodes all of it.
-	d, _ := unquoteInto(slices.Grow(dst, len(s)+2*utf8.UTFMax), s, 0)
+	d, _ := UnquoteInto(slices.Grow(dst, len(s)+2*utf8.UTFMax), s, 0)
 	return d
 }
 
-// hasPrefixDecoded reports whether the JSON string raw decodes to a text
+// HasPrefixDecoded reports whether the JSON string raw decodes to a text
 // starting with prefix (len(prefix) < 56).
-func hasPrefixDecoded(raw, prefix string) bool {
-	if !isStringRaw(raw) {
+func HasPrefixDecoded(raw, prefix string) bool {
+	if !IsStringRaw(raw) {
 		return false
 	}
 	var buf [64]byte
-	d, _ := unquoteInto(buf[:0], raw[1:len(raw)-1], 0)
+	d, _ := UnquoteInto(buf[:0], raw[1:len(raw)-1], 0)
 	return len(d) >= len(prefix) && string(d[:len(prefix)]) == prefix
 }
 
-// unquoteInto decodes s, the body of a JSON string literal, from s[i],
+// UnquoteInto decodes s, the body of a JSON string literal, from s[i],
 // appending to dst while dst has room, and returns dst and the offset
 // where it stopped. Escapes decode as encoding/json does (a lone surrogate
 // becomes U+FFFD); a malformed escape is kept as written. It makes progress
 // whenever dst has room for 2*utf8.UTFMax bytes, and the text it appends is
 // never longer than the text it consumes.
-func unquoteInto(dst []byte, s string, i int) ([]byte, int) {
+func UnquoteInto(dst []byte, s string, i int) ([]byte, int) {
 	for i < len(s) {
 		room := cap(dst) - len(dst)
 		if s[i] != '\\' {

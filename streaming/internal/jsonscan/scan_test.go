@@ -1,4 +1,4 @@
-package streaming
+package jsonscan
 
 import (
 	"encoding/json"
@@ -36,14 +36,14 @@ func TestJSONStringDecode(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			lit := `"` + tc.in + `"`
-			if got := unquote(tc.in); got != tc.want {
-				t.Errorf("unquote(%q) = %q, want %q", tc.in, got, tc.want)
+			if got := Unquote(tc.in); got != tc.want {
+				t.Errorf("Unquote(%q) = %q, want %q", tc.in, got, tc.want)
 			}
-			if got, ok := stringValue(lit); !ok || got != tc.want {
-				t.Errorf("stringValue(%s) = %q, %v, want %q", lit, got, ok, tc.want)
+			if got, ok := StringValue(lit); !ok || got != tc.want {
+				t.Errorf("StringValue(%s) = %q, %v, want %q", lit, got, ok, tc.want)
 			}
-			if got := string(appendJSONString([]byte("prefix:"), lit)); got != "prefix:"+tc.want {
-				t.Errorf("appendJSONString(%s) = %q, want %q", lit, got, "prefix:"+tc.want)
+			if got := string(AppendDecoded([]byte("prefix:"), lit)); got != "prefix:"+tc.want {
+				t.Errorf("AppendDecoded(%s) = %q, want %q", lit, got, "prefix:"+tc.want)
 			}
 			// Valid literals must decode as encoding/json decodes them.
 			var std string
@@ -63,7 +63,7 @@ func unquoteChunked(s string, size int) string {
 	var out []byte
 	for i, n := 0, 0; i < len(s) && n <= len(s); n++ {
 		var d []byte
-		d, i = unquoteInto(make([]byte, 0, size), s, i)
+		d, i = UnquoteInto(make([]byte, 0, size), s, i)
 		out = append(out, d...)
 	}
 	return string(out)
@@ -103,22 +103,22 @@ func TestJSONScanObject(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			it := newObjectIter(tc.js)
+			it := NewObjectIter(tc.js)
 			for n := 0; n <= len(tc.js); n++ {
-				m, ok := it.next()
+				m, ok := it.Next()
 				if !ok {
 					break
 				}
-				if tc.js[m.off:m.off+len(m.val)] != m.val {
-					t.Errorf("member %q: offset %d does not hold its value", m.key, m.off)
+				if tc.js[m.Off:m.Off+len(m.Val)] != m.Val {
+					t.Errorf("member %q: offset %d does not hold its value", m.Key, m.Off)
 				}
-				got = append(got, m.name()+"="+m.val)
+				got = append(got, m.Name()+"="+m.Val)
 			}
 			if !reflect.DeepEqual(got, tc.members) {
 				t.Errorf("members = %q, want %q", got, tc.members)
 			}
-			if it.closed != tc.closed || it.depth != tc.depth {
-				t.Errorf("closed %v depth %d, want %v %d", it.closed, it.depth, tc.closed, tc.depth)
+			if it.Closed != tc.closed || it.Depth != tc.depth {
+				t.Errorf("closed %v depth %d, want %v %d", it.Closed, it.Depth, tc.closed, tc.depth)
 			}
 		})
 	}
@@ -138,9 +138,9 @@ func TestJSONScanArrayAndLookups(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			it := newArrayIter(tc.js)
+			it := NewArrayIter(tc.js)
 			for n := 0; n <= len(tc.js); n++ {
-				e, ok := it.next()
+				e, ok := it.Next()
 				if !ok {
 					break
 				}
@@ -153,14 +153,14 @@ func TestJSONScanArrayAndLookups(t *testing.T) {
 	}
 	t.Run("the first of duplicate keys wins", func(t *testing.T) {
 		obj := `{"a":1,"b":{"a":9},"\u0061":2,"c":"x","b":3}`
-		if got := readObject(obj, "c", "a", "b", "zz", "ignored"); got != [4]string{`"x"`, `1`, `{"a":9}`, ``} {
-			t.Errorf("readObject = %q", got)
+		if got := ReadObject(obj, "c", "a", "b", "zz", "ignored"); got != [4]string{`"x"`, `1`, `{"a":9}`, ``} {
+			t.Errorf("ReadObject = %q", got)
 		}
-		if got := memberRaw(obj, "a"); got != `1` {
-			t.Errorf("memberRaw = %q", got)
+		if got := MemberRaw(obj, "a"); got != `1` {
+			t.Errorf("MemberRaw = %q", got)
 		}
-		if got := memberRaw(`{"k\u0065y":true}`, "key"); got != `true` {
-			t.Errorf("memberRaw of an escaped key = %q", got)
+		if got := MemberRaw(`{"k\u0065y":true}`, "key"); got != `true` {
+			t.Errorf("MemberRaw of an escaped key = %q", got)
 		}
 	})
 }
@@ -185,20 +185,20 @@ func FuzzJSONScan(f *testing.F) {
 		if !json.Valid([]byte(js)) || !gjson.Valid(js) {
 			return
 		}
-		start := skipSpace(js, 0)
-		end, depth := skipValueDepth(js, start)
-		if skipSpace(js, end) != len(js) {
+		start := SkipSpace(js, 0)
+		end, depth := SkipValueDepth(js, start)
+		if SkipSpace(js, end) != len(js) {
 			t.Fatalf("value of %q ends at %d", js, end)
 		}
 		wantDepth, err := jsonDepth(js)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if depth != wantDepth || !nestingWithin(js, depth) || depth > 0 && nestingWithin(js, depth-1) {
+		if depth != wantDepth || !NestingWithin(js, depth) || depth > 0 && NestingWithin(js, depth-1) {
 			t.Fatalf("depth of %q = %d, want %d", js, depth, wantDepth)
 		}
 		root := gjson.Parse(js)
-		if _, _, ok := nextMember(js, objectStart(js)); ok != (root.IsObject() && len(root.Map()) > 0) {
+		if _, _, ok := NextMember(js, ObjectStart(js)); ok != (root.IsObject() && len(root.Map()) > 0) {
 			t.Fatalf("%s: first member found = %v", js, ok)
 		}
 		switch {
@@ -215,23 +215,23 @@ func FuzzJSONScan(f *testing.F) {
 // walkAnything runs every walker over input that may not be JSON: each
 // must end, stay in range and make progress.
 func walkAnything(t *testing.T, js string) {
-	obj := newObjectIter(js)
+	obj := NewObjectIter(js)
 	for n := 0; ; n++ {
 		prev := obj.i
-		m, ok := obj.next()
+		m, ok := obj.Next()
 		if !ok {
 			break
 		}
-		if n > len(js) || obj.i <= prev || m.off+len(m.val) > len(js) {
+		if n > len(js) || obj.i <= prev || m.Off+len(m.Val) > len(js) {
 			t.Fatalf("object walk of %q: no progress or out of range", js)
 		}
-		stringValue(m.val)
-		m.name()
+		StringValue(m.Val)
+		m.Name()
 	}
-	arr := newArrayIter(js)
+	arr := NewArrayIter(js)
 	for n := 0; ; n++ {
 		prev := arr.i
-		if _, ok := arr.next(); !ok {
+		if _, ok := arr.Next(); !ok {
 			break
 		}
 		if n > len(js) || arr.i <= prev {
@@ -239,13 +239,13 @@ func walkAnything(t *testing.T, js string) {
 		}
 	}
 	for i := range len(js) {
-		if end := skipValue(js, i); end < i || end > len(js) {
-			t.Fatalf("skipValue(%q, %d) = %d", js, i, end)
+		if end := SkipValue(js, i); end < i || end > len(js) {
+			t.Fatalf("SkipValue(%q, %d) = %d", js, i, end)
 		}
 	}
-	readObject(js, "a", "b", "c", "d")
-	memberRaw(js, "a")
-	hasPrefixDecoded(js, billingPrefix)
+	ReadObject(js, "a", "b", "c", "d")
+	MemberRaw(js, "a")
+	HasPrefixDecoded(js, "x-anthropic-billing-header")
 }
 
 // jsonDepth is how deeply encoding/json finds js to nest.
@@ -287,29 +287,29 @@ func checkMembers(t *testing.T, js string, root gjson.Result, depth int) {
 	})
 	wantKeys, wantVals := stdMembers(t, js)
 	var got []member
-	it := newObjectIter(js)
+	it := NewObjectIter(js)
 	for n := 0; n <= len(js); n++ {
-		m, ok := it.next()
+		m, ok := it.Next()
 		if !ok {
 			break
 		}
 		i := len(got)
-		got = append(got, member{m.val, m.off})
-		if i >= len(wantKeys) || m.val != wantVals[i] {
-			t.Fatalf("member %d of %s: %q, encoding/json has %q", i, js, m.val, wantVals)
+		got = append(got, member{m.Val, m.Off})
+		if i >= len(wantKeys) || m.Val != wantVals[i] {
+			t.Fatalf("member %d of %s: %q, encoding/json has %q", i, js, m.Val, wantVals)
 		}
-		if utf8.ValidString(m.key) && m.name() != wantKeys[i] {
-			t.Fatalf("key %d of %s decodes to %q, want %q", i, js, m.name(), wantKeys[i])
+		if utf8.ValidString(m.Key) && m.Name() != wantKeys[i] {
+			t.Fatalf("key %d of %s decodes to %q, want %q", i, js, m.Name(), wantKeys[i])
 		}
-		if isStringRaw(m.val) {
-			checkString(t, m.val)
+		if IsStringRaw(m.Val) {
+			checkString(t, m.Val)
 		}
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("members of %s:\n%+v\nwant\n%+v", js, got, want)
 	}
-	if !it.closed || skipSpace(js, it.i) != len(js) || it.depth+1 != depth {
-		t.Fatalf("walk of %s: closed %v at %d, depth %d of %d", js, it.closed, it.i, it.depth+1, depth)
+	if !it.Closed || SkipSpace(js, it.i) != len(js) || it.Depth+1 != depth {
+		t.Fatalf("walk of %s: closed %v at %d, depth %d of %d", js, it.Closed, it.i, it.Depth+1, depth)
 	}
 }
 
@@ -350,16 +350,16 @@ func checkElements(t *testing.T, js string, root gjson.Result) {
 		t.Fatalf("gjson finds %d elements in %s, encoding/json %d", len(want), js, len(std))
 	}
 	var got []string
-	it := newArrayIter(js)
+	it := NewArrayIter(js)
 	for n := 0; n <= len(js); n++ {
-		e, ok := it.next()
+		e, ok := it.Next()
 		if !ok {
 			break
 		}
 		if i := len(got); i < len(std) && string(std[i]) != e {
 			t.Fatalf("element %d of %s: %q, encoding/json has %q", i, js, e, std[i])
 		}
-		if isStringRaw(e) {
+		if IsStringRaw(e) {
 			checkString(t, e)
 		}
 		got = append(got, e)
@@ -374,14 +374,14 @@ func checkElements(t *testing.T, js string, root gjson.Result) {
 // kept as it came.
 func checkString(t *testing.T, lit string) {
 	t.Helper()
-	if !isStringRaw(lit) || !utf8.ValidString(lit) {
+	if !IsStringRaw(lit) || !utf8.ValidString(lit) {
 		return
 	}
 	var want string
 	if err := json.Unmarshal([]byte(lit), &want); err != nil {
 		t.Fatalf("%s: %v", lit, err)
 	}
-	if got, _ := stringValue(lit); got != want {
+	if got, _ := StringValue(lit); got != want {
 		t.Fatalf("%s decodes to %q, want %q", lit, got, want)
 	}
 }
@@ -398,15 +398,15 @@ func FuzzJSONString(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, inner string) {
 		lit := `"` + inner + `"`
-		whole := unquote(inner)
+		whole := Unquote(inner)
 		if len(whole) > len(inner) {
 			t.Fatalf("%q decodes to the longer %q", inner, whole)
 		}
 		if got := unquoteChunked(inner, 2*utf8.UTFMax); got != whole {
 			t.Fatalf("%q decodes to %q in chunks, %q whole", inner, got, whole)
 		}
-		if got := string(appendJSONString([]byte("x"), lit)); got != "x"+whole {
-			t.Fatalf("appendJSONString(%s) = %q, want %q", lit, got, "x"+whole)
+		if got := string(AppendDecoded([]byte("x"), lit)); got != "x"+whole {
+			t.Fatalf("AppendDecoded(%s) = %q, want %q", lit, got, "x"+whole)
 		}
 		if !utf8.ValidString(inner) || !gjson.Valid(lit) {
 			return

@@ -1,4 +1,4 @@
-package streaming
+package anthropic
 
 import (
 	"bytes"
@@ -8,18 +8,22 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
+
+	"gatekeeper/streaming"
 )
 
-var _ Decoder = (*anthropicDecoder)(nil)
+var _ streaming.Decoder = (*decoder)(nil)
 
-// anthropicDecoder decodes an Anthropic Messages stream: message_start,
+// decoder decodes an Anthropic Messages stream: message_start,
 // content blocks (start, deltas, stop) by index, message_delta and
 // message_stop, with ping and error events anywhere.
 //
 // Content blocks are tracked by their index, because the index is what the
 // final message's content array uses and what deltas and stops refer to.
-type anthropicDecoder struct {
-	res Result
+type decoder struct {
+	res streaming.Result
 
 	// open holds the content blocks started and not yet stopped. A map keeps
 	// lookups constant-time whatever indices or how many unclosed blocks a
@@ -29,8 +33,8 @@ type anthropicDecoder struct {
 	// cleanly, but it was not cut off either.
 	errored bool
 
-	part    Part   // reused for every emit: a Part is only valid during its callback
-	scratch []byte // unescaped text of the delta being emitted
+	part    streaming.Part // reused for every emit: a Part is only valid during its callback
+	scratch []byte         // unescaped text of the delta being emitted
 }
 
 type anthropicBlockKind uint8
@@ -50,16 +54,16 @@ type anthropicBlock struct {
 	input []byte
 }
 
-func newAnthropicDecoder() *anthropicDecoder {
-	return &anthropicDecoder{res: Result{API: APIAnthropic}}
+func newDecoder() *decoder {
+	return &decoder{res: streaming.Result{API: streaming.APIAnthropic}}
 }
 
 // Result is the reply so far.
-func (d *anthropicDecoder) Result() *Result { return &d.res }
+func (d *decoder) Result() *streaming.Result { return &d.res }
 
 // Finish marks the reply truncated when neither message_stop nor an error
 // event arrived. Tool calls whose block never stopped stay incomplete.
-func (d *anthropicDecoder) Finish() *Result {
+func (d *decoder) Finish() *streaming.Result {
 	d.res.Truncated = !d.res.Done && !d.errored
 	return &d.res
 }
@@ -70,32 +74,32 @@ func (d *anthropicDecoder) Finish() *Result {
 // An unterminated event (the stream ended before its blank line) is decoded
 // like any other when its data is whole JSON, as the SDKs do when they flush
 // their decoder at the end of a stream.
-func (d *anthropicDecoder) Decode(ev *sse.Event, emit func(*Part)) {
+func (d *decoder) Decode(ev *sse.Event, emit func(*streaming.Part)) {
 	if !ev.HasData {
 		return
 	}
 	data := ev.Data
 	if !gjson.ValidBytes(data) {
-		d.res.unparsed(fmt.Errorf("%w: anthropic %q event data", ErrInvalidJSON, ev.Name))
+		d.res.AddUnparsed(fmt.Errorf("%w: anthropic %q event data", streaming.ErrInvalidJSON, ev.Name))
 		return
 	}
-	js := jsonView(data)
+	js := jsonscan.View(data)
 	// One pass over the top level finds what a content_block_delta, by far
 	// the most frequent event, needs; the rarer events use gjson paths.
-	var typ, index, delta jsonMember
-	for m, next, ok := nextMember(js, objectStart(js)); ok; m, next, ok = nextMember(js, next) {
-		switch m.name() {
+	var typ, index, delta jsonscan.Member
+	for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
+		switch m.Name() {
 		case "type":
-			typ = firstMember(typ, m)
+			typ = jsonscan.FirstMember(typ, m)
 		case "index":
-			index = firstMember(index, m)
+			index = jsonscan.FirstMember(index, m)
 		case "delta":
-			delta = firstMember(delta, m)
+			delta = jsonscan.FirstMember(delta, m)
 		}
 	}
-	name, _ := stringValue(typ.val)
+	name, _ := jsonscan.StringValue(typ.Val)
 	if name == "" || string(ev.Name) == "error" {
-		name = jsonView(ev.Name)
+		name = jsonscan.View(ev.Name)
 	}
 	var err error
 	switch name {
@@ -111,9 +115,9 @@ func (d *anthropicDecoder) Decode(ev *sse.Event, emit func(*Part)) {
 		err = d.messageDelta(js, emit)
 	case "message_stop":
 		d.res.Done = true
-		d.emit(emit, Part{Kind: PartDone})
+		d.emit(emit, streaming.Part{Kind: streaming.PartDone})
 	case "ping":
-		d.emit(emit, Part{Kind: PartPing})
+		d.emit(emit, streaming.Part{Kind: streaming.PartPing})
 	case "error":
 		err = d.error(data, js, emit)
 	default:
@@ -121,11 +125,11 @@ func (d *anthropicDecoder) Decode(ev *sse.Event, emit func(*Part)) {
 		// this decoder accounts for.
 	}
 	if err != nil {
-		d.res.unparsed(err)
+		d.res.AddUnparsed(err)
 	}
 }
 
-func (d *anthropicDecoder) emit(emit func(*Part), p Part) {
+func (d *decoder) emit(emit func(*streaming.Part), p streaming.Part) {
 	if emit == nil {
 		return
 	}
@@ -133,29 +137,29 @@ func (d *anthropicDecoder) emit(emit func(*Part), p Part) {
 	emit(&d.part)
 }
 
-func (d *anthropicDecoder) messageStart(js string, emit func(*Part)) error {
+func (d *decoder) messageStart(js string, emit func(*streaming.Part)) error {
 	msg := gjson.Get(js, "message")
 	if !msg.IsObject() {
 		return anthropicEventErr("message_start", "no message object")
 	}
-	d.res.MessageID = cloneStr(msg.Get("id"))
-	d.res.Model = cloneStr(msg.Get("model"))
+	d.res.MessageID = jsonscan.CloneString(msg.Get("id"))
+	d.res.Model = jsonscan.CloneString(msg.Get("model"))
 	var err error
 	if u := msg.Get("usage"); u.IsObject() {
 		err = overlayAnthropicUsage(&d.res.Usage, u)
 		d.res.UsageSeen = true
 	}
-	d.emit(emit, Part{Kind: PartMessageStart, ID: d.res.MessageID, Model: d.res.Model, Usage: d.res.Usage})
+	d.emit(emit, streaming.Part{Kind: streaming.PartMessageStart, ID: d.res.MessageID, Model: d.res.Model, Usage: d.res.Usage})
 	return err
 }
 
-func (d *anthropicDecoder) messageDelta(js string, emit func(*Part)) error {
+func (d *decoder) messageDelta(js string, emit func(*streaming.Part)) error {
 	var err error
 	// Usage first: a stop seen by the caller then has the final counts.
 	if u := gjson.Get(js, "usage"); u.IsObject() {
 		err = overlayAnthropicUsage(&d.res.Usage, u)
 		d.res.UsageSeen, d.res.UsageFinal = true, true
-		d.emit(emit, Part{Kind: PartUsage, Usage: d.res.Usage})
+		d.emit(emit, streaming.Part{Kind: streaming.PartUsage, Usage: d.res.Usage})
 	}
 	delta := gjson.Get(js, "delta")
 	if !delta.IsObject() {
@@ -173,34 +177,34 @@ func (d *anthropicDecoder) messageDelta(js string, emit func(*Part)) error {
 
 // stop records the stop of choice 0. Anthropic has one choice, so a later
 // stop (an error after message_delta) replaces the earlier one.
-func (d *anthropicDecoder) stop(s Stop, emit func(*Part)) {
+func (d *decoder) stop(s streaming.Stop, emit func(*streaming.Part)) {
 	if len(d.res.Stops) == 0 {
 		d.res.Stops = append(d.res.Stops, s)
 	} else {
 		d.res.Stops[0] = s
 	}
-	d.emit(emit, Part{Kind: PartStop, Stop: s})
+	d.emit(emit, streaming.Part{Kind: streaming.PartStop, Stop: s})
 }
 
-func (d *anthropicDecoder) error(data []byte, js string, emit func(*Part)) error {
-	pe := ProviderError{Raw: bytes.Clone(data)}
+func (d *decoder) error(data []byte, js string, emit func(*streaming.Part)) error {
+	pe := streaming.ProviderError{Raw: bytes.Clone(data)}
 	var err error
 	if e := gjson.Get(js, "error"); e.IsObject() {
-		pe.Type = cloneStr(e.Get("type"))
-		pe.Message = cloneStr(e.Get("message"))
+		pe.Type = jsonscan.CloneString(e.Get("type"))
+		pe.Message = jsonscan.CloneString(e.Get("message"))
 	}
 	if pe.Type == "" {
 		err = anthropicEventErr("error", "no error type")
 	}
 	d.res.Errors = append(d.res.Errors, pe)
 	d.errored = true
-	d.emit(emit, Part{Kind: PartError, Err: &pe})
-	d.stop(Stop{Reason: StopError, Raw: string(StopError)}, emit)
+	d.emit(emit, streaming.Part{Kind: streaming.PartError, Err: &pe})
+	d.stop(streaming.Stop{Reason: streaming.StopError, Raw: string(streaming.StopError)}, emit)
 	return err
 }
 
-func (d *anthropicDecoder) blockStart(data []byte, js string, indexMember jsonMember, emit func(*Part)) error {
-	index, ok := memberIndex(indexMember)
+func (d *decoder) blockStart(data []byte, js string, indexMember jsonscan.Member, emit func(*streaming.Part)) error {
+	index, ok := jsonscan.MemberIndex(indexMember)
 	if !ok {
 		return anthropicEventErr("content_block_start", "no valid index")
 	}
@@ -220,12 +224,12 @@ func (d *anthropicDecoder) blockStart(data []byte, js string, indexMember jsonMe
 	case "text":
 		b.kind = anthropicText
 		if t := cb.Get("text"); t.Type == gjson.String && t.Str != "" {
-			d.emitText(PartTextDelta, index, jsonBytes(data, t), emit)
+			d.emitText(streaming.PartTextDelta, index, jsonscan.Bytes(data, t), emit)
 		}
 	case "thinking":
 		b.kind = anthropicThinking
 		if t := cb.Get("thinking"); t.Type == gjson.String && t.Str != "" {
-			d.emitText(PartThinkingDelta, index, jsonBytes(data, t), emit)
+			d.emitText(streaming.PartThinkingDelta, index, jsonscan.Bytes(data, t), emit)
 		}
 	default:
 		id, name := cb.Get("id"), cb.Get("name")
@@ -236,11 +240,11 @@ func (d *anthropicDecoder) blockStart(data []byte, js string, indexMember jsonMe
 		if !named && err == nil {
 			err = anthropicEventErr("content_block_start", typ.Str+" block without id or name")
 		}
-		tc := ToolCall{
+		tc := streaming.ToolCall{
 			Index:  index,
 			Type:   anthropicToolType(typ.Str),
-			ID:     cloneStr(id),
-			Name:   cloneStr(name),
+			ID:     jsonscan.CloneString(id),
+			Name:   jsonscan.CloneString(name),
 			Server: typ.Str != "tool_use",
 		}
 		if in := cb.Get("input"); in.IsObject() && !emptyJSONObject(in.Raw) {
@@ -248,37 +252,37 @@ func (d *anthropicDecoder) blockStart(data []byte, js string, indexMember jsonMe
 		}
 		b.kind, b.call = anthropicTool, len(d.res.ToolCalls)
 		d.res.ToolCalls = append(d.res.ToolCalls, tc)
-		d.emit(emit, Part{Kind: PartToolCallStart, Index: index, ID: tc.ID, Name: tc.Name, Type: tc.Type})
+		d.emit(emit, streaming.Part{Kind: streaming.PartToolCallStart, Index: index, ID: tc.ID, Name: tc.Name, Type: tc.Type})
 	}
 	d.open[index] = b
 	return err
 }
 
-func (d *anthropicDecoder) blockDelta(data []byte, indexMember, deltaMember jsonMember, emit func(*Part)) error {
-	index, ok := memberIndex(indexMember)
+func (d *decoder) blockDelta(data []byte, indexMember, deltaMember jsonscan.Member, emit func(*streaming.Part)) error {
+	index, ok := jsonscan.MemberIndex(indexMember)
 	if !ok {
 		return anthropicEventErr("content_block_delta", "no valid index")
 	}
 	// The field a delta carries is named by its type, which may come after
 	// it: keep each candidate until the type is known.
-	var typ jsonMember
-	var fields [4]jsonMember // text, thinking, partial_json, signature
-	dv := deltaMember.val
-	for m, next, ok := nextMember(dv, objectStart(dv)); ok; m, next, ok = nextMember(dv, next) {
-		switch m.name() {
+	var typ jsonscan.Member
+	var fields [4]jsonscan.Member // text, thinking, partial_json, signature
+	dv := deltaMember.Val
+	for m, next, ok := jsonscan.NextMember(dv, jsonscan.ObjectStart(dv)); ok; m, next, ok = jsonscan.NextMember(dv, next) {
+		switch m.Name() {
 		case "type":
-			typ = firstMember(typ, m)
+			typ = jsonscan.FirstMember(typ, m)
 		case "text":
-			fields[0] = firstMember(fields[0], m)
+			fields[0] = jsonscan.FirstMember(fields[0], m)
 		case "thinking":
-			fields[1] = firstMember(fields[1], m)
+			fields[1] = jsonscan.FirstMember(fields[1], m)
 		case "partial_json":
-			fields[2] = firstMember(fields[2], m)
+			fields[2] = jsonscan.FirstMember(fields[2], m)
 		case "signature":
-			fields[3] = firstMember(fields[3], m)
+			fields[3] = jsonscan.FirstMember(fields[3], m)
 		}
 	}
-	kind, ok := stringValue(typ.val)
+	kind, ok := jsonscan.StringValue(typ.Val)
 	if !ok {
 		return anthropicEventErr("content_block_delta", "no delta type")
 	}
@@ -286,7 +290,7 @@ func (d *anthropicDecoder) blockDelta(data []byte, indexMember, deltaMember json
 	if !ok {
 		return anthropicEventErr("content_block_delta", "delta for a block not started")
 	}
-	var text jsonMember
+	var text jsonscan.Member
 	switch kind {
 	case "text_delta":
 		text = fields[0]
@@ -299,25 +303,25 @@ func (d *anthropicDecoder) blockDelta(data []byte, indexMember, deltaMember json
 	default:
 		return nil // citations_delta and future delta types carry nothing counted here
 	}
-	if !isStringRaw(text.val) {
+	if !jsonscan.IsStringRaw(text.Val) {
 		return anthropicEventErr("content_block_delta", kind+" without its string field")
 	}
-	off := deltaMember.off + text.off
-	raw := data[off : off+len(text.val) : off+len(text.val)]
+	off := deltaMember.Off + text.Off
+	raw := data[off : off+len(text.Val) : off+len(text.Val)]
 	switch kind {
 	case "text_delta":
-		d.emitText(PartTextDelta, index, raw, emit)
+		d.emitText(streaming.PartTextDelta, index, raw, emit)
 	case "thinking_delta":
-		d.emitText(PartThinkingDelta, index, raw, emit)
+		d.emitText(streaming.PartThinkingDelta, index, raw, emit)
 	case "input_json_delta":
 		switch b.kind {
 		case anthropicTool:
 			tc := &d.res.ToolCalls[b.call]
 			n := len(tc.Arguments)
-			tc.Arguments = appendJSONString(tc.Arguments, text.val)
+			tc.Arguments = jsonscan.AppendDecoded(tc.Arguments, text.Val)
 			frag := tc.Arguments[n:len(tc.Arguments):len(tc.Arguments)]
 			d.res.OutputBytes += int64(len(frag))
-			d.emit(emit, Part{Kind: PartToolCallArgs, Index: index, Text: frag})
+			d.emit(emit, streaming.Part{Kind: streaming.PartToolCallArgs, Index: index, Text: frag})
 		case anthropicText, anthropicThinking:
 			return anthropicEventErr("content_block_delta", "input_json_delta for a text block")
 		case anthropicOpaque: // nothing is assembled from opaque blocks
@@ -328,23 +332,23 @@ func (d *anthropicDecoder) blockDelta(data []byte, indexMember, deltaMember json
 
 // emitText emits one text or thinking fragment; s is the JSON string
 // literal, quotes included, as it sits in the event data.
-func (d *anthropicDecoder) emitText(kind PartKind, index int, s []byte, emit func(*Part)) {
+func (d *decoder) emitText(kind streaming.PartKind, index int, s []byte, emit func(*streaming.Part)) {
 	var text []byte
 	if bytes.IndexByte(s, '\\') < 0 {
 		text = s[1 : len(s)-1 : len(s)-1]
 	} else {
-		d.scratch = appendJSONString(d.scratch[:0], jsonView(s))
+		d.scratch = jsonscan.AppendDecoded(d.scratch[:0], jsonscan.View(s))
 		text = d.scratch[:len(d.scratch):len(d.scratch)]
 	}
 	d.res.OutputBytes += int64(len(text))
-	if kind == PartTextDelta {
+	if kind == streaming.PartTextDelta {
 		d.res.TextBytes += int64(len(text))
 	}
-	d.emit(emit, Part{Kind: kind, Index: index, Text: text})
+	d.emit(emit, streaming.Part{Kind: kind, Index: index, Text: text})
 }
 
-func (d *anthropicDecoder) blockStop(indexMember jsonMember, emit func(*Part)) error {
-	index, ok := memberIndex(indexMember)
+func (d *decoder) blockStop(indexMember jsonscan.Member, emit func(*streaming.Part)) error {
+	index, ok := jsonscan.MemberIndex(indexMember)
 	if !ok {
 		return anthropicEventErr("content_block_stop", "no valid index")
 	}
@@ -366,42 +370,42 @@ func (d *anthropicDecoder) blockStop(indexMember jsonMember, emit func(*Part)) e
 	}
 	tc.Complete = true
 	args := tc.Arguments[:len(tc.Arguments):len(tc.Arguments)]
-	d.emit(emit, Part{Kind: PartToolCallEnd, Index: index, ID: tc.ID, Name: tc.Name, Type: tc.Type, Text: args})
+	d.emit(emit, streaming.Part{Kind: streaming.PartToolCallEnd, Index: index, ID: tc.ID, Name: tc.Name, Type: tc.Type, Text: args})
 	return nil
 }
 
-// decodeAnthropicJSON decodes a non-streaming Messages reply: a Message or
+// decodeJSON decodes a non-streaming Messages reply: a Message or
 // an error body.
-func decodeAnthropicJSON(body []byte) (*Result, error) {
+func decodeJSON(body []byte) (*streaming.Result, error) {
 	if !gjson.ValidBytes(body) {
-		return nil, fmt.Errorf("%w: anthropic reply body", ErrInvalidJSON)
+		return nil, fmt.Errorf("%w: anthropic reply body", streaming.ErrInvalidJSON)
 	}
-	js := jsonView(body)
+	js := jsonscan.View(body)
 	root := gjson.Parse(js)
 	if !root.IsObject() {
-		return nil, fmt.Errorf("%w: anthropic reply body is not an object", ErrInvalidJSON)
+		return nil, fmt.Errorf("%w: anthropic reply body is not an object", streaming.ErrInvalidJSON)
 	}
-	res := &Result{API: APIAnthropic}
+	res := &streaming.Result{API: streaming.APIAnthropic}
 	content := root.Get("content")
 	switch typ := root.Get("type"); {
 	case typ.Str == "error":
-		pe := ProviderError{Raw: bytes.Clone(body)}
+		pe := streaming.ProviderError{Raw: bytes.Clone(body)}
 		if e := root.Get("error"); e.IsObject() {
-			pe.Type = cloneStr(e.Get("type"))
-			pe.Message = cloneStr(e.Get("message"))
+			pe.Type = jsonscan.CloneString(e.Get("type"))
+			pe.Message = jsonscan.CloneString(e.Get("message"))
 		}
 		if pe.Type == "" {
-			res.unparsed(anthropicEventErr("error", "no error type"))
+			res.AddUnparsed(anthropicEventErr("error", "no error type"))
 		}
 		res.Errors = append(res.Errors, pe)
-		res.Stops = append(res.Stops, Stop{Reason: StopError, Raw: string(StopError)})
+		res.Stops = append(res.Stops, streaming.Stop{Reason: streaming.StopError, Raw: string(streaming.StopError)})
 		return res, nil
 	case typ.Str == "message", !typ.Exists() && content.IsArray():
 	default:
-		return nil, fmt.Errorf("%w: anthropic reply body is neither a message nor an error", ErrInvalidJSON)
+		return nil, fmt.Errorf("%w: anthropic reply body is neither a message nor an error", streaming.ErrInvalidJSON)
 	}
-	res.MessageID = cloneStr(root.Get("id"))
-	res.Model = cloneStr(root.Get("model"))
+	res.MessageID = jsonscan.CloneString(root.Get("id"))
+	res.Model = jsonscan.CloneString(root.Get("model"))
 	index := 0
 	content.ForEach(func(_, block gjson.Result) bool {
 		decodeAnthropicBlock(res, index, block)
@@ -413,11 +417,11 @@ func decodeAnthropicJSON(body []byte) (*Result, error) {
 		res.Stops = append(res.Stops, anthropicStop(sr.Str))
 	case gjson.Null:
 	default:
-		res.unparsed(anthropicEventErr("message", "stop_reason is not a string"))
+		res.AddUnparsed(anthropicEventErr("message", "stop_reason is not a string"))
 	}
 	if u := root.Get("usage"); u.IsObject() {
 		if err := overlayAnthropicUsage(&res.Usage, u); err != nil {
-			res.unparsed(err)
+			res.AddUnparsed(err)
 		}
 		res.UsageSeen, res.UsageFinal = true, true
 	}
@@ -426,10 +430,10 @@ func decodeAnthropicJSON(body []byte) (*Result, error) {
 }
 
 // decodeAnthropicBlock adds one content block of a whole Message to res.
-func decodeAnthropicBlock(res *Result, index int, block gjson.Result) {
+func decodeAnthropicBlock(res *streaming.Result, index int, block gjson.Result) {
 	typ := block.Get("type")
 	if typ.Type != gjson.String {
-		res.unparsed(anthropicEventErr("message", "content block without type"))
+		res.AddUnparsed(anthropicEventErr("message", "content block without type"))
 		return
 	}
 	switch typ.Str {
@@ -447,18 +451,18 @@ func decodeAnthropicBlock(res *Result, index int, block gjson.Result) {
 		return
 	}
 	if !named {
-		res.unparsed(anthropicEventErr("message", typ.Str+" block without id or name"))
+		res.AddUnparsed(anthropicEventErr("message", typ.Str+" block without id or name"))
 	}
 	args := []byte("{}")
 	if in := block.Get("input"); in.Exists() {
 		args = []byte(in.Raw)
 	}
 	res.OutputBytes += int64(len(args))
-	res.ToolCalls = append(res.ToolCalls, ToolCall{
+	res.ToolCalls = append(res.ToolCalls, streaming.ToolCall{
 		Index:     index,
 		Type:      anthropicToolType(typ.Str),
-		ID:        cloneStr(id),
-		Name:      cloneStr(name),
+		ID:        jsonscan.CloneString(id),
+		Name:      jsonscan.CloneString(name),
 		Arguments: args,
 		Complete:  true,
 		Server:    typ.Str != "tool_use",
@@ -493,35 +497,35 @@ func anthropicToolType(typ string) string {
 // anthropicStop normalizes a stop_reason. Only
 // model_context_window_exceeded changes name: it is a length stop like
 // max_tokens. Values not known today are kept as they came.
-func anthropicStop(raw string) Stop {
-	var r StopReason
+func anthropicStop(raw string) streaming.Stop {
+	var r streaming.StopReason
 	switch raw {
 	case "end_turn":
-		r = StopEndTurn
+		r = streaming.StopEndTurn
 	case "max_tokens":
-		r = StopMaxTokens
+		r = streaming.StopMaxTokens
 	case "stop_sequence":
-		r = StopSequence
+		r = streaming.StopSequence
 	case "tool_use":
-		r = StopToolUse
+		r = streaming.StopToolUse
 	case "pause_turn":
-		r = StopPauseTurn
+		r = streaming.StopPauseTurn
 	case "refusal":
-		r = StopRefusal
+		r = streaming.StopRefusal
 	case "model_context_window_exceeded":
-		return Stop{Reason: StopMaxTokens, Raw: "model_context_window_exceeded"}
+		return streaming.Stop{Reason: streaming.StopMaxTokens, Raw: "model_context_window_exceeded"}
 	default:
 		raw = strings.Clone(raw)
-		return Stop{Reason: StopReason(raw), Raw: raw}
+		return streaming.Stop{Reason: streaming.StopReason(raw), Raw: raw}
 	}
-	return Stop{Reason: r, Raw: string(r)}
+	return streaming.Stop{Reason: r, Raw: string(r)}
 }
 
 // overlayAnthropicUsage sets in u every count present in v. Anthropic's
 // counts are cumulative, so the last report of a field wins; a field a
 // report leaves out (or sets to null) keeps its earlier value. A count that
 // is not a non-negative number is skipped and reported.
-func overlayAnthropicUsage(u *Usage, v gjson.Result) error {
+func overlayAnthropicUsage(u *streaming.Usage, v gjson.Result) error {
 	var bad string
 	set := func(dst *int64, r gjson.Result, name string) {
 		switch {
@@ -554,34 +558,10 @@ func overlayAnthropicUsage(u *Usage, v gjson.Result) error {
 }
 
 func anthropicEventErr(event, what string) error {
-	return fmt.Errorf("%w: anthropic %s: %s", ErrInvalidJSON, event, what)
-}
-
-// blockIndex reads a content block index: a non-negative integer.
-func blockIndex(r gjson.Result) (int, bool) {
-	if r.Type != gjson.Number || r.Num < 0 || r.Num > 1<<31 || r.Num != float64(int64(r.Num)) {
-		return 0, false
-	}
-	return int(r.Num), true
+	return fmt.Errorf("%w: anthropic %s: %s", streaming.ErrInvalidJSON, event, what)
 }
 
 // emptyJSONObject reports whether raw is an object with no members.
 func emptyJSONObject(raw string) bool {
 	return strings.TrimSpace(raw[1:len(raw)-1]) == ""
-}
-
-// memberIndex reads a content block index from a member's raw value.
-func memberIndex(m jsonMember) (int, bool) {
-	v := m.val
-	if v == "" || len(v) > 10 {
-		return blockIndex(gjson.Parse(v))
-	}
-	n := 0
-	for i := 0; i < len(v); i++ {
-		if v[i] < '0' || v[i] > '9' {
-			return blockIndex(gjson.Parse(v)) // 1.0, 1e0, -1, "1": let gjson judge
-		}
-		n = n*10 + int(v[i]-'0')
-	}
-	return blockIndex(gjson.Result{Type: gjson.Number, Num: float64(n)})
 }

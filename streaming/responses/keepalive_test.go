@@ -1,11 +1,10 @@
-package proxy
+package responses
 
 import (
 	"bytes"
 	"encoding/json"
 	"testing"
 
-	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -107,45 +106,4 @@ func FuzzInProgressEvent(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkInProgress(t, data) })
-}
-
-// TestAliveTracker: which keepalive a held stream gets, by API and by
-// what went out before the hold.
-func TestAliveTracker(t *testing.T) {
-	created := []byte(inProgressSeeds[0])
-	progress := []byte("event: response.in_progress\ndata: {\"type\":\"response.in_progress\",\"sequence_number\":1,\"response\":{\"id\":\"resp_1\"}}\n\n")
-	cases := []struct {
-		name string
-		api  streaming.API
-		evs  []sse.Event
-		out  streaming.Usage
-		want string
-	}{
-		{"anthropic before message_start", streaming.APIAnthropic, nil, streaming.Usage{}, string(keepalive(streaming.APIAnthropic))},
-		{"anthropic after message_start", streaming.APIAnthropic,
-			[]sse.Event{{Name: []byte("message_start")}, {Name: []byte("content_block_start")}}, streaming.Usage{OutputTokens: 3},
-			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":null,\"stop_sequence\":null},\"usage\":{\"output_tokens\":3}}\n\n"},
-		{"responses before created", streaming.APIResponses, nil, streaming.Usage{}, string(keepalive(streaming.APIChat))},
-		{"responses created only", streaming.APIResponses, []sse.Event{{Name: []byte("response.created"), Data: created}}, streaming.Usage{},
-			string(inProgressEvent(created))},
-		{"responses in_progress repeated as sent", streaming.APIResponses,
-			[]sse.Event{{Name: []byte("response.created"), Data: created}, {Name: []byte("response.in_progress"), Raw: progress}}, streaming.Usage{},
-			string(progress)},
-		{"chat", streaming.APIChat, []sse.Event{{Name: []byte("x"), Data: []byte("{}")}}, streaming.Usage{}, string(keepalive(streaming.APIChat))},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			var a aliveTracker
-			for i := range tc.evs {
-				a.forwarded(tc.api, &tc.evs[i], &streaming.Result{Usage: tc.out})
-			}
-			got := a.keepalive(tc.api)
-			if string(got) != tc.want {
-				t.Fatalf("keepalive %q, want %q", got, tc.want)
-			}
-			if evs := sseEvents(t, got); len(evs) > 1 {
-				t.Fatalf("keepalive %q holds %d events", got, len(evs))
-			}
-		})
-	}
 }

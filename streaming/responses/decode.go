@@ -1,4 +1,4 @@
-package streaming
+package responses
 
 import (
 	"bytes"
@@ -8,6 +8,12 @@ import (
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/openai"
+
+	"gatekeeper/streaming/internal/callitems"
+
+	"gatekeeper/streaming"
 )
 
 // The OpenAI Responses decoder. Every event names its type twice (the SSE
@@ -15,7 +21,7 @@ import (
 // streams may lose the event line. Recordings with and without
 // sequence_number exist, so nothing here depends on it.
 
-var _ Decoder = (*responsesDecoder)(nil)
+var _ streaming.Decoder = (*decoder)(nil)
 
 // responsesCall locates a tool call by what its events reference: deltas
 // name the output item id, and fall back to the output index.
@@ -25,8 +31,8 @@ type responsesCall struct {
 	at          int // position in Result.ToolCalls
 }
 
-type responsesDecoder struct {
-	res      Result
+type decoder struct {
+	res      streaming.Result
 	started  bool // PartMessageStart sent
 	toolUse  bool // a client call item was seen
 	terminal bool // response.completed, .incomplete or .failed arrived
@@ -34,28 +40,28 @@ type responsesDecoder struct {
 	finished bool // Finish ran
 	calls    []responsesCall
 	errCodes []string // codes of error events, so response.failed does not report them twice
-	part     Part
+	part     streaming.Part
 	text     []byte
 }
 
-func newResponsesDecoder() *responsesDecoder {
-	return &responsesDecoder{res: Result{API: APIResponses}}
+func newDecoder() *decoder {
+	return &decoder{res: streaming.Result{API: streaming.APIResponses}}
 }
 
 // Result is the reply so far.
-func (d *responsesDecoder) Result() *Result { return &d.res }
+func (d *decoder) Result() *streaming.Result { return &d.res }
 
 // Finish marks the reply truncated when no terminal event and no error
 // event came. A reply that ended on an error event with no terminal event
 // after it stops as an error.
-func (d *responsesDecoder) Finish() *Result {
+func (d *decoder) Finish() *streaming.Result {
 	if d.finished {
 		return &d.res
 	}
 	d.finished = true
 	d.res.Truncated = !d.terminal && !d.errored
 	if d.errored && len(d.res.Stops) == 0 {
-		d.res.Stops = append(d.res.Stops, Stop{Reason: StopError, Raw: "error"})
+		d.res.Stops = append(d.res.Stops, streaming.Stop{Reason: streaming.StopError, Raw: "error"})
 	}
 	return &d.res
 }
@@ -68,25 +74,25 @@ type responsesEvent struct {
 }
 
 // Decode handles one SSE event of a Responses stream.
-func (d *responsesDecoder) Decode(ev *sse.Event, emit func(*Part)) {
+func (d *decoder) Decode(ev *sse.Event, emit func(*streaming.Part)) {
 	if !ev.HasData {
 		return
 	}
 	data := bytes.TrimSpace(ev.Data)
-	if len(data) == 0 || bytes.HasPrefix(data, []byte(doneMarker)) {
+	if len(data) == 0 || bytes.HasPrefix(data, []byte(streaming.DoneMarker)) {
 		// Not part of this API; some compatible servers end with [DONE]
 		// anyway, and it carries nothing.
 		return
 	}
-	root, err := openaiObject(data, "responses event")
+	root, err := openai.Object(data, "responses event")
 	if err != nil {
 		if string(ev.Name) == "error" {
 			// An error event whose data is plain text is still the error.
 			d.errored = true
-			d.addError(openaiProviderError(openaiText(data)), emit)
+			d.addError(openai.ProviderError(openai.Text(data)), emit)
 			return
 		}
-		d.res.unparsed(err)
+		d.res.AddUnparsed(err)
 		return
 	}
 	var f responsesEvent
@@ -143,11 +149,11 @@ func (d *responsesDecoder) Decode(ev *sse.Event, emit func(*Part)) {
 	case "response.mcp_call_arguments.done":
 		d.argsDone("mcp_call", f, f.arguments, emit)
 	case "response.output_text.delta":
-		d.textDelta(PartTextDelta, f, emit)
+		d.textDelta(streaming.PartTextDelta, f, emit)
 	case "response.refusal.delta":
-		d.textDelta(PartRefusalDelta, f, emit)
+		d.textDelta(streaming.PartRefusalDelta, f, emit)
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-		d.textDelta(PartThinkingDelta, f, emit)
+		d.textDelta(streaming.PartThinkingDelta, f, emit)
 	case "response.completed", "response.incomplete", "response.failed":
 		if f.response.IsObject() {
 			d.terminalEvent(typ, f.response, emit)
@@ -158,7 +164,7 @@ func (d *responsesDecoder) Decode(ev *sse.Event, emit func(*Part)) {
 }
 
 // lifecycle takes the id and model from a Response object.
-func (d *responsesDecoder) lifecycle(resp gjson.Result, emit func(*Part)) {
+func (d *decoder) lifecycle(resp gjson.Result, emit func(*streaming.Part)) {
 	if !resp.IsObject() {
 		return
 	}
@@ -174,12 +180,12 @@ func (d *responsesDecoder) lifecycle(resp gjson.Result, emit func(*Part)) {
 	}
 	if !d.started && d.res.MessageID != "" {
 		d.started = true
-		d.send(emit, Part{Kind: PartMessageStart, ID: d.res.MessageID, Model: d.res.Model})
+		d.send(emit, streaming.Part{Kind: streaming.PartMessageStart, ID: d.res.MessageID, Model: d.res.Model})
 	}
 }
 
-func (d *responsesDecoder) itemAdded(outputIndex gjson.Result, item gjson.Result, emit func(*Part)) {
-	ci, ok := callItemOf(item)
+func (d *decoder) itemAdded(outputIndex gjson.Result, item gjson.Result, emit func(*streaming.Part)) {
+	ci, ok := callitems.Of(item)
 	if !ok {
 		return
 	}
@@ -189,14 +195,14 @@ func (d *responsesDecoder) itemAdded(outputIndex gjson.Result, item gjson.Result
 		d.fill(at, ci, item)
 		return
 	}
-	at := d.open(ci, int(outputIndex.Int()), id, item.Get("call_id").String(), ci.callName(item.Get("name").Raw), emit)
-	d.appendArgs(at, ci.inputOf(item), emit)
+	at := d.open(ci, int(outputIndex.Int()), id, item.Get("call_id").String(), ci.CallName(item.Get("name").Raw), emit)
+	d.appendArgs(at, ci.InputOf(item), emit)
 }
 
 // itemDone completes a call from its finished item, unless its arguments
 // .done event already did.
-func (d *responsesDecoder) itemDone(outputIndex int, item gjson.Result, emit func(*Part)) {
-	ci, ok := callItemOf(item)
+func (d *decoder) itemDone(outputIndex int, item gjson.Result, emit func(*streaming.Part)) {
+	ci, ok := callitems.Of(item)
 	if !ok {
 		return
 	}
@@ -206,14 +212,14 @@ func (d *responsesDecoder) itemDone(outputIndex int, item gjson.Result, emit fun
 	id := item.Get("id").Str
 	at := d.findItem(id, outputIndex)
 	if at < 0 {
-		at = d.open(ci, outputIndex, id, item.Get("call_id").String(), ci.callName(item.Get("name").Raw), emit)
+		at = d.open(ci, outputIndex, id, item.Get("call_id").String(), ci.CallName(item.Get("name").Raw), emit)
 	}
 	d.fill(at, ci, item)
 	tc := &d.res.ToolCalls[d.calls[at].at]
 	if tc.Complete {
 		return
 	}
-	switch args := ci.inputOf(item); {
+	switch args := ci.InputOf(item); {
 	case (args.IsObject() || args.IsArray()) && len(tc.Arguments) == 0:
 		// An action or operation comes whole, never in deltas: it is the
 		// call's one fragment.
@@ -225,20 +231,20 @@ func (d *responsesDecoder) itemDone(outputIndex int, item gjson.Result, emit fun
 }
 
 // fill takes a call's call_id and name from its item when they are missing.
-func (d *responsesDecoder) fill(at int, ci responsesItem, item gjson.Result) {
+func (d *decoder) fill(at int, ci callitems.Item, item gjson.Result) {
 	tc := &d.res.ToolCalls[d.calls[at].at]
 	if tc.ID == "" {
 		tc.ID = strings.Clone(item.Get("call_id").String())
 	}
 	if tc.Name == "" {
-		tc.Name = strings.Clone(ci.callName(item.Get("name").Raw))
+		tc.Name = strings.Clone(ci.CallName(item.Get("name").Raw))
 	}
 }
 
-func (d *responsesDecoder) argsDelta(typ string, f responsesEvent, emit func(*Part)) {
+func (d *decoder) argsDelta(typ string, f responsesEvent, emit func(*streaming.Part)) {
 	at := d.find(f.itemID.Str, f.outputIndex)
 	if at < 0 {
-		ci, _ := lookupCallItem(typ, false)
+		ci, _ := callitems.Lookup(typ, false)
 		at = d.open(ci, int(f.outputIndex.Int()), f.itemID.Str, "", "", emit)
 	}
 	d.appendArgs(at, f.delta, emit)
@@ -246,10 +252,10 @@ func (d *responsesDecoder) argsDelta(typ string, f responsesEvent, emit func(*Pa
 
 // argsDone trusts the event's full arguments over the accumulated deltas.
 // Its name may be missing (2025-05 recordings); the added item had it.
-func (d *responsesDecoder) argsDone(typ string, f responsesEvent, final gjson.Result, emit func(*Part)) {
+func (d *decoder) argsDone(typ string, f responsesEvent, final gjson.Result, emit func(*streaming.Part)) {
 	at := d.find(f.itemID.Str, f.outputIndex)
 	if at < 0 {
-		ci, _ := lookupCallItem(typ, false)
+		ci, _ := callitems.Lookup(typ, false)
 		at = d.open(ci, int(f.outputIndex.Int()), f.itemID.Str, "", "", emit)
 	}
 	tc := &d.res.ToolCalls[d.calls[at].at]
@@ -266,7 +272,7 @@ func (d *responsesDecoder) argsDone(typ string, f responsesEvent, final gjson.Re
 }
 
 // find locates a call by item id, falling back to the output index.
-func (d *responsesDecoder) find(itemID string, outputIndex gjson.Result) int {
+func (d *decoder) find(itemID string, outputIndex gjson.Result) int {
 	if itemID != "" {
 		for i := len(d.calls) - 1; i >= 0; i-- {
 			if d.calls[i].itemID == itemID {
@@ -285,19 +291,19 @@ func (d *responsesDecoder) find(itemID string, outputIndex gjson.Result) int {
 	return -1
 }
 
-func (d *responsesDecoder) findItem(itemID string, outputIndex int) int {
+func (d *decoder) findItem(itemID string, outputIndex int) int {
 	return d.find(itemID, gjson.Result{Type: gjson.Number, Num: float64(outputIndex)})
 }
 
 // open starts a call of the item type ci; a call of a known type keeps the
 // table's type string, an unknown one a copy.
-func (d *responsesDecoder) open(ci responsesItem, outputIndex int, itemID, callID, name string, emit func(*Part)) int {
-	typ, server := ci.typ, ci.hosted
-	if ci.unknown {
+func (d *decoder) open(ci callitems.Item, outputIndex int, itemID, callID, name string, emit func(*streaming.Part)) int {
+	typ, server := ci.Typ, ci.Hosted
+	if ci.Unknown {
 		typ = strings.Clone(typ)
 	}
 	at := len(d.res.ToolCalls)
-	d.res.ToolCalls = append(d.res.ToolCalls, ToolCall{
+	d.res.ToolCalls = append(d.res.ToolCalls, streaming.ToolCall{
 		Index: outputIndex, Type: typ, ID: strings.Clone(callID), ItemID: strings.Clone(itemID),
 		Name: strings.Clone(name), Server: server,
 	})
@@ -305,12 +311,12 @@ func (d *responsesDecoder) open(ci responsesItem, outputIndex int, itemID, callI
 	if !server {
 		d.toolUse = true
 		tc := &d.res.ToolCalls[at]
-		d.send(emit, Part{Kind: PartToolCallStart, Index: outputIndex, ID: tc.ID, ItemID: tc.ItemID, Name: tc.Name, Type: typ})
+		d.send(emit, streaming.Part{Kind: streaming.PartToolCallStart, Index: outputIndex, ID: tc.ID, ItemID: tc.ItemID, Name: tc.Name, Type: typ})
 	}
 	return len(d.calls) - 1
 }
 
-func (d *responsesDecoder) appendArgs(at int, v gjson.Result, emit func(*Part)) {
+func (d *decoder) appendArgs(at int, v gjson.Result, emit func(*streaming.Part)) {
 	if v.Type != gjson.String {
 		return
 	}
@@ -318,7 +324,7 @@ func (d *responsesDecoder) appendArgs(at int, v gjson.Result, emit func(*Part)) 
 }
 
 // appendFragment adds text to a call's arguments.
-func (d *responsesDecoder) appendFragment(at int, text string, emit func(*Part)) {
+func (d *decoder) appendFragment(at int, text string, emit func(*streaming.Part)) {
 	if text == "" {
 		return
 	}
@@ -329,7 +335,7 @@ func (d *responsesDecoder) appendFragment(at int, text string, emit func(*Part))
 		return
 	}
 	d.text = append(d.text[:0], text...)
-	d.send(emit, Part{Kind: PartToolCallArgs, Index: tc.Index, ID: tc.ID, ItemID: tc.ItemID, Text: d.text})
+	d.send(emit, streaming.Part{Kind: streaming.PartToolCallArgs, Index: tc.Index, ID: tc.ID, ItemID: tc.ItemID, Text: d.text})
 }
 
 // appendArgsValue appends a final arguments value: a string for function
@@ -344,57 +350,57 @@ func appendArgsValue(dst []byte, v gjson.Result) []byte {
 	return dst
 }
 
-func (d *responsesDecoder) complete(at int, emit func(*Part)) {
+func (d *decoder) complete(at int, emit func(*streaming.Part)) {
 	tc := &d.res.ToolCalls[d.calls[at].at]
 	tc.Complete = true
 	if tc.Server {
 		return
 	}
-	d.send(emit, Part{
-		Kind: PartToolCallEnd, Index: tc.Index, ID: tc.ID, ItemID: tc.ItemID, Name: tc.Name, Type: tc.Type,
+	d.send(emit, streaming.Part{
+		Kind: streaming.PartToolCallEnd, Index: tc.Index, ID: tc.ID, ItemID: tc.ItemID, Name: tc.Name, Type: tc.Type,
 		Text: tc.Arguments[:len(tc.Arguments):len(tc.Arguments)],
 	})
 }
 
-func (d *responsesDecoder) textDelta(kind PartKind, f responsesEvent, emit func(*Part)) {
+func (d *decoder) textDelta(kind streaming.PartKind, f responsesEvent, emit func(*streaming.Part)) {
 	if f.delta.Type != gjson.String || f.delta.Str == "" {
 		return
 	}
 	d.res.OutputBytes += int64(len(f.delta.Str))
-	if kind != PartThinkingDelta {
+	if kind != streaming.PartThinkingDelta {
 		d.res.TextBytes += int64(len(f.delta.Str))
 	}
 	if emit == nil {
 		return
 	}
 	d.text = append(d.text[:0], f.delta.Str...)
-	d.send(emit, Part{Kind: kind, Index: int(f.outputIndex.Int()), Text: d.text})
+	d.send(emit, streaming.Part{Kind: kind, Index: int(f.outputIndex.Int()), Text: d.text})
 }
 
 // terminalEvent ends the reply: kind is the event type, resp the final
 // Response object. Only the first terminal event counts.
-func (d *responsesDecoder) terminalEvent(kind string, resp gjson.Result, emit func(*Part)) {
+func (d *decoder) terminalEvent(kind string, resp gjson.Result, emit func(*streaming.Part)) {
 	if d.terminal {
 		return
 	}
 	d.terminal = true
 	d.lifecycle(resp, emit)
 	d.outputDone(resp, emit)
-	var stop Stop
+	var stop streaming.Stop
 	switch kind {
 	case "response.completed":
-		stop = Stop{Reason: StopEndTurn, Raw: "response.completed"}
+		stop = streaming.Stop{Reason: streaming.StopEndTurn, Raw: "response.completed"}
 		if d.toolUse {
-			stop.Reason = StopToolUse
+			stop.Reason = streaming.StopToolUse
 		}
 	case "response.incomplete":
 		reason := resp.Get("incomplete_details.reason").String()
-		stop = Stop{Reason: responsesIncompleteReason(reason), Raw: "response.incomplete"}
+		stop = streaming.Stop{Reason: responsesIncompleteReason(reason), Raw: "response.incomplete"}
 		if reason != "" {
 			stop.Raw += ":" + reason
 		}
 	case "response.failed":
-		stop = Stop{Reason: StopError, Raw: "response.failed"}
+		stop = streaming.Stop{Reason: streaming.StopError, Raw: "response.failed"}
 		if e := resp.Get("error"); e.IsObject() {
 			code := e.Get("code").String()
 			if code == "" || !slices.Contains(d.errCodes, code) {
@@ -404,19 +410,19 @@ func (d *responsesDecoder) terminalEvent(kind string, resp gjson.Result, emit fu
 	default:
 		// Non-streaming bodies only: cancelled and other final statuses.
 		status := strings.TrimPrefix(kind, "response.")
-		stop = Stop{Reason: StopReason(status), Raw: kind}
+		stop = streaming.Stop{Reason: streaming.StopReason(status), Raw: kind}
 	}
 	d.usage(resp, emit)
 	d.res.Stops = append(d.res.Stops, stop)
-	d.send(emit, Part{Kind: PartStop, Stop: stop})
+	d.send(emit, streaming.Part{Kind: streaming.PartStop, Stop: stop})
 	d.res.Done = true
-	d.send(emit, Part{Kind: PartDone})
+	d.send(emit, streaming.Part{Kind: streaming.PartDone})
 }
 
 // outputDone completes the calls of a Response's output array. The final
 // output is authoritative for calls whose end events were lost (or never
 // streamed, in a non-streaming body).
-func (d *responsesDecoder) outputDone(resp gjson.Result, emit func(*Part)) {
+func (d *decoder) outputDone(resp gjson.Result, emit func(*streaming.Part)) {
 	out := resp.Get("output")
 	if !out.IsArray() {
 		return
@@ -430,30 +436,30 @@ func (d *responsesDecoder) outputDone(resp gjson.Result, emit func(*Part)) {
 }
 
 // usage takes a Response's usage report, when it has one.
-func (d *responsesDecoder) usage(resp gjson.Result, emit func(*Part)) {
+func (d *decoder) usage(resp gjson.Result, emit func(*streaming.Part)) {
 	if u := resp.Get("usage"); u.IsObject() {
 		d.res.Usage = responsesUsage(u)
 		d.res.UsageSeen, d.res.UsageFinal = true, true
-		d.send(emit, Part{Kind: PartUsage, Usage: d.res.Usage})
+		d.send(emit, streaming.Part{Kind: streaming.PartUsage, Usage: d.res.Usage})
 	}
 }
 
-func responsesIncompleteReason(reason string) StopReason {
+func responsesIncompleteReason(reason string) streaming.StopReason {
 	switch reason {
 	case "max_output_tokens":
-		return StopMaxTokens
+		return streaming.StopMaxTokens
 	case "content_filter":
-		return StopContentFilter
+		return streaming.StopContentFilter
 	case "":
-		return StopReason("incomplete")
+		return streaming.StopReason("incomplete")
 	}
-	return StopReason(strings.Clone(reason))
+	return streaming.StopReason(strings.Clone(reason))
 }
 
 // errorEvent handles both shapes of the error event: the nested one seen
 // on the wire ({"type":"error","error":{...}}) and the SDK's flat one
 // ({"type":"error","code","message","param"}).
-func (d *responsesDecoder) errorEvent(root, nested gjson.Result, emit func(*Part)) {
+func (d *decoder) errorEvent(root, nested gjson.Result, emit func(*streaming.Part)) {
 	d.errored = true
 	if nested.IsObject() {
 		code := nested.Get("code").String()
@@ -461,13 +467,13 @@ func (d *responsesDecoder) errorEvent(root, nested gjson.Result, emit func(*Part
 			code = nested.Get("type").String()
 		}
 		d.errCodes = append(d.errCodes, strings.Clone(code))
-		pe := openaiProviderError(nested)
+		pe := openai.ProviderError(nested)
 		d.addError(pe, emit)
 		return
 	}
 	code := root.Get("code").String()
 	d.errCodes = append(d.errCodes, strings.Clone(code))
-	pe := ProviderError{Type: strings.Clone(code), Message: strings.Clone(root.Get("message").String()), Raw: []byte(root.Raw)}
+	pe := streaming.ProviderError{Type: strings.Clone(code), Message: strings.Clone(root.Get("message").String()), Raw: []byte(root.Raw)}
 	if pe.Type == "" {
 		pe.Type = "error"
 	}
@@ -475,20 +481,20 @@ func (d *responsesDecoder) errorEvent(root, nested gjson.Result, emit func(*Part
 }
 
 // providerError reports a failed response's error object, keyed by code.
-func (d *responsesDecoder) providerError(e gjson.Result, code string, emit func(*Part)) {
-	pe := openaiProviderError(e)
+func (d *decoder) providerError(e gjson.Result, code string, emit func(*streaming.Part)) {
+	pe := openai.ProviderError(e)
 	if code != "" {
 		pe.Type = strings.Clone(code)
 	}
 	d.addError(pe, emit)
 }
 
-func (d *responsesDecoder) addError(pe ProviderError, emit func(*Part)) {
+func (d *decoder) addError(pe streaming.ProviderError, emit func(*streaming.Part)) {
 	d.res.Errors = append(d.res.Errors, pe)
-	d.send(emit, Part{Kind: PartError, Err: &pe})
+	d.send(emit, streaming.Part{Kind: streaming.PartError, Err: &pe})
 }
 
-func (d *responsesDecoder) send(emit func(*Part), p Part) {
+func (d *decoder) send(emit func(*streaming.Part), p streaming.Part) {
 	if emit == nil {
 		return
 	}
@@ -498,32 +504,32 @@ func (d *responsesDecoder) send(emit func(*Part), p Part) {
 
 // responsesUsage normalizes a ResponseUsage object. An
 // all-zero report is a real zero.
-func responsesUsage(u gjson.Result) Usage {
-	in := nonNegative(u.Get("input_tokens").Int())
-	cached := nonNegative(u.Get("input_tokens_details.cached_tokens").Int())
-	write := nonNegative(u.Get("input_tokens_details.cache_write_tokens").Int())
-	return Usage{
-		InputTokens:       nonNegative(in - cached - write),
+func responsesUsage(u gjson.Result) streaming.Usage {
+	in := openai.NonNegative(u.Get("input_tokens").Int())
+	cached := openai.NonNegative(u.Get("input_tokens_details.cached_tokens").Int())
+	write := openai.NonNegative(u.Get("input_tokens_details.cache_write_tokens").Int())
+	return streaming.Usage{
+		InputTokens:       openai.NonNegative(in - cached - write),
 		CachedInputTokens: cached,
 		CacheWriteTokens:  write,
-		OutputTokens:      nonNegative(u.Get("output_tokens").Int()),
-		ReasoningTokens:   nonNegative(u.Get("output_tokens_details.reasoning_tokens").Int()),
+		OutputTokens:      openai.NonNegative(u.Get("output_tokens").Int()),
+		ReasoningTokens:   openai.NonNegative(u.Get("output_tokens_details.reasoning_tokens").Int()),
 	}
 }
 
-// decodeResponsesJSON decodes a non-streaming Response body (or an error
+// decodeJSON decodes a non-streaming Response body (or an error
 // body) into the Result its stream would give.
-func decodeResponsesJSON(body []byte) (*Result, error) {
-	root, err := openaiObject(bytes.TrimSpace(body), "response")
+func decodeJSON(body []byte) (*streaming.Result, error) {
+	root, err := openai.Object(bytes.TrimSpace(body), "response")
 	if err != nil {
 		return nil, err
 	}
-	d := newResponsesDecoder()
+	d := newDecoder()
 	status := root.Get("status")
 	if e := root.Get("error"); e.IsObject() && !status.Exists() {
 		// An error body: {"error":{"message","type","param","code"}}.
-		d.addError(openaiProviderError(e), nil)
-		d.res.Stops = append(d.res.Stops, Stop{Reason: StopError, Raw: "error"})
+		d.addError(openai.ProviderError(e), nil)
+		d.res.Stops = append(d.res.Stops, streaming.Stop{Reason: streaming.StopError, Raw: "error"})
 		d.res.Done = true
 		d.terminal = true
 		return d.Finish(), nil
@@ -565,8 +571,8 @@ func responsesOutputBytes(output gjson.Result) (n, text int64) {
 		default:
 			// An action or operation object is counted as the call
 			// completes (itemDone), as in a stream.
-			if ci, ok := callItemOf(item); ok {
-				n += int64(len(ci.inputOf(item).Str))
+			if ci, ok := callitems.Of(item); ok {
+				n += int64(len(ci.InputOf(item).Str))
 			}
 		}
 		return true

@@ -1,14 +1,17 @@
-package streaming
+package chat
 
 import (
 	"bytes"
-	"fmt"
 	"slices"
 	"strings"
 
 	"gatekeeper/streaming/sse"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming"
+
+	"gatekeeper/streaming/internal/openai"
 )
 
 // The OpenAI Chat Completions decoder. One wire format is spoken by OpenAI,
@@ -16,7 +19,7 @@ import (
 // endpoint, each with its own quirks; the decoder keys
 // everything on what is present rather than on who sent it.
 
-var _ Decoder = (*chatDecoder)(nil)
+var _ streaming.Decoder = (*decoder)(nil)
 
 // chatCall locates one tool call accumulator: tool calls are keyed by
 // (choice, tool_calls index), and indices need not start at 0.
@@ -25,27 +28,27 @@ type chatCall struct {
 	at            int // position in Result.ToolCalls
 }
 
-type chatDecoder struct {
-	res      Result
+type decoder struct {
+	res      streaming.Result
 	started  bool // PartMessageStart sent
 	errored  bool // an error arrived (event: error or an inline error object)
 	finished bool // Finish ran
 	calls    []chatCall
-	order    []int // scratch: a choice's calls sorted by index
-	part     Part  // reused for every emit
+	order    []int          // scratch: a choice's calls sorted by index
+	part     streaming.Part // reused for every emit
 	text     []byte
 }
 
-func newChatDecoder() *chatDecoder {
-	return &chatDecoder{res: Result{API: APIChat}}
+func newDecoder() *decoder {
+	return &decoder{res: streaming.Result{API: streaming.APIChat}}
 }
 
 // Result is the reply so far.
-func (d *chatDecoder) Result() *Result { return &d.res }
+func (d *decoder) Result() *streaming.Result { return &d.res }
 
 // Finish marks the reply truncated when neither [DONE] nor an error came.
 // Tool calls whose choice never finished stay incomplete.
-func (d *chatDecoder) Finish() *Result {
+func (d *decoder) Finish() *streaming.Result {
 	if !d.finished {
 		d.finished = true
 		d.res.Truncated = !d.res.Done && !d.errored
@@ -56,7 +59,7 @@ func (d *chatDecoder) Finish() *Result {
 // Decode handles one SSE event of a Chat Completions stream. An event the
 // stream's end cut off (Unterminated) is decoded like any other: a whole
 // JSON object or [DONE] is whole, a cut one fails to parse and is counted.
-func (d *chatDecoder) Decode(ev *sse.Event, emit func(*Part)) {
+func (d *decoder) Decode(ev *sse.Event, emit func(*streaming.Part)) {
 	if !ev.HasData {
 		return
 	}
@@ -64,32 +67,29 @@ func (d *chatDecoder) Decode(ev *sse.Event, emit func(*Part)) {
 	if len(data) == 0 {
 		return // an empty data field carries nothing to decode
 	}
-	if bytes.HasPrefix(data, []byte(doneMarker)) {
+	if bytes.HasPrefix(data, []byte(streaming.DoneMarker)) {
 		if !d.res.Done {
 			d.res.Done = true
-			d.send(emit, Part{Kind: PartDone})
+			d.send(emit, streaming.Part{Kind: streaming.PartDone})
 		}
 		return
 	}
 	errorEvent := string(ev.Name) == "error"
-	root, err := openaiObject(data, "chat chunk")
+	root, err := openai.Object(data, "chat chunk")
 	switch {
 	case err == nil:
 		d.chunk(root, errorEvent, emit)
 	case errorEvent:
 		// An error event whose data is plain text is still the error.
-		d.providerError(openaiText(data), emit)
+		d.providerError(openai.Text(data), emit)
 	default:
-		d.res.unparsed(err)
+		d.res.AddUnparsed(err)
 	}
 }
 
-// doneMarker ends a Chat Completions stream (the SDKs match its prefix).
-const doneMarker = "[DONE]"
-
 // chunk handles one chunk object (or one whole chat.completion body, whose
 // choices carry "message" where chunks carry "delta").
-func (d *chatDecoder) chunk(root gjson.Result, errorEvent bool, emit func(*Part)) {
+func (d *decoder) chunk(root gjson.Result, errorEvent bool, emit func(*streaming.Part)) {
 	// Fields are gathered first and acted on after: key order varies
 	// (Azure sends choices before id and model, and index after delta).
 	var id, model, choices, usage, errv gjson.Result
@@ -116,7 +116,7 @@ func (d *chatDecoder) chunk(root gjson.Result, errorEvent bool, emit func(*Part)
 	}
 	if !d.started && d.res.MessageID != "" {
 		d.started = true
-		d.send(emit, Part{Kind: PartMessageStart, ID: d.res.MessageID, Model: d.res.Model})
+		d.send(emit, streaming.Part{Kind: streaming.PartMessageStart, ID: d.res.MessageID, Model: d.res.Model})
 	}
 	if choices.IsArray() {
 		choices.ForEach(func(_, c gjson.Result) bool {
@@ -129,7 +129,7 @@ func (d *chatDecoder) chunk(root gjson.Result, errorEvent bool, emit func(*Part)
 	if usage.IsObject() {
 		d.res.Usage = chatUsage(usage)
 		d.res.UsageSeen, d.res.UsageFinal = true, true
-		d.send(emit, Part{Kind: PartUsage, Usage: d.res.Usage})
+		d.send(emit, streaming.Part{Kind: streaming.PartUsage, Usage: d.res.Usage})
 	}
 	switch {
 	case errv.IsObject() || errv.Type == gjson.String:
@@ -140,7 +140,7 @@ func (d *chatDecoder) chunk(root gjson.Result, errorEvent bool, emit func(*Part)
 	}
 }
 
-func (d *chatDecoder) choice(c gjson.Result, emit func(*Part)) {
+func (d *decoder) choice(c gjson.Result, emit func(*streaming.Part)) {
 	var index int
 	var delta, finish gjson.Result
 	c.ForEach(func(k, v gjson.Result) bool {
@@ -162,7 +162,7 @@ func (d *chatDecoder) choice(c gjson.Result, emit func(*Part)) {
 	}
 }
 
-func (d *chatDecoder) delta(choice int, delta gjson.Result, emit func(*Part)) {
+func (d *decoder) delta(choice int, delta gjson.Result, emit func(*streaming.Part)) {
 	var content, refusal, reasoningContent, reasoning, toolCalls, functionCall gjson.Result
 	delta.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
@@ -184,9 +184,9 @@ func (d *chatDecoder) delta(choice int, delta gjson.Result, emit func(*Part)) {
 	if reasoningContent.Type != gjson.String || reasoningContent.Str == "" {
 		reasoningContent = reasoning // one thinking delta, whichever spelling came
 	}
-	d.textDelta(PartThinkingDelta, choice, reasoningContent, emit)
-	d.textDelta(PartTextDelta, choice, content, emit)
-	d.textDelta(PartRefusalDelta, choice, refusal, emit)
+	d.textDelta(streaming.PartThinkingDelta, choice, reasoningContent, emit)
+	d.textDelta(streaming.PartTextDelta, choice, content, emit)
+	d.textDelta(streaming.PartRefusalDelta, choice, refusal, emit)
 	if toolCalls.IsArray() {
 		toolCalls.ForEach(func(_, tc gjson.Result) bool {
 			if tc.IsObject() {
@@ -207,24 +207,24 @@ func (d *chatDecoder) delta(choice int, delta gjson.Result, emit func(*Part)) {
 	}
 }
 
-func (d *chatDecoder) textDelta(kind PartKind, choice int, v gjson.Result, emit func(*Part)) {
+func (d *decoder) textDelta(kind streaming.PartKind, choice int, v gjson.Result, emit func(*streaming.Part)) {
 	if v.Type != gjson.String || v.Str == "" {
 		return
 	}
 	d.res.OutputBytes += int64(len(v.Str))
-	if kind != PartThinkingDelta {
+	if kind != streaming.PartThinkingDelta {
 		d.res.TextBytes += int64(len(v.Str))
 	}
 	if emit == nil {
 		return
 	}
 	d.text = append(d.text[:0], v.Str...)
-	d.send(emit, Part{Kind: kind, Choice: choice, Text: d.text})
+	d.send(emit, streaming.Part{Kind: kind, Choice: choice, Text: d.text})
 }
 
 // toolFragment adds one tool_calls[] entry: the first fragment of a call
 // carries id, type and name; later ones carry only arguments text.
-func (d *chatDecoder) toolFragment(choice int, tc gjson.Result, emit func(*Part)) {
+func (d *decoder) toolFragment(choice int, tc gjson.Result, emit func(*streaming.Part)) {
 	var index, id, typ, name, args gjson.Result
 	tc.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
@@ -276,7 +276,7 @@ func readFunction(fn gjson.Result, name, args *gjson.Result) {
 	})
 }
 
-func (d *chatDecoder) find(choice, index int) int {
+func (d *decoder) find(choice, index int) int {
 	for i := len(d.calls) - 1; i >= 0; i-- {
 		if c := d.calls[i]; c.choice == choice && c.index == index {
 			return c.at
@@ -285,7 +285,7 @@ func (d *chatDecoder) find(choice, index int) int {
 	return -1
 }
 
-func (d *chatDecoder) last(choice int) int {
+func (d *decoder) last(choice int) int {
 	for i := len(d.calls) - 1; i >= 0; i-- {
 		if d.calls[i].choice == choice {
 			return d.calls[i].at
@@ -294,7 +294,7 @@ func (d *chatDecoder) last(choice int) int {
 	return -1
 }
 
-func (d *chatDecoder) nextIndex(choice int) int {
+func (d *decoder) nextIndex(choice int) int {
 	next := 0
 	for _, c := range d.calls {
 		if c.choice == choice && c.index >= next {
@@ -304,23 +304,23 @@ func (d *chatDecoder) nextIndex(choice int) int {
 	return next
 }
 
-func (d *chatDecoder) open(choice, index int, typ, id, name string, emit func(*Part)) int {
+func (d *decoder) open(choice, index int, typ, id, name string, emit func(*streaming.Part)) int {
 	if typ == "" {
 		typ = "function"
 	}
 	at := len(d.res.ToolCalls)
-	d.res.ToolCalls = append(d.res.ToolCalls, ToolCall{
+	d.res.ToolCalls = append(d.res.ToolCalls, streaming.ToolCall{
 		Choice: choice, Index: index, Type: strings.Clone(typ), ID: strings.Clone(id), Name: strings.Clone(name),
 	})
 	d.calls = append(d.calls, chatCall{choice: choice, index: index, at: at})
 	tc := &d.res.ToolCalls[at]
-	d.send(emit, Part{Kind: PartToolCallStart, Choice: choice, Index: index, ID: tc.ID, Name: tc.Name, Type: tc.Type})
+	d.send(emit, streaming.Part{Kind: streaming.PartToolCallStart, Choice: choice, Index: index, ID: tc.ID, Name: tc.Name, Type: tc.Type})
 	return at
 }
 
 // fill completes an id or name that a later fragment carried when the
 // first did not.
-func (d *chatDecoder) fill(at int, id, name string) {
+func (d *decoder) fill(at int, id, name string) {
 	tc := &d.res.ToolCalls[at]
 	if tc.ID == "" && id != "" {
 		tc.ID = strings.Clone(id)
@@ -330,7 +330,7 @@ func (d *chatDecoder) fill(at int, id, name string) {
 	}
 }
 
-func (d *chatDecoder) appendArgs(at int, args gjson.Result, emit func(*Part)) {
+func (d *decoder) appendArgs(at int, args gjson.Result, emit func(*streaming.Part)) {
 	frag := args.Str
 	if args.IsObject() || args.IsArray() {
 		frag = args.Raw // some compatible servers send arguments as an object
@@ -345,12 +345,12 @@ func (d *chatDecoder) appendArgs(at int, args gjson.Result, emit func(*Part)) {
 		return
 	}
 	d.text = append(d.text[:0], frag...)
-	d.send(emit, Part{Kind: PartToolCallArgs, Choice: tc.Choice, Index: tc.Index, ID: tc.ID, Text: d.text})
+	d.send(emit, streaming.Part{Kind: streaming.PartToolCallArgs, Choice: tc.Choice, Index: tc.Index, ID: tc.ID, Text: d.text})
 }
 
 // finishChoice records a choice's stop once (OpenRouter repeats
 // finish_reason) after closing the choice's tool calls in index order.
-func (d *chatDecoder) finishChoice(choice int, raw string, emit func(*Part)) {
+func (d *decoder) finishChoice(choice int, raw string, emit func(*streaming.Part)) {
 	if d.stopped(choice) {
 		return
 	}
@@ -367,8 +367,8 @@ func (d *chatDecoder) finishChoice(choice int, raw string, emit func(*Part)) {
 			continue
 		}
 		tc.Complete = true
-		d.send(emit, Part{
-			Kind: PartToolCallEnd, Choice: choice, Index: tc.Index, ID: tc.ID, Name: tc.Name, Type: tc.Type,
+		d.send(emit, streaming.Part{
+			Kind: streaming.PartToolCallEnd, Choice: choice, Index: tc.Index, ID: tc.ID, Name: tc.Name, Type: tc.Type,
 			Text: tc.Arguments[:len(tc.Arguments):len(tc.Arguments)],
 		})
 	}
@@ -376,7 +376,7 @@ func (d *chatDecoder) finishChoice(choice int, raw string, emit func(*Part)) {
 	d.stop(choice, reason, raw, emit)
 }
 
-func (d *chatDecoder) stopped(choice int) bool {
+func (d *decoder) stopped(choice int) bool {
 	for _, s := range d.res.Stops {
 		if s.Choice == choice {
 			return true
@@ -385,26 +385,26 @@ func (d *chatDecoder) stopped(choice int) bool {
 	return false
 }
 
-func (d *chatDecoder) stop(choice int, reason StopReason, raw string, emit func(*Part)) {
-	s := Stop{Choice: choice, Reason: reason, Raw: raw}
+func (d *decoder) stop(choice int, reason streaming.StopReason, raw string, emit func(*streaming.Part)) {
+	s := streaming.Stop{Choice: choice, Reason: reason, Raw: raw}
 	d.res.Stops = append(d.res.Stops, s)
-	d.send(emit, Part{Kind: PartStop, Choice: choice, Stop: s})
+	d.send(emit, streaming.Part{Kind: streaming.PartStop, Choice: choice, Stop: s})
 }
 
 // providerError records an error object (or string). The reply's stop
 // becomes an error unless choice 0 already finished: OpenRouter reports
 // "Token limit reached" after the choice stopped for length.
-func (d *chatDecoder) providerError(v gjson.Result, emit func(*Part)) {
-	pe := openaiProviderError(v)
+func (d *decoder) providerError(v gjson.Result, emit func(*streaming.Part)) {
+	pe := openai.ProviderError(v)
 	d.res.Errors = append(d.res.Errors, pe)
 	d.errored = true
-	d.send(emit, Part{Kind: PartError, Err: &pe})
+	d.send(emit, streaming.Part{Kind: streaming.PartError, Err: &pe})
 	if !d.stopped(0) {
-		d.stop(0, StopError, "error", emit)
+		d.stop(0, streaming.StopError, "error", emit)
 	}
 }
 
-func (d *chatDecoder) send(emit func(*Part), p Part) {
+func (d *decoder) send(emit func(*streaming.Part), p streaming.Part) {
 	if emit == nil {
 		return
 	}
@@ -414,43 +414,43 @@ func (d *chatDecoder) send(emit func(*Part), p Part) {
 
 // chatStopReason normalizes a finish_reason and returns the raw value as a
 // string that does not alias the event buffer.
-func chatStopReason(raw string) (StopReason, string) {
+func chatStopReason(raw string) (streaming.StopReason, string) {
 	switch raw {
 	case "stop":
-		return StopEndTurn, "stop"
+		return streaming.StopEndTurn, "stop"
 	case "length":
-		return StopMaxTokens, "length"
+		return streaming.StopMaxTokens, "length"
 	case "tool_calls":
-		return StopToolUse, "tool_calls"
+		return streaming.StopToolUse, "tool_calls"
 	case "function_call":
-		return StopToolUse, "function_call"
+		return streaming.StopToolUse, "function_call"
 	case "content_filter":
-		return StopContentFilter, "content_filter"
+		return streaming.StopContentFilter, "content_filter"
 	}
 	raw = strings.Clone(raw)
-	return StopReason(raw), raw
+	return streaming.StopReason(raw), raw
 }
 
 // chatUsage normalizes a CompletionUsage object, whichever of the
 // compatible providers' extra or missing fields it carries.
-func chatUsage(u gjson.Result) Usage {
-	prompt := nonNegative(u.Get("prompt_tokens").Int())
-	completion := nonNegative(u.Get("completion_tokens").Int())
-	total := nonNegative(u.Get("total_tokens").Int())
-	cached := nonNegative(u.Get("prompt_tokens_details.cached_tokens").Int())
+func chatUsage(u gjson.Result) streaming.Usage {
+	prompt := openai.NonNegative(u.Get("prompt_tokens").Int())
+	completion := openai.NonNegative(u.Get("completion_tokens").Int())
+	total := openai.NonNegative(u.Get("total_tokens").Int())
+	cached := openai.NonNegative(u.Get("prompt_tokens_details.cached_tokens").Int())
 	if cached == 0 {
 		// DeepSeek reports its cache hits in a field of its own.
-		cached = nonNegative(u.Get("prompt_cache_hit_tokens").Int())
+		cached = openai.NonNegative(u.Get("prompt_cache_hit_tokens").Int())
 	}
-	write := nonNegative(u.Get("prompt_tokens_details.cache_write_tokens").Int())
-	reasoning := nonNegative(u.Get("completion_tokens_details.reasoning_tokens").Int())
+	write := openai.NonNegative(u.Get("prompt_tokens_details.cache_write_tokens").Int())
+	reasoning := openai.NonNegative(u.Get("completion_tokens_details.reasoning_tokens").Int())
 	output := completion
 	if reasoning > 0 && total == prompt+completion+reasoning {
 		// xAI counts reasoning outside completion_tokens (but inside total).
 		output += reasoning
 	}
-	return Usage{
-		InputTokens:       nonNegative(prompt - cached - write),
+	return streaming.Usage{
+		InputTokens:       openai.NonNegative(prompt - cached - write),
 		CachedInputTokens: cached,
 		CacheWriteTokens:  write,
 		OutputTokens:      output,
@@ -458,56 +458,14 @@ func chatUsage(u gjson.Result) Usage {
 	}
 }
 
-// nonNegative keeps a malformed report from crediting a budget.
-func nonNegative(n int64) int64 { return max(n, 0) }
-
-// openaiProviderError builds a ProviderError from an OpenAI-style error
-// object ({"type","code","message",...}) or a bare error string.
-func openaiProviderError(v gjson.Result) ProviderError {
-	pe := ProviderError{Raw: []byte(v.Raw)}
-	if !v.IsObject() {
-		pe.Message = strings.Clone(v.String())
-		return pe
-	}
-	typ := v.Get("type").String()
-	if typ == "" {
-		typ = v.Get("code").String()
-	}
-	pe.Type = strings.Clone(typ)
-	pe.Message = strings.Clone(v.Get("message").String())
-	return pe
-}
-
-// openaiText wraps non-JSON data as a string value, for error events whose
-// data is plain text.
-func openaiText(data []byte) gjson.Result {
-	s := jsonView(data)
-	return gjson.Result{Type: gjson.String, Str: s, Raw: s}
-}
-
-// openaiObject checks that data is one JSON object and returns it parsed.
-// The returned Result aliases data: strings kept past the event must be
-// cloned.
-func openaiObject(data []byte, what string) (gjson.Result, error) {
-	s := jsonView(data)
-	if !gjson.Valid(s) {
-		return gjson.Result{}, fmt.Errorf("%w: %s of %d bytes", ErrInvalidJSON, what, len(data))
-	}
-	root := gjson.Parse(s)
-	if !root.IsObject() {
-		return gjson.Result{}, fmt.Errorf("%w: %s is not an object", ErrInvalidJSON, what)
-	}
-	return root, nil
-}
-
-// decodeChatJSON decodes a non-streaming chat.completion body (or an error
+// decodeJSON decodes a non-streaming chat.completion body (or an error
 // body) into the Result its stream would give.
-func decodeChatJSON(body []byte) (*Result, error) {
-	root, err := openaiObject(bytes.TrimSpace(body), "chat completion")
+func decodeJSON(body []byte) (*streaming.Result, error) {
+	root, err := openai.Object(bytes.TrimSpace(body), "chat completion")
 	if err != nil {
 		return nil, err
 	}
-	d := newChatDecoder()
+	d := newDecoder()
 	d.chunk(root, false, nil)
 	d.res.Done = true
 	for i := range d.res.ToolCalls {

@@ -1,0 +1,64 @@
+// Package openai holds what the two OpenAI APIs, Chat Completions and
+// Responses, share in their replies: the error object, usage figures that
+// must not go negative, and the check that an event's data is one object.
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/jsonscan"
+)
+
+// NonNegative keeps a malformed report from crediting a budget.
+func NonNegative(n int64) int64 { return max(n, 0) }
+
+// ProviderError builds a ProviderError from an OpenAI-style error
+// object ({"type","code","message",...}) or a bare error string.
+func ProviderError(v gjson.Result) streaming.ProviderError {
+	pe := streaming.ProviderError{Raw: []byte(v.Raw)}
+	if !v.IsObject() {
+		pe.Message = strings.Clone(v.String())
+		return pe
+	}
+	typ := v.Get("type").String()
+	if typ == "" {
+		typ = v.Get("code").String()
+	}
+	pe.Type = strings.Clone(typ)
+	pe.Message = strings.Clone(v.Get("message").String())
+	return pe
+}
+
+// Text wraps non-JSON data as a string value, for error events whose
+// data is plain text.
+func Text(data []byte) gjson.Result {
+	s := jsonscan.View(data)
+	return gjson.Result{Type: gjson.String, Str: s, Raw: s}
+}
+
+// Object checks that data is one JSON object and returns it parsed.
+// The returned Result aliases data: strings kept past the event must be
+// cloned.
+func Object(data []byte, what string) (gjson.Result, error) {
+	s := jsonscan.View(data)
+	if !gjson.Valid(s) {
+		return gjson.Result{}, fmt.Errorf("%w: %s of %d bytes", streaming.ErrInvalidJSON, what, len(data))
+	}
+	root := gjson.Parse(s)
+	if !root.IsObject() {
+		return gjson.Result{}, fmt.Errorf("%w: %s is not an object", streaming.ErrInvalidJSON, what)
+	}
+	return root, nil
+}
+
+// ErrorBody is {"error":{"message":msg,"type":typ,"code":typ,"param":null}},
+// the error body of both OpenAI APIs.
+func ErrorBody(typ, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": typ, "param": nil}}) // maps of strings always marshal
+	return b
+}
