@@ -135,10 +135,13 @@ func (s *Store) forward(out chan<- trajectory.Signal, payload string) {
 		s.sigCounts.malformed.Add(1)
 		return
 	}
+	// Counted before the send, so a reader that has the signal also sees
+	// it counted; a full channel takes the count back.
+	s.sigCounts.delivered.Add(1)
 	select {
 	case out <- sig:
-		s.sigCounts.delivered.Add(1)
 	default:
+		s.sigCounts.delivered.Add(^uint64(0))
 		s.sigCounts.dropped.Add(1)
 	}
 }
