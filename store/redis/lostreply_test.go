@@ -12,20 +12,11 @@ import (
 	"gatekeeper/trajectory"
 )
 
-// TestAdmissionAnswerLost makes Redis stall while an admission's script is
-// on its way (DEBUG SLEEP, which holds the server as a SIGSTOP does): the
-// caller gives up, the script runs when Redis wakes, and nothing resends
-// it. The admission sent again finds its own call and admits once; before
-// call ids, it found the record busy with a phantom call and the client
-// library's own retry made that phantom on its own.
-func TestAdmissionAnswerLost(t *testing.T) {
-	srv := redistest.StartServer(t, "--enable-debug-command", "local")
-	s := open(t, srv.URL, Options{})
-	create(t, s, trajectory.New("run-1", "team-a", t0))
-	create(t, s, child("run-1/a", "run-1"))
-	res := trajectory.Reservation{Calls: 1, Tokens: 1000, Micros: 5000}
-	admit := storetest.Admit("call-1", res, t0.Add(time.Second))
-
+// stallDuring makes Redis stall (DEBUG SLEEP, which holds the server as
+// a SIGSTOP does) while an admission's script is on its way: the caller
+// gives up after 100 ms, and Redis reads the script when it wakes.
+func stallDuring(t *testing.T, srv *redistest.Server, s *Store, id string, admit func([]*trajectory.Record) ([]trajectory.Event, error)) {
+	t.Helper()
 	admin := client(t, srv.URL)
 	sleeping := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -39,7 +30,7 @@ func TestAdmissionAnswerLost(t *testing.T) {
 	waitStalled(t, srv.URL, sleeping)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	_, err := s.UpdateChain(ctx, "run-1/a", admit)
+	_, err := s.UpdateChain(ctx, id, admit)
 	cancel()
 	if !errors.Is(err, trajectory.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("admission during the stall: %v, want unavailable", err)
@@ -48,7 +39,27 @@ func TestAdmissionAnswerLost(t *testing.T) {
 	if err := <-sleeping; err != nil {
 		t.Fatalf("DEBUG SLEEP: %v", err)
 	}
+}
 
+// TestAdmissionAnswerLost has an admission's script run with its answer
+// lost: the caller gave up, and Redis ran it anyway. Redis refuses an
+// update it reads past its caller's deadline (TestLateUpdateRefused), so
+// here this process takes Redis's clock for an hour ahead of its own, as
+// if the script had run a moment before the deadline and its answer were
+// lost on the way back. Nothing resends it. The admission sent again
+// finds its own call and admits once; before call ids, it found the
+// record busy with a phantom call and the client library's own retry
+// made that phantom on its own.
+func TestAdmissionAnswerLost(t *testing.T) {
+	srv := redistest.StartServer(t, "--enable-debug-command", "local")
+	s := open(t, srv.URL, Options{})
+	s.clock.ahead.Store(time.Hour.Milliseconds())
+	create(t, s, trajectory.New("run-1", "team-a", t0))
+	create(t, s, child("run-1/a", "run-1"))
+	res := trajectory.Reservation{Calls: 1, Tokens: 1000, Micros: 5000}
+	admit := storetest.Admit("call-1", res, t0.Add(time.Second))
+
+	stallDuring(t, srv, s, "run-1/a", admit)
 	if got := mustGet(t, s, "run-1/a"); got.Call != "call-1" {
 		t.Fatalf("the stalled admission was not saved when Redis woke (call %q): the test shows nothing", got.Call)
 	}
@@ -63,6 +74,66 @@ func TestAdmissionAnswerLost(t *testing.T) {
 		if got := mustGet(t, s, id).Reserved; got != res {
 			t.Errorf("%s reserves %+v, want one call's %+v", id, got, res)
 		}
+	}
+}
+
+// TestLateUpdateRefused stalls Redis while an admission is on its way, as
+// a SIGSTOP of Redis does: its caller gives up (the agent got a 503), and
+// when Redis wakes it refuses the update instead of saving a reservation
+// for a call nobody makes, which the lost-call sweep would then charge.
+func TestLateUpdateRefused(t *testing.T) {
+	srv := redistest.StartServer(t, "--enable-debug-command", "local")
+	s := open(t, srv.URL, Options{})
+	create(t, s, trajectory.New("run-1", "team-a", t0))
+	create(t, s, child("run-1/a", "run-1"))
+	res := trajectory.Reservation{Calls: 1, Tokens: 1000, Micros: 5000}
+	admit := storetest.Admit("call-1", res, t0.Add(time.Second))
+
+	stallDuring(t, srv, s, "run-1/a", admit)
+	// Read from Redis, not this process's cache.
+	fresh := open(t, srv.URL, Options{})
+	for _, id := range []string{"run-1/a", "run-1"} {
+		got := mustGet(t, fresh, id)
+		if got.Call != "" || got.State != trajectory.Ready || got.Reserved != (trajectory.Reservation{}) {
+			t.Errorf("%s after the stall: %s, call %q, reserving %+v; want READY with nothing reserved", id, got.State, got.Call, got.Reserved)
+		}
+	}
+	out, err := s.UpdateChain(context.Background(), "run-1/a", admit)
+	if err != nil {
+		t.Fatalf("the admission sent again: %v", err)
+	}
+	if out[0].State != trajectory.CallingModel || out[0].Call != "call-1" {
+		t.Errorf("record in %s with call %q, want CALLING_MODEL with call-1", out[0].State, out[0].Call)
+	}
+}
+
+// TestRedisClockAhead runs updates while this process takes Redis's clock
+// for ten minutes behind its own, as a Redis host whose clock runs ahead
+// looks: the first update is refused as late while its caller still
+// waits, and is sent again with the difference learned; the next ones
+// pass at once.
+func TestRedisClockAhead(t *testing.T) {
+	srv := redistest.StartServer(t)
+	s := open(t, srv.URL, Options{})
+	create(t, s, trajectory.New("run-1", "team-a", t0))
+	const behind = 10 * time.Minute
+	s.clock.ahead.Store(-behind.Milliseconds())
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := s.Update(ctx, "run-1", func(r *trajectory.Record) ([]trajectory.Event, error) {
+			r.BindingDimension = string(rune('a' + i))
+			return nil, nil
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	if got := mustGet(t, open(t, srv.URL, Options{}), "run-1").BindingDimension; got != "c" {
+		t.Errorf("label %q after three updates, want c", got)
+	}
+	if got := time.Duration(s.clock.ahead.Load()) * time.Millisecond; got < -time.Second || got > time.Second {
+		t.Errorf("learned Redis's clock %v ahead, want within a second of 0", got)
 	}
 }
 

@@ -137,6 +137,7 @@ type Store struct {
 
 	subs      pubsubs
 	sigCounts signalCounts
+	clock     redisClock
 
 	closed atomic.Bool
 }

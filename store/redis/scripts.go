@@ -12,6 +12,7 @@ const (
 	replyNotFound      = 3 // chain, append: a record does not exist
 	replyVersionMoved  = 4 // chain: another writer saved first
 	replyFieldsMissing = 5 // chain: a record hash lacks its version
+	replyTooLate       = 6 // chain: its sender had stopped waiting
 )
 
 // appendLua numbers the events in ARGV[from..last] (pairs of event JSON
@@ -94,13 +95,28 @@ return out
 // each record's events to its own log and answers {0, then each record's
 // version}.
 //
+// An update Redis reads after its sender stopped waiting for the answer
+// (Redis was stopped, or its queue was long) is refused with {6, Redis's
+// time in ms}: the sender has already failed the call, and a reservation
+// saved now would be a call nobody makes.
+//
 // KEYS: rec and ev of each record, nearest first. ARGV: record count,
 // maxlen, retention ms, then four per record: expected "gen:ver", new
 // JSON ("" to leave the record as it is), its TTL, set on every record
 // of the chain, changed or not (1: this save finishes it, the retention;
 // "i<ms>": the chain is idle, ms; "x": none; 0: as it is) and
-// its event count; then every record's events, in chain order.
+// its event count; then every record's events, in chain order; last,
+// the time in Redis's clock, in ms, past which nobody waits for the
+// answer (0: no limit).
 var chainScript = goredis.NewScript(appendLua + `
+local notafter = tonumber(ARGV[#ARGV])
+if notafter > 0 then
+  local t = redis.call('TIME')
+  local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if nowms > notafter then
+    return {6, nowms}
+  end
+end
 local n = tonumber(ARGV[1])
 local gens, vers = {}, {}
 local moved = false

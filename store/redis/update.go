@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -134,7 +135,7 @@ func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc,
 			}
 		}
 	}
-	reply, err := s.eval(ctx, chainScript, w.keys, w.args, before)
+	reply, err := s.eval(ctx, chainScript, w.keys, append(w.args, s.clock.notAfter(ctx)), before)
 	if err != nil {
 		return nil, false, s.fail(ctx, "update "+id, err)
 	}
@@ -178,6 +179,22 @@ func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc,
 		return nil, true, nil
 	case replyFieldsMissing:
 		return nil, false, fmt.Errorf("%w: update %s: a record of its chain has no version", errReply, id)
+	case replyTooLate:
+		if len(rest) != 1 {
+			return nil, false, fmt.Errorf("%w: update %s: %d values after the code, want 1", errReply, id, len(rest))
+		}
+		redisMs, ok := rest[0].(int64)
+		if !ok {
+			return nil, false, fmt.Errorf("%w: update %s: Redis's time %T", errReply, id, rest[0])
+		}
+		if dl, ok := ctx.Deadline(); !ok || !time.Now().Before(dl) {
+			return nil, false, s.fail(ctx, "update "+id, context.DeadlineExceeded)
+		}
+		// Refused though this process still waits: Redis's clock is
+		// ahead of this one's. The update is sent again with the
+		// difference counted.
+		s.clock.saw(redisMs)
+		return nil, true, nil
 	}
 	return nil, false, fmt.Errorf("%w: update %s: script answered %d", errReply, id, code)
 }
