@@ -39,6 +39,15 @@ type sseBody struct {
 	// quiet is when the agent last got bytes, or the filter began to hold
 	// what the provider sends.
 	quiet time.Time
+	// reading is the provider read running aside while the filter holds
+	// (readUpstream); nil when none is.
+	reading chan upstreamRead
+}
+
+// upstreamRead is what one read of the provider's body gave.
+type upstreamRead struct {
+	n   int
+	err error
 }
 
 func (b *sseBody) Read(p []byte) (int, error) {
@@ -51,7 +60,10 @@ func (b *sseBody) Read(p []byte) (int, error) {
 			return 0, b.err
 		}
 		b.out, b.off = b.out[:0], 0
-		n, err := b.src.Read(b.in)
+		n, err, ok := b.readUpstream()
+		if !ok {
+			continue // a keepalive went out instead
+		}
 		if n > 0 {
 			b.t.tt.FirstByte()
 			if ferr := b.rd.Feed(b.in[:n], b.take); ferr != nil {
@@ -96,15 +108,53 @@ func (b *sseBody) take(ev *sse.Event) error {
 // out only in the provider's order, after the call, and the agent must not
 // take the wait for a stalled stream.
 func (b *sseBody) keepAlive() {
-	t := b.t
-	now := t.s.now()
-	if len(b.out) > 0 || t.filter == nil || !t.filter.Holding() || b.holding() || b.quiet.IsZero() {
+	now := time.Now()
+	if len(b.out) > 0 || !b.heldBack() || b.quiet.IsZero() {
 		b.quiet = now
 		return
 	}
-	if now.Sub(b.quiet) >= t.s.keepaliveEvery() {
+	if now.Sub(b.quiet) >= b.t.s.keepaliveEvery() {
 		b.out = append(b.out, b.alive.Event()...)
 		b.quiet = now
+	}
+}
+
+// heldBack reports the filter holding what the provider sent behind a
+// call whose end has not arrived (not the escrow's hold, whose wait keeps
+// the agent alive itself).
+func (b *sseBody) heldBack() bool {
+	return b.t.filter != nil && b.t.filter.Holding() && !b.holding()
+}
+
+// readUpstream reads the provider's next bytes into b.in. While the
+// filter holds back what the provider sent, a provider that then falls
+// silent must not leave the agent without a byte for longer than it
+// would have been without gatekeeper: the read runs aside, and each
+// approvals.keepalive the agent waits it gets a keepalive (ok false)
+// while the read goes on. Otherwise the read is the plain one.
+func (b *sseBody) readUpstream() (n int, err error, ok bool) {
+	if b.reading == nil && (!b.heldBack() || b.quiet.IsZero()) {
+		n, err = b.src.Read(b.in)
+		return n, err, true
+	}
+	if b.reading == nil {
+		ch := make(chan upstreamRead, 1)
+		b.reading = ch
+		go func() {
+			n, err := b.src.Read(b.in)
+			ch <- upstreamRead{n, err}
+		}()
+	}
+	timer := time.NewTimer(max(b.t.s.keepaliveEvery()-time.Since(b.quiet), 0))
+	defer timer.Stop()
+	select {
+	case r := <-b.reading:
+		b.reading = nil
+		return r.n, r.err, true
+	case <-timer.C:
+		b.out = append(b.out, b.alive.Event()...)
+		b.quiet = time.Now()
+		return 0, nil, false
 	}
 }
 
@@ -172,6 +222,11 @@ func (b *sseBody) Close() error {
 	}
 	b.closed = true
 	err := b.src.Close()
+	if b.reading != nil {
+		// The read aside ends with the body closed; b.in is its until then.
+		<-b.reading
+		b.reading = nil
+	}
 	var cause error
 	if b.err != nil && b.err != io.EOF {
 		cause = b.err
