@@ -69,6 +69,10 @@ var (
 	// errAwaiting: admission found the thread record holding a reply for
 	// approval (or just past one); the request may be a retry of that turn.
 	errAwaiting = errors.New("proxy: thread record holds a reply for approval")
+	// errHoldOpening: admission found the thread record calling the model;
+	// the call may have stored its hold already (openHold stores it before
+	// it records the turn), and the request may be a retry of that turn.
+	errHoldOpening = fmt.Errorf("%w, or is opening one", errAwaiting)
 	// errDelivered: the held turn's decided reply already went to a client.
 	errDelivered = errors.New("proxy: held reply already delivered")
 	// errHeldTooLarge: the reply grew past approvals.max_held_bytes.

@@ -272,3 +272,114 @@ func TestEscrowOpenAINonStreamingRetry(t *testing.T) {
 		})
 	}
 }
+
+// slowRecord is an approvals store whose first hold, once stored, waits
+// (at most 10 s) for release before its creator goes on to record the
+// turn: the request is pending while the record is still CALLING_MODEL.
+type slowRecord struct {
+	approvals.Store
+	once     sync.Once
+	created  chan struct{} // closed when the first hold is stored
+	looked   chan struct{} // closed at the first FindHold after that
+	lookOnce sync.Once
+	release  chan struct{}
+}
+
+func newSlowRecord(s approvals.Store) *slowRecord {
+	return &slowRecord{Store: s, created: make(chan struct{}), looked: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (s *slowRecord) CreateHold(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request) (*approvals.Hold, error) {
+	out, err := s.Store.CreateHold(ctx, h, reqs)
+	first := false
+	s.once.Do(func() { first = true })
+	if first && err == nil {
+		close(s.created)
+		select {
+		case <-s.release:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return out, err
+}
+
+func (s *slowRecord) FindHold(ctx context.Context, trajectory, key string) (*approvals.Hold, error) {
+	select {
+	case <-s.created:
+		s.lookOnce.Do(func() { close(s.looked) })
+	default:
+	}
+	return s.Store.FindHold(ctx, trajectory, key)
+}
+
+// A retry that arrives once the turn's hold is stored, before its record
+// is AWAITING_APPROVAL, re-attaches to that hold: it neither calls the
+// model again on a sibling record nor waits on a second approval request.
+func TestEscrowRetryBeforeRecorded(t *testing.T) {
+	for _, tc := range oaiCases {
+		t.Run(tc.name, func(t *testing.T) {
+			slow := (*slowRecord)(nil)
+			e := newEnv(t, envOpts{limits: gatesYAML("", ""), approvals: func(s approvals.Store) approvals.Store {
+				slow = newSlowRecord(s)
+				return slow
+			}})
+			defer func() {
+				select {
+				case <-slow.release:
+				default:
+					close(slow.release)
+				}
+			}()
+			c := oaiClient(e.gk+"/t/esc-oai-early/openai/v1", vkA, bashTurn("rm -rf ./build"))
+			ctx, giveUp := context.WithCancel(ctxT(t))
+			s := tc.start(ctx, c)
+			select {
+			case <-slow.created:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no hold within 10 s")
+			}
+			r := e.pending(t, "esc-oai-early", 1)[0]
+			if st := e.record(t, "esc-oai-early").State; st != trajectory.CallingModel {
+				t.Fatalf("record %s while its hold is being recorded", st)
+			}
+			giveUp()
+			<-s.done
+			got := make(chan error, 1)
+			var v any
+			go func() {
+				var err error
+				v, err = tc.plain(ctxT(t), c)
+				got <- err
+			}()
+			// The retry looks for the hold at admission; a sibling's
+			// turn would look for it when holding its own reply.
+			select {
+			case <-slow.looked:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the retry did not look for the hold within 10 s")
+			}
+			close(slow.release)
+			e.waitState(t, "esc-oai-early", trajectory.AwaitingApproval)
+			if code := e.adminVote(t, r.ID, carolToken, "approve"); code != 200 {
+				t.Fatalf("approve: %d", code)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(20 * time.Second):
+				all, _ := e.apst.List(context.Background(), approvals.Filter{State: approvals.Pending, Limit: 100})
+				t.Fatalf("retry got no reply; pending requests %d, mock turn requests %d", len(all), len(e.turnRequests()))
+			}
+			names, ids, _, _ := tc.calls(v)
+			if len(names) != 1 || ids[0] != r.CallID {
+				t.Fatalf("retry got calls %v %v", names, ids)
+			}
+			if n := len(e.turnRequests()); n != 1 {
+				t.Fatalf("mock saw %d turn requests, want 1", n)
+			}
+			e.waitState(t, "esc-oai-early", trajectory.WaitingTool)
+		})
+	}
+}

@@ -18,14 +18,18 @@ import (
 // this request's key. found is true when the request is answered from the
 // hold (t.hold is set: it re-attaches) or refused (err: the turn's reply
 // was delivered already, or the approvals store failed). When the record
-// holds no turn of this key, admission goes on as usual.
-func (t *turn) findHold(ctx context.Context, id string) (found bool, err error) {
+// holds no turn of this key, admission goes on as usual. opening: the
+// record is calling the model, and only a hold still undecided and
+// undelivered (the call in flight's own) is this turn's: an earlier one
+// of the same conversation is not.
+func (t *turn) findHold(ctx context.Context, id string, opening bool) (found bool, err error) {
 	h, err := t.s.esc.store.FindHold(ctx, id, t.key)
 	if err == nil && h.Generation == 0 {
 		h, err = t.s.legacyLatest(ctx, h)
 	}
 	switch {
-	case errors.Is(err, approvals.ErrNotFound):
+	case errors.Is(err, approvals.ErrNotFound),
+		err == nil && opening && (h.Delivered || h.State != approvals.Holding):
 		t.holdChecked = true
 		return false, nil
 	case err != nil:

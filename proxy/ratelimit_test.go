@@ -41,6 +41,9 @@ type rlOpts struct {
 	buckets ratelimit.Buckets // nil: in memory
 	mockURL string            // an existing mock to share; "" starts one
 	store   trajectory.Store  // nil: a memory store of its own
+	// rates, when set, hears the scheduler's queue lengths and key
+	// headroom from the start.
+	rates telemetry.RateObserver
 }
 
 // rlEnv is that gatekeeper and its mock.
@@ -81,6 +84,9 @@ rate_limits: {max_wait: %s}
 	e.tel, err = telemetry.New(context.Background(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.rates != nil {
+		e.tel.TeeRateLimits(o.rates)
 	}
 	e.store = o.store
 	if e.store == nil {

@@ -35,7 +35,11 @@ func (s *Server) lostAfter() time.Duration { return config.LostBeats * s.beatEve
 
 // silent reports a call in flight on rec whose replica stopped beating:
 // its last beat is older than lostAfter. sweeping says the sweeper asks,
-// not a request on the record.
+// not a request on the record. A request waits one heartbeat more: a
+// sweep charges the call as estimated, a request reclaims it uncharged
+// (only its reply would be charged, and a crashed replica's never comes),
+// so the sweeps, which every replica runs each beat, come first even on
+// a loaded host.
 func (s *Server) silent(rec *trajectory.Record, now time.Time, sweeping bool) bool {
 	if rec.State != trajectory.CallingModel || rec.Call == "" {
 		return false
@@ -46,7 +50,11 @@ func (s *Server) silent(rec *trajectory.Record, now time.Time, sweeping bool) bo
 		// has no estimate to charge).
 		return !sweeping && now.Sub(rec.UpdatedAt) >= s.staleCall(s.tenant(rec.Tenant))
 	}
-	return now.Sub(rec.CallBeat) >= s.lostAfter()
+	bound := s.lostAfter()
+	if !sweeping {
+		bound += s.beatEvery()
+	}
+	return now.Sub(rec.CallBeat) >= bound
 }
 
 // tenant is the config of a tenant by name; an empty one when the config

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
@@ -144,5 +145,43 @@ func TestSweptCallChargedToTenant(t *testing.T) {
 	}
 	if again, _ := e.ledger.Usage(ctx, "team-a"); again.Day() != u.Day() {
 		t.Errorf("a late settle of the swept call charged the tenant again: %+v → %+v", u.Day(), again.Day())
+	}
+}
+
+// A call silent for just the sweeper's bound is left to the sweeps, which
+// charge it as estimated: a request on its thread meanwhile forks a
+// sibling instead of reclaiming it uncharged (a crashed replica's reply,
+// which would charge it, never comes).
+func TestSweepBeforeRequestReclaims(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.px.StartSwept()
+	ctx := context.Background()
+	res := trajectory.Reservation{Calls: 1, Tokens: 9000, Micros: 120000}
+	lostAfter := config.LostBeats * config.DefaultHeartbeat
+	e.strand(t, "gap", "", "replica-crashed", "call-cut", e.clk.Now().Add(-lostAfter), res)
+
+	resp := e.do(t, "POST", "/t/gap/anthropic/v1/messages", anthropicReq(false, "go on"), hdr()...)
+	if b := readAll(t, resp); resp.StatusCode != 200 {
+		t.Fatalf("request on the thread: %d %s", resp.StatusCode, b)
+	}
+	if rec := e.record(t, "gap"); rec.State != trajectory.CallingModel || rec.Call != "call-cut" || len(rec.LostCalls) != 0 {
+		t.Fatalf("the request reclaimed the silent call: %s call %q lost %v", rec.State, rec.Call, rec.LostCalls)
+	}
+	if n := e.px.SweepCalls(ctx, false); n != 1 {
+		t.Fatalf("sweep reclaimed %d calls, want 1", n)
+	}
+	// The record's spend also rolls up its sibling's turn.
+	if rec := e.record(t, "gap"); rec.State != trajectory.Ready || rec.Turns != 1 || !rec.Spend.Estimated {
+		t.Errorf("swept record: %s turns %d spend %+v; want READY, charged as estimated", rec.State, rec.Turns, rec.Spend)
+	}
+	found := 0
+	for _, ev := range e.events(t, "gap") {
+		if ev.Type == trajectory.EventTurn && strings.Contains(string(ev.Data), `"call":"call-cut"`) &&
+			strings.Contains(string(ev.Data), `"estimated":true`) && strings.Contains(string(ev.Data), `"output_tokens":250`) {
+			found++
+		}
+	}
+	if found != 1 {
+		t.Errorf("%d estimated turn events for the silent call, want 1", found)
 	}
 }

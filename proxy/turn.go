@@ -306,7 +306,8 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		if errors.Is(err, errAwaiting) {
 			// The record holds a reply for approval, or has just released
 			// one: this request may be a retry of that turn.
-			if found, err := t.findHold(ctx, candidate); found || err != nil {
+			opening := errors.Is(err, errHoldOpening)
+			if found, err := t.findHold(ctx, candidate, opening); found || err != nil {
 				return err
 			}
 			chain, adm, err = t.admitWaiting(ctx, candidate, key, ids)
@@ -481,6 +482,10 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	switch {
 	case rec.Thread != "" && rec.Thread != key && !t.shared:
 		return admission{}, nil, errOtherThread
+	case rec.State == trajectory.CallingModel && len(ids) == 0 && t.gated && !t.holdChecked && !t.s.silent(rec, now, false):
+		// The call in flight may be holding its reply: a retry of that
+		// turn re-attaches rather than fork a sibling that asks again.
+		return admission{}, nil, errHoldOpening
 	case rec.State == trajectory.CallingModel && !t.s.silent(rec, now, false):
 		t.busyElsewhere = rec.CallOwner != t.s.owner
 		return admission{}, nil, errBusy

@@ -338,7 +338,10 @@ log: {level: info, format: json}
 // takes seconds, and rewrites the AOF so they are in it.
 func fillJunk(t *testing.T, srv *redistest.Server) {
 	t.Helper()
-	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, MaxRetries: -1})
+	// POPULATE and the rewrite take seconds, more on a loaded machine: each
+	// command is bounded by the minute's context, not by the client's
+	// default 3 s read timeout.
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr, MaxRetries: -1, ReadTimeout: -1, ContextTimeoutEnabled: true})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
