@@ -16,6 +16,7 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/internal/redistest"
 	"gatekeeper/proxy"
+	"gatekeeper/ratelimit"
 	redisstore "gatekeeper/store/redis"
 	"gatekeeper/trajectory"
 )
@@ -28,6 +29,24 @@ type behindEnv struct {
 	px     *proxy.Server
 	rt     *redistest.RoundTrips
 	reader *redisstore.Store
+	// With key limits: the buckets, on the counted client, and the key.
+	buckets *ratelimit.Redis
+	key     ratelimit.Key
+}
+
+// keyFields is limits as more fields of a key's flow mapping.
+func keyFields(limits string) string {
+	if limits == "" {
+		return ""
+	}
+	return ", " + limits
+}
+
+// keyLimits are a configured key's limits as the proxy gives them to the
+// scheduler.
+func keyLimits(k config.ProviderKey) ratelimit.Limits {
+	return ratelimit.Limits{RPM: k.RPM, InputTPM: k.InputTPM, OutputTPM: k.OutputTPM,
+		RPMBurst: k.RPMBurst, InputBurst: k.InputTPMBurst, OutputBurst: k.OutputTPMBurst}
 }
 
 func newBehindEnv(t *testing.T, window time.Duration) *behindEnv {
@@ -36,8 +55,17 @@ func newBehindEnv(t *testing.T, window time.Duration) *behindEnv {
 
 func newBehindEnvBudget(t *testing.T, window time.Duration, budget string) *behindEnv {
 	t.Helper()
+	return newBehindEnvKeys(t, window, budget, "")
+}
+
+// newBehindEnvKeys is newBehindEnvBudget with the provider key's limits
+// (YAML fields of the key, "" for none) kept in rate-limit buckets on the
+// store's Redis client, as cmd/gatekeeper builds them.
+func newBehindEnvKeys(t *testing.T, window time.Duration, budget, limits string) *behindEnv {
+	t.Helper()
 	_, mockURL := newMock(t, false, nil)
 	srv := redistest.StartServer(t)
+	var counted *goredis.Client
 	open := func(hook goredis.Hook) *redisstore.Store {
 		opt, err := goredis.ParseURL(srv.URL)
 		if err != nil {
@@ -47,6 +75,7 @@ func newBehindEnvBudget(t *testing.T, window time.Duration, budget string) *behi
 		t.Cleanup(func() { _ = client.Close() })
 		if hook != nil {
 			client.AddHook(hook)
+			counted = client
 		}
 		st, err := redisstore.Open(context.Background(), redisstore.Options{Client: client})
 		if err != nil {
@@ -62,17 +91,23 @@ func newBehindEnvBudget(t *testing.T, window time.Duration, budget string) *behi
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 store: {kind: redis, redis_url: %q, heartbeat: 1h, settle_window: %s}
 providers:
-  - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: [{name: k, key: %s}]}
+  - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: [{name: k, key: %s%s}]}
 tenants:
   - {name: team-a, keys: [%s], budget: %s}
-`, srv.URL, window, mockURL, antKey, vkA, budget)), func(string) string { return "" })
+`, srv.URL, window, mockURL, antKey, keyFields(limits), vkA, budget)), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	e.px, err = proxy.New(proxy.Options{Config: cfg, Store: st})
+	opts := proxy.Options{Config: cfg, Store: st}
+	if limits != "" {
+		e.buckets = ratelimit.NewRedis(counted, "gk:")
+		e.key = ratelimit.Key{ID: "anthropic/k", Limits: keyLimits(cfg.Providers[0].Keys[0])}
+		opts.Buckets = e.buckets
+	}
+	e.px, err = proxy.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,5 +274,58 @@ func TestSettleBehindRefusedAdmissionCharges(t *testing.T) {
 	}
 	if again := e.record(t, id); again.Turns != 1 || again.Spend != rec.Spend {
 		t.Fatalf("Close changed the record: %d turns, spend %+v; want it as it was", again.Turns, again.Spend)
+	}
+}
+
+// On Redis with key limits, the key take rides in the admission's round
+// trip: an agent's loop still costs one round trip a turn (the key
+// settles wait behind the replies, for the flush), and every turn is
+// taken from the key.
+func TestKeyTakeRidesAdmission(t *testing.T) {
+	e := newBehindEnvKeys(t, 5*time.Second, "{turns: 1000, dollars: 100}", "rpm: 600")
+	id := e.turn(t, "keyed-1")
+	e.turn(t, "keyed-1") // the take script is loaded by then, whatever the first found
+	const n = 10
+	before := e.rt.Load()
+	for i := 3; i <= n; i++ {
+		if got := e.turn(t, "keyed-1"); got != id {
+			t.Fatalf("turn %d went to %s, want %s", i, got, id)
+		}
+	}
+	if got := e.rt.Load() - before; got != n-2 {
+		t.Errorf("turns 3..%d cost %d round trips, want %d (one each)", n, got, n-2)
+	}
+	// rpm 600 holds a burst of 10 requests: the n turns took all of it
+	// (their settles, which correct only tokens here, are still waiting).
+	if h, err := e.buckets.Headroom(ctxT(t), e.key); err != nil || h > 0.1 {
+		t.Errorf("key headroom %.3f (%v) after %d turns on a burst of 10, want about 0: the turns were not taken from the key", h, err, n)
+	}
+}
+
+// A turn the admission refuses consumes no rate: the take that rode with
+// it is given back.
+func TestKeyTakeRefusedGivesBack(t *testing.T) {
+	e := newBehindEnvKeys(t, 5*time.Second, "{turns: 1}", "rpm: 6, rpm_burst: 2")
+	id := e.turn(t, "keyed-refused")
+	if h, err := e.buckets.Headroom(ctxT(t), e.key); err != nil || h < 0.45 || h > 0.55 {
+		t.Fatalf("key headroom %.3f (%v) after one turn on a burst of 2, want 1/2", h, err)
+	}
+	// Loads the settle script (a first use costs one more round trip),
+	// changing nothing: the key has no input limit.
+	if err := e.buckets.Settle(ctxT(t), e.key, ratelimit.Cost{Input: -1}, ratelimit.Unreported()); err != nil {
+		t.Fatal(err)
+	}
+	before := e.rt.Load()
+	if _, status, body := e.try(t, "keyed-refused"); status != http.StatusPaymentRequired {
+		t.Fatalf("second turn: %d %s, want 402", status, body)
+	}
+	if got := e.rt.Load() - before; got != 2 {
+		t.Errorf("the refused turn cost %d round trips, want 2 (the admission with its take, the give-back)", got)
+	}
+	if h, err := e.buckets.Headroom(ctxT(t), e.key); err != nil || h < 0.45 {
+		t.Errorf("key headroom %.3f (%v) after the refused turn, want 1/2 still: the refusal consumed rate", h, err)
+	}
+	if rec := e.record(t, id); rec.State != trajectory.Failed {
+		t.Errorf("record %s, want FAILED by its budget", rec.State)
 	}
 }

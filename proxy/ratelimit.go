@@ -73,18 +73,24 @@ func (s *Server) newScheduler(opts Options) *ratelimit.Scheduler {
 // no-op for providers whose keys have no limits. The error is what the
 // agent gets (rate_limited) or the context's. The time waited goes in h
 // (the agent's response headers) when h is not nil.
+//
+// A take that rode in the admission's round trip (rideKey) is its grant
+// when it found room; when it did not, the turn waits in its class as
+// any turn does.
 func (t *turn) acquireKey(ctx context.Context, h http.Header) error {
 	s, up := t.s, t.req.up
 	if s.sched == nil || !up.pool.limited {
 		return nil
 	}
-	out := t.maxOut
-	if out <= 0 {
-		out = s.cfg.RateLimits.DefaultOutputTokens
-	}
-	est := ratelimit.Cost{Requests: 1, Input: estimateTokens(int64(len(t.body))), Output: out}
 	class := t.req.tenant.Priority
-	g, err := s.sched.Acquire(ctx, class, up.pool.keys, est)
+	var g *ratelimit.Grant
+	var err error
+	if rd := t.ride; rd != nil {
+		t.ride = nil
+		g, err = rd.Grant(ctx)
+	} else {
+		g, err = s.sched.Acquire(ctx, class, up.pool.keys, t.keyEstimate())
+	}
 	var we *ratelimit.WaitError
 	switch {
 	case err == nil:
@@ -108,6 +114,40 @@ func (t *turn) acquireKey(ctx context.Context, h http.Header) error {
 		// not sent rather than sent past the limits.
 		return &HTTPError{Code: http.StatusServiceUnavailable, Type: errUpstream, RetryAfter: 5 * time.Second,
 			Msg: "gatekeeper could not check provider " + up.cfg.Name + "'s rate limits; retry later", Err: err}
+	}
+}
+
+// keyEstimate is what the turn is expected to cost its key: one request,
+// its body's tokens, and its output limit (rate_limits'
+// default_output_tokens when it has none); settleKey corrects it.
+func (t *turn) keyEstimate() ratelimit.Cost {
+	out := t.maxOut
+	if out <= 0 {
+		out = t.s.cfg.RateLimits.DefaultOutputTokens
+	}
+	return ratelimit.Cost{Requests: 1, Input: estimateTokens(int64(len(t.body))), Output: out}
+}
+
+// rideKey prepares the turn's key take to ride in its admission's update
+// (one round trip to Redis for both, rather than one each), when its
+// provider's keys are limited and the buckets are in Redis; t.ride stays
+// nil otherwise. The estimate is the one known before admission: the
+// agent's body before shaping, and its output limit before the budget's
+// clamp; the settle corrects it as it corrects any estimate.
+func (t *turn) rideKey() {
+	s, up := t.s, t.req.up
+	if s.sched == nil || !up.pool.limited {
+		return
+	}
+	t.ride = s.sched.Ride(t.req.tenant.Priority, up.pool.keys, t.keyEstimate())
+}
+
+// dropRide gives back a take that rode with an admission that refused the
+// turn, or that the turn will not use: a refusal consumes no rate.
+func (t *turn) dropRide(ctx context.Context) {
+	if rd := t.ride; rd != nil {
+		t.ride = nil
+		rd.Undo(context.WithoutCancel(ctx))
 	}
 }
 

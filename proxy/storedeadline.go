@@ -93,6 +93,10 @@ func bucketsWithDeadline(b ratelimit.Buckets, d time.Duration) ratelimit.Buckets
 	return deadlineBuckets{Buckets: b, d: d}
 }
 
+// Unwrap is the buckets b bounds: a take riding in the store's pipeline
+// (ratelimit.Ride) goes to them directly, under the store's deadline.
+func (b deadlineBuckets) Unwrap() ratelimit.Buckets { return b.Buckets }
+
 func (b deadlineBuckets) Take(ctx context.Context, k ratelimit.Key, c ratelimit.Cost) (bool, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.d)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gatekeeper/approvals"
+	"gatekeeper/internal/ride"
 	"gatekeeper/meter"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
@@ -65,6 +66,7 @@ type turn struct {
 	stopped  stopKind           // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
 
+	ride         *ratelimit.Ride                 // the key take riding in the admission's round trip (rideKey)
 	grant        atomic.Pointer[ratelimit.Grant] // the key the call goes on; nil when its pool has no limits
 	limitHeaders atomic.Pointer[http.Header]     // the provider's reply headers, for the grant
 
@@ -129,7 +131,9 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		writeError(w, req.api, err)
 		return
 	}
+	t.rideKey()
 	if err := t.admit(r.Context(), r); err != nil {
+		t.dropRide(r.Context())
 		t.releaseTenant()
 		writeError(w, req.api, err)
 		return
@@ -140,6 +144,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		t.recordMark(r.Context(), mark)
 	}
 	if t.hold != nil {
+		t.dropRide(r.Context())
 		t.releaseTenant()
 		s.serveReattach(w, r, t)
 		return
@@ -166,6 +171,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	}
 
 	if body, err = t.shape(body); err != nil {
+		t.dropRide(r.Context())
 		t.failed(err)
 		writeError(w, req.api, err)
 		return
@@ -324,9 +330,11 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		t.recID, t.parentID = chain[0].ID, chain[0].ParentID
 		t.adm = adm
 		if adm.ended {
+			t.dropRide(ctx)
 			return endedError(chain[0])
 		}
 		if adm.decision.Stage == meter.Halt {
+			t.dropRide(ctx)
 			return t.s.haltError(chain[0], adm)
 		}
 		if adm.maxOut > 0 {
@@ -357,7 +365,12 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			return nil, adm, err
 		}
 		pevs, perrs := make([][]trajectory.Event, len(pend)), make([]error, len(pend))
-		chain, err := t.s.store.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+		uctx := ctx
+		if t.ride != nil && !t.ride.Sent() {
+			// The key take goes in the update's round trip, once.
+			uctx = ride.With(ctx, t.ride)
+		}
+		chain, err := t.s.store.UpdateChain(uctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 			var all []trajectory.Event
 			for i, p := range pend {
 				pevs[i], perrs[i] = p.apply(chain)
@@ -380,6 +393,12 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			t.s.behind.applied(pend)
 		} else {
 			t.s.behind.giveBack(pend)
+		}
+		if (err != nil || adm.paused) && t.ride != nil && t.ride.Sent() {
+			// Refused, held, or unanswered: the take that rode with the
+			// update goes back, and the turn takes its key after
+			// admission, as a turn whose store carries no take.
+			t.dropRide(ctx)
 		}
 		switch {
 		case errors.Is(err, errBusy) && t.busyElsewhere && t.s.behind != nil && waitedOther < busyElsewhereMax:

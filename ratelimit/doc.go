@@ -19,6 +19,10 @@
 //     batch) and serves the queues by deficit round-robin charged in
 //     estimated tokens, so that a flood of large batch turns cannot starve
 //     small interactive ones.
+//   - Ride: a Take prepared to go in another operation's pipeline to the
+//     same Redis (the proxy sends it with the admission's update), so
+//     that taking a key costs a turn no round trip of its own; given
+//     back (Undo) when what it rode with refused the turn.
 //
 // The package takes plain values (limits, keys, costs): it knows nothing of
 // the proxy or its configuration.

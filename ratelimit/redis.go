@@ -88,21 +88,7 @@ func (r *Redis) takeHeadroom(ctx context.Context, k Key, c Cost) (bool, time.Dur
 	if err != nil {
 		return false, 0, 0, err
 	}
-	reply, ok := v.([]any)
-	if !ok || len(reply) != 3 {
-		return false, 0, 0, fmt.Errorf("%w: take on key %s answered %T %v", ErrReply, k.ID, v, v)
-	}
-	var ints [3]int64
-	for i, e := range reply {
-		if ints[i], ok = e.(int64); !ok {
-			return false, 0, 0, fmt.Errorf("%w: take on key %s answered %T in %v", ErrReply, k.ID, e, v)
-		}
-	}
-	h := float64(ints[2]) / 1e6
-	if ints[0] == 1 {
-		return true, 0, h, nil
-	}
-	return false, clampWait(time.Duration(ints[1]) * time.Millisecond), h, nil
+	return takeReply(k, v)
 }
 
 // Headroom implements Buckets.

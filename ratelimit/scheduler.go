@@ -95,6 +95,7 @@ type Scheduler struct {
 	done   chan struct{} // closed when the dispatcher returned
 
 	mu     sync.Mutex
+	seen   map[string]float64 // each key's headroom as its last take answered it
 	pools  map[string]*pool
 	length map[string]int // waiting turns per class, all pools
 	closed bool
@@ -114,6 +115,7 @@ func New(opts Options) *Scheduler {
 		done:    make(chan struct{}),
 		pools:   make(map[string]*pool),
 		length:  make(map[string]int),
+		seen:    make(map[string]float64),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -370,8 +372,8 @@ func measured(keys []Key) []Key {
 func (s *Scheduler) take(ctx context.Context, k Key, c Cost) (bool, time.Duration, error) {
 	if ht, ok := s.buckets.(headroomTaker); ok {
 		ok, wait, h, err := ht.takeHeadroom(ctx, k, c)
-		if err == nil && s.obs != nil {
-			s.obs.Headroom(k.ID, h)
+		if err == nil {
+			s.noteHeadroom(k.ID, h)
 		}
 		return ok, wait, err
 	}
@@ -424,4 +426,24 @@ func (s *Scheduler) released() {
 	}
 	s.mu.Unlock()
 	s.nudge()
+}
+
+// noteHeadroom keeps k's headroom as a take answered it, for the Observer
+// and for the key a Ride chooses.
+func (s *Scheduler) noteHeadroom(id string, h float64) {
+	s.mu.Lock()
+	s.seen[id] = h
+	s.mu.Unlock()
+	if s.obs != nil {
+		s.obs.Headroom(id, h)
+	}
+}
+
+// seenHeadroom is k's headroom as last seen, 1 (full) when never seen.
+// s.mu is held.
+func (s *Scheduler) seenHeadroom(id string) float64 {
+	if h, ok := s.seen[id]; ok {
+		return h
+	}
+	return 1
 }

@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"gatekeeper/internal/ride"
 	"gatekeeper/trajectory"
 )
 
@@ -49,6 +50,11 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*trajectory.Recor
 // chain since this process last saw it, two when one did. Repeated
 // conflicts back off with jitter, MaxUpdateAttempts times at most
 // (ErrConflict).
+//
+// A rider ctx carries (internal/ride) goes in the pipeline of the first
+// attempt that sends the script, and in no later one: an fn that refuses
+// before that sends nothing, the rider with it. The caller reads its
+// results after UpdateChain returns, whatever the update's own outcome.
 func (s *Store) UpdateChain(ctx context.Context, id string, fn func([]*trajectory.Record) ([]trajectory.Event, error)) ([]*trajectory.Record, error) {
 	return s.update(ctx, id, wholeChain, fn)
 }
@@ -118,7 +124,8 @@ func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc,
 		return nil, false, err
 	}
 	var before func(goredis.Pipeliner)
-	if len(w.finished) > 0 || len(w.calling) > 0 {
+	rider := ride.Take(ctx) // sent with the first attempt that reaches Redis, once
+	if len(w.finished) > 0 || len(w.calling) > 0 || rider != nil {
 		// Written ahead of the save so that no crash can leave a finished
 		// record the prune never visits, or a call the sweeper never
 		// sees; if the save then loses its race, the prune finds a live
@@ -132,6 +139,11 @@ func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc,
 			}
 			if len(w.calling) > 0 {
 				p.ZAdd(ctx, idxCalling(shard), w.calling...)
+			}
+			if rider != nil {
+				// Its own slot: on a cluster it goes to its node in
+				// parallel with the script.
+				rider.Queue(ctx, s.rdb, p)
 			}
 		}
 	}
