@@ -58,30 +58,50 @@ func (p *pendingSettle) hasSides() bool {
 	return p.t.grant.Load() != nil || p.tenantSide()
 }
 
-// write saves the settle in its own update: a store that is out is
-// retried in the background, any other failure logged with the figures.
+// write saves the settle in its own update.
 func (p *pendingSettle) write(ctx context.Context) {
-	t := p.t
-	settle := func(ctx context.Context) error {
-		var evs []trajectory.Event
-		_, err := t.s.store.UpdateChain(ctx, t.recID, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
-			var err error
-			evs, err = p.apply(chain)
-			return evs, err
-		})
-		if errors.Is(err, errSettled) {
-			// An earlier attempt, whose answer was lost, wrote it.
-			return nil
-		}
-		if err == nil {
-			t.observe(evs)
-		}
-		return err
+	p.wrote(ctx, p.save(ctx))
+}
+
+// save writes the settle in its own update: what write and its retries
+// send.
+func (p *pendingSettle) save(ctx context.Context) error {
+	var evs []trajectory.Event
+	_, err := p.t.s.store.UpdateChain(ctx, p.t.recID, p.update(&evs))
+	return p.saved(evs, err)
+}
+
+// update is the settle as a store update's fn; evs receives its events.
+func (p *pendingSettle) update(evs *[]trajectory.Event) func([]*trajectory.Record) ([]trajectory.Event, error) {
+	return func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+		var err error
+		*evs, err = p.apply(chain)
+		return *evs, err
 	}
-	if err := settle(ctx); err != nil {
+}
+
+// saved is what an update's err says of the settle: nil when it was
+// saved (its events are observed) or an earlier attempt, whose answer was
+// lost, saved it.
+func (p *pendingSettle) saved(evs []trajectory.Event, err error) error {
+	if errors.Is(err, errSettled) {
+		return nil
+	}
+	if err == nil {
+		p.t.observe(evs)
+	}
+	return err
+}
+
+// wrote logs a settle that was saved; one the store could not take (it
+// is out) is retried in the background, any other failure logged with
+// the figures.
+func (p *pendingSettle) wrote(ctx context.Context, err error) {
+	t := p.t
+	if err != nil {
 		if errors.Is(err, trajectory.ErrUnavailable) {
 			// The reply went out; its charge must not be lost.
-			t.s.settles.retry(t.log, writeCharge, settle, p.attrs)
+			t.s.settles.retry(t.log, writeCharge, p.save, p.attrs)
 			return
 		}
 		p.lost(ctx, err)
@@ -351,9 +371,11 @@ func (b *behind) flush(all bool) {
 }
 
 // write writes a flush's wave: the key settles of every settle in it in
-// one call to the buckets (one round trip on Redis), then, concurrently,
-// each record's settles and each tenant's charge. chs[i] is closed once
-// recs[i]'s settles are written.
+// one call to the buckets (one round trip on Redis), the first settle of
+// each record in one call to the store (one pipeline on Redis, see
+// updateChains), and, concurrently, each tenant's charge and the later
+// settles of a record that has several. chs[i] is closed once recs[i]'s
+// settles are written.
 func (b *behind) write(recs []string, chs []chan struct{}, batch [][]*pendingSettle, sides []*pendingSettle) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleAttempt)
 	defer cancel()
@@ -372,18 +394,47 @@ func (b *behind) write(recs []string, chs []chan struct{}, batch [][]*pendingSet
 	for _, p := range tenants {
 		wg.Go(func() { p.t.settleTenant(ctx, p.charge, p.o) })
 	}
-	for i, ps := range batch {
-		wg.Go(func() {
-			for _, p := range ps {
-				p.write(ctx)
-			}
-			b.mu.Lock()
-			delete(b.writing, recs[i])
-			b.mu.Unlock()
-			close(chs[i])
-		})
+	if len(batch) > 0 {
+		ids := make([]string, len(batch))
+		fns := make([]func([]*trajectory.Record) ([]trajectory.Event, error), len(batch))
+		evs := make([][]trajectory.Event, len(batch))
+		for i, ps := range batch {
+			ids[i], fns[i] = recs[i], ps[0].update(&evs[i])
+		}
+		errs := updateChains(ctx, batch[0][0].t.s.store, ids, fns)
+		for i, ps := range batch {
+			ps[0].wrote(ctx, ps[0].saved(evs[i], errs[i]))
+			wg.Go(func() {
+				for _, p := range ps[1:] {
+					p.write(ctx)
+				}
+				b.mu.Lock()
+				delete(b.writing, recs[i])
+				b.mu.Unlock()
+				close(chs[i])
+			})
+		}
 	}
 	wg.Wait()
+}
+
+// chainsUpdater is a store that saves the updates of several records in
+// one step (the Redis store: one pipeline).
+type chainsUpdater interface {
+	UpdateChains(ctx context.Context, ids []string, fns []func([]*trajectory.Record) ([]trajectory.Event, error)) []error
+}
+
+// updateChains is UpdateChain of each ids[i] with fns[i], in one step when
+// st can, one after the other otherwise; errs[i] is ids[i]'s outcome.
+func updateChains(ctx context.Context, st trajectory.Store, ids []string, fns []func([]*trajectory.Record) ([]trajectory.Event, error)) []error {
+	if cu, ok := st.(chainsUpdater); ok {
+		return cu.UpdateChains(ctx, ids, fns)
+	}
+	errs := make([]error, len(ids))
+	for i, id := range ids {
+		_, errs[i] = st.UpdateChain(ctx, id, fns[i])
+	}
+	return errs
 }
 
 // writeOne writes a settle at once, with a context that outlives the

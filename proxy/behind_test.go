@@ -329,3 +329,24 @@ func TestKeyTakeRefusedGivesBack(t *testing.T) {
 		t.Errorf("record %s, want FAILED by its budget", rec.State)
 	}
 }
+
+// A flush writes its records' settles in one pipeline: Close's flush of
+// the settles of eight runs costs one round trip.
+func TestSettleBehindFlushOnePipeline(t *testing.T) {
+	e := newBehindEnv(t, 5*time.Second)
+	const n = 8
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = e.turn(t, fmt.Sprintf("flush-%d", i))
+	}
+	before := e.rt.Load()
+	e.close(t)
+	if got := e.rt.Load() - before; got != 1 {
+		t.Errorf("the flush of %d records' settles cost %d round trips, want 1", n, got)
+	}
+	for _, id := range ids {
+		if rec := e.record(t, id); rec.Turns != 1 || rec.State != trajectory.Ready || rec.Reserved != (trajectory.Reservation{}) {
+			t.Errorf("%s after Close: %d turns, %s, reserved %+v; want its turn settled", id, rec.Turns, rec.State, rec.Reserved)
+		}
+	}
+}

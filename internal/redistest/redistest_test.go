@@ -115,3 +115,34 @@ func nodeKeys(t *testing.T, ctx context.Context, addr string) int64 {
 	}
 	return n
 }
+
+// RoundTrips counts a command and a pipeline one each, and not the
+// handshake of the connections the pool opens for them.
+func TestRoundTripsSkipsHandshakes(t *testing.T) {
+	s := StartServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	opts, err := goredis.ParseURL(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClient(opts)
+	defer c.Close()
+	rt := &RoundTrips{}
+	c.AddHook(rt)
+	if err := c.Ping(ctx).Err(); err != nil { // dials: the handshake first
+		t.Fatal(err)
+	}
+	if got := rt.Load(); got != 1 {
+		t.Errorf("a first command on a new connection counted %d round trips, want 1", got)
+	}
+	pipe := c.Pipeline()
+	pipe.Ping(ctx)
+	pipe.Ping(ctx)
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.Load(); got != 2 {
+		t.Errorf("a command and a pipeline counted %d round trips, want 2", got)
+	}
+}

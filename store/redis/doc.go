@@ -97,7 +97,8 @@
 // prune (of up to 64 slots per call), one to read the head of every
 // slot's index, one per 256 records it reads, and one more each time a
 // slot's buffered index members run out. On a cluster, a pipeline is one
-// round trip per node it touches, sent in parallel.
+// round trip per node it touches, sent in parallel. UpdateChains sends
+// the scripts of records in different trees in one pipeline.
 //
 // # Signals
 //

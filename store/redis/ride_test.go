@@ -39,7 +39,7 @@ func TestUpdateRider(t *testing.T) {
 	defer s.Close()
 	other := open(t, url, Options{})
 	create(t, s, trajectory.New("ride-1", "team-a", t0))
-	// Dials outside the counts: a new connection's handshake is counted.
+	// Loads what a first update loads, outside the counts.
 	if _, err := s.Update(ride.With(ctx, &incr{key: "rider:warm"}), "ride-1", unfinished); err != nil {
 		t.Fatal(err)
 	}
@@ -89,4 +89,89 @@ func TestUpdateRider(t *testing.T) {
 			t.Errorf("%s: the rider's own result is not readable after the update", tc.name)
 		}
 	}
+}
+
+// UpdateChains sends the updates of records in different trees in one
+// round trip; two of one tree go one after the other, a moved chain is
+// updated again alone, and each update's outcome is its own.
+func TestUpdateChains(t *testing.T) {
+	url := redistest.Start(t)
+	var c counter
+	rdb := client(t, url)
+	rdb.AddHook(&c)
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Client: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	other := open(t, url, Options{})
+	ids := []string{"batch-1", "batch-2", "batch-3", "batch-4"}
+	for _, id := range ids {
+		create(t, s, trajectory.New(id, "team-a", t0))
+	}
+	create(t, s, child("batch-1/a", "batch-1"))
+	// Loads what a first update loads, outside the counts.
+	if errs := s.UpdateChains(ctx, ids, fnsOf(len(ids), func(c []*trajectory.Record) ([]trajectory.Event, error) { return unfinished(c[0]) })); errors.Join(errs...) != nil {
+		t.Fatal(errs)
+	}
+	turnsOf := func(id string) int64 {
+		r, err := other.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Turns
+	}
+	refuse := errors.New("refused")
+
+	before := c.Load()
+	errs := s.UpdateChains(ctx, ids, fnsOf(len(ids), chainTurn))
+	if errors.Join(errs...) != nil {
+		t.Fatal(errs)
+	}
+	if got := c.Load() - before; got != 1 {
+		t.Errorf("four trees: %d round trips, want 1", got)
+	}
+	for _, id := range ids {
+		if n := turnsOf(id); n != 1 {
+			t.Errorf("%s has %d turns, want 1", id, n)
+		}
+	}
+
+	// batch-2 moved on another replica: it is updated again, alone.
+	if _, err := other.Update(ctx, "batch-2", unfinished); err != nil {
+		t.Fatal(err)
+	}
+	two := []string{"batch-1", "batch-1/a", "batch-2", "batch-3", "nope"}
+	fns := fnsOf(len(two), chainTurn)
+	fns[3] = func([]*trajectory.Record) ([]trajectory.Event, error) { return nil, refuse }
+	before = c.Load()
+	errs = s.UpdateChains(ctx, two, fns)
+	// Round 1: batch-1, batch-2 (moved), batch-3 (refused, not sent),
+	// nope (read, missing) -> the read and one pipeline; round 2:
+	// batch-1/a; then batch-2 alone.
+	if got := c.Load() - before; got != 4 {
+		t.Errorf("two of one tree, a moved chain, a refusal, a missing record: %d round trips, want 4", got)
+	}
+	switch {
+	case errs[0] != nil || errs[1] != nil || errs[2] != nil:
+		t.Errorf("errs %v, want the first three saved", errs)
+	case !errors.Is(errs[3], refuse):
+		t.Errorf("refused update: %v, want fn's error", errs[3])
+	case !errors.Is(errs[4], trajectory.ErrNotFound):
+		t.Errorf("missing record: %v, want ErrNotFound", errs[4])
+	}
+	for id, want := range map[string]int64{"batch-1": 2, "batch-1/a": 1, "batch-2": 2, "batch-3": 1} {
+		if n := turnsOf(id); n != want {
+			t.Errorf("%s has %d turns, want %d", id, n, want)
+		}
+	}
+}
+
+func fnsOf(n int, fn func([]*trajectory.Record) ([]trajectory.Event, error)) []func([]*trajectory.Record) ([]trajectory.Event, error) {
+	fns := make([]func([]*trajectory.Record) ([]trajectory.Event, error), n)
+	for i := range fns {
+		fns[i] = fn
+	}
+	return fns
 }

@@ -107,9 +107,37 @@ func (s *Store) update(ctx context.Context, id string, r reach, fn chainFunc) ([
 // reports a record that moved, and fresh then holds what the script
 // found.
 func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc, fresh map[string]*entry) (out []*trajectory.Record, retry bool, err error) {
-	chain, err := s.snapshot(ctx, id, r, fresh)
+	a, err := s.attempt(ctx, id, r, fn, fresh)
 	if err != nil {
 		return nil, false, err
+	}
+	reply, err := s.eval(ctx, chainScript, a.w.keys, a.args(ctx, s), a.before)
+	return s.answer(ctx, a, reply, err, fresh)
+}
+
+// try is one attempt of an update, prepared: fn has run on the chain as
+// this process last saw it, and w is what saves its work.
+type try struct {
+	id     string
+	r      reach
+	chain  []*entry
+	recs   []*trajectory.Record
+	w      write
+	before func(goredis.Pipeliner) // commands sent ahead of the script, or nil
+}
+
+// args are the chain script's arguments, the latest time Redis may run
+// it last.
+func (a *try) args(ctx context.Context, s *Store) []any {
+	return append(a.w.args, s.clock.notAfter(ctx))
+}
+
+// attempt prepares one attempt of an update: it reads the chain (from
+// the cache when it can), runs fn on copies and builds the script call.
+func (s *Store) attempt(ctx context.Context, id string, r reach, fn chainFunc, fresh map[string]*entry) (*try, error) {
+	chain, err := s.snapshot(ctx, id, r, fresh)
+	if err != nil {
+		return nil, err
 	}
 	recs := make([]*trajectory.Record, len(chain))
 	for i, e := range chain {
@@ -117,13 +145,13 @@ func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc,
 	}
 	evs, err := fn(recs)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	w, err := s.prepare(id, r, chain, recs, evs)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	var before func(goredis.Pipeliner)
+	a := &try{id: id, r: r, chain: chain, recs: recs, w: w}
 	rider := ride.Take(ctx) // sent with the first attempt that reaches Redis, once
 	if len(w.finished) > 0 || len(w.calling) > 0 || rider != nil {
 		// Written ahead of the save so that no crash can leave a finished
@@ -133,7 +161,7 @@ func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc,
 		// slot, hence on the same node and connection as the script,
 		// which they precede.
 		shard := shardOf(rootOf(id))
-		before = func(p goredis.Pipeliner) {
+		a.before = func(p goredis.Pipeliner) {
 			if len(w.finished) > 0 {
 				p.ZAdd(ctx, idxExpires(shard), w.finished...)
 			}
@@ -147,7 +175,14 @@ func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc,
 			}
 		}
 	}
-	reply, err := s.eval(ctx, chainScript, w.keys, append(w.args, s.clock.notAfter(ctx)), before)
+	return a, nil
+}
+
+// answer reads the chain script's reply to attempt a (or the error of
+// sending it): the saved chain, or retry when a record moved (fresh then
+// holds what the script found).
+func (s *Store) answer(ctx context.Context, a *try, reply any, err error, fresh map[string]*entry) (out []*trajectory.Record, retry bool, _ error) {
+	id, chain, recs, w := a.id, a.chain, a.recs, a.w
 	if err != nil {
 		return nil, false, s.fail(ctx, "update "+id, err)
 	}
@@ -185,7 +220,7 @@ func (s *Store) tryUpdate(ctx context.Context, id string, r reach, fn chainFunc,
 		// The ancestor this process knew is gone. A read tells whether the
 		// chain lost it (ErrNotFound) or was made anew under other
 		// parents, and leaves the new chain in the cache for a retry.
-		if _, err := s.snapshot(ctx, id, r, fresh); err != nil {
+		if _, err := s.snapshot(ctx, id, a.r, fresh); err != nil {
 			return nil, false, err
 		}
 		return nil, true, nil
