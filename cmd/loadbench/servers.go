@@ -122,9 +122,9 @@ func start(p params, stderr io.Writer) (*bench, error) {
 // tenant has no budget, so that thousands of turns on one trajectory are
 // admitted. On Redis (-redis) it is the whole path a replica runs: a budget
 // far above what a run spends, key limits far above what the mock gets
-// (10M requests a minute: with 1G, runs at a quiet machine's request rates
-// stalled every worker in the buckets for 30 s), kept in Redis as replicas
-// share them, and the round trips counted.
+// (10M requests a minute), kept in Redis as replicas share them, with the
+// mock's rate-limit headers as a provider with room sends them (roomyLimits),
+// and the round trips counted.
 func (b *bench) gatekeeper(mockURL string, tr http.RoundTripper) (http.Handler, error) {
 	store, budget, limits := "", "", ""
 	if b.p.redisURL != "" {
@@ -156,6 +156,9 @@ watchdog: {enabled: %t}
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if b.p.redisURL != "" {
+		tr = roomyLimits{tr}
 	}
 	opts := proxy.Options{Config: cfg, Transport: tr}
 	if b.p.redisURL != "" {
@@ -355,4 +358,34 @@ func (g *gate) sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// roomyLimits reports, in the mock's rate-limit headers, every request of
+// the limit as remaining. The mock advertises 4000 requests a minute,
+// counts every request it serves (the bare proxy's too) in one-minute
+// windows and, past 4000, reports none left until its window ends: a
+// provider's word that gatekeeper obeys (a bucket full only in d lacks d of
+// the key's rate, README "Rate limits and key pools"), so every worker of a
+// run past 4000 turns in a minute waited out rate_limits.max_wait, 30 s, at
+// once, whatever the key's own limits. The mock enforces nothing; the
+// headers keep their count and size, so gatekeeper still reads and syncs
+// them as it would a real provider's.
+type roomyLimits struct{ next http.RoundTripper }
+
+func (r roomyLimits) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	for _, dim := range [...]struct{ limit, remaining string }{
+		{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining"},
+		{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining"},
+		{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests"},
+		{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens"},
+	} {
+		if v := resp.Header.Get(dim.limit); v != "" && resp.Header.Get(dim.remaining) != "" {
+			resp.Header.Set(dim.remaining, v)
+		}
+	}
+	return resp, nil
 }
