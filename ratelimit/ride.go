@@ -25,8 +25,8 @@ type Ride struct {
 	s     *Scheduler
 	r     *Redis
 	class string
-	keys  []Key
-	k     Key // the key it takes on
+	keys  []Key // the pool, as the caller gave it (for Acquire)
+	k     Key   // the key it takes on, measured
 	est   Cost
 	cmd   *goredis.Cmd // once queued
 }
@@ -42,16 +42,16 @@ func (s *Scheduler) Ride(class string, keys []Key, est Cost) *Ride {
 	if r == nil || len(keys) == 0 {
 		return nil
 	}
-	keys = measured(keys)
+	m := measured(keys)
 	s.mu.Lock()
 	p := s.pools[poolID(keys)]
 	if s.closed || p != nil && p.n > 0 {
 		s.mu.Unlock()
 		return nil
 	}
-	k := keys[0]
+	k := m[0]
 	best := s.seenHeadroom(k.ID)
-	for _, o := range keys[1:] {
+	for _, o := range m[1:] {
 		if h := s.seenHeadroom(o.ID); h > best {
 			k, best = o, h
 		}

@@ -115,6 +115,22 @@ func TestRide(t *testing.T) {
 			t.Fatalf("Grant of an unsent ride = %v, %v; want Acquire's grant", g, err)
 		}
 	})
+	t.Run("pool", func(t *testing.T) {
+		a := Key{ID: "p/pool-a", Limits: minute(Limits{RPM: 60})}
+		b := Key{ID: "p/pool-b", Limits: minute(Limits{RPM: 60})}
+		g, err := s.Acquire(ctx, Standard, []Key{a, b}, one) // on a, the first of equals
+		if err != nil || g.Key.ID != a.ID {
+			t.Fatalf("Acquire = %v, %v; want a grant on %s", g, err, a.ID)
+		}
+		defer g.Done(ctx, one)
+		rd := s.Ride(Standard, []Key{a, b}, one)
+		sendRide(t, c, rd)
+		g2, err := rd.Grant(ctx)
+		if err != nil || g2.Key.ID != b.ID {
+			t.Fatalf("ride's grant = %v, %v; want %s, the key last seen with the most headroom", g2, err, b.ID)
+		}
+		g2.Done(ctx, one)
+	})
 	t.Run("memory", func(t *testing.T) {
 		m := New(Options{Buckets: NewMemory(nil)})
 		defer m.Close()
