@@ -98,7 +98,9 @@
 // slot's index, one per 256 records it reads, and one more each time a
 // slot's buffered index members run out. On a cluster, a pipeline is one
 // round trip per node it touches, sent in parallel. UpdateChains sends
-// the scripts of records in different trees in one pipeline.
+// the scripts of records in different trees in one pipeline, and an
+// update whose context carries a rider (internal/ride: the proxy's key
+// take) sends it in its own pipeline, at no extra round trip.
 //
 // # Signals
 //
