@@ -80,8 +80,8 @@ func (rd *Ride) Sent() bool { return rd.cmd != nil }
 // Grant is the turn's grant, once the pipeline the take rode in ran: on
 // the ride's key when its take admitted the turn. Otherwise (no room, not
 // sent, a script the server lost, an error) it is Acquire's, which waits
-// in the class's queue as any turn does; a take whose answer was lost is
-// given back first, as it may have been made.
+// in the class's queue as any turn does. A take whose answer was lost is
+// not given back (see Undo).
 func (rd *Ride) Grant(ctx context.Context) (*Grant, error) {
 	if rd.cmd != nil {
 		ok, err := rd.result()
@@ -92,24 +92,24 @@ func (rd *Ride) Grant(ctx context.Context) (*Grant, error) {
 			rd.s.mu.Unlock()
 			return rd.s.grant(rd.k, rd.class, rd.est, 0), nil
 		}
-		if err != nil {
-			rd.Undo(ctx)
-		}
 		rd.cmd = nil
 	}
 	return rd.s.Acquire(ctx, rd.class, rd.keys, rd.est)
 }
 
-// Undo gives back what the take took, when it took (or may have: its
-// answer was lost); the operation it rode with refused the turn. A ride
-// not sent, or whose take found no room, gives nothing back.
+// Undo gives back what the take took: the operation it rode with refused
+// the turn. A ride not sent, or whose take found no room, gives nothing
+// back; nor does one whose answer was lost (Redis timed out or went
+// away): it may or may not have taken, and a give-back would wait on the
+// same Redis again, on the refused turn's path. Such a take is one turn's
+// estimate, which the bucket refills within its burst's time.
 func (rd *Ride) Undo(ctx context.Context) {
 	if rd == nil || rd.cmd == nil {
 		return
 	}
 	ok, err := rd.result()
 	rd.cmd = nil
-	if err == nil && !ok || goredis.HasErrorPrefix(err, "NOSCRIPT") || rd.est.zero() {
+	if err != nil || !ok || rd.est.zero() {
 		return
 	}
 	if err := rd.s.buckets.Settle(ctx, rd.k, rd.est.neg(), Unreported()); err != nil {

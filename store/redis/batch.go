@@ -60,7 +60,7 @@ func oneTreeEach(ids []string, idx []int) (round, rest []int) {
 func (s *Store) updateRound(ctx context.Context, ids []string, fns []func([]*trajectory.Record) ([]trajectory.Event, error), round []int, errs []error) (again []int) {
 	if err := s.usable(ctx); err != nil {
 		for _, i := range round {
-			errs[i] = err
+			errs[i] = s.fail(ctx, "update "+ids[i], err)
 		}
 		return nil
 	}
@@ -80,7 +80,10 @@ func (s *Store) updateRound(ctx context.Context, ids []string, fns []func([]*tra
 	for _, i := range round {
 		unlock, err := s.locks.lock(ctx, rootOf(ids[i]))
 		if err != nil {
-			errs[i] = err
+			// Out of time waiting behind another update of the tree,
+			// most often one waiting on a Redis that does not answer:
+			// unavailable, so that the caller tries again later.
+			errs[i] = s.fail(ctx, "update "+ids[i], err)
 			continue
 		}
 		unlocks = append(unlocks, unlock)
