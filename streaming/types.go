@@ -93,56 +93,6 @@ type ToolCall struct {
 	Server bool
 }
 
-// PartKind says what a Part carries.
-type PartKind uint8
-
-// The normalized parts a Decoder emits.
-const (
-	PartMessageStart  PartKind = iota + 1 // ID, Model, Usage (input if known)
-	PartTextDelta                         // Text
-	PartRefusalDelta                      // Text
-	PartThinkingDelta                     // Text (thinking or reasoning summary)
-	PartToolCallStart                     // Index, ID, ItemID, Name, Type
-	PartToolCallArgs                      // Index, Text (a fragment)
-	PartToolCallEnd                       // Index, ID, Name, Text (full arguments)
-	PartUsage                             // Usage (cumulative so far)
-	PartStop                              // Stop
-	PartError                             // Err
-	PartPing                              // keepalive
-	PartDone                              // the stream's terminal marker ([DONE], message_stop, response.completed...)
-)
-
-var partKindNames = [...]string{
-	PartMessageStart: "message_start", PartTextDelta: "text_delta", PartRefusalDelta: "refusal_delta",
-	PartThinkingDelta: "thinking_delta", PartToolCallStart: "tool_call_start", PartToolCallArgs: "tool_call_args",
-	PartToolCallEnd: "tool_call_end", PartUsage: "usage", PartStop: "stop", PartError: "error",
-	PartPing: "ping", PartDone: "done",
-}
-
-func (k PartKind) String() string {
-	if int(k) < len(partKindNames) && partKindNames[k] != "" {
-		return partKindNames[k]
-	}
-	return "unknown"
-}
-
-// Part is one normalized piece of a reply. Byte slices are only valid until
-// the emit callback returns.
-type Part struct {
-	Kind   PartKind
-	Choice int
-	Index  int
-	ID     string
-	ItemID string
-	Name   string
-	Type   string
-	Model  string
-	Text   []byte
-	Usage  Usage
-	Stop   Stop
-	Err    *ProviderError
-}
-
 // Result is what a Decoder accumulated over a whole reply.
 type Result struct {
 	API       API
@@ -209,12 +159,11 @@ func (r *Result) AddUnparsed(err error) {
 	}
 }
 
-// Decoder turns the SSE events of one reply into Parts and a Result.
+// Decoder reads the SSE events of one reply into a Result.
 type Decoder interface {
-	// Decode handles one event. emit, when not nil, receives the event's
-	// Parts in order. An event that cannot be decoded is counted in
-	// Result.Unparsed, never skipped silently.
-	Decode(ev *sse.Event, emit func(*Part))
+	// Decode handles one event. An event that cannot be decoded is counted
+	// in Result.Unparsed, never skipped silently.
+	Decode(ev *sse.Event)
 	// Finish is called once at the end of the stream; it marks the result
 	// truncated when the terminal event never came, and returns it.
 	Finish() *Result
