@@ -6,6 +6,7 @@ import (
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/anthropic"
 	"gatekeeper/streaming/chat"
+	"gatekeeper/streaming/internal/reshape"
 	"gatekeeper/streaming/responses"
 )
 
@@ -177,5 +178,5 @@ const (
 )
 
 var (
-	sumUsage = streaming.SumUsage
+	sumUsage = reshape.SumUsage
 )

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"strings"
 
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
 
-	"gatekeeper/streaming/internal/jsonscan"
-
 	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/sse"
 )
 
 var _ streaming.Decoder = (*decoder)(nil)

@@ -5,13 +5,11 @@ import (
 	"slices"
 	"strings"
 
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/streaming"
-
 	"gatekeeper/streaming/internal/openai"
+	"gatekeeper/streaming/sse"
 )
 
 // The OpenAI Chat Completions decoder. One wire format is spoken by OpenAI,

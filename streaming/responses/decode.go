@@ -5,15 +5,12 @@ import (
 	"slices"
 	"strings"
 
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
 
-	"gatekeeper/streaming/internal/openai"
-
-	"gatekeeper/streaming/internal/callitems"
-
 	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/callitems"
+	"gatekeeper/streaming/internal/openai"
+	"gatekeeper/streaming/sse"
 )
 
 // The OpenAI Responses decoder. Every event names its type twice (the SSE
