@@ -3,6 +3,8 @@ package streaming
 import (
 	"errors"
 
+	"github.com/tidwall/gjson"
+
 	"gatekeeper/streaming/sse"
 )
 
@@ -169,6 +171,25 @@ type Decoder interface {
 	Finish() *Result
 	// Result is the reply so far.
 	Result() *Result
+}
+
+// ValidJSON reports whether ev's data is valid JSON, scanning it only the
+// first time an event is asked about: the decoder and the call filter read
+// the same event one after the other (sse.Event.JSON keeps the answer, in
+// the copy the filter gets too), so they scan it once and cannot disagree.
+func ValidJSON(ev *sse.Event) bool {
+	switch ev.JSON {
+	case sse.JSONValid:
+		return true
+	case sse.JSONInvalid:
+		return false
+	}
+	ok := gjson.ValidBytes(ev.Data)
+	ev.JSON = sse.JSONInvalid
+	if ok {
+		ev.JSON = sse.JSONValid
+	}
+	return ok
 }
 
 // DoneMarker is the data of the event that ends an OpenAI stream (the

@@ -80,7 +80,7 @@ func pure(mod string) []struct {
 		{"streaming/sse", false, rule{module: mod, banned: ioStd}},
 		{"streaming/internal/jsonscan", false, rule{module: mod, extra: jsonLibs, banned: noUnsafe}},
 		{"streaming/internal/callitems", false, rule{module: mod, own: []string{scan}, extra: jsonLibs, banned: ioStd}},
-		{"streaming/internal/openai", false, rule{module: mod, own: []string{mod + "/streaming", scan}, extra: jsonLibs, banned: ioStd}},
+		{"streaming/internal/openai", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", scan}, extra: jsonLibs, banned: ioStd}},
 		{"streaming/internal/callfilter", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", scan}, extra: jsonLibs, banned: ioStd}},
 		{"streaming/internal/reshape", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", scan}, extra: jsonLibs, banned: ioStd}},
 		{"streaming/anthropic", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},

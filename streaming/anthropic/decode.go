@@ -76,7 +76,7 @@ func (d *decoder) Decode(ev *sse.Event) {
 		return
 	}
 	data := ev.Data
-	if !gjson.ValidBytes(data) {
+	if !streaming.ValidJSON(ev) {
 		d.res.AddUnparsed(fmt.Errorf("%w: anthropic %q event data", streaming.ErrInvalidJSON, ev.Name))
 		return
 	}

@@ -48,7 +48,7 @@ func (*callFilter) API() streaming.API { return streaming.APIAnthropic }
 func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 	a := f
 	js := jsonscan.View(ev.Data)
-	if (a.refused || f.Held.Count > 0) && !gjson.Valid(js) {
+	if (a.refused || f.Held.Count > 0) && !streaming.ValidJSON(ev) {
 		return dst // a data line that is not JSON
 	}
 	var typ, index, block, delta jsonscan.Member
@@ -120,7 +120,7 @@ func (a *callFilter) withheldAt(m jsonscan.Member) int {
 
 // out is the index the client sees for block pos, delivered now;
 // while a call is held it is pos, renumbered when it goes out
-// (appendPassed).
+// (AppendPassed).
 func (f *callFilter) out(pos int) int {
 	if !f.Held.On || f.Held.Suffix() {
 		return pos
@@ -162,7 +162,7 @@ func (f *callFilter) pass(dst []byte, ev *sse.Event, index jsonscan.Member) []by
 	}
 	out := f.pos.Out(pos)
 	js := jsonscan.View(ev.Data)
-	if out == pos || !gjson.Valid(js) {
+	if out == pos || !streaming.ValidJSON(ev) {
 		return append(dst, ev.Raw...)
 	}
 	f.Scratch = callfilter.Renumber(f.Scratch[:0], js, "index", out, 0, false)
@@ -264,7 +264,7 @@ func (f *callFilter) start(dst []byte, ev *sse.Event, index, block jsonscan.Memb
 	name, _ := jsonscan.StringValue(fields[2])
 	if id, _ := jsonscan.StringValue(fields[1]); f.PermitsCall(id, name) {
 		// The decoder skips an event that is not JSON: no call came with it.
-		valid := gjson.Valid(jsonscan.View(ev.Data))
+		valid := streaming.ValidJSON(ev)
 		if f.Held.On {
 			return f.holdStart(dst, ev, pos, ok, valid, fields)
 		}
@@ -315,7 +315,7 @@ func (f *callFilter) holdStart(dst []byte, ev *sse.Event, pos int, indexed, vali
 // messageDelta turns a tool_use stop into end_turn once every
 // call of the message was withheld: the agent has no call to answer.
 func (f *callFilter) messageDelta(dst []byte, ev *sse.Event, js string) []byte {
-	if !gjson.Valid(js) {
+	if !streaming.ValidJSON(ev) {
 		return f.pass(dst, ev, jsonscan.Member{})
 	}
 	changed := false

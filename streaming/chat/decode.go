@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/jsonscan"
 	"gatekeeper/streaming/internal/openai"
 	"gatekeeper/streaming/sse"
 )
@@ -78,7 +79,7 @@ func (d *decoder) Decode(ev *sse.Event) {
 		return
 	}
 	errorEvent := string(ev.Name) == "error"
-	root, err := openai.Object(data, "chat chunk")
+	root, err := openai.EventObject(ev, data, "chat chunk")
 	switch {
 	case err == nil:
 		d.chunk(root, errorEvent)
@@ -197,7 +198,8 @@ func (d *decoder) delta(choice int, delta gjson.Result) {
 		})
 	}
 	if functionCall.IsObject() {
-		var name, args gjson.Result
+		var name gjson.Result
+		var args string
 		readFunction(functionCall, &name, &args)
 		at := d.find(choice, 0)
 		if at < 0 {
@@ -221,7 +223,8 @@ func (d *decoder) textDelta(kind textKind, v gjson.Result) {
 // toolFragment adds one tool_calls[] entry: the first fragment of a call
 // carries id, type and name; later ones carry only arguments text.
 func (d *decoder) toolFragment(choice int, tc gjson.Result) {
-	var index, id, typ, name, args gjson.Result
+	var index, id, typ, name gjson.Result
+	var args string
 	tc.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "index":
@@ -259,17 +262,21 @@ func (d *decoder) toolFragment(choice int, tc gjson.Result) {
 // readFunction reads the name and arguments of a function object (a tool
 // call's "function", a legacy "function_call"), leaving those it lacks as
 // they were, so that a repeated "function" member overrides only what it
-// carries.
-func readFunction(fn gjson.Result, name, args *gjson.Result) {
-	fn.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+// carries. The arguments are kept as their raw JSON value, to be decoded
+// straight into the call's buffer: a fragment full of escaped quotes then
+// costs no string of its own.
+func readFunction(fn gjson.Result, name *gjson.Result, args *string) {
+	if !fn.IsObject() {
+		return
+	}
+	for m, next, ok := jsonscan.NextMember(fn.Raw, jsonscan.ObjectStart(fn.Raw)); ok; m, next, ok = jsonscan.NextMember(fn.Raw, next) {
+		switch m.Name() {
 		case "name":
-			*name = v
+			*name = gjson.Parse(m.Val)
 		case "arguments":
-			*args = v
+			*args = m.Val
 		}
-		return true
-	})
+	}
 }
 
 func (d *decoder) find(choice, index int) int {
@@ -324,17 +331,19 @@ func (d *decoder) fill(at int, id, name string) {
 	}
 }
 
-func (d *decoder) appendArgs(at int, args gjson.Result) {
-	frag := args.Str
-	if args.IsObject() || args.IsArray() {
-		frag = args.Raw // some compatible servers send arguments as an object
-	}
-	if frag == "" {
-		return
-	}
+// appendArgs adds an arguments fragment, raw: a JSON string, decoded, or
+// an object or array as it is written (some compatible servers send
+// arguments as an object).
+func (d *decoder) appendArgs(at int, raw string) {
 	tc := &d.res.ToolCalls[at]
-	tc.Arguments = append(tc.Arguments, frag...)
-	d.res.OutputBytes += int64(len(frag))
+	n := len(tc.Arguments)
+	switch {
+	case jsonscan.IsStringRaw(raw):
+		tc.Arguments = jsonscan.AppendDecoded(tc.Arguments, raw)
+	case jsonscan.IsObject(raw) || jsonscan.IsArray(raw):
+		tc.Arguments = append(tc.Arguments, raw...)
+	}
+	d.res.OutputBytes += int64(len(tc.Arguments) - n)
 }
 
 // finishChoice records a choice's stop once (OpenRouter repeats

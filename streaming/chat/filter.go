@@ -10,6 +10,7 @@ import (
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/callfilter"
 	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/internal/openai"
 	"gatekeeper/streaming/sse"
 )
 
@@ -194,9 +195,9 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 		return append(dst, ev.Raw...) // [DONE], an empty field, a plain-text error
 	}
 	if len(f.RefusedCalls) == 0 && h.Count == 0 && !mayStartCall(data) && (!h.On || !mayFinish(data)) {
-		return append(dst, ev.Raw...) // text: the usual chunk, callfilter.Passed without a walk
+		return append(dst, ev.Raw...) // text: the usual chunk, passed without a walk
 	}
-	if !gjson.ValidBytes(data) {
+	if !openai.ValidData(ev, data) {
 		// No client reads a call out of it, and the decoder skips it; once a
 		// call was withheld (or while one is held) it may hold that call's
 		// bytes.

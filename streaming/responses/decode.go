@@ -9,6 +9,7 @@ import (
 
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/callitems"
+	"gatekeeper/streaming/internal/jsonscan"
 	"gatekeeper/streaming/internal/openai"
 	"gatekeeper/streaming/sse"
 )
@@ -37,6 +38,7 @@ type decoder struct {
 	finished bool // Finish ran
 	calls    []responsesCall
 	errCodes []string // codes of error events, so response.failed does not report them twice
+	scratch  []byte   // a delta decoded, to count its bytes
 }
 
 // textKind says what a delta's text counts as.
@@ -73,7 +75,10 @@ func (d *decoder) Finish() *streaming.Result {
 // reads, gathered in one pass over the JSON.
 type responsesEvent struct {
 	typ, response, item, outputIndex, itemID gjson.Result
-	delta, arguments, input, name, err       gjson.Result
+	arguments, input, name, err              gjson.Result
+	// delta is kept as its raw JSON value and decoded only where it is
+	// used: an arguments fragment straight into the call's buffer.
+	delta string
 }
 
 // Decode handles one SSE event of a Responses stream.
@@ -87,7 +92,7 @@ func (d *decoder) Decode(ev *sse.Event) {
 		// anyway, and it carries nothing.
 		return
 	}
-	root, err := openai.Object(data, "responses event")
+	root, err := openai.EventObject(ev, data, "responses event")
 	if err != nil {
 		if string(ev.Name) == "error" {
 			// An error event whose data is plain text is still the error.
@@ -98,32 +103,37 @@ func (d *decoder) Decode(ev *sse.Event) {
 		d.res.AddUnparsed(err)
 		return
 	}
+	// One walk over the top level, the last of duplicate members winning
+	// as in gjson's ForEach; no value is unescaped until it is used.
 	var f responsesEvent
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	for m, next, ok := jsonscan.NextMember(root.Raw, jsonscan.ObjectStart(root.Raw)); ok; m, next, ok = jsonscan.NextMember(root.Raw, next) {
+		var v *gjson.Result
+		switch m.Name() {
 		case "type":
-			f.typ = v
+			v = &f.typ
 		case "response":
-			f.response = v
+			v = &f.response
 		case "item":
-			f.item = v
+			v = &f.item
 		case "output_index":
-			f.outputIndex = v
+			v = &f.outputIndex
 		case "item_id":
-			f.itemID = v
+			v = &f.itemID
 		case "delta":
-			f.delta = v
+			f.delta = m.Val
 		case "arguments":
-			f.arguments = v
+			v = &f.arguments
 		case "input":
-			f.input = v
+			v = &f.input
 		case "name":
-			f.name = v
+			v = &f.name
 		case "error":
-			f.err = v
+			v = &f.err
 		}
-		return true
-	})
+		if v != nil {
+			*v = gjson.Parse(m.Val)
+		}
+	}
 	typ := f.typ.Str
 	if f.typ.Type != gjson.String {
 		typ = string(ev.Name)
@@ -249,7 +259,7 @@ func (d *decoder) argsDelta(typ string, f responsesEvent) {
 		ci, _ := callitems.Lookup(typ, false)
 		at = d.open(ci, int(f.outputIndex.Int()), f.itemID.Str, "", "")
 	}
-	d.appendArgs(at, f.delta)
+	d.appendArgsRaw(at, f.delta)
 }
 
 // argsDone trusts the event's full arguments over the accumulated deltas.
@@ -316,6 +326,18 @@ func (d *decoder) open(ci callitems.Item, outputIndex int, itemID, callID, name 
 	return len(d.calls) - 1
 }
 
+// appendArgsRaw adds an arguments fragment given as a raw JSON string,
+// decoded straight into the call's arguments.
+func (d *decoder) appendArgsRaw(at int, raw string) {
+	if !jsonscan.IsStringRaw(raw) {
+		return
+	}
+	tc := &d.res.ToolCalls[d.calls[at].at]
+	n := len(tc.Arguments)
+	tc.Arguments = jsonscan.AppendDecoded(tc.Arguments, raw)
+	d.res.OutputBytes += int64(len(tc.Arguments) - n)
+}
+
 func (d *decoder) appendArgs(at int, v gjson.Result) {
 	if v.Type != gjson.String {
 		return
@@ -354,13 +376,24 @@ func (d *decoder) complete(at int) {
 }
 
 func (d *decoder) textDelta(kind textKind, f responsesEvent) {
-	if f.delta.Type != gjson.String || f.delta.Str == "" {
-		return
-	}
-	d.res.OutputBytes += int64(len(f.delta.Str))
+	n := int64(d.decodedLen(f.delta))
+	d.res.OutputBytes += n
 	if kind == said {
-		d.res.TextBytes += int64(len(f.delta.Str))
+		d.res.TextBytes += n
 	}
+}
+
+// decodedLen is the length of the JSON string raw decoded, 0 when raw is
+// not a string.
+func (d *decoder) decodedLen(raw string) int {
+	if !jsonscan.IsStringRaw(raw) {
+		return 0
+	}
+	if strings.IndexByte(raw, '\\') < 0 {
+		return len(raw) - 2
+	}
+	d.scratch = jsonscan.AppendDecoded(d.scratch[:0], raw)
+	return len(d.scratch)
 }
 
 // terminalEvent ends the reply: kind is the event type, resp the final

@@ -12,6 +12,7 @@ import (
 	"gatekeeper/streaming/internal/callfilter"
 	"gatekeeper/streaming/internal/callitems"
 	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/internal/openai"
 	"gatekeeper/streaming/sse"
 )
 
@@ -23,7 +24,7 @@ import (
 type callFilter struct {
 	*callfilter.Filter
 
-	offset int64 // added to every sequence_number callfilter.Passed on
+	offset int64 // added to every sequence_number passed on
 	calls  []responsesFilterCall
 	ids    []byte // the calls' item ids, back to back
 	// plan has an entry per output item walked: the refused call replacing
@@ -216,14 +217,14 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 	}
 	if len(f.RefusedCalls) == 0 && r.offset == 0 && !responsesCallEvent(typ) && e.response == "" &&
 		(!h.On || h.Count == 0 && !r.pos.Moved() && typ != "error") {
-		// Text, reasoning: callfilter.Passed without a check.
+		// Text, reasoning: passed without a check.
 		if h.On {
 			f.out(e.outputIndex)
 			r.delivered(e.seqNum, e.numbered)
 		}
 		return append(dst, ev.Raw...)
 	}
-	if !gjson.ValidBytes(data) {
+	if !openai.ValidData(ev, data) {
 		if len(f.RefusedCalls) > 0 || h.Count > 0 || h.On && responsesCallEvent(typ) {
 			if e.numbered {
 				r.offset--

@@ -16,7 +16,7 @@ import (
 
 // Holding OpenAI Responses calls: the events of a client call item
 // (internal/callitems) wait for response.completed, .incomplete or .failed.
-// Held events leave a gap in the sequence numbers that the events callfilter.Passed
+// Held events leave a gap in the sequence numbers that the events passed
 // meanwhile close, and take the numbers before the terminal event's when
 // delivered. The final Response lists its items in the order the client
 // got them, less those dropped.
