@@ -16,11 +16,7 @@ import (
 // assembleJSON turns a whole stream into the Message it carries
 // (streaming.Dialect.AssembleJSON).
 func assembleJSON(stream []byte) ([]byte, error) {
-	evs, err := reshape.ReadEvents(stream)
-	if err != nil {
-		return nil, err
-	}
-	return assemble(evs)
+	return assemble(reshape.ReadEvents(stream))
 }
 
 // assembledBlock is one content block being assembled.

@@ -34,11 +34,17 @@ var _ callfilter.Rules = (*callFilter)(nil)
 func newCallFilter(allow func(name string) bool, refusal func(call streaming.ToolCall) string) (*callFilter, error) {
 	var r *callFilter
 	_, err := callfilter.New(allow, refusal, func(e *callfilter.Filter) callfilter.Rules {
-		r = &callFilter{Filter: e}
-		r.pos.Init()
+		r = newRules(e)
 		return r
 	})
 	return r, err
+}
+
+// newRules returns the rules run by the engine e.
+func newRules(e *callfilter.Filter) *callFilter {
+	r := &callFilter{Filter: e}
+	r.pos.Init()
+	return r
 }
 
 // API is streaming.APIAnthropic.

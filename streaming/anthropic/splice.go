@@ -15,26 +15,18 @@ import (
 // spliceStreams joins a held stream and its continuation's
 // (streaming.Dialect.SpliceStream).
 func spliceStreams(first, cont []byte) ([]byte, error) {
-	fe, err := reshape.ReadEvents(first)
-	if err != nil {
-		return nil, err
-	}
-	ce, err := reshape.ReadEvents(cont)
-	if err != nil {
-		return nil, err
-	}
-	return spliceStream(first, fe, ce)
+	return spliceStream(first, reshape.ReadEvents(first), reshape.ReadEvents(cont))
 }
 
 // heldPrefix is what a call filter with Hold that refuses nothing gives
-// for the first n events of stream, less the held calls.
-func heldPrefix(stream []byte, n int) ([]byte, *callFilter, error) {
-	f, err := newCallFilter(func(string) bool { return true }, func(streaming.ToolCall) string { return "" })
-	if err != nil {
-		return nil, nil, err
-	}
-	out, err := f.Prefix(stream, n)
-	return out, f, err
+// for the first n events of stream, less the held calls, with the filter.
+func heldPrefix(stream []byte, n int) ([]byte, *callFilter) {
+	var r *callFilter
+	callfilter.Passing(func(e *callfilter.Filter) callfilter.Rules {
+		r = newRules(e)
+		return r
+	})
+	return r.Prefix(stream, n), r
 }
 
 // stopAt is the position of the message_delta carrying the stop.
@@ -69,10 +61,7 @@ func spliceStream(first []byte, fe, ce []reshape.Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, _, err := heldPrefix(first, stopAt(fe))
-	if err != nil {
-		return nil, err
-	}
+	out, _ := heldPrefix(first, stopAt(fe))
 	shift := fm.keptBlocks()
 	usage := reshape.SumUsage(fm.usageJSON(), cm.usageJSON())
 	for i := range ce {

@@ -17,11 +17,7 @@ import (
 // assembleJSON turns a whole stream into the ChatCompletion it carries
 // (streaming.Dialect.AssembleJSON).
 func assembleJSON(stream []byte) ([]byte, error) {
-	evs, err := reshape.ReadEvents(stream)
-	if err != nil {
-		return nil, err
-	}
-	return assemble(evs)
+	return assemble(reshape.ReadEvents(stream))
 }
 
 // assembledChoice is one choice of a ChatCompletion being assembled.

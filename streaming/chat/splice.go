@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/callfilter"
 	"gatekeeper/streaming/internal/jsonscan"
 	"gatekeeper/streaming/internal/reshape"
 	"gatekeeper/streaming/sse"
@@ -15,26 +16,18 @@ import (
 // spliceStreams joins a held stream and its continuation's
 // (streaming.Dialect.SpliceStream).
 func spliceStreams(first, cont []byte) ([]byte, error) {
-	fe, err := reshape.ReadEvents(first)
-	if err != nil {
-		return nil, err
-	}
-	ce, err := reshape.ReadEvents(cont)
-	if err != nil {
-		return nil, err
-	}
-	return spliceStream(first, fe, ce)
+	return spliceStream(first, reshape.ReadEvents(first), reshape.ReadEvents(cont))
 }
 
 // heldPrefix is what a call filter with Hold that refuses nothing gives
-// for the first n events of stream, less the held calls.
-func heldPrefix(stream []byte, n int) ([]byte, *callFilter, error) {
-	f, err := newCallFilter(func(string) bool { return true }, func(streaming.ToolCall) string { return "" })
-	if err != nil {
-		return nil, nil, err
-	}
-	out, err := f.Prefix(stream, n)
-	return out, f, err
+// for the first n events of stream, less the held calls, with the filter.
+func heldPrefix(stream []byte, n int) ([]byte, *callFilter) {
+	var r *callFilter
+	callfilter.Passing(func(e *callfilter.Filter) callfilter.Rules {
+		r = newRules(e)
+		return r
+	})
+	return r.Prefix(stream, n), r
 }
 
 // spliceJSON joins a held ChatCompletion and its continuation's
@@ -118,10 +111,7 @@ func spliceStream(first []byte, fe, ce []reshape.Event) ([]byte, error) {
 			return nil, fmt.Errorf("%w: the continuation carries an error", streaming.ErrIncompleteStream)
 		}
 	}
-	out, _, err := heldPrefix(first, stop)
-	if err != nil {
-		return nil, err
-	}
+	out, _ := heldPrefix(first, stop)
 	var ids []jsonscan.Set // first's id, created, model
 	for i := 0; i < len(fe) && len(ids) == 0; i++ {
 		if js, ok, _ := fe[i].JSON(streaming.APIChat); ok && gjson.Get(js, "id").Str != "" {

@@ -12,11 +12,7 @@ import (
 // assembleJSON turns a whole stream into the Response it carries, the
 // terminal event's (streaming.Dialect.AssembleJSON).
 func assembleJSON(stream []byte) ([]byte, error) {
-	evs, err := reshape.ReadEvents(stream)
-	if err != nil {
-		return nil, err
-	}
-	resp, _, err := terminal(evs)
+	resp, _, err := terminal(reshape.ReadEvents(stream))
 	if err != nil {
 		return nil, err
 	}

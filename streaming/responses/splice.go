@@ -16,26 +16,18 @@ import (
 // spliceStreams joins a held stream and its continuation's
 // (streaming.Dialect.SpliceStream).
 func spliceStreams(first, cont []byte) ([]byte, error) {
-	fe, err := reshape.ReadEvents(first)
-	if err != nil {
-		return nil, err
-	}
-	ce, err := reshape.ReadEvents(cont)
-	if err != nil {
-		return nil, err
-	}
-	return spliceStream(first, fe, ce)
+	return spliceStream(first, reshape.ReadEvents(first), reshape.ReadEvents(cont))
 }
 
 // heldPrefix is what a call filter with Hold that refuses nothing gives
 // for the first n events of stream, less the held calls, with the filter.
-func heldPrefix(stream []byte, n int) ([]byte, *callFilter, error) {
-	f, err := newCallFilter(func(string) bool { return true }, func(streaming.ToolCall) string { return "" })
-	if err != nil {
-		return nil, nil, err
-	}
-	out, err := f.Prefix(stream, n)
-	return out, f, err
+func heldPrefix(stream []byte, n int) ([]byte, *callFilter) {
+	var r *callFilter
+	callfilter.Passing(func(e *callfilter.Filter) callfilter.Rules {
+		r = newRules(e)
+		return r
+	})
+	return r.Prefix(stream, n), r
 }
 
 // spliceJSON joins a held Response and its continuation's
@@ -94,10 +86,7 @@ func spliceStream(first []byte, fe, ce []reshape.Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, f, err := heldPrefix(first, stop)
-	if err != nil {
-		return nil, err
-	}
+	out, f := heldPrefix(first, stop)
 	shift := len(keptOutput(fr))
 	var seq int64
 	if f.seqOut {

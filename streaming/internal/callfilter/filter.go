@@ -80,32 +80,42 @@ func New(allow func(name string) bool, refusal func(call streaming.ToolCall) str
 	if allow == nil || refusal == nil {
 		return nil, streaming.ErrNoCallPolicy
 	}
+	return newFilter(allow, refusal, rules), nil
+}
+
+// Passing returns a filter that refuses nothing, run by the rules rules(f)
+// gives: what the prefix of a held reply is computed with (Prefix).
+func Passing(rules func(f *Filter) Rules) *Filter {
+	return newFilter(func(string) bool { return true }, func(streaming.ToolCall) string { return "" }, rules)
+}
+
+func newFilter(allow func(name string) bool, refusal func(call streaming.ToolCall) string, rules func(f *Filter) Rules) *Filter {
 	f := &Filter{allow: allow, refusal: refusal}
 	f.Scratch = f.scratchBuf[:0]
 	f.rules = rules(f)
-	return f, nil
+	return f
 }
 
 // Prefix runs the filter, with Hold, over the first n events of stream
 // and returns what the client received, then what came after the first
 // held call less the calls: the part of a held reply the client has, or
 // gets before a continuation (SpliceStream).
-func (f *Filter) Prefix(stream []byte, n int) ([]byte, error) {
+//
+// Like reshape.ReadEvents it cannot fail: sse.Each fails only when its
+// callback does, or an event outgrows the stream.
+func (f *Filter) Prefix(stream []byte, n int) []byte {
 	f.Hold()
 	var out []byte
 	i := 0
-	err := sse.Each(stream, func(ev *sse.Event) error {
+	_ = sse.Each(stream, func(ev *sse.Event) error {
 		if i < n {
 			out = f.AppendEvent(out, *ev)
 		}
 		i++
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
 	f.DropHeld(func(int, *Call) bool { return true })
-	return f.FlushPassed(out), nil
+	return f.FlushPassed(out)
 }
 
 // Refused lists the calls withheld so far.

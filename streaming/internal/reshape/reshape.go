@@ -20,19 +20,18 @@ type Event struct {
 	HasData bool
 }
 
-// ReadEvents splits a whole stream into its events.
-func ReadEvents(stream []byte) ([]Event, error) {
+// ReadEvents splits a whole stream into its events. It cannot fail:
+// sse.Each fails only when its callback does or an event outgrows the
+// stream, and neither happens here.
+func ReadEvents(stream []byte) []Event {
 	var evs []Event
-	err := sse.Each(stream, func(ev *sse.Event) error {
+	_ = sse.Each(stream, func(ev *sse.Event) error {
 		evs = append(evs, Event{
 			Name: string(ev.Name), Data: string(ev.Data), Raw: bytes.Clone(ev.Raw), HasData: ev.HasData,
 		})
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return evs, nil
+	return evs
 }
 
 // JSON reads an event's data as a JSON object: ok is false for an event
