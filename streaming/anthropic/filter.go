@@ -52,10 +52,9 @@ func (*callFilter) API() streaming.API { return streaming.APIAnthropic }
 
 // FilterEvent reads one event of a Messages stream.
 func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
-	a := f
 	js := jsonscan.View(ev.Data)
-	if (a.refused || f.Held.Count > 0) && !streaming.ValidJSON(ev) {
-		return dst // a data line that is not JSON
+	if (f.refused || f.Held.Count > 0) && !streaming.ValidJSON(ev) {
+		return dst // f data line that is not JSON
 	}
 	var typ, index, block, delta jsonscan.Member
 	for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
@@ -78,16 +77,16 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 	case "content_block_start":
 		return f.start(dst, ev, index, block)
 	case "content_block_delta":
-		if a.withheldAt(index) >= 0 {
+		if f.withheldAt(index) >= 0 {
 			return dst
 		}
 		if c := f.heldAt(index); c >= 0 {
 			return f.keepHeld(dst, ev, c, false, delta)
 		}
 	case "content_block_stop":
-		if i := a.withheldAt(index); i >= 0 {
-			pos := a.withheld[i]
-			a.withheld = slices.Delete(a.withheld, i, i+1)
+		if i := f.withheldAt(index); i >= 0 {
+			pos := f.withheld[i]
+			f.withheld = slices.Delete(f.withheld, i, i+1)
 			b := append(f.Scratch[:0], `{"type":"content_block_stop","index":`...)
 			b = strconv.AppendInt(b, int64(f.out(pos)), 10)
 			f.Scratch = append(b, '}')
@@ -100,7 +99,7 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 		if f.Held.Count > 0 {
 			dst = f.releaseHeld(dst, js)
 		}
-		if (a.refused || a.dropped) && !a.delivered {
+		if (f.refused || f.dropped) && !f.delivered {
 			return f.messageDelta(dst, ev, js)
 		}
 	case "message_stop", "error":
@@ -217,14 +216,13 @@ func (f *callFilter) releaseHeld(dst []byte, js string) []byte {
 		return dst // no stop yet
 	}
 	h := &f.Held
-	a := f
 	cut := sr.Str == "max_tokens" || sr.Str == "model_context_window_exceeded"
 	last := h.Last(nil)
 	var cutCall *streaming.ToolCall
 	f.DropHeld(func(i int, c *callfilter.Call) bool {
 		// A call streamed with no input has "{}": empty arguments are whole.
 		drop := !c.Closed || cut && i == last && len(c.Args) > 0 && !gjson.ValidBytes(c.Args)
-		a.dropped = a.dropped || drop
+		f.dropped = f.dropped || drop
 		if drop && cut && f.CutNotice != nil && !c.Unlisted {
 			tc := c.TC
 			cutCall = &tc
@@ -235,12 +233,12 @@ func (f *callFilter) releaseHeld(dst []byte, js string) []byte {
 	// leave gaps for the blocks after them to close.
 	for i := range h.Calls {
 		if c := &h.Calls[i]; c.State == callfilter.StateHeld {
-			a.pos.Unskip(c.TC.Index)
+			f.pos.Unskip(c.TC.Index)
 		}
 	}
 	dst = f.Release(dst, func(int, *callfilter.Call) bool { return true }, func(c *callfilter.Call) {
-		c.Out = a.pos.Deliver(c.TC.Index)
-		a.delivered = true
+		c.Out = f.pos.Deliver(c.TC.Index)
+		f.delivered = true
 	}, func(dst []byte, e *callfilter.Event, c *callfilter.Call) []byte {
 		if e.Pos < 0 || e.Pos == c.Out {
 			return h.AppendHeld(dst, e)
@@ -254,14 +252,13 @@ func (f *callFilter) releaseHeld(dst []byte, js string) []byte {
 }
 
 func (f *callFilter) start(dst []byte, ev *sse.Event, index, block jsonscan.Member) []byte {
-	a := f
 	pos, ok := jsonscan.MemberIndex(index)
-	if i := slices.Index(a.withheld, pos); ok && i >= 0 {
+	if i := slices.Index(f.withheld, pos); ok && i >= 0 {
 		// A block started again at a withheld index replaces it.
-		a.withheld = slices.Delete(a.withheld, i, i+1)
+		f.withheld = slices.Delete(f.withheld, i, i+1)
 	}
 	if ok && f.Held.On {
-		f.Held.Forget(pos) // a block started again at an index replaces it
+		f.Held.Forget(pos) // f block started again at an index replaces it
 	}
 	fields := jsonscan.ReadObject(block.Val, "type", "id", "name")
 	if !jsonscan.IsString(fields[0], "tool_use") {
@@ -274,16 +271,16 @@ func (f *callFilter) start(dst []byte, ev *sse.Event, index, block jsonscan.Memb
 		if f.Held.On {
 			return f.holdStart(dst, ev, pos, ok, valid, fields)
 		}
-		a.delivered = a.delivered || valid
+		f.delivered = f.delivered || valid
 		return append(dst, ev.Raw...)
 	}
 	id, _ := jsonscan.StringValue(fields[1])
 	text := f.Refuse(streaming.ToolCall{Index: pos, Type: "tool_use", ID: strings.Clone(id), Name: strings.Clone(name)})
-	a.refused = true
+	f.refused = true
 	if !ok {
 		return dst // no index to put the text at
 	}
-	a.withheld = append(a.withheld, pos)
+	f.withheld = append(f.withheld, pos)
 	out := f.out(pos)
 	b := append(f.Scratch[:0], `{"type":"content_block_start","index":`...)
 	b = strconv.AppendInt(b, int64(out), 10)

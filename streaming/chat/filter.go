@@ -391,7 +391,6 @@ func (f *callFilter) planDelta(choice int, d string, body bool) {
 // object), keyed by (choice, index) as the decoder keys it: the element that
 // starts a call decides for all of its elements.
 func (f *callFilter) planElement(choice int, el string, legacy, body bool) chatElemPlan {
-	c := f
 	var index, id, typ, fname, cname, args string
 	for m, next, ok := jsonscan.NextMember(el, jsonscan.ObjectStart(el)); ok; m, next, ok = jsonscan.NextMember(el, next) {
 		switch m.Name() {
@@ -425,29 +424,29 @@ func (f *callFilter) planElement(choice int, el string, legacy, body bool) chatE
 	at, key := -1, 0
 	switch {
 	case legacy:
-		at = c.find(choice, 0)
+		at = f.find(choice, 0)
 	case indexed:
 		key = jsonscan.Int(index)
-		at = c.find(choice, key)
+		at = f.find(choice, key)
 	case jsonscan.Text(id) != "":
-		key = c.nextIndex(choice) // no index: each id starts the choice's next call
+		key = f.nextIndex(choice) // no index: each id starts the choice's next call
 	default:
-		at = c.last(choice) // neither: a continuation of the choice's latest call
+		at = f.last(choice) // neither: a continuation of the choice's latest call
 	}
 	if at >= 0 {
-		call := c.calls[at]
+		call := f.calls[at]
 		if !call.allowed || f.Renames(name, custom) {
-			c.plan.changed, c.plan.edits = true, true
+			f.plan.changed, f.plan.edits = true, true
 			return chatElemPlan{drop: true, call: -1}
 		}
 		ep := chatElemPlan{out: -1, call: at}
 		if indexed && call.out != key {
-			c.plan.changed, c.plan.edits = true, true
+			f.plan.changed, f.plan.edits = true, true
 			ep.out = call.out
 		}
 		return f.holdElement(ep, args, cname != "" || jsonscan.IsString(typ, "custom"))
 	}
-	st := c.choice(choice)
+	st := f.choice(choice)
 	if f.PermitsCall(jsonscan.Text(id), name, custom) {
 		out := key
 		if st.refused {
@@ -459,10 +458,10 @@ func (f *callFilter) planElement(choice int, el string, legacy, body bool) chatE
 		if f.Held.On && !body {
 			held = f.holdCall(choice, key, legacy, typ, id, name, custom)
 		}
-		c.calls = append(c.calls, chatFilterCall{choice: choice, index: key, out: out, allowed: true, held: held})
-		ep := chatElemPlan{out: -1, call: len(c.calls) - 1}
+		f.calls = append(f.calls, chatFilterCall{choice: choice, index: key, out: out, allowed: true, held: held})
+		ep := chatElemPlan{out: -1, call: len(f.calls) - 1}
 		if indexed && out != key {
-			c.plan.changed, c.plan.edits = true, true
+			f.plan.changed, f.plan.edits = true, true
 			ep.out = out
 		}
 		return f.holdElement(ep, args, cname != "" || jsonscan.IsString(typ, "custom"))
@@ -479,8 +478,8 @@ func (f *callFilter) planElement(choice int, el string, legacy, body bool) chatE
 	}
 	f.Refuse(tc)
 	st.refused = true
-	c.calls = append(c.calls, chatFilterCall{choice: choice, index: key, held: -1})
-	c.plan.changed, c.plan.edits = true, true
+	f.calls = append(f.calls, chatFilterCall{choice: choice, index: key, held: -1})
+	f.plan.changed, f.plan.edits = true, true
 	return chatElemPlan{drop: true, call: -1}
 }
 

@@ -50,12 +50,11 @@ func (f *callFilter) holdCall(choice, key int, legacy bool, typ, id, name, custo
 // delivered. args is its arguments member as written; custom marks a
 // free-text input.
 func (f *callFilter) holdElement(ep chatElemPlan, args string, custom bool) chatElemPlan {
-	c := f
-	p := &c.plan
-	if !f.Held.On || ep.call < 0 || c.calls[ep.call].held < 0 {
+	p := &f.plan
+	if !f.Held.On || ep.call < 0 || f.calls[ep.call].held < 0 {
 		return ep
 	}
-	held := c.calls[ep.call].held
+	held := f.calls[ep.call].held
 	hc := &f.Held.Calls[held]
 	if hc.State != callfilter.StateHeld {
 		// Dropped, or delivered whole at the finish: a fragment after it
@@ -66,7 +65,7 @@ func (f *callFilter) holdElement(ep chatElemPlan, args string, custom bool) chat
 	}
 	hc.Args = callfilter.AppendArgs(hc.Args, args)
 	hc.FreeText = hc.FreeText || custom
-	if c.finishing {
+	if f.finishing {
 		return ep // delivered in place, after the call's earlier elements
 	}
 	ep.hold, p.changed = true, true
@@ -106,7 +105,6 @@ func chatRenumber(dst []byte, el string, out int) []byte {
 // limit, then the chunk less the elements it holds.
 func (f *callFilter) holdEvent(dst []byte, ev *sse.Event, js string, p *chatPlan) []byte {
 	h := &f.Held
-	c := f
 	var cut []streaming.ToolCall // calls cut at the output limit, for the notice
 	for _, fin := range p.finishes {
 		if !fin.cut {
@@ -129,7 +127,7 @@ func (f *callFilter) holdEvent(dst []byte, ev *sse.Event, js string, p *chatPlan
 		}
 		f.DropHeld(func(i int, _ *callfilter.Call) bool { return i == last })
 		for i := range p.elems {
-			if ep := &p.elems[i]; ep.call >= 0 && c.calls[ep.call].held == last {
+			if ep := &p.elems[i]; ep.call >= 0 && f.calls[ep.call].held == last {
 				ep.drop, p.changed, p.edits = true, true, true
 			}
 		}
@@ -143,8 +141,8 @@ func (f *callFilter) holdEvent(dst []byte, ev *sse.Event, js string, p *chatPlan
 	case wholly:
 		h.Keep(p.holdCall, ev, -1, 0, false)
 	case p.changed:
-		c.held, c.heldBytes = c.held[:0], c.heldBytes[:0]
-		c.edited = f.edit(c.edited[:0], js, false)
+		f.held, f.heldBytes = f.held[:0], f.heldBytes[:0]
+		f.edited = f.edit(f.edited[:0], js, false)
 		f.keepChunks(ev, js)
 	}
 	kept = len(h.Events) - kept
@@ -169,7 +167,7 @@ func (f *callFilter) holdEvent(dst []byte, ev *sse.Event, js string, p *chatPlan
 	switch {
 	case wholly:
 	case p.changed:
-		dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), c.edited)
+		dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), f.edited)
 		dst = f.extraChunks(dst, ev, js, p)
 	default:
 		dst = append(dst, ev.Raw...)
@@ -188,10 +186,9 @@ func (f *callFilter) holdEvent(dst []byte, ev *sse.Event, js string, p *chatPlan
 // keepChunks keeps the elements chatEdit took out of the chunk js, in
 // a chunk per call.
 func (f *callFilter) keepChunks(ev *sse.Event, js string) {
-	c := f
-	for i, e := range c.held {
+	for i, e := range f.held {
 		first := true
-		for _, prev := range c.held[:i] {
+		for _, prev := range f.held[:i] {
 			first = first && prev.call != e.call
 		}
 		if !first {
@@ -202,7 +199,7 @@ func (f *callFilter) keepChunks(ev *sse.Event, js string) {
 		b = strconv.AppendInt(b, int64(f.Held.Calls[e.call].TC.Choice), 10)
 		b = append(b, `,"delta":{`...)
 		n := 0
-		for _, el := range c.held[i:] {
+		for _, el := range f.held[i:] {
 			if el.call != e.call || el.legacy {
 				continue
 			}
@@ -211,13 +208,13 @@ func (f *callFilter) keepChunks(ev *sse.Event, js string) {
 			} else {
 				b = append(b, ',')
 			}
-			b = append(b, c.heldBytes[el.start:el.end]...)
+			b = append(b, f.heldBytes[el.start:el.end]...)
 			n++
 		}
 		if n > 0 {
 			b = append(b, ']')
 		}
-		for _, el := range c.held[i:] {
+		for _, el := range f.held[i:] {
 			if el.call != e.call || !el.legacy {
 				continue
 			}
@@ -225,7 +222,7 @@ func (f *callFilter) keepChunks(ev *sse.Event, js string) {
 				b = append(b, ',')
 			}
 			b = append(b, `"function_call":`...)
-			b = append(b, c.heldBytes[el.start:el.end]...)
+			b = append(b, f.heldBytes[el.start:el.end]...)
 			n++
 		}
 		f.Scratch = append(b, "}}]}"...)

@@ -176,7 +176,6 @@ type responsesFields struct {
 }
 
 func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
-	r := f
 	h := &f.Held
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
@@ -218,22 +217,22 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 	}
 	e.event = typ
 	e.seqNum, e.numbered = sequenceNumber(e.seq)
-	if e.numbered && !r.seqFirst {
-		r.firstSeq, r.seqFirst = e.seqNum, true
+	if e.numbered && !f.seqFirst {
+		f.firstSeq, f.seqFirst = e.seqNum, true
 	}
-	if len(f.RefusedCalls) == 0 && r.offset == 0 && !responsesCallEvent(typ) && e.response == "" &&
-		(!h.On || h.Count == 0 && !r.pos.Moved() && typ != "error") {
+	if len(f.RefusedCalls) == 0 && f.offset == 0 && !responsesCallEvent(typ) && e.response == "" &&
+		(!h.On || h.Count == 0 && !f.pos.Moved() && typ != "error") {
 		// Text, reasoning: passed without a check.
 		if h.On {
 			f.out(e.outputIndex)
-			r.delivered(e.seqNum, e.numbered)
+			f.delivered(e.seqNum, e.numbered)
 		}
 		return append(dst, ev.Raw...)
 	}
 	if !openai.ValidData(ev, data) {
 		if len(f.RefusedCalls) > 0 || h.Count > 0 || h.On && responsesCallEvent(typ) {
 			if e.numbered {
-				r.offset--
+				f.offset--
 			}
 			return dst // see chatEvent
 		}
@@ -243,21 +242,21 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 	itemFields := jsonscan.ReadObject(e.item, "type", "id", "call_id", "name")
 	itemID, _ := jsonscan.StringValue(itemFields[1])
 	eventItemID, _ := jsonscan.StringValue(e.itemID)
-	if len(f.RefusedCalls) > 0 && r.withheld(e.outputIndex, eventItemID, itemID) {
+	if len(f.RefusedCalls) > 0 && f.withheld(e.outputIndex, eventItemID, itemID) {
 		if numbered {
-			r.offset--
+			f.offset--
 		}
 		return dst
 	}
 	if len(h.Calls) > 0 && !responsesCallEvent(typ) {
-		if c := r.refers(f.held, e.outputIndex, eventItemID, itemID); c >= 0 {
-			return f.keepHeld(dst, ev, r.calls[c].held, &e)
+		if c := f.refers(f.held, e.outputIndex, eventItemID, itemID); c >= 0 {
+			return f.keepHeld(dst, ev, f.calls[c].held, &e)
 		}
 	}
 	switch typ {
 	case "response.completed", "response.incomplete", "response.failed":
-		if !r.stopped {
-			r.stopped = true
+		if !f.stopped {
+			f.stopped = true
 			if h.Count > 0 {
 				dst = f.releaseHeld(dst, ev, &e)
 			}
@@ -271,8 +270,8 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 		if !isCall {
 			break
 		}
-		at := r.find(itemID, e.outputIndex)
-		if typ == "response.output_item.added" && at >= 0 && r.itemID(r.calls[at]) != itemID {
+		at := f.find(itemID, e.outputIndex)
+		if typ == "response.output_item.added" && at >= 0 && f.itemID(f.calls[at]) != itemID {
 			at = -1 // the decoder takes an added item with a new id for a new call
 		}
 		// The decoder passes over a done item cut short: it opens no call.
@@ -299,14 +298,14 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 		if strings.HasSuffix(typ, ".done") {
 			call.Name, _ = jsonscan.StringValue(e.name)
 		}
-		if out, done := f.call(dst, ev, r.find(eventItemID, e.outputIndex), call, false, true, &e); done {
+		if out, done := f.call(dst, ev, f.find(eventItemID, e.outputIndex), call, false, true, &e); done {
 			return out
 		}
 	}
 	changed := false
 	if jsonscan.IsObject(e.response) {
 		final := typ == "response.completed" || typ == "response.incomplete" || typ == "response.failed"
-		r.plan = r.plan[:0]
+		f.plan = f.plan[:0]
 		for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
 			if m.Name() == "response" && jsonscan.IsObject(m.Val) {
 				changed = f.planOutput(m.Val, final) || changed
@@ -314,19 +313,19 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 		}
 		// Items delivered in another order than they came are listed in
 		// the order the client got them.
-		changed = changed || final && h.On && r.pos.Moved()
+		changed = changed || final && h.On && f.pos.Moved()
 	}
 	oi, out := f.out(e.outputIndex)
-	if !changed && (r.offset == 0 || !numbered) && oi == out {
-		r.delivered(seq, numbered)
+	if !changed && (f.offset == 0 || !numbered) && oi == out {
+		f.delivered(seq, numbered)
 		return append(dst, ev.Raw...)
 	}
 	next := 0
 	f.Scratch = jsonscan.FilterObject(f.Scratch[:0], js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
 		switch m.Name() {
 		case "sequence_number":
-			if n, ok := sequenceNumber(m.Val); ok && r.offset != 0 {
-				return strconv.AppendInt(dst, n+r.offset, 10), jsonscan.Replace
+			if n, ok := sequenceNumber(m.Val); ok && f.offset != 0 {
+				return strconv.AppendInt(dst, n+f.offset, 10), jsonscan.Replace
 			}
 		case "output_index":
 			if oi != out && jsonscan.IsNumber(m.Val) {
@@ -339,7 +338,7 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 		}
 		return dst, jsonscan.Keep
 	}, nil)
-	r.delivered(seq+r.offset, numbered)
+	f.delivered(seq+f.offset, numbered)
 	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), f.Scratch)
 }
 
@@ -386,14 +385,13 @@ func sequenceNumber(raw string) (int64, bool) {
 // handled, out being dst with what the client gets instead of it;
 // otherwise it passes like any event.
 func (f *callFilter) call(dst []byte, ev *sse.Event, at int, call streaming.ToolCall, unknown, opens bool, e *responsesFields) (out []byte, done bool) {
-	r := f
 	if at >= 0 {
-		c := r.calls[at]
+		c := f.calls[at]
 		if c.server || c.refused < 0 && !f.Renames(call.Name) {
 			if c.held >= 0 {
 				// Once delivered whole (or dropped), what comes for the
 				// call is withheld.
-				if call.ItemID != "" && call.ItemID != r.itemID(c) {
+				if call.ItemID != "" && call.ItemID != f.itemID(c) {
 					// Taken for the call by its place in the output, under
 					// another item's id: once places change, the decoder
 					// may take it for another call.
@@ -404,7 +402,7 @@ func (f *callFilter) call(dst []byte, ev *sse.Event, at int, call streaming.Tool
 			return dst, false
 		}
 		if e.numbered {
-			r.offset--
+			f.offset--
 		}
 		return dst, true
 	}
@@ -413,7 +411,7 @@ func (f *callFilter) call(dst []byte, ev *sse.Event, at int, call streaming.Tool
 			return f.holdCall(dst, ev, call, opens, e), true
 		}
 		if opens {
-			r.add(call.Index, call.ItemID, -1, call.Server)
+			f.add(call.Index, call.ItemID, -1, call.Server)
 		}
 		return dst, false
 	}
@@ -421,7 +419,7 @@ func (f *callFilter) call(dst []byte, ev *sse.Event, at int, call streaming.Tool
 	call.Type = strings.Clone(call.Type)
 	f.Refuse(call)
 	pos := len(f.RefusedCalls) - 1
-	r.add(call.Index, call.ItemID, pos, false)
+	f.add(call.Index, call.ItemID, pos, false)
 	return f.messageEvents(sse.KeepBOM(dst, ev), ev, pos, e.seqNum, e.numbered), true
 }
 
@@ -452,13 +450,12 @@ func (f *callFilter) appendMessageItem(dst []byte, pos int, completed bool) []by
 // messageEvents appends the six events of a message item carrying
 // the refusal of the call at pos, at that call's output index.
 func (f *callFilter) messageEvents(dst []byte, ev *sse.Event, pos int, seq int64, numbered bool) []byte {
-	r := f
 	tc := f.RefusedCalls[pos]
 	id := responsesMessageID(tc)
 	text := f.Texts[pos]
 	oi := tc.Index
 	if f.Held.On {
-		oi = r.pos.Out(oi)
+		oi = f.pos.Out(oi)
 	}
 	steps := [...]string{
 		"response.output_item.added", "response.content_part.added", "response.output_text.delta",
@@ -470,7 +467,7 @@ func (f *callFilter) messageEvents(dst []byte, ev *sse.Event, pos int, seq int64
 		b = append(b, '"')
 		if numbered {
 			b = append(b, `,"sequence_number":`...)
-			b = strconv.AppendInt(b, seq+r.offset+int64(i), 10)
+			b = strconv.AppendInt(b, seq+f.offset+int64(i), 10)
 		}
 		b = append(b, `,"output_index":`...)
 		b = strconv.AppendInt(b, int64(oi), 10)
@@ -499,8 +496,8 @@ func (f *callFilter) messageEvents(dst []byte, ev *sse.Event, pos int, seq int64
 		dst = sse.AppendFrame(dst, sse.FrameName(ev, typ), f.Scratch)
 	}
 	if numbered {
-		r.delivered(seq+r.offset+int64(len(steps))-1, true)
-		r.offset += int64(len(steps)) - 1
+		f.delivered(seq+f.offset+int64(len(steps))-1, true)
+		f.offset += int64(len(steps)) - 1
 	}
 	return dst
 }
@@ -516,7 +513,6 @@ func (f *callFilter) messageEvents(dst []byte, ev *sse.Event, pos int, seq int64
 // (response.created's, normally empty) pair events with calls the decoder
 // never saw.
 func (f *callFilter) planOutput(resp string, final bool) bool {
-	r := f
 	changed := false
 	for m, next, ok := jsonscan.NextMember(resp, jsonscan.ObjectStart(resp)); ok; m, next, ok = jsonscan.NextMember(resp, next) {
 		if m.Name() != "output" {
@@ -530,7 +526,7 @@ func (f *callFilter) planOutput(resp string, final bool) bool {
 			}
 			replace := f.planItem(item, pos, final)
 			changed = changed || replace != keepItem
-			r.plan = append(r.plan, replace)
+			f.plan = append(f.plan, replace)
 		}
 	}
 	return changed
@@ -539,7 +535,6 @@ func (f *callFilter) planOutput(resp string, final bool) bool {
 // planItem judges one item of a final output at position pos and
 // returns the refused call that replaces it, keepItem or dropItem.
 func (f *callFilter) planItem(item string, pos int, final bool) int {
-	r := f
 	fields := jsonscan.ReadObject(item, "type", "id", "call_id", "name")
 	itype, _ := jsonscan.StringValue(fields[0])
 	ci, isCall := callitems.Lookup(itype, jsonscan.IsStringRaw(fields[2]))
@@ -554,14 +549,14 @@ func (f *callFilter) planItem(item string, pos int, final bool) int {
 	// Once Hold moved places, the place no longer says which call the
 	// decoder pairs it with: an item without its call's id is judged as
 	// a call of its own.
-	at := r.findAt(itemID, pos, !f.Held.On || !r.pos.Moved())
-	if (at < 0 || r.itemID(r.calls[at]) != itemID) && f.droppedItem(itemID) {
+	at := f.findAt(itemID, pos, !f.Held.On || !f.pos.Moved())
+	if (at < 0 || f.itemID(f.calls[at]) != itemID) && f.droppedItem(itemID) {
 		return dropItem
 	}
 	switch {
 	case at >= 0:
 		// The decoder completes the call it finds, whatever the item's type.
-		c := r.calls[at]
+		c := f.calls[at]
 		if c.held >= 0 && f.Held.Calls[c.held].State == callfilter.StateDropped && c.refused < 0 {
 			return dropItem
 		}
@@ -570,7 +565,7 @@ func (f *callFilter) planItem(item string, pos int, final bool) int {
 		}
 	case ci.Hosted || f.PermitsItem(ci.Unknown, jsonscan.Text(fields[2]), name):
 		if opens {
-			r.add(pos, itemID, -1, ci.Hosted)
+			f.add(pos, itemID, -1, ci.Hosted)
 		}
 		return keepItem
 	}
@@ -579,23 +574,22 @@ func (f *callFilter) planItem(item string, pos int, final bool) int {
 		Name: strings.Clone(name),
 	})
 	refused := len(f.RefusedCalls) - 1
-	r.add(pos, itemID, refused, false)
+	f.add(pos, itemID, refused, false)
 	return refused
 }
 
 // editOutput writes a Response object with the items of its
 // output replaced as planned; next is the plan entry its first item takes.
 func (f *callFilter) editOutput(dst []byte, resp string, next *int) []byte {
-	r := f
 	return jsonscan.FilterObject(dst, resp, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
 		if m.Name() != "output" || !jsonscan.IsArray(m.Val) {
 			return dst, jsonscan.Keep
 		}
-		if f.Held.On && r.pos.Moved() {
+		if f.Held.On && f.pos.Moved() {
 			return f.reorderOutput(dst, m.Val, next), jsonscan.Replace
 		}
 		dst, _, _ = jsonscan.FilterArray(dst, m.Val, func(dst []byte, item string) ([]byte, jsonscan.Action) {
-			replace := r.plan[*next]
+			replace := f.plan[*next]
 			*next++
 			switch replace {
 			case keepItem:
@@ -629,19 +623,18 @@ func (f *callFilter) FilterBody(js string) []byte {
 // as refused, with the notice as its text: the final output puts the
 // message item in its place, and the terminal event's number follows.
 func (f *callFilter) cutNoticeItem(dst []byte, ev *sse.Event, e *responsesFields, c int) []byte {
-	r := f
 	h := &f.Held
 	hc := &h.Calls[c]
 	tc := hc.TC
-	r.pos.Release(tc.Index)
+	f.pos.Release(tc.Index)
 	f.RefusedCalls = append(f.RefusedCalls, tc)
 	f.Texts = append(f.Texts, f.CutNotice(tc))
 	if i := slices.IndexFunc(h.Dropped, func(d streaming.ToolCall) bool { return d.ItemID == tc.ItemID && d.Index == tc.Index }); i >= 0 {
 		h.Dropped = slices.Delete(h.Dropped, i, i+1) // Withheld lists it once, as refused
 	}
-	r.calls[hc.Key].refused = len(f.RefusedCalls) - 1
+	f.calls[hc.Key].refused = len(f.RefusedCalls) - 1
 	dst = f.messageEvents(dst, ev, len(f.RefusedCalls)-1, e.seqNum, true)
-	r.offset++ // six events where none was
+	f.offset++ // six events where none was
 	return dst
 }
 

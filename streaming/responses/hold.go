@@ -28,7 +28,6 @@ func (f *callFilter) held(c responsesFilterCall) bool {
 
 // holdCall starts holding a new client call.
 func (f *callFilter) holdCall(dst []byte, ev *sse.Event, call streaming.ToolCall, opens bool, e *responsesFields) []byte {
-	r := f
 	h := &f.Held
 	ci, _ := callitems.Lookup(call.Type, true)
 	call.ID, call.ItemID, call.Name = strings.Clone(call.ID), strings.Clone(call.ItemID), strings.Clone(call.Name)
@@ -38,7 +37,7 @@ func (f *callFilter) holdCall(dst []byte, ev *sse.Event, call streaming.ToolCall
 	hc.FreeText = ci.FreeText
 	if oi, ok := jsonscan.MemberIndex(jsonscan.Member{Val: e.outputIndex}); ok {
 		hc.Indexed = true
-		r.pos.Hold(oi)
+		f.pos.Hold(oi)
 	}
 	if e.event == "response.output_item.added" {
 		// As the decoder, take the arguments a new item comes with: a
@@ -46,8 +45,8 @@ func (f *callFilter) holdCall(dst []byte, ev *sse.Event, call streaming.ToolCall
 		hc.Args = jsonscan.AppendDecoded(hc.Args, ci.InputRaw(e.item))
 	}
 	if opens {
-		at := r.add(call.Index, call.ItemID, -1, false)
-		r.calls[at].held = c
+		at := f.add(call.Index, call.ItemID, -1, false)
+		f.calls[at].held = c
 		hc.Key = at
 	} else {
 		// A done item cut short opens no call in the decoder, and nothing
@@ -61,10 +60,9 @@ func (f *callFilter) holdCall(dst []byte, ev *sse.Event, call streaming.ToolCall
 // call's end and arguments. Once the call was dropped, or delivered whole,
 // what comes for it is withheld.
 func (f *callFilter) keepHeld(dst []byte, ev *sse.Event, c int, e *responsesFields) []byte {
-	r := f
 	h := &f.Held
 	if e.numbered {
-		r.offset-- // its number goes to the events delivered meanwhile
+		f.offset-- // its number goes to the events delivered meanwhile
 	}
 	call := &h.Calls[c]
 	if call.State != callfilter.StateHeld {
@@ -116,7 +114,6 @@ func (f *callFilter) closeItem(call *callfilter.Call, item string) {
 // call is not delivered on a guess. Nor is one whose item names a refused
 // tool: the filter then refuses the item.
 func (f *callFilter) closeFromOutput(output string) {
-	r := f
 	it := jsonscan.NewArrayIter(output)
 	for {
 		item, ok := it.Next()
@@ -130,11 +127,11 @@ func (f *callFilter) closeFromOutput(output string) {
 			continue
 		}
 		itemID, _ := jsonscan.StringValue(fields[1])
-		at := r.findAt(itemID, 0, false)
-		if itemID == "" || at < 0 || r.calls[at].held < 0 || f.Renames(ci.CallName(fields[2])) {
+		at := f.findAt(itemID, 0, false)
+		if itemID == "" || at < 0 || f.calls[at].held < 0 || f.Renames(ci.CallName(fields[2])) {
 			continue
 		}
-		if c := &f.Held.Calls[r.calls[at].held]; c.State == callfilter.StateHeld && !c.Closed {
+		if c := &f.Held.Calls[f.calls[at].held]; c.State == callfilter.StateHeld && !c.Closed {
 			f.closeItem(c, item)
 		}
 	}
@@ -158,7 +155,6 @@ func (f *callFilter) droppedItem(itemID string) bool {
 // releaseHeld delivers the held calls before the terminal event ev
 // (read as e), dropping those the reply did not finish.
 func (f *callFilter) releaseHeld(dst []byte, ev *sse.Event, e *responsesFields) []byte {
-	r := f
 	h := &f.Held
 	if jsonscan.IsObject(e.response) {
 		f.closeFromOutput(jsonscan.MemberRaw(e.response, "output"))
@@ -179,16 +175,16 @@ func (f *callFilter) releaseHeld(dst []byte, ev *sse.Event, e *responsesFields) 
 	renumbered := true
 	switch {
 	case e.numbered:
-		next = e.seqNum + r.offset
-	case r.seqOut:
-		next = r.lastSeq + 1
+		next = e.seqNum + f.offset
+	case f.seqOut:
+		next = f.lastSeq + 1
 	default:
 		renumbered = false
 	}
 	start := next
 	dst = f.Release(dst, func(int, *callfilter.Call) bool { return true }, func(c *callfilter.Call) {
 		if c.Indexed {
-			c.Out = r.pos.Release(c.TC.Index)
+			c.Out = f.pos.Release(c.TC.Index)
 		}
 	}, func(dst []byte, ev *callfilter.Event, c *callfilter.Call) []byte {
 		seq := ev.Seq
@@ -200,13 +196,13 @@ func (f *callFilter) releaseHeld(dst []byte, ev *sse.Event, e *responsesFields) 
 		if c.Out >= 0 && ev.Pos == c.TC.Index && ev.Pos != c.Out {
 			pos = c.Out
 		}
-		r.delivered(seq, ev.Numbered)
+		f.delivered(seq, ev.Numbered)
 		if pos < 0 && seq == ev.Seq {
 			return h.AppendHeld(dst, ev)
 		}
 		return f.AppendRenumbered(dst, ev, "output_index", pos, seq, ev.Numbered)
 	})
-	r.offset += next - start
+	f.offset += next - start
 	if cutCall >= 0 && e.numbered {
 		dst = f.cutNoticeItem(dst, ev, e, cutCall)
 	}
@@ -225,23 +221,22 @@ type placedItem struct {
 // as planned, its items in the order their events were delivered in; next
 // is the plan entry its first item takes.
 func (f *callFilter) reorderOutput(dst []byte, arr string, next *int) []byte {
-	r := f
-	r.order = r.order[:0]
+	f.order = f.order[:0]
 	it := jsonscan.NewArrayIter(arr)
 	for pos := 0; ; pos++ {
 		item, ok := it.Next()
 		if !ok {
 			break
 		}
-		replace := r.plan[*next]
+		replace := f.plan[*next]
 		*next++
 		if replace != dropItem {
-			r.order = append(r.order, placedItem{out: r.pos.Peek(pos), item: item, replace: replace})
+			f.order = append(f.order, placedItem{out: f.pos.Peek(pos), item: item, replace: replace})
 		}
 	}
-	slices.SortStableFunc(r.order, func(a, b placedItem) int { return cmp.Compare(a.out, b.out) })
+	slices.SortStableFunc(f.order, func(a, b placedItem) int { return cmp.Compare(a.out, b.out) })
 	dst = append(dst, '[')
-	for i, p := range r.order {
+	for i, p := range f.order {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
