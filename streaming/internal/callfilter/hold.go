@@ -117,8 +117,8 @@ const Passed = -1
 
 type span struct{ start, end int }
 
-// Bytes are the bytes kept for s.
-func (h *Holds) Bytes(s span) []byte { return h.buf[s.start:s.end:s.end] }
+// bytes are the bytes kept for s.
+func (h *Holds) bytes(s span) []byte { return h.buf[s.start:s.end:s.end] }
 
 // AddCall starts following a call and returns its position.
 func (h *Holds) AddCall(tc streaming.ToolCall, key int) int {
@@ -344,7 +344,7 @@ func (h *Holds) compact() {
 
 // AppendHeld appends a held event as it was kept.
 func (h *Holds) AppendHeld(dst []byte, e *Event) []byte {
-	return append(dst, h.Bytes(e.raw)...)
+	return append(dst, h.bytes(e.raw)...)
 }
 
 // AppendRenumbered appends a held event with the members renumber sets
@@ -356,7 +356,7 @@ func (f *Filter) AppendRenumbered(dst []byte, e *Event, key string, pos int, seq
 		return nil
 	}
 	// A held event was read by a Reader and is valid JSON: it reads again.
-	_ = sse.Each(f.Held.Bytes(e.raw), fn)
+	_ = sse.Each(f.Held.bytes(e.raw), fn)
 	f.Scratch = Renumber(f.Scratch[:0], jsonscan.View(ev.Data), key, pos, seq, numbered)
 	return sse.AppendFrame(dst, jsonscan.View(ev.Name), f.Scratch)
 }
