@@ -47,7 +47,7 @@ func (r reply) decode(api streaming.API) (*streaming.Result, error) {
 		return streamOf(api).DecodeJSON(r.body)
 	}
 	dec := streamOf(api).NewDecoder()
-	if err := sse.Each(r.body, func(ev *sse.Event) error { dec.Decode(ev, nil); return nil }); err != nil {
+	if err := sse.Each(r.body, func(ev *sse.Event) error { dec.Decode(ev); return nil }); err != nil {
 		return nil, err
 	}
 	return dec.Finish(), nil

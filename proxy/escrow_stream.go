@@ -58,7 +58,7 @@ func (h *heldStream) keep(raw []byte, limit int64) {
 func (b *sseBody) takeHeld(ev *sse.Event) error {
 	h := b.held
 	stops := len(b.dec.Result().Stops)
-	b.dec.Decode(ev, nil)
+	b.dec.Decode(ev)
 	h.keep(ev.Raw, b.t.s.esc.maxHeld)
 	if h.phase != phaseForward {
 		return nil

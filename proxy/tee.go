@@ -97,7 +97,7 @@ func (b *sseBody) take(ev *sse.Event) error {
 	if b.held != nil {
 		return b.takeHeld(ev)
 	}
-	b.dec.Decode(ev, nil)
+	b.dec.Decode(ev)
 	b.t.streamed.Store(b.dec.Result().OutputBytes)
 	b.forward(ev)
 	return nil

@@ -12,7 +12,7 @@ func FuzzAnthropic(f *testing.F) {
 	f.Add([]byte("event: error\r\ndata: {\"type\":\"error\",\"error\":{\"type\":\"x\",\"message\":\"\\ud800\"}}\r\r"), uint64(2))
 	f.Add([]byte("\xEF\xBB\xBFdata: {\"type\":\"content_block_start\",\"index\":9e9,\"content_block\":{\"type\":\"x_tool_use\",\"id\":\"i\",\"name\":\"n\",\"input\":{\"a\":[1]}}}\n\n"), uint64(3))
 	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
-		if res, _, ok := decodeSplit(t, APIAnthropic, data, seed); ok {
+		if res, ok := decodeSplit(t, APIAnthropic, data, seed); ok {
 			checkAnthropicInvariants(t, data, res)
 		}
 	})

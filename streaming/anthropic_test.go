@@ -1,6 +1,7 @@
 package streaming_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"path/filepath"
@@ -20,15 +21,18 @@ const anthropicTestdata = "testdata/anthropic"
 const fragmentedArgs = `{"path": "C:\\tmp\\\"q\".txt", "note": "tab\there \u00e9 \ud83d\ude00", "raw": "é😀"}`
 
 type anthropicGolden struct {
-	file        string
-	id, model   string
-	stops       []Stop
-	calls       []ToolCall
-	usage       Usage
-	noUsage     bool
-	errors      []ProviderError // Type and Message compared; Raw must be the event's JSON
-	text        string          // every text delta, concatenated
-	thinking    string          // every thinking delta, concatenated
+	file      string
+	id, model string
+	stops     []Stop
+	calls     []ToolCall
+	usage     Usage
+	noUsage   bool
+	errors    []ProviderError // Type and Message compared; Raw must be the event's JSON
+	text      string          // every text delta the decoder counts, concatenated
+	// said is every text delta of the stream, counted or not, when it
+	// differs from text (deltas of blocks never started).
+	said        string
+	thinking    string // every thinking delta, concatenated
 	outputBytes int64
 	done        bool
 	truncated   bool
@@ -162,14 +166,14 @@ var anthropicGoldens = []anthropicGolden{
 		file: "malformed_events.sse", id: "msg_01Bad", model: "claude-test-1",
 		stops: stopOf(StopEndTurn),
 		usage: Usage{InputTokens: 8, OutputTokens: 1},
-		text:  "kept", outputBytes: 4, done: true, unparsed: 8,
+		text:  "kept", said: "lostorphankept", outputBytes: 4, done: true, unparsed: 8,
 	},
 }
 
 func TestAnthropicGolden(t *testing.T) {
 	for _, g := range anthropicGoldens {
 		t.Run(g.file, func(t *testing.T) {
-			res, parts := mustDecode(t, APIAnthropic, fixturetest.ReadFile(t, anthropicTestdata, g.file))
+			res, said := mustDecode(t, APIAnthropic, fixturetest.ReadFile(t, anthropicTestdata, g.file))
 			if res.API != APIAnthropic || res.MessageID != g.id || res.Model != g.model {
 				t.Errorf("api/id/model = %s %s %s, want anthropic %s %s", res.API, res.MessageID, res.Model, g.id, g.model)
 			}
@@ -204,11 +208,10 @@ func TestAnthropicGolden(t *testing.T) {
 			if res.OutputBytes != g.outputBytes {
 				t.Errorf("output bytes = %d, want %d", res.OutputBytes, g.outputBytes)
 			}
-			text, thinking := partText(parts, PartTextDelta), partText(parts, PartThinkingDelta)
-			if text != g.text || thinking != g.thinking {
-				t.Errorf("text %q thinking %q, want %q %q", text, thinking, g.text, g.thinking)
+			wantSaid := cmp.Or(g.said, g.text)
+			if said.Text != wantSaid || said.Thinking != g.thinking || res.TextBytes != int64(len(g.text)) {
+				t.Errorf("text %q (%d bytes counted) thinking %q, want %q (%d) %q", said.Text, res.TextBytes, said.Thinking, wantSaid, len(g.text), g.thinking)
 			}
-			checkPartsAgreeWithResult(t, parts, res)
 		})
 	}
 }
@@ -242,125 +245,6 @@ func fmtCalls(calls []ToolCall) string {
 	return b.String()
 }
 
-// checkPartsAgreeWithResult checks that the Parts tell the same story as
-// the Result: a caller that only watches Parts sees the same calls and stop.
-func checkPartsAgreeWithResult(t *testing.T, parts []Part, res *Result) {
-	t.Helper()
-	args := map[int]string{}
-	ended := map[int]string{}
-	var started []int
-	var last Stop
-	var done bool
-	for _, p := range parts {
-		switch p.Kind {
-		case PartToolCallStart:
-			started = append(started, p.Index)
-		case PartToolCallArgs:
-			args[p.Index] += string(p.Text)
-		case PartToolCallEnd:
-			ended[p.Index] = string(p.Text)
-		case PartStop:
-			last = p.Stop
-		case PartDone:
-			done = true
-		}
-	}
-	if len(started) != len(res.ToolCalls) {
-		t.Fatalf("%d tool call starts, %d calls", len(started), len(res.ToolCalls))
-	}
-	for i, tc := range res.ToolCalls {
-		if started[i] != tc.Index {
-			t.Errorf("start %d at index %d, call at %d", i, started[i], tc.Index)
-		}
-		end, ok := ended[tc.Index]
-		if ok != tc.Complete || (ok && end != string(tc.Arguments)) {
-			t.Errorf("call %d: end part %q (%v), arguments %q (complete %v)", tc.Index, end, ok, tc.Arguments, tc.Complete)
-		}
-		if a := args[tc.Index]; a != "" && a != string(tc.Arguments) {
-			t.Errorf("call %d: args parts %q, arguments %q", tc.Index, a, tc.Arguments)
-		}
-	}
-	if res.StopReason() != last.Reason || done != res.Done {
-		t.Errorf("parts stop %v done %v, result %v %v", last, done, res.StopReason(), res.Done)
-	}
-}
-
-// partView is a Part in comparable form.
-type partView struct {
-	Kind                        PartKind
-	Index                       int
-	ID, Name, Type, Model, Text string
-	Usage                       Usage
-	Stop                        Stop
-	ErrType                     string
-}
-
-func viewParts(parts []Part) []partView {
-	out := make([]partView, len(parts))
-	for i, p := range parts {
-		out[i] = partView{Kind: p.Kind, Index: p.Index, ID: p.ID, Name: p.Name, Type: p.Type, Model: p.Model,
-			Text: string(p.Text), Usage: p.Usage, Stop: p.Stop}
-		if p.Err != nil {
-			out[i].ErrType = p.Err.Type
-		}
-	}
-	return out
-}
-
-func TestAnthropicPartSequence(t *testing.T) {
-	tests := []struct {
-		file string
-		want []partView
-	}{
-		{
-			file: "tool_no_args.sse",
-			want: []partView{
-				{Kind: PartMessageStart, ID: "msg_01NoArgs", Model: "claude-test-1", Usage: Usage{InputTokens: 565, OutputTokens: 7}},
-				{Kind: PartTextDelta, Text: "Updating."},
-				{Kind: PartPing},
-				{Kind: PartToolCallStart, Index: 1, ID: "toolu_01NoArgs", Name: "refresh_list", Type: "tool_use"},
-				{Kind: PartPing},
-				{Kind: PartToolCallArgs, Index: 1},
-				{Kind: PartToolCallEnd, Index: 1, ID: "toolu_01NoArgs", Name: "refresh_list", Type: "tool_use", Text: "{}"},
-				{Kind: PartUsage, Usage: Usage{InputTokens: 565, OutputTokens: 48}},
-				{Kind: PartStop, Stop: Stop{Reason: StopToolUse, Raw: "tool_use"}},
-				{Kind: PartDone},
-			},
-		},
-		{
-			file: "error_midstream.sse",
-			want: []partView{
-				{Kind: PartMessageStart, ID: "msg_01Error", Model: "claude-test-1", Usage: Usage{InputTokens: 40, OutputTokens: 1}},
-				{Kind: PartTextDelta, Text: "Partial answ"},
-				{Kind: PartError, ErrType: "overloaded_error"},
-				{Kind: PartStop, Stop: Stop{Reason: StopError, Raw: "error"}},
-			},
-		},
-		{
-			file: "thinking_signature.sse",
-			want: []partView{
-				{Kind: PartMessageStart, ID: "msg_01Think", Model: "claude-test-2", Usage: Usage{InputTokens: 43, OutputTokens: 4}},
-				{Kind: PartPing},
-				{Kind: PartThinkingDelta, Text: "The user asks"},
-				{Kind: PartThinkingDelta, Text: " about streets."},
-				{Kind: PartThinkingDelta},
-				{Kind: PartTextDelta, Index: 1, Text: "Look both ways."},
-				{Kind: PartUsage, Usage: Usage{InputTokens: 43, OutputTokens: 282, ReasoningTokens: 200}},
-				{Kind: PartStop, Stop: Stop{Reason: StopEndTurn, Raw: "end_turn"}},
-				{Kind: PartDone},
-			},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.file, func(t *testing.T) {
-			_, parts := mustDecode(t, APIAnthropic, fixturetest.ReadFile(t, anthropicTestdata, tt.file))
-			if got := viewParts(parts); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("parts =\n%+v\nwant\n%+v", got, tt.want)
-			}
-		})
-	}
-}
-
 func anthropicEvent(name, data string) string {
 	return "event: " + name + "\ndata: " + data + "\n\n"
 }
@@ -376,13 +260,13 @@ func TestAnthropicEventRules(t *testing.T) {
 	tests := []struct {
 		name   string
 		stream string
-		check  func(t *testing.T, res *Result, parts []partView)
+		check  func(t *testing.T, res *Result)
 	}{
 		{
 			name: "error named by the event only, OpenAI-style body",
 			stream: anthropicEvent("message_start", start) +
 				anthropicEvent("error", `{"error":{"type":"rate_limit_error","message":"slow down"}}`),
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if len(res.Errors) != 1 || res.Errors[0].Type != "rate_limit_error" || res.Errors[0].Message != "slow down" {
 					t.Errorf("errors = %+v", res.Errors)
 				}
@@ -394,7 +278,7 @@ func TestAnthropicEventRules(t *testing.T) {
 		{
 			name:   "error named by the data type only",
 			stream: "data: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"boom\"}}\n\n",
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if len(res.Errors) != 1 || res.Errors[0].Type != "api_error" || res.Truncated {
 					t.Errorf("errors = %+v truncated %v", res.Errors, res.Truncated)
 				}
@@ -403,7 +287,7 @@ func TestAnthropicEventRules(t *testing.T) {
 		{
 			name:   "error without a type is kept and counted",
 			stream: anthropicEvent("error", `{"type":"error"}`),
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if len(res.Errors) != 1 || res.Unparsed != 1 || res.Truncated {
 					t.Errorf("errors %+v unparsed %d truncated %v", res.Errors, res.Unparsed, res.Truncated)
 				}
@@ -412,7 +296,7 @@ func TestAnthropicEventRules(t *testing.T) {
 		{
 			name:   "error that is not JSON is counted and the stream is truncated",
 			stream: anthropicEvent("error", `Overloaded`),
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if len(res.Errors) != 0 || res.Unparsed != 1 || !res.Truncated {
 					t.Errorf("errors %+v unparsed %d truncated %v", res.Errors, res.Unparsed, res.Truncated)
 				}
@@ -423,7 +307,7 @@ func TestAnthropicEventRules(t *testing.T) {
 			stream: anthropicEvent("message_start", start) +
 				anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`) +
 				anthropicEvent("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`),
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if !slices.Equal(res.Stops, stopOf(StopError)) {
 					t.Errorf("stops = %+v", res.Stops)
 				}
@@ -435,19 +319,10 @@ func TestAnthropicEventRules(t *testing.T) {
 				anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":null},"usage":{"input_tokens":25,"output_tokens":7,"cache_read_input_tokens":null}}`) +
 				anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":9,"cache_creation_input_tokens":2}}`) +
 				anthropicEvent("message_stop", stop),
-			check: func(t *testing.T, res *Result, parts []partView) {
+			check: func(t *testing.T, res *Result) {
 				want := Usage{InputTokens: 25, CachedInputTokens: 4, CacheWriteTokens: 2, OutputTokens: 9}
 				if res.Usage != want || len(res.Stops) != 1 || res.Unparsed != 0 {
 					t.Errorf("usage %+v stops %+v unparsed %d, want %+v", res.Usage, res.Stops, res.Unparsed, want)
-				}
-				var usages []Usage
-				for _, p := range parts {
-					if p.Kind == PartUsage {
-						usages = append(usages, p.Usage)
-					}
-				}
-				if len(usages) != 2 || usages[0].OutputTokens != 7 || usages[1] != want {
-					t.Errorf("usage parts = %+v", usages)
 				}
 			},
 		},
@@ -455,7 +330,7 @@ func TestAnthropicEventRules(t *testing.T) {
 			name: "a negative count is refused and counted",
 			stream: anthropicEvent("message_start", start) +
 				anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":-5}}`),
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if res.Usage.OutputTokens != 1 || res.Unparsed != 1 {
 					t.Errorf("usage %+v unparsed %d", res.Usage, res.Unparsed)
 				}
@@ -467,7 +342,7 @@ func TestAnthropicEventRules(t *testing.T) {
 				anthropicEvent("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_2","name":"g","input":{}}}`) +
 				anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}`) +
 				anthropicEvent("content_block_stop", `{"type":"content_block_stop","index":1}`),
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if res.Unparsed != 1 || len(res.ToolCalls) != 2 {
 					t.Fatalf("unparsed %d calls %s", res.Unparsed, fmtCalls(res.ToolCalls))
 				}
@@ -480,7 +355,7 @@ func TestAnthropicEventRules(t *testing.T) {
 			name: "input_json_delta on a text block is counted",
 			stream: anthropicEvent("content_block_start", textOpen) +
 				anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{}"}}`),
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if res.Unparsed != 1 || res.OutputBytes != 0 {
 					t.Errorf("unparsed %d output %d", res.Unparsed, res.OutputBytes)
 				}
@@ -489,34 +364,34 @@ func TestAnthropicEventRules(t *testing.T) {
 		{
 			name:   "a tool_use block without a name is still a call",
 			stream: anthropicEvent("content_block_start", `{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"toolu_3","input":{}}}`),
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if res.Unparsed != 1 || len(res.ToolCalls) != 1 || res.ToolCalls[0].ID != "toolu_3" || res.ToolCalls[0].Complete {
 					t.Errorf("unparsed %d calls %s", res.Unparsed, fmtCalls(res.ToolCalls))
 				}
 			},
 		},
 		{
-			name:   "text given in the block start is emitted",
+			name:   "text given in the block start is counted unescaped",
 			stream: anthropicEvent("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"Hi \"you\""}}`),
-			check: func(t *testing.T, res *Result, parts []partView) {
-				if len(parts) != 1 || parts[0].Kind != PartTextDelta || parts[0].Text != `Hi "you"` || res.OutputBytes != 8 {
-					t.Errorf("parts %+v output %d", parts, res.OutputBytes)
+			check: func(t *testing.T, res *Result) {
+				if res.TextBytes != 8 || res.OutputBytes != 8 || res.Unparsed != 0 {
+					t.Errorf("text %d output %d unparsed %d", res.TextBytes, res.OutputBytes, res.Unparsed)
 				}
 			},
 		},
 		{
 			name:   "events without data and comments are ignored",
 			stream: ": keepalive\n\nevent: ping\n\nretry: 10\n\n\n\n",
-			check: func(t *testing.T, res *Result, parts []partView) {
-				if len(parts) != 0 || res.Unparsed != 0 || !res.Truncated {
-					t.Errorf("parts %+v unparsed %d truncated %v", parts, res.Unparsed, res.Truncated)
+			check: func(t *testing.T, res *Result) {
+				if !reflect.DeepEqual(res, &Result{API: APIAnthropic, Truncated: true}) {
+					t.Errorf("result %+v", res)
 				}
 			},
 		},
 		{
 			name:   "an empty data field is not JSON",
 			stream: "event: content_block_delta\ndata:\n\n",
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if res.Unparsed != 1 {
 					t.Errorf("unparsed %d", res.Unparsed)
 				}
@@ -525,7 +400,7 @@ func TestAnthropicEventRules(t *testing.T) {
 		{
 			name:   "a fractional block index is counted",
 			stream: anthropicEvent("content_block_start", `{"type":"content_block_start","index":1.5,"content_block":{"type":"text","text":""}}`),
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if res.Unparsed != 1 {
 					t.Errorf("unparsed %d", res.Unparsed)
 				}
@@ -535,7 +410,7 @@ func TestAnthropicEventRules(t *testing.T) {
 			name: "a huge block index costs nothing",
 			stream: anthropicEvent("content_block_start", `{"type":"content_block_start","index":2147483647,"content_block":{"type":"tool_use","id":"t","name":"n","input":{}}}`) +
 				anthropicEvent("content_block_stop", `{"type":"content_block_stop","index":2147483647}`),
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if res.Unparsed != 0 || len(res.ToolCalls) != 1 || !res.ToolCalls[0].Complete || res.ToolCalls[0].Index != 2147483647 {
 					t.Errorf("unparsed %d calls %s", res.Unparsed, fmtCalls(res.ToolCalls))
 				}
@@ -545,7 +420,7 @@ func TestAnthropicEventRules(t *testing.T) {
 			name: "a second message_start takes the newer identity",
 			stream: anthropicEvent("message_start", start) +
 				anthropicEvent("message_start", `{"type":"message_start","message":{"id":"msg_2","model":"m2","usage":{"input_tokens":3,"output_tokens":1}}}`),
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if res.MessageID != "msg_2" || res.Model != "m2" || res.Usage.InputTokens != 3 || res.Usage.CachedInputTokens != 4 {
 					t.Errorf("id %s model %s usage %+v", res.MessageID, res.Model, res.Usage)
 				}
@@ -554,7 +429,7 @@ func TestAnthropicEventRules(t *testing.T) {
 		{
 			name:   "a stop_reason that is not a string is counted",
 			stream: anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":7},"usage":{"output_tokens":1}}`),
-			check: func(t *testing.T, res *Result, _ []partView) {
+			check: func(t *testing.T, res *Result) {
 				if res.Unparsed != 1 || len(res.Stops) != 0 || !res.UsageSeen {
 					t.Errorf("unparsed %d stops %+v usage seen %v", res.Unparsed, res.Stops, res.UsageSeen)
 				}
@@ -563,8 +438,8 @@ func TestAnthropicEventRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, parts := mustDecode(t, APIAnthropic, []byte(tt.stream))
-			tt.check(t, res, viewParts(parts))
+			res, _ := mustDecode(t, APIAnthropic, []byte(tt.stream))
+			tt.check(t, res)
 		})
 	}
 }
@@ -576,7 +451,7 @@ func TestAnthropicFinish(t *testing.T) {
 	}
 	r := sse.NewReader(0)
 	err := r.Feed([]byte(anthropicEvent("message_stop", `{"type":"message_stop"}`)), func(ev *sse.Event) error {
-		d.Decode(ev, nil)
+		d.Decode(ev)
 		return nil
 	})
 	if err != nil {
@@ -588,8 +463,7 @@ func TestAnthropicFinish(t *testing.T) {
 }
 
 // TestAnthropicSplitInvariance feeds each stream whole, byte by byte and at
-// seeded random cuts: the Result and the Parts must not depend on how the
-// bytes arrived.
+// seeded random cuts: the Result must not depend on how the bytes arrived.
 func TestAnthropicSplitInvariance(t *testing.T) { testSplitInvariance(t, APIAnthropic) }
 
 func TestDecodeAnthropicJSON(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/anthropic"
 	"gatekeeper/streaming/chat"
+	"gatekeeper/streaming/internal/reshape"
 	"gatekeeper/streaming/responses"
 )
 
@@ -37,8 +38,6 @@ type (
 	Dialect       = streaming.Dialect
 	Extras        = streaming.Extras
 	Keepalive     = streaming.Keepalive
-	Part          = streaming.Part
-	PartKind      = streaming.PartKind
 	ProviderError = streaming.ProviderError
 	Request       = streaming.Request
 	Result        = streaming.Result
@@ -53,18 +52,6 @@ const (
 	APIAnthropic      = streaming.APIAnthropic
 	APIChat           = streaming.APIChat
 	APIResponses      = streaming.APIResponses
-	PartDone          = streaming.PartDone
-	PartError         = streaming.PartError
-	PartMessageStart  = streaming.PartMessageStart
-	PartPing          = streaming.PartPing
-	PartRefusalDelta  = streaming.PartRefusalDelta
-	PartStop          = streaming.PartStop
-	PartTextDelta     = streaming.PartTextDelta
-	PartThinkingDelta = streaming.PartThinkingDelta
-	PartToolCallArgs  = streaming.PartToolCallArgs
-	PartToolCallEnd   = streaming.PartToolCallEnd
-	PartToolCallStart = streaming.PartToolCallStart
-	PartUsage         = streaming.PartUsage
 	StopContentFilter = streaming.StopContentFilter
 	StopEndTurn       = streaming.StopEndTurn
 	StopError         = streaming.StopError
@@ -191,5 +178,5 @@ const (
 )
 
 var (
-	sumUsage = streaming.SumUsage
+	sumUsage = reshape.SumUsage
 )

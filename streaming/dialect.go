@@ -32,19 +32,41 @@ type Dialect interface {
 	RestrictTools(body []byte, keep func(name string) bool) (out []byte, removed []string, err error)
 
 	// NewCallFilter returns a filter that withholds the client tool calls
-	// allow refuses from a reply of the dialect as it streams.
+	// allow refuses from a reply of the dialect as it streams. allow
+	// reports whether a call to the named tool may be delivered; refusal
+	// gives the text that replaces a refused call (e.g. "gatekeeper
+	// withheld a call to Bash: ..."). Either nil fails with
+	// ErrNoCallPolicy. allow is called with a view of the event being
+	// filtered, so that letting a call through costs no copy: it must not
+	// keep name past its return.
 	NewCallFilter(allow func(name string) bool, refusal func(call ToolCall) string) (*CallFilter, error)
 
-	// AssembleJSON turns a whole stream into the body the same reply
-	// would have had unstreamed.
+	// AssembleJSON returns the non-streamed reply body the provider would have
+	// sent for a complete stream (Anthropic Message, Chat ChatCompletion,
+	// Responses Response object), content exactly as streamed (thinking blocks
+	// and signatures included). ErrIncompleteStream when the stream has no
+	// stop/terminal event, or ends on a provider error; ErrInvalidJSON when an
+	// event's data is not JSON, or a tool call's streamed input is not.
 	AssembleJSON(stream []byte) ([]byte, error)
 	// RenderSSE turns a whole reply body into the stream that carries it.
 	RenderSSE(body []byte) ([]byte, error)
 	// Continuation is the request that answers a held reply's refused calls.
 	Continuation(request, reply []byte, streamed bool, results map[string][]byte) ([]byte, error)
-	// SpliceStream joins a held stream and its continuation's into one.
+	// SpliceStream returns one stream that reads as a single reply: first
+	// without its client tool calls and without its stop and terminal events,
+	// then cont's content (its start events dropped; indices, output_index and
+	// sequence_number renumbered to follow first's), cont's stop and terminal
+	// events, with usage summed over both calls. ids and model stay first's.
+	//
+	// Both streams must be whole replies (ErrIncompleteStream otherwise).
+	// first's part is what a CallFilter in Hold mode that refuses nothing gives
+	// for first's events before its stop event.
 	SpliceStream(first, cont []byte) ([]byte, error)
-	// SpliceJSON joins a held body and its continuation's into one.
+	// SpliceJSON does what SpliceStream does for non-streamed bodies: first's
+	// body (its id, model and everything else), its content without client
+	// tool calls followed by cont's (Anthropic content blocks, Chat message
+	// content and refusal text, Responses output items), cont's stop and tool
+	// calls, usage summed.
 	SpliceJSON(first, cont []byte) ([]byte, error)
 
 	// NewKeepalive returns the keepalive of one held stream.

@@ -12,26 +12,26 @@
 //     StopReason, ToolCall, Usage, ProviderError (types.go), Request and
 //     ToolResult (request.go), Extras (extras.go), and the Dialect,
 //     Decoder and Keepalive interfaces;
-//   - the call filter and the call-buffering engine: CallFilter withholds
-//     refused client tool calls from a reply as it streams, and with Hold
-//     buffers every client call until the reply's stop shows it whole
-//     (filter.go, filter_cut.go, hold.go), with each API's rules beside it
-//     (filter_anthropic.go, filter_chat.go, filter_responses.go,
-//     hold_chat.go, hold_responses.go);
+//   - the call filter: CallFilter withholds refused client tool calls
+//     from a reply as it streams, and with Hold buffers every client call
+//     until the reply's stop shows it whole (filter.go, filter_cut.go,
+//     hold.go hold its contract); it wraps the engine of a dialect
+//     (FilterEngine), internal/callfilter run by the API's own rules;
 //   - what the dialects share or still reach here by API: the request
 //     reader (request.go, fingerprint.go); AppendConversation, which adds
 //     items at the end of a request's conversation, and RestrictTools
 //     (rewrite.go); Chat's stream_options rewrite (usage.go); the
-//     reshaping of held replies: AssembleJSON, SpliceStream and
-//     SpliceJSON (assemble.go, splice.go, escrow.go), which share the
-//     filter's per-API state, and Continuation (continuation.go);
-//     CheckRendered, which reads a rendered stream back with its
-//     dialect's decoder (render.go); CallDigest (digest.go).
+//     contract of the reshaping of held replies (escrow.go) and
+//     Continuation (continuation.go); CheckRendered, which reads a
+//     rendered stream back with its dialect's decoder (render.go);
+//     CallDigest (digest.go).
 //
 // Below it, besides the dialects: sse (the Reader and event framing),
-// internal/jsonscan (the one JSON scanner and editor), internal/callitems
-// (the Responses call-item table) and internal/openai (what the two OpenAI
-// APIs share in their replies).
+// internal/jsonscan (the one JSON scanner and editor), internal/callfilter
+// (the call filter's engine, API-free), internal/reshape (what the
+// reshaping of whole replies shares: a stream's events, usage summed),
+// internal/callitems (the Responses call-item table) and internal/openai
+// (what the two OpenAI APIs share in their replies).
 //
 // The tree is pure: it does no I/O of its own and imports nothing from the
 // rest of gatekeeper (internal/purity checks it).

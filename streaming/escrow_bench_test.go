@@ -45,7 +45,7 @@ func BenchmarkEscrowReshape(b *testing.B) {
 			}
 		})
 	}
-	run("Decode", func() error { _, _, err := decodeStream(APIAnthropic, 0, fixturetest.Whole(stream)); return err })
+	run("Decode", func() error { _, err := decodeStream(APIAnthropic, 0, fixturetest.Whole(stream)); return err })
 	run("AssembleJSON", func() error { _, err := AssembleJSON(APIAnthropic, stream); return err })
 	run("RenderSSE", func() error { _, err := RenderSSE(APIAnthropic, body); return err })
 	run("SpliceStream", func() error { _, err := SpliceStream(APIAnthropic, stream, cont); return err })

@@ -98,7 +98,7 @@ func FuzzRenderSSE(f *testing.F) {
 			return
 		}
 		checkBounded(t, stream, body)
-		res, _, err := decodeStream(api, 0, fixturetest.Whole(stream))
+		res, err := decodeStream(api, 0, fixturetest.Whole(stream))
 		if err != nil {
 			t.Fatalf("the rendered stream does not read: %v", err)
 		}
@@ -149,7 +149,7 @@ func FuzzSpliceStream(f *testing.F) {
 			return
 		}
 		checkBounded(t, out, first, cont)
-		if _, _, err := decodeStream(api, 0, fixturetest.Whole(out)); err != nil {
+		if _, err := decodeStream(api, 0, fixturetest.Whole(out)); err != nil {
 			t.Fatalf("the spliced stream does not read: %v", err)
 		}
 	})

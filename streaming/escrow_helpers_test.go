@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"strconv"
 	"testing"
 )
 
@@ -83,18 +82,11 @@ func checkSameReply(t *testing.T, got, want *Result) {
 	}
 }
 
-// replyText is the text a stream's decoder saw, by part kind and choice.
+// replyText is the text a stream says, by kind and choice.
 func replyText(t *testing.T, api API, stream []byte) map[string]string {
 	t.Helper()
-	_, parts := mustDecode(t, api, stream)
-	out := map[string]string{}
-	for _, p := range parts {
-		switch p.Kind {
-		case PartTextDelta, PartThinkingDelta, PartRefusalDelta:
-			out[p.Kind.String()+"/"+strconv.Itoa(p.Choice)] += string(p.Text)
-		}
-	}
-	return out
+	_, said := mustDecode(t, api, stream)
+	return said.ByChoice
 }
 
 func sortedNames(m map[string][]byte) []string { return slices.Sorted(maps.Keys(m)) }

@@ -8,8 +8,6 @@ const (
 	BillingPrefix     = billingPrefix
 )
 
-var (
-	SumUsage = sumUsage
-)
-
-func (f *CallFilter) IsCut(id string) bool { return f.isCut(id) }
+// IsCut reports whether the filter's engine found the call with id cut
+// at the output limit of a whole reply.
+func (f *CallFilter) IsCut(id string) bool { return f.e.(interface{ IsCut(string) bool }).IsCut(id) }

@@ -143,7 +143,7 @@ func TestNoticeCutChat(t *testing.T) {
 				}
 				text.WriteString(d.Str)
 			}
-			dec.Decode(ev, nil)
+			dec.Decode(ev)
 			return nil
 		}); err != nil {
 			t.Fatal(err)
@@ -205,7 +205,7 @@ func TestNoticeCutResponses(t *testing.T) {
 			if js.Get("type").Str == "response.incomplete" {
 				final = js.Get("response.output")
 			}
-			dec.Decode(ev, nil)
+			dec.Decode(ev)
 			return nil
 		}); err != nil {
 			t.Fatal(err)

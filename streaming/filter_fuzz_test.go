@@ -82,7 +82,7 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, en
 		}
 		t.Fatalf(format, args...)
 	}
-	in, _, err := decodeStream(api, 0, fixturetest.Whole(data))
+	in, err := decodeStream(api, 0, fixturetest.Whole(data))
 	if err != nil {
 		return // the Reader refused the input
 	}
@@ -105,7 +105,7 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, en
 	if sel&3 == 0 && !hold && end < 0 && !bytes.Equal(out, data) {
 		fail("%s: allow all changed the stream", api)
 	}
-	res, _, err := decodeStream(api, 0, fixturetest.Whole(out))
+	res, err := decodeStream(api, 0, fixturetest.Whole(out))
 	if err != nil {
 		fail("%s: the output does not parse: %v", api, err)
 	}

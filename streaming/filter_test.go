@@ -118,7 +118,7 @@ func TestCallFilterStreams(t *testing.T) {
 
 			f := newTestFilter(t, tt.api, refuseNames(tt.refused))
 			out := filterChunks(t, f, in)
-			res, parts := mustDecode(t, tt.api, out)
+			res, said := mustDecode(t, tt.api, out)
 
 			for _, secret := range []string{strconv.Quote(refusedIn.ID), strconv.Quote(refusedIn.Name), withheldArgument} {
 				if bytes.Contains(out, []byte(secret)) {
@@ -131,7 +131,7 @@ func TestCallFilterStreams(t *testing.T) {
 			if got := res.StopReason(); got != tt.wantStop {
 				t.Errorf("stop reason %q, want %q", got, tt.wantStop)
 			}
-			if text := partText(parts, PartTextDelta); !strings.Contains(text, filterRefusal(refusedIn)) {
+			if text := said.Text; !strings.Contains(text, filterRefusal(refusedIn)) {
 				t.Errorf("the refusal is not in the text: %q", text)
 			}
 

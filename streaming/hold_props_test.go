@@ -20,10 +20,10 @@ func TestHoldStreams(t *testing.T) {
 		for _, name := range slices.Sorted(maps.Keys(streams)) {
 			t.Run(string(api)+"/"+name, func(t *testing.T) {
 				in := streams[name]
-				inRes, inParts := mustDecode(t, api, in)
+				inRes, inSaid := mustDecode(t, api, in)
 				f := newHoldFilter(t, api, allowAll)
 				out := filterChunks(t, f, in)
-				res, parts := mustDecode(t, api, out)
+				res, said := mustDecode(t, api, out)
 				delivered := res.ClientToolCalls()
 				for _, tc := range delivered {
 					if !tc.Complete {
@@ -49,7 +49,7 @@ func TestHoldStreams(t *testing.T) {
 						res.Stops, res.Truncated, res.Done, len(res.Errors), res.Usage,
 						inRes.Stops, inRes.Truncated, inRes.Done, len(inRes.Errors), inRes.Usage)
 				}
-				if partText(parts, PartTextDelta) != partText(inParts, PartTextDelta) {
+				if said.Text != inSaid.Text {
 					t.Error("text differs")
 				}
 				if api == APIResponses && res.Unparsed == 0 {

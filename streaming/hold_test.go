@@ -350,7 +350,7 @@ func TestHoldWithRefusal(t *testing.T) {
 				prefix := strings.TrimSuffix(holdPrefix[api], "hold-")
 				in := fixturetest.ReadFile(t, filterTestdata, prefix+file)
 				plain := newTestFilter(t, api, refuseNames("Bash", "Write"))
-				want, wantParts := mustDecode(t, api, filterChunks(t, plain, in))
+				want, wantSaid := mustDecode(t, api, filterChunks(t, plain, in))
 
 				f := newHoldFilter(t, api, refuseNames("Bash", "Write"))
 				var out []byte
@@ -361,7 +361,7 @@ func TestHoldWithRefusal(t *testing.T) {
 						refusedBeforeStop = true
 					}
 				}
-				res, parts := mustDecode(t, api, out)
+				res, said := mustDecode(t, api, out)
 				if len(res.ToolCalls) != len(want.ToolCalls) || !sameStops(res.Stops, want.Stops) || res.Unparsed != 0 {
 					t.Fatalf("decoded %+v %+v, want %+v %+v", res.ToolCalls, res.Stops, want.ToolCalls, want.Stops)
 				}
@@ -370,7 +370,7 @@ func TestHoldWithRefusal(t *testing.T) {
 						t.Errorf("call %d: %+v, want %+v", i, res.ToolCalls[i], want.ToolCalls[i])
 					}
 				}
-				if got, w := partText(parts, PartTextDelta), partText(wantParts, PartTextDelta); got != w {
+				if got, w := said.Text, wantSaid.Text; got != w {
 					t.Errorf("text %q, want %q", got, w)
 				}
 				if bytes.Contains(out, []byte(withheldArgument)) {
@@ -395,10 +395,10 @@ func TestHoldRenumbers(t *testing.T) {
 	for _, api := range []API{APIAnthropic, APIResponses} {
 		t.Run(string(api), func(t *testing.T) {
 			in := fixturetest.ReadFile(t, filterTestdata, holdPrefix[api]+"call-then-text.sse")
-			inRes, inParts := mustDecode(t, api, in)
+			inRes, inSaid := mustDecode(t, api, in)
 			f := newHoldFilter(t, api, allowAll)
 			out := filterChunks(t, f, in)
-			res, parts := mustDecode(t, api, out)
+			res, said := mustDecode(t, api, out)
 			calls := res.ClientToolCalls()
 			at := 1
 			if api == APIAnthropic {
@@ -414,8 +414,8 @@ func TestHoldRenumbers(t *testing.T) {
 			if got := calls[0]; got.ID != want.ID || !bytes.Equal(got.Arguments, want.Arguments) || !got.Complete {
 				t.Errorf("delivered %+v, want %+v", got, want)
 			}
-			if partText(parts, PartTextDelta) != partText(inParts, PartTextDelta) || !sameStops(res.Stops, inRes.Stops) {
-				t.Errorf("text %q stops %+v", partText(parts, PartTextDelta), res.Stops)
+			if said.Text != inSaid.Text || !sameStops(res.Stops, inRes.Stops) {
+				t.Errorf("text %q stops %+v", said.Text, res.Stops)
 			}
 			if api == APIAnthropic {
 				checkBlockOrder(t, out)

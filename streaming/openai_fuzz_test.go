@@ -6,7 +6,7 @@ import (
 )
 
 // TestOpenAISplitInvariance: the same stream decoded whole, byte by byte
-// and in random cuts gives the same Result and the same Parts.
+// and in random cuts gives the same Result.
 func TestOpenAISplitInvariance(t *testing.T) { testSplitInvariance(t, APIChat, APIResponses) }
 
 // openAIFuzzStream checks what must hold for any input: no panic, the
@@ -16,7 +16,7 @@ func openAIFuzzStream(t *testing.T, api API, data []byte, seed uint64) {
 	if len(data) > 1<<16 {
 		return
 	}
-	whole, wholeParts, ok := decodeSplit(t, api, data, seed)
+	whole, ok := decodeSplit(t, api, data, seed)
 	if !ok {
 		return // the Reader refused the input; nothing reached the decoder
 	}
@@ -24,8 +24,8 @@ func openAIFuzzStream(t *testing.T, api API, data []byte, seed uint64) {
 	for _, tc := range whole.ToolCalls {
 		args += len(tc.Arguments)
 	}
-	if args > len(data) || len(whole.ToolCalls) > len(data) || len(wholeParts) > len(data)+2 {
-		t.Fatalf("%d argument bytes, %d calls, %d parts from %d input bytes", args, len(whole.ToolCalls), len(wholeParts), len(data))
+	if args > len(data) || len(whole.ToolCalls) > len(data) || whole.OutputBytes > int64(len(data)) {
+		t.Fatalf("%d argument bytes, %d calls, %d output bytes from %d input bytes", args, len(whole.ToolCalls), whole.OutputBytes, len(data))
 	}
 	if len(whole.UnparsedErrors) > maxUnparsedErrors || len(whole.UnparsedErrors) > whole.Unparsed {
 		t.Fatalf("%d unparsed errors kept for %d unparsed", len(whole.UnparsedErrors), whole.Unparsed)

@@ -15,7 +15,7 @@ func CheckRendered(d Dialect, stream []byte) ([]byte, error) {
 	api := d.API()
 	dec := d.NewDecoder()
 	err := sse.Each(stream, func(ev *sse.Event) error {
-		dec.Decode(ev, nil)
+		dec.Decode(ev)
 		return nil
 	})
 	if err != nil {

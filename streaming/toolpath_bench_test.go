@@ -28,7 +28,7 @@ func BenchmarkToolCallPath(b *testing.B) {
 					b.Fatal(err)
 				}
 				fn := func(ev *sse.Event) error {
-					dec.Decode(ev, nil)
+					dec.Decode(ev)
 					out = f.AppendEvent(out[:0], *ev)
 					return nil
 				}

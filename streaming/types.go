@@ -3,6 +3,8 @@ package streaming
 import (
 	"errors"
 
+	"github.com/tidwall/gjson"
+
 	"gatekeeper/streaming/sse"
 )
 
@@ -93,56 +95,6 @@ type ToolCall struct {
 	Server bool
 }
 
-// PartKind says what a Part carries.
-type PartKind uint8
-
-// The normalized parts a Decoder emits.
-const (
-	PartMessageStart  PartKind = iota + 1 // ID, Model, Usage (input if known)
-	PartTextDelta                         // Text
-	PartRefusalDelta                      // Text
-	PartThinkingDelta                     // Text (thinking or reasoning summary)
-	PartToolCallStart                     // Index, ID, ItemID, Name, Type
-	PartToolCallArgs                      // Index, Text (a fragment)
-	PartToolCallEnd                       // Index, ID, Name, Text (full arguments)
-	PartUsage                             // Usage (cumulative so far)
-	PartStop                              // Stop
-	PartError                             // Err
-	PartPing                              // keepalive
-	PartDone                              // the stream's terminal marker ([DONE], message_stop, response.completed...)
-)
-
-var partKindNames = [...]string{
-	PartMessageStart: "message_start", PartTextDelta: "text_delta", PartRefusalDelta: "refusal_delta",
-	PartThinkingDelta: "thinking_delta", PartToolCallStart: "tool_call_start", PartToolCallArgs: "tool_call_args",
-	PartToolCallEnd: "tool_call_end", PartUsage: "usage", PartStop: "stop", PartError: "error",
-	PartPing: "ping", PartDone: "done",
-}
-
-func (k PartKind) String() string {
-	if int(k) < len(partKindNames) && partKindNames[k] != "" {
-		return partKindNames[k]
-	}
-	return "unknown"
-}
-
-// Part is one normalized piece of a reply. Byte slices are only valid until
-// the emit callback returns.
-type Part struct {
-	Kind   PartKind
-	Choice int
-	Index  int
-	ID     string
-	ItemID string
-	Name   string
-	Type   string
-	Model  string
-	Text   []byte
-	Usage  Usage
-	Stop   Stop
-	Err    *ProviderError
-}
-
 // Result is what a Decoder accumulated over a whole reply.
 type Result struct {
 	API       API
@@ -209,17 +161,35 @@ func (r *Result) AddUnparsed(err error) {
 	}
 }
 
-// Decoder turns the SSE events of one reply into Parts and a Result.
+// Decoder reads the SSE events of one reply into a Result.
 type Decoder interface {
-	// Decode handles one event. emit, when not nil, receives the event's
-	// Parts in order. An event that cannot be decoded is counted in
-	// Result.Unparsed, never skipped silently.
-	Decode(ev *sse.Event, emit func(*Part))
+	// Decode handles one event. An event that cannot be decoded is counted
+	// in Result.Unparsed, never skipped silently.
+	Decode(ev *sse.Event)
 	// Finish is called once at the end of the stream; it marks the result
 	// truncated when the terminal event never came, and returns it.
 	Finish() *Result
 	// Result is the reply so far.
 	Result() *Result
+}
+
+// ValidJSON reports whether ev's data is valid JSON, scanning it only the
+// first time an event is asked about: the decoder and the call filter read
+// the same event one after the other (sse.Event.JSON keeps the answer, in
+// the copy the filter gets too), so they scan it once and cannot disagree.
+func ValidJSON(ev *sse.Event) bool {
+	switch ev.JSON {
+	case sse.JSONValid:
+		return true
+	case sse.JSONInvalid:
+		return false
+	}
+	ok := gjson.ValidBytes(ev.Data)
+	ev.JSON = sse.JSONInvalid
+	if ok {
+		ev.JSON = sse.JSONValid
+	}
+	return ok
 }
 
 // DoneMarker is the data of the event that ends an OpenAI stream (the

@@ -64,7 +64,9 @@ func pure(mod string) []struct {
 	// reads strings in place (unsafe.String over a byte slice).
 	scan := mod + "/streaming/internal/jsonscan"
 	items := mod + "/streaming/internal/callitems"
-	dialect := []string{mod + "/streaming", mod + "/streaming/sse", scan, items, mod + "/streaming/internal/openai"}
+	engine := mod + "/streaming/internal/callfilter"
+	reshape := mod + "/streaming/internal/reshape"
+	dialect := []string{mod + "/streaming", mod + "/streaming/sse", scan, items, mod + "/streaming/internal/openai", engine, reshape}
 	jsonLibs := []string{"github.com/tidwall/", "github.com/cespare/xxhash/v2"}
 	noUnsafe := slices.DeleteFunc(slices.Clone(ioStd), func(p string) bool { return p == "unsafe" })
 	return []struct {
@@ -78,7 +80,9 @@ func pure(mod string) []struct {
 		{"streaming/sse", false, rule{module: mod, banned: ioStd}},
 		{"streaming/internal/jsonscan", false, rule{module: mod, extra: jsonLibs, banned: noUnsafe}},
 		{"streaming/internal/callitems", false, rule{module: mod, own: []string{scan}, extra: jsonLibs, banned: ioStd}},
-		{"streaming/internal/openai", false, rule{module: mod, own: []string{mod + "/streaming", scan}, extra: jsonLibs, banned: ioStd}},
+		{"streaming/internal/openai", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", scan}, extra: jsonLibs, banned: ioStd}},
+		{"streaming/internal/callfilter", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", scan}, extra: jsonLibs, banned: ioStd}},
+		{"streaming/internal/reshape", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", scan}, extra: jsonLibs, banned: ioStd}},
 		{"streaming/anthropic", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
 		{"streaming/chat", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
 		{"streaming/responses", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"strings"
 
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
 
-	"gatekeeper/streaming/internal/jsonscan"
-
 	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/sse"
 )
 
 var _ streaming.Decoder = (*decoder)(nil)
@@ -33,8 +31,7 @@ type decoder struct {
 	// cleanly, but it was not cut off either.
 	errored bool
 
-	part    streaming.Part // reused for every emit: a Part is only valid during its callback
-	scratch []byte         // unescaped text of the delta being emitted
+	scratch []byte // unescaped text of the delta being counted
 }
 
 type anthropicBlockKind uint8
@@ -74,12 +71,12 @@ func (d *decoder) Finish() *streaming.Result {
 // An unterminated event (the stream ended before its blank line) is decoded
 // like any other when its data is whole JSON, as the SDKs do when they flush
 // their decoder at the end of a stream.
-func (d *decoder) Decode(ev *sse.Event, emit func(*streaming.Part)) {
+func (d *decoder) Decode(ev *sse.Event) {
 	if !ev.HasData {
 		return
 	}
 	data := ev.Data
-	if !gjson.ValidBytes(data) {
+	if !streaming.ValidJSON(ev) {
 		d.res.AddUnparsed(fmt.Errorf("%w: anthropic %q event data", streaming.ErrInvalidJSON, ev.Name))
 		return
 	}
@@ -104,22 +101,20 @@ func (d *decoder) Decode(ev *sse.Event, emit func(*streaming.Part)) {
 	var err error
 	switch name {
 	case "content_block_delta":
-		err = d.blockDelta(data, index, delta, emit)
+		err = d.blockDelta(data, index, delta)
 	case "content_block_start":
-		err = d.blockStart(data, js, index, emit)
+		err = d.blockStart(data, js, index)
 	case "content_block_stop":
-		err = d.blockStop(index, emit)
+		err = d.blockStop(index)
 	case "message_start":
-		err = d.messageStart(js, emit)
+		err = d.messageStart(js)
 	case "message_delta":
-		err = d.messageDelta(js, emit)
+		err = d.messageDelta(js)
 	case "message_stop":
 		d.res.Done = true
-		d.emit(emit, streaming.Part{Kind: streaming.PartDone})
 	case "ping":
-		d.emit(emit, streaming.Part{Kind: streaming.PartPing})
 	case "error":
-		err = d.error(data, js, emit)
+		err = d.error(data, js)
 	default:
 		// Anthropic announces it will add event types; they carry nothing
 		// this decoder accounts for.
@@ -129,15 +124,7 @@ func (d *decoder) Decode(ev *sse.Event, emit func(*streaming.Part)) {
 	}
 }
 
-func (d *decoder) emit(emit func(*streaming.Part), p streaming.Part) {
-	if emit == nil {
-		return
-	}
-	d.part = p
-	emit(&d.part)
-}
-
-func (d *decoder) messageStart(js string, emit func(*streaming.Part)) error {
+func (d *decoder) messageStart(js string) error {
 	msg := gjson.Get(js, "message")
 	if !msg.IsObject() {
 		return anthropicEventErr("message_start", "no message object")
@@ -149,17 +136,15 @@ func (d *decoder) messageStart(js string, emit func(*streaming.Part)) error {
 		err = overlayAnthropicUsage(&d.res.Usage, u)
 		d.res.UsageSeen = true
 	}
-	d.emit(emit, streaming.Part{Kind: streaming.PartMessageStart, ID: d.res.MessageID, Model: d.res.Model, Usage: d.res.Usage})
 	return err
 }
 
-func (d *decoder) messageDelta(js string, emit func(*streaming.Part)) error {
+func (d *decoder) messageDelta(js string) error {
 	var err error
 	// Usage first: a stop seen by the caller then has the final counts.
 	if u := gjson.Get(js, "usage"); u.IsObject() {
 		err = overlayAnthropicUsage(&d.res.Usage, u)
 		d.res.UsageSeen, d.res.UsageFinal = true, true
-		d.emit(emit, streaming.Part{Kind: streaming.PartUsage, Usage: d.res.Usage})
 	}
 	delta := gjson.Get(js, "delta")
 	if !delta.IsObject() {
@@ -167,7 +152,7 @@ func (d *decoder) messageDelta(js string, emit func(*streaming.Part)) error {
 	}
 	switch sr := delta.Get("stop_reason"); sr.Type {
 	case gjson.String:
-		d.stop(anthropicStop(sr.Str), emit)
+		d.stop(anthropicStop(sr.Str))
 	case gjson.Null: // absent or null: no stop in this delta
 	default:
 		return anthropicEventErr("message_delta", "stop_reason is not a string")
@@ -177,16 +162,15 @@ func (d *decoder) messageDelta(js string, emit func(*streaming.Part)) error {
 
 // stop records the stop of choice 0. Anthropic has one choice, so a later
 // stop (an error after message_delta) replaces the earlier one.
-func (d *decoder) stop(s streaming.Stop, emit func(*streaming.Part)) {
+func (d *decoder) stop(s streaming.Stop) {
 	if len(d.res.Stops) == 0 {
 		d.res.Stops = append(d.res.Stops, s)
 	} else {
 		d.res.Stops[0] = s
 	}
-	d.emit(emit, streaming.Part{Kind: streaming.PartStop, Stop: s})
 }
 
-func (d *decoder) error(data []byte, js string, emit func(*streaming.Part)) error {
+func (d *decoder) error(data []byte, js string) error {
 	pe := streaming.ProviderError{Raw: bytes.Clone(data)}
 	var err error
 	if e := gjson.Get(js, "error"); e.IsObject() {
@@ -198,12 +182,11 @@ func (d *decoder) error(data []byte, js string, emit func(*streaming.Part)) erro
 	}
 	d.res.Errors = append(d.res.Errors, pe)
 	d.errored = true
-	d.emit(emit, streaming.Part{Kind: streaming.PartError, Err: &pe})
-	d.stop(streaming.Stop{Reason: streaming.StopError, Raw: string(streaming.StopError)}, emit)
+	d.stop(streaming.Stop{Reason: streaming.StopError, Raw: string(streaming.StopError)})
 	return err
 }
 
-func (d *decoder) blockStart(data []byte, js string, indexMember jsonscan.Member, emit func(*streaming.Part)) error {
+func (d *decoder) blockStart(data []byte, js string, indexMember jsonscan.Member) error {
 	index, ok := jsonscan.MemberIndex(indexMember)
 	if !ok {
 		return anthropicEventErr("content_block_start", "no valid index")
@@ -224,12 +207,12 @@ func (d *decoder) blockStart(data []byte, js string, indexMember jsonscan.Member
 	case "text":
 		b.kind = anthropicText
 		if t := cb.Get("text"); t.Type == gjson.String && t.Str != "" {
-			d.emitText(streaming.PartTextDelta, index, jsonscan.Bytes(data, t), emit)
+			d.countText(true, jsonscan.Bytes(data, t))
 		}
 	case "thinking":
 		b.kind = anthropicThinking
 		if t := cb.Get("thinking"); t.Type == gjson.String && t.Str != "" {
-			d.emitText(streaming.PartThinkingDelta, index, jsonscan.Bytes(data, t), emit)
+			d.countText(false, jsonscan.Bytes(data, t))
 		}
 	default:
 		id, name := cb.Get("id"), cb.Get("name")
@@ -252,13 +235,12 @@ func (d *decoder) blockStart(data []byte, js string, indexMember jsonscan.Member
 		}
 		b.kind, b.call = anthropicTool, len(d.res.ToolCalls)
 		d.res.ToolCalls = append(d.res.ToolCalls, tc)
-		d.emit(emit, streaming.Part{Kind: streaming.PartToolCallStart, Index: index, ID: tc.ID, Name: tc.Name, Type: tc.Type})
 	}
 	d.open[index] = b
 	return err
 }
 
-func (d *decoder) blockDelta(data []byte, indexMember, deltaMember jsonscan.Member, emit func(*streaming.Part)) error {
+func (d *decoder) blockDelta(data []byte, indexMember, deltaMember jsonscan.Member) error {
 	index, ok := jsonscan.MemberIndex(indexMember)
 	if !ok {
 		return anthropicEventErr("content_block_delta", "no valid index")
@@ -310,9 +292,9 @@ func (d *decoder) blockDelta(data []byte, indexMember, deltaMember jsonscan.Memb
 	raw := data[off : off+len(text.Val) : off+len(text.Val)]
 	switch kind {
 	case "text_delta":
-		d.emitText(streaming.PartTextDelta, index, raw, emit)
+		d.countText(true, raw)
 	case "thinking_delta":
-		d.emitText(streaming.PartThinkingDelta, index, raw, emit)
+		d.countText(false, raw)
 	case "input_json_delta":
 		switch b.kind {
 		case anthropicTool:
@@ -321,7 +303,6 @@ func (d *decoder) blockDelta(data []byte, indexMember, deltaMember jsonscan.Memb
 			tc.Arguments = jsonscan.AppendDecoded(tc.Arguments, text.Val)
 			frag := tc.Arguments[n:len(tc.Arguments):len(tc.Arguments)]
 			d.res.OutputBytes += int64(len(frag))
-			d.emit(emit, streaming.Part{Kind: streaming.PartToolCallArgs, Index: index, Text: frag})
 		case anthropicText, anthropicThinking:
 			return anthropicEventErr("content_block_delta", "input_json_delta for a text block")
 		case anthropicOpaque: // nothing is assembled from opaque blocks
@@ -330,9 +311,10 @@ func (d *decoder) blockDelta(data []byte, indexMember, deltaMember jsonscan.Memb
 	return nil
 }
 
-// emitText emits one text or thinking fragment; s is the JSON string
-// literal, quotes included, as it sits in the event data.
-func (d *decoder) emitText(kind streaming.PartKind, index int, s []byte, emit func(*streaming.Part)) {
+// countText counts one text (isText) or thinking fragment in the output;
+// s is the JSON string literal, quotes included, as it sits in the event
+// data.
+func (d *decoder) countText(isText bool, s []byte) {
 	var text []byte
 	if bytes.IndexByte(s, '\\') < 0 {
 		text = s[1 : len(s)-1 : len(s)-1]
@@ -341,13 +323,12 @@ func (d *decoder) emitText(kind streaming.PartKind, index int, s []byte, emit fu
 		text = d.scratch[:len(d.scratch):len(d.scratch)]
 	}
 	d.res.OutputBytes += int64(len(text))
-	if kind == streaming.PartTextDelta {
+	if isText {
 		d.res.TextBytes += int64(len(text))
 	}
-	d.emit(emit, streaming.Part{Kind: kind, Index: index, Text: text})
 }
 
-func (d *decoder) blockStop(indexMember jsonscan.Member, emit func(*streaming.Part)) error {
+func (d *decoder) blockStop(indexMember jsonscan.Member) error {
 	index, ok := jsonscan.MemberIndex(indexMember)
 	if !ok {
 		return anthropicEventErr("content_block_stop", "no valid index")
@@ -369,8 +350,6 @@ func (d *decoder) blockStop(indexMember jsonscan.Member, emit func(*streaming.Pa
 		}
 	}
 	tc.Complete = true
-	args := tc.Arguments[:len(tc.Arguments):len(tc.Arguments)]
-	d.emit(emit, streaming.Part{Kind: streaming.PartToolCallEnd, Index: index, ID: tc.ID, Name: tc.Name, Type: tc.Type, Text: args})
 	return nil
 }
 

@@ -21,30 +21,30 @@ func (Dialect) DecodeJSON(body []byte) (*streaming.Result, error) {
 // ReadExtras reads the 1-hour cache writes and the service tier.
 func (Dialect) ReadExtras(x *streaming.Extras, data []byte) { x.Read(data, "usage", "message.usage") }
 
-// The operations below are still done by the streaming root, for the API
-// it is given: they share the request reader's members and the call
-// filter's per-API state, and move here with them.
-
+// ParseRequest reads a Messages request (still the root's reader).
 func (Dialect) ParseRequest(body []byte) (*streaming.Request, error) {
 	return streaming.ParseRequest(streaming.APIAnthropic, body)
 }
 
+// RestrictTools drops the declared tools keep refuses (still the root's).
 func (Dialect) RestrictTools(body []byte, keep func(name string) bool) ([]byte, []string, error) {
 	return streaming.RestrictTools(streaming.APIAnthropic, body, keep)
 }
 
+// NewCallFilter returns a call filter of Messages replies (filter.go).
 func (Dialect) NewCallFilter(allow func(name string) bool, refusal func(call streaming.ToolCall) string) (*streaming.CallFilter, error) {
-	return streaming.NewCallFilter(streaming.APIAnthropic, allow, refusal)
+	f, err := newCallFilter(allow, refusal)
+	if err != nil {
+		return nil, err
+	}
+	return streaming.NewCallFilter(f), nil
 }
 
-func (Dialect) AssembleJSON(stream []byte) ([]byte, error) {
-	return streaming.AssembleJSON(streaming.APIAnthropic, stream)
-}
+// AssembleJSON turns a whole stream into its Message (assemble.go).
+func (Dialect) AssembleJSON(stream []byte) ([]byte, error) { return assembleJSON(stream) }
 
-func (Dialect) SpliceStream(first, cont []byte) ([]byte, error) {
-	return streaming.SpliceStream(streaming.APIAnthropic, first, cont)
-}
+// SpliceStream joins a held stream and its continuation's (splice.go).
+func (Dialect) SpliceStream(first, cont []byte) ([]byte, error) { return spliceStreams(first, cont) }
 
-func (Dialect) SpliceJSON(first, cont []byte) ([]byte, error) {
-	return streaming.SpliceJSON(streaming.APIAnthropic, first, cont)
-}
+// SpliceJSON joins a held Message and its continuation's (splice.go).
+func (Dialect) SpliceJSON(first, cont []byte) ([]byte, error) { return spliceJSON(first, cont) }

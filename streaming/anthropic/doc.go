@@ -11,10 +11,16 @@
 //     output and one answer per call (continuation.go);
 //   - the rendering of a whole message body as the stream that carries it
 //     (render.go);
+//   - the call filter's rules (filter.go), run by the API-free engine in
+//     streaming/internal/callfilter: a refused tool_use block becomes a text
+//     block at its index, a held one waits for the message_delta with the
+//     stop, block indices close the gap a dropped block leaves;
+//   - the reshaping of held replies: the Message a whole stream carries
+//     (assemble.go), and a held reply joined with its continuation, as a
+//     stream or a body (splice.go);
 //   - the keepalive of a held stream: ping events until message_start went
 //     out, then a message_delta that changes nothing (keepalive.go).
 //
-// Request reading, tool restriction, the call filter's rules, assembly and
-// splicing of Anthropic replies are still done by the streaming
+// Request reading and tool restriction are still done by the streaming
 // root, which Dialect calls with streaming.APIAnthropic (dialect.go).
 package anthropic

@@ -5,13 +5,12 @@ import (
 	"slices"
 	"strings"
 
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/streaming"
-
+	"gatekeeper/streaming/internal/jsonscan"
 	"gatekeeper/streaming/internal/openai"
+	"gatekeeper/streaming/sse"
 )
 
 // The OpenAI Chat Completions decoder. One wire format is spoken by OpenAI,
@@ -30,14 +29,20 @@ type chatCall struct {
 
 type decoder struct {
 	res      streaming.Result
-	started  bool // PartMessageStart sent
+	started  bool // the reply's id and model were read
 	errored  bool // an error arrived (event: error or an inline error object)
 	finished bool // Finish ran
 	calls    []chatCall
-	order    []int          // scratch: a choice's calls sorted by index
-	part     streaming.Part // reused for every emit
-	text     []byte
+	order    []int // scratch: a choice's calls sorted by index
 }
+
+// textKind says what a delta's text counts as.
+type textKind uint8
+
+const (
+	said    textKind = iota // text and refusals: Result.TextBytes and OutputBytes
+	thought                 // thinking and reasoning summaries: OutputBytes only
+)
 
 func newDecoder() *decoder {
 	return &decoder{res: streaming.Result{API: streaming.APIChat}}
@@ -59,7 +64,7 @@ func (d *decoder) Finish() *streaming.Result {
 // Decode handles one SSE event of a Chat Completions stream. An event the
 // stream's end cut off (Unterminated) is decoded like any other: a whole
 // JSON object or [DONE] is whole, a cut one fails to parse and is counted.
-func (d *decoder) Decode(ev *sse.Event, emit func(*streaming.Part)) {
+func (d *decoder) Decode(ev *sse.Event) {
 	if !ev.HasData {
 		return
 	}
@@ -70,18 +75,17 @@ func (d *decoder) Decode(ev *sse.Event, emit func(*streaming.Part)) {
 	if bytes.HasPrefix(data, []byte(streaming.DoneMarker)) {
 		if !d.res.Done {
 			d.res.Done = true
-			d.send(emit, streaming.Part{Kind: streaming.PartDone})
 		}
 		return
 	}
 	errorEvent := string(ev.Name) == "error"
-	root, err := openai.Object(data, "chat chunk")
+	root, err := openai.EventObject(ev, data, "chat chunk")
 	switch {
 	case err == nil:
-		d.chunk(root, errorEvent, emit)
+		d.chunk(root, errorEvent)
 	case errorEvent:
 		// An error event whose data is plain text is still the error.
-		d.providerError(openai.Text(data), emit)
+		d.providerError(openai.Text(data))
 	default:
 		d.res.AddUnparsed(err)
 	}
@@ -89,7 +93,7 @@ func (d *decoder) Decode(ev *sse.Event, emit func(*streaming.Part)) {
 
 // chunk handles one chunk object (or one whole chat.completion body, whose
 // choices carry "message" where chunks carry "delta").
-func (d *decoder) chunk(root gjson.Result, errorEvent bool, emit func(*streaming.Part)) {
+func (d *decoder) chunk(root gjson.Result, errorEvent bool) {
 	// Fields are gathered first and acted on after: key order varies
 	// (Azure sends choices before id and model, and index after delta).
 	var id, model, choices, usage, errv gjson.Result
@@ -116,12 +120,11 @@ func (d *decoder) chunk(root gjson.Result, errorEvent bool, emit func(*streaming
 	}
 	if !d.started && d.res.MessageID != "" {
 		d.started = true
-		d.send(emit, streaming.Part{Kind: streaming.PartMessageStart, ID: d.res.MessageID, Model: d.res.Model})
 	}
 	if choices.IsArray() {
 		choices.ForEach(func(_, c gjson.Result) bool {
 			if c.IsObject() {
-				d.choice(c, emit)
+				d.choice(c)
 			}
 			return true
 		})
@@ -129,18 +132,17 @@ func (d *decoder) chunk(root gjson.Result, errorEvent bool, emit func(*streaming
 	if usage.IsObject() {
 		d.res.Usage = chatUsage(usage)
 		d.res.UsageSeen, d.res.UsageFinal = true, true
-		d.send(emit, streaming.Part{Kind: streaming.PartUsage, Usage: d.res.Usage})
 	}
 	switch {
 	case errv.IsObject() || errv.Type == gjson.String:
-		d.providerError(errv, emit)
+		d.providerError(errv)
 	case errorEvent:
 		// event: error whose data is the error itself, not wrapped.
-		d.providerError(root, emit)
+		d.providerError(root)
 	}
 }
 
-func (d *decoder) choice(c gjson.Result, emit func(*streaming.Part)) {
+func (d *decoder) choice(c gjson.Result) {
 	var index int
 	var delta, finish gjson.Result
 	c.ForEach(func(k, v gjson.Result) bool {
@@ -155,14 +157,14 @@ func (d *decoder) choice(c gjson.Result, emit func(*streaming.Part)) {
 		return true
 	})
 	if delta.IsObject() {
-		d.delta(index, delta, emit)
+		d.delta(index, delta)
 	}
 	if finish.Type == gjson.String && finish.Str != "" {
-		d.finishChoice(index, finish.Str, emit)
+		d.finishChoice(index, finish.Str)
 	}
 }
 
-func (d *decoder) delta(choice int, delta gjson.Result, emit func(*streaming.Part)) {
+func (d *decoder) delta(choice int, delta gjson.Result) {
 	var content, refusal, reasoningContent, reasoning, toolCalls, functionCall gjson.Result
 	delta.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
@@ -184,48 +186,45 @@ func (d *decoder) delta(choice int, delta gjson.Result, emit func(*streaming.Par
 	if reasoningContent.Type != gjson.String || reasoningContent.Str == "" {
 		reasoningContent = reasoning // one thinking delta, whichever spelling came
 	}
-	d.textDelta(streaming.PartThinkingDelta, choice, reasoningContent, emit)
-	d.textDelta(streaming.PartTextDelta, choice, content, emit)
-	d.textDelta(streaming.PartRefusalDelta, choice, refusal, emit)
+	d.textDelta(thought, reasoningContent)
+	d.textDelta(said, content)
+	d.textDelta(said, refusal)
 	if toolCalls.IsArray() {
 		toolCalls.ForEach(func(_, tc gjson.Result) bool {
 			if tc.IsObject() {
-				d.toolFragment(choice, tc, emit)
+				d.toolFragment(choice, tc)
 			}
 			return true
 		})
 	}
 	if functionCall.IsObject() {
-		var name, args gjson.Result
+		var name gjson.Result
+		var args string
 		readFunction(functionCall, &name, &args)
 		at := d.find(choice, 0)
 		if at < 0 {
-			at = d.open(choice, 0, "function_call", "", name.String(), emit)
+			at = d.open(choice, 0, "function_call", "", name.String())
 		}
 		d.fill(at, "", name.String())
-		d.appendArgs(at, args, emit)
+		d.appendArgs(at, args)
 	}
 }
 
-func (d *decoder) textDelta(kind streaming.PartKind, choice int, v gjson.Result, emit func(*streaming.Part)) {
+func (d *decoder) textDelta(kind textKind, v gjson.Result) {
 	if v.Type != gjson.String || v.Str == "" {
 		return
 	}
 	d.res.OutputBytes += int64(len(v.Str))
-	if kind != streaming.PartThinkingDelta {
+	if kind == said {
 		d.res.TextBytes += int64(len(v.Str))
 	}
-	if emit == nil {
-		return
-	}
-	d.text = append(d.text[:0], v.Str...)
-	d.send(emit, streaming.Part{Kind: kind, Choice: choice, Text: d.text})
 }
 
 // toolFragment adds one tool_calls[] entry: the first fragment of a call
 // carries id, type and name; later ones carry only arguments text.
-func (d *decoder) toolFragment(choice int, tc gjson.Result, emit func(*streaming.Part)) {
-	var index, id, typ, name, args gjson.Result
+func (d *decoder) toolFragment(choice int, tc gjson.Result) {
+	var index, id, typ, name gjson.Result
+	var args string
 	tc.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "index":
@@ -244,36 +243,40 @@ func (d *decoder) toolFragment(choice int, tc gjson.Result, emit func(*streaming
 	case index.Type == gjson.Number:
 		i := int(index.Int())
 		if at = d.find(choice, i); at < 0 {
-			at = d.open(choice, i, typ.String(), id.String(), name.String(), emit)
+			at = d.open(choice, i, typ.String(), id.String(), name.String())
 		}
 	case id.String() != "":
 		// No index (whole calls in a chat.completion message, and some
 		// compatible servers): each id starts the choice's next call.
-		at = d.open(choice, d.nextIndex(choice), typ.String(), id.String(), name.String(), emit)
+		at = d.open(choice, d.nextIndex(choice), typ.String(), id.String(), name.String())
 	default:
 		// No index and no id: a continuation of the choice's latest call.
 		if at = d.last(choice); at < 0 {
-			at = d.open(choice, 0, typ.String(), "", name.String(), emit)
+			at = d.open(choice, 0, typ.String(), "", name.String())
 		}
 	}
 	d.fill(at, id.String(), name.String())
-	d.appendArgs(at, args, emit)
+	d.appendArgs(at, args)
 }
 
 // readFunction reads the name and arguments of a function object (a tool
 // call's "function", a legacy "function_call"), leaving those it lacks as
 // they were, so that a repeated "function" member overrides only what it
-// carries.
-func readFunction(fn gjson.Result, name, args *gjson.Result) {
-	fn.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+// carries. The arguments are kept as their raw JSON value, to be decoded
+// straight into the call's buffer: a fragment full of escaped quotes then
+// costs no string of its own.
+func readFunction(fn gjson.Result, name *gjson.Result, args *string) {
+	if !fn.IsObject() {
+		return
+	}
+	for m, next, ok := jsonscan.NextMember(fn.Raw, jsonscan.ObjectStart(fn.Raw)); ok; m, next, ok = jsonscan.NextMember(fn.Raw, next) {
+		switch m.Name() {
 		case "name":
-			*name = v
+			*name = gjson.Parse(m.Val)
 		case "arguments":
-			*args = v
+			*args = m.Val
 		}
-		return true
-	})
+	}
 }
 
 func (d *decoder) find(choice, index int) int {
@@ -304,7 +307,7 @@ func (d *decoder) nextIndex(choice int) int {
 	return next
 }
 
-func (d *decoder) open(choice, index int, typ, id, name string, emit func(*streaming.Part)) int {
+func (d *decoder) open(choice, index int, typ, id, name string) int {
 	if typ == "" {
 		typ = "function"
 	}
@@ -313,8 +316,6 @@ func (d *decoder) open(choice, index int, typ, id, name string, emit func(*strea
 		Choice: choice, Index: index, Type: strings.Clone(typ), ID: strings.Clone(id), Name: strings.Clone(name),
 	})
 	d.calls = append(d.calls, chatCall{choice: choice, index: index, at: at})
-	tc := &d.res.ToolCalls[at]
-	d.send(emit, streaming.Part{Kind: streaming.PartToolCallStart, Choice: choice, Index: index, ID: tc.ID, Name: tc.Name, Type: tc.Type})
 	return at
 }
 
@@ -330,27 +331,24 @@ func (d *decoder) fill(at int, id, name string) {
 	}
 }
 
-func (d *decoder) appendArgs(at int, args gjson.Result, emit func(*streaming.Part)) {
-	frag := args.Str
-	if args.IsObject() || args.IsArray() {
-		frag = args.Raw // some compatible servers send arguments as an object
-	}
-	if frag == "" {
-		return
-	}
+// appendArgs adds an arguments fragment, raw: a JSON string, decoded, or
+// an object or array as it is written (some compatible servers send
+// arguments as an object).
+func (d *decoder) appendArgs(at int, raw string) {
 	tc := &d.res.ToolCalls[at]
-	tc.Arguments = append(tc.Arguments, frag...)
-	d.res.OutputBytes += int64(len(frag))
-	if emit == nil {
-		return
+	n := len(tc.Arguments)
+	switch {
+	case jsonscan.IsStringRaw(raw):
+		tc.Arguments = jsonscan.AppendDecoded(tc.Arguments, raw)
+	case jsonscan.IsObject(raw) || jsonscan.IsArray(raw):
+		tc.Arguments = append(tc.Arguments, raw...)
 	}
-	d.text = append(d.text[:0], frag...)
-	d.send(emit, streaming.Part{Kind: streaming.PartToolCallArgs, Choice: tc.Choice, Index: tc.Index, ID: tc.ID, Text: d.text})
+	d.res.OutputBytes += int64(len(tc.Arguments) - n)
 }
 
 // finishChoice records a choice's stop once (OpenRouter repeats
 // finish_reason) after closing the choice's tool calls in index order.
-func (d *decoder) finishChoice(choice int, raw string, emit func(*streaming.Part)) {
+func (d *decoder) finishChoice(choice int, raw string) {
 	if d.stopped(choice) {
 		return
 	}
@@ -367,13 +365,9 @@ func (d *decoder) finishChoice(choice int, raw string, emit func(*streaming.Part
 			continue
 		}
 		tc.Complete = true
-		d.send(emit, streaming.Part{
-			Kind: streaming.PartToolCallEnd, Choice: choice, Index: tc.Index, ID: tc.ID, Name: tc.Name, Type: tc.Type,
-			Text: tc.Arguments[:len(tc.Arguments):len(tc.Arguments)],
-		})
 	}
 	reason, raw := chatStopReason(raw)
-	d.stop(choice, reason, raw, emit)
+	d.stop(choice, reason, raw)
 }
 
 func (d *decoder) stopped(choice int) bool {
@@ -385,31 +379,21 @@ func (d *decoder) stopped(choice int) bool {
 	return false
 }
 
-func (d *decoder) stop(choice int, reason streaming.StopReason, raw string, emit func(*streaming.Part)) {
+func (d *decoder) stop(choice int, reason streaming.StopReason, raw string) {
 	s := streaming.Stop{Choice: choice, Reason: reason, Raw: raw}
 	d.res.Stops = append(d.res.Stops, s)
-	d.send(emit, streaming.Part{Kind: streaming.PartStop, Choice: choice, Stop: s})
 }
 
 // providerError records an error object (or string). The reply's stop
 // becomes an error unless choice 0 already finished: OpenRouter reports
 // "Token limit reached" after the choice stopped for length.
-func (d *decoder) providerError(v gjson.Result, emit func(*streaming.Part)) {
+func (d *decoder) providerError(v gjson.Result) {
 	pe := openai.ProviderError(v)
 	d.res.Errors = append(d.res.Errors, pe)
 	d.errored = true
-	d.send(emit, streaming.Part{Kind: streaming.PartError, Err: &pe})
 	if !d.stopped(0) {
-		d.stop(0, streaming.StopError, "error", emit)
+		d.stop(0, streaming.StopError, "error")
 	}
-}
-
-func (d *decoder) send(emit func(*streaming.Part), p streaming.Part) {
-	if emit == nil {
-		return
-	}
-	d.part = p
-	emit(&d.part)
 }
 
 // chatStopReason normalizes a finish_reason and returns the raw value as a
@@ -466,7 +450,7 @@ func decodeJSON(body []byte) (*streaming.Result, error) {
 		return nil, err
 	}
 	d := newDecoder()
-	d.chunk(root, false, nil)
+	d.chunk(root, false)
 	d.res.Done = true
 	for i := range d.res.ToolCalls {
 		d.res.ToolCalls[i].Complete = true // a message's calls are whole

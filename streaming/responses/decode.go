@@ -5,15 +5,13 @@ import (
 	"slices"
 	"strings"
 
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
 
-	"gatekeeper/streaming/internal/openai"
-
-	"gatekeeper/streaming/internal/callitems"
-
 	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/callitems"
+	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/internal/openai"
+	"gatekeeper/streaming/sse"
 )
 
 // The OpenAI Responses decoder. Every event names its type twice (the SSE
@@ -33,16 +31,23 @@ type responsesCall struct {
 
 type decoder struct {
 	res      streaming.Result
-	started  bool // PartMessageStart sent
+	started  bool // the reply's id and model were read
 	toolUse  bool // a client call item was seen
 	terminal bool // response.completed, .incomplete or .failed arrived
 	errored  bool // an error event arrived
 	finished bool // Finish ran
 	calls    []responsesCall
 	errCodes []string // codes of error events, so response.failed does not report them twice
-	part     streaming.Part
-	text     []byte
+	scratch  []byte   // a delta decoded, to count its bytes
 }
+
+// textKind says what a delta's text counts as.
+type textKind uint8
+
+const (
+	said    textKind = iota // text and refusals: Result.TextBytes and OutputBytes
+	thought                 // thinking and reasoning summaries: OutputBytes only
+)
 
 func newDecoder() *decoder {
 	return &decoder{res: streaming.Result{API: streaming.APIResponses}}
@@ -70,11 +75,14 @@ func (d *decoder) Finish() *streaming.Result {
 // reads, gathered in one pass over the JSON.
 type responsesEvent struct {
 	typ, response, item, outputIndex, itemID gjson.Result
-	delta, arguments, input, name, err       gjson.Result
+	arguments, input, name, err              gjson.Result
+	// delta is kept as its raw JSON value and decoded only where it is
+	// used: an arguments fragment straight into the call's buffer.
+	delta string
 }
 
 // Decode handles one SSE event of a Responses stream.
-func (d *decoder) Decode(ev *sse.Event, emit func(*streaming.Part)) {
+func (d *decoder) Decode(ev *sse.Event) {
 	if !ev.HasData {
 		return
 	}
@@ -84,87 +92,92 @@ func (d *decoder) Decode(ev *sse.Event, emit func(*streaming.Part)) {
 		// anyway, and it carries nothing.
 		return
 	}
-	root, err := openai.Object(data, "responses event")
+	root, err := openai.EventObject(ev, data, "responses event")
 	if err != nil {
 		if string(ev.Name) == "error" {
 			// An error event whose data is plain text is still the error.
 			d.errored = true
-			d.addError(openai.ProviderError(openai.Text(data)), emit)
+			d.addError(openai.ProviderError(openai.Text(data)))
 			return
 		}
 		d.res.AddUnparsed(err)
 		return
 	}
+	// One walk over the top level, the last of duplicate members winning
+	// as in gjson's ForEach; no value is unescaped until it is used.
 	var f responsesEvent
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+	for m, next, ok := jsonscan.NextMember(root.Raw, jsonscan.ObjectStart(root.Raw)); ok; m, next, ok = jsonscan.NextMember(root.Raw, next) {
+		var v *gjson.Result
+		switch m.Name() {
 		case "type":
-			f.typ = v
+			v = &f.typ
 		case "response":
-			f.response = v
+			v = &f.response
 		case "item":
-			f.item = v
+			v = &f.item
 		case "output_index":
-			f.outputIndex = v
+			v = &f.outputIndex
 		case "item_id":
-			f.itemID = v
+			v = &f.itemID
 		case "delta":
-			f.delta = v
+			f.delta = m.Val
 		case "arguments":
-			f.arguments = v
+			v = &f.arguments
 		case "input":
-			f.input = v
+			v = &f.input
 		case "name":
-			f.name = v
+			v = &f.name
 		case "error":
-			f.err = v
+			v = &f.err
 		}
-		return true
-	})
+		if v != nil {
+			*v = gjson.Parse(m.Val)
+		}
+	}
 	typ := f.typ.Str
 	if f.typ.Type != gjson.String {
 		typ = string(ev.Name)
 	}
 	switch typ {
 	case "response.created", "response.in_progress", "response.queued":
-		d.lifecycle(f.response, emit)
+		d.lifecycle(f.response)
 	case "response.output_item.added":
 		if f.item.IsObject() {
-			d.itemAdded(f.outputIndex, f.item, emit)
+			d.itemAdded(f.outputIndex, f.item)
 		}
 	case "response.output_item.done":
 		if f.item.IsObject() {
-			d.itemDone(int(f.outputIndex.Int()), f.item, emit)
+			d.itemDone(int(f.outputIndex.Int()), f.item)
 		}
 	case "response.function_call_arguments.delta":
-		d.argsDelta("function_call", f, emit)
+		d.argsDelta("function_call", f)
 	case "response.custom_tool_call_input.delta":
-		d.argsDelta("custom_tool_call", f, emit)
+		d.argsDelta("custom_tool_call", f)
 	case "response.mcp_call_arguments.delta":
-		d.argsDelta("mcp_call", f, emit)
+		d.argsDelta("mcp_call", f)
 	case "response.function_call_arguments.done":
-		d.argsDone("function_call", f, f.arguments, emit)
+		d.argsDone("function_call", f, f.arguments)
 	case "response.custom_tool_call_input.done":
-		d.argsDone("custom_tool_call", f, f.input, emit)
+		d.argsDone("custom_tool_call", f, f.input)
 	case "response.mcp_call_arguments.done":
-		d.argsDone("mcp_call", f, f.arguments, emit)
+		d.argsDone("mcp_call", f, f.arguments)
 	case "response.output_text.delta":
-		d.textDelta(streaming.PartTextDelta, f, emit)
+		d.textDelta(said, f)
 	case "response.refusal.delta":
-		d.textDelta(streaming.PartRefusalDelta, f, emit)
+		d.textDelta(said, f)
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-		d.textDelta(streaming.PartThinkingDelta, f, emit)
+		d.textDelta(thought, f)
 	case "response.completed", "response.incomplete", "response.failed":
 		if f.response.IsObject() {
-			d.terminalEvent(typ, f.response, emit)
+			d.terminalEvent(typ, f.response)
 		}
 	case "error":
-		d.errorEvent(root, f.err, emit)
+		d.errorEvent(root, f.err)
 	}
 }
 
 // lifecycle takes the id and model from a Response object.
-func (d *decoder) lifecycle(resp gjson.Result, emit func(*streaming.Part)) {
+func (d *decoder) lifecycle(resp gjson.Result) {
 	if !resp.IsObject() {
 		return
 	}
@@ -180,11 +193,10 @@ func (d *decoder) lifecycle(resp gjson.Result, emit func(*streaming.Part)) {
 	}
 	if !d.started && d.res.MessageID != "" {
 		d.started = true
-		d.send(emit, streaming.Part{Kind: streaming.PartMessageStart, ID: d.res.MessageID, Model: d.res.Model})
 	}
 }
 
-func (d *decoder) itemAdded(outputIndex gjson.Result, item gjson.Result, emit func(*streaming.Part)) {
+func (d *decoder) itemAdded(outputIndex gjson.Result, item gjson.Result) {
 	ci, ok := callitems.Of(item)
 	if !ok {
 		return
@@ -195,13 +207,13 @@ func (d *decoder) itemAdded(outputIndex gjson.Result, item gjson.Result, emit fu
 		d.fill(at, ci, item)
 		return
 	}
-	at := d.open(ci, int(outputIndex.Int()), id, item.Get("call_id").String(), ci.CallName(item.Get("name").Raw), emit)
-	d.appendArgs(at, ci.InputOf(item), emit)
+	at := d.open(ci, int(outputIndex.Int()), id, item.Get("call_id").String(), ci.CallName(item.Get("name").Raw))
+	d.appendArgs(at, ci.InputOf(item))
 }
 
 // itemDone completes a call from its finished item, unless its arguments
 // .done event already did.
-func (d *decoder) itemDone(outputIndex int, item gjson.Result, emit func(*streaming.Part)) {
+func (d *decoder) itemDone(outputIndex int, item gjson.Result) {
 	ci, ok := callitems.Of(item)
 	if !ok {
 		return
@@ -212,7 +224,7 @@ func (d *decoder) itemDone(outputIndex int, item gjson.Result, emit func(*stream
 	id := item.Get("id").Str
 	at := d.findItem(id, outputIndex)
 	if at < 0 {
-		at = d.open(ci, outputIndex, id, item.Get("call_id").String(), ci.CallName(item.Get("name").Raw), emit)
+		at = d.open(ci, outputIndex, id, item.Get("call_id").String(), ci.CallName(item.Get("name").Raw))
 	}
 	d.fill(at, ci, item)
 	tc := &d.res.ToolCalls[d.calls[at].at]
@@ -223,11 +235,11 @@ func (d *decoder) itemDone(outputIndex int, item gjson.Result, emit func(*stream
 	case (args.IsObject() || args.IsArray()) && len(tc.Arguments) == 0:
 		// An action or operation comes whole, never in deltas: it is the
 		// call's one fragment.
-		d.appendFragment(at, args.Raw, emit)
+		d.appendFragment(at, args.Raw)
 	case args.Exists():
 		tc.Arguments = appendArgsValue(tc.Arguments[:0], args)
 	}
-	d.complete(at, emit)
+	d.complete(at)
 }
 
 // fill takes a call's call_id and name from its item when they are missing.
@@ -241,22 +253,22 @@ func (d *decoder) fill(at int, ci callitems.Item, item gjson.Result) {
 	}
 }
 
-func (d *decoder) argsDelta(typ string, f responsesEvent, emit func(*streaming.Part)) {
+func (d *decoder) argsDelta(typ string, f responsesEvent) {
 	at := d.find(f.itemID.Str, f.outputIndex)
 	if at < 0 {
 		ci, _ := callitems.Lookup(typ, false)
-		at = d.open(ci, int(f.outputIndex.Int()), f.itemID.Str, "", "", emit)
+		at = d.open(ci, int(f.outputIndex.Int()), f.itemID.Str, "", "")
 	}
-	d.appendArgs(at, f.delta, emit)
+	d.appendArgsRaw(at, f.delta)
 }
 
 // argsDone trusts the event's full arguments over the accumulated deltas.
 // Its name may be missing (2025-05 recordings); the added item had it.
-func (d *decoder) argsDone(typ string, f responsesEvent, final gjson.Result, emit func(*streaming.Part)) {
+func (d *decoder) argsDone(typ string, f responsesEvent, final gjson.Result) {
 	at := d.find(f.itemID.Str, f.outputIndex)
 	if at < 0 {
 		ci, _ := callitems.Lookup(typ, false)
-		at = d.open(ci, int(f.outputIndex.Int()), f.itemID.Str, "", "", emit)
+		at = d.open(ci, int(f.outputIndex.Int()), f.itemID.Str, "", "")
 	}
 	tc := &d.res.ToolCalls[d.calls[at].at]
 	if tc.Name == "" && f.name.Type == gjson.String {
@@ -268,7 +280,7 @@ func (d *decoder) argsDone(typ string, f responsesEvent, final gjson.Result, emi
 	if final.Exists() {
 		tc.Arguments = appendArgsValue(tc.Arguments[:0], final)
 	}
-	d.complete(at, emit)
+	d.complete(at)
 }
 
 // find locates a call by item id, falling back to the output index.
@@ -297,7 +309,7 @@ func (d *decoder) findItem(itemID string, outputIndex int) int {
 
 // open starts a call of the item type ci; a call of a known type keeps the
 // table's type string, an unknown one a copy.
-func (d *decoder) open(ci callitems.Item, outputIndex int, itemID, callID, name string, emit func(*streaming.Part)) int {
+func (d *decoder) open(ci callitems.Item, outputIndex int, itemID, callID, name string) int {
 	typ, server := ci.Typ, ci.Hosted
 	if ci.Unknown {
 		typ = strings.Clone(typ)
@@ -310,32 +322,37 @@ func (d *decoder) open(ci callitems.Item, outputIndex int, itemID, callID, name 
 	d.calls = append(d.calls, responsesCall{itemID: d.res.ToolCalls[at].ItemID, outputIndex: outputIndex, at: at})
 	if !server {
 		d.toolUse = true
-		tc := &d.res.ToolCalls[at]
-		d.send(emit, streaming.Part{Kind: streaming.PartToolCallStart, Index: outputIndex, ID: tc.ID, ItemID: tc.ItemID, Name: tc.Name, Type: typ})
 	}
 	return len(d.calls) - 1
 }
 
-func (d *decoder) appendArgs(at int, v gjson.Result, emit func(*streaming.Part)) {
+// appendArgsRaw adds an arguments fragment given as a raw JSON string,
+// decoded straight into the call's arguments.
+func (d *decoder) appendArgsRaw(at int, raw string) {
+	if !jsonscan.IsStringRaw(raw) {
+		return
+	}
+	tc := &d.res.ToolCalls[d.calls[at].at]
+	n := len(tc.Arguments)
+	tc.Arguments = jsonscan.AppendDecoded(tc.Arguments, raw)
+	d.res.OutputBytes += int64(len(tc.Arguments) - n)
+}
+
+func (d *decoder) appendArgs(at int, v gjson.Result) {
 	if v.Type != gjson.String {
 		return
 	}
-	d.appendFragment(at, v.Str, emit)
+	d.appendFragment(at, v.Str)
 }
 
 // appendFragment adds text to a call's arguments.
-func (d *decoder) appendFragment(at int, text string, emit func(*streaming.Part)) {
+func (d *decoder) appendFragment(at int, text string) {
 	if text == "" {
 		return
 	}
 	tc := &d.res.ToolCalls[d.calls[at].at]
 	tc.Arguments = append(tc.Arguments, text...)
 	d.res.OutputBytes += int64(len(text))
-	if tc.Server || emit == nil {
-		return
-	}
-	d.text = append(d.text[:0], text...)
-	d.send(emit, streaming.Part{Kind: streaming.PartToolCallArgs, Index: tc.Index, ID: tc.ID, ItemID: tc.ItemID, Text: d.text})
 }
 
 // appendArgsValue appends a final arguments value: a string for function
@@ -350,42 +367,44 @@ func appendArgsValue(dst []byte, v gjson.Result) []byte {
 	return dst
 }
 
-func (d *decoder) complete(at int, emit func(*streaming.Part)) {
+func (d *decoder) complete(at int) {
 	tc := &d.res.ToolCalls[d.calls[at].at]
 	tc.Complete = true
 	if tc.Server {
 		return
 	}
-	d.send(emit, streaming.Part{
-		Kind: streaming.PartToolCallEnd, Index: tc.Index, ID: tc.ID, ItemID: tc.ItemID, Name: tc.Name, Type: tc.Type,
-		Text: tc.Arguments[:len(tc.Arguments):len(tc.Arguments)],
-	})
 }
 
-func (d *decoder) textDelta(kind streaming.PartKind, f responsesEvent, emit func(*streaming.Part)) {
-	if f.delta.Type != gjson.String || f.delta.Str == "" {
-		return
+func (d *decoder) textDelta(kind textKind, f responsesEvent) {
+	n := int64(d.decodedLen(f.delta))
+	d.res.OutputBytes += n
+	if kind == said {
+		d.res.TextBytes += n
 	}
-	d.res.OutputBytes += int64(len(f.delta.Str))
-	if kind != streaming.PartThinkingDelta {
-		d.res.TextBytes += int64(len(f.delta.Str))
+}
+
+// decodedLen is the length of the JSON string raw decoded, 0 when raw is
+// not a string.
+func (d *decoder) decodedLen(raw string) int {
+	if !jsonscan.IsStringRaw(raw) {
+		return 0
 	}
-	if emit == nil {
-		return
+	if strings.IndexByte(raw, '\\') < 0 {
+		return len(raw) - 2
 	}
-	d.text = append(d.text[:0], f.delta.Str...)
-	d.send(emit, streaming.Part{Kind: kind, Index: int(f.outputIndex.Int()), Text: d.text})
+	d.scratch = jsonscan.AppendDecoded(d.scratch[:0], raw)
+	return len(d.scratch)
 }
 
 // terminalEvent ends the reply: kind is the event type, resp the final
 // Response object. Only the first terminal event counts.
-func (d *decoder) terminalEvent(kind string, resp gjson.Result, emit func(*streaming.Part)) {
+func (d *decoder) terminalEvent(kind string, resp gjson.Result) {
 	if d.terminal {
 		return
 	}
 	d.terminal = true
-	d.lifecycle(resp, emit)
-	d.outputDone(resp, emit)
+	d.lifecycle(resp)
+	d.outputDone(resp)
 	var stop streaming.Stop
 	switch kind {
 	case "response.completed":
@@ -404,7 +423,7 @@ func (d *decoder) terminalEvent(kind string, resp gjson.Result, emit func(*strea
 		if e := resp.Get("error"); e.IsObject() {
 			code := e.Get("code").String()
 			if code == "" || !slices.Contains(d.errCodes, code) {
-				d.providerError(e, code, emit)
+				d.providerError(e, code)
 			}
 		}
 	default:
@@ -412,35 +431,32 @@ func (d *decoder) terminalEvent(kind string, resp gjson.Result, emit func(*strea
 		status := strings.TrimPrefix(kind, "response.")
 		stop = streaming.Stop{Reason: streaming.StopReason(status), Raw: kind}
 	}
-	d.usage(resp, emit)
+	d.usage(resp)
 	d.res.Stops = append(d.res.Stops, stop)
-	d.send(emit, streaming.Part{Kind: streaming.PartStop, Stop: stop})
 	d.res.Done = true
-	d.send(emit, streaming.Part{Kind: streaming.PartDone})
 }
 
 // outputDone completes the calls of a Response's output array. The final
 // output is authoritative for calls whose end events were lost (or never
 // streamed, in a non-streaming body).
-func (d *decoder) outputDone(resp gjson.Result, emit func(*streaming.Part)) {
+func (d *decoder) outputDone(resp gjson.Result) {
 	out := resp.Get("output")
 	if !out.IsArray() {
 		return
 	}
 	out.ForEach(func(i, item gjson.Result) bool {
 		if item.IsObject() {
-			d.itemDone(int(i.Int()), item, emit)
+			d.itemDone(int(i.Int()), item)
 		}
 		return true
 	})
 }
 
 // usage takes a Response's usage report, when it has one.
-func (d *decoder) usage(resp gjson.Result, emit func(*streaming.Part)) {
+func (d *decoder) usage(resp gjson.Result) {
 	if u := resp.Get("usage"); u.IsObject() {
 		d.res.Usage = responsesUsage(u)
 		d.res.UsageSeen, d.res.UsageFinal = true, true
-		d.send(emit, streaming.Part{Kind: streaming.PartUsage, Usage: d.res.Usage})
 	}
 }
 
@@ -459,7 +475,7 @@ func responsesIncompleteReason(reason string) streaming.StopReason {
 // errorEvent handles both shapes of the error event: the nested one seen
 // on the wire ({"type":"error","error":{...}}) and the SDK's flat one
 // ({"type":"error","code","message","param"}).
-func (d *decoder) errorEvent(root, nested gjson.Result, emit func(*streaming.Part)) {
+func (d *decoder) errorEvent(root, nested gjson.Result) {
 	d.errored = true
 	if nested.IsObject() {
 		code := nested.Get("code").String()
@@ -468,7 +484,7 @@ func (d *decoder) errorEvent(root, nested gjson.Result, emit func(*streaming.Par
 		}
 		d.errCodes = append(d.errCodes, strings.Clone(code))
 		pe := openai.ProviderError(nested)
-		d.addError(pe, emit)
+		d.addError(pe)
 		return
 	}
 	code := root.Get("code").String()
@@ -477,29 +493,20 @@ func (d *decoder) errorEvent(root, nested gjson.Result, emit func(*streaming.Par
 	if pe.Type == "" {
 		pe.Type = "error"
 	}
-	d.addError(pe, emit)
+	d.addError(pe)
 }
 
 // providerError reports a failed response's error object, keyed by code.
-func (d *decoder) providerError(e gjson.Result, code string, emit func(*streaming.Part)) {
+func (d *decoder) providerError(e gjson.Result, code string) {
 	pe := openai.ProviderError(e)
 	if code != "" {
 		pe.Type = strings.Clone(code)
 	}
-	d.addError(pe, emit)
+	d.addError(pe)
 }
 
-func (d *decoder) addError(pe streaming.ProviderError, emit func(*streaming.Part)) {
+func (d *decoder) addError(pe streaming.ProviderError) {
 	d.res.Errors = append(d.res.Errors, pe)
-	d.send(emit, streaming.Part{Kind: streaming.PartError, Err: &pe})
-}
-
-func (d *decoder) send(emit func(*streaming.Part), p streaming.Part) {
-	if emit == nil {
-		return
-	}
-	d.part = p
-	emit(&d.part)
 }
 
 // responsesUsage normalizes a ResponseUsage object. An
@@ -528,23 +535,23 @@ func decodeJSON(body []byte) (*streaming.Result, error) {
 	status := root.Get("status")
 	if e := root.Get("error"); e.IsObject() && !status.Exists() {
 		// An error body: {"error":{"message","type","param","code"}}.
-		d.addError(openai.ProviderError(e), nil)
+		d.addError(openai.ProviderError(e))
 		d.res.Stops = append(d.res.Stops, streaming.Stop{Reason: streaming.StopError, Raw: "error"})
 		d.res.Done = true
 		d.terminal = true
 		return d.Finish(), nil
 	}
-	d.lifecycle(root, nil)
+	d.lifecycle(root)
 	d.res.OutputBytes, d.res.TextBytes = responsesOutputBytes(root.Get("output"))
 	switch status.Str {
 	case "in_progress", "queued", "":
 		// A background response not finished yet: its items so far, no stop.
 		d.terminal = true
-		d.outputDone(root, nil)
-		d.usage(root, nil)
+		d.outputDone(root)
+		d.usage(root)
 		d.res.Done = true
 	default:
-		d.terminalEvent("response."+status.Str, root, nil)
+		d.terminalEvent("response."+status.Str, root)
 	}
 	return d.Finish(), nil
 }

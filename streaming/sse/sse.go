@@ -41,7 +41,23 @@ type Event struct {
 	// Raw is the exact bytes of the block, line endings included (and, on the
 	// first block, a leading byte order mark).
 	Raw []byte
+	// JSON is whether Data is valid JSON, once a reader of the event
+	// checked it (streaming.ValidJSON): the decoder and the call filter
+	// both read every event, and the one that asks second reuses the
+	// answer instead of scanning Data again. The Reader hands out each
+	// event unchecked.
+	JSON JSONCheck
 }
+
+// JSONCheck is what is known of whether an event's data is valid JSON.
+type JSONCheck uint8
+
+// The states of Event.JSON.
+const (
+	JSONUnchecked JSONCheck = iota
+	JSONValid
+	JSONInvalid
+)
 
 // Reader splits a byte stream into Events incrementally. Feed it chunks as
 // they arrive, split anywhere; it keeps what it cannot dispatch yet. The
@@ -349,6 +365,7 @@ func (r *Reader) dispatch(block []byte, unterminated bool, fn func(*Event) error
 	ev.Comments = r.comments
 	ev.Unterminated = unterminated
 	ev.Raw = block
+	ev.JSON = JSONUnchecked
 	return fn(ev)
 }
 

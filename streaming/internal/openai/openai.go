@@ -12,6 +12,7 @@ import (
 
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/sse"
 )
 
 // NonNegative keeps a malformed report from crediting a budget.
@@ -45,8 +46,30 @@ func Text(data []byte) gjson.Result {
 // The returned Result aliases data: strings kept past the event must be
 // cloned.
 func Object(data []byte, what string) (gjson.Result, error) {
+	return object(data, gjson.ValidBytes(data), what)
+}
+
+// EventObject is Object for data, ev's data less surrounding spaces, with
+// the validity the event's other reader found (streaming.ValidJSON) when
+// nothing was trimmed.
+func EventObject(ev *sse.Event, data []byte, what string) (gjson.Result, error) {
+	return object(data, ValidData(ev, data), what)
+}
+
+// ValidData reports whether data, ev's data less surrounding spaces, is
+// valid JSON: the event's verdict when nothing was trimmed (the usual
+// case), else a scan of data, since bytes.TrimSpace trims spaces JSON
+// does not allow.
+func ValidData(ev *sse.Event, data []byte) bool {
+	if len(data) == len(ev.Data) {
+		return streaming.ValidJSON(ev)
+	}
+	return gjson.ValidBytes(data)
+}
+
+func object(data []byte, valid bool, what string) (gjson.Result, error) {
 	s := jsonscan.View(data)
-	if !gjson.Valid(s) {
+	if !valid {
 		return gjson.Result{}, fmt.Errorf("%w: %s of %d bytes", streaming.ErrInvalidJSON, what, len(data))
 	}
 	root := gjson.Parse(s)

@@ -1,17 +1,17 @@
-package streaming
+package responses
 
 import (
 	"cmp"
 	"slices"
 	"strings"
 
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
 
-	"gatekeeper/streaming/internal/jsonscan"
-
+	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/callfilter"
 	"gatekeeper/streaming/internal/callitems"
+	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/sse"
 )
 
 // Holding OpenAI Responses calls: the events of a client call item
@@ -21,80 +21,78 @@ import (
 // delivered. The final Response lists its items in the order the client
 // got them, less those dropped.
 
-// responsesHeld selects the calls whose events are held or dropped.
-func (f *CallFilter) responsesHeld(c responsesFilterCall) bool {
-	return c.held >= 0 && f.hold.calls[c.held].state != callReleased
+// held selects the calls whose events are held or dropped.
+func (f *callFilter) held(c responsesFilterCall) bool {
+	return c.held >= 0 && f.Held.Calls[c.held].State != callfilter.StateReleased
 }
 
-// responsesHoldCall starts holding a new client call.
-func (f *CallFilter) responsesHoldCall(dst []byte, ev *sse.Event, call ToolCall, opens bool, e *responsesFields) []byte {
-	r := &f.responses
-	h := &f.hold
+// holdCall starts holding a new client call.
+func (f *callFilter) holdCall(dst []byte, ev *sse.Event, call streaming.ToolCall, opens bool, e *responsesFields) []byte {
+	h := &f.Held
 	ci, _ := callitems.Lookup(call.Type, true)
 	call.ID, call.ItemID, call.Name = strings.Clone(call.ID), strings.Clone(call.ItemID), strings.Clone(call.Name)
 	call.Type = strings.Clone(call.Type)
-	c := h.addCall(call, -1)
-	hc := &h.calls[c]
-	hc.freeText = ci.FreeText
+	c := h.AddCall(call, -1)
+	hc := &h.Calls[c]
+	hc.FreeText = ci.FreeText
 	if oi, ok := jsonscan.MemberIndex(jsonscan.Member{Val: e.outputIndex}); ok {
-		hc.indexed = true
-		r.pos.hold(oi)
+		hc.Indexed = true
+		f.pos.Hold(oi)
 	}
 	if e.event == "response.output_item.added" {
 		// As the decoder, take the arguments a new item comes with: a
 		// string only; an object input comes whole with the done item.
-		hc.args = jsonscan.AppendDecoded(hc.args, ci.InputRaw(e.item))
+		hc.Args = jsonscan.AppendDecoded(hc.Args, ci.InputRaw(e.item))
 	}
 	if opens {
-		at := r.add(call.Index, call.ItemID, -1, false)
-		r.calls[at].held = c
-		hc.key = at
+		at := f.add(call.Index, call.ItemID, -1, false)
+		f.calls[at].held = c
+		hc.Key = at
 	} else {
 		// A done item cut short opens no call in the decoder, and nothing
 		// that follows is taken for it.
-		hc.unlisted = true
+		hc.Unlisted = true
 	}
-	return f.responsesKeep(dst, ev, c, e)
+	return f.keepHeld(dst, ev, c, e)
 }
 
-// responsesKeep holds an event of held call c, taking what it tells of the
+// keepHeld holds an event of held call c, taking what it tells of the
 // call's end and arguments. Once the call was dropped, or delivered whole,
 // what comes for it is withheld.
-func (f *CallFilter) responsesKeep(dst []byte, ev *sse.Event, c int, e *responsesFields) []byte {
-	r := &f.responses
-	h := &f.hold
+func (f *callFilter) keepHeld(dst []byte, ev *sse.Event, c int, e *responsesFields) []byte {
+	h := &f.Held
 	if e.numbered {
-		r.offset-- // its number goes to the events delivered meanwhile
+		f.offset-- // its number goes to the events delivered meanwhile
 	}
-	call := &h.calls[c]
-	if call.state != callHeld {
+	call := &h.Calls[c]
+	if call.State != callfilter.StateHeld {
 		return dst
 	}
-	if !call.closed {
+	if !call.Closed {
 		// The decoder's reading: deltas add up, a .done event or a completed
 		// item gives the whole arguments and ends the call.
 		switch e.event {
 		case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
-			call.args = jsonscan.AppendDecoded(grow(call.args, len(e.delta)), e.delta)
+			call.Args = jsonscan.AppendDecoded(callfilter.Grow(call.Args, len(e.delta)), e.delta)
 		case "response.function_call_arguments.done":
-			call.args, call.closed = appendArgsRaw(call.args[:0], e.arguments), true
+			call.Args, call.Closed = callfilter.AppendArgs(call.Args[:0], e.arguments), true
 		case "response.custom_tool_call_input.done":
-			call.args, call.closed = appendArgsRaw(call.args[:0], e.input), true
+			call.Args, call.Closed = callfilter.AppendArgs(call.Args[:0], e.input), true
 		case "response.output_item.done":
-			f.responsesCloseItem(call, e.item)
+			f.closeItem(call, e.item)
 		}
 	}
 	pos := -1
 	if oi, ok := jsonscan.MemberIndex(jsonscan.Member{Val: e.outputIndex}); ok {
 		pos = oi
 	}
-	h.keep(c, ev, pos, e.seqNum, e.numbered)
+	h.Keep(c, ev, pos, e.seqNum, e.numbered)
 	return dst
 }
 
-// responsesCloseItem ends a held call with a done item, unless the item
+// closeItem ends a held call with a done item, unless the item
 // was cut short: as the decoder, it takes only a completed one.
-func (f *CallFilter) responsesCloseItem(call *heldCall, item string) {
+func (f *callFilter) closeItem(call *callfilter.Call, item string) {
 	fields := jsonscan.ReadObject(item, "type", "status", "call_id")
 	if fields[1] != "" && !jsonscan.IsString(fields[1], "completed") {
 		return
@@ -106,17 +104,16 @@ func (f *CallFilter) responsesCloseItem(call *heldCall, item string) {
 		// that item is a call.
 		return
 	}
-	call.args, call.closed = appendArgsRaw(call.args[:0], ci.InputRaw(item)), true
+	call.Args, call.Closed = callfilter.AppendArgs(call.Args[:0], ci.InputRaw(item)), true
 }
 
-// responsesCloseFromOutput ends the held calls whose end events were lost
+// closeFromOutput ends the held calls whose end events were lost
 // with the items of the final output that the decoder completes them with:
 // those with their item id. The decoder also pairs an item with a call by
 // its place in the output, but places change when calls are held, and a
 // call is not delivered on a guess. Nor is one whose item names a refused
 // tool: the filter then refuses the item.
-func (f *CallFilter) responsesCloseFromOutput(output string) {
-	r := &f.responses
+func (f *callFilter) closeFromOutput(output string) {
 	it := jsonscan.NewArrayIter(output)
 	for {
 		item, ok := it.Next()
@@ -130,58 +127,44 @@ func (f *CallFilter) responsesCloseFromOutput(output string) {
 			continue
 		}
 		itemID, _ := jsonscan.StringValue(fields[1])
-		at := r.findAt(itemID, 0, false)
-		if itemID == "" || at < 0 || r.calls[at].held < 0 || f.renames(ci.CallName(fields[2])) {
+		at := f.findAt(itemID, 0, false)
+		if itemID == "" || at < 0 || f.calls[at].held < 0 || f.Renames(ci.CallName(fields[2])) {
 			continue
 		}
-		if c := &f.hold.calls[r.calls[at].held]; c.state == callHeld && !c.closed {
-			f.responsesCloseItem(c, item)
+		if c := &f.Held.Calls[f.calls[at].held]; c.State == callfilter.StateHeld && !c.Closed {
+			f.closeItem(c, item)
 		}
 	}
 }
 
-// responsesDroppedItem reports whether a held call dropped before the
+// droppedItem reports whether a held call dropped before the
 // decoder took it for a call (its only event was a done item cut short)
 // had the item id itemID.
-func (f *CallFilter) responsesDroppedItem(itemID string) bool {
+func (f *callFilter) droppedItem(itemID string) bool {
 	if itemID == "" {
 		return false
 	}
-	for i := range f.hold.calls {
-		if c := &f.hold.calls[i]; c.state == callDropped && c.unlisted && c.tc.ItemID == itemID {
+	for i := range f.Held.Calls {
+		if c := &f.Held.Calls[i]; c.State == callfilter.StateDropped && c.Unlisted && c.TC.ItemID == itemID {
 			return true
 		}
 	}
 	return false
 }
 
-// appendArgsRaw appends an arguments value as the decoder takes it: a
-// string decoded, an object or array as written.
-func appendArgsRaw(dst []byte, raw string) []byte {
-	dst = grow(dst, len(raw))
-	if jsonscan.IsStringRaw(raw) {
-		return jsonscan.AppendDecoded(dst, raw)
-	}
-	if jsonscan.IsObject(raw) || jsonscan.IsArray(raw) {
-		return append(dst, raw...)
-	}
-	return dst
-}
-
-// responsesRelease delivers the held calls before the terminal event ev
+// releaseHeld delivers the held calls before the terminal event ev
 // (read as e), dropping those the reply did not finish.
-func (f *CallFilter) responsesRelease(dst []byte, ev *sse.Event, e *responsesFields) []byte {
-	r := &f.responses
-	h := &f.hold
+func (f *callFilter) releaseHeld(dst []byte, ev *sse.Event, e *responsesFields) []byte {
+	h := &f.Held
 	if jsonscan.IsObject(e.response) {
-		f.responsesCloseFromOutput(jsonscan.MemberRaw(e.response, "output"))
+		f.closeFromOutput(jsonscan.MemberRaw(e.response, "output"))
 	}
 	cut := e.event == "response.incomplete" && gjson.Get(e.response, "incomplete_details.reason").Str == "max_output_tokens"
-	last := h.last(nil)
+	last := h.Last(nil)
 	cutCall := -1
-	f.dropHeld(func(i int, c *heldCall) bool {
-		drop := !c.closed || c.doubt || cut && i == last && !c.freeText && !gjson.ValidBytes(c.args)
-		if drop && cut && i == last && f.cutNotice != nil && !c.unlisted && c.indexed {
+	f.DropHeld(func(i int, c *callfilter.Call) bool {
+		drop := !c.Closed || c.Doubt || cut && i == last && !c.FreeText && !gjson.ValidBytes(c.Args)
+		if drop && cut && i == last && f.CutNotice != nil && !c.Unlisted && c.Indexed {
 			cutCall = i
 		}
 		return drop
@@ -192,36 +175,36 @@ func (f *CallFilter) responsesRelease(dst []byte, ev *sse.Event, e *responsesFie
 	renumbered := true
 	switch {
 	case e.numbered:
-		next = e.seqNum + r.offset
-	case r.seqOut:
-		next = r.lastSeq + 1
+		next = e.seqNum + f.offset
+	case f.seqOut:
+		next = f.lastSeq + 1
 	default:
 		renumbered = false
 	}
 	start := next
-	dst = f.release(dst, func(int, *heldCall) bool { return true }, func(c *heldCall) {
-		if c.indexed {
-			c.out = r.pos.release(c.tc.Index)
+	dst = f.Release(dst, func(int, *callfilter.Call) bool { return true }, func(c *callfilter.Call) {
+		if c.Indexed {
+			c.Out = f.pos.Release(c.TC.Index)
 		}
-	}, func(dst []byte, ev *heldEvent, c *heldCall) []byte {
-		seq := ev.seq
-		if ev.numbered && renumbered {
+	}, func(dst []byte, ev *callfilter.Event, c *callfilter.Call) []byte {
+		seq := ev.Seq
+		if ev.Numbered && renumbered {
 			seq = next
 			next++
 		}
 		pos := -1
-		if c.out >= 0 && ev.pos == c.tc.Index && ev.pos != c.out {
-			pos = c.out
+		if c.Out >= 0 && ev.Pos == c.TC.Index && ev.Pos != c.Out {
+			pos = c.Out
 		}
-		r.delivered(seq, ev.numbered)
-		if pos < 0 && seq == ev.seq {
-			return h.appendHeld(dst, ev)
+		f.delivered(seq, ev.Numbered)
+		if pos < 0 && seq == ev.Seq {
+			return h.AppendHeld(dst, ev)
 		}
-		return f.appendRenumbered(dst, ev, "output_index", pos, seq, ev.numbered)
+		return f.AppendRenumbered(dst, ev, "output_index", pos, seq, ev.Numbered)
 	})
-	r.offset += next - start
+	f.offset += next - start
 	if cutCall >= 0 && e.numbered {
-		dst = f.responsesCutNotice(dst, ev, e, cutCall) // filter_cut.go
+		dst = f.cutNoticeItem(dst, ev, e, cutCall)
 	}
 	return dst
 }
@@ -234,27 +217,26 @@ type placedItem struct {
 	replace int
 }
 
-// responsesReorderOutput writes the output array arr of a final Response
+// reorderOutput writes the output array arr of a final Response
 // as planned, its items in the order their events were delivered in; next
 // is the plan entry its first item takes.
-func (f *CallFilter) responsesReorderOutput(dst []byte, arr string, next *int) []byte {
-	r := &f.responses
-	r.order = r.order[:0]
+func (f *callFilter) reorderOutput(dst []byte, arr string, next *int) []byte {
+	f.order = f.order[:0]
 	it := jsonscan.NewArrayIter(arr)
 	for pos := 0; ; pos++ {
 		item, ok := it.Next()
 		if !ok {
 			break
 		}
-		replace := r.plan[*next]
+		replace := f.plan[*next]
 		*next++
 		if replace != dropItem {
-			r.order = append(r.order, placedItem{out: r.pos.peek(pos), item: item, replace: replace})
+			f.order = append(f.order, placedItem{out: f.pos.Peek(pos), item: item, replace: replace})
 		}
 	}
-	slices.SortStableFunc(r.order, func(a, b placedItem) int { return cmp.Compare(a.out, b.out) })
+	slices.SortStableFunc(f.order, func(a, b placedItem) int { return cmp.Compare(a.out, b.out) })
 	dst = append(dst, '[')
-	for i, p := range r.order {
+	for i, p := range f.order {
 		if i > 0 {
 			dst = append(dst, ',')
 		}

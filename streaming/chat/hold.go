@@ -1,15 +1,16 @@
-package streaming
+package chat
 
 import (
 	"slices"
 	"strconv"
 	"strings"
 
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
 
+	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/callfilter"
 	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/sse"
 )
 
 // Holding Chat Completions calls: the tool_calls elements of a choice wait
@@ -20,18 +21,18 @@ import (
 // a position in the stream, so moving them renumbers nothing.
 
 // chatHeldElem is a held element of the chunk being edited, written in
-// chatCallFilter.heldBytes.
+// callFilter.heldBytes.
 type chatHeldElem struct {
-	call       int // position in holdState.calls
+	call       int // position in Filter.Held.Calls
 	legacy     bool
 	start, end int
 }
 
-// chatHoldCall starts holding a new allowed call and returns its position
-// in holdState.calls. It is keyed by the position it is about to take in
-// chatCallFilter.calls.
-func (f *CallFilter) chatHoldCall(choice, key int, legacy bool, typ, id, name, custom string) int {
-	tc := ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(jsonscan.Text(id)), Name: strings.Clone(name)}
+// holdCall starts holding a new allowed call and returns its position
+// in Filter.Held.Calls. It is keyed by the position it is about to take in
+// callFilter.calls.
+func (f *callFilter) holdCall(choice, key int, legacy bool, typ, id, name, custom string) int {
+	tc := streaming.ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(jsonscan.Text(id)), Name: strings.Clone(name)}
 	switch t := jsonscan.Text(typ); {
 	case legacy:
 		tc.Type = "function_call"
@@ -41,31 +42,30 @@ func (f *CallFilter) chatHoldCall(choice, key int, legacy bool, typ, id, name, c
 	if tc.Name == "" {
 		tc.Name = strings.Clone(custom)
 	}
-	return f.hold.addCall(tc, len(f.chat.calls))
+	return f.Held.AddCall(tc, len(f.calls))
 }
 
-// chatHoldElement plans an element of an allowed call with Hold: held
+// holdElement plans an element of an allowed call with Hold: held
 // while its choice has not finished, withheld once its call was dropped or
 // delivered. args is its arguments member as written; custom marks a
 // free-text input.
-func (f *CallFilter) chatHoldElement(ep chatElemPlan, args string, custom bool) chatElemPlan {
-	c := &f.chat
-	p := &c.plan
-	if !f.hold.on || ep.call < 0 || c.calls[ep.call].held < 0 {
+func (f *callFilter) holdElement(ep chatElemPlan, args string, custom bool) chatElemPlan {
+	p := &f.plan
+	if !f.Held.On || ep.call < 0 || f.calls[ep.call].held < 0 {
 		return ep
 	}
-	held := c.calls[ep.call].held
-	hc := &f.hold.calls[held]
-	if hc.state != callHeld {
+	held := f.calls[ep.call].held
+	hc := &f.Held.Calls[held]
+	if hc.State != callfilter.StateHeld {
 		// Dropped, or delivered whole at the finish: a fragment after it
 		// would change a call the agent may already run.
 		p.changed, p.edits = true, true
 		ep.drop = true
 		return ep
 	}
-	hc.args = appendArgsRaw(hc.args, args)
-	hc.freeText = hc.freeText || custom
-	if c.finishing {
+	hc.Args = callfilter.AppendArgs(hc.Args, args)
+	hc.FreeText = hc.FreeText || custom
+	if f.finishing {
 		return ep // delivered in place, after the call's earlier elements
 	}
 	ep.hold, p.changed = true, true
@@ -80,7 +80,7 @@ func (f *CallFilter) chatHoldElement(ep chatElemPlan, args string, custom bool) 
 }
 
 // keepElement writes a held element, renumbered as planned.
-func (c *chatCallFilter) keepElement(ep chatElemPlan, el string, legacy bool) {
+func (c *callFilter) keepElement(ep chatElemPlan, el string, legacy bool) {
 	start := len(c.heldBytes)
 	if ep.out >= 0 && !legacy {
 		c.heldBytes = chatRenumber(c.heldBytes, el, ep.out)
@@ -100,35 +100,34 @@ func chatRenumber(dst []byte, el string, out int) []byte {
 	}, nil)
 }
 
-// chatHoldEvent writes what the client gets for a chunk with Hold: first
+// holdEvent writes what the client gets for a chunk with Hold: first
 // the held calls of the choices it finishes, less a call cut at the output
 // limit, then the chunk less the elements it holds.
-func (f *CallFilter) chatHoldEvent(dst []byte, ev *sse.Event, js string, p *chatPlan) []byte {
-	h := &f.hold
-	c := &f.chat
-	var cut []ToolCall // calls cut at the output limit, for the notice
+func (f *callFilter) holdEvent(dst []byte, ev *sse.Event, js string, p *chatPlan) []byte {
+	h := &f.Held
+	var cut []streaming.ToolCall // calls cut at the output limit, for the notice
 	for _, fin := range p.finishes {
 		if !fin.cut {
 			continue
 		}
 		last := -1
 		for i := range fin.upto {
-			if hc := &h.calls[i]; hc.state == callHeld && hc.tc.Choice == fin.choice {
+			if hc := &h.Calls[i]; hc.State == callfilter.StateHeld && hc.TC.Choice == fin.choice {
 				last = i
 			}
 		}
 		if last < 0 {
 			continue
 		}
-		if hc := &h.calls[last]; !hc.freeText && gjson.ValidBytes(hc.args) {
+		if hc := &h.Calls[last]; !hc.FreeText && gjson.ValidBytes(hc.Args) {
 			continue
 		}
-		if f.cutNotice != nil && !h.calls[last].unlisted {
-			cut = append(cut, h.calls[last].tc)
+		if f.CutNotice != nil && !h.Calls[last].Unlisted {
+			cut = append(cut, h.Calls[last].TC)
 		}
-		f.dropHeld(func(i int, _ *heldCall) bool { return i == last })
+		f.DropHeld(func(i int, _ *callfilter.Call) bool { return i == last })
 		for i := range p.elems {
-			if ep := &p.elems[i]; ep.call >= 0 && c.calls[ep.call].held == last {
+			if ep := &p.elems[i]; ep.call >= 0 && f.calls[ep.call].held == last {
 				ep.drop, p.changed, p.edits = true, true, true
 			}
 		}
@@ -137,69 +136,70 @@ func (f *CallFilter) chatHoldEvent(dst []byte, ev *sse.Event, js string, p *chat
 	// choice object of the chunk delivers them too, as the decoder ends the
 	// calls a choice has when its finish comes.
 	wholly := p.holds > 0 && p.holdCall >= 0 && p.holds == len(p.elems) && len(p.choices) == 1 && !p.edits && !p.extra
-	kept := len(h.events)
+	kept := len(h.Events)
 	switch {
 	case wholly:
-		h.keep(p.holdCall, ev, -1, 0, false)
+		h.Keep(p.holdCall, ev, -1, 0, false)
 	case p.changed:
-		c.held, c.heldBytes = c.held[:0], c.heldBytes[:0]
-		c.edited = f.chatEdit(c.edited[:0], js, false)
-		f.chatKeepChunks(ev, js)
+		f.held, f.heldBytes = f.held[:0], f.heldBytes[:0]
+		f.edited = f.edit(f.edited[:0], js, false)
+		f.keepChunks(ev, js)
 	}
-	kept = len(h.events) - kept
+	kept = len(h.Events) - kept
 	for _, fin := range p.finishes {
-		dst = f.release(dst, func(i int, hc *heldCall) bool { return i < fin.upto && hc.tc.Choice == fin.choice }, nil,
-			func(dst []byte, e *heldEvent, _ *heldCall) []byte { return h.appendHeld(dst, e) })
+		dst = f.Release(dst, func(i int, hc *callfilter.Call) bool { return i < fin.upto && hc.TC.Choice == fin.choice }, nil,
+			func(dst []byte, e *callfilter.Event, _ *callfilter.Call) []byte { return h.AppendHeld(dst, e) })
 	}
 	// What the chunk itself gives waits behind a call still held that came
 	// before it, and goes before the calls it holds: the rest of a delta
 	// comes first, then its calls. A finish in it follows the calls it
 	// delivers.
-	at := len(h.events) - min(kept, len(h.events))
-	if slices.ContainsFunc(h.events[at:], func(e heldEvent) bool { return e.call == passed || h.calls[e.call].state != callHeld }) {
-		at = len(h.events)
+	at := len(h.Events) - min(kept, len(h.Events))
+	if slices.ContainsFunc(h.Events[at:], func(e callfilter.Event) bool {
+		return e.Call == callfilter.Passed || h.Calls[e.Call].State != callfilter.StateHeld
+	}) {
+		at = len(h.Events)
 	}
 	mark := len(dst)
 	for _, tc := range cut {
-		dst = f.chatCutNotice(dst, ev, js, tc) // filter_cut.go
+		dst = f.cutNoticeChunk(dst, ev, js, tc)
 	}
 	switch {
 	case wholly:
 	case p.changed:
-		dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), c.edited)
-		dst = f.chatExtraChunks(dst, ev, js, p)
+		dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), f.edited)
+		dst = f.extraChunks(dst, ev, js, p)
 	default:
 		dst = append(dst, ev.Raw...)
 	}
-	if h.suffix() && len(dst) > mark {
-		h.keepPassedAt(at, sse.TrimBOM(dst[mark:]), -1, ev.Unterminated)
-		dst = f.flushPassed(dst[:mark])
+	if h.Suffix() && len(dst) > mark {
+		h.KeepPassedAt(at, sse.TrimBOM(dst[mark:]), -1, ev.Unterminated)
+		dst = f.FlushPassed(dst[:mark])
 	}
 	if p.failed || string(ev.Name) == "error" {
-		f.dropHeld(func(int, *heldCall) bool { return true }) // the reply failed
-		dst = f.flushPassed(dst)
+		f.DropHeld(func(int, *callfilter.Call) bool { return true }) // the reply failed
+		dst = f.FlushPassed(dst)
 	}
 	return dst
 }
 
-// chatKeepChunks keeps the elements chatEdit took out of the chunk js, in
+// keepChunks keeps the elements chatEdit took out of the chunk js, in
 // a chunk per call.
-func (f *CallFilter) chatKeepChunks(ev *sse.Event, js string) {
-	c := &f.chat
-	for i, e := range c.held {
+func (f *callFilter) keepChunks(ev *sse.Event, js string) {
+	for i, e := range f.held {
 		first := true
-		for _, prev := range c.held[:i] {
+		for _, prev := range f.held[:i] {
 			first = first && prev.call != e.call
 		}
 		if !first {
 			continue
 		}
-		b := appendChunkHead(f.scratch[:0], js)
+		b := appendChunkHead(f.Scratch[:0], js)
 		b = append(b, `"choices":[{"index":`...)
-		b = strconv.AppendInt(b, int64(f.hold.calls[e.call].tc.Choice), 10)
+		b = strconv.AppendInt(b, int64(f.Held.Calls[e.call].TC.Choice), 10)
 		b = append(b, `,"delta":{`...)
 		n := 0
-		for _, el := range c.held[i:] {
+		for _, el := range f.held[i:] {
 			if el.call != e.call || el.legacy {
 				continue
 			}
@@ -208,13 +208,13 @@ func (f *CallFilter) chatKeepChunks(ev *sse.Event, js string) {
 			} else {
 				b = append(b, ',')
 			}
-			b = append(b, c.heldBytes[el.start:el.end]...)
+			b = append(b, f.heldBytes[el.start:el.end]...)
 			n++
 		}
 		if n > 0 {
 			b = append(b, ']')
 		}
-		for _, el := range c.held[i:] {
+		for _, el := range f.held[i:] {
 			if el.call != e.call || !el.legacy {
 				continue
 			}
@@ -222,10 +222,10 @@ func (f *CallFilter) chatKeepChunks(ev *sse.Event, js string) {
 				b = append(b, ',')
 			}
 			b = append(b, `"function_call":`...)
-			b = append(b, c.heldBytes[el.start:el.end]...)
+			b = append(b, f.heldBytes[el.start:el.end]...)
 			n++
 		}
-		f.scratch = append(b, "}}]}"...)
-		f.hold.keepFramed(e.call, jsonscan.View(ev.Name), f.scratch)
+		f.Scratch = append(b, "}}]}"...)
+		f.Held.KeepFramed(e.call, jsonscan.View(ev.Name), f.Scratch)
 	}
 }

@@ -1,22 +1,28 @@
-package streaming
+package chat
 
 import (
 	"bytes"
 	"strconv"
 	"strings"
 
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
 
+	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/callfilter"
 	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/internal/openai"
+	"gatekeeper/streaming/sse"
 )
 
 // OpenAI Chat Completions: refused tool_calls elements are removed, the
 // allowed ones renumbered so that no gap shows, and the refusal delivered as
 // content.
 
-type chatCallFilter struct {
+// callFilter is the call filter's Rules for Chat Completions, run by the
+// engine it embeds.
+type callFilter struct {
+	*callfilter.Filter
+
 	calls   []chatFilterCall
 	choices []chatFilterChoice
 	plan    chatPlan
@@ -37,7 +43,29 @@ type chatCallFilter struct {
 	finishBuf  [2]chatFinish
 }
 
-func (c *chatCallFilter) init() {
+var _ callfilter.Rules = (*callFilter)(nil)
+
+// newCallFilter returns the engine running the rules of Chat Completions.
+func newCallFilter(allow func(name string) bool, refusal func(call streaming.ToolCall) string) (*callFilter, error) {
+	var r *callFilter
+	_, err := callfilter.New(allow, refusal, func(e *callfilter.Filter) callfilter.Rules {
+		r = newRules(e)
+		return r
+	})
+	return r, err
+}
+
+// newRules returns the rules run by the engine e.
+func newRules(e *callfilter.Filter) *callFilter {
+	r := &callFilter{Filter: e}
+	r.init()
+	return r
+}
+
+// API is streaming.APIChat.
+func (*callFilter) API() streaming.API { return streaming.APIChat }
+
+func (c *callFilter) init() {
 	c.calls = c.callsBuf[:0]
 	c.choices = c.choicesBuf[:0]
 	c.plan.elems = c.elemsBuf[:0]
@@ -51,7 +79,7 @@ type chatFilterCall struct {
 	choice, index int
 	out           int // the index the client sees
 	allowed       bool
-	held          int // position in holdState.calls, -1 for a call not held
+	held          int // position in Filter.Held.Calls, -1 for a call not held
 }
 
 type chatFilterChoice struct {
@@ -85,7 +113,7 @@ type chatPlan struct {
 
 // chatFinish is a choice that finishes in the chunk; cut when for length.
 // As in the decoder, the finish ends the calls the choice has by then:
-// those before upto in holdState.calls.
+// those before upto in Filter.Held.Calls.
 type chatFinish struct {
 	choice int
 	cut    bool
@@ -116,10 +144,10 @@ type chatElemPlan struct {
 	drop bool
 	hold bool // with Hold: the element goes to its call's held chunk
 	out  int  // the index to write, or -1 to keep the element's own
-	call int  // the call in chatCallFilter.calls, -1 for none
+	call int  // the call in callFilter.calls, -1 for none
 }
 
-func (c *chatCallFilter) choice(index int) *chatFilterChoice {
+func (c *callFilter) choice(index int) *chatFilterChoice {
 	for i := range c.choices {
 		if c.choices[i].index == index {
 			return &c.choices[i]
@@ -129,7 +157,7 @@ func (c *chatCallFilter) choice(index int) *chatFilterChoice {
 	return &c.choices[len(c.choices)-1]
 }
 
-func (c *chatCallFilter) find(choice, index int) int {
+func (c *callFilter) find(choice, index int) int {
 	for i := len(c.calls) - 1; i >= 0; i-- {
 		if c.calls[i].choice == choice && c.calls[i].index == index {
 			return i
@@ -138,7 +166,7 @@ func (c *chatCallFilter) find(choice, index int) int {
 	return -1
 }
 
-func (c *chatCallFilter) last(choice int) int {
+func (c *callFilter) last(choice int) int {
 	for i := len(c.calls) - 1; i >= 0; i-- {
 		if c.calls[i].choice == choice {
 			return i
@@ -147,7 +175,7 @@ func (c *chatCallFilter) last(choice int) int {
 	return -1
 }
 
-func (c *chatCallFilter) nextIndex(choice int) int {
+func (c *callFilter) nextIndex(choice int) int {
 	next := 0
 	for _, call := range c.calls {
 		if call.choice == choice && call.index >= next {
@@ -157,59 +185,59 @@ func (c *chatCallFilter) nextIndex(choice int) int {
 	return next
 }
 
-func (f *CallFilter) chatEvent(dst []byte, ev *sse.Event) []byte {
-	h := &f.hold
+func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
+	h := &f.Held
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
-		if h.held > 0 && (bytes.HasPrefix(data, []byte(DoneMarker)) || string(ev.Name) == "error") {
+		if h.Count > 0 && (bytes.HasPrefix(data, []byte(streaming.DoneMarker)) || string(ev.Name) == "error") {
 			// The end, or an error, and no finish for what is held.
-			f.dropHeld(func(int, *heldCall) bool { return true })
-			dst = f.flushPassed(dst)
+			f.DropHeld(func(int, *callfilter.Call) bool { return true })
+			dst = f.FlushPassed(dst)
 		}
-		if h.suffix() {
-			h.keepPassed(sse.TrimBOM(ev.Raw), -1, ev.Unterminated)
+		if h.Suffix() {
+			h.KeepPassed(sse.TrimBOM(ev.Raw), -1, ev.Unterminated)
 			return dst
 		}
 		return append(dst, ev.Raw...) // [DONE], an empty field, a plain-text error
 	}
-	if len(f.refused) == 0 && h.held == 0 && !mayStartCall(data) && (!h.on || !mayFinish(data)) {
+	if len(f.RefusedCalls) == 0 && h.Count == 0 && !mayStartCall(data) && (!h.On || !mayFinish(data)) {
 		return append(dst, ev.Raw...) // text: the usual chunk, passed without a walk
 	}
-	if !gjson.ValidBytes(data) {
+	if !openai.ValidData(ev, data) {
 		// No client reads a call out of it, and the decoder skips it; once a
 		// call was withheld (or while one is held) it may hold that call's
 		// bytes.
-		if len(f.refused) > 0 || h.held > 0 || h.on && mayStartCall(data) {
+		if len(f.RefusedCalls) > 0 || h.Count > 0 || h.On && mayStartCall(data) {
 			return dst
 		}
 		return append(dst, ev.Raw...)
 	}
 	js := jsonscan.View(data)
-	p := f.chatPlan(js, false)
-	if h.on {
-		return f.chatHoldEvent(dst, ev, js, p)
+	p := f.planChunk(js, false)
+	if h.On {
+		return f.holdEvent(dst, ev, js, p)
 	}
 	if !p.changed {
 		return append(dst, ev.Raw...)
 	}
-	return f.chatWrite(dst, ev, js, p)
+	return f.write(dst, ev, js, p)
 }
 
-// chatWrite writes a chunk as its plan says, and the chunks carrying
+// write writes a chunk as its plan says, and the chunks carrying
 // refusals that follow it.
-func (f *CallFilter) chatWrite(dst []byte, ev *sse.Event, js string, p *chatPlan) []byte {
-	f.scratch = f.chatEdit(f.scratch[:0], js, false)
-	dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), f.scratch)
-	return f.chatExtraChunks(dst, ev, js, p)
+func (f *callFilter) write(dst []byte, ev *sse.Event, js string, p *chatPlan) []byte {
+	f.Scratch = f.edit(f.Scratch[:0], js, false)
+	dst = sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), f.Scratch)
+	return f.extraChunks(dst, ev, js, p)
 }
 
-// chatExtraChunks writes the chunks carrying the refusals of the chunk js
+// extraChunks writes the chunks carrying the refusals of the chunk js
 // that had content of its own.
-func (f *CallFilter) chatExtraChunks(dst []byte, ev *sse.Event, js string, p *chatPlan) []byte {
+func (f *callFilter) extraChunks(dst []byte, ev *sse.Event, js string, p *chatPlan) []byte {
 	for _, dp := range p.deltas {
 		if dp.mode == chatTextExtra {
-			f.scratch = chatExtraChunk(f.scratch[:0], js, dp)
-			dst = sse.AppendFrame(dst, jsonscan.View(ev.Name), f.scratch)
+			f.Scratch = chatExtraChunk(f.Scratch[:0], js, dp)
+			dst = sse.AppendFrame(dst, jsonscan.View(ev.Name), f.Scratch)
 		}
 	}
 	return dst
@@ -232,10 +260,10 @@ func mayFinish(data []byte) bool {
 		bytes.Contains(data, []byte(`\u`))
 }
 
-// chatPlan walks a chunk (or a whole chat.completion when body is set),
+// planChunk walks a chunk (or a whole chat.completion when body is set),
 // judging the calls it starts, and plans its edit.
-func (f *CallFilter) chatPlan(js string, body bool) *chatPlan {
-	p := &f.chat.plan
+func (f *callFilter) planChunk(js string, body bool) *chatPlan {
+	p := &f.plan
 	p.choices, p.deltas, p.elems, p.changed = p.choices[:0], p.deltas[:0], p.elems[:0], false
 	p.finishes, p.edits, p.extra, p.failed, p.holds, p.holdCall = p.finishes[:0], false, false, false, 0, -1
 	for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
@@ -254,15 +282,15 @@ func (f *CallFilter) chatPlan(js string, body bool) *chatPlan {
 		it := jsonscan.NewArrayIter(m.Val)
 		for c, ok := it.Next(); ok; c, ok = it.Next() {
 			if jsonscan.IsObject(c) {
-				f.chatPlanChoice(c, body)
+				f.planChoice(c, body)
 			}
 		}
 	}
 	return p
 }
 
-func (f *CallFilter) chatPlanChoice(c string, body bool) {
-	p := &f.chat.plan
+func (f *callFilter) planChoice(c string, body bool) {
+	p := &f.plan
 	// The index may come after the delta (Azure) and the last one counts,
 	// so the deltas are judged once the whole choice was read.
 	var index, finish string
@@ -291,33 +319,33 @@ func (f *CallFilter) chatPlanChoice(c string, body bool) {
 		p.extra = true
 	}
 	finishing := false
-	if st := f.chat.choice(choice); !body && jsonscan.IsStringValue(finish) && !st.stopped {
+	if st := f.choice(choice); !body && jsonscan.IsStringValue(finish) && !st.stopped {
 		st.stopped = true
-		finishing = f.hold.on
+		finishing = f.Held.On
 	}
-	f.chat.finishing = finishing
+	f.finishing = finishing
 	if nd <= len(deltas) {
 		for _, d := range deltas[:nd] {
-			f.chatPlanDelta(choice, d, body)
+			f.planDelta(choice, d, body)
 		}
 	} else {
 		for m, next, ok := jsonscan.NextMember(c, jsonscan.ObjectStart(c)); ok; m, next, ok = jsonscan.NextMember(c, next) {
 			if n := m.Name(); (n == "delta" || n == "message") && jsonscan.IsObject(m.Val) {
-				f.chatPlanDelta(choice, m.Val, body)
+				f.planDelta(choice, m.Val, body)
 			}
 		}
 	}
 	if finishing {
-		p.finishes = append(p.finishes, chatFinish{choice: choice, cut: jsonscan.IsString(finish, "length"), upto: len(f.hold.calls)})
+		p.finishes = append(p.finishes, chatFinish{choice: choice, cut: jsonscan.IsString(finish, "length"), upto: len(f.Held.Calls)})
 	}
-	if st := f.chat.choice(choice); stop && st.refused && !st.delivered {
+	if st := f.choice(choice); stop && st.refused && !st.delivered {
 		p.choices[at].stop, p.changed, p.edits = true, true, true
 	}
 }
 
-func (f *CallFilter) chatPlanDelta(choice int, d string, body bool) {
-	p := &f.chat.plan
-	first := len(f.refused)
+func (f *callFilter) planDelta(choice int, d string, body bool) {
+	p := &f.plan
+	first := len(f.RefusedCalls)
 	dp := chatDeltaPlan{choice: choice}
 	filled, filledString := false, false
 	for m, next, ok := jsonscan.NextMember(d, jsonscan.ObjectStart(d)); ok; m, next, ok = jsonscan.NextMember(d, next) {
@@ -326,12 +354,12 @@ func (f *CallFilter) chatPlanDelta(choice int, d string, body bool) {
 			it := jsonscan.NewArrayIter(m.Val)
 			for el, ok := it.Next(); ok; el, ok = it.Next() {
 				if jsonscan.IsObject(el) {
-					p.elems = append(p.elems, f.chatPlanElement(choice, el, false, body))
+					p.elems = append(p.elems, f.planElement(choice, el, false, body))
 				}
 			}
 		case "function_call": // the legacy functions API
 			if jsonscan.IsObject(m.Val) {
-				p.elems = append(p.elems, f.chatPlanElement(choice, m.Val, true, body))
+				p.elems = append(p.elems, f.planElement(choice, m.Val, true, body))
 			}
 		case "content":
 			dp.hasContent = true
@@ -344,8 +372,8 @@ func (f *CallFilter) chatPlanDelta(choice int, d string, body bool) {
 			p.extra = p.extra || m.Val != "null" && m.Val != `""`
 		}
 	}
-	if len(f.refused) > first {
-		dp.text = strings.Join(f.texts[first:], "\n\n")
+	if len(f.RefusedCalls) > first {
+		dp.text = strings.Join(f.Texts[first:], "\n\n")
 		switch {
 		case !filled:
 			dp.mode = chatTextSet
@@ -359,11 +387,10 @@ func (f *CallFilter) chatPlanDelta(choice int, d string, body bool) {
 	p.deltas = append(p.deltas, dp)
 }
 
-// chatPlanElement judges one tool_calls element (or a legacy function_call
+// planElement judges one tool_calls element (or a legacy function_call
 // object), keyed by (choice, index) as the decoder keys it: the element that
 // starts a call decides for all of its elements.
-func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) chatElemPlan {
-	c := &f.chat
+func (f *callFilter) planElement(choice int, el string, legacy, body bool) chatElemPlan {
 	var index, id, typ, fname, cname, args string
 	for m, next, ok := jsonscan.NextMember(el, jsonscan.ObjectStart(el)); ok; m, next, ok = jsonscan.NextMember(el, next) {
 		switch m.Name() {
@@ -397,30 +424,30 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) c
 	at, key := -1, 0
 	switch {
 	case legacy:
-		at = c.find(choice, 0)
+		at = f.find(choice, 0)
 	case indexed:
 		key = jsonscan.Int(index)
-		at = c.find(choice, key)
+		at = f.find(choice, key)
 	case jsonscan.Text(id) != "":
-		key = c.nextIndex(choice) // no index: each id starts the choice's next call
+		key = f.nextIndex(choice) // no index: each id starts the choice's next call
 	default:
-		at = c.last(choice) // neither: a continuation of the choice's latest call
+		at = f.last(choice) // neither: a continuation of the choice's latest call
 	}
 	if at >= 0 {
-		call := c.calls[at]
-		if !call.allowed || f.renames(name, custom) {
-			c.plan.changed, c.plan.edits = true, true
+		call := f.calls[at]
+		if !call.allowed || f.Renames(name, custom) {
+			f.plan.changed, f.plan.edits = true, true
 			return chatElemPlan{drop: true, call: -1}
 		}
 		ep := chatElemPlan{out: -1, call: at}
 		if indexed && call.out != key {
-			c.plan.changed, c.plan.edits = true, true
+			f.plan.changed, f.plan.edits = true, true
 			ep.out = call.out
 		}
-		return f.chatHoldElement(ep, args, cname != "" || jsonscan.IsString(typ, "custom"))
+		return f.holdElement(ep, args, cname != "" || jsonscan.IsString(typ, "custom"))
 	}
-	st := c.choice(choice)
-	if f.permitsCall(jsonscan.Text(id), name, custom) {
+	st := f.choice(choice)
+	if f.PermitsCall(jsonscan.Text(id), name, custom) {
 		out := key
 		if st.refused {
 			out = st.next
@@ -428,18 +455,18 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) c
 		st.next = max(st.next, out+1)
 		st.delivered = true
 		held := -1
-		if f.hold.on && !body {
-			held = f.chatHoldCall(choice, key, legacy, typ, id, name, custom)
+		if f.Held.On && !body {
+			held = f.holdCall(choice, key, legacy, typ, id, name, custom)
 		}
-		c.calls = append(c.calls, chatFilterCall{choice: choice, index: key, out: out, allowed: true, held: held})
-		ep := chatElemPlan{out: -1, call: len(c.calls) - 1}
+		f.calls = append(f.calls, chatFilterCall{choice: choice, index: key, out: out, allowed: true, held: held})
+		ep := chatElemPlan{out: -1, call: len(f.calls) - 1}
 		if indexed && out != key {
-			c.plan.changed, c.plan.edits = true, true
+			f.plan.changed, f.plan.edits = true, true
 			ep.out = out
 		}
-		return f.chatHoldElement(ep, args, cname != "" || jsonscan.IsString(typ, "custom"))
+		return f.holdElement(ep, args, cname != "" || jsonscan.IsString(typ, "custom"))
 	}
-	tc := ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(jsonscan.Text(id)), Name: strings.Clone(name)}
+	tc := streaming.ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(jsonscan.Text(id)), Name: strings.Clone(name)}
 	switch t := jsonscan.Text(typ); {
 	case legacy:
 		tc.Type = "function_call"
@@ -449,16 +476,16 @@ func (f *CallFilter) chatPlanElement(choice int, el string, legacy, body bool) c
 	if tc.Name == "" {
 		tc.Name = strings.Clone(custom)
 	}
-	f.refuse(tc)
+	f.Refuse(tc)
 	st.refused = true
-	c.calls = append(c.calls, chatFilterCall{choice: choice, index: key, held: -1})
-	c.plan.changed, c.plan.edits = true, true
+	f.calls = append(f.calls, chatFilterCall{choice: choice, index: key, held: -1})
+	f.plan.changed, f.plan.edits = true, true
 	return chatElemPlan{drop: true, call: -1}
 }
 
-// chatEdit writes the chunk (or body) js as its plan says.
-func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
-	p := &f.chat.plan
+// edit writes the chunk (or body) js as its plan says.
+func (f *callFilter) edit(dst []byte, js string, body bool) []byte {
+	p := &f.plan
 	var ci, di, ei int
 	editElem := func(dst []byte, el string) ([]byte, jsonscan.Action) {
 		if !jsonscan.IsObject(el) {
@@ -470,7 +497,7 @@ func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
 		case ep.drop:
 			return dst, jsonscan.Drop
 		case ep.hold:
-			f.chat.keepElement(ep, el, false)
+			f.keepElement(ep, el, false)
 			return dst, jsonscan.Drop
 		case ep.out >= 0:
 			return chatRenumber(dst, el, ep.out), jsonscan.Replace
@@ -496,7 +523,7 @@ func (f *CallFilter) chatEdit(dst []byte, js string, body bool) []byte {
 					ep := p.elems[ei]
 					ei++
 					if ep.hold {
-						f.chat.keepElement(ep, m.Val, true)
+						f.keepElement(ep, m.Val, true)
 					}
 					if ep.drop || ep.hold {
 						return dst, jsonscan.Drop
@@ -590,4 +617,60 @@ func appendChunkHead(dst []byte, js string) []byte {
 		dst = append(dst, `"object":"chat.completion.chunk",`...)
 	}
 	return dst
+}
+
+// cutNoticeChunk appends a chunk carrying the notice for call, dropped at
+// the output limit, as content of its choice, with the id, object,
+// created and model of the chunk js that finishes the choice. A blank
+// line sets it apart from any text the choice had.
+func (f *callFilter) cutNoticeChunk(dst []byte, ev *sse.Event, js string, call streaming.ToolCall) []byte {
+	text := "\n\n" + f.CutNotice(call)
+	b := appendChunkHead(f.Scratch[:0], js)
+	b = append(b, `"choices":[{"index":`...)
+	b = strconv.AppendInt(b, int64(call.Choice), 10)
+	b = append(b, `,"delta":{"content":`...)
+	b = jsonscan.AppendQuoted(b, text)
+	f.Scratch = append(b, `},"logprobs":null,"finish_reason":null}]}`...)
+	return sse.AppendFrame(dst, jsonscan.View(ev.Name), f.Scratch)
+}
+
+// FilterBody rewrites a ChatCompletion: refused tool_calls elements are
+// removed and their refusals given as content. It returns nil when
+// nothing changes.
+func (f *callFilter) FilterBody(js string) []byte {
+	if !f.planChunk(js, true).changed {
+		return nil
+	}
+	return f.edit(nil, js, true)
+}
+
+// MarkBodyCut finds the calls a whole ChatCompletion was still writing at
+// its output limit: the last call of a choice finished by length, when
+// its arguments are not valid JSON.
+func (f *callFilter) MarkBodyCut(js string) {
+	for _, c := range gjson.Get(js, "choices").Array() {
+		if c.Get("finish_reason").Str != "length" {
+			continue
+		}
+		last := c.Get("message.tool_calls.@reverse.0")
+		if last.Get("type").Str != "custom" && !gjson.Valid(last.Get("function.arguments").Str) {
+			f.CutIDs = append(f.CutIDs, last.Get("id").Str)
+		}
+	}
+}
+
+// AppendEnd appends a data-only {"error":{"message","type","code","param"}}
+// chunk, with code set to typ.
+func (f *callFilter) AppendEnd(dst []byte, typ, msg string) []byte {
+	b := jsonscan.AppendQuoted(append(f.Scratch[:0], `{"error":{"message":`...), msg)
+	b = jsonscan.AppendQuoted(append(b, `,"type":`...), typ)
+	b = jsonscan.AppendQuoted(append(b, `,"code":`...), typ)
+	f.Scratch = append(b, `,"param":null}}`...)
+	return sse.AppendFrame(dst, "", f.Scratch)
+}
+
+// AppendPassed appends an event passed while a call was held as it was
+// kept: nothing in Chat refers to a position in the stream.
+func (f *callFilter) AppendPassed(dst []byte, e *callfilter.Event) []byte {
+	return f.Held.AppendHeld(dst, e)
 }

@@ -1,23 +1,29 @@
-package streaming
+package responses
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
 
-	"gatekeeper/streaming/internal/jsonscan"
-
+	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/callfilter"
 	"gatekeeper/streaming/internal/callitems"
+	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/internal/openai"
+	"gatekeeper/streaming/sse"
 )
 
 // OpenAI Responses: a refused client call item (internal/callitems)
 // becomes a message item at the same output index.
 
-type responsesCallFilter struct {
+// callFilter is the call filter's Rules for Responses, run by the engine
+// it embeds.
+type callFilter struct {
+	*callfilter.Filter
+
 	offset int64 // added to every sequence_number passed on
 	calls  []responsesFilterCall
 	ids    []byte // the calls' item ids, back to back
@@ -27,7 +33,7 @@ type responsesCallFilter struct {
 
 	// With Hold: output indices as the client gets them, whether the
 	// reply's stop came, and the sequence numbers End goes on from.
-	pos      positions
+	pos      callfilter.Positions
 	stopped  bool
 	lastSeq  int64 // the last sequence number delivered, when seqOut
 	seqOut   bool
@@ -47,11 +53,33 @@ const (
 	dropItem = -2 // a held call dropped: the final output leaves it out
 )
 
-func (r *responsesCallFilter) init() {
+var _ callfilter.Rules = (*callFilter)(nil)
+
+// newCallFilter returns the engine running the rules of Responses.
+func newCallFilter(allow func(name string) bool, refusal func(call streaming.ToolCall) string) (*callFilter, error) {
+	var r *callFilter
+	_, err := callfilter.New(allow, refusal, func(e *callfilter.Filter) callfilter.Rules {
+		r = newRules(e)
+		return r
+	})
+	return r, err
+}
+
+// newRules returns the rules run by the engine e.
+func newRules(e *callfilter.Filter) *callFilter {
+	r := &callFilter{Filter: e}
+	r.init()
+	return r
+}
+
+// API is streaming.APIResponses.
+func (*callFilter) API() streaming.API { return streaming.APIResponses }
+
+func (r *callFilter) init() {
 	r.calls = r.callsBuf[:0]
 	r.ids = r.idsBuf[:0]
 	r.plan = r.planBuf[:0]
-	r.pos.init()
+	r.pos.Init()
 }
 
 // responsesFilterCall is one call of the reply, found as the decoder finds
@@ -61,16 +89,16 @@ type responsesFilterCall struct {
 	outputIndex int
 	idStart     int
 	idEnd       int
-	refused     int  // position in CallFilter.refused, -1 for a call let through
-	held        int  // position in holdState.calls, -1 for a call not held
+	refused     int  // position in Filter.RefusedCalls, -1 for a call let through
+	held        int  // position in Filter.Held.Calls, -1 for a call not held
 	server      bool // a hosted call
 }
 
-func (r *responsesCallFilter) itemID(c responsesFilterCall) string {
+func (r *callFilter) itemID(c responsesFilterCall) string {
 	return jsonscan.View(r.ids[c.idStart:c.idEnd])
 }
 
-func (r *responsesCallFilter) add(outputIndex int, itemID string, refused int, server bool) int {
+func (r *callFilter) add(outputIndex int, itemID string, refused int, server bool) int {
 	start := len(r.ids)
 	r.ids = append(r.ids, itemID...)
 	r.calls = append(r.calls, responsesFilterCall{
@@ -81,12 +109,12 @@ func (r *responsesCallFilter) add(outputIndex int, itemID string, refused int, s
 
 // find locates a call by item id, falling back to the output index (raw
 // JSON, used only when it is a number).
-func (r *responsesCallFilter) find(itemID, outputIndex string) int {
+func (r *callFilter) find(itemID, outputIndex string) int {
 	return r.findAt(itemID, jsonscan.Int(outputIndex), jsonscan.IsNumber(outputIndex))
 }
 
 // findAt is find with the output index oi, used when indexed is set.
-func (r *responsesCallFilter) findAt(itemID string, oi int, indexed bool) int {
+func (r *callFilter) findAt(itemID string, oi int, indexed bool) int {
 	if itemID != "" {
 		for i := len(r.calls) - 1; i >= 0; i-- {
 			if r.itemID(r.calls[i]) == itemID {
@@ -106,13 +134,13 @@ func (r *responsesCallFilter) findAt(itemID string, oi int, indexed bool) int {
 
 // withheld reports whether an event refers to a refused call by any of
 // the item ids or the output index it carries.
-func (r *responsesCallFilter) withheld(outputIndex string, itemIDs ...string) bool {
+func (r *callFilter) withheld(outputIndex string, itemIDs ...string) bool {
 	return r.refers(func(c responsesFilterCall) bool { return c.refused >= 0 }, outputIndex, itemIDs...) >= 0
 }
 
 // refers is the first call which selects that an event refers to by any
 // of the item ids or the output index it carries, -1 when none.
-func (r *responsesCallFilter) refers(which func(responsesFilterCall) bool, outputIndex string, itemIDs ...string) int {
+func (r *callFilter) refers(which func(responsesFilterCall) bool, outputIndex string, itemIDs ...string) int {
 	for i, c := range r.calls {
 		if !which(c) {
 			continue
@@ -130,7 +158,7 @@ func (r *responsesCallFilter) refers(which func(responsesFilterCall) bool, outpu
 }
 
 // delivered notes the sequence number of an event the client gets.
-func (r *responsesCallFilter) delivered(seq int64, numbered bool) {
+func (r *callFilter) delivered(seq int64, numbered bool) {
 	if numbered {
 		r.lastSeq, r.seqOut = seq, true
 	}
@@ -147,14 +175,13 @@ type responsesFields struct {
 	numbered bool
 }
 
-func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
-	r := &f.responses
-	h := &f.hold
+func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
+	h := &f.Held
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
-		if h.held > 0 && bytes.HasPrefix(data, []byte(DoneMarker)) {
-			f.dropHeld(func(int, *heldCall) bool { return true }) // the end, and no stop
-			dst = f.flushPassed(dst)
+		if h.Count > 0 && bytes.HasPrefix(data, []byte(streaming.DoneMarker)) {
+			f.DropHeld(func(int, *callfilter.Call) bool { return true }) // the end, and no stop
+			dst = f.FlushPassed(dst)
 		}
 		return append(dst, ev.Raw...) // [DONE] from some servers, a plain-text error
 	}
@@ -190,22 +217,22 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 	}
 	e.event = typ
 	e.seqNum, e.numbered = sequenceNumber(e.seq)
-	if e.numbered && !r.seqFirst {
-		r.firstSeq, r.seqFirst = e.seqNum, true
+	if e.numbered && !f.seqFirst {
+		f.firstSeq, f.seqFirst = e.seqNum, true
 	}
-	if len(f.refused) == 0 && r.offset == 0 && !responsesCallEvent(typ) && e.response == "" &&
-		(!h.on || h.held == 0 && !r.pos.moved() && typ != "error") {
+	if len(f.RefusedCalls) == 0 && f.offset == 0 && !responsesCallEvent(typ) && e.response == "" &&
+		(!h.On || h.Count == 0 && !f.pos.Moved() && typ != "error") {
 		// Text, reasoning: passed without a check.
-		if h.on {
-			f.responsesOut(e.outputIndex)
-			r.delivered(e.seqNum, e.numbered)
+		if h.On {
+			f.out(e.outputIndex)
+			f.delivered(e.seqNum, e.numbered)
 		}
 		return append(dst, ev.Raw...)
 	}
-	if !gjson.ValidBytes(data) {
-		if len(f.refused) > 0 || h.held > 0 || h.on && responsesCallEvent(typ) {
+	if !openai.ValidData(ev, data) {
+		if len(f.RefusedCalls) > 0 || h.Count > 0 || h.On && responsesCallEvent(typ) {
 			if e.numbered {
-				r.offset--
+				f.offset--
 			}
 			return dst // see chatEvent
 		}
@@ -215,53 +242,53 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 	itemFields := jsonscan.ReadObject(e.item, "type", "id", "call_id", "name")
 	itemID, _ := jsonscan.StringValue(itemFields[1])
 	eventItemID, _ := jsonscan.StringValue(e.itemID)
-	if len(f.refused) > 0 && r.withheld(e.outputIndex, eventItemID, itemID) {
+	if len(f.RefusedCalls) > 0 && f.withheld(e.outputIndex, eventItemID, itemID) {
 		if numbered {
-			r.offset--
+			f.offset--
 		}
 		return dst
 	}
-	if len(h.calls) > 0 && !responsesCallEvent(typ) {
-		if c := r.refers(f.responsesHeld, e.outputIndex, eventItemID, itemID); c >= 0 {
-			return f.responsesKeep(dst, ev, r.calls[c].held, &e)
+	if len(h.Calls) > 0 && !responsesCallEvent(typ) {
+		if c := f.refers(f.held, e.outputIndex, eventItemID, itemID); c >= 0 {
+			return f.keepHeld(dst, ev, f.calls[c].held, &e)
 		}
 	}
 	switch typ {
 	case "response.completed", "response.incomplete", "response.failed":
-		if !r.stopped {
-			r.stopped = true
-			if h.held > 0 {
-				dst = f.responsesRelease(dst, ev, &e)
+		if !f.stopped {
+			f.stopped = true
+			if h.Count > 0 {
+				dst = f.releaseHeld(dst, ev, &e)
 			}
 		}
 	case "error":
-		f.dropHeld(func(int, *heldCall) bool { return true }) // the reply failed
-		dst = f.flushPassed(dst)
+		f.DropHeld(func(int, *callfilter.Call) bool { return true }) // the reply failed
+		dst = f.FlushPassed(dst)
 	case "response.output_item.added", "response.output_item.done":
 		itype, _ := jsonscan.StringValue(itemFields[0])
 		ci, isCall := callitems.Lookup(itype, jsonscan.IsStringRaw(itemFields[2]))
 		if !isCall {
 			break
 		}
-		at := r.find(itemID, e.outputIndex)
-		if typ == "response.output_item.added" && at >= 0 && r.itemID(r.calls[at]) != itemID {
+		at := f.find(itemID, e.outputIndex)
+		if typ == "response.output_item.added" && at >= 0 && f.itemID(f.calls[at]) != itemID {
 			at = -1 // the decoder takes an added item with a new id for a new call
 		}
 		// The decoder passes over a done item cut short: it opens no call.
 		status := jsonscan.MemberRaw(e.item, "status")
 		opens := typ == "response.output_item.added" || status == "" || jsonscan.IsString(status, "completed")
-		call := ToolCall{
+		call := streaming.ToolCall{
 			Index: jsonscan.Int(e.outputIndex), Type: ci.Typ, ID: jsonscan.Text(itemFields[2]),
 			ItemID: itemID, Name: ci.CallName(itemFields[3]), Server: ci.Hosted,
 		}
-		if out, done := f.responsesCall(dst, ev, at, call, ci.Unknown, opens, &e); done {
+		if out, done := f.call(dst, ev, at, call, ci.Unknown, opens, &e); done {
 			return out
 		}
 	default:
 		if !responsesCallEvent(typ) {
 			break
 		}
-		call := ToolCall{Index: jsonscan.Int(e.outputIndex), Type: "function_call", ItemID: eventItemID}
+		call := streaming.ToolCall{Index: jsonscan.Int(e.outputIndex), Type: "function_call", ItemID: eventItemID}
 		switch {
 		case strings.HasPrefix(typ, "response.custom_tool_call_input."):
 			call.Type = "custom_tool_call"
@@ -271,34 +298,34 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 		if strings.HasSuffix(typ, ".done") {
 			call.Name, _ = jsonscan.StringValue(e.name)
 		}
-		if out, done := f.responsesCall(dst, ev, r.find(eventItemID, e.outputIndex), call, false, true, &e); done {
+		if out, done := f.call(dst, ev, f.find(eventItemID, e.outputIndex), call, false, true, &e); done {
 			return out
 		}
 	}
 	changed := false
 	if jsonscan.IsObject(e.response) {
 		final := typ == "response.completed" || typ == "response.incomplete" || typ == "response.failed"
-		r.plan = r.plan[:0]
+		f.plan = f.plan[:0]
 		for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
 			if m.Name() == "response" && jsonscan.IsObject(m.Val) {
-				changed = f.responsesPlanOutput(m.Val, final) || changed
+				changed = f.planOutput(m.Val, final) || changed
 			}
 		}
 		// Items delivered in another order than they came are listed in
 		// the order the client got them.
-		changed = changed || final && h.on && r.pos.moved()
+		changed = changed || final && h.On && f.pos.Moved()
 	}
-	oi, out := f.responsesOut(e.outputIndex)
-	if !changed && (r.offset == 0 || !numbered) && oi == out {
-		r.delivered(seq, numbered)
+	oi, out := f.out(e.outputIndex)
+	if !changed && (f.offset == 0 || !numbered) && oi == out {
+		f.delivered(seq, numbered)
 		return append(dst, ev.Raw...)
 	}
 	next := 0
-	f.scratch = jsonscan.FilterObject(f.scratch[:0], js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
+	f.Scratch = jsonscan.FilterObject(f.Scratch[:0], js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
 		switch m.Name() {
 		case "sequence_number":
-			if n, ok := sequenceNumber(m.Val); ok && r.offset != 0 {
-				return strconv.AppendInt(dst, n+r.offset, 10), jsonscan.Replace
+			if n, ok := sequenceNumber(m.Val); ok && f.offset != 0 {
+				return strconv.AppendInt(dst, n+f.offset, 10), jsonscan.Replace
 			}
 		case "output_index":
 			if oi != out && jsonscan.IsNumber(m.Val) {
@@ -306,27 +333,27 @@ func (f *CallFilter) responsesEvent(dst []byte, ev *sse.Event) []byte {
 			}
 		case "response":
 			if changed && jsonscan.IsObject(m.Val) {
-				return f.responsesEditOutput(dst, m.Val, &next), jsonscan.Replace
+				return f.editOutput(dst, m.Val, &next), jsonscan.Replace
 			}
 		}
 		return dst, jsonscan.Keep
 	}, nil)
-	r.delivered(seq+r.offset, numbered)
-	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), f.scratch)
+	f.delivered(seq+f.offset, numbered)
+	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), f.Scratch)
 }
 
-// responsesOut reads the output index raw names (in) and gives the one the
+// out reads the output index raw names (in) and gives the one the
 // client sees for an event delivered now (out); both are -1 when raw is no
 // index, and they are equal without Hold.
-func (f *CallFilter) responsesOut(raw string) (in, out int) {
+func (f *callFilter) out(raw string) (in, out int) {
 	oi, ok := jsonscan.MemberIndex(jsonscan.Member{Val: raw})
 	if !ok {
 		return -1, -1
 	}
-	if !f.hold.on {
+	if !f.Held.On {
 		return oi, oi
 	}
-	return oi, f.responses.pos.out(oi)
+	return oi, f.pos.Out(oi)
 }
 
 // responsesCallEvent reports whether events of type typ may tell of a call.
@@ -351,54 +378,53 @@ func sequenceNumber(raw string) (int64, bool) {
 	return n, err == nil
 }
 
-// responsesCall handles an event of a call: at is the call the decoder
+// call handles an event of a call: at is the call the decoder
 // would take it for (-1 for a new one), call what the event tells of it,
 // unknown whether its item type is an unknown client call, opens whether
 // the decoder would open a call for it if new. done says the event was
 // handled, out being dst with what the client gets instead of it;
 // otherwise it passes like any event.
-func (f *CallFilter) responsesCall(dst []byte, ev *sse.Event, at int, call ToolCall, unknown, opens bool, e *responsesFields) (out []byte, done bool) {
-	r := &f.responses
+func (f *callFilter) call(dst []byte, ev *sse.Event, at int, call streaming.ToolCall, unknown, opens bool, e *responsesFields) (out []byte, done bool) {
 	if at >= 0 {
-		c := r.calls[at]
-		if c.server || c.refused < 0 && !f.renames(call.Name) {
+		c := f.calls[at]
+		if c.server || c.refused < 0 && !f.Renames(call.Name) {
 			if c.held >= 0 {
 				// Once delivered whole (or dropped), what comes for the
 				// call is withheld.
-				if call.ItemID != "" && call.ItemID != r.itemID(c) {
+				if call.ItemID != "" && call.ItemID != f.itemID(c) {
 					// Taken for the call by its place in the output, under
 					// another item's id: once places change, the decoder
 					// may take it for another call.
-					f.hold.calls[c.held].doubt = true
+					f.Held.Calls[c.held].Doubt = true
 				}
-				return f.responsesKeep(dst, ev, c.held, e), true
+				return f.keepHeld(dst, ev, c.held, e), true
 			}
 			return dst, false
 		}
 		if e.numbered {
-			r.offset--
+			f.offset--
 		}
 		return dst, true
 	}
-	if call.Server || f.permitsItem(unknown, call.ID, call.Name) {
-		if f.hold.on && !call.Server {
-			return f.responsesHoldCall(dst, ev, call, opens, e), true
+	if call.Server || f.PermitsItem(unknown, call.ID, call.Name) {
+		if f.Held.On && !call.Server {
+			return f.holdCall(dst, ev, call, opens, e), true
 		}
 		if opens {
-			r.add(call.Index, call.ItemID, -1, call.Server)
+			f.add(call.Index, call.ItemID, -1, call.Server)
 		}
 		return dst, false
 	}
 	call.ID, call.ItemID, call.Name = strings.Clone(call.ID), strings.Clone(call.ItemID), strings.Clone(call.Name)
 	call.Type = strings.Clone(call.Type)
-	f.refuse(call)
-	pos := len(f.refused) - 1
-	r.add(call.Index, call.ItemID, pos, false)
-	return f.responsesMessageEvents(sse.KeepBOM(dst, ev), ev, pos, e.seqNum, e.numbered), true
+	f.Refuse(call)
+	pos := len(f.RefusedCalls) - 1
+	f.add(call.Index, call.ItemID, pos, false)
+	return f.messageEvents(sse.KeepBOM(dst, ev), ev, pos, e.seqNum, e.numbered), true
 }
 
 // responsesMessageID is the id of the message item that replaces a call.
-func responsesMessageID(tc ToolCall) string {
+func responsesMessageID(tc streaming.ToolCall) string {
 	switch {
 	case tc.ID != "":
 		return "msg_" + tc.ID
@@ -410,39 +436,38 @@ func responsesMessageID(tc ToolCall) string {
 
 // appendMessageItem appends the message item that replaces the refused
 // call at pos, completed or (with no content yet) in progress.
-func (f *CallFilter) appendMessageItem(dst []byte, pos int, completed bool) []byte {
+func (f *callFilter) appendMessageItem(dst []byte, pos int, completed bool) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = jsonscan.AppendQuoted(dst, responsesMessageID(f.refused[pos]))
+	dst = jsonscan.AppendQuoted(dst, responsesMessageID(f.RefusedCalls[pos]))
 	if !completed {
 		return append(dst, `,"type":"message","status":"in_progress","content":[],"role":"assistant"}`...)
 	}
 	dst = append(dst, `,"type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"text":`...)
-	dst = jsonscan.AppendQuoted(dst, f.texts[pos])
+	dst = jsonscan.AppendQuoted(dst, f.Texts[pos])
 	return append(dst, `}],"role":"assistant"}`...)
 }
 
-// responsesMessageEvents appends the six events of a message item carrying
+// messageEvents appends the six events of a message item carrying
 // the refusal of the call at pos, at that call's output index.
-func (f *CallFilter) responsesMessageEvents(dst []byte, ev *sse.Event, pos int, seq int64, numbered bool) []byte {
-	r := &f.responses
-	tc := f.refused[pos]
+func (f *callFilter) messageEvents(dst []byte, ev *sse.Event, pos int, seq int64, numbered bool) []byte {
+	tc := f.RefusedCalls[pos]
 	id := responsesMessageID(tc)
-	text := f.texts[pos]
+	text := f.Texts[pos]
 	oi := tc.Index
-	if f.hold.on {
-		oi = r.pos.out(oi)
+	if f.Held.On {
+		oi = f.pos.Out(oi)
 	}
 	steps := [...]string{
 		"response.output_item.added", "response.content_part.added", "response.output_text.delta",
 		"response.output_text.done", "response.content_part.done", "response.output_item.done",
 	}
 	for i, typ := range steps {
-		b := append(f.scratch[:0], `{"type":"`...)
+		b := append(f.Scratch[:0], `{"type":"`...)
 		b = append(b, typ...)
 		b = append(b, '"')
 		if numbered {
 			b = append(b, `,"sequence_number":`...)
-			b = strconv.AppendInt(b, seq+r.offset+int64(i), 10)
+			b = strconv.AppendInt(b, seq+f.offset+int64(i), 10)
 		}
 		b = append(b, `,"output_index":`...)
 		b = strconv.AppendInt(b, int64(oi), 10)
@@ -467,17 +492,17 @@ func (f *CallFilter) responsesMessageEvents(dst []byte, ev *sse.Event, pos int, 
 		case 5:
 			b = f.appendMessageItem(append(b, `,"item":`...), pos, true)
 		}
-		f.scratch = append(b, '}')
-		dst = sse.AppendFrame(dst, sse.FrameName(ev, typ), f.scratch)
+		f.Scratch = append(b, '}')
+		dst = sse.AppendFrame(dst, sse.FrameName(ev, typ), f.Scratch)
 	}
 	if numbered {
-		r.delivered(seq+r.offset+int64(len(steps))-1, true)
-		r.offset += int64(len(steps)) - 1
+		f.delivered(seq+f.offset+int64(len(steps))-1, true)
+		f.offset += int64(len(steps)) - 1
 	}
 	return dst
 }
 
-// responsesPlanOutput judges the calls in the output of a Response object
+// planOutput judges the calls in the output of a Response object
 // (every output member, as a client may read any), appending to the plan
 // one entry per item. It reports whether any item is to be replaced or
 // left out.
@@ -487,8 +512,7 @@ func (f *CallFilter) responsesMessageEvents(dst []byte, ev *sse.Event, pos int, 
 // only then are the allowed ones kept track of, lest an earlier output
 // (response.created's, normally empty) pair events with calls the decoder
 // never saw.
-func (f *CallFilter) responsesPlanOutput(resp string, final bool) bool {
-	r := &f.responses
+func (f *callFilter) planOutput(resp string, final bool) bool {
 	changed := false
 	for m, next, ok := jsonscan.NextMember(resp, jsonscan.ObjectStart(resp)); ok; m, next, ok = jsonscan.NextMember(resp, next) {
 		if m.Name() != "output" {
@@ -500,18 +524,17 @@ func (f *CallFilter) responsesPlanOutput(resp string, final bool) bool {
 			if !ok {
 				break
 			}
-			replace := f.responsesPlanItem(item, pos, final)
+			replace := f.planItem(item, pos, final)
 			changed = changed || replace != keepItem
-			r.plan = append(r.plan, replace)
+			f.plan = append(f.plan, replace)
 		}
 	}
 	return changed
 }
 
-// responsesPlanItem judges one item of a final output at position pos and
+// planItem judges one item of a final output at position pos and
 // returns the refused call that replaces it, keepItem or dropItem.
-func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
-	r := &f.responses
+func (f *callFilter) planItem(item string, pos int, final bool) int {
 	fields := jsonscan.ReadObject(item, "type", "id", "call_id", "name")
 	itype, _ := jsonscan.StringValue(fields[0])
 	ci, isCall := callitems.Lookup(itype, jsonscan.IsStringRaw(fields[2]))
@@ -526,48 +549,47 @@ func (f *CallFilter) responsesPlanItem(item string, pos int, final bool) int {
 	// Once Hold moved places, the place no longer says which call the
 	// decoder pairs it with: an item without its call's id is judged as
 	// a call of its own.
-	at := r.findAt(itemID, pos, !f.hold.on || !r.pos.moved())
-	if (at < 0 || r.itemID(r.calls[at]) != itemID) && f.responsesDroppedItem(itemID) {
+	at := f.findAt(itemID, pos, !f.Held.On || !f.pos.Moved())
+	if (at < 0 || f.itemID(f.calls[at]) != itemID) && f.droppedItem(itemID) {
 		return dropItem
 	}
 	switch {
 	case at >= 0:
 		// The decoder completes the call it finds, whatever the item's type.
-		c := r.calls[at]
-		if c.held >= 0 && f.hold.calls[c.held].state == callDropped && c.refused < 0 {
+		c := f.calls[at]
+		if c.held >= 0 && f.Held.Calls[c.held].State == callfilter.StateDropped && c.refused < 0 {
 			return dropItem
 		}
-		if c.server || c.refused >= 0 || !f.renames(name) {
+		if c.server || c.refused >= 0 || !f.Renames(name) {
 			return c.refused
 		}
-	case ci.Hosted || f.permitsItem(ci.Unknown, jsonscan.Text(fields[2]), name):
+	case ci.Hosted || f.PermitsItem(ci.Unknown, jsonscan.Text(fields[2]), name):
 		if opens {
-			r.add(pos, itemID, -1, ci.Hosted)
+			f.add(pos, itemID, -1, ci.Hosted)
 		}
 		return keepItem
 	}
-	f.refuse(ToolCall{
+	f.Refuse(streaming.ToolCall{
 		Index: pos, Type: strings.Clone(ci.Typ), ID: strings.Clone(jsonscan.Text(fields[2])), ItemID: strings.Clone(itemID),
 		Name: strings.Clone(name),
 	})
-	refused := len(f.refused) - 1
-	r.add(pos, itemID, refused, false)
+	refused := len(f.RefusedCalls) - 1
+	f.add(pos, itemID, refused, false)
 	return refused
 }
 
-// responsesEditOutput writes a Response object with the items of its
+// editOutput writes a Response object with the items of its
 // output replaced as planned; next is the plan entry its first item takes.
-func (f *CallFilter) responsesEditOutput(dst []byte, resp string, next *int) []byte {
-	r := &f.responses
+func (f *callFilter) editOutput(dst []byte, resp string, next *int) []byte {
 	return jsonscan.FilterObject(dst, resp, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
 		if m.Name() != "output" || !jsonscan.IsArray(m.Val) {
 			return dst, jsonscan.Keep
 		}
-		if f.hold.on && r.pos.moved() {
-			return f.responsesReorderOutput(dst, m.Val, next), jsonscan.Replace
+		if f.Held.On && f.pos.Moved() {
+			return f.reorderOutput(dst, m.Val, next), jsonscan.Replace
 		}
 		dst, _, _ = jsonscan.FilterArray(dst, m.Val, func(dst []byte, item string) ([]byte, jsonscan.Action) {
-			replace := r.plan[*next]
+			replace := f.plan[*next]
 			*next++
 			switch replace {
 			case keepItem:
@@ -581,16 +603,83 @@ func (f *CallFilter) responsesEditOutput(dst []byte, resp string, next *int) []b
 	}, nil)
 }
 
-// responsesBody rewrites a whole Response; nil when nothing changes.
-func (f *CallFilter) responsesBody(js string) []byte {
+// FilterBody rewrites a whole Response; nil when nothing changes.
+func (f *callFilter) FilterBody(js string) []byte {
 	fields := jsonscan.ReadObject(js, "error", "status")
 	if jsonscan.IsObject(fields[0]) && fields[1] == "" {
 		return nil // an error body
 	}
-	f.responses.plan = f.responses.plan[:0]
-	if !f.responsesPlanOutput(js, true) {
+	f.plan = f.plan[:0]
+	if !f.planOutput(js, true) {
 		return nil
 	}
 	next := 0
-	return f.responsesEditOutput(nil, js, &next)
+	return f.editOutput(nil, js, &next)
+}
+
+// cutNoticeItem appends, before the terminal event ev (read as e), the events of a
+// message item holding the notice for held call c, dropped at the output
+// limit, at the output index it would have had. The call is then listed
+// as refused, with the notice as its text: the final output puts the
+// message item in its place, and the terminal event's number follows.
+func (f *callFilter) cutNoticeItem(dst []byte, ev *sse.Event, e *responsesFields, c int) []byte {
+	h := &f.Held
+	hc := &h.Calls[c]
+	tc := hc.TC
+	f.pos.Release(tc.Index)
+	f.RefusedCalls = append(f.RefusedCalls, tc)
+	f.Texts = append(f.Texts, f.CutNotice(tc))
+	if i := slices.IndexFunc(h.Dropped, func(d streaming.ToolCall) bool { return d.ItemID == tc.ItemID && d.Index == tc.Index }); i >= 0 {
+		h.Dropped = slices.Delete(h.Dropped, i, i+1) // Withheld lists it once, as refused
+	}
+	f.calls[hc.Key].refused = len(f.RefusedCalls) - 1
+	dst = f.messageEvents(dst, ev, len(f.RefusedCalls)-1, e.seqNum, true)
+	f.offset++ // six events where none was
+	return dst
+}
+
+// MarkBodyCut finds the call a whole Response was still writing at its
+// output limit: in a reply incomplete for max_output_tokens, a last item
+// that is a call not completed, or whose arguments are not valid JSON.
+func (f *callFilter) MarkBodyCut(js string) {
+	if gjson.Get(js, "status").Str != "incomplete" || gjson.Get(js, "incomplete_details.reason").Str != "max_output_tokens" {
+		return
+	}
+	last := gjson.Get(js, "output.@reverse.0")
+	st := last.Get("status")
+	switch last.Get("type").Str {
+	case "function_call":
+		if st.Exists() && st.Str != "completed" || !gjson.Valid(last.Get("arguments").Str) {
+			f.CutIDs = append(f.CutIDs, last.Get("call_id").Str)
+		}
+	case "custom_tool_call":
+		if st.Exists() && st.Str != "completed" {
+			f.CutIDs = append(f.CutIDs, last.Get("call_id").Str)
+		}
+	}
+}
+
+// AppendEnd appends event: error, {"type":"error","code","message",
+// "param":null,"sequence_number"}, numbered after the last event delivered
+// (omitted when the stream numbers none of its events).
+func (f *callFilter) AppendEnd(dst []byte, typ, msg string) []byte {
+	b := jsonscan.AppendQuoted(append(f.Scratch[:0], `{"type":"error","code":`...), typ)
+	b = jsonscan.AppendQuoted(append(b, `,"message":`...), msg)
+	b = append(b, `,"param":null`...)
+	switch {
+	case f.seqOut:
+		b = strconv.AppendInt(append(b, `,"sequence_number":`...), f.lastSeq+1, 10)
+	case f.seqFirst:
+		b = strconv.AppendInt(append(b, `,"sequence_number":`...), f.firstSeq, 10)
+	case !f.Seen:
+		b = append(b, `,"sequence_number":0`...)
+	}
+	f.Scratch = append(b, '}')
+	return sse.AppendFrame(dst, "error", f.Scratch)
+}
+
+// AppendPassed appends an event passed while a call was held as it was
+// kept: in Responses only comments wait for a held call.
+func (f *callFilter) AppendPassed(dst []byte, e *callfilter.Event) []byte {
+	return f.Held.AppendHeld(dst, e)
 }
