@@ -6,6 +6,7 @@ import (
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/anthropic"
 	"gatekeeper/streaming/chat"
+	"gatekeeper/streaming/internal/jsonscan"
 	"gatekeeper/streaming/internal/reshape"
 	"gatekeeper/streaming/responses"
 )
@@ -172,9 +173,9 @@ func decodeAnthropicJSON(body []byte) (*Result, error) { return anthropic.Dialec
 // Internals the tests check against.
 const (
 	maxUnparsedErrors = streaming.MaxUnparsedErrors
-	maxNesting        = streaming.MaxNesting
+	maxNesting        = jsonscan.MaxNesting
 	maxCanonicalDepth = streaming.MaxCanonicalDepth
-	billingPrefix     = streaming.BillingPrefix
+	billingPrefix     = "x-anthropic-billing-header" // anthropic's
 )
 
 var (

@@ -3,9 +3,7 @@ package streaming
 // Internals the external tests check against.
 const (
 	MaxUnparsedErrors = maxUnparsedErrors
-	MaxNesting        = maxNesting
 	MaxCanonicalDepth = maxCanonicalDepth
-	BillingPrefix     = billingPrefix
 )
 
 // IsCut reports whether the filter's engine found the call with id cut

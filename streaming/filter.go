@@ -1,13 +1,8 @@
 package streaming
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 
-	"github.com/tidwall/gjson"
-
-	"gatekeeper/streaming/internal/jsonscan"
 	"gatekeeper/streaming/sse"
 )
 
@@ -84,14 +79,3 @@ func (f *CallFilter) Body(body []byte) ([]byte, error) { return f.e.Body(body) }
 // whatever its name, since no grant can say what it does. Call before the
 // first AppendEvent or Body.
 func (f *CallFilter) Grant() { f.e.Grant() }
-
-// ReplyObject returns a whole reply body, less surrounding whitespace, as
-// a string viewing body's bytes; a body that is not a valid JSON object
-// fails with an error wrapping ErrInvalidJSON.
-func ReplyObject(api API, body []byte) (string, error) {
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 || trimmed[0] != '{' || !gjson.ValidBytes(trimmed) {
-		return "", fmt.Errorf("%w: %s reply body", ErrInvalidJSON, api)
-	}
-	return jsonscan.View(trimmed), nil
-}

@@ -2,6 +2,7 @@ package streaming
 
 import (
 	"bytes"
+	"fmt"
 
 	"gatekeeper/streaming/sse"
 
@@ -298,4 +299,13 @@ func withData(raw []byte, from int, data []byte) []byte {
 		i = next
 	}
 	return append(out, raw[i:]...)
+}
+
+// checkObject reports whether s is one valid JSON object, nested no deeper
+// than jsonscan.MaxNesting.
+func checkObject(s string, depth int) error {
+	if p := jsonscan.ObjectProblem(s, depth); p != "" {
+		return fmt.Errorf("%w: request body %s", ErrInvalidJSON, p)
+	}
+	return nil
 }

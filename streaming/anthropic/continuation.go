@@ -5,15 +5,16 @@ import (
 
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/internal/request"
 )
 
 // Continuation is the request that continues reply, a reply whose client
-// calls were not run, with results as their answers (streaming.Continuation
+// calls were not run, with results as their answers (request.Continuation
 // does what every API shares): the reply's
 // content as an assistant message, then one user message of tool_result
 // blocks (is_error set).
-func (d Dialect) Continuation(request, reply []byte, streamed bool, results map[string][]byte) ([]byte, error) {
-	return streaming.Continuation(d, request, reply, streamed, results, continuation)
+func (d Dialect) Continuation(req, reply []byte, streamed bool, results map[string][]byte) ([]byte, error) {
+	return request.Continuation(d, req, reply, streamed, results, continuation, appendConversation)
 }
 
 func continuation(reply gjson.Result, calls []streaming.ToolCall, answers []string) []string {

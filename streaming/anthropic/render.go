@@ -9,6 +9,7 @@ import (
 
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/internal/reshape"
 	"gatekeeper/streaming/sse"
 )
 
@@ -25,7 +26,7 @@ import (
 // and usage) and message_stop. A body that is not a message fails with an
 // error wrapping streaming.ErrInvalidJSON.
 func (d Dialect) RenderSSE(body []byte) ([]byte, error) {
-	s, err := streaming.ReplyObject(streaming.APIAnthropic, body)
+	s, err := reshape.ReplyObject(streaming.APIAnthropic, body)
 	if err != nil {
 		return nil, err
 	}

@@ -93,11 +93,11 @@ func spliceStream(first []byte, fe, ce []reshape.Event) ([]byte, error) {
 // (streaming.Dialect.SpliceJSON): first's content less its client calls,
 // then cont's, with cont's stop and the usage summed.
 func spliceJSON(first, cont []byte) ([]byte, error) {
-	fs, err := streaming.ReplyObject(streaming.APIAnthropic, first)
+	fs, err := reshape.ReplyObject(streaming.APIAnthropic, first)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := streaming.ReplyObject(streaming.APIAnthropic, cont)
+	cs, err := reshape.ReplyObject(streaming.APIAnthropic, cont)
 	if err != nil {
 		return nil, err
 	}

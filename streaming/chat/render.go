@@ -8,6 +8,7 @@ import (
 
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/internal/reshape"
 	"gatekeeper/streaming/sse"
 )
 
@@ -24,7 +25,7 @@ import (
 // is not a chat completion fails with an error wrapping
 // streaming.ErrInvalidJSON.
 func (d Dialect) RenderSSE(body []byte) ([]byte, error) {
-	s, err := streaming.ReplyObject(streaming.APIChat, body)
+	s, err := reshape.ReplyObject(streaming.APIChat, body)
 	if err != nil {
 		return nil, err
 	}

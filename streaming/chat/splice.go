@@ -34,11 +34,11 @@ func heldPrefix(stream []byte, n int) ([]byte, *callFilter) {
 // (streaming.Dialect.SpliceJSON): each choice's message text joined, the
 // continuation's calls and finish, the usage summed.
 func spliceJSON(first, cont []byte) ([]byte, error) {
-	fs, err := streaming.ReplyObject(streaming.APIChat, first)
+	fs, err := reshape.ReplyObject(streaming.APIChat, first)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := streaming.ReplyObject(streaming.APIChat, cont)
+	cs, err := reshape.ReplyObject(streaming.APIChat, cont)
 	if err != nil {
 		return nil, err
 	}

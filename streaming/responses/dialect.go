@@ -21,16 +21,6 @@ func (Dialect) DecodeJSON(body []byte) (*streaming.Result, error) {
 // ReadExtras reads the 1-hour cache writes and the service tier.
 func (Dialect) ReadExtras(x *streaming.Extras, data []byte) { x.Read(data, "@this", "response") }
 
-// ParseRequest reads a Responses request (still the root's reader).
-func (Dialect) ParseRequest(body []byte) (*streaming.Request, error) {
-	return streaming.ParseRequest(streaming.APIResponses, body)
-}
-
-// RestrictTools drops the declared tools keep refuses (still the root's).
-func (Dialect) RestrictTools(body []byte, keep func(name string) bool) ([]byte, []string, error) {
-	return streaming.RestrictTools(streaming.APIResponses, body, keep)
-}
-
 // NewCallFilter returns a call filter of Responses replies (filter.go,
 // hold.go).
 func (Dialect) NewCallFilter(allow func(name string) bool, refusal func(call streaming.ToolCall) string) (*streaming.CallFilter, error) {

@@ -8,6 +8,7 @@ import (
 
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/internal/reshape"
 	"gatekeeper/streaming/sse"
 )
 
@@ -24,7 +25,7 @@ import (
 // the body's status), sequence numbers from 0. A body that is not a
 // response object fails with an error wrapping streaming.ErrInvalidJSON.
 func (d Dialect) RenderSSE(body []byte) ([]byte, error) {
-	s, err := streaming.ReplyObject(streaming.APIResponses, body)
+	s, err := reshape.ReplyObject(streaming.APIResponses, body)
 	if err != nil {
 		return nil, err
 	}

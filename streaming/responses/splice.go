@@ -34,11 +34,11 @@ func heldPrefix(stream []byte, n int) ([]byte, *callFilter) {
 // (streaming.Dialect.SpliceJSON): first's output less its client calls,
 // then cont's, with cont's status and the usage summed.
 func spliceJSON(first, cont []byte) ([]byte, error) {
-	fs, err := streaming.ReplyObject(streaming.APIResponses, first)
+	fs, err := reshape.ReplyObject(streaming.APIResponses, first)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := streaming.ReplyObject(streaming.APIResponses, cont)
+	cs, err := reshape.ReplyObject(streaming.APIResponses, cont)
 	if err != nil {
 		return nil, err
 	}

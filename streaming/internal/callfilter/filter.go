@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/reshape"
 	"gatekeeper/streaming/sse"
 )
 
@@ -147,7 +148,7 @@ func (f *Filter) AppendEvent(dst []byte, ev sse.Event) []byte {
 
 // Body rewrites a whole non-streamed reply (streaming.CallFilter.Body).
 func (f *Filter) Body(body []byte) ([]byte, error) {
-	js, err := streaming.ReplyObject(f.rules.API(), body)
+	js, err := reshape.ReplyObject(f.rules.API(), body)
 	if err != nil {
 		return nil, err
 	}

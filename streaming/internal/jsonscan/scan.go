@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -497,4 +498,26 @@ func uEscape(s string) (rune, bool) {
 		}
 	}
 	return r, true
+}
+
+// MaxNesting bounds how deeply a request body may nest. gjson validates
+// recursively: a few megabytes of '[' would take seconds and a huge stack.
+// encoding/json stops at the same depth.
+const MaxNesting = 10000
+
+// ObjectProblem says why s is not one valid JSON object nested no deeper
+// than MaxNesting, "" when it is. depth is how deeply s nests when already
+// known, else 0.
+func ObjectProblem(s string, depth int) string {
+	i := SkipSpace(s, 0)
+	if i == len(s) || s[i] != '{' {
+		return "is not a JSON object"
+	}
+	if depth > MaxNesting || depth == 0 && !NestingWithin(s, MaxNesting) {
+		return "nests deeper than " + strconv.Itoa(MaxNesting) + " levels"
+	}
+	if !gjson.Valid(s) {
+		return "is not valid JSON"
+	}
+	return ""
 }

@@ -117,3 +117,14 @@ func sumValue(dst []byte, va, vb string, depth int) []byte {
 	}
 	return append(dst, "null"...)
 }
+
+// ReplyObject returns a whole reply body of api, less surrounding
+// whitespace, as a string viewing body's bytes; a body that is not a valid
+// JSON object fails with an error wrapping streaming.ErrInvalidJSON.
+func ReplyObject(api streaming.API, body []byte) (string, error) {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 || trimmed[0] != '{' || !gjson.ValidBytes(trimmed) {
+		return "", fmt.Errorf("%w: %s reply body", streaming.ErrInvalidJSON, api)
+	}
+	return jsonscan.View(trimmed), nil
+}

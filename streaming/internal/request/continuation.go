@@ -1,11 +1,13 @@
-package streaming
+package request
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/reshape"
 )
 
 // Continuing a reply whose calls were refused.
@@ -20,11 +22,7 @@ import (
 // request to continue reply: the reply's own output as a request carries
 // it, then an item answering each client call in calls with its text in
 // answers.
-type ContinuationItems func(reply gjson.Result, calls []ToolCall, answers []string) []string
-
-// ErrNoToolResult is returned by Continuation when a call of the reply has
-// no result and there is no default one.
-var ErrNoToolResult = errors.New("streaming: no result for a tool call")
+type ContinuationItems func(reply gjson.Result, calls []streaming.ToolCall, answers []string) []string
 
 // Continuation returns the request that continues a reply whose client tool
 // calls were not run: the original request, plus the reply's assistant
@@ -36,9 +34,10 @@ var ErrNoToolResult = errors.New("streaming: no result for a tool call")
 //
 // The results are sent as text (each result's bytes as one JSON string);
 // answer, the dialect's, writes the reply's output and the answers as the
-// API's conversation items. A Responses "input" string becomes
-// [{"role":"user","content":<the string>}] first.
-func Continuation(d Dialect, request, reply []byte, streamed bool, results map[string][]byte, answer ContinuationItems) ([]byte, error) {
+// API's conversation items, and appendItems, the dialect's too, appends
+// them to the request's conversation.
+func Continuation(d streaming.Dialect, request, reply []byte, streamed bool, results map[string][]byte,
+	answer ContinuationItems, appendItems func(body, items []byte) ([]byte, error)) ([]byte, error) {
 	api := d.API()
 	body := reply
 	if streamed {
@@ -47,7 +46,7 @@ func Continuation(d Dialect, request, reply []byte, streamed bool, results map[s
 			return nil, err
 		}
 	}
-	js, err := ReplyObject(api, body)
+	js, err := reshape.ReplyObject(api, body)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +55,7 @@ func Continuation(d Dialect, request, reply []byte, streamed bool, results map[s
 		return nil, err
 	}
 	if len(res.Errors) > 0 {
-		return nil, fmt.Errorf("%w: the reply is an error", ErrInvalidJSON)
+		return nil, fmt.Errorf("%w: the reply is an error", streaming.ErrInvalidJSON)
 	}
 	calls := res.ClientToolCalls()
 	answers := make([]string, len(calls))
@@ -66,10 +65,10 @@ func Continuation(d Dialect, request, reply []byte, streamed bool, results map[s
 			r, ok = results[""]
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: %s %q", ErrNoToolResult, tc.Name, tc.ID)
+			return nil, fmt.Errorf("%w: %s %q", streaming.ErrNoToolResult, tc.Name, tc.ID)
 		}
 		answers[i] = string(r)
 	}
 	items := answer(gjson.Parse(js), calls, answers)
-	return AppendConversation(api, request, []byte(strings.Join(items, ",")))
+	return appendItems(request, []byte(strings.Join(items, ",")))
 }
