@@ -13,12 +13,6 @@ import (
 	"gatekeeper/streaming/internal/reshape"
 )
 
-// assembleJSON turns a whole stream into the Message it carries
-// (streaming.Dialect.AssembleJSON).
-func assembleJSON(stream []byte) ([]byte, error) {
-	return assemble(reshape.ReadEvents(stream))
-}
-
 // assembledBlock is one content block being assembled.
 type assembledBlock struct {
 	index     int

@@ -1,6 +1,10 @@
 package anthropic
 
-import "gatekeeper/streaming"
+import (
+	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/callfilter"
+	"gatekeeper/streaming/internal/reshape"
+)
 
 // Dialect is the Anthropic Messages API.
 type Dialect struct{}
@@ -23,18 +27,20 @@ func (Dialect) ReadExtras(x *streaming.Extras, data []byte) { x.Read(data, "usag
 
 // NewCallFilter returns a call filter of Messages replies (filter.go).
 func (Dialect) NewCallFilter(allow func(name string) bool, refusal func(call streaming.ToolCall) string) (*streaming.CallFilter, error) {
-	f, err := newCallFilter(allow, refusal)
-	if err != nil {
-		return nil, err
-	}
-	return streaming.NewCallFilter(f), nil
+	return callfilter.NewCallFilter(allow, refusal, newRules)
 }
 
 // AssembleJSON turns a whole stream into its Message (assemble.go).
-func (Dialect) AssembleJSON(stream []byte) ([]byte, error) { return assembleJSON(stream) }
+func (Dialect) AssembleJSON(stream []byte) ([]byte, error) {
+	return assemble(reshape.ReadEvents(stream))
+}
 
 // SpliceStream joins a held stream and its continuation's (splice.go).
-func (Dialect) SpliceStream(first, cont []byte) ([]byte, error) { return spliceStreams(first, cont) }
+func (Dialect) SpliceStream(first, cont []byte) ([]byte, error) {
+	return spliceStream(first, reshape.ReadEvents(first), reshape.ReadEvents(cont))
+}
 
 // SpliceJSON joins a held Message and its continuation's (splice.go).
-func (Dialect) SpliceJSON(first, cont []byte) ([]byte, error) { return spliceJSON(first, cont) }
+func (Dialect) SpliceJSON(first, cont []byte) ([]byte, error) {
+	return reshape.SpliceJSON(streaming.APIAnthropic, first, cont, splicedMessage)
+}

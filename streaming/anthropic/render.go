@@ -1,22 +1,15 @@
 package anthropic
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
 
-	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
 	"gatekeeper/streaming/internal/reshape"
 	"gatekeeper/streaming/sse"
 )
-
-// Rendering a whole reply as a stream: an agent that asked for a stream
-// and re-attached to a held turn whose reply was kept as a body gets the
-// reply in the grammar it asked for: every block or item opened, its
-// content in one delta, closed, then the stop.
 
 // RenderSSE returns a stream that carries the same reply as the
 // non-streamed body (what the SDKs accumulate back into an equal message):
@@ -26,15 +19,12 @@ import (
 // and usage) and message_stop. A body that is not a message fails with an
 // error wrapping streaming.ErrInvalidJSON.
 func (d Dialect) RenderSSE(body []byte) ([]byte, error) {
-	s, err := reshape.ReplyObject(streaming.APIAnthropic, body)
-	if err != nil {
-		return nil, err
-	}
-	r := gjson.Parse(s)
-	if r.Get("type").Str != "message" || !r.Get("content").IsArray() {
-		return nil, fmt.Errorf("%w: not an anthropic message", streaming.ErrInvalidJSON)
-	}
-	return streaming.CheckRendered(d, render(s, r))
+	return reshape.Render(d, body, "an anthropic message", isReply, render)
+}
+
+// isReply reports whether r, a JSON object, is a reply RenderSSE renders.
+func isReply(r gjson.Result) bool {
+	return r.Get("type").Str == "message" && r.Get("content").IsArray()
 }
 
 func render(s string, r gjson.Result) []byte {

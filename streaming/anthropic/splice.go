@@ -12,23 +12,6 @@ import (
 	"gatekeeper/streaming/sse"
 )
 
-// spliceStreams joins a held stream and its continuation's
-// (streaming.Dialect.SpliceStream).
-func spliceStreams(first, cont []byte) ([]byte, error) {
-	return spliceStream(first, reshape.ReadEvents(first), reshape.ReadEvents(cont))
-}
-
-// heldPrefix is what a call filter with Hold that refuses nothing gives
-// for the first n events of stream, less the held calls, with the filter.
-func heldPrefix(stream []byte, n int) ([]byte, *callFilter) {
-	var r *callFilter
-	callfilter.Passing(func(e *callfilter.Filter) callfilter.Rules {
-		r = newRules(e)
-		return r
-	})
-	return r.Prefix(stream, n), r
-}
-
 // stopAt is the position of the message_delta carrying the stop.
 func stopAt(evs []reshape.Event) int {
 	for i := range evs {
@@ -61,7 +44,7 @@ func spliceStream(first []byte, fe, ce []reshape.Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, _ := heldPrefix(first, stopAt(fe))
+	out, _ := callfilter.HeldPrefix(first, stopAt(fe), newRules)
 	shift := fm.keptBlocks()
 	usage := reshape.SumUsage(fm.usageJSON(), cm.usageJSON())
 	for i := range ce {
@@ -89,18 +72,10 @@ func spliceStream(first []byte, fe, ce []reshape.Event) ([]byte, error) {
 	return out, nil
 }
 
-// spliceJSON joins a held Message and its continuation's
-// (streaming.Dialect.SpliceJSON): first's content less its client calls,
-// then cont's, with cont's stop and the usage summed.
-func spliceJSON(first, cont []byte) ([]byte, error) {
-	fs, err := reshape.ReplyObject(streaming.APIAnthropic, first)
-	if err != nil {
-		return nil, err
-	}
-	cs, err := reshape.ReplyObject(streaming.APIAnthropic, cont)
-	if err != nil {
-		return nil, err
-	}
+// splicedMessage is first's Message with its content less its client
+// calls, then cont's, with cont's stop and the usage summed
+// (streaming.Dialect.SpliceJSON).
+func splicedMessage(fs, cs string) []byte {
 	var blocks []string
 	for _, b := range gjson.Get(fs, "content").Array() {
 		if b.Get("type").Str != "tool_use" {
@@ -115,5 +90,5 @@ func spliceJSON(first, cont []byte) ([]byte, error) {
 		set = append(set, jsonscan.Set{Key: k, Val: gjson.Get(cs, k).Raw})
 	}
 	set = append(set, jsonscan.Set{Key: "usage", Val: reshape.SumUsage(gjson.Get(fs, "usage").Raw, gjson.Get(cs, "usage").Raw)})
-	return jsonscan.SetMembers(nil, fs, set...), nil
+	return jsonscan.SetMembers(nil, fs, set...)
 }

@@ -14,12 +14,6 @@ import (
 	"gatekeeper/streaming/internal/reshape"
 )
 
-// assembleJSON turns a whole stream into the ChatCompletion it carries
-// (streaming.Dialect.AssembleJSON).
-func assembleJSON(stream []byte) ([]byte, error) {
-	return assemble(reshape.ReadEvents(stream))
-}
-
 // assembledChoice is one choice of a ChatCompletion being assembled.
 type assembledChoice struct {
 	index        int

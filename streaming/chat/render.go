@@ -1,21 +1,14 @@
 package chat
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/tidwall/gjson"
 
-	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
 	"gatekeeper/streaming/internal/reshape"
 	"gatekeeper/streaming/sse"
 )
-
-// Rendering a whole reply as a stream: an agent that asked for a stream
-// and re-attached to a held turn whose reply was kept as a body gets the
-// reply in the grammar it asked for: every block or item opened, its
-// content in one delta, closed, then the stop.
 
 // RenderSSE returns a stream that carries the same reply as the
 // non-streamed body (what the SDKs accumulate back into an equal
@@ -25,18 +18,13 @@ import (
 // is not a chat completion fails with an error wrapping
 // streaming.ErrInvalidJSON.
 func (d Dialect) RenderSSE(body []byte) ([]byte, error) {
-	s, err := reshape.ReplyObject(streaming.APIChat, body)
-	if err != nil {
-		return nil, err
-	}
-	r := gjson.Parse(s)
-	if !r.Get("choices").IsArray() {
-		return nil, fmt.Errorf("%w: not a chat completion", streaming.ErrInvalidJSON)
-	}
-	return streaming.CheckRendered(d, render(r))
+	return reshape.Render(d, body, "a chat completion", isReply, render)
 }
 
-func render(r gjson.Result) []byte {
+// isReply reports whether r, a JSON object, is a reply RenderSSE renders.
+func isReply(r gjson.Result) bool { return r.Get("choices").IsArray() }
+
+func render(_ string, r gjson.Result) []byte {
 	var head []jsonscan.Set
 	for _, k := range []string{"id", "created", "model", "service_tier", "system_fingerprint"} {
 		if v := r.Get(k); v.Exists() {

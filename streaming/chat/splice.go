@@ -13,38 +13,6 @@ import (
 	"gatekeeper/streaming/sse"
 )
 
-// spliceStreams joins a held stream and its continuation's
-// (streaming.Dialect.SpliceStream).
-func spliceStreams(first, cont []byte) ([]byte, error) {
-	return spliceStream(first, reshape.ReadEvents(first), reshape.ReadEvents(cont))
-}
-
-// heldPrefix is what a call filter with Hold that refuses nothing gives
-// for the first n events of stream, less the held calls, with the filter.
-func heldPrefix(stream []byte, n int) ([]byte, *callFilter) {
-	var r *callFilter
-	callfilter.Passing(func(e *callfilter.Filter) callfilter.Rules {
-		r = newRules(e)
-		return r
-	})
-	return r.Prefix(stream, n), r
-}
-
-// spliceJSON joins a held ChatCompletion and its continuation's
-// (streaming.Dialect.SpliceJSON): each choice's message text joined, the
-// continuation's calls and finish, the usage summed.
-func spliceJSON(first, cont []byte) ([]byte, error) {
-	fs, err := reshape.ReplyObject(streaming.APIChat, first)
-	if err != nil {
-		return nil, err
-	}
-	cs, err := reshape.ReplyObject(streaming.APIChat, cont)
-	if err != nil {
-		return nil, err
-	}
-	return spliceJSONObjects(fs, cs), nil
-}
-
 // stopAt is the position of the first chunk carrying a finish_reason.
 func stopAt(evs []reshape.Event) int {
 	for i := range evs {
@@ -111,7 +79,7 @@ func spliceStream(first []byte, fe, ce []reshape.Event) ([]byte, error) {
 			return nil, fmt.Errorf("%w: the continuation carries an error", streaming.ErrIncompleteStream)
 		}
 	}
-	out, _ := heldPrefix(first, stop)
+	out, _ := callfilter.HeldPrefix(first, stop, newRules)
 	var ids []jsonscan.Set // first's id, created, model
 	for i := 0; i < len(fe) && len(ids) == 0; i++ {
 		if js, ok, _ := fe[i].JSON(streaming.APIChat); ok && gjson.Get(js, "id").Str != "" {

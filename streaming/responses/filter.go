@@ -55,16 +55,6 @@ const (
 
 var _ callfilter.Rules = (*callFilter)(nil)
 
-// newCallFilter returns the engine running the rules of Responses.
-func newCallFilter(allow func(name string) bool, refusal func(call streaming.ToolCall) string) (*callFilter, error) {
-	var r *callFilter
-	_, err := callfilter.New(allow, refusal, func(e *callfilter.Filter) callfilter.Rules {
-		r = newRules(e)
-		return r
-	})
-	return r, err
-}
-
 // newRules returns the rules run by the engine e.
 func newRules(e *callfilter.Filter) *callFilter {
 	r := &callFilter{Filter: e}

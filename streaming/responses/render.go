@@ -1,21 +1,14 @@
 package responses
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/tidwall/gjson"
 
-	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
 	"gatekeeper/streaming/internal/reshape"
 	"gatekeeper/streaming/sse"
 )
-
-// Rendering a whole reply as a stream: an agent that asked for a stream
-// and re-attached to a held turn whose reply was kept as a body gets the
-// reply in the grammar it asked for: every block or item opened, its
-// content in one delta, closed, then the stop.
 
 // RenderSSE returns a stream that carries the same reply as the
 // non-streamed body (what the SDKs accumulate back into an equal
@@ -25,15 +18,12 @@ import (
 // the body's status), sequence numbers from 0. A body that is not a
 // response object fails with an error wrapping streaming.ErrInvalidJSON.
 func (d Dialect) RenderSSE(body []byte) ([]byte, error) {
-	s, err := reshape.ReplyObject(streaming.APIResponses, body)
-	if err != nil {
-		return nil, err
-	}
-	r := gjson.Parse(s)
-	if !r.Get("output").IsArray() || r.Get("error").IsObject() && !r.Get("id").Exists() {
-		return nil, fmt.Errorf("%w: not a response object", streaming.ErrInvalidJSON)
-	}
-	return streaming.CheckRendered(d, render(s, r))
+	return reshape.Render(d, body, "a response object", isReply, render)
+}
+
+// isReply reports whether r, a JSON object, is a reply RenderSSE renders.
+func isReply(r gjson.Result) bool {
+	return r.Get("output").IsArray() && (!r.Get("error").IsObject() || r.Get("id").Exists())
 }
 
 // unfinished reports whether a call item was cut short: its stream had no

@@ -13,38 +13,6 @@ import (
 	"gatekeeper/streaming/sse"
 )
 
-// spliceStreams joins a held stream and its continuation's
-// (streaming.Dialect.SpliceStream).
-func spliceStreams(first, cont []byte) ([]byte, error) {
-	return spliceStream(first, reshape.ReadEvents(first), reshape.ReadEvents(cont))
-}
-
-// heldPrefix is what a call filter with Hold that refuses nothing gives
-// for the first n events of stream, less the held calls, with the filter.
-func heldPrefix(stream []byte, n int) ([]byte, *callFilter) {
-	var r *callFilter
-	callfilter.Passing(func(e *callfilter.Filter) callfilter.Rules {
-		r = newRules(e)
-		return r
-	})
-	return r.Prefix(stream, n), r
-}
-
-// spliceJSON joins a held Response and its continuation's
-// (streaming.Dialect.SpliceJSON): first's output less its client calls,
-// then cont's, with cont's status and the usage summed.
-func spliceJSON(first, cont []byte) ([]byte, error) {
-	fs, err := reshape.ReplyObject(streaming.APIResponses, first)
-	if err != nil {
-		return nil, err
-	}
-	cs, err := reshape.ReplyObject(streaming.APIResponses, cont)
-	if err != nil {
-		return nil, err
-	}
-	return splicedResponse(fs, cs), nil
-}
-
 // keptOutput is the raw items of a Response's output the client gets with
 // its client calls left out.
 func keptOutput(resp string) []string {
@@ -86,7 +54,7 @@ func spliceStream(first []byte, fe, ce []reshape.Event) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, f := heldPrefix(first, stop)
+	out, f := callfilter.HeldPrefix(first, stop, newRules)
 	shift := len(keptOutput(fr))
 	var seq int64
 	if f.seqOut {

@@ -237,3 +237,26 @@ func (f *Filter) Renames(names ...string) bool {
 	}
 	return false
 }
+
+// NewCallFilter returns the CallFilter of one reply, its engine run by the
+// rules newRules makes (a dialect's streaming.Dialect.NewCallFilter). It
+// fails with streaming.ErrNoCallPolicy when allow or refusal is nil.
+func NewCallFilter[R Rules](allow func(name string) bool, refusal func(call streaming.ToolCall) string, newRules func(*Filter) R) (*streaming.CallFilter, error) {
+	f, err := New(allow, refusal, func(f *Filter) Rules { return newRules(f) })
+	if err != nil {
+		return nil, err
+	}
+	return streaming.NewCallFilter(f), nil
+}
+
+// HeldPrefix is what a filter with Hold that refuses nothing gives for the
+// first n events of stream, less the held calls (Prefix), and the rules
+// newRules made for it, which the splice reads on from.
+func HeldPrefix[R Rules](stream []byte, n int, newRules func(*Filter) R) ([]byte, R) {
+	var r R
+	f := Passing(func(f *Filter) Rules {
+		r = newRules(f)
+		return r
+	})
+	return f.Prefix(stream, n), r
+}

@@ -128,3 +128,38 @@ func ReplyObject(api streaming.API, body []byte) (string, error) {
 	}
 	return jsonscan.View(trimmed), nil
 }
+
+// SpliceJSON reads first and cont as whole reply bodies of api and joins
+// them with join (a dialect's streaming.Dialect.SpliceJSON).
+func SpliceJSON(api streaming.API, first, cont []byte, join func(first, cont string) []byte) ([]byte, error) {
+	fs, err := ReplyObject(api, first)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := ReplyObject(api, cont)
+	if err != nil {
+		return nil, err
+	}
+	return join(fs, cs), nil
+}
+
+// Rendering a whole reply as a stream: an agent that asked for a stream
+// and re-attached to a held turn whose reply was kept as a body gets the
+// reply in the grammar it asked for: every block or item opened, its
+// content in one delta, closed, then the stop.
+
+// Render is a dialect's streaming.Dialect.RenderSSE: body read as a reply
+// object, which is must accept (else an error wrapping
+// streaming.ErrInvalidJSON saying it is not a what), rendered by render,
+// and the stream checked by streaming.CheckRendered.
+func Render(d streaming.Dialect, body []byte, what string, is func(r gjson.Result) bool, render func(s string, r gjson.Result) []byte) ([]byte, error) {
+	s, err := ReplyObject(d.API(), body)
+	if err != nil {
+		return nil, err
+	}
+	r := gjson.Parse(s)
+	if !is(r) {
+		return nil, fmt.Errorf("%w: not %s", streaming.ErrInvalidJSON, what)
+	}
+	return streaming.CheckRendered(d, render(s, r))
+}
