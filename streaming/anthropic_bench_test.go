@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	. "gatekeeper/streaming"
+	"gatekeeper/streaming/anthropic"
 	"gatekeeper/streaming/sse"
 )
 
@@ -77,7 +79,7 @@ func BenchmarkAnthropicDecode(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			for b.Loop() {
-				dec := newAnthropicDecoder()
+				dec := anthropic.Dialect{}.NewDecoder()
 				fn := func(ev *sse.Event) error {
 					dec.Decode(ev)
 					return nil

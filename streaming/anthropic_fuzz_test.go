@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	. "gatekeeper/streaming"
+	"gatekeeper/streaming/anthropic"
 )
 
 func FuzzAnthropic(f *testing.F) {
@@ -29,7 +32,7 @@ func checkAnthropicInvariants(t *testing.T, data []byte, res *Result) {
 	if len(res.Stops) > 1 {
 		t.Fatalf("%d stops for a single-choice API", len(res.Stops))
 	}
-	if len(res.UnparsedErrors) > maxUnparsedErrors || len(res.UnparsedErrors) > res.Unparsed {
+	if len(res.UnparsedErrors) > MaxUnparsedErrors || len(res.UnparsedErrors) > res.Unparsed {
 		t.Fatalf("%d unparsed errors kept for %d", len(res.UnparsedErrors), res.Unparsed)
 	}
 	// Decoding never grows text, so what is kept is bounded by the input.
@@ -55,7 +58,7 @@ func FuzzAnthropicJSON(f *testing.F) {
 	f.Add([]byte(`[1,2]`))
 	f.Add([]byte(`{"type":"message","content":`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		res, err := decodeAnthropicJSON(body)
+		res, err := anthropic.Dialect{}.DecodeJSON(body)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidJSON) || res != nil {
 				t.Fatalf("error %v with result %+v", err, res)

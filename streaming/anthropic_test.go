@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
+	"gatekeeper/streaming/anthropic"
 	"gatekeeper/streaming/sse"
 )
 
@@ -197,7 +199,7 @@ func TestAnthropicGolden(t *testing.T) {
 			if res.Done != g.done || res.Truncated != g.truncated {
 				t.Errorf("done %v truncated %v, want %v %v", res.Done, res.Truncated, g.done, g.truncated)
 			}
-			if res.Unparsed != g.unparsed || len(res.UnparsedErrors) != min(g.unparsed, maxUnparsedErrors) {
+			if res.Unparsed != g.unparsed || len(res.UnparsedErrors) != min(g.unparsed, MaxUnparsedErrors) {
 				t.Errorf("unparsed %d %v, want %d", res.Unparsed, res.UnparsedErrors, g.unparsed)
 			}
 			for _, err := range res.UnparsedErrors {
@@ -445,7 +447,7 @@ func TestAnthropicEventRules(t *testing.T) {
 }
 
 func TestAnthropicFinish(t *testing.T) {
-	d := newAnthropicDecoder()
+	d := anthropic.Dialect{}.NewDecoder()
 	if d.Result() != d.Finish() || !d.Result().Truncated {
 		t.Fatal("an empty stream must finish truncated, on the decoder's own result")
 	}
@@ -550,7 +552,7 @@ func TestDecodeAnthropicJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := DecodeJSON(APIAnthropic, []byte(tt.body))
+			got, err := dialects[APIAnthropic].DecodeJSON([]byte(tt.body))
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) || got != nil {
 					t.Fatalf("got %+v, %v; want error %v", got, err, tt.wantErr)
@@ -569,7 +571,7 @@ func TestDecodeAnthropicJSON(t *testing.T) {
 
 func TestDecodeAnthropicJSONCountsBadFields(t *testing.T) {
 	body := `{"id":"m","type":"message","content":[{"text":"no type"},{"type":"tool_use","input":{}}],"stop_reason":3,"usage":{"input_tokens":"x","output_tokens":2}}`
-	got, err := decodeAnthropicJSON([]byte(body))
+	got, err := anthropic.Dialect{}.DecodeJSON([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}

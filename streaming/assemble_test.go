@@ -3,6 +3,8 @@ package streaming_test
 import (
 	"errors"
 	"testing"
+
+	. "gatekeeper/streaming"
 )
 
 // TestAssembleJSON turns every whole reply stream into a body and reads it
@@ -15,7 +17,7 @@ func TestAssembleJSON(t *testing.T) {
 			stream := streams[name]
 			t.Run(string(api)+"/"+name, func(t *testing.T) {
 				want, _ := mustDecode(t, api, stream)
-				body, err := AssembleJSON(api, stream)
+				body, err := dialects[api].AssembleJSON(stream)
 				if !wholeReply(want) {
 					if err == nil && api != APIResponses {
 						t.Fatalf("a reply that did not stop cleanly was assembled: %s", body)
@@ -25,7 +27,7 @@ func TestAssembleJSON(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := DecodeJSON(api, body)
+				got, err := dialects[api].DecodeJSON(body)
 				if err != nil {
 					t.Fatalf("%v: %s", err, body)
 				}
@@ -53,11 +55,10 @@ func TestAssembleJSONErrors(t *testing.T) {
 		{"chat error", APIChat, "data: {\"error\":{\"message\":\"boom\"}}\n\n", ErrIncompleteStream},
 		{"responses no terminal", APIResponses, "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\"}}\n\n", ErrIncompleteStream},
 		{"empty", APIChat, "", ErrIncompleteStream},
-		{"unknown api", API("gemini"), "", ErrUnknownAPI},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body, err := AssembleJSON(tt.api, []byte(tt.stream))
+			body, err := dialects[tt.api].AssembleJSON([]byte(tt.stream))
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("got %s, %v; want %v", body, err, tt.want)
 			}

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	. "gatekeeper/streaming"
+	"gatekeeper/streaming/chat"
 	"gatekeeper/streaming/sse"
 )
 
@@ -311,7 +313,7 @@ func TestChatDecodeEdgeCases(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := newChatDecoder()
+			d := chat.Dialect{}.NewDecoder()
 			for i := range tt.events {
 				d.Decode(&tt.events[i])
 			}
@@ -378,7 +380,7 @@ var chatJSONCases = []openAIJSONCase{
 func TestDecodeChatJSON(t *testing.T) {
 	for _, tt := range chatJSONCases {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := DecodeJSON(APIChat, []byte(tt.body))
+			res, err := dialects[APIChat].DecodeJSON([]byte(tt.body))
 			if tt.err {
 				if !errors.Is(err, ErrInvalidJSON) || res != nil {
 					t.Fatalf("got %v, %v; want ErrInvalidJSON", res, err)
@@ -407,7 +409,7 @@ func TestChatJSONMatchesStream(t *testing.T) {
 		"data: {\"id\":\"chatcmpl-S\",\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n" +
 		"data: {\"id\":\"chatcmpl-S\",\"model\":\"gpt-4o\",\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":5,\"total_tokens\":12}}\n\n" +
 		"data: [DONE]\n\n"
-	fromBody, err := DecodeJSON(APIChat, []byte(body))
+	fromBody, err := dialects[APIChat].DecodeJSON([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +422,7 @@ func TestChatJSONMatchesStream(t *testing.T) {
 // TestChatResultSoFar: Result reflects the reply while it streams, and
 // Finish may be called more than once.
 func TestChatResultSoFar(t *testing.T) {
-	d := newChatDecoder()
+	d := chat.Dialect{}.NewDecoder()
 	d.Decode(&sse.Event{HasData: true, Data: []byte(`{"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"hey"}}]}`)})
 	if res := d.Result(); res.MessageID != "c1" || res.OutputBytes != 3 || res.Truncated || res.Done {
 		t.Fatalf("mid-stream %+v", res)

@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 )
 
 const refusedResult = `{"status":"REFUSED","reason":"APPROVAL_DENIED","call":"Bash","message":"denied by carol"}`
@@ -27,7 +28,7 @@ func TestContinuation(t *testing.T) {
 	conv := map[API]string{APIAnthropic: "messages", APIChat: "messages", APIResponses: "input"}
 	for _, api := range escrowAPIs {
 		stream := fixturetest.ReadFile(t, filterTestdata, filterPrefix(api)+"text-refused-allowed.sse")
-		body, err := AssembleJSON(api, stream)
+		body, err := dialects[api].AssembleJSON(stream)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +45,7 @@ func TestContinuation(t *testing.T) {
 				if streamed {
 					reply = stream
 				}
-				out, err := Continuation(api, req, reply, streamed, results)
+				out, err := dialects[api].Continuation(req, reply, streamed, results)
 				if err != nil {
 					t.Fatalf("%s %s: %v", api, name, err)
 				}
@@ -121,11 +122,11 @@ func checkContinuation(t *testing.T, api API, key string, req, out, reply []byte
 			t.Errorf("%s: result %d is %s %q, want %s %q", api, i, id, text, tc.ID, want)
 		}
 	}
-	parsed, err := ParseRequest(api, out)
+	parsed, err := dialects[api].ParseRequest(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	orig, _ := ParseRequest(api, req)
+	orig, _ := dialects[api].ParseRequest(req)
 	if parsed.Stream != orig.Stream || len(parsed.ToolResults) != len(calls) {
 		t.Errorf("%s: stream %v (want %v), %d tool results", api, parsed.Stream, orig.Stream, len(parsed.ToolResults))
 	}
@@ -147,11 +148,10 @@ func TestContinuationErrors(t *testing.T) {
 		{"no messages", APIAnthropic, []byte(`{"model":"m"}`), reply, map[string][]byte{"": nil}, ErrNoConversation},
 		{"reply not JSON", APIAnthropic, req, []byte(`{"content":[`), map[string][]byte{"": nil}, ErrInvalidJSON},
 		{"chat string messages", APIChat, []byte(`{"messages":"hi"}`), []byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}]}`), nil, ErrNoConversation},
-		{"unknown api", API("x"), req, reply, nil, ErrUnknownAPI},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := Continuation(tt.api, tt.req, tt.reply, false, tt.results)
+			out, err := dialects[tt.api].Continuation(tt.req, tt.reply, false, tt.results)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("got %s, %v; want %v", out, err, tt.want)
 			}

@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+
+	. "gatekeeper/streaming"
 )
 
 func TestCallDigest(t *testing.T) {
@@ -77,7 +79,7 @@ func TestResultDigestsAndFailures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			pr, err := ParseRequest(tc.api, []byte(tc.body))
+			pr, err := dialects[tc.api].ParseRequest([]byte(tc.body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +137,7 @@ func FuzzCallDigest(f *testing.F) {
 // writeReordered writes v with object keys in reverse order and spaces
 // around every token; false when v holds what JSON cannot write back.
 func writeReordered(b *strings.Builder, v any, depth int) bool {
-	if depth > maxCanonicalDepth-2 {
+	if depth > MaxCanonicalDepth-2 {
 		return false
 	}
 	switch x := v.(type) {

@@ -3,6 +3,8 @@ package streaming_test
 import (
 	"encoding/json"
 	"testing"
+
+	. "gatekeeper/streaming"
 )
 
 // TestErrorBody: each dialect's error body is JSON its own decoder reads

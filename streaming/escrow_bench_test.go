@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 )
 
 // benchHeldReply is an Anthropic reply of about size bytes: text in many
@@ -30,7 +31,7 @@ func benchHeldReply(tb testing.TB, size int) []byte {
 // form costs, next to decoding it once (Decode is the baseline).
 func BenchmarkEscrowReshape(b *testing.B) {
 	stream := benchHeldReply(b, 256<<10)
-	body, err := AssembleJSON(APIAnthropic, stream)
+	body, err := dialects[APIAnthropic].AssembleJSON(stream)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -46,12 +47,13 @@ func BenchmarkEscrowReshape(b *testing.B) {
 		})
 	}
 	run("Decode", func() error { _, err := decodeStream(APIAnthropic, 0, fixturetest.Whole(stream)); return err })
-	run("AssembleJSON", func() error { _, err := AssembleJSON(APIAnthropic, stream); return err })
-	run("RenderSSE", func() error { _, err := RenderSSE(APIAnthropic, body); return err })
-	run("SpliceStream", func() error { _, err := SpliceStream(APIAnthropic, stream, cont); return err })
+	run("AssembleJSON", func() error { _, err := dialects[APIAnthropic].AssembleJSON(stream); return err })
+	run("RenderSSE", func() error { _, err := dialects[APIAnthropic].RenderSSE(body); return err })
+	run("SpliceStream", func() error { _, err := dialects[APIAnthropic].SpliceStream(stream, cont); return err })
 	run("Continuation", func() error {
-		_, err := Continuation(APIAnthropic, []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), stream, true,
+		_, err := dialects[APIAnthropic].Continuation([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), stream, true,
 			map[string][]byte{"": []byte(`{"status":"REFUSED"}`)})
+
 		return err
 	})
 }

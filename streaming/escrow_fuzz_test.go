@@ -5,10 +5,11 @@ import (
 	"path/filepath"
 	"testing"
 
-	"gatekeeper/internal/fixturetest"
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
+	"gatekeeper/streaming/sse"
 )
 
 // Fuzz targets for the escrow's reshaping functions: no panic, output
@@ -59,7 +60,7 @@ func FuzzAssembleJSON(f *testing.F) {
 			return
 		}
 		api := fuzzAPI(sel)
-		body, err := AssembleJSON(api, stream)
+		body, err := dialects[api].AssembleJSON(stream)
 		if err != nil {
 			if !errors.Is(err, ErrIncompleteStream) && !errors.Is(err, ErrInvalidJSON) && !errors.Is(err, sse.ErrEventTooLarge) {
 				t.Fatalf("unexpected error %v", err)
@@ -70,7 +71,7 @@ func FuzzAssembleJSON(f *testing.F) {
 		if !gjson.ValidBytes(body) {
 			t.Fatalf("not JSON: %s", body)
 		}
-		if _, err := DecodeJSON(api, body); err != nil {
+		if _, err := dialects[api].DecodeJSON(body); err != nil {
 			t.Fatalf("the assembled body does not decode: %v: %s", err, body)
 		}
 	})
@@ -78,7 +79,7 @@ func FuzzAssembleJSON(f *testing.F) {
 
 func FuzzRenderSSE(f *testing.F) {
 	addEscrowStreamSeeds(f, func(sel uint8, s []byte) {
-		if body, err := AssembleJSON(fuzzAPI(sel), s); err == nil {
+		if body, err := dialects[fuzzAPI(sel)].AssembleJSON(s); err == nil {
 			f.Add(sel, body)
 		}
 	})
@@ -90,7 +91,7 @@ func FuzzRenderSSE(f *testing.F) {
 			return
 		}
 		api := fuzzAPI(sel)
-		stream, err := RenderSSE(api, body)
+		stream, err := dialects[api].RenderSSE(body)
 		if err != nil {
 			if !errors.Is(err, ErrInvalidJSON) {
 				t.Fatalf("unexpected error %v", err)
@@ -122,7 +123,7 @@ func FuzzContinuation(f *testing.F) {
 			return
 		}
 		results := map[string][]byte{"": []byte(refusedResult)}
-		out, err := Continuation(fuzzAPI(sel), req, reply, streamed, results)
+		out, err := dialects[fuzzAPI(sel)].Continuation(req, reply, streamed, results)
 		if err != nil {
 			return
 		}
@@ -144,7 +145,7 @@ func FuzzSpliceStream(f *testing.F) {
 			return
 		}
 		api := fuzzAPI(sel)
-		out, err := SpliceStream(api, first, cont)
+		out, err := dialects[api].SpliceStream(first, cont)
 		if err != nil {
 			return
 		}

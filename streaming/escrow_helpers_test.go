@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	. "gatekeeper/streaming"
 )
 
 // escrowAPIs are the APIs every escrow function serves.

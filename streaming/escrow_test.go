@@ -1,6 +1,10 @@
 package streaming_test
 
-import "testing"
+import (
+	"testing"
+
+	"gatekeeper/streaming/internal/reshape"
+)
 
 func TestSumUsage(t *testing.T) {
 	tests := []struct {
@@ -20,7 +24,7 @@ func TestSumUsage(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := sumUsage(tt.a, tt.b); !jsonEqual(t, []byte(got), []byte(tt.want)) {
+			if got := reshape.SumUsage(tt.a, tt.b); !jsonEqual(t, []byte(got), []byte(tt.want)) {
 				t.Errorf("sumUsage = %s, want %s", got, tt.want)
 			}
 		})

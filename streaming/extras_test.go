@@ -1,6 +1,10 @@
 package streaming_test
 
-import "testing"
+import (
+	"testing"
+
+	. "gatekeeper/streaming"
+)
 
 func TestExtrasRead(t *testing.T) {
 	tests := []struct {

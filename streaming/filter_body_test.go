@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 )
 
 // TestCallFilterBody filters whole replies.
@@ -37,7 +38,7 @@ func TestCallFilterBody(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			inRes, err := DecodeJSON(tt.api, tt.body)
+			inRes, err := dialects[tt.api].DecodeJSON(tt.body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -55,7 +56,7 @@ func TestCallFilterBody(t *testing.T) {
 					t.Errorf("the output holds %s: %s", secret, out)
 				}
 			}
-			res, err := DecodeJSON(tt.api, out)
+			res, err := dialects[tt.api].DecodeJSON(out)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	. "gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -87,7 +88,7 @@ func TestNoticeCutBody(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				res, err := DecodeJSON(api, out)
+				res, err := dialects[api].DecodeJSON(out)
 				if err != nil {
 					t.Fatalf("%v: %s", err, out)
 				}
@@ -134,7 +135,7 @@ func TestNoticeCutChat(t *testing.T) {
 		if strings.Contains(got, "tool_calls") || strings.Contains(got, "grep") {
 			t.Errorf("notice %v: the cut call reached the client:\n%s", notice, got)
 		}
-		dec, _ := NewDecoder(APIChat)
+		dec := dialects[APIChat].NewDecoder()
 		var text strings.Builder
 		if err := sse.Each(out, func(ev *sse.Event) error {
 			if d := gjson.Get(string(ev.Data), "choices.0.delta.content"); d.Exists() {
@@ -189,7 +190,7 @@ func TestNoticeCutResponses(t *testing.T) {
 		if strings.Contains(got, "function_call") || strings.Contains(got, "grep") {
 			t.Errorf("notice %v: the cut call reached the client:\n%s", notice, got)
 		}
-		dec, _ := NewDecoder(APIResponses)
+		dec := dialects[APIResponses].NewDecoder()
 		var seqs []int64
 		var text strings.Builder
 		var final gjson.Result

@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 )
 
 // fuzzAllow turns a byte into a policy: allow all, refuse all, or refuse
@@ -306,9 +307,9 @@ func FuzzCallFilterBody(f *testing.F) {
 			if !gjson.ValidBytes(out) {
 				t.Fatalf("%s: not JSON: %q", api, out)
 			}
-			res, err := DecodeJSON(api, out)
+			res, err := dialects[api].DecodeJSON(out)
 			if err != nil {
-				if _, inErr := DecodeJSON(api, body); inErr == nil {
+				if _, inErr := dialects[api].DecodeJSON(body); inErr == nil {
 					t.Fatalf("%s: the body decoded, the filtered one does not: %v", api, err)
 				}
 				continue

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -311,7 +312,7 @@ func BenchmarkCallFilter(b *testing.B) {
 				b.SetBytes(int64(len(data)))
 				b.ReportAllocs()
 				for b.Loop() {
-					f, err := NewCallFilter(bc.api, policy.allow, filterRefusal)
+					f, err := dialects[bc.api].NewCallFilter(policy.allow, filterRefusal)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -8,10 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"gatekeeper/internal/fixturetest"
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
+	"gatekeeper/streaming/sse"
 )
 
 const filterTestdata = "testdata/filter"
@@ -34,7 +35,7 @@ func refuseNames(names ...string) func(string) bool {
 
 func newTestFilter(tb testing.TB, api API, allow func(string) bool) *CallFilter {
 	tb.Helper()
-	f, err := NewCallFilter(api, allow, filterRefusal)
+	f, err := dialects[api].NewCallFilter(allow, filterRefusal)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -565,13 +566,12 @@ func TestNewCallFilterErrors(t *testing.T) {
 		refusal func(ToolCall) string
 		want    error
 	}{
-		{"unknown API", API("gemini"), allowAll, filterRefusal, ErrUnknownAPI},
 		{"no allow", APIChat, nil, filterRefusal, ErrNoCallPolicy},
 		{"no refusal", APIChat, allowAll, nil, ErrNoCallPolicy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := NewCallFilter(tt.api, tt.allow, tt.refusal)
+			f, err := dialects[tt.api].NewCallFilter(tt.allow, tt.refusal)
 			if !errors.Is(err, tt.want) || f != nil {
 				t.Fatalf("NewCallFilter = %v, %v; want %v", f, err, tt.want)
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 )
 
 func TestRequestFingerprint(t *testing.T) {
@@ -119,11 +120,11 @@ func TestRequestFingerprint(t *testing.T) {
 			if tc.apiB != "" {
 				apiB = tc.apiB
 			}
-			a, err := ParseRequest(tc.api, tc.a)
+			a, err := dialects[tc.api].ParseRequest(tc.a)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := ParseRequest(apiB, tc.b)
+			b, err := dialects[apiB].ParseRequest(tc.b)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 )
 
 // expectedFixture is one entry of EXPECTED.json: the raw facts the

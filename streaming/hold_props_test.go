@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 )
 
 // TestHoldStreams runs every stream through Hold with every call

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"gatekeeper/internal/fixturetest"
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
+	"gatekeeper/streaming/sse"
 )
 
 // The hold testdata: a text and a Read call (held-notes in its arguments);

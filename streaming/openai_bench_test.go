@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	. "gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -61,10 +62,7 @@ func openAIBenchDecode(b *testing.B, api API, stream []byte) {
 	b.SetBytes(int64(len(stream)))
 	b.ReportAllocs()
 	for b.Loop() {
-		dec, err := NewDecoder(api)
-		if err != nil {
-			b.Fatal(err)
-		}
+		dec := dialects[api].NewDecoder()
 		fn := func(ev *sse.Event) error {
 			dec.Decode(ev)
 			return nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 )
 
 // openAIExpectedStop is a Responses terminal event as EXPECTED.json has it.

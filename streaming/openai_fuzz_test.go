@@ -3,6 +3,8 @@ package streaming_test
 import (
 	"errors"
 	"testing"
+
+	. "gatekeeper/streaming"
 )
 
 // TestOpenAISplitInvariance: the same stream decoded whole, byte by byte
@@ -27,7 +29,7 @@ func openAIFuzzStream(t *testing.T, api API, data []byte, seed uint64) {
 	if args > len(data) || len(whole.ToolCalls) > len(data) || whole.OutputBytes > int64(len(data)) {
 		t.Fatalf("%d argument bytes, %d calls, %d output bytes from %d input bytes", args, len(whole.ToolCalls), whole.OutputBytes, len(data))
 	}
-	if len(whole.UnparsedErrors) > maxUnparsedErrors || len(whole.UnparsedErrors) > whole.Unparsed {
+	if len(whole.UnparsedErrors) > MaxUnparsedErrors || len(whole.UnparsedErrors) > whole.Unparsed {
 		t.Fatalf("%d unparsed errors kept for %d unparsed", len(whole.UnparsedErrors), whole.Unparsed)
 	}
 	for _, e := range whole.UnparsedErrors {
@@ -59,7 +61,7 @@ func FuzzResponses(f *testing.F) {
 // openAIFuzzJSON checks a non-streaming decoder: no panic, invalid input
 // reported as ErrInvalidJSON, a valid body always done and never truncated.
 func openAIFuzzJSON(t *testing.T, api API, body []byte) {
-	res, err := DecodeJSON(api, body)
+	res, err := dialects[api].DecodeJSON(body)
 	if err != nil {
 		if !errors.Is(err, ErrInvalidJSON) || res != nil {
 			t.Fatalf("DecodeJSON = %v, %v", res, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 )
 
 // TestRefuseCallsByID refuses the Bash call of each filter reply by its id
@@ -53,7 +54,7 @@ func TestRefuseCallsByID(t *testing.T) {
 				}
 			}
 
-			bres, err := DecodeJSON(api, body)
+			bres, err := dialects[api].DecodeJSON(body)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 )
 
 // TestRenderSSE renders the body of every whole reply stream and reads it
@@ -22,11 +23,11 @@ func TestRenderSSE(t *testing.T) {
 				continue
 			}
 			t.Run(string(api)+"/"+name, func(t *testing.T) {
-				body, err := AssembleJSON(api, stream)
+				body, err := dialects[api].AssembleJSON(stream)
 				if err != nil {
 					t.Fatal(err)
 				}
-				rendered, err := RenderSSE(api, body)
+				rendered, err := dialects[api].RenderSSE(body)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -34,7 +35,7 @@ func TestRenderSSE(t *testing.T) {
 				if !wholeReply(got) {
 					t.Fatalf("the rendered stream is not a whole reply: %+v\n%s", got, rendered)
 				}
-				want, err := DecodeJSON(api, body)
+				want, err := dialects[api].DecodeJSON(body)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -47,7 +48,7 @@ func TestRenderSSE(t *testing.T) {
 						}
 					}
 				}
-				again, err := AssembleJSON(api, rendered)
+				again, err := dialects[api].AssembleJSON(rendered)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -64,17 +65,17 @@ func TestRenderSSEBodies(t *testing.T) {
 	bodies := map[API]string{APIAnthropic: "anthropic-body.json", APIChat: "chat-body.json", APIResponses: "responses-body.json"}
 	for _, api := range escrowAPIs {
 		body := fixturetest.ReadFile(t, filterTestdata, bodies[api])
-		rendered, err := RenderSSE(api, body)
+		rendered, err := dialects[api].RenderSSE(body)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got, _ := mustDecode(t, api, rendered)
-		want, _ := DecodeJSON(api, body)
+		want, _ := dialects[api].DecodeJSON(body)
 		if !wholeReply(got) {
 			t.Fatalf("%s: not a whole reply:\n%s", api, rendered)
 		}
 		checkSameReply(t, got, want)
-		again, err := AssembleJSON(api, rendered)
+		again, err := dialects[api].AssembleJSON(rendered)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,11 +99,10 @@ func TestRenderSSEErrors(t *testing.T) {
 		{"chat error body", APIChat, `{"error":{"message":"boom"}}`, ErrInvalidJSON},
 		{"responses without output", APIResponses, `{"id":"resp_1"}`, ErrInvalidJSON},
 		{"array", APIChat, `[]`, ErrInvalidJSON},
-		{"unknown", API("x"), `{}`, ErrUnknownAPI},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if out, err := RenderSSE(tt.api, []byte(tt.body)); !errors.Is(err, tt.want) {
+			if out, err := dialects[tt.api].RenderSSE([]byte(tt.body)); !errors.Is(err, tt.want) {
 				t.Fatalf("got %s, %v; want %v", out, err, tt.want)
 			}
 		})

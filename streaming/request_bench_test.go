@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	. "gatekeeper/streaming"
 )
 
 // ccBlock and ccMessage keep the member order Claude Code sends (role and
@@ -111,7 +113,7 @@ func BenchmarkParseRequest(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				req, err := ParseRequest(APIAnthropic, body)
+				req, err := dialects[APIAnthropic].ParseRequest(body)
 				if err != nil || len(req.ToolResults) != 1 || len(req.Tools) != len(claudeCodeTools) {
 					b.Fatalf("ParseRequest = %+v, %v", req, err)
 				}

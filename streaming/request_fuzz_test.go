@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
-
+	. "gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
 )
 
@@ -56,7 +56,7 @@ func FuzzParseRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sel uint8, body []byte) {
 		api := fuzzAPIs[int(sel)%len(fuzzAPIs)]
 		work := bytes.Clone(body)
-		req, err := ParseRequest(api, work)
+		req, err := dialects[api].ParseRequest(work)
 		if !bytes.Equal(work, body) {
 			t.Fatal("ParseRequest modified the body")
 		}
@@ -80,7 +80,7 @@ func FuzzParseRequest(f *testing.F) {
 		for i := range work {
 			work[i] = '"'
 		}
-		again, err := ParseRequest(api, body)
+		again, err := dialects[api].ParseRequest(body)
 		if err != nil || !reflect.DeepEqual(req, again) {
 			t.Fatalf("request changed with its body or between parses:\n%+v\n%+v (%v)", req, again, err)
 		}
@@ -95,7 +95,7 @@ func FuzzParseRequest(f *testing.F) {
 			}
 		}
 		jsonscan.Unquote(s)
-		jsonscan.HasPrefixDecoded(s, billingPrefix)
+		jsonscan.HasPrefixDecoded(s, "x-anthropic-billing-header")
 	})
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // requestTestdata holds recorded-shape request bodies.
@@ -216,7 +218,7 @@ func TestParseRequest(t *testing.T) {
 			if tc.file != "" {
 				body = fixturetest.ReadFile(t, requestTestdata, tc.file)
 			}
-			got, err := ParseRequest(tc.api, body)
+			got, err := dialects[tc.api].ParseRequest(body)
 			if err != nil {
 				t.Fatalf("ParseRequest: %v", err)
 			}
@@ -245,8 +247,6 @@ func TestParseRequestErrors(t *testing.T) {
 		body string
 		want error
 	}{
-		{"unknown api", API("gemini"), `{}`, ErrUnknownAPI},
-		{"empty api", "", `{}`, ErrUnknownAPI},
 		{"empty body", APIAnthropic, ``, ErrInvalidJSON},
 		{"blank body", APIChat, " \n\t", ErrInvalidJSON},
 		{"null", APIResponses, `null`, ErrInvalidJSON},
@@ -258,11 +258,11 @@ func TestParseRequestErrors(t *testing.T) {
 		{"unterminated string", APIAnthropic, `{"model":"x}`, ErrInvalidJSON},
 		{"bad escape", APIAnthropic, `{"model":"\x"}`, ErrInvalidJSON},
 		{"byte order mark", APIChat, "\xEF\xBB\xBF{}", ErrInvalidJSON},
-		{"nested too deep", APIAnthropic, deep(maxNesting + 1), ErrInvalidJSON},
+		{"nested too deep", APIAnthropic, deep(jsonscan.MaxNesting + 1), ErrInvalidJSON},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := ParseRequest(tc.api, []byte(tc.body))
+			req, err := dialects[tc.api].ParseRequest([]byte(tc.body))
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}
@@ -272,7 +272,7 @@ func TestParseRequestErrors(t *testing.T) {
 		})
 	}
 	t.Run("nesting at the limit is accepted", func(t *testing.T) {
-		if _, err := ParseRequest(APIAnthropic, []byte(deep(maxNesting))); err != nil {
+		if _, err := dialects[APIAnthropic].ParseRequest([]byte(deep(jsonscan.MaxNesting))); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -293,11 +293,11 @@ func TestParseRequestOwnsItsStrings(t *testing.T) {
 	for _, f := range files {
 		t.Run(f.file, func(t *testing.T) {
 			body := fixturetest.ReadFile(t, requestTestdata, f.file)
-			want, err := ParseRequest(f.api, body)
+			want, err := dialects[f.api].ParseRequest(body)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := ParseRequest(f.api, body)
+			got, err := dialects[f.api].ParseRequest(body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -329,7 +329,7 @@ func TestParseRequestAllocations(t *testing.T) {
 	large := claudeCodeBody(80)
 	count := func(body []byte) float64 {
 		return testing.AllocsPerRun(20, func() {
-			if _, err := ParseRequest(APIAnthropic, body); err != nil {
+			if _, err := dialects[APIAnthropic].ParseRequest(body); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 )
 
 // clientCallNames are the names the client calls of client-call-items.sse
@@ -31,7 +32,7 @@ func callNames(res *Result, client bool) []string {
 // covers the unknown foo_call, whatever its name.
 func TestCallItemsFilter(t *testing.T) {
 	stream := fixturetest.ReadFile(t, "testdata/responses", "client-call-items.sse")
-	whole, err := AssembleJSON(APIResponses, stream)
+	whole, err := dialects[APIResponses].AssembleJSON(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestCallItemsFilter(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				resBody, err := DecodeJSON(APIResponses, outBody)
+				resBody, err := dialects[APIResponses].DecodeJSON(outBody)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -107,7 +108,7 @@ func TestCallItemsFilter(t *testing.T) {
 func TestCallItemsContinuation(t *testing.T) {
 	stream := fixturetest.ReadFile(t, "testdata/responses", "client-call-items.sse")
 	req := []byte(`{"model":"gpt-5-codex","input":[{"role":"user","content":"clean up"}],"stream":true}`)
-	out, err := Continuation(APIResponses, req, stream, true, map[string][]byte{"": []byte("refused: not approved")})
+	out, err := dialects[APIResponses].Continuation(req, stream, true, map[string][]byte{"": []byte("refused: not approved")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func TestCallItemsContinuation(t *testing.T) {
 	}
 
 	// The continuation's outputs answer every pending call.
-	pr, err := ParseRequest(APIResponses, out)
+	pr, err := dialects[APIResponses].ParseRequest(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestCallItemsRequestResults(t *testing.T) {
 		`{"type":"foo_call_output","call_id":"c5","output":"done"},` +
 		`{"type":"web_search_call_output","call_id":"c6"},` +
 		`{"type":"mcp_approval_response","approval_request_id":"c7","approve":true}]}`
-	pr, err := ParseRequest(APIResponses, []byte(body))
+	pr, err := dialects[APIResponses].ParseRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,12 @@ import (
 	"reflect"
 	"testing"
 
-	"gatekeeper/internal/fixturetest"
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
+	"gatekeeper/streaming/responses"
+	"gatekeeper/streaming/sse"
 )
 
 func TestResponsesStreams(t *testing.T) {
@@ -309,7 +311,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := newResponsesDecoder()
+			d := responses.Dialect{}.NewDecoder()
 			for i := range tt.events {
 				d.Decode(&tt.events[i])
 			}
@@ -390,7 +392,7 @@ var responsesJSONCases = []openAIJSONCase{
 func TestDecodeResponsesJSON(t *testing.T) {
 	for _, tt := range responsesJSONCases {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := DecodeJSON(APIResponses, []byte(tt.body))
+			res, err := dialects[APIResponses].DecodeJSON([]byte(tt.body))
 			if tt.err {
 				if !errors.Is(err, ErrInvalidJSON) || res != nil {
 					t.Fatalf("got %v, %v; want ErrInvalidJSON", res, err)
@@ -416,7 +418,7 @@ func TestResponsesJSONMatchesStream(t *testing.T) {
 			path := filepath.Join(decoderTestdata[APIResponses], file)
 			fromStream, _ := mustDecode(t, APIResponses, fixturetest.ReadFile(t, path))
 			final := openAIFinalResponse(t, path)
-			fromBody, err := DecodeJSON(APIResponses, final)
+			fromBody, err := dialects[APIResponses].DecodeJSON(final)
 			if err != nil {
 				t.Fatal(err)
 			}

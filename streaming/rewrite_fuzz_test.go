@@ -9,12 +9,12 @@ import (
 	"reflect"
 	"testing"
 
-	"gatekeeper/internal/fixturetest"
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
 
+	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
+	"gatekeeper/streaming/sse"
 )
 
 // rewriteSeeds are bodies every rewrite fuzz target starts from, beside
@@ -80,7 +80,7 @@ func FuzzAppendNotice(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sel uint8, body []byte, text string) {
 		api := fuzzAPIs[int(sel)%len(fuzzAPIs)]
 		work := bytes.Clone(body)
-		out, err := AppendNotice(api, work, text)
+		out, err := dialects[api].AppendNotice(work, text)
 		if !bytes.Equal(work, body) {
 			t.Fatal("AppendNotice modified the body")
 		}
@@ -121,7 +121,7 @@ func FuzzRestrictTools(f *testing.F) {
 		api := fuzzAPIs[int(sel)%len(fuzzAPIs)]
 		keep := fuzzKeep(seed)
 		work := bytes.Clone(body)
-		out, removed, err := RestrictTools(api, work, keep)
+		out, removed, err := dialects[api].RestrictTools(work, keep)
 		if !bytes.Equal(work, body) {
 			t.Fatal("RestrictTools modified the body")
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 )
 
 // The conversation items AppendNotice adds, as the tests expect them.
@@ -118,7 +119,6 @@ func TestAppendNotice(t *testing.T) {
 		{name: "chat body with input only", api: APIChat, body: `{"input":[]}`, wantErr: ErrNoConversation},
 		{name: "responses input object", api: APIResponses, body: `{"input":{"role":"user"}}`, wantErr: ErrNoConversation},
 		{name: "responses messages only", api: APIResponses, body: `{"messages":[]}`, wantErr: ErrNoConversation},
-		{name: "unknown API", api: API("gemini"), body: `{"messages":[]}`, wantErr: ErrUnknownAPI},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,7 +127,7 @@ func TestAppendNotice(t *testing.T) {
 				text = noticeText
 			}
 			body := []byte(tc.body)
-			out, err := AppendNotice(tc.api, body, text)
+			out, err := dialects[tc.api].AppendNotice(body, text)
 			if string(body) != tc.body {
 				t.Fatal("AppendNotice modified the body")
 			}
@@ -224,16 +224,16 @@ func TestAppendNoticeRequests(t *testing.T) {
 		api := requestFileAPI(name)
 		t.Run(filepath.Base(name), func(t *testing.T) {
 			body := fixturetest.ReadFile(t, name)
-			out, err := AppendNotice(api, body, "Budget: 92% of the dollar ceiling used; finish the task now.")
+			out, err := dialects[api].AppendNotice(body, "Budget: 92% of the dollar ceiling used; finish the task now.")
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkNoticeAppended(t, api, body, out, "Budget: 92% of the dollar ceiling used; finish the task now.")
-			before, err := ParseRequest(api, body)
+			before, err := dialects[api].ParseRequest(body)
 			if err != nil {
 				t.Fatal(err)
 			}
-			after, err := ParseRequest(api, out)
+			after, err := dialects[api].ParseRequest(out)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -461,7 +461,7 @@ func TestRestrictTools(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			body := []byte(tc.body)
-			out, removed, err := RestrictTools(tc.api, body, tc.keep)
+			out, removed, err := dialects[tc.api].RestrictTools(body, tc.keep)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -496,11 +496,10 @@ func TestRestrictToolsErrors(t *testing.T) {
 		{"invalid JSON", APIAnthropic, `{"tools":[{"name":"a"}`, ErrInvalidJSON},
 		{"array", APIChat, `[{"tools":[]}]`, ErrInvalidJSON},
 		{"empty", APIResponses, ``, ErrInvalidJSON},
-		{"unknown API", API("gemini"), `{"tools":[]}`, ErrUnknownAPI},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, removed, err := RestrictTools(tc.api, []byte(tc.body), keepAll)
+			out, removed, err := dialects[tc.api].RestrictTools([]byte(tc.body), keepAll)
 			if !errors.Is(err, tc.want) || out != nil || removed != nil {
 				t.Fatalf("RestrictTools = %q, %q, %v; want %v", out, removed, err, tc.want)
 			}
@@ -527,7 +526,7 @@ func TestRestrictToolsRequests(t *testing.T) {
 				}
 			}
 			keep := rejecting(reject...)
-			out, removed, err := RestrictTools(api, body, keep)
+			out, removed, err := dialects[api].RestrictTools(body, keep)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -770,7 +769,7 @@ func BenchmarkAppendNotice(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := AppendNotice(api, body, "Budget: 80% used."); err != nil {
+				if _, err := dialects[api].AppendNotice(body, "Budget: 80% used."); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -786,7 +785,7 @@ func BenchmarkRestrictTools(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, removed, err := RestrictTools(api, body, keep); err != nil || len(removed) < 4 {
+				if _, removed, err := dialects[api].RestrictTools(body, keep); err != nil || len(removed) < 4 {
 					b.Fatal(removed, err)
 				}
 			}

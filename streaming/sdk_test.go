@@ -9,6 +9,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 )
 
 // The official SDKs' accumulators read the streams this package writes
@@ -116,11 +117,11 @@ func TestSDKsReadRenderedAndSplicedStreams(t *testing.T) {
 				continue
 			}
 			t.Run("render/"+string(api)+"/"+name, func(t *testing.T) {
-				body, err := AssembleJSON(api, streams[name])
+				body, err := dialects[api].AssembleJSON(streams[name])
 				if err != nil {
 					t.Fatal(err)
 				}
-				rendered, err := RenderSSE(api, body)
+				rendered, err := dialects[api].RenderSSE(body)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -130,13 +131,13 @@ func TestSDKsReadRenderedAndSplicedStreams(t *testing.T) {
 		for _, tc := range spliceCases[api] {
 			t.Run("splice/"+string(api)+"/"+tc.name, func(t *testing.T) {
 				first, cont := fixturetest.ReadFile(t, tc.first...), fixturetest.ReadFile(t, tc.cont...)
-				spliced, err := SpliceStream(api, first, cont)
+				spliced, err := dialects[api].SpliceStream(first, cont)
 				if err != nil {
 					t.Fatal(err)
 				}
-				fb, _ := AssembleJSON(api, first)
-				cb, _ := AssembleJSON(api, cont)
-				body, err := SpliceJSON(api, fb, cb)
+				fb, _ := dialects[api].AssembleJSON(first)
+				cb, _ := dialects[api].AssembleJSON(cont)
+				body, err := dialects[api].SpliceJSON(fb, cb)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -72,7 +73,7 @@ func TestSpliceStream(t *testing.T) {
 		for _, tc := range spliceCases[api] {
 			t.Run(string(api)+"/"+tc.name, func(t *testing.T) {
 				first, cont := fixturetest.ReadFile(t, tc.first...), fixturetest.ReadFile(t, tc.cont...)
-				spliced, err := SpliceStream(api, first, cont)
+				spliced, err := dialects[api].SpliceStream(first, cont)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -116,19 +117,19 @@ func TestSpliceStream(t *testing.T) {
 					}
 				}
 
-				fb, err := AssembleJSON(api, first)
+				fb, err := dialects[api].AssembleJSON(first)
 				if err != nil {
 					t.Fatal(err)
 				}
-				cb, err := AssembleJSON(api, cont)
+				cb, err := dialects[api].AssembleJSON(cont)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := SpliceJSON(api, fb, cb)
+				want, err := dialects[api].SpliceJSON(fb, cb)
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, err := AssembleJSON(api, spliced)
+				got, err := dialects[api].AssembleJSON(spliced)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -145,21 +146,21 @@ func TestSpliceJSON(t *testing.T) {
 	for _, api := range escrowAPIs {
 		for _, tc := range spliceCases[api] {
 			t.Run(string(api)+"/"+tc.name, func(t *testing.T) {
-				fb, err := AssembleJSON(api, fixturetest.ReadFile(t, tc.first...))
+				fb, err := dialects[api].AssembleJSON(fixturetest.ReadFile(t, tc.first...))
 				if err != nil {
 					t.Fatal(err)
 				}
-				cb, err := AssembleJSON(api, fixturetest.ReadFile(t, tc.cont...))
+				cb, err := dialects[api].AssembleJSON(fixturetest.ReadFile(t, tc.cont...))
 				if err != nil {
 					t.Fatal(err)
 				}
-				out, err := SpliceJSON(api, fb, cb)
+				out, err := dialects[api].SpliceJSON(fb, cb)
 				if err != nil {
 					t.Fatal(err)
 				}
-				fres, _ := DecodeJSON(api, fb)
-				cres, _ := DecodeJSON(api, cb)
-				sres, err := DecodeJSON(api, out)
+				fres, _ := dialects[api].DecodeJSON(fb)
+				cres, _ := dialects[api].DecodeJSON(cb)
+				sres, err := dialects[api].DecodeJSON(out)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -187,16 +188,15 @@ func TestSpliceErrors(t *testing.T) {
 		{"cont cut", APIAnthropic, whole, cut, ErrIncompleteStream},
 		{"chat cont error", APIChat, fixturetest.ReadFile(t, "testdata/chat", "refusal.sse"), fixturetest.ReadFile(t, "testdata/chat", "groq-error-event.sse"), ErrIncompleteStream},
 		{"responses cont failed", APIResponses, fixturetest.ReadFile(t, "testdata/responses", "cached-tokens.sse"), fixturetest.ReadFile(t, "testdata/responses", "truncated-no-terminal.sse"), ErrIncompleteStream},
-		{"unknown", API("x"), whole, whole, ErrUnknownAPI},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if out, err := SpliceStream(tt.api, tt.first, tt.cont); !errors.Is(err, tt.want) {
+			if out, err := dialects[tt.api].SpliceStream(tt.first, tt.cont); !errors.Is(err, tt.want) {
 				t.Fatalf("got %s, %v; want %v", out, err, tt.want)
 			}
 		})
 	}
-	if _, err := SpliceJSON(APIChat, []byte(`{"choices":[`), []byte(`{}`)); !errors.Is(err, ErrInvalidJSON) {
+	if _, err := dialects[APIChat].SpliceJSON([]byte(`{"choices":[`), []byte(`{}`)); !errors.Is(err, ErrInvalidJSON) {
 		t.Errorf("SpliceJSON of a broken body: %v", err)
 	}
 }

@@ -12,10 +12,11 @@ import (
 	"strings"
 	"testing"
 
-	"gatekeeper/internal/fixturetest"
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
+	"gatekeeper/streaming/sse"
 )
 
 // Feeding streams to a Reader and a decoder, in the pieces a network may
@@ -33,10 +34,7 @@ var decoderTestdata = map[API]string{
 // returns the finished Result and the Reader's error. A Reader that holds
 // more than its limit panics.
 func decodeStream(api API, maxEvent int, chunks [][]byte) (*Result, error) {
-	dec, err := NewDecoder(api)
-	if err != nil {
-		return nil, err
-	}
+	dec := dialects[api].NewDecoder()
 	fn := func(ev *sse.Event) error {
 		dec.Decode(ev)
 		return nil

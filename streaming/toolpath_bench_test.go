@@ -19,11 +19,8 @@ func BenchmarkToolCallPath(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			for b.Loop() {
-				dec, err := NewDecoder(bc.api)
-				if err != nil {
-					b.Fatal(err)
-				}
-				f, err := NewCallFilter(bc.api, allowAll, filterRefusal)
+				dec := dialects[bc.api].NewDecoder()
+				f, err := dialects[bc.api].NewCallFilter(allowAll, filterRefusal)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -20,8 +20,6 @@ const (
 
 // Sentinel errors.
 var (
-	// ErrUnknownAPI is returned for an API this package does not know.
-	ErrUnknownAPI = errors.New("streaming: unknown API")
 	// ErrInvalidJSON is returned when a body or event payload is not valid JSON.
 	ErrInvalidJSON = errors.New("streaming: invalid JSON")
 )

@@ -7,10 +7,11 @@ import (
 	"sort"
 	"testing"
 
-	"gatekeeper/internal/fixturetest"
-	"gatekeeper/streaming/sse"
-
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/internal/fixturetest"
+	. "gatekeeper/streaming"
+	"gatekeeper/streaming/sse"
 )
 
 func TestEnsureIncludeUsage(t *testing.T) {
@@ -95,7 +96,7 @@ func TestEnsureIncludeUsage(t *testing.T) {
 // stream_options is the body's.
 func checkIncludeUsage(t *testing.T, body, out []byte) {
 	t.Helper()
-	req, err := ParseRequest(APIChat, out)
+	req, err := dialects[APIChat].ParseRequest(out)
 	if err != nil {
 		t.Fatal(err)
 	}
