@@ -66,7 +66,8 @@ func pure(mod string) []struct {
 	items := mod + "/streaming/internal/callitems"
 	engine := mod + "/streaming/internal/callfilter"
 	reshape := mod + "/streaming/internal/reshape"
-	dialect := []string{mod + "/streaming", mod + "/streaming/sse", scan, items, mod + "/streaming/internal/openai", engine, reshape}
+	request := mod + "/streaming/internal/request"
+	dialect := []string{mod + "/streaming", mod + "/streaming/sse", scan, items, mod + "/streaming/internal/openai", engine, reshape, request}
 	jsonLibs := []string{"github.com/tidwall/", "github.com/cespare/xxhash/v2"}
 	noUnsafe := slices.DeleteFunc(slices.Clone(ioStd), func(p string) bool { return p == "unsafe" })
 	return []struct {
@@ -81,8 +82,9 @@ func pure(mod string) []struct {
 		{"streaming/internal/jsonscan", false, rule{module: mod, extra: jsonLibs, banned: noUnsafe}},
 		{"streaming/internal/callitems", false, rule{module: mod, own: []string{scan}, extra: jsonLibs, banned: ioStd}},
 		{"streaming/internal/openai", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", scan}, extra: jsonLibs, banned: ioStd}},
-		{"streaming/internal/callfilter", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", scan}, extra: jsonLibs, banned: ioStd}},
+		{"streaming/internal/callfilter", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", scan, reshape}, extra: jsonLibs, banned: ioStd}},
 		{"streaming/internal/reshape", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", scan}, extra: jsonLibs, banned: ioStd}},
+		{"streaming/internal/request", false, rule{module: mod, own: []string{mod + "/streaming", scan, reshape}, extra: jsonLibs, banned: ioStd}},
 		{"streaming/anthropic", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
 		{"streaming/chat", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
 		{"streaming/responses", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
