@@ -10,26 +10,30 @@
 //
 //   - the vocabulary of a reply and a request: API, Result, Stop and
 //     StopReason, ToolCall, Usage, ProviderError (types.go), Request and
-//     ToolResult (request.go), Extras (extras.go), and the Dialect,
-//     Decoder and Keepalive interfaces;
+//     ToolResult, ErrNoConversation and ErrNoToolResult (request.go),
+//     Extras (extras.go), and the Dialect, Decoder and Keepalive
+//     interfaces;
 //   - the call filter: CallFilter withholds refused client tool calls
 //     from a reply as it streams, and with Hold buffers every client call
 //     until the reply's stop shows it whole (filter.go, filter_cut.go,
 //     hold.go hold its contract); it wraps the engine of a dialect
 //     (FilterEngine), internal/callfilter run by the API's own rules;
-//   - what the dialects share or still reach here by API: the request
-//     reader (request.go, fingerprint.go); AppendConversation, which adds
-//     items at the end of a request's conversation, and RestrictTools
-//     (rewrite.go); Chat's stream_options rewrite (usage.go); the
-//     contract of the reshaping of held replies (escrow.go) and
-//     Continuation (continuation.go); CheckRendered, which reads a
-//     rendered stream back with its dialect's decoder (render.go);
-//     CallDigest (digest.go).
+//   - what is not one API's: Chat's stream_options rewrite (usage.go,
+//     which the proxy applies where its table says a stream must ask for
+//     usage); the contract of the reshaping of held replies (escrow.go);
+//     CheckRendered, which reads a rendered stream back with its dialect's
+//     decoder (render.go); CallDigest (digest.go).
+//
+// Nothing here branches on the API: each request is read and rewritten by
+// its dialect (request.go, rewrite.go of each dialect package).
 //
 // Below it, besides the dialects: sse (the Reader and event framing),
 // internal/jsonscan (the one JSON scanner and editor), internal/callfilter
-// (the call filter's engine, API-free), internal/reshape (what the
-// reshaping of whole replies shares: a stream's events, usage summed),
+// (the call filter's engine, API-free), internal/request (what reading and
+// rewriting a request shares: the top-level walk, tool results, the
+// fingerprint's hashing, the append to a conversation, the restrict
+// engine, the continuation), internal/reshape (what the reshaping of
+// whole replies shares: a reply object, a stream's events, usage summed),
 // internal/callitems (the Responses call-item table) and internal/openai
 // (what the two OpenAI APIs share in their replies).
 //

@@ -6,9 +6,15 @@
 //     reasons, usage including cache reads and writes, error events;
 //   - the error body in the API's own format,
 //     {"type":"error","error":{...}} (errors.go);
-//   - the budget notice appended to a request's conversation (rewrite.go),
-//     and the items that continue a reply whose calls were refused: its
-//     output and one answer per call (continuation.go);
+//   - the reading of a request (request.go): max_tokens, its tools by name
+//     (server tools too, else by type), the tool_result blocks answering the
+//     previous reply, Claude Code's session in metadata.user_id, and what
+//     the conversation's fingerprint hashes (the system prompt less Claude
+//     Code's billing line, the first user message);
+//   - the request rewrites (rewrite.go): the budget notice appended to the
+//     conversation, tools removed with the tool_choice naming them; and the
+//     items that continue a reply whose calls were refused: its output and
+//     one answer per call (continuation.go);
 //   - the rendering of a whole message body as the stream that carries it
 //     (render.go);
 //   - the call filter's rules (filter.go), run by the API-free engine in
@@ -21,6 +27,6 @@
 //   - the keepalive of a held stream: ping events until message_start went
 //     out, then a message_delta that changes nothing (keepalive.go).
 //
-// Request reading and tool restriction are still done by the streaming
-// root, which Dialect calls with streaming.APIAnthropic (dialect.go).
+// What every dialect shares of this, API-free, is in streaming/internal:
+// request (request reading and rewriting), reshape, callfilter, jsonscan.
 package anthropic

@@ -6,9 +6,17 @@
 //     (decode.go): choices, tool_calls and legacy function_call, finish
 //     reasons, usage, error objects and events;
 //   - the error body in the API's own format, the OpenAI error object (errors.go);
-//   - the budget notice appended to a request's conversation (rewrite.go),
-//     and the items that continue a reply whose calls were refused: its
-//     output and one answer per call (continuation.go);
+//   - the reading of a request (request.go): max_completion_tokens (else
+//     max_tokens), stream_options.include_usage, its tools by name (custom
+//     and legacy functions too), the tool messages answering the previous
+//     reply (failed when they state a non-zero exit code), and what the
+//     conversation's fingerprint hashes (the leading system and developer
+//     messages, the first user message);
+//   - the request rewrites (rewrite.go): the budget notice appended to the
+//     conversation, tools removed with the tool_choice, allowed_tools
+//     entries and legacy function_call naming them; and the items that
+//     continue a reply whose calls were refused: its output and one answer
+//     per call (continuation.go);
 //   - the rendering of a whole completion as the stream that carries it
 //     (render.go);
 //   - the call filter's rules (filter.go, hold.go), run by the API-free
@@ -21,6 +29,8 @@
 //   - the keepalive of a held stream: an SSE comment, since no chunk
 //     leaves every SDK's completion unchanged (keepalive.go).
 //
-// Request reading and tool restriction are still done by the streaming
-// root, which Dialect calls with streaming.APIChat (dialect.go).
+// What every dialect shares of this, API-free, is in streaming/internal:
+// request (request reading and rewriting), reshape, callfilter, jsonscan,
+// and openai what the two OpenAI APIs' replies share. Asking a stream for
+// its usage (stream_options) is still the root's (streaming/usage.go).
 package chat

@@ -6,9 +6,18 @@
 //     (streaming/internal/callitems), statuses, usage, error and failed
 //     events;
 //   - the error body in the API's own format, the OpenAI error object (errors.go);
-//   - the budget notice appended to a request's conversation (rewrite.go),
-//     and the items that continue a reply whose calls were refused: its
-//     output and one answer per call (continuation.go);
+//   - the reading of a request (request.go): max_output_tokens, its tools
+//     by name (those inside namespaces and code-mode additional_tools input
+//     items too, hosted tools by type), the tool outputs after the last
+//     model output, prompt_cache_key as the session, and what the
+//     conversation's fingerprint hashes (instructions, leading system and
+//     developer messages, the first user message unless the server holds
+//     the history);
+//   - the request rewrites (rewrite.go): the budget notice appended to
+//     "input" (an input string made an array first), tools removed with
+//     the tool_choice and allowed_tools entries naming them; and the items
+//     that continue a reply whose calls were refused: its output and one
+//     answer per call (continuation.go);
 //   - the rendering of a whole response as the stream that carries it
 //     (render.go);
 //   - the call filter's rules (filter.go, hold.go), run by the API-free
@@ -22,6 +31,7 @@
 //   - the keepalive of a held stream: the stream's own
 //     response.in_progress event again (keepalive.go).
 //
-// Request reading and tool restriction are still done by the streaming
-// root, which Dialect calls with streaming.APIResponses (dialect.go).
+// What every dialect shares of this, API-free, is in streaming/internal:
+// request (request reading and rewriting), reshape, callfilter, callitems,
+// jsonscan, and openai what the two OpenAI APIs' replies share.
 package responses
