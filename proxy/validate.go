@@ -24,7 +24,7 @@ var (
 // checkTurnBody refuses a turn request whose decision members have the
 // wrong JSON type, or whose top level names a member twice (gatekeeper and
 // the provider might each read another of the two). body is a valid JSON
-// object (streaming.ParseRequest checked it). A Responses request with
+// object (the dialect's ParseRequest checked it). A Responses request with
 // background: true is refused unless allowBackground: its reply would come
 // later, through a retrieval that no turn meters.
 func checkTurnBody(api streaming.API, body []byte, allowBackground bool) error {
