@@ -6,6 +6,7 @@ import (
 
 	"gatekeeper/internal/fixturetest"
 	. "gatekeeper/streaming"
+	"gatekeeper/streaming/internal/streamtest"
 )
 
 // benchHeldReply is an Anthropic reply of about size bytes: text in many
@@ -46,7 +47,10 @@ func BenchmarkEscrowReshape(b *testing.B) {
 			}
 		})
 	}
-	run("Decode", func() error { _, err := decodeStream(APIAnthropic, 0, fixturetest.Whole(stream)); return err })
+	run("Decode", func() error {
+		_, err := streamtest.Decode(dialects[APIAnthropic], 0, fixturetest.Whole(stream))
+		return err
+	})
 	run("AssembleJSON", func() error { _, err := dialects[APIAnthropic].AssembleJSON(stream); return err })
 	run("RenderSSE", func() error { _, err := dialects[APIAnthropic].RenderSSE(body); return err })
 	run("SpliceStream", func() error { _, err := dialects[APIAnthropic].SpliceStream(stream, cont); return err })

@@ -9,6 +9,7 @@ import (
 
 	"gatekeeper/internal/fixturetest"
 	. "gatekeeper/streaming"
+	"gatekeeper/streaming/internal/streamtest"
 	"gatekeeper/streaming/sse"
 )
 
@@ -99,7 +100,7 @@ func FuzzRenderSSE(f *testing.F) {
 			return
 		}
 		checkBounded(t, stream, body)
-		res, err := decodeStream(api, 0, fixturetest.Whole(stream))
+		res, err := streamtest.Decode(dialects[api], 0, fixturetest.Whole(stream))
 		if err != nil {
 			t.Fatalf("the rendered stream does not read: %v", err)
 		}
@@ -150,7 +151,7 @@ func FuzzSpliceStream(f *testing.F) {
 			return
 		}
 		checkBounded(t, out, first, cont)
-		if _, err := decodeStream(api, 0, fixturetest.Whole(out)); err != nil {
+		if _, err := streamtest.Decode(dialects[api], 0, fixturetest.Whole(out)); err != nil {
 			t.Fatalf("the spliced stream does not read: %v", err)
 		}
 	})

@@ -2,7 +2,6 @@ package streaming
 
 // Internals the external tests check against.
 const (
-	MaxUnparsedErrors = maxUnparsedErrors
 	MaxCanonicalDepth = maxCanonicalDepth
 )
 

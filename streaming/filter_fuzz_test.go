@@ -15,6 +15,7 @@ import (
 
 	"gatekeeper/internal/fixturetest"
 	. "gatekeeper/streaming"
+	"gatekeeper/streaming/internal/streamtest"
 )
 
 // fuzzAllow turns a byte into a policy: allow all, refuse all, or refuse
@@ -83,7 +84,7 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, en
 		}
 		t.Fatalf(format, args...)
 	}
-	in, err := decodeStream(api, 0, fixturetest.Whole(data))
+	in, err := streamtest.Decode(dialects[api], 0, fixturetest.Whole(data))
 	if err != nil {
 		return // the Reader refused the input
 	}
@@ -106,7 +107,7 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, en
 	if sel&3 == 0 && !hold && end < 0 && !bytes.Equal(out, data) {
 		fail("%s: allow all changed the stream", api)
 	}
-	res, err := decodeStream(api, 0, fixturetest.Whole(out))
+	res, err := streamtest.Decode(dialects[api], 0, fixturetest.Whole(out))
 	if err != nil {
 		fail("%s: the output does not parse: %v", api, err)
 	}

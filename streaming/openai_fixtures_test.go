@@ -8,6 +8,7 @@ import (
 
 	"gatekeeper/internal/fixturetest"
 	. "gatekeeper/streaming"
+	"gatekeeper/streaming/internal/streamtest"
 )
 
 // openAIExpectedStop is a Responses terminal event as EXPECTED.json has it.
@@ -279,7 +280,7 @@ func checkOpenAIStreams(t *testing.T, api API, cases []openAIStreamCase) {
 			openAICompare(t, openAIDigest(t, res, said), tt.want)
 		})
 	}
-	checkCovered(t, decoderTestdata[api], covered)
+	streamtest.CheckCovered(t, decoderTestdata[api], covered)
 }
 
 func openAICompare(t *testing.T, got, want openAIGolden) {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	. "gatekeeper/streaming"
+	"gatekeeper/streaming/internal/streamtest"
 )
 
 // TestOpenAISplitInvariance: the same stream decoded whole, byte by byte
@@ -18,7 +19,7 @@ func openAIFuzzStream(t *testing.T, api API, data []byte, seed uint64) {
 	if len(data) > 1<<16 {
 		return
 	}
-	whole, ok := decodeSplit(t, api, data, seed)
+	whole, ok := streamtest.DecodeSplit(t, dialects[api], data, seed)
 	if !ok {
 		return // the Reader refused the input; nothing reached the decoder
 	}
@@ -43,7 +44,7 @@ func openAIFuzzStream(t *testing.T, api API, data []byte, seed uint64) {
 }
 
 func FuzzChat(f *testing.F) {
-	addStreamSeeds(f, APIChat)
+	streamtest.AddStreamSeeds(f, decoderTestdata[APIChat])
 	f.Add([]byte("data: {\"choices\":null,\"error\":false}\n\ndata: [DONE]"), uint64(7))
 	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
 		openAIFuzzStream(t, APIChat, data, seed)
@@ -51,7 +52,7 @@ func FuzzChat(f *testing.F) {
 }
 
 func FuzzResponses(f *testing.F) {
-	addStreamSeeds(f, APIResponses)
+	streamtest.AddStreamSeeds(f, decoderTestdata[APIResponses])
 	f.Add([]byte("event: error\ndata: {\"type\":\"error\",\"code\":5}\n\n"), uint64(3))
 	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
 		openAIFuzzStream(t, APIResponses, data, seed)

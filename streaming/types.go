@@ -147,14 +147,15 @@ func (r *Result) ClientToolCalls() []ToolCall {
 	return out
 }
 
-// maxUnparsedErrors bounds Result.UnparsedErrors.
-const maxUnparsedErrors = 8
+// MaxUnparsedErrors bounds Result.UnparsedErrors: the errors of the
+// first events that could not be parsed are kept, the rest only counted.
+const MaxUnparsedErrors = 8
 
 // AddUnparsed counts an event or member a decoder could not read, keeping
 // the first few errors.
 func (r *Result) AddUnparsed(err error) {
 	r.Unparsed++
-	if len(r.UnparsedErrors) < maxUnparsedErrors {
+	if len(r.UnparsedErrors) < MaxUnparsedErrors {
 		r.UnparsedErrors = append(r.UnparsedErrors, err)
 	}
 }

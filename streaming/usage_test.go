@@ -11,6 +11,7 @@ import (
 
 	"gatekeeper/internal/fixturetest"
 	. "gatekeeper/streaming"
+	"gatekeeper/streaming/internal/streamtest"
 	"gatekeeper/streaming/sse"
 )
 
@@ -318,7 +319,7 @@ func TestStripUsageFixtures(t *testing.T) {
 				t.Errorf("Stops = %+v, want %+v", got.Stops, want.Stops)
 			}
 			if !reflect.DeepEqual(got.ToolCalls, want.ToolCalls) {
-				t.Errorf("ToolCalls = %s, want %s", fmtCalls(got.ToolCalls), fmtCalls(want.ToolCalls))
+				t.Errorf("ToolCalls = %s, want %s", streamtest.FormatCalls(got.ToolCalls), streamtest.FormatCalls(want.ToolCalls))
 			}
 			if !reflect.DeepEqual(got.Errors, want.Errors) || got.Done != want.Done || got.Truncated != want.Truncated ||
 				got.Unparsed != want.Unparsed || got.MessageID != want.MessageID || got.OutputBytes != want.OutputBytes {

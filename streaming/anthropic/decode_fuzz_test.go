@@ -1,4 +1,4 @@
-package streaming_test
+package anthropic_test
 
 import (
 	"errors"
@@ -8,14 +8,15 @@ import (
 
 	. "gatekeeper/streaming"
 	"gatekeeper/streaming/anthropic"
+	"gatekeeper/streaming/internal/streamtest"
 )
 
 func FuzzAnthropic(f *testing.F) {
-	addStreamSeeds(f, APIAnthropic)
+	streamtest.AddStreamSeeds(f, testdata)
 	f.Add([]byte("event: error\r\ndata: {\"type\":\"error\",\"error\":{\"type\":\"x\",\"message\":\"\\ud800\"}}\r\r"), uint64(2))
 	f.Add([]byte("\xEF\xBB\xBFdata: {\"type\":\"content_block_start\",\"index\":9e9,\"content_block\":{\"type\":\"x_tool_use\",\"id\":\"i\",\"name\":\"n\",\"input\":{\"a\":[1]}}}\n\n"), uint64(3))
 	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
-		if res, ok := decodeSplit(t, APIAnthropic, data, seed); ok {
+		if res, ok := streamtest.DecodeSplit(t, anthropic.Dialect{}, data, seed); ok {
 			checkAnthropicInvariants(t, data, res)
 		}
 	})

@@ -1,4 +1,4 @@
-package streaming_test
+package anthropic_test
 
 import (
 	"cmp"
@@ -13,10 +13,11 @@ import (
 	"gatekeeper/internal/fixturetest"
 	. "gatekeeper/streaming"
 	"gatekeeper/streaming/anthropic"
+	"gatekeeper/streaming/internal/streamtest"
 	"gatekeeper/streaming/sse"
 )
 
-const anthropicTestdata = "testdata/anthropic"
+const testdata = "testdata"
 
 // fragmentedArgs is the input of the call in tool_use_fragmented.sse: its
 // fragments split escapes (\\, \", \t, \u00e9, a surrogate pair) apart.
@@ -175,7 +176,8 @@ var anthropicGoldens = []anthropicGolden{
 func TestAnthropicGolden(t *testing.T) {
 	for _, g := range anthropicGoldens {
 		t.Run(g.file, func(t *testing.T) {
-			res, said := mustDecode(t, APIAnthropic, fixturetest.ReadFile(t, anthropicTestdata, g.file))
+			stream := fixturetest.ReadFile(t, testdata, g.file)
+			res, said := streamtest.MustDecode(t, anthropic.Dialect{}, stream), streamtest.AnthropicSays(t, stream)
 			if res.API != APIAnthropic || res.MessageID != g.id || res.Model != g.model {
 				t.Errorf("api/id/model = %s %s %s, want anthropic %s %s", res.API, res.MessageID, res.Model, g.id, g.model)
 			}
@@ -183,7 +185,7 @@ func TestAnthropicGolden(t *testing.T) {
 				t.Errorf("stops = %+v, want %+v", res.Stops, g.stops)
 			}
 			if !reflect.DeepEqual(res.ToolCalls, g.calls) {
-				t.Errorf("tool calls =\n%s\nwant\n%s", fmtCalls(res.ToolCalls), fmtCalls(g.calls))
+				t.Errorf("tool calls =\n%s\nwant\n%s", streamtest.FormatCalls(res.ToolCalls), streamtest.FormatCalls(g.calls))
 			}
 			if res.Usage != g.usage || res.UsageSeen == g.noUsage {
 				t.Errorf("usage = %+v (seen %v), want %+v", res.Usage, res.UsageSeen, g.usage)
@@ -224,8 +226,8 @@ func TestAnthropicTestdataCovered(t *testing.T) {
 	for _, g := range anthropicGoldens {
 		covered[g.file] = true
 	}
-	checkCovered(t, anthropicTestdata, covered)
-	if files := fixturetest.Glob(t, filepath.Join(anthropicTestdata, "*.sse")); len(files) != len(anthropicGoldens) {
+	streamtest.CheckCovered(t, testdata, covered)
+	if files := fixturetest.Glob(t, filepath.Join(testdata, "*.sse")); len(files) != len(anthropicGoldens) {
 		t.Errorf("%d testdata files, %d goldens", len(files), len(anthropicGoldens))
 	}
 }
@@ -346,10 +348,10 @@ func TestAnthropicEventRules(t *testing.T) {
 				anthropicEvent("content_block_stop", `{"type":"content_block_stop","index":1}`),
 			check: func(t *testing.T, res *Result) {
 				if res.Unparsed != 1 || len(res.ToolCalls) != 2 {
-					t.Fatalf("unparsed %d calls %s", res.Unparsed, fmtCalls(res.ToolCalls))
+					t.Fatalf("unparsed %d calls %s", res.Unparsed, streamtest.FormatCalls(res.ToolCalls))
 				}
 				if first, second := res.ToolCalls[0], res.ToolCalls[1]; first.Complete || !second.Complete || string(second.Arguments) != `{"a":1}` {
-					t.Errorf("calls %s", fmtCalls(res.ToolCalls))
+					t.Errorf("calls %s", streamtest.FormatCalls(res.ToolCalls))
 				}
 			},
 		},
@@ -368,7 +370,7 @@ func TestAnthropicEventRules(t *testing.T) {
 			stream: anthropicEvent("content_block_start", `{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"toolu_3","input":{}}}`),
 			check: func(t *testing.T, res *Result) {
 				if res.Unparsed != 1 || len(res.ToolCalls) != 1 || res.ToolCalls[0].ID != "toolu_3" || res.ToolCalls[0].Complete {
-					t.Errorf("unparsed %d calls %s", res.Unparsed, fmtCalls(res.ToolCalls))
+					t.Errorf("unparsed %d calls %s", res.Unparsed, streamtest.FormatCalls(res.ToolCalls))
 				}
 			},
 		},
@@ -414,7 +416,7 @@ func TestAnthropicEventRules(t *testing.T) {
 				anthropicEvent("content_block_stop", `{"type":"content_block_stop","index":2147483647}`),
 			check: func(t *testing.T, res *Result) {
 				if res.Unparsed != 0 || len(res.ToolCalls) != 1 || !res.ToolCalls[0].Complete || res.ToolCalls[0].Index != 2147483647 {
-					t.Errorf("unparsed %d calls %s", res.Unparsed, fmtCalls(res.ToolCalls))
+					t.Errorf("unparsed %d calls %s", res.Unparsed, streamtest.FormatCalls(res.ToolCalls))
 				}
 			},
 		},
@@ -440,7 +442,7 @@ func TestAnthropicEventRules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, _ := mustDecode(t, APIAnthropic, []byte(tt.stream))
+			res := streamtest.MustDecode(t, anthropic.Dialect{}, []byte(tt.stream))
 			tt.check(t, res)
 		})
 	}
@@ -463,10 +465,6 @@ func TestAnthropicFinish(t *testing.T) {
 		t.Errorf("done %v truncated %v after message_stop", res.Done, res.Truncated)
 	}
 }
-
-// TestAnthropicSplitInvariance feeds each stream whole, byte by byte and at
-// seeded random cuts: the Result must not depend on how the bytes arrived.
-func TestAnthropicSplitInvariance(t *testing.T) { testSplitInvariance(t, APIAnthropic) }
 
 func TestDecodeAnthropicJSON(t *testing.T) {
 	tests := []struct {
@@ -552,7 +550,7 @@ func TestDecodeAnthropicJSON(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := dialects[APIAnthropic].DecodeJSON([]byte(tt.body))
+			got, err := anthropic.Dialect{}.DecodeJSON([]byte(tt.body))
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) || got != nil {
 					t.Fatalf("got %+v, %v; want error %v", got, err, tt.wantErr)
