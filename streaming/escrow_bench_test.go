@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	"gatekeeper/internal/streamtest"
 	. "gatekeeper/streaming"
-	"gatekeeper/streaming/internal/streamtest"
 )
 
 // benchHeldReply is an Anthropic reply of about size bytes: text in many

@@ -14,8 +14,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
+	"gatekeeper/internal/streamtest"
 	. "gatekeeper/streaming"
-	"gatekeeper/streaming/internal/streamtest"
 )
 
 // fuzzAllow turns a byte into a policy: allow all, refuse all, or refuse

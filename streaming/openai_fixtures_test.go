@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	"gatekeeper/internal/streamtest"
 	. "gatekeeper/streaming"
-	"gatekeeper/streaming/internal/streamtest"
 )
 
 // openAIExpectedStop is a Responses terminal event as EXPECTED.json has it.

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"gatekeeper/internal/streamtest"
 	. "gatekeeper/streaming"
-	"gatekeeper/streaming/internal/streamtest"
 )
 
 // TestOpenAISplitInvariance: the same stream decoded whole, byte by byte

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	"gatekeeper/internal/streamtest"
 	. "gatekeeper/streaming"
-	"gatekeeper/streaming/internal/streamtest"
 )
 
 // Feeding streams to a Reader and a decoder, in the pieces a network may

@@ -10,8 +10,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
+	"gatekeeper/internal/streamtest"
 	. "gatekeeper/streaming"
-	"gatekeeper/streaming/internal/streamtest"
 	"gatekeeper/streaming/sse"
 )
 

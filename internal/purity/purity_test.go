@@ -84,7 +84,6 @@ func pure(mod string) []struct {
 		{"streaming/internal/openai", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", scan}, extra: jsonLibs, banned: ioStd}},
 		{"streaming/internal/callfilter", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", scan, reshape}, extra: jsonLibs, banned: ioStd}},
 		{"streaming/internal/reshape", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", scan}, extra: jsonLibs, banned: ioStd}},
-		{"streaming/internal/streamtest", false, rule{module: mod, own: []string{mod + "/streaming", mod + "/streaming/sse", mod + "/internal/fixturetest"}, extra: jsonLibs}},
 		{"streaming/internal/request", false, rule{module: mod, own: []string{mod + "/streaming", scan, reshape}, extra: jsonLibs, banned: ioStd}},
 		{"streaming/anthropic", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
 		{"streaming/chat", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},

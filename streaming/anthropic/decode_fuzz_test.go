@@ -6,9 +6,9 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"gatekeeper/internal/streamtest"
 	. "gatekeeper/streaming"
 	"gatekeeper/streaming/anthropic"
-	"gatekeeper/streaming/internal/streamtest"
 )
 
 func FuzzAnthropic(f *testing.F) {

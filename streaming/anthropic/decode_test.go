@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
+	"gatekeeper/internal/streamtest"
 	. "gatekeeper/streaming"
 	"gatekeeper/streaming/anthropic"
-	"gatekeeper/streaming/internal/streamtest"
 	"gatekeeper/streaming/sse"
 )
 
