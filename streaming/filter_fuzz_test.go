@@ -275,12 +275,6 @@ func FuzzCallFilterBody(f *testing.F) {
 	for i, path := range fixturetest.Glob(f, filepath.Join(filterTestdata, "*.json")) {
 		f.Add(fixturetest.ReadFile(f, path), byte(i))
 	}
-	for i, c := range chatJSONCases {
-		f.Add([]byte(c.body), byte(i))
-	}
-	for i, c := range responsesJSONCases {
-		f.Add([]byte(c.body), byte(i))
-	}
 	for _, api := range filterAPIs {
 		f.Add([]byte(cutBodies[api]), byte(0x80))
 	}

@@ -63,7 +63,7 @@ func TestOpenAIFixtures(t *testing.T) {
 			if res.Unparsed != 0 {
 				t.Errorf("Unparsed = %d: %v", res.Unparsed, res.UnparsedErrors)
 			}
-			openAICheckSays(t, res, said)
+			streamtest.CheckSays(t, res, said)
 		})
 	}
 }
@@ -207,111 +207,4 @@ func openAICheckErrors(t *testing.T, e expectedFixture, res *Result) {
 			t.Errorf("error %d has no type", i)
 		}
 	}
-}
-
-// openAICheckSays checks the decoder's counts against what the stream
-// says read apart from it: every text, thinking, refusal and arguments delta
-// counts in OutputBytes (and server-run calls' arguments, which may come
-// whole), text and refusals in TextBytes.
-func openAICheckSays(t *testing.T, res *Result, said says) {
-	t.Helper()
-	if want := int64(len(said.Text) + len(said.Refusal)); res.TextBytes != want {
-		t.Errorf("TextBytes = %d, the stream says %d bytes of text and refusal", res.TextBytes, want)
-	}
-	deltaBytes := int64(len(said.Text) + len(said.Thinking) + len(said.Refusal) + len(said.Args))
-	if res.OutputBytes < deltaBytes {
-		t.Errorf("OutputBytes = %d, the stream's deltas carry %d", res.OutputBytes, deltaBytes)
-	}
-}
-
-// openAIGolden is what a test expects of one decoded reply: the Result's
-// facts plus the text its deltas carried.
-type openAIGolden struct {
-	ID, Model string
-	Stops     []Stop
-	Calls     []openAIGoldenCall
-	Usage     *Usage // nil: no usage report
-	Errors    []string
-	Done      bool
-	Truncated bool
-	Unparsed  int
-	Text      string // text deltas, in arrival order
-	Thinking  string
-	Refusal   string
-}
-
-type openAIGoldenCall struct {
-	Choice, Index    int
-	Type, ID, ItemID string
-	Name, Args       string
-	Complete, Server bool
-}
-
-// openAIDigest reduces a Result and what the stream says to what goldens
-// state, and checks the invariants every reply must keep.
-func openAIDigest(t *testing.T, res *Result, said says) openAIGolden {
-	t.Helper()
-	g := openAIDigestJSON(res)
-	for _, e := range res.Errors {
-		if len(e.Raw) == 0 {
-			t.Errorf("error %q kept no raw JSON", e.Message)
-		}
-	}
-	g.Text, g.Thinking, g.Refusal = said.Text, said.Thinking, said.Refusal
-	openAICheckSays(t, res, said)
-	return g
-}
-
-// openAIStreamCase is a golden for one testdata stream of an OpenAI API.
-type openAIStreamCase struct {
-	file string
-	want openAIGolden
-}
-
-// checkOpenAIStreams decodes the testdata stream of each case and compares
-// it with its golden; every stream of api's testdata must have one.
-func checkOpenAIStreams(t *testing.T, api API, cases []openAIStreamCase) {
-	t.Helper()
-	covered := map[string]bool{}
-	for _, tt := range cases {
-		covered[tt.file] = true
-		t.Run(tt.file, func(t *testing.T) {
-			res, said := mustDecode(t, api, fixturetest.ReadFile(t, decoderTestdata[api], tt.file))
-			openAICompare(t, openAIDigest(t, res, said), tt.want)
-		})
-	}
-	streamtest.CheckCovered(t, decoderTestdata[api], covered)
-}
-
-func openAICompare(t *testing.T, got, want openAIGolden) {
-	t.Helper()
-	if !reflect.DeepEqual(got.Calls, want.Calls) {
-		t.Errorf("calls:\n got %+v\nwant %+v", got.Calls, want.Calls)
-	}
-	if !reflect.DeepEqual(got.Usage, want.Usage) {
-		t.Errorf("usage: got %+v, want %+v", got.Usage, want.Usage)
-	}
-	got.Calls, want.Calls, got.Usage, want.Usage = nil, nil, nil, nil
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("\n got %+v\nwant %+v", got, want)
-	}
-}
-
-// openAIDigestJSON reduces a non-streaming Result (no deltas) for goldens.
-func openAIDigestJSON(res *Result) openAIGolden {
-	g := openAIGolden{ID: res.MessageID, Model: res.Model, Stops: res.Stops, Done: res.Done, Truncated: res.Truncated, Unparsed: res.Unparsed}
-	for _, tc := range res.ToolCalls {
-		g.Calls = append(g.Calls, openAIGoldenCall{
-			Choice: tc.Choice, Index: tc.Index, Type: tc.Type, ID: tc.ID, ItemID: tc.ItemID, Name: tc.Name,
-			Args: string(tc.Arguments), Complete: tc.Complete, Server: tc.Server,
-		})
-	}
-	if res.UsageSeen {
-		u := res.Usage
-		g.Usage = &u
-	}
-	for _, e := range res.Errors {
-		g.Errors = append(g.Errors, e.Type+": "+e.Message)
-	}
-	return g
 }

@@ -31,7 +31,7 @@ func callNames(res *Result, client bool) []string {
 // a message, the hosted web search always passes, and a grant never
 // covers the unknown foo_call, whatever its name.
 func TestCallItemsFilter(t *testing.T) {
-	stream := fixturetest.ReadFile(t, "testdata/responses", "client-call-items.sse")
+	stream := fixturetest.ReadFile(t, "responses/testdata", "client-call-items.sse")
 	whole, err := dialects[APIResponses].AssembleJSON(stream)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +106,7 @@ func TestCallItemsFilter(t *testing.T) {
 // TestCallItemsContinuation answers each refused client call item with
 // the output item of its own type.
 func TestCallItemsContinuation(t *testing.T) {
-	stream := fixturetest.ReadFile(t, "testdata/responses", "client-call-items.sse")
+	stream := fixturetest.ReadFile(t, "responses/testdata", "client-call-items.sse")
 	req := []byte(`{"model":"gpt-5-codex","input":[{"role":"user","content":"clean up"}],"stream":true}`)
 	out, err := dialects[APIResponses].Continuation(req, stream, true, map[string][]byte{"": []byte("refused: not approved")})
 	if err != nil {

@@ -26,16 +26,16 @@ var spliceCases = map[API][]spliceCase{
 		{"server tool then call, text", []string{anthropicTestdata, "server_tool_then_tool_use.sse"}, []string{anthropicTestdata, "text.sse"}},
 	},
 	APIChat: {
-		{"text then call, text", []string{filterTestdata, "chat-hold-text-call.sse"}, []string{"testdata/chat", "azure-empty-first-chunk.sse"}},
+		{"text then call, text", []string{filterTestdata, "chat-hold-text-call.sse"}, []string{"chat/testdata", "azure-empty-first-chunk.sse"}},
 		{"text, two calls; cont with its own call", []string{filterTestdata, "chat-text-refused-allowed.sse"}, []string{filterTestdata, "chat-hold-text-call.sse"}},
-		{"parallel calls, usage on finish", []string{"testdata/chat", "parallel-tool-calls.sse"}, []string{"testdata/chat", "deepseek-usage-on-finish.sse"}},
-		{"whole call, refusal", []string{"testdata/chat", "groq-whole-call-usage-on-finish.sse"}, []string{"testdata/chat", "refusal.sse"}},
+		{"parallel calls, usage on finish", []string{"chat/testdata", "parallel-tool-calls.sse"}, []string{"chat/testdata", "deepseek-usage-on-finish.sse"}},
+		{"whole call, refusal", []string{"chat/testdata", "groq-whole-call-usage-on-finish.sse"}, []string{"chat/testdata", "refusal.sse"}},
 	},
 	APIResponses: {
-		{"text then call, text", []string{filterTestdata, "responses-hold-text-call.sse"}, []string{"testdata/responses", "cached-tokens.sse"}},
+		{"text then call, text", []string{filterTestdata, "responses-hold-text-call.sse"}, []string{"responses/testdata", "cached-tokens.sse"}},
 		{"text, two calls; cont with its own call", []string{filterTestdata, "responses-text-refused-allowed.sse"}, []string{filterTestdata, "responses-hold-text-call.sse"}},
-		{"call then text, reasoning and call", []string{filterTestdata, "responses-hold-call-then-text.sse"}, []string{"testdata/responses", "reasoning-then-function-call.sse"}},
-		{"reasoning then call, no sequence numbers", []string{"testdata/responses", "reasoning-then-function-call.sse"}, []string{"testdata/responses", "function-call-no-sequence-done-without-name.sse"}},
+		{"call then text, reasoning and call", []string{filterTestdata, "responses-hold-call-then-text.sse"}, []string{"responses/testdata", "reasoning-then-function-call.sse"}},
+		{"reasoning then call, no sequence numbers", []string{"responses/testdata", "reasoning-then-function-call.sse"}, []string{"responses/testdata", "function-call-no-sequence-done-without-name.sse"}},
 	},
 }
 
@@ -186,8 +186,8 @@ func TestSpliceErrors(t *testing.T) {
 	}{
 		{"first cut", APIAnthropic, cut, whole, ErrIncompleteStream},
 		{"cont cut", APIAnthropic, whole, cut, ErrIncompleteStream},
-		{"chat cont error", APIChat, fixturetest.ReadFile(t, "testdata/chat", "refusal.sse"), fixturetest.ReadFile(t, "testdata/chat", "groq-error-event.sse"), ErrIncompleteStream},
-		{"responses cont failed", APIResponses, fixturetest.ReadFile(t, "testdata/responses", "cached-tokens.sse"), fixturetest.ReadFile(t, "testdata/responses", "truncated-no-terminal.sse"), ErrIncompleteStream},
+		{"chat cont error", APIChat, fixturetest.ReadFile(t, "chat/testdata", "refusal.sse"), fixturetest.ReadFile(t, "chat/testdata", "groq-error-event.sse"), ErrIncompleteStream},
+		{"responses cont failed", APIResponses, fixturetest.ReadFile(t, "responses/testdata", "cached-tokens.sse"), fixturetest.ReadFile(t, "responses/testdata", "truncated-no-terminal.sse"), ErrIncompleteStream},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,11 +24,15 @@ const anthropicTestdata = "anthropic/testdata"
 // arrived.
 func TestAnthropicSplitInvariance(t *testing.T) { testSplitInvariance(t, APIAnthropic) }
 
+// TestOpenAISplitInvariance: the same stream decoded whole, byte by byte
+// and in random cuts gives the same Result.
+func TestOpenAISplitInvariance(t *testing.T) { testSplitInvariance(t, APIChat, APIResponses) }
+
 // decoderTestdata is where each decoder's golden streams live.
 var decoderTestdata = map[API]string{
 	APIAnthropic: anthropicTestdata,
-	APIChat:      "testdata/chat",
-	APIResponses: "testdata/responses",
+	APIChat:      "chat/testdata",
+	APIResponses: "responses/testdata",
 }
 
 // saysOf reads what a stream of each API says, apart from its decoder.

@@ -1,6 +1,7 @@
 package streamtest
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -132,4 +133,57 @@ func FormatCalls(calls []streaming.ToolCall) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// CheckDecodeInvariants checks what must hold for any input to d's
+// decoder: no panic, the same Result however the bytes are cut, memory
+// bounded by the input, and a Truncated flag that follows the rules (a
+// fuzz target's body).
+func CheckDecodeInvariants(t *testing.T, d streaming.Dialect, data []byte, seed uint64) {
+	if len(data) > 1<<16 {
+		return
+	}
+	whole, ok := DecodeSplit(t, d, data, seed)
+	if !ok {
+		return // the Reader refused the input; nothing reached the decoder
+	}
+	var args int
+	for _, tc := range whole.ToolCalls {
+		args += len(tc.Arguments)
+	}
+	if args > len(data) || len(whole.ToolCalls) > len(data) || whole.OutputBytes > int64(len(data)) {
+		t.Fatalf("%d argument bytes, %d calls, %d output bytes from %d input bytes", args, len(whole.ToolCalls), whole.OutputBytes, len(data))
+	}
+	if len(whole.UnparsedErrors) > streaming.MaxUnparsedErrors || len(whole.UnparsedErrors) > whole.Unparsed {
+		t.Fatalf("%d unparsed errors kept for %d unparsed", len(whole.UnparsedErrors), whole.Unparsed)
+	}
+	for _, e := range whole.UnparsedErrors {
+		if !errors.Is(e, streaming.ErrInvalidJSON) {
+			t.Fatalf("unparsed error %v is not ErrInvalidJSON", e)
+		}
+	}
+	if whole.Truncated == (whole.Done || len(whole.Errors) > 0) {
+		t.Fatalf("Truncated = %v with Done = %v and %d errors", whole.Truncated, whole.Done, len(whole.Errors))
+	}
+}
+
+// CheckDecodeJSONInvariants checks d's decoder of whole bodies: no panic,
+// invalid input reported as ErrInvalidJSON, a valid body always done and
+// never truncated (a fuzz target's body).
+func CheckDecodeJSONInvariants(t *testing.T, d streaming.Dialect, body []byte) {
+	res, err := d.DecodeJSON(body)
+	if err != nil {
+		if !errors.Is(err, streaming.ErrInvalidJSON) || res != nil {
+			t.Fatalf("DecodeJSON = %v, %v", res, err)
+		}
+		return
+	}
+	if !res.Done || res.Truncated || res.API != d.API() {
+		t.Fatalf("Done = %v, Truncated = %v, API = %q", res.Done, res.Truncated, res.API)
+	}
+	for _, tc := range res.ToolCalls {
+		if len(tc.Arguments) > len(body) {
+			t.Fatalf("arguments of %d bytes from a %d-byte body", len(tc.Arguments), len(body))
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package streaming_test
+package responses_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
+	"gatekeeper/internal/streamtest"
 	. "gatekeeper/streaming"
 	"gatekeeper/streaming/responses"
 	"gatekeeper/streaming/sse"
@@ -16,13 +17,13 @@ import (
 
 func TestResponsesStreams(t *testing.T) {
 	weather := `{"location":"Boston, MA","unit":"celsius"}`
-	tests := []openAIStreamCase{
+	tests := []streamtest.StreamCase{
 		{
-			file: "function-call-sequence-number.sse",
-			want: openAIGolden{
+			File: "function-call-sequence-number.sse",
+			Want: streamtest.Golden{
 				ID: "resp_FC1", Model: "gpt-4.1-2025-04-14",
 				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Type: "function_call", ID: "call_001", ItemID: "fc_001", Name: "get_current_weather", Args: weather, Complete: true},
 				},
 				Usage: &Usage{InputTokens: 75, OutputTokens: 23},
@@ -30,11 +31,11 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "function-call-no-sequence-done-without-name.sse",
-			want: openAIGolden{
+			File: "function-call-no-sequence-done-without-name.sse",
+			Want: streamtest.Golden{
 				ID: "resp_FC0", Model: "gpt-4.1-2025-04-14",
 				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Type: "function_call", ID: "call_001", ItemID: "fc_001", Name: "get_current_weather", Args: weather, Complete: true},
 				},
 				Usage: &Usage{InputTokens: 75, OutputTokens: 23},
@@ -42,11 +43,11 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "custom-tool-call.sse",
-			want: openAIGolden{
+			File: "custom-tool-call.sse",
+			Want: streamtest.Golden{
 				ID: "resp_CT1", Model: "gpt-5-2025-08-07",
 				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
-				Calls: []openAIGoldenCall{{
+				Calls: []streamtest.GoldenCall{{
 					Type: "custom_tool_call", ID: "call_ct1", ItemID: "ctc_001", Name: "apply_patch", Complete: true,
 					Args: "*** Begin Patch\n*** Update File: a.go\n@@\n-x\n+y\n*** End Patch",
 				}},
@@ -55,11 +56,11 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "reasoning-then-function-call.sse",
-			want: openAIGolden{
+			File: "reasoning-then-function-call.sse",
+			Want: streamtest.Golden{
 				ID: "resp_RS1", Model: "gpt-5-mini-2025-08-07",
 				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Index: 1, Type: "function_call", ID: "call_101", ItemID: "fc_101", Name: "calculator", Args: `{"a":12,"b":7,"op":"add"}`, Complete: true},
 				},
 				Usage:    &Usage{InputTokens: 134, OutputTokens: 28, ReasoningTokens: 12},
@@ -68,8 +69,8 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "incomplete-max-output-tokens.sse",
-			want: openAIGolden{
+			File: "incomplete-max-output-tokens.sse",
+			Want: streamtest.Golden{
 				ID: "resp_IN1", Model: "gpt-4o-2024-08-06",
 				Stops: []Stop{{Reason: StopMaxTokens, Raw: "response.incomplete:max_output_tokens"}},
 				Usage: &Usage{}, // reported, all zero
@@ -77,8 +78,8 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "incomplete-content-filter-refusal.sse",
-			want: openAIGolden{
+			File: "incomplete-content-filter-refusal.sse",
+			Want: streamtest.Golden{
 				ID: "resp_CF1", Model: "gpt-4.1-2025-04-14",
 				Stops:   []Stop{{Reason: StopContentFilter, Raw: "response.incomplete:content_filter"}},
 				Usage:   &Usage{InputTokens: 50, OutputTokens: 9},
@@ -87,8 +88,8 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "error-then-failed.sse",
-			want: openAIGolden{
+			File: "error-then-failed.sse",
+			Want: streamtest.Golden{
 				ID: "resp_ER1", Model: "gpt-5-nano-2025-08-07",
 				Stops:  []Stop{{Reason: StopError, Raw: "response.failed"}},
 				Errors: []string{"insufficient_quota: You exceeded your current quota."}, // once, not again for response.failed
@@ -96,8 +97,8 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "failed-server-error.sse",
-			want: openAIGolden{
+			File: "failed-server-error.sse",
+			Want: streamtest.Golden{
 				ID: "resp_FA1", Model: "gpt-4.1-2025-04-14",
 				Stops:  []Stop{{Reason: StopError, Raw: "response.failed"}},
 				Errors: []string{"server_error: The server had an error."},
@@ -106,16 +107,16 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "flat-error.sse",
-			want: openAIGolden{
+			File: "flat-error.sse",
+			Want: streamtest.Golden{
 				ID: "resp_FL1", Model: "gpt-4.1-2025-04-14",
 				Stops:  []Stop{{Reason: StopError, Raw: "error"}},
 				Errors: []string{"rate_limit_exceeded: Rate limit reached."},
 			},
 		},
 		{
-			file: "cached-tokens.sse",
-			want: openAIGolden{
+			File: "cached-tokens.sse",
+			Want: streamtest.Golden{
 				ID: "resp_CA1", Model: "gpt-4o-2024-08-06",
 				Stops: []Stop{{Reason: StopEndTurn, Raw: "response.completed"}},
 				Usage: &Usage{InputTokens: 100, CachedInputTokens: 1390, CacheWriteTokens: 25, OutputTokens: 8},
@@ -123,11 +124,11 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "parallel-calls-item-done.sse",
-			want: openAIGolden{
+			File: "parallel-calls-item-done.sse",
+			Want: streamtest.Golden{
 				ID: "resp_PD1", Model: "gpt-4.1-2025-04-14",
 				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Index: 0, Type: "function_call", ID: "call_201", ItemID: "fc_201", Name: "read", Args: `{"path":"a.txt"}`, Complete: true},
 					{Index: 1, Type: "function_call", ID: "call_202", ItemID: "fc_202", Name: "list", Args: `{"dir":"."}`, Complete: true},
 				},
@@ -136,11 +137,11 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "mcp-call-server.sse",
-			want: openAIGolden{
+			File: "mcp-call-server.sse",
+			Want: streamtest.Golden{
 				ID: "resp_MC1", Model: "gpt-4.1-2025-04-14",
 				Stops: []Stop{{Reason: StopEndTurn, Raw: "response.completed"}},
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Type: "mcp_call", ItemID: "mcp_001", Name: "search", Args: `{"q":"sse"}`, Complete: true, Server: true},
 				},
 				Usage: &Usage{InputTokens: 400, OutputTokens: 20},
@@ -148,18 +149,18 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "truncated-no-terminal.sse",
-			want: openAIGolden{
+			File: "truncated-no-terminal.sse",
+			Want: streamtest.Golden{
 				ID: "resp_TR1", Model: "gpt-4.1-2025-04-14",
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Type: "function_call", ID: "call_301", ItemID: "fc_301", Name: "write_file", Args: `{"path":"b.txt","body":"`},
 				},
 				Truncated: true,
 			},
 		},
 		{
-			file: "no-event-lines.sse",
-			want: openAIGolden{
+			File: "no-event-lines.sse",
+			Want: streamtest.Golden{
 				ID: "resp_NE1", Model: "local-model",
 				Stops: []Stop{{Reason: StopEndTurn, Raw: "response.completed"}},
 				Usage: &Usage{InputTokens: 5, OutputTokens: 1},
@@ -167,7 +168,7 @@ func TestResponsesStreams(t *testing.T) {
 			},
 		},
 	}
-	checkOpenAIStreams(t, APIResponses, append(tests, openAIStreamCase{file: "client-call-items.sse", want: clientCallItemsGolden}))
+	streamtest.CheckStreams(t, responses.Dialect{}, streamtest.ResponsesSays, testdata, append(tests, streamtest.StreamCase{File: "client-call-items.sse", Want: clientCallItemsGolden}))
 }
 
 // clientCallItemsGolden is what client-call-items.sse and its whole body
@@ -175,10 +176,10 @@ func TestResponsesStreams(t *testing.T) {
 // its action or operation as input; the web search recorded as a server
 // call; the unknown foo_call with a call_id a client call whose input is
 // the whole item; bar_call, without a call_id, no call.
-var clientCallItemsGolden = openAIGolden{
+var clientCallItemsGolden = streamtest.Golden{
 	ID: "resp_CI1", Model: "gpt-5-codex",
 	Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
-	Calls: []openAIGoldenCall{
+	Calls: []streamtest.GoldenCall{
 		{Index: 0, Type: "local_shell_call", ID: "call_ls1", ItemID: "lsh_001", Name: "local_shell", Complete: true,
 			Args: `{"type":"exec","command":["ls","-la"],"env":{},"working_directory":"/work"}`},
 		{Index: 1, Type: "shell_call", ID: "call_sh1", ItemID: "sh_002", Name: "shell", Complete: true,
@@ -320,94 +321,77 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 	}
 }
 
-var responsesJSONCases = []openAIJSONCase{
+var jsonCases = []streamtest.JSONCase{
 	{
-		name: "client call items",
-		body: `{"id":"resp_CI1","object":"response","created_at":1760000000,"status":"completed","error":null,"incomplete_details":null,"model":"gpt-5-codex","output":[{"id":"lsh_001","type":"local_shell_call","status":"completed","call_id":"call_ls1","action":{"type":"exec","command":["ls","-la"],"env":{},"working_directory":"/work"}},{"id":"sh_002","type":"shell_call","status":"completed","call_id":"call_sh1","action":{"commands":["rm -rf build"],"timeout_ms":60000,"max_output_length":4096}},{"id":"apc_003","type":"apply_patch_call","status":"completed","call_id":"call_ap1","operation":{"type":"update_file","path":"a.go","diff":"@@\n-x\n+y\n"}},{"id":"cu_004","type":"computer_call","status":"completed","call_id":"call_cu1","action":{"type":"click","button":"left","x":10,"y":20},"pending_safety_checks":[]},{"id":"ws_005","type":"web_search_call","status":"completed","action":{"type":"search","query":"weather"}},{"id":"foo_006","type":"foo_call","status":"completed","call_id":"call_foo1","action":{"verb":"frob"}},{"id":"bar_007","type":"bar_call","status":"completed","detail":"no call id"}],"usage":{"input_tokens":120,"input_tokens_details":{"cached_tokens":0},"output_tokens":80,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":200}}`,
-		want: clientCallItemsGolden,
+		Name: "client call items",
+		Body: `{"id":"resp_CI1","object":"response","created_at":1760000000,"status":"completed","error":null,"incomplete_details":null,"model":"gpt-5-codex","output":[{"id":"lsh_001","type":"local_shell_call","status":"completed","call_id":"call_ls1","action":{"type":"exec","command":["ls","-la"],"env":{},"working_directory":"/work"}},{"id":"sh_002","type":"shell_call","status":"completed","call_id":"call_sh1","action":{"commands":["rm -rf build"],"timeout_ms":60000,"max_output_length":4096}},{"id":"apc_003","type":"apply_patch_call","status":"completed","call_id":"call_ap1","operation":{"type":"update_file","path":"a.go","diff":"@@\n-x\n+y\n"}},{"id":"cu_004","type":"computer_call","status":"completed","call_id":"call_cu1","action":{"type":"click","button":"left","x":10,"y":20},"pending_safety_checks":[]},{"id":"ws_005","type":"web_search_call","status":"completed","action":{"type":"search","query":"weather"}},{"id":"foo_006","type":"foo_call","status":"completed","call_id":"call_foo1","action":{"verb":"frob"}},{"id":"bar_007","type":"bar_call","status":"completed","detail":"no call id"}],"usage":{"input_tokens":120,"input_tokens_details":{"cached_tokens":0},"output_tokens":80,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":200}}`,
+		Want: clientCallItemsGolden,
 	},
 	{
-		name: "function call",
-		body: `{"id":"resp_J1","object":"response","status":"completed","error":null,"incomplete_details":null,"model":"gpt-4.1","output":[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Oslo\"}","status":"completed"}],"usage":{"input_tokens":50,"input_tokens_details":{"cached_tokens":10},"output_tokens":12,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":62}}`,
-		want: openAIGolden{
+		Name: "function call",
+		Body: `{"id":"resp_J1","object":"response","status":"completed","error":null,"incomplete_details":null,"model":"gpt-4.1","output":[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Oslo\"}","status":"completed"}],"usage":{"input_tokens":50,"input_tokens_details":{"cached_tokens":10},"output_tokens":12,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":62}}`,
+		Want: streamtest.Golden{
 			ID: "resp_J1", Model: "gpt-4.1", Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
-			Calls: []openAIGoldenCall{
+			Calls: []streamtest.GoldenCall{
 				{Type: "function_call", ID: "call_1", ItemID: "fc_1", Name: "get_weather", Args: `{"city":"Oslo"}`, Complete: true},
 			},
 			Usage: &Usage{InputTokens: 40, CachedInputTokens: 10, OutputTokens: 12}, Done: true,
 		},
 	},
 	{
-		name: "text after reasoning",
-		body: `{"id":"resp_J2","object":"response","status":"completed","model":"o4-mini","output":[{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"think"}]},{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Hello","annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":40,"output_tokens_details":{"reasoning_tokens":32}}}`,
-		want: openAIGolden{
+		Name: "text after reasoning",
+		Body: `{"id":"resp_J2","object":"response","status":"completed","model":"o4-mini","output":[{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"think"}]},{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Hello","annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":40,"output_tokens_details":{"reasoning_tokens":32}}}`,
+		Want: streamtest.Golden{
 			ID: "resp_J2", Model: "o4-mini", Stops: []Stop{{Reason: StopEndTurn, Raw: "response.completed"}},
 			Usage: &Usage{InputTokens: 9, OutputTokens: 40, ReasoningTokens: 32}, Done: true,
 		},
 	},
 	{
-		name: "incomplete for max_output_tokens",
-		body: `{"id":"resp_J3","object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"model":"gpt-4o","output":[{"type":"message","id":"msg_2","status":"incomplete","content":[{"type":"output_text","text":"Once"}]}],"usage":{"input_tokens":5,"output_tokens":16}}`,
-		want: openAIGolden{
+		Name: "incomplete for max_output_tokens",
+		Body: `{"id":"resp_J3","object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"model":"gpt-4o","output":[{"type":"message","id":"msg_2","status":"incomplete","content":[{"type":"output_text","text":"Once"}]}],"usage":{"input_tokens":5,"output_tokens":16}}`,
+		Want: streamtest.Golden{
 			ID: "resp_J3", Model: "gpt-4o", Stops: []Stop{{Reason: StopMaxTokens, Raw: "response.incomplete:max_output_tokens"}},
 			Usage: &Usage{InputTokens: 5, OutputTokens: 16}, Done: true,
 		},
 	},
 	{
-		name: "failed response",
-		body: `{"id":"resp_J4","object":"response","status":"failed","error":{"code":"server_error","message":"oops"},"model":"gpt-4o","output":[],"usage":null}`,
-		want: openAIGolden{
+		Name: "failed response",
+		Body: `{"id":"resp_J4","object":"response","status":"failed","error":{"code":"server_error","message":"oops"},"model":"gpt-4o","output":[],"usage":null}`,
+		Want: streamtest.Golden{
 			ID: "resp_J4", Model: "gpt-4o", Stops: []Stop{{Reason: StopError, Raw: "response.failed"}},
 			Errors: []string{"server_error: oops"}, Done: true,
 		},
 	},
 	{
-		name: "custom tool call and cancelled status",
-		body: `{"id":"resp_J5","object":"response","status":"cancelled","model":"gpt-5","output":[{"type":"custom_tool_call","id":"ctc_1","call_id":"call_c","name":"shell","input":"ls -la","status":"completed"}]}`,
-		want: openAIGolden{
+		Name: "custom tool call and cancelled status",
+		Body: `{"id":"resp_J5","object":"response","status":"cancelled","model":"gpt-5","output":[{"type":"custom_tool_call","id":"ctc_1","call_id":"call_c","name":"shell","input":"ls -la","status":"completed"}]}`,
+		Want: streamtest.Golden{
 			ID: "resp_J5", Model: "gpt-5", Stops: []Stop{{Reason: "cancelled", Raw: "response.cancelled"}},
-			Calls: []openAIGoldenCall{
+			Calls: []streamtest.GoldenCall{
 				{Type: "custom_tool_call", ID: "call_c", ItemID: "ctc_1", Name: "shell", Args: "ls -la", Complete: true},
 			},
 			Done: true,
 		},
 	},
 	{
-		name: "queued background response",
-		body: `{"id":"resp_J6","object":"response","status":"queued","model":"o3","output":[],"usage":null}`,
-		want: openAIGolden{ID: "resp_J6", Model: "o3", Done: true},
+		Name: "queued background response",
+		Body: `{"id":"resp_J6","object":"response","status":"queued","model":"o3","output":[],"usage":null}`,
+		Want: streamtest.Golden{ID: "resp_J6", Model: "o3", Done: true},
 	},
 	{
-		name: "error body",
-		body: `{"error":{"message":"The model does not exist.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`,
-		want: openAIGolden{
+		Name: "error body",
+		Body: `{"error":{"message":"The model does not exist.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`,
+		Want: streamtest.Golden{
 			Stops:  []Stop{{Reason: StopError, Raw: "error"}},
 			Errors: []string{"invalid_request_error: The model does not exist."}, Done: true,
 		},
 	},
-	{name: "invalid JSON", body: `{"id":"resp_x","output":[`, err: true},
-	{name: "not an object", body: `null`, err: true},
+	{Name: "invalid JSON", Body: `{"id":"resp_x","output":[`, Err: true},
+	{Name: "not an object", Body: `null`, Err: true},
 }
 
 func TestDecodeResponsesJSON(t *testing.T) {
-	for _, tt := range responsesJSONCases {
-		t.Run(tt.name, func(t *testing.T) {
-			res, err := dialects[APIResponses].DecodeJSON([]byte(tt.body))
-			if tt.err {
-				if !errors.Is(err, ErrInvalidJSON) || res != nil {
-					t.Fatalf("got %v, %v; want ErrInvalidJSON", res, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.API != APIResponses {
-				t.Errorf("API = %q", res.API)
-			}
-			openAICompare(t, openAIDigestJSON(res), tt.want)
-		})
-	}
+	streamtest.CheckJSONCases(t, responses.Dialect{}, jsonCases)
 }
 
 // TestResponsesJSONMatchesStream: the final Response of a stream, decoded
@@ -415,10 +399,10 @@ func TestDecodeResponsesJSON(t *testing.T) {
 func TestResponsesJSONMatchesStream(t *testing.T) {
 	for _, file := range []string{"function-call-sequence-number.sse", "custom-tool-call.sse", "cached-tokens.sse"} {
 		t.Run(file, func(t *testing.T) {
-			path := filepath.Join(decoderTestdata[APIResponses], file)
-			fromStream, _ := mustDecode(t, APIResponses, fixturetest.ReadFile(t, path))
-			final := openAIFinalResponse(t, path)
-			fromBody, err := dialects[APIResponses].DecodeJSON(final)
+			path := filepath.Join(testdata, file)
+			fromStream := streamtest.MustDecode(t, responses.Dialect{}, fixturetest.ReadFile(t, path))
+			final := finalResponse(t, path)
+			fromBody, err := responses.Dialect{}.DecodeJSON(final)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -429,9 +413,9 @@ func TestResponsesJSONMatchesStream(t *testing.T) {
 	}
 }
 
-// openAIFinalResponse returns the Response object of a stream's terminal
+// finalResponse returns the Response object of a stream's terminal
 // event.
-func openAIFinalResponse(t *testing.T, path string) []byte {
+func finalResponse(t *testing.T, path string) []byte {
 	t.Helper()
 	var final []byte
 	err := sse.Each(fixturetest.ReadFile(t, path), func(ev *sse.Event) error {

@@ -1,23 +1,24 @@
-package streaming_test
+package chat_test
 
 import (
 	"errors"
 	"reflect"
 	"testing"
 
+	"gatekeeper/internal/streamtest"
 	. "gatekeeper/streaming"
 	"gatekeeper/streaming/chat"
 	"gatekeeper/streaming/sse"
 )
 
 func TestChatStreams(t *testing.T) {
-	tests := []openAIStreamCase{
+	tests := []streamtest.StreamCase{
 		{
-			file: "parallel-tool-calls.sse",
-			want: openAIGolden{
+			File: "parallel-tool-calls.sse",
+			Want: streamtest.Golden{
 				ID: "chatcmpl-T1", Model: "gpt-4o-2024-08-06",
 				Stops: []Stop{{Choice: 0, Reason: StopToolUse, Raw: "tool_calls"}},
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Index: 0, Type: "function", ID: "call_A1", Name: "get_weather", Args: `{"city": "Oslo"}`, Complete: true},
 					{Index: 1, Type: "function", ID: "call_B2", Name: "get_time", Args: `{"tz": "Europe/Oslo"}`, Complete: true},
 				},
@@ -26,11 +27,11 @@ func TestChatStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "n2-interleaved-tool-calls.sse",
-			want: openAIGolden{
+			File: "n2-interleaved-tool-calls.sse",
+			Want: streamtest.Golden{
 				ID: "chatcmpl-N2", Model: "gpt-3.5-turbo-0125",
 				Stops: []Stop{{Choice: 0, Reason: StopToolUse, Raw: "tool_calls"}, {Choice: 1, Reason: StopToolUse, Raw: "tool_calls"}},
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Choice: 0, Index: 0, Type: "function", ID: "call_C0", Name: "lookup", Args: `{"q":"a"}`, Complete: true},
 					{Choice: 1, Index: 0, Type: "function", ID: "call_C1", Name: "lookup", Args: `{"q":"b","n":2}`, Complete: true},
 				},
@@ -39,19 +40,19 @@ func TestChatStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "anthropic-compat-index-1.sse",
-			want: openAIGolden{
+			File: "anthropic-compat-index-1.sse",
+			Want: streamtest.Golden{
 				ID: "msg_compat1", Model: "claude-haiku-4-5",
 				Stops: []Stop{{Reason: StopToolUse, Raw: "tool_calls"}},
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Index: 1, Type: "function", ID: "toolu_01X", Name: "read_file", Args: `{"path": "notes.md"}`, Complete: true},
 				},
 				Done: true, Text: "Let me look.",
 			},
 		},
 		{
-			file: "refusal.sse",
-			want: openAIGolden{
+			File: "refusal.sse",
+			Want: streamtest.Golden{
 				ID: "chatcmpl-T1", Model: "gpt-4o-2024-08-06",
 				Stops:   []Stop{{Reason: StopEndTurn, Raw: "stop"}},
 				Usage:   &Usage{InputTokens: 79, OutputTokens: 11},
@@ -60,8 +61,8 @@ func TestChatStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "length-cached-tokens.sse",
-			want: openAIGolden{
+			File: "length-cached-tokens.sse",
+			Want: streamtest.Golden{
 				ID: "chatcmpl-T1", Model: "gpt-4o-2024-08-06",
 				Stops: []Stop{{Reason: StopMaxTokens, Raw: "length"}},
 				Usage: &Usage{InputTokens: 40, CachedInputTokens: 1280, CacheWriteTokens: 100, OutputTokens: 100},
@@ -69,8 +70,8 @@ func TestChatStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "deepseek-usage-on-finish.sse",
-			want: openAIGolden{
+			File: "deepseek-usage-on-finish.sse",
+			Want: streamtest.Golden{
 				ID: "5f0c1a2b-ds", Model: "deepseek-reasoner",
 				Stops: []Stop{{Reason: StopEndTurn, Raw: "stop"}},
 				Usage: &Usage{InputTokens: 6, CachedInputTokens: 24, OutputTokens: 12, ReasoningTokens: 8},
@@ -78,8 +79,8 @@ func TestChatStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "azure-empty-first-chunk.sse",
-			want: openAIGolden{
+			File: "azure-empty-first-chunk.sse",
+			Want: streamtest.Golden{
 				ID: "chatcmpl-AZ1", Model: "gpt-5-nano-2025-08-07",
 				Stops: []Stop{{Reason: StopEndTurn, Raw: "stop"}},
 				Usage: &Usage{InputTokens: 15, OutputTokens: 78, ReasoningTokens: 64},
@@ -87,11 +88,11 @@ func TestChatStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "xai-reasoning-outside-completion.sse",
-			want: openAIGolden{
+			File: "xai-reasoning-outside-completion.sse",
+			Want: streamtest.Golden{
 				ID: "a1b2-xai", Model: "grok-3-mini",
 				Stops: []Stop{{Reason: StopToolUse, Raw: "tool_calls"}},
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Index: 0, Type: "function", ID: "call_x1", Name: "weather", Args: `{"location":"Lisbon"}`, Complete: true},
 				},
 				// 307+26+227 == 560: reasoning is outside completion_tokens.
@@ -100,8 +101,8 @@ func TestChatStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "groq-error-event.sse",
-			want: openAIGolden{
+			File: "groq-error-event.sse",
+			Want: streamtest.Golden{
 				ID: "chatcmpl-gq1", Model: "openai/gpt-oss-120b",
 				Stops:    []Stop{{Reason: StopError, Raw: "error"}},
 				Errors:   []string{"invalid_request_error: Tool call validation failed: missing properties: name"},
@@ -109,11 +110,11 @@ func TestChatStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "groq-whole-call-usage-on-finish.sse",
-			want: openAIGolden{
+			File: "groq-whole-call-usage-on-finish.sse",
+			Want: streamtest.Golden{
 				ID: "chatcmpl-gq1", Model: "openai/gpt-oss-120b",
 				Stops: []Stop{{Reason: StopToolUse, Raw: "tool_calls"}},
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Index: 0, Type: "function", ID: "call_g1", Name: "search", Args: `{"query":"go generics"}`, Complete: true},
 				},
 				Usage: &Usage{InputTokens: 210, OutputTokens: 22},
@@ -121,8 +122,8 @@ func TestChatStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "openrouter-comments-inline-error.sse",
-			want: openAIGolden{
+			File: "openrouter-comments-inline-error.sse",
+			Want: streamtest.Golden{
 				ID: "gen-1762-OR", Model: "minimax/minimax-m2:free",
 				Stops:    []Stop{{Reason: StopMaxTokens, Raw: "length"}}, // once, though sent twice
 				Usage:    &Usage{InputTokens: 43, OutputTokens: 10, ReasoningTokens: 11},
@@ -132,55 +133,55 @@ func TestChatStreams(t *testing.T) {
 			},
 		},
 		{
-			file: "truncated-mid-tool-call.sse",
-			want: openAIGolden{
+			File: "truncated-mid-tool-call.sse",
+			Want: streamtest.Golden{
 				ID: "chatcmpl-T1", Model: "gpt-4o-2024-08-06",
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Index: 0, Type: "function", ID: "call_T1", Name: "write_file", Args: `{"path":"a.txt","con`},
 				},
 				Truncated: true,
 			},
 		},
 		{
-			file: "truncated-mid-event.sse",
-			want: openAIGolden{
+			File: "truncated-mid-event.sse",
+			Want: streamtest.Golden{
 				ID: "chatcmpl-T1", Model: "gpt-4o-2024-08-06",
 				Truncated: true, Unparsed: 1, Text: "Hello",
 			},
 		},
 		{
-			file: "legacy-function-call.sse",
-			want: openAIGolden{
+			File: "legacy-function-call.sse",
+			Want: streamtest.Golden{
 				ID: "chatcmpl-T1", Model: "gpt-3.5-turbo-0613",
 				Stops: []Stop{{Reason: StopToolUse, Raw: "function_call"}},
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Index: 0, Type: "function_call", Name: "get_price", Args: `{"sku":"A-1"}`, Complete: true},
 				},
 				Done: true,
 			},
 		},
 		{
-			file: "content-filter-and-unknown-reason.sse",
-			want: openAIGolden{
+			File: "content-filter-and-unknown-reason.sse",
+			Want: streamtest.Golden{
 				ID: "chatcmpl-T1", Model: "gpt-4o-2024-08-06",
 				Stops: []Stop{{Choice: 0, Reason: StopContentFilter, Raw: "content_filter"}, {Choice: 1, Reason: "eos_token", Raw: "eos_token"}},
 				Done:  true, Text: "SureNo",
 			},
 		},
 		{
-			file: "invalid-chunk-counted.sse",
-			want: openAIGolden{
+			File: "invalid-chunk-counted.sse",
+			Want: streamtest.Golden{
 				ID: "chatcmpl-T1", Model: "gpt-4o-2024-08-06",
 				Stops: []Stop{{Reason: StopEndTurn, Raw: "stop"}},
 				Done:  true, Unparsed: 1, Text: "AC",
 			},
 		},
 		{
-			file: "no-index-tool-calls-crlf.sse",
-			want: openAIGolden{
+			File: "no-index-tool-calls-crlf.sse",
+			Want: streamtest.Golden{
 				ID: "chatcmpl-T1", Model: "gemini-2.5-flash",
 				Stops: []Stop{{Reason: StopToolUse, Raw: "tool_calls"}},
-				Calls: []openAIGoldenCall{
+				Calls: []streamtest.GoldenCall{
 					{Index: 0, Type: "function", ID: "call_n1", Name: "a", Args: `{"x":1}`, Complete: true},
 					{Index: 1, Type: "function", ID: "call_n2", Name: "b", Args: `{}`, Complete: true},
 				},
@@ -188,7 +189,7 @@ func TestChatStreams(t *testing.T) {
 			},
 		},
 	}
-	checkOpenAIStreams(t, APIChat, tests)
+	streamtest.CheckStreams(t, chat.Dialect{}, streamtest.ChatSays, testdata, tests)
 }
 
 func TestChatDecodeEdgeCases(t *testing.T) {
@@ -322,28 +323,21 @@ func TestChatDecodeEdgeCases(t *testing.T) {
 	}
 }
 
-type openAIJSONCase struct {
-	name string
-	body string
-	want openAIGolden
-	err  bool
-}
-
-var chatJSONCases = []openAIJSONCase{
+var jsonCases = []streamtest.JSONCase{
 	{
-		name: "text reply",
-		body: `{"id":"chatcmpl-J1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there.","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":4}}}`,
-		want: openAIGolden{
+		Name: "text reply",
+		Body: `{"id":"chatcmpl-J1","object":"chat.completion","created":1,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there.","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":4}}}`,
+		Want: streamtest.Golden{
 			ID: "chatcmpl-J1", Model: "gpt-4o", Stops: []Stop{{Reason: StopEndTurn, Raw: "stop"}},
 			Usage: &Usage{InputTokens: 8, CachedInputTokens: 4, OutputTokens: 3}, Done: true,
 		},
 	},
 	{
-		name: "parallel tool calls",
-		body: `{"id":"chatcmpl-J2","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"a","arguments":"{\"x\":1}"}},{"id":"call_2","type":"function","function":{"name":"b","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":30,"completion_tokens":20,"total_tokens":50}}`,
-		want: openAIGolden{
+		Name: "parallel tool calls",
+		Body: `{"id":"chatcmpl-J2","object":"chat.completion","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"a","arguments":"{\"x\":1}"}},{"id":"call_2","type":"function","function":{"name":"b","arguments":"{}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":30,"completion_tokens":20,"total_tokens":50}}`,
+		Want: streamtest.Golden{
 			ID: "chatcmpl-J2", Model: "gpt-4o", Stops: []Stop{{Reason: StopToolUse, Raw: "tool_calls"}},
-			Calls: []openAIGoldenCall{
+			Calls: []streamtest.GoldenCall{
 				{Index: 0, Type: "function", ID: "call_1", Name: "a", Args: `{"x":1}`, Complete: true},
 				{Index: 1, Type: "function", ID: "call_2", Name: "b", Args: `{}`, Complete: true},
 			},
@@ -351,52 +345,34 @@ var chatJSONCases = []openAIJSONCase{
 		},
 	},
 	{
-		name: "two choices, one cut by length, reasoning outside completion tokens",
-		body: `{"id":"chatcmpl-J3","model":"grok-3-mini","choices":[{"index":0,"message":{"content":"A","reasoning_content":"hm"},"finish_reason":"stop"},{"index":1,"message":{"content":"B"},"finish_reason":"length"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":17,"completion_tokens_details":{"reasoning_tokens":5}}}`,
-		want: openAIGolden{
+		Name: "two choices, one cut by length, reasoning outside completion tokens",
+		Body: `{"id":"chatcmpl-J3","model":"grok-3-mini","choices":[{"index":0,"message":{"content":"A","reasoning_content":"hm"},"finish_reason":"stop"},{"index":1,"message":{"content":"B"},"finish_reason":"length"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"total_tokens":17,"completion_tokens_details":{"reasoning_tokens":5}}}`,
+		Want: streamtest.Golden{
 			ID: "chatcmpl-J3", Model: "grok-3-mini",
 			Stops: []Stop{{Reason: StopEndTurn, Raw: "stop"}, {Choice: 1, Reason: StopMaxTokens, Raw: "length"}},
 			Usage: &Usage{InputTokens: 10, OutputTokens: 7, ReasoningTokens: 5}, Done: true,
 		},
 	},
 	{
-		name: "refusal",
-		body: `{"id":"chatcmpl-J4","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't."},"finish_reason":"stop"}]}`,
-		want: openAIGolden{ID: "chatcmpl-J4", Model: "gpt-4o", Stops: []Stop{{Reason: StopEndTurn, Raw: "stop"}}, Done: true},
+		Name: "refusal",
+		Body: `{"id":"chatcmpl-J4","model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't."},"finish_reason":"stop"}]}`,
+		Want: streamtest.Golden{ID: "chatcmpl-J4", Model: "gpt-4o", Stops: []Stop{{Reason: StopEndTurn, Raw: "stop"}}, Done: true},
 	},
 	{
-		name: "error body",
-		body: `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
-		want: openAIGolden{
+		Name: "error body",
+		Body: `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+		Want: streamtest.Golden{
 			Stops:  []Stop{{Reason: StopError, Raw: "error"}},
 			Errors: []string{"invalid_request_error: Incorrect API key provided."}, Done: true,
 		},
 	},
-	{name: "invalid JSON", body: `{"id":"x",`, err: true},
-	{name: "not an object", body: `[{"id":"x"}]`, err: true},
-	{name: "empty body", body: ``, err: true},
+	{Name: "invalid JSON", Body: `{"id":"x",`, Err: true},
+	{Name: "not an object", Body: `[{"id":"x"}]`, Err: true},
+	{Name: "empty body", Body: ``, Err: true},
 }
 
 func TestDecodeChatJSON(t *testing.T) {
-	for _, tt := range chatJSONCases {
-		t.Run(tt.name, func(t *testing.T) {
-			res, err := dialects[APIChat].DecodeJSON([]byte(tt.body))
-			if tt.err {
-				if !errors.Is(err, ErrInvalidJSON) || res != nil {
-					t.Fatalf("got %v, %v; want ErrInvalidJSON", res, err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.API != APIChat {
-				t.Errorf("API = %q", res.API)
-			}
-			got := openAIDigestJSON(res)
-			openAICompare(t, got, tt.want)
-		})
-	}
+	streamtest.CheckJSONCases(t, chat.Dialect{}, jsonCases)
 }
 
 // TestChatJSONMatchesStream: a body and the stream of the same reply give
@@ -409,11 +385,11 @@ func TestChatJSONMatchesStream(t *testing.T) {
 		"data: {\"id\":\"chatcmpl-S\",\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n" +
 		"data: {\"id\":\"chatcmpl-S\",\"model\":\"gpt-4o\",\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":5,\"total_tokens\":12}}\n\n" +
 		"data: [DONE]\n\n"
-	fromBody, err := dialects[APIChat].DecodeJSON([]byte(body))
+	fromBody, err := chat.Dialect{}.DecodeJSON([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromStream, _ := mustDecode(t, APIChat, []byte(stream))
+	fromStream := streamtest.MustDecode(t, chat.Dialect{}, []byte(stream))
 	if !reflect.DeepEqual(fromBody, fromStream) {
 		t.Errorf("body  %+v\nstream %+v", fromBody, fromStream)
 	}
