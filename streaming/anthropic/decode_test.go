@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
@@ -230,23 +229,6 @@ func TestAnthropicTestdataCovered(t *testing.T) {
 	if files := fixturetest.Glob(t, filepath.Join(testdata, "*.sse")); len(files) != len(anthropicGoldens) {
 		t.Errorf("%d testdata files, %d goldens", len(files), len(anthropicGoldens))
 	}
-}
-
-func fmtCalls(calls []ToolCall) string {
-	var b strings.Builder
-	for _, c := range calls {
-		b.WriteString(strings.Join([]string{
-			"  ", c.Type, c.ID, c.Name, string(c.Arguments),
-		}, " "))
-		if c.Complete {
-			b.WriteString(" complete")
-		}
-		if c.Server {
-			b.WriteString(" server")
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
 }
 
 func anthropicEvent(name, data string) string {
