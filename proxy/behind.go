@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/ratelimit"
 	"gatekeeper/trajectory"
 )
@@ -373,7 +374,7 @@ func (b *behind) flush(all bool) {
 // write writes a flush's wave: the key settles of every settle in it in
 // one call to the buckets (one round trip on Redis), the first settle of
 // each record in one call to the store (one pipeline on Redis, see
-// updateChains), and, concurrently, each tenant's charge and the later
+// deadline.UpdateChains), and, concurrently, each tenant's charge and the later
 // settles of a record that has several. chs[i] is closed once recs[i]'s
 // settles are written.
 func (b *behind) write(recs []string, chs []chan struct{}, batch [][]*pendingSettle, sides []*pendingSettle) {
@@ -401,7 +402,7 @@ func (b *behind) write(recs []string, chs []chan struct{}, batch [][]*pendingSet
 		for i, ps := range batch {
 			ids[i], fns[i] = recs[i], ps[0].update(&evs[i])
 		}
-		errs := updateChains(ctx, batch[0][0].t.s.store, ids, fns)
+		errs := deadline.UpdateChains(ctx, batch[0][0].t.s.store, ids, fns)
 		for i, ps := range batch {
 			ps[0].wrote(ctx, ps[0].saved(evs[i], errs[i]))
 			wg.Go(func() {
@@ -416,25 +417,6 @@ func (b *behind) write(recs []string, chs []chan struct{}, batch [][]*pendingSet
 		}
 	}
 	wg.Wait()
-}
-
-// chainsUpdater is a store that saves the updates of several records in
-// one step (the Redis store: one pipeline).
-type chainsUpdater interface {
-	UpdateChains(ctx context.Context, ids []string, fns []func([]*trajectory.Record) ([]trajectory.Event, error)) []error
-}
-
-// updateChains is UpdateChain of each ids[i] with fns[i], in one step when
-// st can, one after the other otherwise; errs[i] is ids[i]'s outcome.
-func updateChains(ctx context.Context, st trajectory.Store, ids []string, fns []func([]*trajectory.Record) ([]trajectory.Event, error)) []error {
-	if cu, ok := st.(chainsUpdater); ok {
-		return cu.UpdateChains(ctx, ids, fns)
-	}
-	errs := make([]error, len(ids))
-	for i, id := range ids {
-		_, errs[i] = st.UpdateChain(ctx, id, fns[i])
-	}
-	return errs
 }
 
 // writeOne writes a settle at once, with a context that outlives the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/ratelimit"
 	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
@@ -51,14 +52,14 @@ func (s deadlineStore) UpdateChain(ctx context.Context, id string, fn func([]*tr
 	return s.Store.UpdateChain(ctx, id, fn)
 }
 
-var _ chainsUpdater = deadlineStore{}
+var _ deadline.ChainsUpdater = deadlineStore{}
 
 // UpdateChains bounds a flush's updates, all sent at once, by one
 // deadline.
 func (s deadlineStore) UpdateChains(ctx context.Context, ids []string, fns []func([]*trajectory.Record) ([]trajectory.Event, error)) []error {
 	ctx, cancel := context.WithTimeout(ctx, s.d)
 	defer cancel()
-	return updateChains(ctx, s.Store, ids, fns)
+	return deadline.UpdateChains(ctx, s.Store, ids, fns)
 }
 
 func (s deadlineStore) List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Record, error) {
