@@ -17,6 +17,7 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
@@ -113,7 +114,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		cfg:        opts.Config,
-		store:      withDeadline(opts.Store, opts.Config.Store.Timeout.Std()),
+		store:      deadline.Store(opts.Store, opts.Config.Store.Timeout.Std()),
 		log:        opts.Logger,
 		now:        opts.Clock,
 		keys:       newKeyring(opts.Config.Tenants),
@@ -130,7 +131,7 @@ func New(opts Options) (*Server, error) {
 		listening:  make(chan struct{}),
 		replica:    opts.Replica,
 		startSwept: make(chan struct{}),
-		ledger:     ledgerWithDeadline(opts.Ledger, opts.Config.Store.Timeout.Std()),
+		ledger:     deadline.Ledger(opts.Ledger, opts.Config.Store.Timeout.Std()),
 	}
 	for _, tn := range opts.Config.Tenants {
 		if tn.Limits != (config.TenantLimits{}) && s.ledger == nil {
