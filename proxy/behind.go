@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/ceiling"
 	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/ratelimit"
 	"gatekeeper/trajectory"
@@ -51,7 +52,7 @@ func (p *pendingSettle) sides(ctx context.Context) {
 
 // tenantSide reports a settle with a tenant ledger to settle.
 func (p *pendingSettle) tenantSide() bool {
-	return p.t.s.ledger != nil && limitsOf(p.t.req.tenant).Spends()
+	return p.t.s.ledger != nil && ceiling.Limits(p.t.req.tenant).Spends()
 }
 
 // hasSides reports a settle with a key grant or a tenant ledger to settle.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/trajectory"
 )
 
@@ -153,50 +154,19 @@ func (t *turn) stopError() (typ, msg string) {
 
 func (t *turn) stopReason() stopKind { return stopKind(atomic.LoadInt32((*int32)(&t.stopped))) }
 
-// controlApplied is the event of a pending control taking effect.
 func controlApplied(id string, c *trajectory.Control, now time.Time) trajectory.Event {
-	return eventWith(id, now, trajectory.EventControl, map[string]any{"kind": c.Kind, "by": c.By, "applied": true})
+	return chainrule.ControlApplied(id, c, now)
 }
 
-// applyPause applies a pending pause c to a READY record at a turn
-// boundary, with its events.
 func applyPause(rec *trajectory.Record, c *trajectory.Control, now time.Time) ([]trajectory.Event, error) {
-	rec.TakeControl()
-	tr, err := rec.Transition(trajectory.Paused, "operator pause", now)
-	if err != nil {
-		return nil, err
-	}
-	return append([]trajectory.Event{controlApplied(rec.ID, c, now)}, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
+	return chainrule.ApplyPause(rec, c, now)
 }
 
 // afterTurn applies, when a call ends, what an operator asked while it was
-// out: the call was stopped by a cancel, or a cancel, finish or pause was
-// left pending for this boundary.
+// out (chainrule.AfterTurn): the call was stopped by a cancel, or a
+// cancel, finish or pause was left pending for this boundary.
 func (t *turn) afterTurn(rec *trajectory.Record, now time.Time) ([]trajectory.Event, error) {
-	if rec.State.Terminal() {
-		return nil, nil
-	}
-	c := rec.Pending.Control
-	var ts []trajectory.Transition
-	var err error
-	switch {
-	case t.stopReason() == stopCancel || c != nil && c.Kind == trajectory.ControlCancel:
-		ts, err = rec.Finalize(trajectory.Canceled, trajectory.ExitCanceled, now)
-	case c != nil && c.Kind == trajectory.ControlFinish:
-		ts, err = rec.Finalize(trajectory.Completed, trajectory.ExitFinished, now)
-	case c != nil && c.Kind == trajectory.ControlPause && rec.State == trajectory.Ready:
-		return applyPause(rec, c, now)
-	default:
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var evs []trajectory.Event
-	if c != nil {
-		evs = append(evs, controlApplied(rec.ID, c, now))
-	}
-	return append(evs, trajectory.EventsFor(rec.ID, ts)...), nil
+	return chainrule.AfterTurn(rec, t.stopReason() == stopCancel, now)
 }
 
 // Idle finish: a run whose last turn ended its task (end_turn) and that

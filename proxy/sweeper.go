@@ -9,6 +9,8 @@ import (
 
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/ceiling"
+	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
@@ -156,7 +158,7 @@ func (s *Server) sweepCall(ctx context.Context, id, call string, mine bool) bool
 		data = map[string]any{"stop": "error", "estimated": true, "usage": usage, "dollars": dollars, "call": call,
 			"model": rec.Model, "provider": rec.Provider, "owner": rec.CallOwner, "swept_by": s.replica,
 			"detail": "call lost: " + why + "; charged as estimated from its input and the output streamed by its last heartbeat"}
-		evs := []trajectory.Event{eventWith(rec.ID, now, trajectory.EventTurn, data)}
+		evs := []trajectory.Event{chainrule.Event(rec.ID, now, trajectory.EventTurn, data)}
 		tr, err := rec.Transition(trajectory.Ready, "call_lost", now)
 		if err != nil {
 			return nil, err
@@ -164,7 +166,7 @@ func (s *Server) sweepCall(ctx context.Context, id, call string, mine bool) bool
 		evs = append(evs, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...)
 		rec.CountTurn(trajectory.TurnOutcome{StopReason: "error", Usage: usage, Dollars: dollars, Estimated: true})
 		released := rec.CallReserved
-		clearCall(rec)
+		chainrule.ClearCall(rec)
 		for i, l := range chain {
 			l.Reserved = l.Reserved.Release(released)
 			if i > 0 {
@@ -176,12 +178,12 @@ func (s *Server) sweepCall(ctx context.Context, id, call string, mine bool) bool
 			}
 			l.ChargeWallClock(now)
 		}
-		ls := levels(chain, now, true)
+		ls := chainrule.Levels(chain, now, true)
 		return append(evs, s.readStages(chain, ls, meter.Check(ls, s.stages), now)...), nil
 	})
 	switch {
 	case err == nil:
-		if s.ledger != nil && limitsOf(s.tenant(owner)).Spends() {
+		if s.ledger != nil && ceiling.Limits(s.tenant(owner)).Spends() {
 			s.chargeTenant(ctx, s.log, owner, call, used)
 		}
 		s.log.LogAttrs(ctx, slog.LevelWarn, "lost call reclaimed and charged as estimated", slog.String("trajectory", id),
@@ -203,8 +205,4 @@ func (s *Server) leftBehind(rec *trajectory.Record) bool {
 	return ok && name == s.replica && rec.CallOwner != s.owner
 }
 
-// clearCall takes the call in flight off rec.
-func clearCall(rec *trajectory.Record) {
-	rec.Call, rec.CallReserved = "", trajectory.Reservation{}
-	rec.CallOwner, rec.CallBeat, rec.CallInput, rec.CallOutput = "", time.Time{}, 0, 0
-}
+func clearCall(rec *trajectory.Record) { chainrule.ClearCall(rec) }
