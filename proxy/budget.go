@@ -20,9 +20,6 @@ import (
 	"gatekeeper/trajectory"
 )
 
-// Exit reason of a run stopped by its budget (README.md, Budgets).
-const exitBudgetExceeded = chainrule.ExitBudgetExceeded
-
 // defaultMaxOutput is the output a call without an output limit is
 // reserved for: Chat and Responses requests may leave it to the model.
 const defaultMaxOutput = 16384
@@ -184,18 +181,6 @@ func (s *Server) staleCall(tenant *config.Tenant) time.Duration {
 		return d + time.Minute
 	}
 	return time.Hour
-}
-
-func reclaim(chain []*trajectory.Record, now time.Time) ([]trajectory.Event, error) {
-	return chainrule.Reclaim(chain, now, chainrule.LostCall)
-}
-
-func levels(chain []*trajectory.Record, now time.Time, inFlight bool) []meter.Level {
-	return chainrule.Levels(chain, now, inFlight)
-}
-
-func setStage(rec *trajectory.Record, rho float64, dim meter.Dimension, stage meter.Stage, now time.Time) []trajectory.Event {
-	return chainrule.SetStage(rec, rho, dim, stage, now)
 }
 
 // haltError is the answer to a call its budget refused.

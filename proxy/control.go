@@ -154,14 +154,6 @@ func (t *turn) stopError() (typ, msg string) {
 
 func (t *turn) stopReason() stopKind { return stopKind(atomic.LoadInt32((*int32)(&t.stopped))) }
 
-func controlApplied(id string, c *trajectory.Control, now time.Time) trajectory.Event {
-	return chainrule.ControlApplied(id, c, now)
-}
-
-func applyPause(rec *trajectory.Record, c *trajectory.Control, now time.Time) ([]trajectory.Event, error) {
-	return chainrule.ApplyPause(rec, c, now)
-}
-
 // afterTurn applies, when a call ends, what an operator asked while it was
 // out (chainrule.AfterTurn): the call was stopped by a cancel, or a
 // cancel, finish or pause was left pending for this boundary.

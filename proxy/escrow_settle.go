@@ -12,6 +12,7 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -162,7 +163,7 @@ func (s *Server) releaseHeld(ctx context.Context, h *approvals.Hold, reqs []*app
 		if rec.State != trajectory.AwaitingApproval || rec.Pending.ApprovalID != h.Requests[0] {
 			return nil, &staleError{why: fmt.Sprintf("trajectory %s is %s, no longer awaiting this approval", rec.ID, rec.State)}
 		}
-		d := meter.Check(levels(chain, now, true), s.stages)
+		d := meter.Check(chainrule.Levels(chain, now, true), s.stages)
 		switch d.Stage {
 		case meter.Halt:
 			return nil, &staleError{why: "the run's budget is spent"}

@@ -109,5 +109,3 @@ func (t *turn) seeReply(res *streaming.Result) *replySeen {
 	}
 	return r
 }
-
-func loopRefusal(call streaming.ToolCall) string { return notice.LoopRefusal(call) }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -147,7 +148,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 	if o.upstream {
 		typ = trajectory.EventUpstreamError
 	}
-	evs := []trajectory.Event{eventWith(rec.ID, now, typ, data)}
+	evs := []trajectory.Event{chainrule.Event(rec.ID, now, typ, data)}
 	switch {
 	case rec.State != trajectory.CallingModel:
 		// The run was stopped while the call was out (a sibling's call
@@ -172,7 +173,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
 	}
 	if !o.upstream {
-		tevs, err := countTruncation(rec, o.stop, t.req.tenant.MaxTruncations, now)
+		tevs, err := chainrule.CountTruncation(rec, o.stop, t.req.tenant.MaxTruncations, now)
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +190,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 	}
 	evs = append(evs, cevs...)
 	released := rec.CallReserved
-	clearCall(rec)
+	chainrule.ClearCall(rec)
 	for i, l := range chain {
 		l.Reserved = l.Reserved.Release(released)
 		if i > 0 && !o.upstream {
@@ -202,7 +203,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		}
 		l.ChargeWallClock(now)
 	}
-	ls := levels(chain, now, true)
+	ls := chainrule.Levels(chain, now, true)
 	return append(evs, t.s.readStages(chain, ls, meter.Check(ls, t.s.stages), now)...), nil
 }
 
@@ -238,7 +239,7 @@ func (t *turn) settleLost(chain []*trajectory.Record, i int, o outcome, charge m
 	if o.upstream {
 		typ = trajectory.EventUpstreamError
 	}
-	evs := []trajectory.Event{eventWith(rec.ID, now, typ, data)}
+	evs := []trajectory.Event{chainrule.Event(rec.ID, now, typ, data)}
 	if o.upstream {
 		return evs
 	}
@@ -251,7 +252,7 @@ func (t *turn) settleLost(chain []*trajectory.Record, i int, o outcome, charge m
 			l.FallbackPriced = true
 		}
 	}
-	ls := levels(chain, now, true)
+	ls := chainrule.Levels(chain, now, true)
 	return append(evs, t.s.readStages(chain, ls, meter.Check(ls, t.s.stages), now)...)
 }
 

@@ -204,5 +204,3 @@ func (s *Server) leftBehind(rec *trajectory.Record) bool {
 	name, _, ok := strings.Cut(rec.CallOwner, "#")
 	return ok && name == s.replica && rec.CallOwner != s.owner
 }
-
-func clearCall(rec *trajectory.Record) { chainrule.ClearCall(rec) }

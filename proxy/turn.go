@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,8 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/internal/ride"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/notice"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -522,7 +523,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		rec.Thread = key
 	} else if rec.Thread != key && t.sharedNew && len(chain) > 1 {
 		t.sharedNew = false
-		evs = append(evs, eventWith(chain[1].ID, now, trajectory.EventChildrenFull, map[string]any{
+		evs = append(evs, chainrule.Event(chain[1].ID, now, trajectory.EventChildrenFull, map[string]any{
 			"thread": key, "shares": rec.ID, "max_children": t.s.cfg.Limits.MaxChildren}))
 	}
 	if rec.State == trajectory.CallingModel {
@@ -530,7 +531,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		// replica serving it is gone. Its reservation is given back, and
 		// its id kept: should its reply still arrive, it is charged.
 		lost := rec.Call
-		tev, err := reclaim(chain, now)
+		tev, err := chainrule.Reclaim(chain, now, chainrule.LostCall)
 		if err != nil {
 			return admission{}, nil, err
 		}
@@ -543,20 +544,20 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	}
 	evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
 	if len(check.Accepted) > 0 || len(check.Unanswered) > 0 {
-		evs = append(evs, eventWith(rec.ID, now, trajectory.EventToolResults, map[string]any{
+		evs = append(evs, chainrule.Event(rec.ID, now, trajectory.EventToolResults, map[string]any{
 			"accepted": check.Accepted, "unanswered": check.Unanswered}))
 	}
 	if len(check.Unknown) > 0 {
 		// Results for calls that are not pending: late, repeated or forged.
 		// They are dropped from accounting and kept for audit.
-		evs = append(evs, eventWith(rec.ID, now, trajectory.EventToolResultUnknown, map[string]any{"ids": check.Unknown}))
+		evs = append(evs, chainrule.Event(rec.ID, now, trajectory.EventToolResultUnknown, map[string]any{"ids": check.Unknown}))
 	}
 	if c := rec.Pending.Control; c != nil && rec.State == trajectory.Ready {
 		// The request is a turn boundary: a pause or an operator's
 		// message waiting for it applies now.
 		switch c.Kind {
 		case trajectory.ControlPause:
-			pevs, err := applyPause(rec, c, now)
+			pevs, err := chainrule.ApplyPause(rec, c, now)
 			if err != nil {
 				return admission{}, nil, err
 			}
@@ -564,7 +565,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		case trajectory.ControlInterrupt:
 			rec.TakeControl()
 			t.interrupt = c.Message
-			evs = append(evs, controlApplied(rec.ID, c, now))
+			evs = append(evs, chainrule.ControlApplied(rec.ID, c, now))
 		}
 	}
 	if rec.TruncationsInRow > 0 {
@@ -602,17 +603,12 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 // endedError answers a call of a run that has finished: with
 // budget_exceeded when its budget stopped it, so the agent learns why.
 func endedError(rec *trajectory.Record) error {
-	if rec.ExitReason == exitBudgetExceeded {
+	if rec.ExitReason == chainrule.ExitBudgetExceeded {
 		return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
 			Msg: fmt.Sprintf("trajectory %s was stopped by its %s budget; an operator can start a new trajectory", trajectory.Unscoped(rec.ID, rec.Tenant), rec.BindingDimension)}
 	}
 	return &HTTPError{Code: http.StatusForbidden, Type: errTrajectoryCanceled, NoRetry: true,
 		Msg: fmt.Sprintf("trajectory %s has ended (%s %s); start a new trajectory to continue", trajectory.Unscoped(rec.ID, rec.Tenant), rec.State, rec.ExitReason)}
-}
-
-func eventWith(id string, now time.Time, typ trajectory.EventType, data any) trajectory.Event {
-	raw, _ := json.Marshal(data) // maps of strings and slices always marshal
-	return trajectory.Event{At: now, Trajectory: id, Type: typ, Data: raw}
 }
 
 // attach takes over the upstream reply: it labels it with the trajectory
@@ -638,7 +634,7 @@ func (t *turn) attach(resp *http.Response) error {
 		// them whole: a call cut by an operator or by the output limit is
 		// never delivered in part.
 		t.filter.Hold()
-		t.filter.NoticeCut(cutNotice)
+		t.filter.NoticeCut(notice.Cut)
 		body := &sseBody{t: t, src: resp.Body, rd: sse.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
 			in: t.s.bufs.Get(), alive: streamOf(t.req.api).NewKeepalive()}
 		if t.gated {
@@ -655,7 +651,7 @@ func (t *turn) attach(resp *http.Response) error {
 		}
 		// A call the reply was still writing at its output limit is
 		// withheld, as in a stream, with the notice in its place.
-		t.filter.NoticeCut(cutNotice)
+		t.filter.NoticeCut(notice.Cut)
 		if err := t.filterJSON(resp, cutOnly); err != nil {
 			return err
 		}
