@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"gatekeeper/config"
+	"gatekeeper/proxy/internal/wire"
 )
 
 // keyring maps virtual keys to tenants. It holds only SHA-256 hashes, and a
@@ -57,3 +58,11 @@ func presentedKey(r *http.Request) string {
 	}
 	return ""
 }
+
+func canonicalPath(escaped string) (string, error) { return wire.CanonicalPath(escaped) }
+
+func setBody(r *http.Request, body []byte) { wire.SetBody(r, body) }
+
+func stripAgentHeaders(h http.Header) { wire.StripAgentHeaders(h) }
+
+func passAllowlist(p *config.Provider) []config.Passthrough { return wire.Allowlist(p) }
