@@ -56,7 +56,7 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *reques
 		writeError(w, up.api, err)
 		return
 	}
-	setBody(r, body)
+	wire.SetBody(r, body)
 	pc := &passCall{}
 	if s.sched != nil && up.pool.limited {
 		g, err := s.sched.Acquire(r.Context(), req.tenant.Priority, up.pool.keys, ratelimit.Cost{Requests: 1})

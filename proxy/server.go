@@ -18,6 +18,7 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/deadline"
+	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
@@ -65,7 +66,7 @@ type Server struct {
 	store      trajectory.Store
 	log        *slog.Logger
 	now        func() time.Time
-	keys       *keyring
+	keys       *wire.Keyring
 	providers  map[string]*upstream
 	def        *upstream
 	transport  http.RoundTripper
@@ -117,7 +118,7 @@ func New(opts Options) (*Server, error) {
 		store:      deadline.Store(opts.Store, opts.Config.Store.Timeout.Std()),
 		log:        opts.Logger,
 		now:        opts.Clock,
-		keys:       newKeyring(opts.Config.Tenants),
+		keys:       wire.NewKeyring(opts.Config.Tenants),
 		providers:  make(map[string]*upstream),
 		transport:  opts.Transport,
 		bufs:       newBufPool(),
@@ -199,7 +200,7 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("proxy: provider %s: unknown api %q", p.Name, p.API)
 		}
 		up := &upstream{cfg: p, target: u, api: family.api, pool: newKeyPool(p),
-			keyConf: make(map[string]*config.ProviderKey, len(p.Keys)), pass: passAllowlist(p)}
+			keyConf: make(map[string]*config.ProviderKey, len(p.Keys)), pass: wire.Allowlist(p)}
 		for j := range p.Keys {
 			up.keyConf[p.Keys[j].Key] = &p.Keys[j]
 			s.secrets = append(s.secrets, p.Keys[j].Key)
@@ -329,7 +330,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 	// A turn path however spelled is the turn path: classified and
 	// forwarded in its one canonical spelling, so that no other spelling
 	// passes as something else.
-	canon, err := canonicalPath(rest)
+	canon, err := wire.CanonicalPath(rest)
 	if err != nil {
 		refuse(up.api, httpErr(http.StatusBadRequest, errInvalidRequest, fmt.Sprintf(
 			"the path %q has no single meaning (an escaped /, a dot or empty segment, or a broken escape); send the path in its plain form", rest)))
@@ -353,7 +354,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 			"trajectory id in the path must be 1-128 characters of A-Z a-z 0-9 . _ : -"))
 		return
 	}
-	tenant, keyHash := s.keys.lookup(presentedKey(r))
+	tenant, keyHash := s.keys.Lookup(wire.PresentedKey(r))
 	if tenant == nil {
 		refuse(errAPI, httpErr(http.StatusUnauthorized, errAuthentication,
 			"invalid or missing gatekeeper virtual key: send the key your platform team issued as x-api-key or Authorization: Bearer"))

@@ -16,6 +16,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/proxy/internal/notice"
+	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -178,7 +179,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		return
 	}
 	t.body = body
-	setBody(r, body)
+	wire.SetBody(r, body)
 	ctx := context.WithValue(uctx, ctxKey{}, &reqState{req: req, turn: t})
 	if err := t.acquireKey(ctx, w.Header()); err != nil {
 		if ctx.Err() != nil {
