@@ -17,6 +17,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/proxy/internal/notice"
+	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/trajectory"
 )
 
@@ -165,7 +166,7 @@ func (t *turn) abandon(id string, cause error) {
 		return err
 	}
 	attrs := []slog.Attr{slog.String("trajectory", id), slog.String("call", call), slog.String("cause", cause.Error())}
-	t.s.settles.retry(t.s.log, writeRelease, release, attrs)
+	t.s.settles.Retry(t.s.log, settle.WriteRelease, release, attrs)
 }
 
 // readStages records on every record of a chain its budget reading

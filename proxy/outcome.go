@@ -108,14 +108,14 @@ func (t *turn) record(ctx context.Context, o outcome) {
 		slog.Int64("cache_write_tokens", o.usage.CacheWriteTokens), slog.Int64("output_tokens", o.usage.OutputTokens),
 		slog.Float64("dollars", charge.Dollars()), slog.Bool("estimated", o.estimated), slog.Int("tool_calls", len(o.calls))}
 	p := &pendingSettle{t: t, o: o, charge: charge, data: data, now: now, attrs: attrs}
-	if !t.gated && s.behind.add(p) {
+	if !t.gated && s.behind.Add(p) {
 		// Written behind the reply (behind.go). A gated tenant's turns
 		// settle at once: a held reply's record must be waiting for its
 		// approval before the agent can ask again.
 		return
 	}
-	p.sides(ctx)
-	p.write(ctx)
+	p.Sides(ctx)
+	p.Write(ctx)
 }
 
 // Settles that change nothing: errSettled, the record took this call's

@@ -18,6 +18,7 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/deadline"
+	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
@@ -75,8 +76,8 @@ type Server struct {
 	stages     meter.Thresholds
 	minOutput  int64 // budget_min_output_tokens
 	hints      *hints
-	settles    *settles
-	behind     *behind // settles written behind their replies; nil: each at once
+	settles    *settle.Retrier
+	behind     *settle.Behind[*pendingSettle] // settles written behind their replies; nil: each at once
 	live       *live
 	tel        *telemetry.Telemetry
 	sched      *ratelimit.Scheduler // nil when no provider key has a limit
@@ -126,7 +127,7 @@ func New(opts Options) (*Server, error) {
 		stages:     meter.Thresholds(opts.Config.Stages),
 		minOutput:  opts.Config.BudgetMinOutputTokens,
 		hints:      newHints(1 << 16),
-		settles:    newSettles(),
+		settles:    settle.NewRetrier(),
 		live:       newLive(),
 		tel:        opts.Telemetry,
 		listening:  make(chan struct{}),
@@ -175,7 +176,7 @@ func New(opts Options) (*Server, error) {
 		s.transport = newTransport()
 	}
 	if w := opts.Config.Store.SettleWindow.Std(); w > 0 && opts.Config.Store.Kind == config.StoreRedis {
-		s.behind = newBehind(w, s.log)
+		s.behind = settle.NewBehind[*pendingSettle](w, s.store, s.log)
 	}
 	go func() {
 		defer close(s.listening)
@@ -223,11 +224,11 @@ func (s *Server) Close(ctx context.Context) {
 	<-s.listening
 	// The settles waiting behind replies are written before the key
 	// buckets they correct close.
-	s.behind.close(ctx)
+	s.behind.Close(ctx)
 	if s.sched != nil {
 		s.sched.Close()
 	}
-	s.settles.close(ctx)
+	s.settles.Close(ctx)
 }
 
 // EndStreams ends the calls still in flight in this process, as an

@@ -12,6 +12,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/ceiling"
 	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
@@ -150,15 +151,15 @@ func (t *turn) settleTenantWith(ctx context.Context, used tenant.Amount) {
 // released and used charged. A store that is out is retried in the
 // background; any other failure is logged with the figures.
 func (s *Server) chargeTenant(ctx context.Context, log *slog.Logger, name, call string, used tenant.Amount) {
-	settle := func(ctx context.Context) error { return s.ledger.Settle(ctx, name, call, used) }
-	err := settle(ctx)
+	write := func(ctx context.Context) error { return s.ledger.Settle(ctx, name, call, used) }
+	err := write(ctx)
 	if err == nil {
 		return
 	}
 	attrs := []slog.Attr{slog.String("tenant", name), slog.String("call", call),
 		slog.Int64("micros", used.Micros), slog.Int64("tokens", used.Tokens)}
 	if errors.Is(err, trajectory.ErrUnavailable) {
-		s.settles.retry(log, writeTenant, settle, attrs)
+		s.settles.Retry(log, settle.WriteTenant, write, attrs)
 		return
 	}
 	log.LogAttrs(ctx, slog.LevelError, "tenant charge not recorded", append(attrs, slog.String("error", err.Error()))...)

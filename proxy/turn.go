@@ -362,7 +362,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		tried := len(t.tried)
 		// The settles of the thread's earlier calls that wait behind their
 		// replies (behind.go) go in the same update, ahead of admission.
-		pend, err := t.s.behind.take(ctx, id)
+		pend, err := t.s.behind.Take(ctx, id)
 		if err != nil {
 			return nil, adm, err
 		}
@@ -392,9 +392,9 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			for i, p := range pend {
 				p.done(ctx, pevs[i], perrs[i])
 			}
-			t.s.behind.applied(pend)
+			t.s.behind.Applied(pend)
 		} else {
-			t.s.behind.giveBack(pend)
+			t.s.behind.GiveBack(pend)
 		}
 		if (err != nil || adm.paused) && t.ride != nil && t.ride.Sent() {
 			// Refused, held, or unanswered: the take that rode with the
@@ -408,7 +408,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			// its reply there for a window, or for its flush on a busy
 			// replica: the thread is looked at again, backing off, for
 			// busyElsewhereMax before a sibling is forked for it.
-			step := max(t.s.behind.window, time.Millisecond) << min(busyTries, 6)
+			step := max(t.s.behind.Window(), time.Millisecond) << min(busyTries, 6)
 			busyTries++
 			waitedOther += step
 			if sleepCtx(ctx, step) != nil {
