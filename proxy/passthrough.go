@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gatekeeper/proxy/internal/threadid"
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
 	"gatekeeper/trajectory"
@@ -153,11 +154,11 @@ func (s *Server) passThread(r *http.Request, root string) string {
 	}
 	parent := root
 	if pid := r.Header.Get("X-Claude-Code-Parent-Agent-Id"); pid != "" {
-		if p := childID(root, "agent:"+pid); s.exists(r.Context(), p) {
+		if p := threadid.Child(root, "agent:"+pid); s.exists(r.Context(), p) {
 			parent = p
 		}
 	}
-	id := childID(parent, "agent:"+agent)
+	id := threadid.Child(parent, "agent:"+agent)
 	if !s.exists(r.Context(), id) {
 		return ""
 	}

@@ -16,6 +16,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/proxy/internal/notice"
+	"gatekeeper/proxy/internal/threadid"
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
@@ -214,7 +215,7 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	key, parentKey := threadKey(r, t.pr)
+	key, parentKey := threadid.Key(r.Header, t.pr.Fingerprint)
 	t.thread, t.root = key, rid
 	ids := make([]string, len(t.pr.ToolResults))
 	for i, tr := range t.pr.ToolResults {
@@ -248,13 +249,13 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	}
 	parent := root
 	if parentKey != "" {
-		if p, err := s.store.Get(ctx, childID(root.ID, parentKey)); err == nil {
+		if p, err := s.store.Get(ctx, threadid.Child(root.ID, parentKey)); err == nil {
 			parent = p
 		}
 	}
 	// The root serves the first conversation that claims it; every other
 	// conversation is a child record.
-	candidate := childID(parent.ID, key)
+	candidate := threadid.Child(parent.ID, key)
 	if parent == root && (root.Thread == key || root.Thread == "") {
 		candidate = root.ID
 	} else if candidate, err = t.child(ctx, parent.ID, candidate, key); err != nil {
@@ -264,7 +265,7 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	err = t.admitOn(ctx, h.parent, h.base, key, ids)
 	if errors.Is(err, errOtherThread) && candidate == root.ID {
 		// Another conversation claimed the root after it was read.
-		if h.base, err = t.child(ctx, root.ID, childID(root.ID, key), key); err != nil {
+		if h.base, err = t.child(ctx, root.ID, threadid.Child(root.ID, key), key); err != nil {
 			return err
 		}
 		err = t.admitOn(ctx, h.parent, h.base, key, ids)
@@ -298,11 +299,11 @@ func (t *turn) child(ctx context.Context, parent, id, key string) (string, error
 // it when base (and each earlier sibling) already has a call in flight.
 func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []string) error {
 	candidate := base
-	for n := 1; n <= maxSiblings; n++ {
+	for n := 1; n <= threadid.MaxSiblings; n++ {
 		if n > 1 {
 			// A sibling is a child of the busy thread's parent (of the
 			// root when the busy thread is the root itself).
-			candidate = siblingID(parent, base, n)
+			candidate = threadid.Sibling(parent, base, n)
 			var full *childrenFull
 			if err := t.s.ensureChild(ctx, parent, t.req.tenant.Name, candidate, key); errors.As(err, &full) {
 				break
@@ -345,7 +346,7 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		return nil
 	}
 	return &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: 2 * time.Second,
-		Msg: fmt.Sprintf("more than %d calls of one conversation are in flight; retry shortly", maxSiblings)}
+		Msg: fmt.Sprintf("more than %d calls of one conversation are in flight; retry shortly", threadid.MaxSiblings)}
 }
 
 // admitWaiting runs the admission step on record id, waiting while the
