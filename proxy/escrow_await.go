@@ -166,7 +166,7 @@ func (s *Server) waitDecisions(ctx context.Context, h *approvals.Hold, d time.Du
 	for {
 		// Listen before looking, so that a decision between the look and
 		// the wait still wakes it.
-		woken, stop := s.live.wait(h.Trajectory)
+		woken, stop := s.live.Wait(h.Trajectory)
 		reqs, done, err := s.lookHold(ctx, h)
 		if err != nil || done {
 			stop()

@@ -18,6 +18,7 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/deadline"
+	"gatekeeper/proxy/internal/inflight"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
@@ -78,7 +79,7 @@ type Server struct {
 	hints      *hints
 	settles    *settle.Retrier
 	behind     *settle.Behind[*pendingSettle] // settles written behind their replies; nil: each at once
-	live       *live
+	live       *inflight.Registry[*turn]
 	tel        *telemetry.Telemetry
 	sched      *ratelimit.Scheduler // nil when no provider key has a limit
 	buckets    ratelimit.Buckets    // the scheduler's
@@ -128,7 +129,7 @@ func New(opts Options) (*Server, error) {
 		minOutput:  opts.Config.BudgetMinOutputTokens,
 		hints:      newHints(1 << 16),
 		settles:    settle.NewRetrier(),
-		live:       newLive(),
+		live:       inflight.New[*turn](),
 		tel:        opts.Telemetry,
 		listening:  make(chan struct{}),
 		replica:    opts.Replica,
@@ -239,12 +240,12 @@ func (s *Server) Close(ctx context.Context) {
 // still unrecorded when ctx ended, each of which logs its figures should
 // its charge not reach the store.
 func (s *Server) EndStreams(ctx context.Context) int {
-	turns := s.live.all()
+	turns := s.live.All()
 	for _, t := range turns {
 		t.stop(stopShutdown)
 	}
 	for {
-		left := len(s.live.all())
+		left := len(s.live.All())
 		if left == 0 || sleepCtx(ctx, 10*time.Millisecond) != nil {
 			return left
 		}

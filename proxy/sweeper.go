@@ -92,7 +92,7 @@ func (s *Server) watchCalls(ctx context.Context) {
 // beat tells the store that this replica's calls in flight are alive, and
 // how much output each has streamed.
 func (s *Server) beat(ctx context.Context) {
-	for _, t := range s.live.all() {
+	for _, t := range s.live.All() {
 		call, streamed := t.adm.call, t.streamed.Load()
 		_, err := s.store.Update(ctx, t.recID, func(r *trajectory.Record) ([]trajectory.Event, error) {
 			if r.Call != call || r.State != trajectory.CallingModel {

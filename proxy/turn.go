@@ -166,8 +166,8 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	uctx, cancel := context.WithCancel(sctx)
 	defer cancel()
 	t.cancelUp = cancel
-	s.live.add(t)
-	defer s.live.remove(t)
+	s.live.Add(t)
+	defer s.live.Remove(t)
 	if d := req.tenant.CallLimits.CallDeadline.Std(); d > 0 {
 		timer := time.AfterFunc(d, func() { t.stop(stopDeadline) })
 		defer timer.Stop()
@@ -453,7 +453,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 				return nil, adm, &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
 					Msg: fmt.Sprintf("trajectory %s is paused (by an operator, by the loop watchdog, or until its budget is raised); retry later", trajectory.Unscoped(id, t.req.tenant.Name))}
 			}
-			woken, stop := t.s.live.wait(id)
+			woken, stop := t.s.live.Wait(id)
 			select {
 			case <-woken:
 			case <-time.After(min(left, pausePoll)):
