@@ -16,6 +16,6 @@
 // allowlist), threadid (run and thread ids), chainrule (the rules applied
 // to a chain of records), ceiling (a tenant's ceilings), notice (the texts
 // put in front of the model), settle (settle retries and the write-behind
-// queue), deadline (the store deadlines) and inflight (the calls in
-// flight that control signals act on).
+// queue), deadline (the store deadlines), inflight (the calls in flight
+// that control signals act on) and holds (the escrow's stored holds).
 package proxy
