@@ -158,25 +158,9 @@ func (s *Server) sweepCall(ctx context.Context, id, call string, mine bool) bool
 		data = map[string]any{"stop": "error", "estimated": true, "usage": usage, "dollars": dollars, "call": call,
 			"model": rec.Model, "provider": rec.Provider, "owner": rec.CallOwner, "swept_by": s.replica,
 			"detail": "call lost: " + why + "; charged as estimated from its input and the output streamed by its last heartbeat"}
-		evs := []trajectory.Event{chainrule.Event(rec.ID, now, trajectory.EventTurn, data)}
-		tr, err := rec.Transition(trajectory.Ready, "call_lost", now)
+		evs, err := chainrule.ChargeLost(chain, usage, charge, data, now)
 		if err != nil {
 			return nil, err
-		}
-		evs = append(evs, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...)
-		rec.CountTurn(trajectory.TurnOutcome{StopReason: "error", Usage: usage, Dollars: dollars, Estimated: true})
-		released := rec.CallReserved
-		chainrule.ClearCall(rec)
-		for i, l := range chain {
-			l.Reserved = l.Reserved.Release(released)
-			if i > 0 {
-				l.AddSpend(usage, dollars, true)
-				l.Spend.Turns++
-			}
-			if !charge.Priced {
-				l.FallbackPriced = true
-			}
-			l.ChargeWallClock(now)
 		}
 		ls := chainrule.Levels(chain, now, true)
 		return append(evs, s.readStages(chain, ls, meter.Check(ls, s.stages), now)...), nil

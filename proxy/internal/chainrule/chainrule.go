@@ -136,3 +136,34 @@ func ClearCall(rec *trajectory.Record) {
 	rec.Call, rec.CallReserved = "", trajectory.Reservation{}
 	rec.CallOwner, rec.CallBeat, rec.CallInput, rec.CallOutput = "", time.Time{}, 0, 0
 }
+
+// ChargeLost ends a lost call on its thread record (chain[0]) charged as
+// estimated: usage at charge, with data as its turn event. The
+// reservation goes back on the whole chain, the thread is READY again,
+// and every record is charged the call (the thread as its turn, each
+// ancestor in its spend).
+func ChargeLost(chain []*trajectory.Record, usage trajectory.Usage, charge meter.Charge, data map[string]any, now time.Time) ([]trajectory.Event, error) {
+	rec := chain[0]
+	dollars := charge.Dollars()
+	evs := []trajectory.Event{Event(rec.ID, now, trajectory.EventTurn, data)}
+	tr, err := rec.Transition(trajectory.Ready, "call_lost", now)
+	if err != nil {
+		return nil, err
+	}
+	evs = append(evs, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...)
+	rec.CountTurn(trajectory.TurnOutcome{StopReason: "error", Usage: usage, Dollars: dollars, Estimated: true})
+	released := rec.CallReserved
+	ClearCall(rec)
+	for i, l := range chain {
+		l.Reserved = l.Reserved.Release(released)
+		if i > 0 {
+			l.AddSpend(usage, dollars, true)
+			l.Spend.Turns++
+		}
+		if !charge.Priced {
+			l.FallbackPriced = true
+		}
+		l.ChargeWallClock(now)
+	}
+	return evs, nil
+}
