@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,11 +15,11 @@ import (
 
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/notice"
+	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/trajectory"
 )
-
-// Exit reason of a run stopped by its budget (README.md, Budgets).
-const exitBudgetExceeded = "BUDGET_EXCEEDED"
 
 // defaultMaxOutput is the output a call without an output limit is
 // reserved for: Chat and Responses requests may leave it to the model.
@@ -60,7 +58,7 @@ type admission struct {
 // reservations. A call refused because its budget is exhausted ends the
 // run (on_exhaust: fail) or pauses it (on_exhaust: pause).
 func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []trajectory.Event, error) {
-	ls := levels(chain, now, true)
+	ls := chainrule.Levels(chain, now, true)
 	v := meter.Admit(ls, meter.Call{Worst: t.worstCase(), MaxOutput: t.maxOut,
 		DefaultOutput: defaultMaxOutput, MinOutput: t.s.minOutput}, t.s.stages)
 	if v.Wait {
@@ -71,7 +69,7 @@ func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []
 	adm := admission{decision: v.Decision, call: t.callID(), levels: ls, fit: v.Fit}
 	evs := t.s.readStages(chain, ls, v.Decision, now)
 	if v.Stage == meter.Halt {
-		xevs, paused, err := exhaust(chain, v.Decision, now)
+		xevs, paused, err := chainrule.Exhaust(chain, v.Decision, now)
 		adm.paused = paused
 		return adm, append(evs, xevs...), err
 	}
@@ -85,10 +83,10 @@ func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admission, []
 		}
 		for _, l := range ls {
 			if l.ID == v.Fit.BindingID {
-				data["left"] = remaining(l, v.Fit.Binding)
+				data["left"] = notice.Remaining(l, v.Fit.Binding)
 			}
 		}
-		evs = append(evs, eventWith(chain[0].ID, now, trajectory.EventBudgetClamp, data))
+		evs = append(evs, chainrule.Event(chain[0].ID, now, trajectory.EventBudgetClamp, data))
 	}
 	for _, rec := range chain {
 		rec.Reserved = rec.Reserved.Add(adm.reserved)
@@ -143,7 +141,7 @@ func (t *turn) ownAdmission(chain []*trajectory.Record) (admission, bool) {
 	}
 	// Not reachable while every saved attempt is in tried; the record's
 	// own figures are the reservation in any case.
-	return admission{call: t.call, reserved: rec.CallReserved, levels: levels(chain, t.s.now(), true)}, true
+	return admission{call: t.call, reserved: rec.CallReserved, levels: chainrule.Levels(chain, t.s.now(), true)}, true
 }
 
 // abandon gives back, in the background, a reservation the turn may have
@@ -160,7 +158,7 @@ func (t *turn) abandon(id string, cause error) {
 			if chain[0].Call != call || chain[0].State != trajectory.CallingModel {
 				return nil, errSettled
 			}
-			return reclaimWith(chain, t.s.now(), "admission abandoned: the store's answer was lost and the call was never sent")
+			return chainrule.Reclaim(chain, t.s.now(), "admission abandoned: the store's answer was lost and the call was never sent")
 		})
 		if errors.Is(err, errSettled) {
 			return nil
@@ -168,64 +166,13 @@ func (t *turn) abandon(id string, cause error) {
 		return err
 	}
 	attrs := []slog.Attr{slog.String("trajectory", id), slog.String("call", call), slog.String("cause", cause.Error())}
-	t.s.settles.retry(t.s.log, writeRelease, release, attrs)
+	t.s.settles.Retry(t.s.log, settle.WriteRelease, release, attrs)
 }
 
-// exhaust applies a refusal for an exhausted budget to the thread record
-// (chain[0]) and the record whose budget binds, by the binding record's
-// on_exhaust: fail finalizes them FAILED (BUDGET_EXCEEDED); pause moves
-// those READY to PAUSED with reason BUDGET, and the call waits as for an
-// operator's pause.
-func exhaust(chain []*trajectory.Record, d meter.Decision, now time.Time) ([]trajectory.Event, bool, error) {
-	policy := trajectory.OnExhaustFail
-	for _, rec := range chain {
-		if rec.ID == d.BindingID && rec.Budget.OnExhaust != "" {
-			policy = rec.Budget.OnExhaust
-		}
-	}
-	var evs []trajectory.Event
-	for _, rec := range chain {
-		if rec != chain[0] && rec.ID != d.BindingID || rec.State.Terminal() {
-			continue
-		}
-		rec.BindingDimension = string(d.Binding)
-		if policy == trajectory.OnExhaustPause {
-			if rec.State != trajectory.Ready {
-				// Busy with a call of its own: its next call pauses it.
-				continue
-			}
-			tr, err := rec.Transition(trajectory.Paused, "budget exhausted", now)
-			if err != nil {
-				return nil, false, err
-			}
-			rec.PauseReason = trajectory.PauseBudget
-			evs = append(evs, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...)
-			continue
-		}
-		ts, err := rec.Finalize(trajectory.Failed, exitBudgetExceeded, now)
-		if err != nil {
-			return nil, false, err
-		}
-		evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
-	}
-	return evs, policy == trajectory.OnExhaustPause, nil
-}
-
-// readStages records on every record of a chain its budget reading from
-// ls, the chain's levels at now: the thread record (chain[0]) gets d, the
-// tightest reading of its chain, which is the one applied to its calls;
-// each ancestor its own.
+// readStages records on every record of a chain its budget reading
+// (chainrule.ReadStages, staged by the server's thresholds).
 func (s *Server) readStages(chain []*trajectory.Record, ls []meter.Level, d meter.Decision, now time.Time) []trajectory.Event {
-	var evs []trajectory.Event
-	for i, rec := range chain {
-		rho, dim, stage := d.Rho, d.Binding, d.Stage
-		if i > 0 {
-			rho, dim = meter.Rho(rec.Budget, ls[i].Used.Add(ls[i].Reserved))
-			stage = s.stages.Stage(rho)
-		}
-		evs = append(evs, setStage(rec, rho, dim, stage, now)...)
-	}
-	return evs
+	return chainrule.ReadStages(chain, ls, d, s.stages, now)
 }
 
 // staleCall is how long a call may stay in flight before its thread takes
@@ -237,60 +184,6 @@ func (s *Server) staleCall(tenant *config.Tenant) time.Duration {
 	return time.Hour
 }
 
-// reclaim ends a lost call on its thread record (chain[0]): its
-// reservation is released on the whole chain, uncharged, and the thread
-// is READY again.
-func reclaim(chain []*trajectory.Record, now time.Time) ([]trajectory.Event, error) {
-	return reclaimWith(chain, now, "call lost: no reply was recorded")
-}
-
-// reclaimWith is reclaim with the event's detail.
-func reclaimWith(chain []*trajectory.Record, now time.Time, detail string) ([]trajectory.Event, error) {
-	rec := chain[0]
-	tr, err := rec.Transition(trajectory.Ready, "call_lost", now)
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range chain {
-		l.Reserved = l.Reserved.Release(rec.CallReserved)
-	}
-	ev := eventWith(rec.ID, now, trajectory.EventUpstreamError, map[string]any{
-		"detail": detail, "call": rec.Call})
-	clearCall(rec)
-	return append([]trajectory.Event{ev}, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
-}
-
-// levels reads a chain as the meter sees it at now: spend, wall clock
-// and, when inFlight is set, the reservations of calls in flight.
-func levels(chain []*trajectory.Record, now time.Time, inFlight bool) []meter.Level {
-	out := make([]meter.Level, len(chain))
-	for i, rec := range chain {
-		u := meter.UsedOf(rec.Spend)
-		u.WallClock = meter.Elapsed(rec.StartedAt, now, rec.Waited(now))
-		out[i] = meter.Level{ID: rec.ID, Budget: rec.Budget, Used: u}
-		if inFlight {
-			out[i].Reserved = meter.Reservation{Turns: rec.Reserved.Calls, Tokens: rec.Reserved.Tokens, Micros: rec.Reserved.Micros}
-		}
-	}
-	return out
-}
-
-// setStage records a budget reading on rec, with an event when its stage
-// changes.
-func setStage(rec *trajectory.Record, rho float64, dim meter.Dimension, stage meter.Stage, now time.Time) []trajectory.Event {
-	if math.IsNaN(rho) || math.IsInf(rho, 0) {
-		rho = 1
-	}
-	rec.BudgetUsed, rec.BindingDimension = rho, string(dim)
-	if rec.Stage == string(stage) {
-		return nil
-	}
-	from := rec.Stage
-	rec.Stage = string(stage)
-	return []trajectory.Event{eventWith(rec.ID, now, trajectory.EventStage, map[string]any{
-		"from": from, "to": stage, "budget_used": rho, "binding_dimension": dim})}
-}
-
 // haltError is the answer to a call its budget refused.
 func (s *Server) haltError(rec *trajectory.Record, adm admission) error {
 	d := adm.decision
@@ -299,12 +192,8 @@ func (s *Server) haltError(rec *trajectory.Record, adm admission) error {
 		whose = "the " + trajectory.Unscoped(d.BindingID, rec.Tenant) + " run's"
 	}
 	left := ""
-	for _, l := range adm.levels {
-		if l.ID == d.BindingID {
-			if r := remaining(l, d.Binding); r != "" {
-				left = ", " + r + " left"
-			}
-		}
+	if r := notice.Left(adm.levels, d); r != "" {
+		left = ", " + r + " left"
 	}
 	return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
 		Msg: fmt.Sprintf("trajectory %s has exhausted %s %s budget (%.0f%% used%s, not enough for this call's input and a minimal reply); the call was not forwarded and the run is stopped; an operator can start a new trajectory with a larger budget",
@@ -312,48 +201,9 @@ func (s *Server) haltError(rec *trajectory.Record, adm admission) error {
 }
 
 // notice is the budget notice appended to a steered or restricted
-// request: which ceiling presses and what is left of it.
+// request.
 func (t *turn) notice() string {
-	d := t.adm.decision
-	var left string
-	for _, l := range t.adm.levels {
-		if l.ID == d.BindingID {
-			left = remaining(l, d.Binding)
-		}
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "[gatekeeper budget notice] This run has used %.0f%% of its %s budget", d.Rho*100, d.Binding)
-	if left != "" {
-		fmt.Fprintf(&b, "; %s remain", left)
-	}
-	b.WriteString(".")
-	if d.Stage == meter.Restrict {
-		b.WriteString(" Only read-only tools remain available")
-		if ro := t.req.tenant.ReadOnlyTools; len(ro) > 0 {
-			b.WriteString(" (" + strings.Join(ro, ", ") + ")")
-		}
-		b.WriteString(". Give your final answer now.")
-	} else {
-		b.WriteString(" Plan to finish the task within what remains.")
-	}
-	return b.String()
-}
-
-// remaining says what is left of one dimension of a level's budget, the
-// calls in flight counted.
-func remaining(l meter.Level, d meter.Dimension) string {
-	l.Used = l.Used.Add(l.Reserved)
-	switch d {
-	case meter.Turns:
-		return fmt.Sprintf("%d model calls", max(l.Budget.Turns-l.Used.Turns, 0))
-	case meter.Tokens:
-		return fmt.Sprintf("about %d tokens", max(l.Budget.Tokens-l.Used.Tokens, 0))
-	case meter.WallClock:
-		return fmt.Sprintf("about %s", max(time.Duration(l.Budget.WallClockS)*time.Second-l.Used.WallClock, 0).Round(time.Second))
-	case meter.Dollars:
-		return fmt.Sprintf("about $%.2f", max(l.Budget.Dollars-meter.ToDollars(l.Used.Micros), 0))
-	}
-	return ""
+	return notice.Budget(t.adm.decision, t.adm.levels, t.req.tenant.ReadOnlyTools)
 }
 
 func newCallID() string {

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/inflight"
 	"gatekeeper/trajectory"
 )
 
@@ -33,86 +34,20 @@ const pausePoll = time.Second
 // errKilled drops the agent's connection: a killed run gets no more bytes.
 var errKilled = errors.New("proxy: trajectory killed by an operator")
 
-// live tracks the calls in flight in this process by thread record, and
-// the requests waiting on a paused record, so that a control signal acts
-// on them at once.
-type live struct {
-	mu      sync.Mutex
-	turns   map[string]*turn
-	waiters map[string]map[chan struct{}]struct{}
-}
+// Record is the thread record the turn's call runs on.
+func (t *turn) Record() string { return t.recID }
 
-func newLive() *live {
-	return &live{turns: make(map[string]*turn), waiters: make(map[string]map[chan struct{}]struct{})}
-}
-
-func (l *live) add(t *turn) {
-	l.mu.Lock()
-	l.turns[t.recID] = t
-	l.mu.Unlock()
-}
-
-func (l *live) remove(t *turn) {
-	l.mu.Lock()
-	if l.turns[t.recID] == t {
-		delete(l.turns, t.recID)
-	}
-	l.mu.Unlock()
-}
-
-// all returns the turns in flight in this process.
-func (l *live) all() []*turn {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]*turn, 0, len(l.turns))
-	for _, t := range l.turns {
-		out = append(out, t)
-	}
-	return out
-}
-
-// wait returns a channel closed by the next signal for id, and a func to
-// stop waiting.
-func (l *live) wait(id string) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	l.mu.Lock()
-	if l.waiters[id] == nil {
-		l.waiters[id] = make(map[chan struct{}]struct{})
-	}
-	l.waiters[id][ch] = struct{}{}
-	l.mu.Unlock()
-	return ch, func() {
-		l.mu.Lock()
-		if _, ok := l.waiters[id][ch]; ok {
-			delete(l.waiters[id], ch)
-			if len(l.waiters[id]) == 0 {
-				delete(l.waiters, id)
-			}
-		}
-		l.mu.Unlock()
-	}
-}
-
-// signal acts on a control signal for record id: a call in flight there
-// is stopped (cancel, kill) and requests waiting on it look again.
-func (l *live) signal(sig trajectory.Signal) {
-	l.mu.Lock()
-	t := l.turns[sig.ID]
-	for ch := range l.waiters[sig.ID] {
-		close(ch)
-	}
-	delete(l.waiters, sig.ID)
-	l.mu.Unlock()
-	if t == nil {
-		return
-	}
-	switch sig.Kind {
+// Control stops the turn's call for an operator's cancel or kill.
+func (t *turn) Control(k trajectory.ControlKind) {
+	switch k {
 	case trajectory.ControlCancel:
 		t.stop(stopCancel)
 	case trajectory.ControlKill:
 		t.stop(stopKill)
 	}
 }
+
+var _ = inflight.New[*turn] // *turn is an inflight.Call
 
 // listen applies the signals of every replica until ctx ends.
 func (s *Server) listen(ctx context.Context, sigs trajectory.Signals) {
@@ -126,7 +61,7 @@ func (s *Server) listen(ctx context.Context, sigs trajectory.Signals) {
 			continue
 		}
 		for sig := range ch {
-			s.live.signal(sig)
+			s.live.Signal(sig)
 		}
 	}
 }
@@ -153,50 +88,11 @@ func (t *turn) stopError() (typ, msg string) {
 
 func (t *turn) stopReason() stopKind { return stopKind(atomic.LoadInt32((*int32)(&t.stopped))) }
 
-// controlApplied is the event of a pending control taking effect.
-func controlApplied(id string, c *trajectory.Control, now time.Time) trajectory.Event {
-	return eventWith(id, now, trajectory.EventControl, map[string]any{"kind": c.Kind, "by": c.By, "applied": true})
-}
-
-// applyPause applies a pending pause c to a READY record at a turn
-// boundary, with its events.
-func applyPause(rec *trajectory.Record, c *trajectory.Control, now time.Time) ([]trajectory.Event, error) {
-	rec.TakeControl()
-	tr, err := rec.Transition(trajectory.Paused, "operator pause", now)
-	if err != nil {
-		return nil, err
-	}
-	return append([]trajectory.Event{controlApplied(rec.ID, c, now)}, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
-}
-
 // afterTurn applies, when a call ends, what an operator asked while it was
-// out: the call was stopped by a cancel, or a cancel, finish or pause was
-// left pending for this boundary.
+// out (chainrule.AfterTurn): the call was stopped by a cancel, or a
+// cancel, finish or pause was left pending for this boundary.
 func (t *turn) afterTurn(rec *trajectory.Record, now time.Time) ([]trajectory.Event, error) {
-	if rec.State.Terminal() {
-		return nil, nil
-	}
-	c := rec.Pending.Control
-	var ts []trajectory.Transition
-	var err error
-	switch {
-	case t.stopReason() == stopCancel || c != nil && c.Kind == trajectory.ControlCancel:
-		ts, err = rec.Finalize(trajectory.Canceled, trajectory.ExitCanceled, now)
-	case c != nil && c.Kind == trajectory.ControlFinish:
-		ts, err = rec.Finalize(trajectory.Completed, trajectory.ExitFinished, now)
-	case c != nil && c.Kind == trajectory.ControlPause && rec.State == trajectory.Ready:
-		return applyPause(rec, c, now)
-	default:
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var evs []trajectory.Event
-	if c != nil {
-		evs = append(evs, controlApplied(rec.ID, c, now))
-	}
-	return append(evs, trajectory.EventsFor(rec.ID, ts)...), nil
+	return chainrule.AfterTurn(rec, t.stopReason() == stopCancel, now)
 }
 
 // Idle finish: a run whose last turn ended its task (end_turn) and that
@@ -257,5 +153,17 @@ func (s *Server) sweep(ctx context.Context) {
 		case <-tick.C:
 			s.sweepIdle(ctx)
 		}
+	}
+}
+
+// sleepCtx waits d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

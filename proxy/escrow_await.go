@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gatekeeper/approvals"
+	"gatekeeper/proxy/internal/holds"
 	"gatekeeper/trajectory"
 )
 
@@ -166,7 +167,7 @@ func (s *Server) waitDecisions(ctx context.Context, h *approvals.Hold, d time.Du
 	for {
 		// Listen before looking, so that a decision between the look and
 		// the wait still wakes it.
-		woken, stop := s.live.wait(h.Trajectory)
+		woken, stop := s.live.Wait(h.Trajectory)
 		reqs, done, err := s.lookHold(ctx, h)
 		if err != nil || done {
 			stop()
@@ -206,7 +207,7 @@ func (s *Server) lookHold(ctx context.Context, h *approvals.Hold) ([]*approvals.
 		return nil, false, &errRunStopped{rec: rec, kill: rec.ExitReason == trajectory.ExitKilled}
 	}
 	now := s.now()
-	reqs, done, err := s.holdRequests(ctx, h)
+	reqs, done, err := holds.Requests(ctx, s.esc.store, h)
 	if err != nil || done {
 		return reqs, done, err
 	}
@@ -215,23 +216,8 @@ func (s *Server) lookHold(ctx context.Context, h *approvals.Hold) ([]*approvals.
 			// Silence is denial: expire what is due now rather than wait
 			// for the service's sweep.
 			s.esc.svc.Sweep(ctx)
-			return s.holdRequests(ctx, h)
+			return holds.Requests(ctx, s.esc.store, h)
 		}
 	}
 	return reqs, false, nil
-}
-
-// holdRequests reads the hold's requests and whether all are decided.
-func (s *Server) holdRequests(ctx context.Context, h *approvals.Hold) ([]*approvals.Request, bool, error) {
-	reqs := make([]*approvals.Request, 0, len(h.Requests))
-	done := true
-	for _, id := range h.Requests {
-		r, err := s.esc.store.Get(ctx, id)
-		if err != nil {
-			return nil, false, err
-		}
-		done = done && r.Decided()
-		reqs = append(reqs, r)
-	}
-	return reqs, done, nil
 }

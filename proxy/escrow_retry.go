@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"gatekeeper/approvals"
+	"gatekeeper/proxy/internal/holds"
 	"gatekeeper/streaming"
 )
 
@@ -25,7 +26,7 @@ import (
 func (t *turn) findHold(ctx context.Context, id string, opening bool) (found bool, err error) {
 	h, err := t.s.esc.store.FindHold(ctx, id, t.key)
 	if err == nil && h.Generation == 0 {
-		h, err = t.s.legacyLatest(ctx, h)
+		h, err = holds.Latest(ctx, t.s.esc.store, h, maxHolds)
 	}
 	switch {
 	case errors.Is(err, approvals.ErrNotFound),

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,8 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/holds"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -48,12 +49,6 @@ type decidedReply struct {
 	texts  map[string]string // what replaces each of them
 	next   *approvals.Hold
 }
-
-// staleError is a release re-check that failed: the approval no longer
-// covers the world as it is.
-type staleError struct{ why string }
-
-func (e *staleError) Error() string { return "proxy: approval is stale: " + e.why }
 
 // settleHold turns a held turn whose requests are all decided into the
 // reply that client c receives. Delivery is claimed on the hold first, in
@@ -102,14 +97,14 @@ func (s *Server) decideHold(ctx context.Context, h *approvals.Hold, reqs []*appr
 	}
 	if approved {
 		err := s.releaseHeld(ctx, h, reqs, res)
-		var stale *staleError
+		var stale *holds.StaleError
 		switch {
 		case err == nil:
 			s.closeHold(ctx, h, approvals.Released, reqs, c.log)
 			c.log.LogAttrs(ctx, slog.LevelInfo, "held tool calls released", slog.String("hold", h.ID))
 			return &decidedReply{reply: base}, nil
 		case errors.As(err, &stale):
-			reqs = s.markStale(ctx, reqs, stale.why, c.log)
+			reqs = holds.MarkStale(ctx, s.esc.store, reqs, stale.Why, s.now(), c.log)
 		default:
 			return nil, err
 		}
@@ -138,38 +133,28 @@ func (s *Server) decideHold(ctx context.Context, h *approvals.Hold, reqs []*appr
 // and still awaiting this approval, its budget is not spent, and the stage
 // still grants the tool.
 func (s *Server) releaseHeld(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, res *streaming.Result) error {
-	for _, r := range reqs {
-		i := slices.IndexFunc(res.ToolCalls, func(tc streaming.ToolCall) bool { return tc.ID == r.CallID })
-		if i < 0 {
-			return &staleError{why: "the approved call is not in the held reply"}
-		}
-		call, err := approvals.Canonical(res.ToolCalls[i].Name, res.ToolCalls[i].Arguments)
-		if err != nil || call.Digest() != r.Digest {
-			return &staleError{why: "the held call is not the one approved"}
-		}
-		if r.DecidedAt == nil || !r.DecidedAt.Before(r.ExpiresAt) {
-			return &staleError{why: "the approval came after its expiry"}
-		}
+	if err := holds.CheckApproved(reqs, res); err != nil {
+		return err
 	}
 	now := s.now()
 	_, err := s.store.UpdateChain(ctx, h.Trajectory, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 		rec := chain[0]
 		for _, r := range chain {
 			if r.State.Terminal() || r.State == trajectory.Finalizing {
-				return nil, &staleError{why: fmt.Sprintf("trajectory %s has ended", r.ID)}
+				return nil, &holds.StaleError{Why: fmt.Sprintf("trajectory %s has ended", r.ID)}
 			}
 		}
 		if rec.State != trajectory.AwaitingApproval || rec.Pending.ApprovalID != h.Requests[0] {
-			return nil, &staleError{why: fmt.Sprintf("trajectory %s is %s, no longer awaiting this approval", rec.ID, rec.State)}
+			return nil, &holds.StaleError{Why: fmt.Sprintf("trajectory %s is %s, no longer awaiting this approval", rec.ID, rec.State)}
 		}
-		d := meter.Check(levels(chain, now, true), s.stages)
+		d := meter.Check(chainrule.Levels(chain, now, true), s.stages)
 		switch d.Stage {
 		case meter.Halt:
-			return nil, &staleError{why: "the run's budget is spent"}
+			return nil, &holds.StaleError{Why: "the run's budget is spent"}
 		case meter.Restrict:
 			for _, r := range reqs {
 				if !slices.Contains(s.tenantReadOnly(h.Tenant), r.Call.Name) {
-					return nil, &staleError{why: "the run's budget stage no longer grants " + r.Call.Name}
+					return nil, &holds.StaleError{Why: "the run's budget stage no longer grants " + r.Call.Name}
 				}
 			}
 		}
@@ -190,28 +175,6 @@ func (s *Server) tenantReadOnly(name string) []string {
 		}
 	}
 	return nil
-}
-
-// markStale turns approved requests whose release re-check failed into
-// stale ones, and returns the requests as they now are.
-func (s *Server) markStale(ctx context.Context, reqs []*approvals.Request, why string, log *slog.Logger) []*approvals.Request {
-	now := s.now()
-	out := make([]*approvals.Request, len(reqs))
-	for i, r := range reqs {
-		nr, err := s.esc.store.Update(ctx, r.ID, func(r *approvals.Request) error {
-			if r.State == approvals.Approved || r.State == approvals.Pending {
-				r.State, r.Reason, r.DecidedAt = approvals.Stale, why, &now
-			}
-			return nil
-		})
-		if err != nil {
-			log.LogAttrs(ctx, slog.LevelWarn, "marking an approval stale failed", slog.String("approval_id", r.ID), slog.String("error", err.Error()))
-			nr = r.Clone()
-			nr.State, nr.Reason = approvals.Stale, why
-		}
-		out[i] = nr
-	}
-	return out
 }
 
 // refuseHeld moves the record AWAITING_APPROVAL → READY: the agent gets no
@@ -236,12 +199,7 @@ func (s *Server) refuseHeld(ctx context.Context, h *approvals.Hold, reason strin
 // telemetry through the Service's Decided hook; here the held requests
 // leave the pending gauge.
 func (s *Server) closeHold(ctx context.Context, h *approvals.Hold, st approvals.HoldState, reqs []*approvals.Request, log *slog.Logger) {
-	if _, err := s.esc.store.UpdateHold(ctx, h.ID, func(h *approvals.Hold) error {
-		h.State = st
-		return nil
-	}); err != nil {
-		log.LogAttrs(ctx, slog.LevelWarn, "closing a hold failed", slog.String("hold", h.ID), slog.String("error", err.Error()))
-	}
+	holds.Close(ctx, s.esc.store, h, st, log)
 	s.tel.ApprovalPending(-int64(len(reqs)))
 }
 
@@ -265,14 +223,14 @@ func (s *Server) refusalReply(ctx context.Context, h *approvals.Hold, base reply
 			first = r
 		}
 		results[r.CallID] = r.Refusal()
-		texts[r.CallID] = refusalText(r)
+		texts[r.CallID] = holds.RefusalText(r)
 		endTurn = endTurn || r.OnRefusal == config.OnRefusalEndTurn
 	}
 	for _, tc := range res.ClientToolCalls() {
 		if _, ok := results[tc.ID]; ok {
 			continue
 		}
-		results[tc.ID] = notRun(tc.Name, first)
+		results[tc.ID] = holds.NotRun(tc.Name, first)
 		texts[tc.ID] = fmt.Sprintf("[gatekeeper] The call to %s was not delivered and was not run: another call of this reply was refused approval.", tc.Name)
 	}
 	endTurnReply := &decidedReply{reply: base, refuse: slices.Clone(h.Calls), texts: texts}
@@ -295,7 +253,7 @@ func (s *Server) heldBase(ctx context.Context, h *approvals.Hold) (reply, error)
 	if h.Continuations == 0 {
 		return heldReply(h), nil
 	}
-	parent, err := s.previousHold(ctx, h)
+	parent, err := holds.Previous(ctx, s.esc.store, h)
 	if err != nil {
 		return reply{}, err
 	}
@@ -304,37 +262,4 @@ func (s *Server) heldBase(ctx context.Context, h *approvals.Hold) (reply, error)
 		return reply{}, err
 	}
 	return first.splice(streaming.API(h.API), h.Reply)
-}
-
-// previousHold is the hold h follows on its turn.
-func (s *Server) previousHold(ctx context.Context, h *approvals.Hold) (*approvals.Hold, error) {
-	if h.Generation == 0 {
-		return s.legacyPrevious(ctx, h)
-	}
-	if h.Previous == "" {
-		return nil, fmt.Errorf("hold %s of a continuation has no earlier hold", h.ID)
-	}
-	return s.esc.store.GetHold(ctx, h.Previous)
-}
-
-// refusalText replaces a refused call in the reply (on_refusal end_turn).
-func refusalText(r *approvals.Request) string {
-	why := map[approvals.State]string{approvals.Denied: "an approver denied it", approvals.Expired: "no approver decided before it expired",
-		approvals.Stale: "its approval no longer held when it was to be released", approvals.Withdrawn: "it was withdrawn"}[r.State]
-	if r.Reason != "" && r.State != approvals.Expired {
-		why += " (" + r.Reason + ")"
-	}
-	return fmt.Sprintf("[gatekeeper] The call to %s was refused and was not run: %s. Gate: %s.", r.Call.Name, why, r.Gate)
-}
-
-// notRun is the tool result for a call of a reply that was not run
-// because another call of the reply was refused.
-func notRun(name string, refused *approvals.Request) []byte {
-	reason := approvals.ReasonStale
-	if refused != nil {
-		reason = refused.RefusalReason()
-	}
-	b, _ := json.Marshal(map[string]string{"status": "REFUSED", "reason": reason, "call": name, // strings always marshal
-		"message": "This call was not run: another tool call of the same reply was refused approval."})
-	return b
 }

@@ -1,12 +1,16 @@
 package proxy
 
-import "context"
+import (
+	"context"
+
+	"gatekeeper/proxy/internal/threadid"
+)
 
 // SweepIdle runs one idle sweep now.
 func (s *Server) SweepIdle(ctx context.Context) int { return s.sweepIdle(ctx) }
 
 // ChildID is the id of parent's thread record for a thread key.
-func ChildID(parent, key string) string { return childID(parent, key) }
+func ChildID(parent, key string) string { return threadid.Child(parent, key) }
 
 // SweepCalls runs one lost-call sweep now; with own, it also reclaims
 // every call of this replica.

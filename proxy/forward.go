@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/streaming"
 )
 
@@ -62,7 +63,7 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest, up *upstream) {
 // proxy and a held turn's continuation both send through it. t is nil for
 // pass-through requests.
 func providerHeader(h http.Header, up *upstream, t *turn) {
-	stripAgentHeaders(h)
+	wire.StripAgentHeaders(h)
 	if t == nil {
 		setProviderKey(h, up, up.pickKey())
 	} else {

@@ -2,24 +2,15 @@ package proxy
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"gatekeeper/config"
+	"gatekeeper/proxy/internal/threadid"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
-
-// maxSiblings bounds the sibling threads forked for parallel calls on one
-// conversation (parallel sampling, identical requests from many clients).
-const maxSiblings = 32
-
-// Session headers real agents send (Claude Code, Codex).
-var sessionHeaders = []string{"X-Claude-Code-Session-Id", "Session-Id", "Thread-Id"}
 
 // rootID decides which trajectory a request belongs to, in order: path
 // prefix, X-Gatekeeper-Trajectory, the client's own session id (scoped to
@@ -32,68 +23,17 @@ func rootID(r *http.Request, req *request, pr *streaming.Request) (string, error
 	if id, err := headerRootID(r, req); id != "" || err != nil {
 		return id, err
 	}
-	if pr.SessionHint != "" {
-		return "s-" + scopedHash(req.keyHash, "session", pr.SessionHint), nil
-	}
-	return "c-" + scopedHash(req.keyHash, "conversation", pr.Fingerprint), nil
+	return threadid.Implicit(req.keyHash, pr.SessionHint, pr.Fingerprint), nil
 }
 
-// headerRootID is the trajectory a request's headers name:
-// X-Gatekeeper-Trajectory, else the client's own session id scoped to its
-// virtual key; "" when they name none.
+// headerRootID is the trajectory a request's headers name
+// (threadid.FromHeaders); "" when they name none.
 func headerRootID(r *http.Request, req *request) (string, error) {
-	if id := r.Header.Get("X-Gatekeeper-Trajectory"); id != "" {
-		if !trajectory.ValidID(id) {
-			return "", httpErr(http.StatusBadRequest, errInvalidRequest,
-				"X-Gatekeeper-Trajectory must be 1-128 characters of A-Z a-z 0-9 . _ : -")
-		}
-		return id, nil
+	id, err := threadid.FromHeaders(r.Header, req.keyHash)
+	if err != nil {
+		return "", httpErr(http.StatusBadRequest, errInvalidRequest, err.Error())
 	}
-	for _, h := range sessionHeaders {
-		if v := r.Header.Get(h); v != "" {
-			return "s-" + scopedHash(req.keyHash, "session", v), nil
-		}
-	}
-	return "", nil
-}
-
-// scopedHash derives an id from a client-chosen value so that two virtual
-// keys sending the same session id never share a trajectory.
-func scopedHash(keyHash [32]byte, kind, v string) string {
-	h := sha256.New()
-	h.Write(keyHash[:])
-	h.Write([]byte(kind))
-	h.Write([]byte{0})
-	h.Write([]byte(v))
-	return hex.EncodeToString(h.Sum(nil)[:10])
-}
-
-// threadKey names the conversation inside a trajectory: the client's own
-// agent id where it sends one (Claude Code subagents), else the
-// conversation fingerprint.
-func threadKey(r *http.Request, pr *streaming.Request) (key, parentKey string) {
-	if id := r.Header.Get("X-Claude-Code-Agent-Id"); id != "" {
-		key = "agent:" + id
-		if pid := r.Header.Get("X-Claude-Code-Parent-Agent-Id"); pid != "" {
-			parentKey = "agent:" + pid
-		}
-		return key, parentKey
-	}
-	return "fp:" + pr.Fingerprint, ""
-}
-
-func childID(parent, key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return parent + "/" + hex.EncodeToString(sum[:6])
-}
-
-// siblingID names the n-th sibling thread of base, a child of parent. A
-// sibling of the root itself is the root's child.
-func siblingID(parent, base string, n int) string {
-	if base == parent {
-		return base + "/~" + strconv.Itoa(n)
-	}
-	return base + "~" + strconv.Itoa(n)
+	return id, nil
 }
 
 // ensureRoot returns the root record, creating it with the tenant's

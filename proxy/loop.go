@@ -1,12 +1,11 @@
 package proxy
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
-	"gatekeeper/config"
+	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/notice"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -16,9 +15,6 @@ import (
 // request brings (at its admission) into the thread record's Watch, in
 // the store update the turn makes anyway, and escalates one step per turn
 // while a signal holds: steer, restrict, then pause or fail.
-
-// Exit reason of a run the loop watchdog ended (on_loop: fail).
-const exitLoop = "LOOP"
 
 // loopTurn is what the watchdog decided for one request of a thread.
 type loopTurn struct {
@@ -30,16 +26,7 @@ type loopTurn struct {
 // watchLimits are the watchdog's thresholds for the turn's tenant; false
 // when its watchdog is off.
 func (t *turn) watchLimits() (trajectory.WatchLimits, bool) {
-	w := t.s.cfg.WatchdogFor(t.req.tenant)
-	if !w.On() {
-		return trajectory.WatchLimits{}, false
-	}
-	last := trajectory.LoopPause
-	if w.OnLoop == config.OnLoopFail {
-		last = trajectory.LoopFail
-	}
-	return trajectory.WatchLimits{RepeatedCalls: int64(w.RepeatedCalls), CallWindow: int64(w.CallWindow),
-		RepeatedResults: int64(w.RepeatedResults), ErrorResults: int64(w.ErrorResults), IdleTurns: int64(w.IdleTurns), Last: last}, true
+	return chainrule.WatchLimits(t.s.cfg.WatchdogFor(t.req.tenant))
 }
 
 // watchRequest runs at admission, on the thread record (READY, its pending
@@ -63,7 +50,7 @@ func (t *turn) watchRequest(rec *trajectory.Record, accepted []string, now time.
 	var evs []trajectory.Event
 	if len(seen) > 0 {
 		var err error
-		if evs, err = t.escalate(rec, l, rec.Watch.ObserveResults(l, seen), now); err != nil {
+		if evs, err = chainrule.Escalate(rec, l, rec.Watch.ObserveResults(l, seen), now); err != nil {
 			return nil, err
 		}
 	}
@@ -81,7 +68,7 @@ func (t *turn) watchRequest(rec *trajectory.Record, accepted []string, now time.
 		return append(evs, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
 	}
 	if w.Notice || w.Restricts() {
-		t.loop.notice = loopNotice(w, t.req.tenant.ReadOnlyTools)
+		t.loop.notice = notice.Loop(w, t.req.tenant.ReadOnlyTools)
 		w.Notice = false
 	}
 	t.loop.restrict = w.Restricts()
@@ -97,25 +84,7 @@ func (t *turn) watchReply(rec *trajectory.Record, o outcome, now time.Time) ([]t
 	if !on || o.reply == nil || rec.State.Terminal() || rec.State == trajectory.Finalizing {
 		return nil, nil
 	}
-	return t.escalate(rec, l, rec.Watch.ObserveReply(l, o.reply.calls, o.reply.text), now)
-}
-
-// escalate takes the thread's next step for sig, if any, with a loop
-// event carrying the evidence; the fail step ends the run at once.
-func (t *turn) escalate(rec *trajectory.Record, l trajectory.WatchLimits, sig *trajectory.LoopSignal, now time.Time) ([]trajectory.Event, error) {
-	step := rec.Watch.Escalate(l, sig, rec.Turns)
-	if step == "" {
-		return nil, nil
-	}
-	evs := []trajectory.Event{eventWith(rec.ID, now, trajectory.EventLoop, map[string]any{"step": step, "signal": sig})}
-	if step != trajectory.LoopFail || rec.State.Terminal() || rec.State == trajectory.Finalizing {
-		return evs, nil
-	}
-	ts, err := rec.Finalize(trajectory.Failed, exitLoop, now)
-	if err != nil {
-		return nil, err
-	}
-	return append(evs, trajectory.EventsFor(rec.ID, ts)...), nil
+	return chainrule.Escalate(rec, l, rec.Watch.ObserveReply(l, o.reply.calls, o.reply.text), now)
 }
 
 // replySeen is what the watchdog reads of a reply: the calls it proposed
@@ -139,40 +108,4 @@ func (t *turn) seeReply(res *streaming.Result) *replySeen {
 		r.calls = append(r.calls, trajectory.SeenCall{Name: tc.Name, Digest: trajectory.Digest(streaming.CallDigest(tc.Name, tc.Arguments))})
 	}
 	return r
-}
-
-// loopNotice names what repeats and asks the model to change its approach
-// or finish; in the restrict step it also says only read-only tools
-// remain.
-func loopNotice(w *trajectory.Watch, readOnly []string) string {
-	var b strings.Builder
-	b.WriteString("[gatekeeper loop notice] ")
-	if s := w.Signal; s != nil {
-		switch s.Kind {
-		case trajectory.SignalRepeatedCall:
-			fmt.Fprintf(&b, "You have made the same call to %s, with the same input, %d times in your last %d tool calls. ", s.Tool, s.Count, s.Window)
-		case trajectory.SignalRepeatedResult:
-			fmt.Fprintf(&b, "Your last %d tool results were identical. ", s.Count)
-		case trajectory.SignalErrorResults:
-			fmt.Fprintf(&b, "Your last %d tool results were errors. ", s.Count)
-		case trajectory.SignalNoProgress:
-			fmt.Fprintf(&b, "Your last %d replies made no new tool call and gave no answer. ", s.Count)
-		}
-	}
-	b.WriteString("Repeating it will not change the outcome. ")
-	if w.Restricts() {
-		b.WriteString("Only read-only tools remain available")
-		if len(readOnly) > 0 {
-			b.WriteString(" (" + strings.Join(readOnly, ", ") + ")")
-		}
-		b.WriteString(". Use them to check your assumptions, or give your final answer now and say what blocks you.")
-	} else {
-		b.WriteString("Change your approach, or finish the task and say what blocks you.")
-	}
-	return b.String()
-}
-
-// loopRefusal replaces a call withheld in the watchdog's restrict step.
-func loopRefusal(call streaming.ToolCall) string {
-	return fmt.Sprintf("[gatekeeper] The call to %s was withheld: this run keeps repeating itself, so only read-only tools may run. Change your approach or give your final answer.", call.Name)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -107,14 +108,14 @@ func (t *turn) record(ctx context.Context, o outcome) {
 		slog.Int64("cache_write_tokens", o.usage.CacheWriteTokens), slog.Int64("output_tokens", o.usage.OutputTokens),
 		slog.Float64("dollars", charge.Dollars()), slog.Bool("estimated", o.estimated), slog.Int("tool_calls", len(o.calls))}
 	p := &pendingSettle{t: t, o: o, charge: charge, data: data, now: now, attrs: attrs}
-	if !t.gated && s.behind.add(p) {
+	if !t.gated && s.behind.Add(p) {
 		// Written behind the reply (behind.go). A gated tenant's turns
 		// settle at once: a held reply's record must be waiting for its
 		// approval before the agent can ask again.
 		return
 	}
-	p.sides(ctx)
-	p.write(ctx)
+	p.Sides(ctx)
+	p.Write(ctx)
 }
 
 // Settles that change nothing: errSettled, the record took this call's
@@ -147,7 +148,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 	if o.upstream {
 		typ = trajectory.EventUpstreamError
 	}
-	evs := []trajectory.Event{eventWith(rec.ID, now, typ, data)}
+	evs := []trajectory.Event{chainrule.Event(rec.ID, now, typ, data)}
 	switch {
 	case rec.State != trajectory.CallingModel:
 		// The run was stopped while the call was out (a sibling's call
@@ -172,7 +173,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
 	}
 	if !o.upstream {
-		tevs, err := countTruncation(rec, o.stop, t.req.tenant.MaxTruncations, now)
+		tevs, err := chainrule.CountTruncation(rec, o.stop, t.req.tenant.MaxTruncations, now)
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +190,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 	}
 	evs = append(evs, cevs...)
 	released := rec.CallReserved
-	clearCall(rec)
+	chainrule.ClearCall(rec)
 	for i, l := range chain {
 		l.Reserved = l.Reserved.Release(released)
 		if i > 0 && !o.upstream {
@@ -202,7 +203,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		}
 		l.ChargeWallClock(now)
 	}
-	ls := levels(chain, now, true)
+	ls := chainrule.Levels(chain, now, true)
 	return append(evs, t.s.readStages(chain, ls, meter.Check(ls, t.s.stages), now)...), nil
 }
 
@@ -238,7 +239,7 @@ func (t *turn) settleLost(chain []*trajectory.Record, i int, o outcome, charge m
 	if o.upstream {
 		typ = trajectory.EventUpstreamError
 	}
-	evs := []trajectory.Event{eventWith(rec.ID, now, typ, data)}
+	evs := []trajectory.Event{chainrule.Event(rec.ID, now, typ, data)}
 	if o.upstream {
 		return evs
 	}
@@ -251,7 +252,7 @@ func (t *turn) settleLost(chain []*trajectory.Record, i int, o outcome, charge m
 			l.FallbackPriced = true
 		}
 	}
-	ls := levels(chain, now, true)
+	ls := chainrule.Levels(chain, now, true)
 	return append(evs, t.s.readStages(chain, ls, meter.Check(ls, t.s.stages), now)...)
 }
 

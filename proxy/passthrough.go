@@ -6,59 +6,24 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path"
 	"sync/atomic"
 	"time"
 
-	"gatekeeper/config"
+	"gatekeeper/proxy/internal/threadid"
+	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
 	"gatekeeper/trajectory"
 )
 
-// Pass-through: requests that are not turns. Each spends the shared
-// provider key and none is metered or gated, so only an allowlist passes:
-// per API, what neither generates output nor touches stored objects, and
-// what an operator allows in providers[].passthrough. Everything else
-// (legacy completions, batches, files, stored responses, realtime
-// secrets...) is refused with 404 and never reaches the provider.
-
-// builtinPassthrough is what passes by default, per provider API.
-var builtinPassthrough = map[string][]config.Passthrough{
-	config.APIAnthropic: {
-		{Method: http.MethodGet, Path: "/v1/models"},
-		{Method: http.MethodGet, Path: "/v1/models/*"},
-		{Method: http.MethodPost, Path: "/v1/messages/count_tokens"},
-	},
-	config.APIOpenAI: {
-		{Method: http.MethodGet, Path: "/v1/models"},
-		{Method: http.MethodGet, Path: "/v1/models/*"},
-	},
-}
-
-// passAllowlist is a provider's allowlist: the built-in one and config's.
-func passAllowlist(p *config.Provider) []config.Passthrough {
-	return append(append([]config.Passthrough(nil), builtinPassthrough[p.API]...), p.Passthrough...)
-}
-
-// passes reports whether method and the canonical path p may pass through.
-// HEAD passes where GET does.
-func (up *upstream) passes(method, p string) bool {
-	for _, e := range up.pass {
-		if e.Method != method && !(method == http.MethodHead && e.Method == http.MethodGet) {
-			continue
-		}
-		if ok, _ := path.Match(e.Path, p); ok { // patterns are checked by config
-			return true
-		}
-	}
-	return false
-}
+// passes reports whether method and the canonical path p may pass
+// through to up.
+func (up *upstream) passes(method, p string) bool { return wire.Passes(up.pass, method, p) }
 
 // allowsBackground reports whether a background response may be started:
 // only when its output can be fetched, that is when pass-through of the
 // retrieval of a stored response is allowed.
 func (up *upstream) allowsBackground() bool {
-	return up.passes(http.MethodGet, "/v1/responses/resp_0")
+	return up.passes(http.MethodGet, wire.RetrievalPath)
 }
 
 // passCall is a pass-through request's state for the reverse proxy's hooks.
@@ -92,7 +57,7 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *reques
 		writeError(w, up.api, err)
 		return
 	}
-	setBody(r, body)
+	wire.SetBody(r, body)
 	pc := &passCall{}
 	if s.sched != nil && up.pool.limited {
 		g, err := s.sched.Acquire(r.Context(), req.tenant.Priority, up.pool.keys, ratelimit.Cost{Requests: 1})
@@ -189,11 +154,11 @@ func (s *Server) passThread(r *http.Request, root string) string {
 	}
 	parent := root
 	if pid := r.Header.Get("X-Claude-Code-Parent-Agent-Id"); pid != "" {
-		if p := childID(root, "agent:"+pid); s.exists(r.Context(), p) {
+		if p := threadid.Child(root, "agent:"+pid); s.exists(r.Context(), p) {
 			parent = p
 		}
 	}
-	id := childID(parent, "agent:"+agent)
+	id := threadid.Child(parent, "agent:"+agent)
 	if !s.exists(r.Context(), id) {
 		return ""
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"gatekeeper/config"
+	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/ratelimit"
 )
 
@@ -57,7 +58,7 @@ func (s *Server) newScheduler(opts Options) *ratelimit.Scheduler {
 	if b == nil {
 		b = ratelimit.NewMemory(s.now)
 	} else {
-		b = bucketsWithDeadline(b, s.cfg.Store.Timeout.Std())
+		b = deadline.Buckets(b, s.cfg.Store.Timeout.Std())
 	}
 	s.buckets = b
 	rl := s.cfg.RateLimits

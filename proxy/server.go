@@ -17,6 +17,10 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/deadline"
+	"gatekeeper/proxy/internal/inflight"
+	"gatekeeper/proxy/internal/settle"
+	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
@@ -64,7 +68,7 @@ type Server struct {
 	store      trajectory.Store
 	log        *slog.Logger
 	now        func() time.Time
-	keys       *keyring
+	keys       *wire.Keyring
 	providers  map[string]*upstream
 	def        *upstream
 	transport  http.RoundTripper
@@ -73,9 +77,9 @@ type Server struct {
 	stages     meter.Thresholds
 	minOutput  int64 // budget_min_output_tokens
 	hints      *hints
-	settles    *settles
-	behind     *behind // settles written behind their replies; nil: each at once
-	live       *live
+	settles    *settle.Retrier
+	behind     *settle.Behind[*pendingSettle] // settles written behind their replies; nil: each at once
+	live       *inflight.Registry[*turn]
 	tel        *telemetry.Telemetry
 	sched      *ratelimit.Scheduler // nil when no provider key has a limit
 	buckets    ratelimit.Buckets    // the scheduler's
@@ -113,10 +117,10 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		cfg:        opts.Config,
-		store:      withDeadline(opts.Store, opts.Config.Store.Timeout.Std()),
+		store:      deadline.Store(opts.Store, opts.Config.Store.Timeout.Std()),
 		log:        opts.Logger,
 		now:        opts.Clock,
-		keys:       newKeyring(opts.Config.Tenants),
+		keys:       wire.NewKeyring(opts.Config.Tenants),
 		providers:  make(map[string]*upstream),
 		transport:  opts.Transport,
 		bufs:       newBufPool(),
@@ -124,13 +128,13 @@ func New(opts Options) (*Server, error) {
 		stages:     meter.Thresholds(opts.Config.Stages),
 		minOutput:  opts.Config.BudgetMinOutputTokens,
 		hints:      newHints(1 << 16),
-		settles:    newSettles(),
-		live:       newLive(),
+		settles:    settle.NewRetrier(),
+		live:       inflight.New[*turn](),
 		tel:        opts.Telemetry,
 		listening:  make(chan struct{}),
 		replica:    opts.Replica,
 		startSwept: make(chan struct{}),
-		ledger:     ledgerWithDeadline(opts.Ledger, opts.Config.Store.Timeout.Std()),
+		ledger:     deadline.Ledger(opts.Ledger, opts.Config.Store.Timeout.Std()),
 	}
 	for _, tn := range opts.Config.Tenants {
 		if tn.Limits != (config.TenantLimits{}) && s.ledger == nil {
@@ -173,7 +177,7 @@ func New(opts Options) (*Server, error) {
 		s.transport = newTransport()
 	}
 	if w := opts.Config.Store.SettleWindow.Std(); w > 0 && opts.Config.Store.Kind == config.StoreRedis {
-		s.behind = newBehind(w, s.log)
+		s.behind = settle.NewBehind[*pendingSettle](w, s.store, s.log)
 	}
 	go func() {
 		defer close(s.listening)
@@ -198,7 +202,7 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("proxy: provider %s: unknown api %q", p.Name, p.API)
 		}
 		up := &upstream{cfg: p, target: u, api: family.api, pool: newKeyPool(p),
-			keyConf: make(map[string]*config.ProviderKey, len(p.Keys)), pass: passAllowlist(p)}
+			keyConf: make(map[string]*config.ProviderKey, len(p.Keys)), pass: wire.Allowlist(p)}
 		for j := range p.Keys {
 			up.keyConf[p.Keys[j].Key] = &p.Keys[j]
 			s.secrets = append(s.secrets, p.Keys[j].Key)
@@ -221,11 +225,11 @@ func (s *Server) Close(ctx context.Context) {
 	<-s.listening
 	// The settles waiting behind replies are written before the key
 	// buckets they correct close.
-	s.behind.close(ctx)
+	s.behind.Close(ctx)
 	if s.sched != nil {
 		s.sched.Close()
 	}
-	s.settles.close(ctx)
+	s.settles.Close(ctx)
 }
 
 // EndStreams ends the calls still in flight in this process, as an
@@ -236,12 +240,12 @@ func (s *Server) Close(ctx context.Context) {
 // still unrecorded when ctx ended, each of which logs its figures should
 // its charge not reach the store.
 func (s *Server) EndStreams(ctx context.Context) int {
-	turns := s.live.all()
+	turns := s.live.All()
 	for _, t := range turns {
 		t.stop(stopShutdown)
 	}
 	for {
-		left := len(s.live.all())
+		left := len(s.live.All())
 		if left == 0 || sleepCtx(ctx, 10*time.Millisecond) != nil {
 			return left
 		}
@@ -328,7 +332,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 	// A turn path however spelled is the turn path: classified and
 	// forwarded in its one canonical spelling, so that no other spelling
 	// passes as something else.
-	canon, err := canonicalPath(rest)
+	canon, err := wire.CanonicalPath(rest)
 	if err != nil {
 		refuse(up.api, httpErr(http.StatusBadRequest, errInvalidRequest, fmt.Sprintf(
 			"the path %q has no single meaning (an escaped /, a dot or empty segment, or a broken escape); send the path in its plain form", rest)))
@@ -352,7 +356,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 			"trajectory id in the path must be 1-128 characters of A-Z a-z 0-9 . _ : -"))
 		return
 	}
-	tenant, keyHash := s.keys.lookup(presentedKey(r))
+	tenant, keyHash := s.keys.Lookup(wire.PresentedKey(r))
 	if tenant == nil {
 		refuse(errAPI, httpErr(http.StatusUnauthorized, errAuthentication,
 			"invalid or missing gatekeeper virtual key: send the key your platform team issued as x-api-key or Authorization: Bearer"))

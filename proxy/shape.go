@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/notice"
 	"gatekeeper/streaming"
 )
 
@@ -42,7 +43,7 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 		}
 	}
 	if t.truncated > 0 {
-		if out, err := streamOf(api).AppendNotice(body, truncationNotice(t.truncated)); err == nil {
+		if out, err := streamOf(api).AppendNotice(body, notice.Truncation(t.truncated)); err == nil {
 			body = out
 		}
 	}
@@ -112,7 +113,7 @@ func (t *turn) readOnly(name string) bool { return slices.Contains(t.req.tenant.
 // the loop watchdog's.
 func (t *turn) refusal(call streaming.ToolCall) string {
 	if t.adm.decision.Stage != meter.Restrict {
-		return loopRefusal(call)
+		return notice.LoopRefusal(call)
 	}
 	return fmt.Sprintf("[gatekeeper] The call to %s was withheld: this run's budget is nearly spent (%.0f%% of its %s budget), so only read-only tools may run. Give your final answer.",
 		call.Name, t.adm.decision.Rho*100, t.adm.decision.Binding)

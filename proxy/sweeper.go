@@ -9,6 +9,8 @@ import (
 
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/ceiling"
+	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
@@ -90,7 +92,7 @@ func (s *Server) watchCalls(ctx context.Context) {
 // beat tells the store that this replica's calls in flight are alive, and
 // how much output each has streamed.
 func (s *Server) beat(ctx context.Context) {
-	for _, t := range s.live.all() {
+	for _, t := range s.live.All() {
 		call, streamed := t.adm.call, t.streamed.Load()
 		_, err := s.store.Update(ctx, t.recID, func(r *trajectory.Record) ([]trajectory.Event, error) {
 			if r.Call != call || r.State != trajectory.CallingModel {
@@ -156,32 +158,16 @@ func (s *Server) sweepCall(ctx context.Context, id, call string, mine bool) bool
 		data = map[string]any{"stop": "error", "estimated": true, "usage": usage, "dollars": dollars, "call": call,
 			"model": rec.Model, "provider": rec.Provider, "owner": rec.CallOwner, "swept_by": s.replica,
 			"detail": "call lost: " + why + "; charged as estimated from its input and the output streamed by its last heartbeat"}
-		evs := []trajectory.Event{eventWith(rec.ID, now, trajectory.EventTurn, data)}
-		tr, err := rec.Transition(trajectory.Ready, "call_lost", now)
+		evs, err := chainrule.ChargeLost(chain, usage, charge, data, now)
 		if err != nil {
 			return nil, err
 		}
-		evs = append(evs, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...)
-		rec.CountTurn(trajectory.TurnOutcome{StopReason: "error", Usage: usage, Dollars: dollars, Estimated: true})
-		released := rec.CallReserved
-		clearCall(rec)
-		for i, l := range chain {
-			l.Reserved = l.Reserved.Release(released)
-			if i > 0 {
-				l.AddSpend(usage, dollars, true)
-				l.Spend.Turns++
-			}
-			if !charge.Priced {
-				l.FallbackPriced = true
-			}
-			l.ChargeWallClock(now)
-		}
-		ls := levels(chain, now, true)
+		ls := chainrule.Levels(chain, now, true)
 		return append(evs, s.readStages(chain, ls, meter.Check(ls, s.stages), now)...), nil
 	})
 	switch {
 	case err == nil:
-		if s.ledger != nil && limitsOf(s.tenant(owner)).Spends() {
+		if s.ledger != nil && ceiling.Limits(s.tenant(owner)).Spends() {
 			s.chargeTenant(ctx, s.log, owner, call, used)
 		}
 		s.log.LogAttrs(ctx, slog.LevelWarn, "lost call reclaimed and charged as estimated", slog.String("trajectory", id),
@@ -201,10 +187,4 @@ func (s *Server) sweepCall(ctx context.Context, id, call string, mine bool) bool
 func (s *Server) leftBehind(rec *trajectory.Record) bool {
 	name, _, ok := strings.Cut(rec.CallOwner, "#")
 	return ok && name == s.replica && rec.CallOwner != s.owner
-}
-
-// clearCall takes the call in flight off rec.
-func clearCall(rec *trajectory.Record) {
-	rec.Call, rec.CallReserved = "", trajectory.Reservation{}
-	rec.CallOwner, rec.CallBeat, rec.CallInput, rec.CallOutput = "", time.Time{}, 0, 0
 }

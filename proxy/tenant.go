@@ -10,6 +10,9 @@ import (
 
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/ceiling"
+	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
@@ -24,47 +27,6 @@ import (
 // tenantReserveAttempts bounds the reservations tried when other calls of
 // the tenant take its room between reading it and reserving.
 const tenantReserveAttempts = 8
-
-// limitsOf converts a tenant's config to the ledger's units.
-func limitsOf(t *config.Tenant) tenant.Limits {
-	return tenant.Limits{
-		MicrosPerDay:   meter.FromDollars(t.Limits.DollarsPerDay),
-		MicrosPerMonth: meter.FromDollars(t.Limits.DollarsPerMonth),
-		TokensPerDay:   t.Limits.TokensPerDay,
-		MaxLive:        int64(t.Limits.MaxLiveTrajectories),
-		NewPerHour:     int64(t.Limits.NewTrajectoriesPerHour),
-	}
-}
-
-// Level ids of a tenant's windows, as meter.FitCall names them.
-const (
-	levelDay   = "day"
-	levelMonth = "month"
-)
-
-// tenantLevels are a tenant's windows as the meter weighs a call against
-// them: the day's dollars and tokens, the month's dollars.
-func tenantLevels(t *config.Tenant, u tenant.Usage) []meter.Level {
-	res := meter.Reservation{Micros: u.Reserved.Micros, Tokens: u.Reserved.Tokens}
-	day, month := u.Day(), u.Month()
-	return []meter.Level{
-		{ID: levelDay, Budget: trajectory.Budget{Dollars: t.Limits.DollarsPerDay, Tokens: t.Limits.TokensPerDay},
-			Used: meter.Used{Micros: day.Micros, Tokens: day.Tokens}, Reserved: res},
-		{ID: levelMonth, Budget: trajectory.Budget{Dollars: t.Limits.DollarsPerMonth},
-			Used: meter.Used{Micros: month.Micros}, Reserved: res},
-	}
-}
-
-// limitName is the config name of the ceiling a Fit binds on.
-func limitName(f meter.Fit) string {
-	switch {
-	case f.BindingID == levelMonth:
-		return tenant.LimitDollarsPerMonth
-	case f.Binding == meter.Tokens:
-		return tenant.LimitTokensPerDay
-	}
-	return tenant.LimitDollarsPerDay
-}
 
 // tenantHold is what a turn reserved against its tenant's ceilings.
 type tenantHold struct {
@@ -81,7 +43,7 @@ type tenantHold struct {
 // for a run's budget.
 func (t *turn) reserveTenant(ctx context.Context) error {
 	s, tn := t.s, t.req.tenant
-	lim := limitsOf(tn)
+	lim := ceiling.Limits(tn)
 	if s.ledger == nil || !lim.Spends() {
 		return nil
 	}
@@ -101,11 +63,12 @@ func (t *turn) reserveTenant(ctx context.Context) error {
 		if err != nil {
 			return storeErr(err)
 		}
-		ls := tenantLevels(tn, u)
+		ls := ceiling.Levels(tn, u)
 		f := meter.FitCall(ls, w, false)
 		if f.MaxOutput < need {
 			if meter.FitCall(ls, w, true).MaxOutput < need {
-				return tenantRefusal(tn, u, f, w.Reservation(need))
+				return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
+					Msg: ceiling.Refusal(tn, u, f, w.Reservation(need))}
 			}
 			// The tenant's calls in flight hold the rest: they may give
 			// some back when they settle.
@@ -114,7 +77,7 @@ func (t *turn) reserveTenant(ctx context.Context) error {
 			}
 			if time.Since(since) > budgetWaitMax || sleepCtx(ctx, wait) != nil {
 				return &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: 5 * time.Second,
-					Msg: fmt.Sprintf("the calls tenant %s has in flight hold the rest of its %s limit; retry when they finish", tn.Name, limitName(f))}
+					Msg: fmt.Sprintf("the calls tenant %s has in flight hold the rest of its %s limit; retry when they finish", tn.Name, ceiling.Name(f))}
 			}
 			wait = min(wait*2, budgetWaitStep)
 			continue
@@ -135,7 +98,7 @@ func (t *turn) reserveTenant(ctx context.Context) error {
 		if out < asked {
 			t.maxOut = out
 			t.ceil.clamp = map[string]any{"to": out, "binding": "tenant " + tn.Name, "binding_dimension": f.Binding,
-				"limit": limitName(f), "reserved_dollars": meter.ToDollars(r.Micros)}
+				"limit": ceiling.Name(f), "reserved_dollars": meter.ToDollars(r.Micros)}
 			if asked != defaultMaxOutput || t.pr.MaxOutputTokens > 0 {
 				t.ceil.clamp["from"] = asked
 			}
@@ -146,41 +109,13 @@ func (t *turn) reserveTenant(ctx context.Context) error {
 		Msg: fmt.Sprintf("tenant %s's calls contend for the rest of its limits; retry shortly", tn.Name)}
 }
 
-// tenantRefusal is the answer to a call its tenant's ceilings refuse.
-func tenantRefusal(tn *config.Tenant, u tenant.Usage, f meter.Fit, need meter.Reservation) error {
-	name := limitName(f)
-	var limit, used, needed int64
-	var left, window string
-	month := f.BindingID == levelMonth
-	spent := func(a tenant.Amount) int64 { return a.Micros }
-	switch name {
-	case tenant.LimitDollarsPerMonth:
-		limit, used, needed, window = meter.FromDollars(tn.Limits.DollarsPerMonth), u.Month().Micros, need.Micros, "30 days"
-		left = fmt.Sprintf("$%.4f of $%.2f", meter.ToDollars(max(limit-used-u.Reserved.Micros, 0)), tn.Limits.DollarsPerMonth)
-	case tenant.LimitTokensPerDay:
-		limit, used, needed, window = tn.Limits.TokensPerDay, u.Day().Tokens, need.Tokens, "24 hours"
-		spent = func(a tenant.Amount) int64 { return a.Tokens }
-		left = fmt.Sprintf("%d of %d tokens", max(limit-used-u.Reserved.Tokens, 0), limit)
-	default:
-		limit, used, needed, window = meter.FromDollars(tn.Limits.DollarsPerDay), u.Day().Micros, need.Micros, "24 hours"
-		left = fmt.Sprintf("$%.4f of $%.2f", meter.ToDollars(max(limit-used-u.Reserved.Micros, 0)), tn.Limits.DollarsPerDay)
-	}
-	resets := "; no call this large ever fits it"
-	if at, ok := u.FreesAt(month, spent, needed, limit); ok {
-		resets = "; it resets, as earlier spend leaves the window, at " + at.Format(time.RFC3339)
-	}
-	return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
-		Msg: fmt.Sprintf("tenant %s has reached its %s limit (%s left over the last %s, not enough for this call's input and a minimal reply); the call was not forwarded%s",
-			tn.Name, name, left, window, resets)}
-}
-
 // clampEvent is the budget_clamp event of a call its tenant's ceilings
 // clamped, on the thread record id; nil when they did not.
 func (t *turn) tenantClampEvent(id string, now time.Time) []trajectory.Event {
 	if t.ceil.clamp == nil {
 		return nil
 	}
-	return []trajectory.Event{eventWith(id, now, trajectory.EventBudgetClamp, t.ceil.clamp)}
+	return []trajectory.Event{chainrule.Event(id, now, trajectory.EventBudgetClamp, t.ceil.clamp)}
 }
 
 // releaseTenant gives back the reservation of a call that was not sent.
@@ -196,7 +131,7 @@ func (t *turn) releaseTenant() {
 // releases its reservation. A turn of a tenant without spend ceilings
 // charges nothing: the ledger keeps only what the ceilings need.
 func (t *turn) settleTenant(ctx context.Context, charge meter.Charge, o outcome) {
-	if t.s.ledger == nil || !limitsOf(t.req.tenant).Spends() {
+	if t.s.ledger == nil || !ceiling.Limits(t.req.tenant).Spends() {
 		return
 	}
 	t.ceil.passed = true
@@ -216,15 +151,15 @@ func (t *turn) settleTenantWith(ctx context.Context, used tenant.Amount) {
 // released and used charged. A store that is out is retried in the
 // background; any other failure is logged with the figures.
 func (s *Server) chargeTenant(ctx context.Context, log *slog.Logger, name, call string, used tenant.Amount) {
-	settle := func(ctx context.Context) error { return s.ledger.Settle(ctx, name, call, used) }
-	err := settle(ctx)
+	write := func(ctx context.Context) error { return s.ledger.Settle(ctx, name, call, used) }
+	err := write(ctx)
 	if err == nil {
 		return
 	}
 	attrs := []slog.Attr{slog.String("tenant", name), slog.String("call", call),
 		slog.Int64("micros", used.Micros), slog.Int64("tokens", used.Tokens)}
 	if errors.Is(err, trajectory.ErrUnavailable) {
-		s.settles.retry(log, writeTenant, settle, attrs)
+		s.settles.Retry(log, settle.WriteTenant, write, attrs)
 		return
 	}
 	log.LogAttrs(ctx, slog.LevelError, "tenant charge not recorded", append(attrs, slog.String("error", err.Error()))...)
@@ -242,7 +177,7 @@ func (s *Server) mayStart(ctx context.Context, tn *config.Tenant, id string, nam
 		}
 		return &HTTPError{Code: http.StatusForbidden, Type: errPermission, NoRetry: true, Msg: msg}
 	}
-	lim := limitsOf(tn)
+	lim := ceiling.Limits(tn)
 	if s.ledger == nil || lim.MaxLive == 0 && lim.NewPerHour == 0 {
 		return nil
 	}

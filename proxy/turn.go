@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,10 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/internal/ride"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/notice"
+	"gatekeeper/proxy/internal/threadid"
+	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -163,8 +166,8 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	uctx, cancel := context.WithCancel(sctx)
 	defer cancel()
 	t.cancelUp = cancel
-	s.live.add(t)
-	defer s.live.remove(t)
+	s.live.Add(t)
+	defer s.live.Remove(t)
 	if d := req.tenant.CallLimits.CallDeadline.Std(); d > 0 {
 		timer := time.AfterFunc(d, func() { t.stop(stopDeadline) })
 		defer timer.Stop()
@@ -177,7 +180,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 		return
 	}
 	t.body = body
-	setBody(r, body)
+	wire.SetBody(r, body)
 	ctx := context.WithValue(uctx, ctxKey{}, &reqState{req: req, turn: t})
 	if err := t.acquireKey(ctx, w.Header()); err != nil {
 		if ctx.Err() != nil {
@@ -212,7 +215,7 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	key, parentKey := threadKey(r, t.pr)
+	key, parentKey := threadid.Key(r.Header, t.pr.Fingerprint)
 	t.thread, t.root = key, rid
 	ids := make([]string, len(t.pr.ToolResults))
 	for i, tr := range t.pr.ToolResults {
@@ -246,13 +249,13 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	}
 	parent := root
 	if parentKey != "" {
-		if p, err := s.store.Get(ctx, childID(root.ID, parentKey)); err == nil {
+		if p, err := s.store.Get(ctx, threadid.Child(root.ID, parentKey)); err == nil {
 			parent = p
 		}
 	}
 	// The root serves the first conversation that claims it; every other
 	// conversation is a child record.
-	candidate := childID(parent.ID, key)
+	candidate := threadid.Child(parent.ID, key)
 	if parent == root && (root.Thread == key || root.Thread == "") {
 		candidate = root.ID
 	} else if candidate, err = t.child(ctx, parent.ID, candidate, key); err != nil {
@@ -262,7 +265,7 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	err = t.admitOn(ctx, h.parent, h.base, key, ids)
 	if errors.Is(err, errOtherThread) && candidate == root.ID {
 		// Another conversation claimed the root after it was read.
-		if h.base, err = t.child(ctx, root.ID, childID(root.ID, key), key); err != nil {
+		if h.base, err = t.child(ctx, root.ID, threadid.Child(root.ID, key), key); err != nil {
 			return err
 		}
 		err = t.admitOn(ctx, h.parent, h.base, key, ids)
@@ -296,11 +299,11 @@ func (t *turn) child(ctx context.Context, parent, id, key string) (string, error
 // it when base (and each earlier sibling) already has a call in flight.
 func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []string) error {
 	candidate := base
-	for n := 1; n <= maxSiblings; n++ {
+	for n := 1; n <= threadid.MaxSiblings; n++ {
 		if n > 1 {
 			// A sibling is a child of the busy thread's parent (of the
 			// root when the busy thread is the root itself).
-			candidate = siblingID(parent, base, n)
+			candidate = threadid.Sibling(parent, base, n)
 			var full *childrenFull
 			if err := t.s.ensureChild(ctx, parent, t.req.tenant.Name, candidate, key); errors.As(err, &full) {
 				break
@@ -343,7 +346,7 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		return nil
 	}
 	return &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: 2 * time.Second,
-		Msg: fmt.Sprintf("more than %d calls of one conversation are in flight; retry shortly", maxSiblings)}
+		Msg: fmt.Sprintf("more than %d calls of one conversation are in flight; retry shortly", threadid.MaxSiblings)}
 }
 
 // admitWaiting runs the admission step on record id, waiting while the
@@ -360,7 +363,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		tried := len(t.tried)
 		// The settles of the thread's earlier calls that wait behind their
 		// replies (behind.go) go in the same update, ahead of admission.
-		pend, err := t.s.behind.take(ctx, id)
+		pend, err := t.s.behind.Take(ctx, id)
 		if err != nil {
 			return nil, adm, err
 		}
@@ -390,9 +393,9 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			for i, p := range pend {
 				p.done(ctx, pevs[i], perrs[i])
 			}
-			t.s.behind.applied(pend)
+			t.s.behind.Applied(pend)
 		} else {
-			t.s.behind.giveBack(pend)
+			t.s.behind.GiveBack(pend)
 		}
 		if (err != nil || adm.paused) && t.ride != nil && t.ride.Sent() {
 			// Refused, held, or unanswered: the take that rode with the
@@ -406,7 +409,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			// its reply there for a window, or for its flush on a busy
 			// replica: the thread is looked at again, backing off, for
 			// busyElsewhereMax before a sibling is forked for it.
-			step := max(t.s.behind.window, time.Millisecond) << min(busyTries, 6)
+			step := max(t.s.behind.Window(), time.Millisecond) << min(busyTries, 6)
 			busyTries++
 			waitedOther += step
 			if sleepCtx(ctx, step) != nil {
@@ -450,7 +453,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 				return nil, adm, &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
 					Msg: fmt.Sprintf("trajectory %s is paused (by an operator, by the loop watchdog, or until its budget is raised); retry later", trajectory.Unscoped(id, t.req.tenant.Name))}
 			}
-			woken, stop := t.s.live.wait(id)
+			woken, stop := t.s.live.Wait(id)
 			select {
 			case <-woken:
 			case <-time.After(min(left, pausePoll)):
@@ -522,7 +525,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		rec.Thread = key
 	} else if rec.Thread != key && t.sharedNew && len(chain) > 1 {
 		t.sharedNew = false
-		evs = append(evs, eventWith(chain[1].ID, now, trajectory.EventChildrenFull, map[string]any{
+		evs = append(evs, chainrule.Event(chain[1].ID, now, trajectory.EventChildrenFull, map[string]any{
 			"thread": key, "shares": rec.ID, "max_children": t.s.cfg.Limits.MaxChildren}))
 	}
 	if rec.State == trajectory.CallingModel {
@@ -530,7 +533,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		// replica serving it is gone. Its reservation is given back, and
 		// its id kept: should its reply still arrive, it is charged.
 		lost := rec.Call
-		tev, err := reclaim(chain, now)
+		tev, err := chainrule.Reclaim(chain, now, chainrule.LostCall)
 		if err != nil {
 			return admission{}, nil, err
 		}
@@ -543,20 +546,20 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	}
 	evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
 	if len(check.Accepted) > 0 || len(check.Unanswered) > 0 {
-		evs = append(evs, eventWith(rec.ID, now, trajectory.EventToolResults, map[string]any{
+		evs = append(evs, chainrule.Event(rec.ID, now, trajectory.EventToolResults, map[string]any{
 			"accepted": check.Accepted, "unanswered": check.Unanswered}))
 	}
 	if len(check.Unknown) > 0 {
 		// Results for calls that are not pending: late, repeated or forged.
 		// They are dropped from accounting and kept for audit.
-		evs = append(evs, eventWith(rec.ID, now, trajectory.EventToolResultUnknown, map[string]any{"ids": check.Unknown}))
+		evs = append(evs, chainrule.Event(rec.ID, now, trajectory.EventToolResultUnknown, map[string]any{"ids": check.Unknown}))
 	}
 	if c := rec.Pending.Control; c != nil && rec.State == trajectory.Ready {
 		// The request is a turn boundary: a pause or an operator's
 		// message waiting for it applies now.
 		switch c.Kind {
 		case trajectory.ControlPause:
-			pevs, err := applyPause(rec, c, now)
+			pevs, err := chainrule.ApplyPause(rec, c, now)
 			if err != nil {
 				return admission{}, nil, err
 			}
@@ -564,7 +567,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		case trajectory.ControlInterrupt:
 			rec.TakeControl()
 			t.interrupt = c.Message
-			evs = append(evs, controlApplied(rec.ID, c, now))
+			evs = append(evs, chainrule.ControlApplied(rec.ID, c, now))
 		}
 	}
 	if rec.TruncationsInRow > 0 {
@@ -602,17 +605,12 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 // endedError answers a call of a run that has finished: with
 // budget_exceeded when its budget stopped it, so the agent learns why.
 func endedError(rec *trajectory.Record) error {
-	if rec.ExitReason == exitBudgetExceeded {
+	if rec.ExitReason == chainrule.ExitBudgetExceeded {
 		return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
 			Msg: fmt.Sprintf("trajectory %s was stopped by its %s budget; an operator can start a new trajectory", trajectory.Unscoped(rec.ID, rec.Tenant), rec.BindingDimension)}
 	}
 	return &HTTPError{Code: http.StatusForbidden, Type: errTrajectoryCanceled, NoRetry: true,
 		Msg: fmt.Sprintf("trajectory %s has ended (%s %s); start a new trajectory to continue", trajectory.Unscoped(rec.ID, rec.Tenant), rec.State, rec.ExitReason)}
-}
-
-func eventWith(id string, now time.Time, typ trajectory.EventType, data any) trajectory.Event {
-	raw, _ := json.Marshal(data) // maps of strings and slices always marshal
-	return trajectory.Event{At: now, Trajectory: id, Type: typ, Data: raw}
 }
 
 // attach takes over the upstream reply: it labels it with the trajectory
@@ -638,7 +636,7 @@ func (t *turn) attach(resp *http.Response) error {
 		// them whole: a call cut by an operator or by the output limit is
 		// never delivered in part.
 		t.filter.Hold()
-		t.filter.NoticeCut(cutNotice)
+		t.filter.NoticeCut(notice.Cut)
 		body := &sseBody{t: t, src: resp.Body, rd: sse.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
 			in: t.s.bufs.Get(), alive: streamOf(t.req.api).NewKeepalive()}
 		if t.gated {
@@ -655,7 +653,7 @@ func (t *turn) attach(resp *http.Response) error {
 		}
 		// A call the reply was still writing at its output limit is
 		// withheld, as in a stream, with the notice in its place.
-		t.filter.NoticeCut(cutNotice)
+		t.filter.NoticeCut(notice.Cut)
 		if err := t.filterJSON(resp, cutOnly); err != nil {
 			return err
 		}

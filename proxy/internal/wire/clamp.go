@@ -1,23 +1,21 @@
-package proxy
+package wire
 
 import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
-
-	"gatekeeper/streaming"
 )
 
 // minThinkingBudget is the smallest thinking budget the Anthropic API takes.
 const minThinkingBudget = 1024
 
-// thinkingBelow keeps an Anthropic request's extended-thinking budget below
-// its output limit, as the API requires (budget_tokens < max_tokens) once
-// the limit was lowered: a budget at or above the limit becomes half of it,
-// or thinking is turned off when half is below the API's minimum. Adaptive
-// thinking has no budget and other APIs none to keep; the body is then
-// returned as it came. changed says whether it was rewritten.
-func thinkingBelow(api streaming.API, body []byte, limit int64) (out []byte, changed bool, err error) {
-	if !dialectOf(api).thinking || limit <= 0 {
+// ThinkingBelow keeps an Anthropic request's extended-thinking budget
+// below its output limit, as the API requires (budget_tokens < max_tokens)
+// once the limit was lowered: a budget at or above the limit becomes half
+// of it, or thinking is turned off when half is below the API's minimum.
+// Adaptive thinking has no budget to keep; the body is then returned as it
+// came. changed says whether it was rewritten.
+func ThinkingBelow(body []byte, limit int64) (out []byte, changed bool, err error) {
+	if limit <= 0 {
 		return body, false, nil
 	}
 	th := gjson.GetBytes(body, "thinking")

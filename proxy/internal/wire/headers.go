@@ -1,4 +1,4 @@
-package proxy
+package wire
 
 import (
 	"fmt"
@@ -12,12 +12,12 @@ import (
 // strippedHeaders never go from an agent to a provider: they would bill the
 // shared key to another organization or project, or hand the provider the
 // agent's cookies. The key's own organization and project, when config
-// sets them, are sent instead (setProviderKey).
+// sets them, are sent instead (SetProviderKey).
 var strippedHeaders = []string{"Cookie", "Openai-Organization", "Openai-Project"}
 
-// stripAgentHeaders removes what an agent may not send on with a provider
+// StripAgentHeaders removes what an agent may not send on with a provider
 // key: its own credentials, gatekeeper's headers and strippedHeaders.
-func stripAgentHeaders(h http.Header) {
+func StripAgentHeaders(h http.Header) {
 	h.Del("X-Api-Key")
 	h.Del("Authorization")
 	for _, k := range strippedHeaders {
@@ -30,40 +30,42 @@ func stripAgentHeaders(h http.Header) {
 	}
 }
 
-// setProviderKey puts a provider key in the provider's own auth header,
-// with the key's organization and project when config sets them.
-func setProviderKey(h http.Header, up *upstream, key string) {
-	if up.cfg.API == "anthropic" {
+// SetProviderKey puts key, a key of a provider of api, in the provider's
+// own auth header, with the key's organization and project when its
+// config (conf, nil when none) sets them.
+func SetProviderKey(h http.Header, api, key string, conf *config.ProviderKey) {
+	if api == config.APIAnthropic {
 		h.Set("X-Api-Key", key)
 	} else {
 		h.Set("Authorization", "Bearer "+key)
 	}
-	if k := up.keyConf[key]; k != nil {
-		if k.Organization != "" {
-			h.Set("OpenAI-Organization", k.Organization)
-		}
-		if k.Project != "" {
-			h.Set("OpenAI-Project", k.Project)
-		}
+	if conf == nil {
+		return
+	}
+	if conf.Organization != "" {
+		h.Set("OpenAI-Organization", conf.Organization)
+	}
+	if conf.Project != "" {
+		h.Set("OpenAI-Project", conf.Project)
 	}
 }
 
-// checkBetas refuses an Anthropic request naming a beta outside its
-// tenant's anthropic_beta list; a tenant without a list may send any (Claude
+// CheckBetas refuses a request to a provider of api naming an Anthropic
+// beta outside allowed, its tenant's anthropic_beta list; a tenant without a list may send any (Claude
 // Code needs its betas forwarded verbatim). A beta that enables a field is
 // refused rather than dropped: without it the provider refuses the field
 // with a message that would not say why.
-func checkBetas(t *config.Tenant, up *upstream, h http.Header) error {
-	if len(t.AnthropicBeta) == 0 || up.cfg.API != config.APIAnthropic {
+func CheckBetas(allowed []string, api string, h http.Header) error {
+	if len(allowed) == 0 || api != config.APIAnthropic {
 		return nil
 	}
 	for _, v := range h.Values("Anthropic-Beta") {
 		for beta := range strings.SplitSeq(v, ",") {
 			beta = strings.TrimSpace(beta)
-			if beta == "" || slices.Contains(t.AnthropicBeta, beta) {
+			if beta == "" || slices.Contains(allowed, beta) {
 				continue
 			}
-			return httpErr(http.StatusBadRequest, errInvalidRequest, fmt.Sprintf(
+			return badRequest(fmt.Sprintf(
 				"anthropic-beta %q is not allowed for this tenant (tenants[].anthropic_beta); drop it or ask an operator to allow it", beta))
 		}
 	}

@@ -1,13 +1,10 @@
-package proxy
+package wire
 
 import (
 	"fmt"
-	"net/http"
 	"strconv"
 
 	"github.com/tidwall/gjson"
-
-	"gatekeeper/streaming"
 )
 
 // The members of a turn request gatekeeper's decisions depend on. A
@@ -21,13 +18,14 @@ var (
 	stringMembers  = []string{"model"}
 )
 
-// checkTurnBody refuses a turn request whose decision members have the
+// CheckTurnBody refuses a turn request whose decision members have the
 // wrong JSON type, or whose top level names a member twice (gatekeeper and
 // the provider might each read another of the two). body is a valid JSON
-// object (the dialect's ParseRequest checked it). A Responses request with
-// background: true is refused unless allowBackground: its reply would come
-// later, through a retrieval that no turn meters.
-func checkTurnBody(api streaming.API, body []byte, allowBackground bool) error {
+// object (the dialect's ParseRequest checked it). A request with background: true
+// is refused when refuseBackground (a Responses request whose output
+// could not be fetched): its reply would come later, through a retrieval
+// that no turn meters.
+func CheckTurnBody(body []byte, refuseBackground bool) error {
 	seen := make(map[string]struct{}, 16)
 	var err error
 	gjson.ParseBytes(body).ForEach(func(key, value gjson.Result) bool {
@@ -40,13 +38,13 @@ func checkTurnBody(api streaming.API, body []byte, allowBackground bool) error {
 		if value.Type == gjson.Null {
 			return true
 		}
-		err = checkMember(api, name, value, allowBackground)
+		err = checkMember(name, value, refuseBackground)
 		return err == nil
 	})
 	return err
 }
 
-func checkMember(api streaming.API, name string, v gjson.Result, allowBackground bool) error {
+func checkMember(name string, v gjson.Result, refuseBackground bool) error {
 	for _, m := range booleanMembers {
 		if name == m && v.Type != gjson.True && v.Type != gjson.False {
 			return badRequest(fmt.Sprintf("%s must be a JSON boolean (true or false), not %s", name, v.Raw))
@@ -62,7 +60,7 @@ func checkMember(api streaming.API, name string, v gjson.Result, allowBackground
 			return badRequest(fmt.Sprintf("%s must be a JSON string", name))
 		}
 	}
-	if name == "background" && v.Type == gjson.True && dialectOf(api).background && !allowBackground {
+	if name == "background" && v.Type == gjson.True && refuseBackground {
 		return badRequest("background responses are refused: their output is fetched later through GET /v1/responses/{id}, " +
 			"which gatekeeper neither meters nor gates; send the request without background, or ask an operator to allow " +
 			"that path in providers[].passthrough")
@@ -80,17 +78,13 @@ func isInteger(v gjson.Result) bool {
 	return err == nil
 }
 
-func badRequest(msg string) *HTTPError {
-	return httpErr(http.StatusBadRequest, errInvalidRequest, msg)
-}
-
-// checkHostedMCP refuses a Responses request that declares a hosted MCP
+// CheckHostedMCP refuses a Responses request that declares a hosted MCP
 // tool whose calls need no approval (require_approval "never", or a
 // "never" list of tools), in its tools or in an additional_tools input
 // item: the provider calls such a server itself, between the model's
 // steps, so no approval gate ever sees the call. Every member of a tool is
 // read, so that a duplicated one cannot hide the setting.
-func checkHostedMCP(body []byte) error {
+func CheckHostedMCP(body []byte) error {
 	root := gjson.ParseBytes(body)
 	lists := []gjson.Result{root.Get("tools")}
 	root.Get("input").ForEach(func(_, item gjson.Result) bool {

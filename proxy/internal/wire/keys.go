@@ -1,4 +1,4 @@
-package proxy
+package wire
 
 import (
 	"crypto/sha256"
@@ -9,10 +9,10 @@ import (
 	"gatekeeper/config"
 )
 
-// keyring maps virtual keys to tenants. It holds only SHA-256 hashes, and a
+// Keyring maps virtual keys to tenants. It holds only SHA-256 hashes, and a
 // lookup compares the presented key's hash with every entry in constant
 // time, so neither timing nor early exits tell which keys exist.
-type keyring struct {
+type Keyring struct {
 	entries []keyEntry
 }
 
@@ -21,8 +21,9 @@ type keyEntry struct {
 	tenant *config.Tenant
 }
 
-func newKeyring(tenants []config.Tenant) *keyring {
-	kr := &keyring{}
+// NewKeyring holds the key hashes of every tenant's virtual keys.
+func NewKeyring(tenants []config.Tenant) *Keyring {
+	kr := &Keyring{}
 	for i := range tenants {
 		t := &tenants[i]
 		for _, h := range t.KeyHashes() {
@@ -32,8 +33,8 @@ func newKeyring(tenants []config.Tenant) *keyring {
 	return kr
 }
 
-// lookup returns the tenant of key and the key's hash, or nil.
-func (kr *keyring) lookup(key string) (*config.Tenant, [32]byte) {
+// Lookup returns the tenant of key and the key's hash, or nil.
+func (kr *Keyring) Lookup(key string) (*config.Tenant, [32]byte) {
 	h := sha256.Sum256([]byte(key))
 	var found *config.Tenant
 	for i := range kr.entries {
@@ -44,10 +45,10 @@ func (kr *keyring) lookup(key string) (*config.Tenant, [32]byte) {
 	return found, h
 }
 
-// presentedKey is the credential an agent sent: x-api-key (Anthropic SDKs,
+// PresentedKey is the credential an agent sent: x-api-key (Anthropic SDKs,
 // Claude Code) or Authorization: Bearer (OpenAI SDKs, Codex,
 // ANTHROPIC_AUTH_TOKEN).
-func presentedKey(r *http.Request) string {
+func PresentedKey(r *http.Request) string {
 	if k := r.Header.Get("X-Api-Key"); k != "" {
 		return k
 	}

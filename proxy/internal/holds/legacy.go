@@ -1,4 +1,4 @@
-package proxy
+package holds
 
 import (
 	"context"
@@ -18,13 +18,13 @@ import (
 // expiry and the store's retention after), so that a turn held across an
 // upgrade still re-attaches, and its continuation finds its earlier reply.
 
-// legacyLatest is the latest hold of h's turn, h being the hold the
-// store's turn index names: h itself when no hold of the old layout
-// follows it.
-func (s *Server) legacyLatest(ctx context.Context, h *approvals.Hold) (*approvals.Hold, error) {
+// Latest is the latest hold of h's turn, h being the hold the store's
+// turn index names: h itself when no hold of the old layout follows it
+// (of which a turn has fewer than max).
+func Latest(ctx context.Context, st approvals.Store, h *approvals.Hold, max int) (*approvals.Hold, error) {
 	key, _ := splitLegacyKey(h.Key)
-	for gen := 1; gen < maxHolds && h.Generation == 0; gen++ {
-		next, err := s.esc.store.FindHold(ctx, h.Trajectory, key+"/"+strconv.Itoa(gen))
+	for gen := 1; gen < max && h.Generation == 0; gen++ {
+		next, err := st.FindHold(ctx, h.Trajectory, key+"/"+strconv.Itoa(gen))
 		if errors.Is(err, approvals.ErrNotFound) {
 			break
 		}
@@ -38,7 +38,7 @@ func (s *Server) legacyLatest(ctx context.Context, h *approvals.Hold) (*approval
 
 // legacyPrevious is the hold a continuation's hold h of the old layout
 // follows: the one of the generation before in its key.
-func (s *Server) legacyPrevious(ctx context.Context, h *approvals.Hold) (*approvals.Hold, error) {
+func legacyPrevious(ctx context.Context, st approvals.Store, h *approvals.Hold) (*approvals.Hold, error) {
 	key, gen := splitLegacyKey(h.Key)
 	switch {
 	case gen == 0:
@@ -46,7 +46,7 @@ func (s *Server) legacyPrevious(ctx context.Context, h *approvals.Hold) (*approv
 	case gen > 1:
 		key += "/" + strconv.Itoa(gen-1)
 	}
-	return s.esc.store.FindHold(ctx, h.Trajectory, key)
+	return st.FindHold(ctx, h.Trajectory, key)
 }
 
 // splitLegacyKey splits the key of a hold of the old layout into its turn

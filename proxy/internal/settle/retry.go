@@ -1,4 +1,4 @@
-package proxy
+package settle
 
 import (
 	"context"
@@ -12,20 +12,20 @@ import (
 
 // Bounds of settle retries.
 const (
-	settleRetryMin = 200 * time.Millisecond
-	settleRetryMax = 10 * time.Second
-	settleAttempt  = 10 * time.Second // one attempt's timeout
-	maxRetrying    = 4096             // settles retried at once
+	retryMin    = 200 * time.Millisecond
+	retryMax    = 10 * time.Second
+	Attempt     = 10 * time.Second // one attempt's timeout
+	maxRetrying = 4096             // settles retried at once
 	// maxSettleAttempts bounds one charge's retries: about an hour and a
-	// half at settleRetryMax apart, past any outage a run outlives.
+	// half at retryMax apart, past any outage a run outlives.
 	maxSettleAttempts = 512
 )
 
-// settles retries the charges of turns whose reply went out while the
+// Retrier retries the charges of turns whose reply went out while the
 // store was unreachable: a budget is a guarantee, so a charge is retried
 // until the store takes it, not dropped. Settles are idempotent (the call
 // id), so a retry after an answer that was lost charges once.
-type settles struct {
+type Retrier struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -33,15 +33,16 @@ type settles struct {
 	sleep  func(context.Context, time.Duration) error
 }
 
-func newSettles() *settles {
+// NewRetrier returns a Retrier with nothing to retry yet.
+func NewRetrier() *Retrier {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &settles{ctx: ctx, cancel: cancel, sem: make(chan struct{}, maxRetrying), sleep: sleepCtx}
+	return &Retrier{ctx: ctx, cancel: cancel, sem: make(chan struct{}, maxRetrying), sleep: sleep}
 }
 
-// retry runs settle again in the background, with backoff, until it
+// Retry runs settle again in the background, with backoff, until it
 // succeeds, fails for another reason than the store being unreachable, or
 // the proxy closes. Whatever is not recorded is logged with its figures.
-func (s *settles) retry(log *slog.Logger, w write, settle func(context.Context) error, attrs []slog.Attr) {
+func (s *Retrier) Retry(log *slog.Logger, w Write, settle func(context.Context) error, attrs []slog.Attr) {
 	select {
 	case s.sem <- struct{}{}:
 	default:
@@ -52,7 +53,7 @@ func (s *settles) retry(log *slog.Logger, w write, settle func(context.Context) 
 	s.wg.Add(1)
 	go func() {
 		defer func() { <-s.sem; s.wg.Done() }()
-		wait := settleRetryMin
+		wait := retryMin
 		for attempt := 1; ; attempt++ {
 			if err := s.sleep(s.ctx, wait); err != nil {
 				log.LogAttrs(context.Background(), slog.LevelError, w.lost+": gatekeeper stopped before the store came back", attrs...)
@@ -62,7 +63,7 @@ func (s *settles) retry(log *slog.Logger, w write, settle func(context.Context) 
 				log.LogAttrs(context.Background(), slog.LevelError, w.lost+": the store stayed unavailable", attrs...)
 				return
 			}
-			ctx, cancel := context.WithTimeout(s.ctx, settleAttempt)
+			ctx, cancel := context.WithTimeout(s.ctx, Attempt)
 			err := settle(ctx)
 			cancel()
 			switch {
@@ -73,13 +74,13 @@ func (s *settles) retry(log *slog.Logger, w write, settle func(context.Context) 
 				log.LogAttrs(s.ctx, slog.LevelError, w.lost, append(attrs, slog.String("error", err.Error()))...)
 				return
 			}
-			wait = min(wait*2, settleRetryMax)
+			wait = min(wait*2, retryMax)
 		}
 	}()
 }
 
-// close gives the retries until ctx ends, then stops them.
-func (s *settles) close(ctx context.Context) {
+// Close gives the retries until ctx ends, then stops them.
+func (s *Retrier) Close(ctx context.Context) {
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
@@ -90,18 +91,20 @@ func (s *settles) close(ctx context.Context) {
 	s.wg.Wait()
 }
 
-// write names, for the log, what a retried write does: what it is, what
+// Write names, for the log, what a retried write does: what it is, what
 // its success says and what its loss says.
-type write struct{ what, done, lost string }
+type Write struct{ what, done, lost string }
 
+// The writes retried.
 var (
-	writeCharge  = write{what: "the turn's charge", done: "turn charge recorded", lost: "charge not recorded"}
-	writeRelease = write{what: "the release of an abandoned admission", done: "abandoned admission cleared (released if it had been written)",
+	WriteCharge  = Write{what: "the turn's charge", done: "turn charge recorded", lost: "charge not recorded"}
+	WriteRelease = Write{what: "the release of an abandoned admission", done: "abandoned admission cleared (released if it had been written)",
 		lost: "abandoned admission not released (the sweeper reclaims it)"}
-	writeTenant = write{what: "the tenant's charge", done: "tenant charge recorded", lost: "tenant charge not recorded"}
+	WriteTenant = Write{what: "the tenant's charge", done: "tenant charge recorded", lost: "tenant charge not recorded"}
 )
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -1,11 +1,11 @@
-package proxy
+package wire
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
-	"gatekeeper/streaming"
+	"github.com/tidwall/gjson"
 )
 
 func TestRedactKeys(t *testing.T) {
@@ -22,8 +22,8 @@ func TestRedactKeys(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := string(redactKeys([]byte(tc.in), keys)); got != tc.want {
-				t.Fatalf("redactKeys(%s) = %s, want %s", tc.in, got, tc.want)
+			if got := string(RedactKeys([]byte(tc.in), keys)); got != tc.want {
+				t.Fatalf("RedactKeys(%s) = %s, want %s", tc.in, got, tc.want)
 			}
 		})
 	}
@@ -38,7 +38,7 @@ func FuzzRedactKeys(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		out := string(redactKeys([]byte(in), []string{key}))
+		out := string(RedactKeys([]byte(in), []string{key}))
 		for i := 0; i+keyFragment <= len(key); i++ {
 			if strings.Contains(out, key[i:i+keyFragment]) {
 				t.Fatalf("%q survives in %q", key[i:i+keyFragment], out)
@@ -59,10 +59,10 @@ func FuzzCheckTurnBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, in string) {
 		body := []byte(in)
-		if _, err := streamOf(streaming.APIResponses).ParseRequest(body); err != nil {
-			return
+		if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+			return // the request reader refuses it first
 		}
-		if checkTurnBody(streaming.APIResponses, body, false) != nil {
+		if CheckTurnBody(body, true) != nil {
 			return
 		}
 		var m map[string]json.RawMessage

@@ -1,28 +1,28 @@
-package proxy
+package wire
 
 import (
 	"errors"
 	"strings"
 )
 
-// errPathAmbiguous: a path whose meaning depends on how the provider would
+// ErrPathAmbiguous: a path whose meaning depends on how the provider would
 // normalise it. Such a path is refused, never guessed at.
-var errPathAmbiguous = errors.New("proxy: path cannot be canonicalised unambiguously")
+var ErrPathAmbiguous = errors.New("wire: path cannot be canonicalised unambiguously")
 
-// canonicalPath is the one spelling of an agent's escaped path that
+// CanonicalPath is the one spelling of an agent's escaped path that
 // gatekeeper classifies and forwards: every percent-escape decoded once and
 // each segment escaped again the same way (unreserved characters and
 // ":@!$&'()*+,=" as they are, every other byte as uppercase %XX), the
 // trailing slash trimmed. A path with an escaped '/' or '\', a dot segment
 // (or ".." anywhere in a segment), an empty segment, a control byte or a
-// broken escape is refused with errPathAmbiguous: a provider may read it
+// broken escape is refused with ErrPathAmbiguous: a provider may read it
 // as another path than gatekeeper did. "" and "/" are "/".
-func canonicalPath(escaped string) (string, error) {
+func CanonicalPath(escaped string) (string, error) {
 	if escaped == "" || escaped == "/" {
 		return "/", nil
 	}
 	if escaped[0] != '/' {
-		return "", errPathAmbiguous
+		return "", ErrPathAmbiguous
 	}
 	p := strings.TrimSuffix(escaped[1:], "/")
 	var b strings.Builder
@@ -33,7 +33,7 @@ func canonicalPath(escaped string) (string, error) {
 			return "", err
 		}
 		if dec == "" || dec == "." || strings.Contains(dec, "..") {
-			return "", errPathAmbiguous
+			return "", ErrPathAmbiguous
 		}
 		b.WriteByte('/')
 		escapeSegment(&b, dec)
@@ -53,18 +53,18 @@ func unescapeSegment(seg string) (string, error) {
 		c := seg[i]
 		if c == '%' {
 			if i+2 >= len(seg) {
-				return "", errPathAmbiguous
+				return "", ErrPathAmbiguous
 			}
 			hi, ok1 := unhex(seg[i+1])
 			lo, ok2 := unhex(seg[i+2])
 			if !ok1 || !ok2 {
-				return "", errPathAmbiguous
+				return "", ErrPathAmbiguous
 			}
 			c = hi<<4 | lo
 			i += 2
 		}
 		if c == '/' || c == '\\' || c < 0x20 || c == 0x7f {
-			return "", errPathAmbiguous
+			return "", ErrPathAmbiguous
 		}
 		out = append(out, c)
 	}

@@ -1,4 +1,4 @@
-package proxy
+package wire
 
 import (
 	"bytes"
@@ -21,13 +21,13 @@ const (
 	keyTail     = 4
 )
 
-// redactKeys removes every fragment of the provider keys from an upstream
+// RedactKeys removes every fragment of the provider keys from an upstream
 // error body, which otherwise reaches the agent as the provider wrote it
 // (agents match its wording): any run of keyFragment or more bytes of a
 // key, a word ending in a key's last keyTail bytes, and any word the
 // provider masked with "***" (how keys are shown, e.g. "sk-pro****abcd").
 // Replacements hold no quote or backslash, so a JSON body stays JSON.
-func redactKeys(body []byte, keys []string) []byte {
+func RedactKeys(body []byte, keys []string) []byte {
 	cut := make([]bool, len(body))
 	found := false
 	mark := func(from, to int) {
@@ -123,16 +123,17 @@ func endsWithTail(word []byte, keys []string) bool {
 }
 
 // errUnreadableError: an upstream error body too large or encoded to check.
-var errUnreadableError = errors.New("proxy: upstream error body cannot be checked for key fragments")
+var errUnreadableError = errors.New("wire: upstream error body cannot be checked for key fragments")
 
 // maxErrorBody bounds an upstream error body gatekeeper reads to redact.
 const maxErrorBody = 1 << 20
 
-// redactErrorBody replaces an upstream error reply's body with its
+// RedactErrorBody replaces an upstream error reply's body with its
 // redacted form. A body gatekeeper cannot read whole (too large, or in an
-// encoding other than gzip, which was not asked for) is replaced by a
-// message of gatekeeper's own in the provider's format.
-func redactErrorBody(resp *http.Response, up *upstream, keys []string) {
+// encoding other than gzip, which was not asked for) is replaced by
+// unreadable(status), a message of gatekeeper's own in the provider's
+// format.
+func RedactErrorBody(resp *http.Response, keys []string, unreadable func(status int) []byte) {
 	var src io.Reader = resp.Body
 	enc := resp.Header.Get("Content-Encoding")
 	var raw []byte
@@ -155,11 +156,10 @@ func redactErrorBody(resp *http.Response, up *upstream, keys []string) {
 		err = errUnreadableError
 	}
 	if err != nil {
-		raw = errorBody(up.api, errUpstream, "provider "+up.cfg.Name+" answered "+strconv.Itoa(resp.StatusCode)+
-			" with a body gatekeeper could not check for key fragments; see gatekeeper's logs")
+		raw = unreadable(resp.StatusCode)
 		resp.Header.Set("Content-Type", "application/json")
 	} else {
-		raw = redactKeys(raw, keys)
+		raw = RedactKeys(raw, keys)
 	}
 	resp.Header.Del("Content-Encoding")
 	resp.Body = io.NopCloser(bytes.NewReader(raw))

@@ -1,4 +1,4 @@
-package proxy
+package wire
 
 import (
 	"bytes"
@@ -12,14 +12,15 @@ import (
 	"gatekeeper/config"
 )
 
-// readBody reads an agent's request body, at most limit bytes, under a
+// ReadBody reads an agent's request body, at most limit bytes, under a
 // read deadline: each timeout period must bring config.BodyProgressBytes
 // of it (or the rest), so a body trickled a few bytes at a time is
 // answered 408 instead of holding its connection. The deadline is lifted
 // once the body is read: the reply may stream for minutes while the
-// server watches the connection for the agent going away. The error is
-// the agent's answer (413, 408 or 400); the connection is then closed.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
+// server watches the connection for the agent going away. The error is a
+// *Refusal, the agent's answer (413, 408 or 400); the connection is then
+// closed.
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	dr := &deadlineReader{src: http.MaxBytesReader(w, r.Body, limit), rc: rc, timeout: timeout}
 	dr.extend()
@@ -32,13 +33,11 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, httpErr(http.StatusRequestEntityTooLarge, errInvalidRequest,
-			fmt.Sprintf("request body is larger than gatekeeper's limit of %d bytes (limits.max_body_bytes)", limit))
+		return nil, &Refusal{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body is larger than gatekeeper's limit of %d bytes (limits.max_body_bytes)", limit)}
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return nil, httpErr(http.StatusRequestTimeout, errInvalidRequest,
-			fmt.Sprintf("the request body arrived too slowly: less than %d bytes in %s (limits.body_timeout)", config.BodyProgressBytes, timeout))
+		return nil, &Refusal{Status: http.StatusRequestTimeout, Msg: fmt.Sprintf("the request body arrived too slowly: less than %d bytes in %s (limits.body_timeout)", config.BodyProgressBytes, timeout)}
 	}
-	return nil, httpErr(http.StatusBadRequest, errInvalidRequest, "could not read the request body")
+	return nil, badRequest("could not read the request body")
 }
 
 // deadlineReader moves the connection's read deadline one timeout ahead
@@ -65,8 +64,8 @@ func (d *deadlineReader) extend() {
 	_ = d.rc.SetReadDeadline(time.Now().Add(d.timeout))
 }
 
-// setBody makes body the request's body, as it goes upstream.
-func setBody(r *http.Request, body []byte) {
+// SetBody makes body the request's body, as it goes upstream.
+func SetBody(r *http.Request, body []byte) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }

@@ -1,4 +1,4 @@
-package proxy
+package holds
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 func TestLegacyHoldChain(t *testing.T) {
 	ctx := context.Background()
 	st := memory.NewApprovals(memory.ApprovalsOptions{})
-	s := &Server{esc: &escrow{store: st}}
 	now := time.Now()
 	legacy := func(key string, conts int, state approvals.HoldState, delivered bool) *approvals.Hold {
 		h := &approvals.Hold{ID: approvals.NewID("hold_"), Trajectory: "run-1", Root: "run-1", Tenant: "team-a", Key: key,
@@ -34,15 +33,15 @@ func TestLegacyHoldChain(t *testing.T) {
 	if err != nil || first.ID != h0.ID {
 		t.Fatalf("the turn index names %+v, %v; want the first hold", first, err)
 	}
-	if got, err := s.legacyLatest(ctx, first); err != nil || got.ID != h2.ID {
-		t.Fatalf("legacyLatest = %+v, %v; want %s", got, err, h2.ID)
+	if got, err := Latest(ctx, st, first, 9); err != nil || got.ID != h2.ID {
+		t.Fatalf("Latest = %+v, %v; want %s", got, err, h2.ID)
 	}
 	for _, c := range []struct{ h, want *approvals.Hold }{{h1, h0}, {h2, h1}} {
-		if got, err := s.previousHold(ctx, c.h); err != nil || got.ID != c.want.ID {
-			t.Errorf("previousHold(%s) = %+v, %v; want %s", c.h.Key, got, err, c.want.ID)
+		if got, err := Previous(ctx, st, c.h); err != nil || got.ID != c.want.ID {
+			t.Errorf("Previous(%s) = %+v, %v; want %s", c.h.Key, got, err, c.want.ID)
 		}
 	}
-	if _, err := s.previousHold(ctx, h0); err == nil {
+	if _, err := Previous(ctx, st, h0); err == nil {
 		t.Error("the first hold has a previous one")
 	}
 
@@ -56,7 +55,7 @@ func TestLegacyHoldChain(t *testing.T) {
 	if got, err := st.FindHold(ctx, "run-1", "turn_k"); err != nil || got.ID != next.ID {
 		t.Fatalf("the turn index after a current hold names %+v, %v", got, err)
 	}
-	if got, err := s.previousHold(ctx, next); err != nil || got.ID != h0.ID {
+	if got, err := Previous(ctx, st, next); err != nil || got.ID != h0.ID {
 		t.Errorf("previousHold of a current hold = %+v, %v; want %s", got, err, h0.ID)
 	}
 }

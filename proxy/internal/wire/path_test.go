@@ -1,9 +1,11 @@
-package proxy
+package wire_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"gatekeeper/proxy/internal/wire"
 )
 
 func TestCanonicalPath(t *testing.T) {
@@ -41,15 +43,15 @@ func TestCanonicalPath(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := canonicalPath(tc.in)
+			got, err := wire.CanonicalPath(tc.in)
 			if tc.want == "" {
-				if !errors.Is(err, errPathAmbiguous) {
-					t.Fatalf("canonicalPath(%q) = %q, %v; want a refusal", tc.in, got, err)
+				if !errors.Is(err, wire.ErrPathAmbiguous) {
+					t.Fatalf("wire.CanonicalPath(%q) = %q, %v; want a refusal", tc.in, got, err)
 				}
 				return
 			}
 			if err != nil || got != tc.want {
-				t.Fatalf("canonicalPath(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+				t.Fatalf("wire.CanonicalPath(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 			}
 		})
 	}
@@ -63,11 +65,11 @@ func FuzzCanonicalPath(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		c, err := canonicalPath(in)
+		c, err := wire.CanonicalPath(in)
 		if err != nil {
 			return
 		}
-		again, err := canonicalPath(c)
+		again, err := wire.CanonicalPath(c)
 		if err != nil || again != c {
 			t.Fatalf("canonical form %q of %q canonicalises to %q, %v", c, in, again, err)
 		}

@@ -1,0 +1,9 @@
+// Package chainrule owns the rules a turn applies to its chain of
+// records (the thread record first, then each ancestor up to the run)
+// inside the store's atomic update: the budget levels the meter reads,
+// the stage each record is at, what an exhausted budget does (fail or
+// pause), the release of a lost call's reservation, an operator's
+// pending control taking effect at a turn boundary, the count of replies
+// cut at their output limit, and the loop watchdog's escalation. Each is
+// a plain function over trajectory records; none does I/O.
+package chainrule

@@ -1,0 +1,211 @@
+package deadline
+
+import (
+	"context"
+	"time"
+
+	"gatekeeper/ratelimit"
+	"gatekeeper/tenant"
+	"gatekeeper/trajectory"
+)
+
+// within runs call under a deadline d from now: the one shape of every
+// bounded call below.
+func within[T any](ctx context.Context, d time.Duration, call func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return call(ctx)
+}
+
+// do is within for a call that returns only an error.
+func do(ctx context.Context, d time.Duration, call func(context.Context) error) error {
+	_, err := within(ctx, d, func(ctx context.Context) (struct{}, error) { return struct{}{}, call(ctx) })
+	return err
+}
+
+// store bounds every call to the trajectory store it wraps.
+type store struct {
+	trajectory.Store
+	d time.Duration
+}
+
+var (
+	_ trajectory.Store = store{}
+	_ ChainsUpdater    = store{}
+)
+
+// Store wraps st so that each call waits at most d; a d of zero or less
+// leaves it as it is.
+func Store(st trajectory.Store, d time.Duration) trajectory.Store {
+	if d <= 0 {
+		return st
+	}
+	return store{Store: st, d: d}
+}
+
+func (s store) Create(ctx context.Context, rec *trajectory.Record, evs ...trajectory.Event) error {
+	return do(ctx, s.d, func(ctx context.Context) error { return s.Store.Create(ctx, rec, evs...) })
+}
+
+func (s store) Get(ctx context.Context, id string) (*trajectory.Record, error) {
+	return within(ctx, s.d, func(ctx context.Context) (*trajectory.Record, error) { return s.Store.Get(ctx, id) })
+}
+
+func (s store) Update(ctx context.Context, id string, fn func(*trajectory.Record) ([]trajectory.Event, error)) (*trajectory.Record, error) {
+	return within(ctx, s.d, func(ctx context.Context) (*trajectory.Record, error) { return s.Store.Update(ctx, id, fn) })
+}
+
+func (s store) UpdateChain(ctx context.Context, id string, fn func([]*trajectory.Record) ([]trajectory.Event, error)) ([]*trajectory.Record, error) {
+	return within(ctx, s.d, func(ctx context.Context) ([]*trajectory.Record, error) { return s.Store.UpdateChain(ctx, id, fn) })
+}
+
+// UpdateChains bounds a flush's updates, all sent at once, by one
+// deadline.
+func (s store) UpdateChains(ctx context.Context, ids []string, fns []func([]*trajectory.Record) ([]trajectory.Event, error)) []error {
+	errs, _ := within(ctx, s.d, func(ctx context.Context) ([]error, error) { return UpdateChains(ctx, s.Store, ids, fns), nil })
+	return errs
+}
+
+func (s store) List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Record, error) {
+	return within(ctx, s.d, func(ctx context.Context) ([]*trajectory.Record, error) { return s.Store.List(ctx, f) })
+}
+
+func (s store) AppendEvents(ctx context.Context, id string, evs ...trajectory.Event) error {
+	return do(ctx, s.d, func(ctx context.Context) error { return s.Store.AppendEvents(ctx, id, evs...) })
+}
+
+func (s store) Events(ctx context.Context, id string, afterSeq int64, limit int) ([]trajectory.Event, error) {
+	return within(ctx, s.d, func(ctx context.Context) ([]trajectory.Event, error) { return s.Store.Events(ctx, id, afterSeq, limit) })
+}
+
+func (s store) Ping(ctx context.Context) error {
+	return do(ctx, s.d, s.Store.Ping)
+}
+
+// ChainsUpdater is a store that saves the updates of several records in
+// one step (the Redis store: one pipeline).
+type ChainsUpdater interface {
+	UpdateChains(ctx context.Context, ids []string, fns []func([]*trajectory.Record) ([]trajectory.Event, error)) []error
+}
+
+// UpdateChains is UpdateChain of each ids[i] with fns[i], in one step when
+// st can, one after the other otherwise; errs[i] is ids[i]'s outcome.
+func UpdateChains(ctx context.Context, st trajectory.Store, ids []string, fns []func([]*trajectory.Record) ([]trajectory.Event, error)) []error {
+	if cu, ok := st.(ChainsUpdater); ok {
+		return cu.UpdateChains(ctx, ids, fns)
+	}
+	errs := make([]error, len(ids))
+	for i, id := range ids {
+		_, errs[i] = st.UpdateChain(ctx, id, fns[i])
+	}
+	return errs
+}
+
+// buckets bounds each call to shared rate-limit buckets, which live in
+// the same Redis as the records.
+type buckets struct {
+	ratelimit.Buckets
+	d time.Duration
+}
+
+var (
+	_ ratelimit.Buckets      = buckets{}
+	_ ratelimit.BatchSettler = buckets{}
+)
+
+// Buckets wraps b so that each call waits at most d; a d of zero or less
+// leaves it as it is.
+func Buckets(b ratelimit.Buckets, d time.Duration) ratelimit.Buckets {
+	if d <= 0 {
+		return b
+	}
+	return buckets{Buckets: b, d: d}
+}
+
+// Unwrap is the buckets b bounds: a take riding in the store's pipeline
+// (ratelimit.Ride) goes to them directly, under the store's deadline.
+func (b buckets) Unwrap() ratelimit.Buckets { return b.Buckets }
+
+// taken is what Take answers.
+type taken struct {
+	ok    bool
+	retry time.Duration
+}
+
+func (b buckets) Take(ctx context.Context, k ratelimit.Key, c ratelimit.Cost) (bool, time.Duration, error) {
+	t, err := within(ctx, b.d, func(ctx context.Context) (taken, error) {
+		ok, retry, err := b.Buckets.Take(ctx, k, c)
+		return taken{ok, retry}, err
+	})
+	return t.ok, t.retry, err
+}
+
+func (b buckets) Headroom(ctx context.Context, k ratelimit.Key) (float64, error) {
+	return within(ctx, b.d, func(ctx context.Context) (float64, error) { return b.Buckets.Headroom(ctx, k) })
+}
+
+func (b buckets) Cool(ctx context.Context, k ratelimit.Key, d time.Duration) error {
+	return do(ctx, b.d, func(ctx context.Context) error { return b.Buckets.Cool(ctx, k, d) })
+}
+
+func (b buckets) Settle(ctx context.Context, k ratelimit.Key, delta ratelimit.Cost, r ratelimit.Remaining) error {
+	return do(ctx, b.d, func(ctx context.Context) error { return b.Buckets.Settle(ctx, k, delta, r) })
+}
+
+// SettleBatch settles the keys together when the buckets can (Redis: one
+// round trip), one by one otherwise, all within one deadline.
+func (b buckets) SettleBatch(ctx context.Context, keys []ratelimit.Key, deltas []ratelimit.Cost, rs []ratelimit.Remaining) []error {
+	errs, _ := within(ctx, b.d, func(ctx context.Context) ([]error, error) {
+		if bs, ok := b.Buckets.(ratelimit.BatchSettler); ok {
+			return bs.SettleBatch(ctx, keys, deltas, rs), nil
+		}
+		errs := make([]error, len(keys))
+		for i, k := range keys {
+			errs[i] = b.Buckets.Settle(ctx, k, deltas[i], rs[i])
+		}
+		return errs, nil
+	})
+	return errs
+}
+
+// ledger bounds each call to the tenants' ledger, which lives in the same
+// store as the records.
+type ledger struct {
+	tenant.Ledger
+	d time.Duration
+}
+
+var _ tenant.Ledger = ledger{}
+
+// Ledger wraps l so that each call waits at most d; a nil l, or a d of
+// zero or less, leaves it as it is.
+func Ledger(l tenant.Ledger, d time.Duration) tenant.Ledger {
+	if l == nil || d <= 0 {
+		return l
+	}
+	return ledger{Ledger: l, d: d}
+}
+
+func (l ledger) Usage(ctx context.Context, name string) (tenant.Usage, error) {
+	return within(ctx, l.d, func(ctx context.Context) (tenant.Usage, error) { return l.Ledger.Usage(ctx, name) })
+}
+
+func (l ledger) Reserve(ctx context.Context, name, call string, r tenant.Amount, lim tenant.Limits, ttl time.Duration) (bool, error) {
+	return within(ctx, l.d, func(ctx context.Context) (bool, error) { return l.Ledger.Reserve(ctx, name, call, r, lim, ttl) })
+}
+
+func (l ledger) Settle(ctx context.Context, name, call string, used tenant.Amount) error {
+	return do(ctx, l.d, func(ctx context.Context) error { return l.Ledger.Settle(ctx, name, call, used) })
+}
+
+func (l ledger) StartRun(ctx context.Context, name, id string, lim tenant.Limits) (tenant.Start, error) {
+	return within(ctx, l.d, func(ctx context.Context) (tenant.Start, error) { return l.Ledger.StartRun(ctx, name, id, lim) })
+}
+
+func (l ledger) LiveRuns(ctx context.Context, name string) ([]string, error) {
+	return within(ctx, l.d, func(ctx context.Context) ([]string, error) { return l.Ledger.LiveRuns(ctx, name) })
+}
+
+func (l ledger) EndRuns(ctx context.Context, name string, ids ...string) error {
+	return do(ctx, l.d, func(ctx context.Context) error { return l.Ledger.EndRuns(ctx, name, ids...) })
+}
