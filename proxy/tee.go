@@ -83,7 +83,7 @@ func (b *sseBody) Read(p []byte) (int, error) {
 		b.recorded = true
 		// Record the turn before the agent gets the reply's last bytes: an
 		// agent answering at once must find its thread ready, not busy.
-		b.t.finish(b.t.outcomeOf(res, http.StatusOK, nil))
+		b.t.settle(b.t.outcomeOf(res, http.StatusOK, nil))
 	}
 	n := copy(p, b.out[b.off:])
 	b.off += n
@@ -239,7 +239,7 @@ func (b *sseBody) Close() error {
 		// the provider closed the stream: the reply is complete.
 		cause = nil
 	}
-	b.t.finish(b.t.outcomeOf(res, http.StatusOK, cause))
+	b.t.settle(b.t.outcomeOf(res, http.StatusOK, cause))
 	b.t.s.bufs.Put(b.in)
 	return err
 }
@@ -302,7 +302,7 @@ func (b *jsonBody) record() {
 	}
 	if b.status < 200 || b.status > 299 {
 		o := outcome{stop: "error", status: b.status, upstream: true, detail: upstreamErrorDetail(t.req.api, b.buf)}
-		t.finish(o)
+		t.settle(o)
 		return
 	}
 	res := &streaming.Result{}
@@ -314,7 +314,7 @@ func (b *jsonBody) record() {
 			cause = derr
 		}
 	}
-	t.finish(t.outcomeOf(res, b.status, cause))
+	t.settle(t.outcomeOf(res, b.status, cause))
 }
 
 // upstreamErrorDetail picks the provider's error type out of an error body
