@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gatekeeper/config"
+	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
@@ -22,7 +23,7 @@ var errTruncated = errors.New("proxy: upstream stream ended without its terminal
 // sees every event.
 type sseBody struct {
 	t   *turn
-	src io.ReadCloser
+	up  *relay.Upstream // the provider's body, read into in
 	rd  *sse.Reader
 	dec streaming.Decoder
 	in  []byte
@@ -39,15 +40,6 @@ type sseBody struct {
 	// quiet is when the agent last got bytes, or the filter began to hold
 	// what the provider sends.
 	quiet time.Time
-	// reading is the provider read running aside while the filter holds
-	// (readUpstream); nil when none is.
-	reading chan upstreamRead
-}
-
-// upstreamRead is what one read of the provider's body gave.
-type upstreamRead struct {
-	n   int
-	err error
 }
 
 func (b *sseBody) Read(p []byte) (int, error) {
@@ -60,13 +52,17 @@ func (b *sseBody) Read(p []byte) (int, error) {
 			return 0, b.err
 		}
 		b.out, b.off = b.out[:0], 0
-		n, err, ok := b.readUpstream()
-		if !ok {
-			continue // a keepalive went out instead
+		in, err := b.up.Read(b.wait())
+		if errors.Is(err, relay.ErrQuiet) {
+			// The agent waited approvals.keepalive behind a held call: it
+			// gets a keepalive while the read goes on aside.
+			b.out = append(b.out, b.alive.Event()...)
+			b.quiet = time.Now()
+			continue
 		}
-		if n > 0 {
+		if len(in) > 0 {
 			b.t.tt.FirstByte()
-			if ferr := b.rd.Feed(b.in[:n], b.take); ferr != nil {
+			if ferr := b.rd.Feed(in, b.take); ferr != nil {
 				b.err = ferr
 				continue
 			}
@@ -126,36 +122,17 @@ func (b *sseBody) heldBack() bool {
 	return b.t.filter != nil && b.t.filter.Holding() && !b.holding()
 }
 
-// readUpstream reads the provider's next bytes into b.in. While the
-// filter holds back what the provider sent, a provider that then falls
-// silent must not leave the agent without a byte for longer than it
-// would have been without gatekeeper: the read runs aside, and each
-// approvals.keepalive the agent waits it gets a keepalive (ok false)
-// while the read goes on. Otherwise the read is the plain one.
-func (b *sseBody) readUpstream() (n int, err error, ok bool) {
-	if b.reading == nil && (!b.heldBack() || b.quiet.IsZero()) {
-		n, err = b.src.Read(b.in)
-		return n, err, true
+// wait is how long the next read of the provider may take before the
+// agent gets a keepalive; -1: as long as it takes. While the filter holds
+// back what the provider sent, a provider that then falls silent must not
+// leave the agent without a byte for longer than it would have been
+// without gatekeeper: the read runs aside (relay.Upstream), and each
+// approvals.keepalive the agent waits it gets a keepalive.
+func (b *sseBody) wait() time.Duration {
+	if !b.heldBack() || b.quiet.IsZero() {
+		return -1
 	}
-	if b.reading == nil {
-		ch := make(chan upstreamRead, 1)
-		b.reading = ch
-		go func() {
-			n, err := b.src.Read(b.in)
-			ch <- upstreamRead{n, err}
-		}()
-	}
-	timer := time.NewTimer(max(b.t.s.keepaliveEvery()-time.Since(b.quiet), 0))
-	defer timer.Stop()
-	select {
-	case r := <-b.reading:
-		b.reading = nil
-		return r.n, r.err, true
-	case <-timer.C:
-		b.out = append(b.out, b.alive.Event()...)
-		b.quiet = time.Now()
-		return 0, nil, false
-	}
+	return max(b.t.s.keepaliveEvery()-time.Since(b.quiet), 0)
 }
 
 // forward queues what the agent receives of one decoded event.
@@ -221,12 +198,7 @@ func (b *sseBody) Close() error {
 		return nil
 	}
 	b.closed = true
-	err := b.src.Close()
-	if b.reading != nil {
-		// The read aside ends with the body closed; b.in is its until then.
-		<-b.reading
-		b.reading = nil
-	}
+	err := b.up.Close() // b.in is the provider read's until then
 	var cause error
 	if b.err != nil && b.err != io.EOF {
 		cause = b.err

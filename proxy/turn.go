@@ -14,6 +14,7 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/internal/ride"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/relay"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -688,8 +689,9 @@ func (t *turn) attach(resp *http.Response) error {
 		// never delivered in part.
 		t.filter.Hold()
 		t.filter.NoticeCut(cutNotice)
-		body := &sseBody{t: t, src: resp.Body, rd: sse.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
-			in: t.s.bufs.Get(), alive: streamOf(t.req.api).NewKeepalive()}
+		in := t.s.bufs.Get()
+		body := &sseBody{t: t, up: relay.NewUpstream(resp.Body, in), rd: sse.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
+			in: in, alive: streamOf(t.req.api).NewKeepalive()}
 		if t.gated {
 			body.held = &heldStream{}
 		}

@@ -172,3 +172,41 @@ func TestCopyNamesTheSideThatFailed(t *testing.T) {
 		}
 	})
 }
+
+func TestUpstreamReadsAsideWhileQuiet(t *testing.T) {
+	pr, pw := io.Pipe()
+	u := NewUpstream(pr, make([]byte, 64))
+	if _, err := u.Read(0); !errors.Is(err, ErrQuiet) {
+		t.Fatalf("a provider that sent nothing: err = %v, want ErrQuiet", err)
+	}
+	if _, err := u.Read(time.Millisecond); !errors.Is(err, ErrQuiet) {
+		t.Fatalf("still nothing: err = %v, want ErrQuiet", err)
+	}
+	go func() { _, _ = pw.Write([]byte("data: 1\n\n")) }()
+	// The read aside takes what came; a plain read waits for it.
+	b, err := u.Read(-1)
+	if err != nil || string(b) != "data: 1\n\n" {
+		t.Fatalf("Read = %q, %v", b, err)
+	}
+	go func() { _, _ = pw.Write([]byte("data: 2\n\n")) }()
+	if b, err = u.Read(-1); err != nil || string(b) != "data: 2\n\n" {
+		t.Fatalf("plain Read = %q, %v", b, err)
+	}
+	// A read aside still running when the body closes ends with it.
+	if _, err := u.Read(0); !errors.Is(err, ErrQuiet) {
+		t.Fatalf("err = %v, want ErrQuiet", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- u.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end the read aside")
+	}
+	if u.reading != nil {
+		t.Fatal("the read aside outlived Close")
+	}
+}
