@@ -17,10 +17,11 @@ import (
 // taken as success by real agents, which then silently drop the call.
 var errTruncated = errors.New("proxy: upstream stream ended without its terminal event")
 
-// sseBody is the reply body of a streamed turn. Each Read hands the reverse
-// proxy whole events only, as soon as they are complete, so every event is
-// written and flushed at once and never half of one; meanwhile the decoder
-// sees every event.
+// sseBody is the reply body of a streamed turn: the turn's reader, which
+// decides what the agent gets of each event. Each Read hands the relay
+// (relay.Copy) whole events only, as soon as they are complete, so every
+// event is written and flushed at once and never half of one; meanwhile
+// the decoder sees every event.
 type sseBody struct {
 	t   *turn
 	up  *relay.Upstream // the provider's body, read into in
