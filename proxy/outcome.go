@@ -61,21 +61,30 @@ func (t *turn) settle(o outcome) {
 		return
 	}
 	t.recorded = true
-	// A context that outlives the agent: a turn whose client went away is
-	// still charged.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 10*time.Second)
-	defer cancel()
-	t.record(ctx, o)
+	t.record(o)
 }
 
 // holdOpened records a turn whose reply is held for approval (openHold):
 // charged, its calls pending on approvalID, the record AWAITING_APPROVAL.
 func (t *turn) holdOpened(o outcome, approvalID string) {
+	if t.recorded {
+		return
+	}
+	t.recorded = true
 	o.approvalID = approvalID
-	t.settle(o)
+	t.record(o)
 }
 
-func (t *turn) record(ctx context.Context, o outcome) {
+// record writes the turn's outcome to its thread record (through behind.go
+// on Redis, or at once), with a context that outlives the agent: a turn
+// whose client went away is still charged.
+func (t *turn) record(o outcome) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 10*time.Second)
+	defer cancel()
+	t.write(ctx, o)
+}
+
+func (t *turn) write(ctx context.Context, o outcome) {
 	s := t.s
 	now := s.now()
 	var charge meter.Charge
