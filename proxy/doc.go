@@ -1,14 +1,25 @@
-// Package proxy is gatekeeper's agent-facing HTTP side: it routes each
-// provider path, authenticates the agent, resolves which trajectory and
-// thread a request belongs to, and runs each model call (a turn) through
-// its lifecycle: admit against the chain's budgets and the tenant's
-// ceilings, rewrite, forward, tee the reply through a stream decoder while
-// it is forwarded event by event, and settle the outcome. It also holds
-// the approval escrow (escrow*.go): a reply whose tool call an approval
-// gate matches is held until its approval requests are decided, and a
-// retry of the same turn, on any replica, re-attaches to it. Other
-// requests under a provider pass through, unmetered, only when the
-// allowlist names them.
+// Package proxy is gatekeeper's agent-facing HTTP side: it reads each
+// provider path in one canonical form, authenticates virtual keys, resolves which trajectory and thread a
+// request belongs to, and runs each model call (a turn) through its
+// lifecycle. serveTurn reads it as named steps: read (readTurn), admit
+// (admitTurn), shape (shapeBody), send (sendTurn: key capacity, then the
+// one send path in send.go, shared with a held turn's continuation),
+// relay (the reply decoded, filtered and held by the turn's reader,
+// tee.go and escrow_stream.go, and copied to the agent by proxy/relay),
+// then settle. A turn is recorded at one of two points: its hold opened
+// (holdOpened) or its settle. Handlers return errors, which writeError
+// alone writes, in the provider's error format.
+//
+// Other requests under a provider pass through, unmetered, only when an
+// allowlist names them (model lists, token counting, and what config's
+// providers[].passthrough adds), with the agent's virtual key swapped for
+// a provider key, through httputil.ReverseProxy; the rest are refused.
+// Upstream error bodies lose every fragment of a provider key on the way
+// back.
+//
+// A reply whose tool call an approval gate matches is held in escrow
+// (escrow*.go) until its approval requests are decided, and a retry of the
+// same turn, on any replica, re-attaches to it.
 //
 // What the turn uses but does not need the turn for lives under
 // proxy/internal: wire (the agent-facing wire: paths, virtual keys,

@@ -45,13 +45,37 @@ func (e *HTTPError) Error() string {
 
 func (e *HTTPError) Unwrap() error { return e.Err }
 
+// errClientGone: the agent went away before its answer; nobody is left
+// to read one, and the log records a 499.
+var errClientGone = errors.New("proxy: client went away")
+
+// closing marks a refusal after which the connection is closed: the
+// server would otherwise wait for the rest of the request's body, however
+// slowly it comes, before reading the next request.
+type closing struct{ error }
+
+func (c closing) Unwrap() error { return c.error }
+
 func httpErr(code int, typ, msg string) *HTTPError {
 	return &HTTPError{Code: code, Type: typ, Msg: msg}
 }
 
-// writeError answers with err in the error format of api. Errors that are
-// not HTTPErrors become a 500 whose detail stays in the logs.
+// writeError is the one writer of errors: it answers with err in the
+// error format of api. Errors that are not HTTPErrors become a 500 whose
+// detail stays in the logs; errClientGone is a bare 499, and
+// http.ErrAbortHandler aborts the connection (the reply had begun, or the
+// run was killed).
 func writeError(w http.ResponseWriter, api streaming.API, err error) {
+	switch {
+	case errors.Is(err, http.ErrAbortHandler):
+		panic(http.ErrAbortHandler)
+	case errors.Is(err, errClientGone):
+		w.WriteHeader(499)
+		return
+	}
+	if errors.As(err, new(closing)) {
+		w.Header().Set("Connection", "close")
+	}
 	var he *HTTPError
 	if !errors.As(err, &he) {
 		he = &HTTPError{Code: http.StatusInternalServerError, Type: "api_error", Msg: "gatekeeper failed to handle the request; see its logs", Err: err}

@@ -172,10 +172,9 @@ func (t *turn) openHold(ctx context.Context, res *streaming.Result, rep reply, g
 		return nil, err
 	}
 	s.tel.ApprovalPending(int64(len(reqs)))
-	o.approvalID = h.Requests[0]
-	t.finish(o)
+	t.holdOpened(o, h.Requests[0])
 	rec, err := s.store.Get(ctx, t.recID)
-	if err == nil && (rec.State != trajectory.AwaitingApproval || rec.Pending.ApprovalID != o.approvalID) {
+	if err == nil && (rec.State != trajectory.AwaitingApproval || rec.Pending.ApprovalID != h.Requests[0]) {
 		err = fmt.Errorf("record is %s after the held turn was recorded", rec.State)
 	}
 	if err != nil {
@@ -185,7 +184,7 @@ func (t *turn) openHold(ctx context.Context, res *streaming.Result, rep reply, g
 		return nil, err
 	}
 	t.log.LogAttrs(ctx, slog.LevelInfo, "tool call held for approval", slog.String("hold", h.ID),
-		slog.String("approval_id", o.approvalID), slog.Int("requests", len(reqs)))
+		slog.String("approval_id", h.Requests[0]), slog.Int("requests", len(reqs)))
 	return h, nil
 }
 

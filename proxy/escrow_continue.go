@@ -1,13 +1,11 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
 	"gatekeeper/approvals"
 	"gatekeeper/meter"
@@ -64,7 +62,7 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base reply
 		return nil, err
 	}
 	if status < 200 || status > 299 {
-		sub.finish(outcome{stop: "error", status: status, upstream: true, detail: upstreamErrorDetail(api, raw)})
+		sub.settle(outcome{stop: "error", status: status, upstream: true, detail: upstreamErrorDetail(api, raw)})
 		return nil, fmt.Errorf("provider answered the continuation with status %d", status)
 	}
 	cont := reply{form: base.form, body: raw}
@@ -75,7 +73,7 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base reply
 	}
 	o := sub.outcomeOf(res, status, nil)
 	if res.Truncated || len(res.Errors) > 0 {
-		sub.finish(o)
+		sub.settle(o)
 		return nil, errors.New("the continuation did not end cleanly")
 	}
 	if gated := sub.gatedCalls(res); len(gated) > 0 {
@@ -84,12 +82,12 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base reply
 			// Charged, and nothing of it delivered: the turn ends with the
 			// earlier refusal.
 			o.calls, o.stop = nil, string(streaming.StopEndTurn)
-			sub.finish(o)
+			sub.settle(o)
 			return nil, fmt.Errorf("holding the continuation's gated call: %w", err)
 		}
 		return &decidedReply{next: next}, nil
 	}
-	sub.finish(o)
+	sub.settle(o)
 	spliced, err := base.splice(api, raw)
 	if err != nil {
 		return nil, err
@@ -97,38 +95,20 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base reply
 	return &decidedReply{reply: spliced}, nil
 }
 
-// callUpstream sends t's body to its provider as the reverse proxy would
-// (the client's headers less the hop-by-hop ones, through providerHeader)
-// and reads the whole reply, bounded by approvals.max_held_bytes. The
-// request's length is its body's: the transports take it from the
-// body, never from a Content-Length header.
+// callUpstream sends the continuation t through the one send path, on a
+// key with capacity, with the client's headers hdr, and reads the whole
+// reply, bounded by approvals.max_held_bytes.
 func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]byte, int, error) {
-	up := t.req.up
-	u := *up.target
-	u.Path = strings.TrimSuffix(u.Path, "/") + t.req.rest
-	u.RawPath = ""
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(t.body))
-	if err != nil {
-		return nil, 0, err
-	}
-	for k, v := range hdr {
-		if hopHeader(strings.ToLower(k)) {
-			continue
-		}
-		req.Header[k] = append([]string(nil), v...)
-	}
 	// A continuation is a model call like any other: it waits for key
 	// capacity in the tenant's class, and settling it corrects the estimate.
 	if err := t.acquireKey(ctx, nil); err != nil {
 		return nil, 0, err
 	}
-	providerHeader(req.Header, up, t)
 	// The same transport as the turn's own call: a provider refusal before
 	// any byte (429, 529, 503, no connection) moves the continuation to
 	// another key with room, and the reply's rate-limit headers reach the
 	// key's settle.
-	req = req.WithContext(context.WithValue(ctx, ctxKey{}, &reqState{req: t.req, turn: t}))
-	resp, err := keyedTransport{s: s, next: s.transport}.RoundTrip(req)
+	resp, err := t.send(ctx, hdr, "")
 	if err != nil {
 		return nil, 0, err
 	}
@@ -142,14 +122,4 @@ func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]
 		return nil, resp.StatusCode, errHeldTooLarge
 	}
 	return raw, resp.StatusCode, nil
-}
-
-// hopHeader reports the hop-by-hop headers a proxy does not forward.
-func hopHeader(lk string) bool {
-	switch lk {
-	case "connection", "proxy-connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-		"transfer-encoding", "upgrade":
-		return true
-	}
-	return false
 }

@@ -45,7 +45,8 @@ func (t *turn) findHold(ctx context.Context, id string, opening bool) (found boo
 // serveReattach serves a retry of a held turn: no model call, no
 // reservation. It waits for the decision like the original request did
 // (keepalives on a stream) and receives the decided reply in its own form.
-func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) {
+// The error is what the agent gets (writeError).
+func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) error {
 	t.log.LogAttrs(r.Context(), slog.LevelInfo, "request re-attached to a held turn", slog.String("hold", t.hold.ID), slog.Bool("stream", t.pr.Stream))
 	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
 	c := &escrowClient{req: t.req, hdr: r.Header, form: formOf(t.pr.Stream), log: t.log}
@@ -54,25 +55,26 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 	}
 	wait := &escrowWait{hold: t.hold, c: c}
 	if c.form == formStream {
-		s.writeRetryStream(w, r, wait)
-		return
+		return s.writeRetryStream(w, r, wait)
 	}
 	out, err := s.awaitJSON(r.Context(), wait)
 	if err != nil {
-		if r.Context().Err() == nil {
-			writeError(w, t.req.api, err)
+		if r.Context().Err() != nil {
+			return errClientGone
 		}
-		return
+		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
+	return nil
 }
 
 // writeRetryStream is the streamed retry's writer: a stream of keepalives
-// until the decision, then the whole decided reply or an error event.
-func (s *Server) writeRetryStream(w http.ResponseWriter, r *http.Request, wait *escrowWait) {
+// until the decision, then the whole decided reply or an error event. Its
+// only error is http.ErrAbortHandler: the stream had begun.
+func (s *Server) writeRetryStream(w http.ResponseWriter, r *http.Request, wait *escrowWait) error {
 	api := wait.c.req.api
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
@@ -90,16 +92,16 @@ func (s *Server) writeRetryStream(w http.ResponseWriter, r *http.Request, wait *
 		default:
 			he, drop := a.answer(formStream)
 			if drop {
-				panic(http.ErrAbortHandler) // the agent retries, or a killed run gets no answer
+				return http.ErrAbortHandler // the agent retries, or a killed run gets no answer
 			}
 			out = errorEvent(api, he.Type, he.Msg)
 		}
 		if _, err := w.Write(out); err != nil {
-			return
+			return nil // the agent went away
 		}
 		_ = rc.Flush()
 		if a.end != awaitPending {
-			return
+			return nil
 		}
 	}
 }
@@ -107,7 +109,8 @@ func (s *Server) writeRetryStream(w http.ResponseWriter, r *http.Request, wait *
 // awaitJSON is the JSON writer, for the original non-streamed request and
 // its retries alike: it waits until the decision and returns the decided
 // reply as one JSON body, or the error the agent gets. A client that went
-// away gets its context's error; a killed run's, no answer.
+// away gets its context's error; a killed run's, no answer
+// (http.ErrAbortHandler).
 func (s *Server) awaitJSON(ctx context.Context, wait *escrowWait) ([]byte, error) {
 	for {
 		a := s.awaitDecision(ctx, wait)
@@ -121,7 +124,7 @@ func (s *Server) awaitJSON(ctx context.Context, wait *escrowWait) ([]byte, error
 		}
 		he, drop := a.answer(formJSON)
 		if drop {
-			panic(http.ErrAbortHandler)
+			return nil, http.ErrAbortHandler
 		}
 		return nil, he
 	}

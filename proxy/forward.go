@@ -13,26 +13,28 @@ import (
 	"time"
 
 	"gatekeeper/proxy/internal/wire"
-	"gatekeeper/streaming"
 )
 
-// newReverseProxy builds the reverse proxy for one provider. Per-request
-// facts reach its hooks through the outgoing request's context.
+// newReverseProxy builds the reverse proxy of one provider's
+// pass-through routes (turns go through send and relay instead).
+// Per-request facts reach its hooks through the outgoing request's
+// context.
 func (s *Server) newReverseProxy(up *upstream) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite:        func(pr *httputil.ProxyRequest) { s.rewrite(pr, up) },
-		Transport:      keyedTransport{s: s, next: s.transport},
-		FlushInterval:  -1, // flush every write: events are handed over whole, one per Read
+		Transport:      s.transport,
+		FlushInterval:  -1,
 		BufferPool:     s.bufs,
 		ModifyResponse: s.modifyResponse,
-		ErrorHandler:   s.upstreamError,
+		ErrorHandler:   s.passError,
 		ErrorLog:       log.New(slogWriter{s.log}, "", 0),
 	}
 }
 
-// rewrite points the outgoing request at the provider and swaps the
-// agent's virtual key for a provider key. Everything else the agent sent
-// (query, headers, body) goes out as it came.
+// rewrite points a pass-through request at the provider and swaps the
+// agent's virtual key for a provider key (the grant's, when the scheduler
+// placed it on one). Everything else the agent sent (query, headers,
+// body) goes out as it came.
 func (s *Server) rewrite(pr *httputil.ProxyRequest, up *upstream) {
 	st := stateFrom(pr.In.Context())
 	out := pr.Out
@@ -45,23 +47,21 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest, up *upstream) {
 		out.URL.Path, out.URL.RawPath = p, base+rest
 	}
 	out.Host = ""
-	providerHeader(out.Header, up, st.turn)
-	if st.pass != nil {
-		if g := st.pass.grant; g != nil {
-			setProviderKey(out.Header, up, up.pool.secrets[g.Key.ID])
-		}
-		// An error reply is read to redact key fragments: ask for it plain.
-		out.Header.Set("Accept-Encoding", "identity")
+	providerHeader(out.Header, up, nil)
+	if g := st.pass.grant; g != nil {
+		setProviderKey(out.Header, up, up.pool.secrets[g.Key.ID])
 	}
+	// An error reply is read to redact key fragments: ask for it plain.
+	out.Header.Set("Accept-Encoding", "identity")
 }
 
 // providerHeader makes the agent's headers the provider's: the agent's
 // keys, gatekeeper's own headers and the other headers of the header
 // policy (headers.go) dropped, the provider key put in (the
 // grant's key when the scheduler placed t on one), and for a turn its
-// trace context and a request for an uncompressed reply. The reverse
-// proxy and a held turn's continuation both send through it. t is nil for
-// pass-through requests.
+// trace context and a request for an uncompressed reply. A model call's
+// send (turns and continuations alike) and the pass-through rewrite both
+// go through it. t is nil for pass-through requests.
 func providerHeader(h http.Header, up *upstream, t *turn) {
 	wire.StripAgentHeaders(h)
 	if t == nil {
@@ -91,74 +91,44 @@ func (up *upstream) pickKey() string {
 	return keys[int(n-1)%len(keys)].Key
 }
 
-// modifyResponse marks every proxied reply with its trajectory and, for
-// turns, tees the body through the decoder.
+// modifyResponse keeps a pass-through reply's headers for its key's
+// settle and takes every fragment of a provider key out of an error reply.
 func (s *Server) modifyResponse(resp *http.Response) error {
 	st := stateFrom(resp.Request.Context())
-	if st == nil {
-		return nil
-	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// Forwarded, but never with a fragment of a provider key in it.
 		redactErrorBody(resp, st.req.up, s.secrets)
 	}
-	if st.pass != nil {
-		h := resp.Header.Clone()
-		st.pass.header.Store(&h)
-	}
-	if st.turn == nil {
-		return nil
-	}
-	return st.turn.attach(resp)
+	h := resp.Header.Clone()
+	st.pass.header.Store(&h)
+	return nil
 }
 
-// upstreamError answers when the provider could not be reached or the
-// reply could not be read before any byte went to the agent.
-func (s *Server) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+// passError answers a pass-through request whose provider could not be
+// reached, or whose reply could not be read before any byte went to the
+// agent.
+func (s *Server) passError(w http.ResponseWriter, r *http.Request, err error) {
 	st := stateFrom(r.Context())
-	if st != nil && st.turn != nil {
-		t := st.turn
-		if why := t.stopReason(); why != stopNone {
-			t.finish(t.outcomeOf(&streaming.Result{}, 0, err))
-			if why == stopKill {
-				panic(http.ErrAbortHandler) // a killed run gets no answer
-			}
-			typ, msg := t.stopError()
-			code := http.StatusForbidden
-			switch why {
-			case stopDeadline:
-				code = http.StatusGatewayTimeout
-			case stopShutdown:
-				code = http.StatusServiceUnavailable
-			}
-			writeError(w, st.req.api, &HTTPError{Code: code, Type: typ, Msg: msg, NoRetry: why == stopCancel})
-			return
-		}
-		t.failed(err)
-		var he *HTTPError
-		if errors.As(err, &he) {
-			// The escrow's answer for a held non-streamed turn.
-			writeError(w, st.req.api, he)
-			return
-		}
-	}
-	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+	writeError(w, st.req.up.api, s.unreachable(r.Context(), st.req.up, err))
+}
+
+// unreachable is the answer when provider up could not be reached, or its
+// reply read, before any byte went to the agent: none when the agent went
+// away (errClientGone), else a 502 (a 504 for a timeout) that asks for a
+// retry.
+func (s *Server) unreachable(ctx context.Context, up *upstream, err error) error {
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		// The agent went away; nobody is left to answer.
-		w.WriteHeader(499)
-		return
+		return errClientGone
 	}
-	api := st.req.api
-	if api == "" {
-		api = st.req.up.api
-	}
-	s.log.LogAttrs(r.Context(), slog.LevelWarn, "upstream unreachable",
-		slog.String("provider", st.req.up.cfg.Name), slog.String("error", err.Error()))
+	s.log.LogAttrs(ctx, slog.LevelWarn, "upstream unreachable",
+		slog.String("provider", up.cfg.Name), slog.String("error", err.Error()))
 	code := http.StatusBadGateway
 	if errors.Is(err, context.DeadlineExceeded) {
 		code = http.StatusGatewayTimeout
 	}
-	writeError(w, api, &HTTPError{Code: code, Type: errUpstream, RetryAfter: upstreamRetryAfter,
-		Msg: "gatekeeper could not get a reply from provider " + st.req.up.cfg.Name + "; retry later"})
+	return &HTTPError{Code: code, Type: errUpstream, RetryAfter: upstreamRetryAfter,
+		Msg: "gatekeeper could not get a reply from provider " + up.cfg.Name + "; retry later", Err: err}
 }
 
 // upstreamRetryAfter is what a 502 or 504 for a provider gatekeeper could

@@ -41,7 +41,7 @@ type outcome struct {
 	reply *replySeen
 }
 
-// failed records a turn that produced no reply the decoder saw. It is a
+// failed settles a turn that produced no reply the decoder saw. It is a
 // no-op once the turn was recorded.
 func (t *turn) failed(err error) {
 	o := outcome{stop: "error", upstream: true, estimated: true, detail: err.Error()}
@@ -49,20 +49,43 @@ func (t *turn) failed(err error) {
 		o.stop = "canceled"
 	}
 	o.usage.InputTokens = estimateTokens(int64(len(t.body)))
-	t.finish(o)
+	t.settle(o)
 }
 
-// finish records the outcome once, with a context that outlives the agent:
-// a turn whose client went away is still charged.
-func (t *turn) finish(o outcome) {
-	t.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 10*time.Second)
-		defer cancel()
-		t.record(ctx, o)
-	})
+// settle records the turn's outcome: one of the two points where a turn
+// is recorded, the other being holdOpened. Only the first of them
+// records; what comes after a recorded turn (a reply body closed after
+// its end, a late failure) changes nothing. A turn runs on its request's
+// goroutine, and so do its records: no lock is needed.
+func (t *turn) settle(o outcome) {
+	if t.recorded {
+		return
+	}
+	t.recorded = true
+	t.record(o)
 }
 
-func (t *turn) record(ctx context.Context, o outcome) {
+// holdOpened records a turn whose reply is held for approval (openHold):
+// charged, its calls pending on approvalID, the record AWAITING_APPROVAL.
+func (t *turn) holdOpened(o outcome, approvalID string) {
+	if t.recorded {
+		return
+	}
+	t.recorded = true
+	o.approvalID = approvalID
+	t.record(o)
+}
+
+// record writes the turn's outcome to its thread record (through behind.go
+// on Redis, or at once), with a context that outlives the agent: a turn
+// whose client went away is still charged.
+func (t *turn) record(o outcome) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 10*time.Second)
+	defer cancel()
+	t.write(ctx, o)
+}
+
+func (t *turn) write(ctx context.Context, o outcome) {
 	s := t.s
 	now := s.now()
 	var charge meter.Charge
@@ -274,7 +297,7 @@ func (t *turn) chargeUndelivered(res *streaming.Result, replyBytes int64, cause 
 		}
 		o.usage.OutputTokens = max(o.usage.OutputTokens, estimateTokens(replyBytes))
 	}
-	t.finish(o)
+	t.settle(o)
 }
 
 // outcomeOf turns a decoded reply into an outcome.

@@ -193,16 +193,16 @@ func (t *turn) keySettlement(o outcome) ratelimit.Settlement {
 type keyedTransport struct {
 	s    *Server
 	next http.RoundTripper
+	t    *turn // the turn sent
 }
 
 var _ http.RoundTripper = keyedTransport{}
 
 func (kt keyedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	st := stateFrom(req.Context())
-	if st == nil || st.turn == nil || st.turn.grant.Load() == nil {
+	if kt.t == nil || kt.t.grant.Load() == nil {
 		return kt.next.RoundTrip(req)
 	}
-	t, up := st.turn, st.req.up
+	t, up := kt.t, kt.t.req.up
 	ctx := req.Context()
 	for try := 1; ; try++ {
 		resp, err := kt.next.RoundTrip(req)

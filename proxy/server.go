@@ -95,7 +95,8 @@ type Server struct {
 	startSwept chan struct{} // closed once the start's sweep of this replica's calls is done
 }
 
-// upstream is one configured provider with its reverse proxy.
+// upstream is one configured provider, with the reverse proxy of its
+// pass-through routes.
 type upstream struct {
 	cfg    *config.Provider
 	api    streaming.API // the API family; the turn API is chosen per path
@@ -325,10 +326,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 	// Every refusal before the body is read closes the connection: the
 	// server would otherwise wait for the rest of the body, however
 	// slowly it comes, before reading the next request.
-	refuse := func(api streaming.API, err error) {
-		w.Header().Set("Connection", "close")
-		writeError(w, api, err)
-	}
+	refuse := func(api streaming.API, err error) { writeError(w, api, closing{err}) }
 	// A turn path however spelled is the turn path: classified and
 	// forwarded in its one canonical spelling, so that no other spelling
 	// passes as something else.
@@ -369,8 +367,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		// Codex CLI tries a WebSocket on GET /v1/responses first; refusing
 		// the upgrade at once makes it fall back to HTTP streaming.
-		w.Header().Set("Connection", "close")
-		writeError(w, errAPI, httpErr(http.StatusUpgradeRequired, errInvalidRequest,
+		refuse(errAPI, httpErr(http.StatusUpgradeRequired, errInvalidRequest,
 			"gatekeeper serves the Responses API over HTTP streaming only; WebSocket turns are not supported"))
 		return
 	}
@@ -380,7 +377,9 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 		s.passThrough(w, r, req)
 		return
 	}
-	s.serveTurn(w, r, req)
+	if err := s.serveTurn(w, r, req); err != nil {
+		writeError(w, api, err)
+	}
 }
 
 // turnAPI says which turn API a request is, or "" when it is not a turn.
@@ -413,12 +412,11 @@ func requestID(r *http.Request) string {
 
 type ctxKey struct{}
 
-// reqState travels in the outgoing request's context to the reverse
+// reqState travels in a pass-through request's context to the reverse
 // proxy's hooks.
 type reqState struct {
 	req  *request
-	turn *turn     // nil for pass-through
-	pass *passCall // nil for a turn
+	pass *passCall
 }
 
 func stateFrom(ctx context.Context) *reqState {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gatekeeper/config"
+	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
@@ -16,13 +17,14 @@ import (
 // taken as success by real agents, which then silently drop the call.
 var errTruncated = errors.New("proxy: upstream stream ended without its terminal event")
 
-// sseBody is the reply body of a streamed turn. Each Read hands the reverse
-// proxy whole events only, as soon as they are complete, so every event is
-// written and flushed at once and never half of one; meanwhile the decoder
-// sees every event.
+// sseBody is the reply body of a streamed turn: the turn's reader, which
+// decides what the agent gets of each event. Each Read hands the relay
+// (relay.Copy) whole events only, as soon as they are complete, so every
+// event is written and flushed at once and never half of one; meanwhile
+// the decoder sees every event.
 type sseBody struct {
 	t   *turn
-	src io.ReadCloser
+	up  *relay.Upstream // the provider's body, read into in
 	rd  *sse.Reader
 	dec streaming.Decoder
 	in  []byte
@@ -39,15 +41,6 @@ type sseBody struct {
 	// quiet is when the agent last got bytes, or the filter began to hold
 	// what the provider sends.
 	quiet time.Time
-	// reading is the provider read running aside while the filter holds
-	// (readUpstream); nil when none is.
-	reading chan upstreamRead
-}
-
-// upstreamRead is what one read of the provider's body gave.
-type upstreamRead struct {
-	n   int
-	err error
 }
 
 func (b *sseBody) Read(p []byte) (int, error) {
@@ -60,13 +53,17 @@ func (b *sseBody) Read(p []byte) (int, error) {
 			return 0, b.err
 		}
 		b.out, b.off = b.out[:0], 0
-		n, err, ok := b.readUpstream()
-		if !ok {
-			continue // a keepalive went out instead
+		in, err := b.up.Read(b.wait())
+		if errors.Is(err, relay.ErrQuiet) {
+			// The agent waited approvals.keepalive behind a held call: it
+			// gets a keepalive while the read goes on aside.
+			b.out = append(b.out, b.alive.Event()...)
+			b.quiet = time.Now()
+			continue
 		}
-		if n > 0 {
+		if len(in) > 0 {
 			b.t.tt.FirstByte()
-			if ferr := b.rd.Feed(b.in[:n], b.take); ferr != nil {
+			if ferr := b.rd.Feed(in, b.take); ferr != nil {
 				b.err = ferr
 				continue
 			}
@@ -83,7 +80,7 @@ func (b *sseBody) Read(p []byte) (int, error) {
 		b.recorded = true
 		// Record the turn before the agent gets the reply's last bytes: an
 		// agent answering at once must find its thread ready, not busy.
-		b.t.finish(b.t.outcomeOf(res, http.StatusOK, nil))
+		b.t.settle(b.t.outcomeOf(res, http.StatusOK, nil))
 	}
 	n := copy(p, b.out[b.off:])
 	b.off += n
@@ -126,36 +123,17 @@ func (b *sseBody) heldBack() bool {
 	return b.t.filter != nil && b.t.filter.Holding() && !b.holding()
 }
 
-// readUpstream reads the provider's next bytes into b.in. While the
-// filter holds back what the provider sent, a provider that then falls
-// silent must not leave the agent without a byte for longer than it
-// would have been without gatekeeper: the read runs aside, and each
-// approvals.keepalive the agent waits it gets a keepalive (ok false)
-// while the read goes on. Otherwise the read is the plain one.
-func (b *sseBody) readUpstream() (n int, err error, ok bool) {
-	if b.reading == nil && (!b.heldBack() || b.quiet.IsZero()) {
-		n, err = b.src.Read(b.in)
-		return n, err, true
+// wait is how long the next read of the provider may take before the
+// agent gets a keepalive; -1: as long as it takes. While the filter holds
+// back what the provider sent, a provider that then falls silent must not
+// leave the agent without a byte for longer than it would have been
+// without gatekeeper: the read runs aside (relay.Upstream), and each
+// approvals.keepalive the agent waits it gets a keepalive.
+func (b *sseBody) wait() time.Duration {
+	if !b.heldBack() || b.quiet.IsZero() {
+		return -1
 	}
-	if b.reading == nil {
-		ch := make(chan upstreamRead, 1)
-		b.reading = ch
-		go func() {
-			n, err := b.src.Read(b.in)
-			ch <- upstreamRead{n, err}
-		}()
-	}
-	timer := time.NewTimer(max(b.t.s.keepaliveEvery()-time.Since(b.quiet), 0))
-	defer timer.Stop()
-	select {
-	case r := <-b.reading:
-		b.reading = nil
-		return r.n, r.err, true
-	case <-timer.C:
-		b.out = append(b.out, b.alive.Event()...)
-		b.quiet = time.Now()
-		return 0, nil, false
-	}
+	return max(b.t.s.keepaliveEvery()-time.Since(b.quiet), 0)
 }
 
 // forward queues what the agent receives of one decoded event.
@@ -221,12 +199,7 @@ func (b *sseBody) Close() error {
 		return nil
 	}
 	b.closed = true
-	err := b.src.Close()
-	if b.reading != nil {
-		// The read aside ends with the body closed; b.in is its until then.
-		<-b.reading
-		b.reading = nil
-	}
+	err := b.up.Close() // b.in is the provider read's until then
 	var cause error
 	if b.err != nil && b.err != io.EOF {
 		cause = b.err
@@ -239,7 +212,7 @@ func (b *sseBody) Close() error {
 		// the provider closed the stream: the reply is complete.
 		cause = nil
 	}
-	b.t.finish(b.t.outcomeOf(res, http.StatusOK, cause))
+	b.t.settle(b.t.outcomeOf(res, http.StatusOK, cause))
 	b.t.s.bufs.Put(b.in)
 	return err
 }
@@ -302,7 +275,7 @@ func (b *jsonBody) record() {
 	}
 	if b.status < 200 || b.status > 299 {
 		o := outcome{stop: "error", status: b.status, upstream: true, detail: upstreamErrorDetail(t.req.api, b.buf)}
-		t.finish(o)
+		t.settle(o)
 		return
 	}
 	res := &streaming.Result{}
@@ -314,7 +287,7 @@ func (b *jsonBody) record() {
 			cause = derr
 		}
 	}
-	t.finish(t.outcomeOf(res, b.status, cause))
+	t.settle(t.outcomeOf(res, b.status, cause))
 }
 
 // upstreamErrorDetail picks the provider's error type out of an error body

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,7 +16,7 @@ import (
 	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/proxy/internal/notice"
 	"gatekeeper/proxy/internal/threadid"
-	"gatekeeper/proxy/internal/wire"
+	"gatekeeper/proxy/relay"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -68,6 +67,7 @@ type turn struct {
 
 	stopped  stopKind           // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
+	recorded bool               // the turn was recorded (settle, holdOpened): only once
 
 	ride         *ratelimit.Ride                 // the key take riding in the admission's round trip (rideKey)
 	grant        atomic.Pointer[ratelimit.Grant] // the key the call goes on; nil when its pool has no limits
@@ -86,39 +86,68 @@ type turn struct {
 	holdChecked bool            // admission looked for a hold of this turn and found none
 	hold        *approvals.Hold // the held turn this request re-attaches to
 	conts       int             // continuations before this call's reply (a continuation's sub-turn)
-
-	once sync.Once
 }
 
-func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request) {
+// serveTurn runs one model call, top to bottom: read the agent's request,
+// admit it on its thread record, shape it, send it, relay the reply
+// (which a gate may hold for approval), settle. The turn is recorded at
+// one of two points: the hold opened (holdOpened) or the settle. An error
+// returned is what the agent gets, written by writeError; once the reply
+// has begun, the only error left is http.ErrAbortHandler.
+func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request) error {
 	// Replies stream while the agent's request may still be open: without
 	// full duplex the HTTP/1 server can cut the stream (golang/go#40747).
 	_ = http.NewResponseController(w).EnableFullDuplex()
 
+	t, mark, err := s.readTurn(w, r, req)
+	if err != nil {
+		return err
+	}
+	if err := t.admitTurn(r, mark); err != nil {
+		return err
+	}
+	if t.hold != nil {
+		return s.serveReattach(w, r, t)
+	}
+	w.Header().Set("X-Gatekeeper-Trajectory", trajectory.Unscoped(t.recID, req.tenant.Name))
+	ctx, end := t.begin(r)
+	defer end()
+	defer t.settleUnrecorded()
+	if err := t.shapeBody(); err != nil {
+		t.dropRide(r.Context())
+		t.failed(err)
+		return err
+	}
+	resp, err := t.sendTurn(ctx, r, w.Header())
+	if err != nil {
+		return t.sendError(ctx, err)
+	}
+	return t.relay(ctx, w, resp)
+}
+
+// readTurn reads the agent's request into a turn: the body within
+// limits.max_body_bytes and limits.body_timeout, parsed in its dialect
+// and checked; and its mark headers. Nothing is admitted yet.
+func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) (*turn, trajectory.Mark, error) {
+	var mark trajectory.Mark
 	body, err := readBody(w, r, s.cfg.Limits.MaxBodyBytes, s.cfg.Limits.BodyTimeout.Std())
 	if err != nil {
-		writeError(w, req.api, err)
-		return
+		return nil, mark, err
 	}
 	pr, err := streamOf(req.api).ParseRequest(body)
 	if err != nil {
-		writeError(w, req.api, httpErr(http.StatusBadRequest, errInvalidRequest,
-			"request body is not a valid JSON object: "+err.Error()))
-		return
+		return nil, mark, httpErr(http.StatusBadRequest, errInvalidRequest,
+			"request body is not a valid JSON object: "+err.Error())
 	}
 	if err := checkTurnBody(req.api, body, req.up.allowsBackground()); err != nil {
-		writeError(w, req.api, err)
-		return
+		return nil, mark, err
 	}
-	mark, err := readMark(r.Header)
-	if err != nil {
-		writeError(w, req.api, err)
-		return
+	if mark, err = readMark(r.Header); err != nil {
+		return nil, mark, err
 	}
 	if req.tenant.RefuseUngatedMCP && dialectOf(req.api).hostedMCP {
 		if err := checkHostedMCP(body); err != nil {
-			writeError(w, req.api, err)
-			return
+			return nil, mark, err
 		}
 	}
 	if b := r.Header.Get("X-Gatekeeper-Budget"); b != "" {
@@ -130,78 +159,98 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	if s.esc != nil && s.esc.gates.ForTenant(req.tenant.Name) {
 		t.gated, t.key, t.hdr = true, turnKey(req.api, body), r.Header
 	}
-	if err := t.reserveTenant(r.Context()); err != nil {
-		writeError(w, req.api, err)
-		return
+	return t, mark, nil
+}
+
+// admitTurn holds the turn's share of its tenant's ceilings and admits it
+// on its thread record (admit), its key take riding along. A turn that
+// re-attaches to a held one (t.hold) gives both back: it makes no call.
+func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
+	ctx := r.Context()
+	if err := t.reserveTenant(ctx); err != nil {
+		return err
 	}
 	t.rideKey()
-	if err := t.admit(r.Context(), r); err != nil {
-		t.dropRide(r.Context())
+	if err := t.admit(ctx, r); err != nil {
+		t.dropRide(ctx)
 		t.releaseTenant()
-		writeError(w, req.api, err)
-		return
+		return err
 	}
-	t.log = s.log.With(slog.String("request_id", req.id), slog.String("trajectory", t.recID), slog.String("tenant", req.tenant.Name),
-		slog.String("model", pr.Model), slog.String("api", string(req.api)))
+	t.log = t.s.log.With(slog.String("request_id", t.req.id), slog.String("trajectory", t.recID), slog.String("tenant", t.req.tenant.Name),
+		slog.String("model", t.pr.Model), slog.String("api", string(t.req.api)))
 	if !mark.Empty() {
-		t.recordMark(r.Context(), mark)
+		t.recordMark(ctx, mark)
 	}
 	if t.hold != nil {
-		t.dropRide(r.Context())
+		t.dropRide(ctx)
 		t.releaseTenant()
-		s.serveReattach(w, r, t)
-		return
 	}
-	w.Header().Set("X-Gatekeeper-Trajectory", trajectory.Unscoped(t.recID, req.tenant.Name))
+	return nil
+}
 
+// begin opens the admitted turn's span and makes it live (an operator may
+// stop it; the call deadline does). The context it returns is the
+// upstream call's own: an operator's cancel or kill, or the call
+// deadline, aborts the call while the agent's request stays open. end
+// undoes it all.
+func (t *turn) begin(r *http.Request) (ctx context.Context, end func()) {
+	s, req := t.s, t.req
 	sctx, tt := s.tel.StartTurn(r.Context(), r.Header, telemetry.TurnStart{
-		Provider: req.up.cfg.Name, ProviderName: req.up.cfg.API, API: string(req.api), Model: pr.Model,
+		Provider: req.up.cfg.Name, ProviderName: req.up.cfg.API, API: string(req.api), Model: t.pr.Model,
 		Trajectory: t.recID, Parent: t.parentID, Tenant: req.tenant.Name, Stage: string(t.adm.decision.Stage),
 		ServerAddress: req.up.target.Host})
 	t.tt = tt
 	t.observe(t.admitEvents)
-
-	// The upstream call has its own context: an operator's cancel or kill,
-	// or the call deadline, aborts it while the agent's request stays open.
 	uctx, cancel := context.WithCancel(sctx)
-	defer cancel()
 	t.cancelUp = cancel
 	s.live.Add(t)
-	defer s.live.Remove(t)
+	var timer *time.Timer
 	if d := req.tenant.CallLimits.CallDeadline.Std(); d > 0 {
-		timer := time.AfterFunc(d, func() { t.stop(stopDeadline) })
-		defer timer.Stop()
+		timer = time.AfterFunc(d, func() { t.stop(stopDeadline) })
 	}
+	return uctx, func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		s.live.Remove(t)
+		cancel()
+	}
+}
 
-	if body, err = t.shape(body); err != nil {
-		t.dropRide(r.Context())
-		t.failed(err)
-		writeError(w, req.api, err)
-		return
+// shapeBody is the shape step: the admitted body rewritten for the
+// turn's stage (shape), kept as what goes to the provider.
+func (t *turn) shapeBody() error {
+	body, err := t.shape(t.body)
+	if err != nil {
+		return err
 	}
 	t.body = body
-	wire.SetBody(r, body)
-	ctx := context.WithValue(uctx, ctxKey{}, &reqState{req: req, turn: t})
-	if err := t.acquireKey(ctx, w.Header()); err != nil {
-		if ctx.Err() != nil {
-			// The agent went away or an operator stopped the call while
-			// it waited for key capacity.
-			s.upstreamError(w, r.WithContext(ctx), err)
-			return
+	return nil
+}
+
+// sendTurn is the send step: the turn waits for key capacity (the wait
+// reported in h, the agent's response headers), then goes to its
+// provider. A turn that got no capacity is settled here: never sent, not
+// charged.
+func (t *turn) sendTurn(ctx context.Context, r *http.Request, h http.Header) (*http.Response, error) {
+	if err := t.acquireKey(ctx, h); err != nil {
+		if ctx.Err() == nil {
+			t.settle(rateLimitedOutcome(err))
 		}
-		t.finish(rateLimitedOutcome(err))
-		writeError(w, req.api, err)
-		return
+		return nil, err
 	}
-	defer func() {
-		// A panic out of the copy (http.ErrAbortHandler) must still record the turn.
-		if v := recover(); v != nil {
-			t.failed(fmt.Errorf("aborted: %v", v))
-			panic(v)
-		}
-	}()
-	req.up.rp.ServeHTTP(w, r.WithContext(ctx))
-	t.failed(errors.New("reply not recorded")) // no-op when the reply was recorded
+	return t.send(ctx, r.Header, r.URL.RawQuery)
+}
+
+// settleUnrecorded is the settle of a turn whose reply never reached the
+// point where it is recorded (a panic, a path that forgot): it is charged
+// as failed, so that no admitted call stays reserved. A no-op otherwise.
+func (t *turn) settleUnrecorded() {
+	if v := recover(); v != nil {
+		t.failed(fmt.Errorf("aborted: %v", v))
+		panic(v)
+	}
+	t.failed(errors.New("reply not recorded"))
 }
 
 // admit finds the turn's thread record and, in one atomic step over the
@@ -637,8 +686,9 @@ func (t *turn) attach(resp *http.Response) error {
 		// never delivered in part.
 		t.filter.Hold()
 		t.filter.NoticeCut(notice.Cut)
-		body := &sseBody{t: t, src: resp.Body, rd: sse.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
-			in: t.s.bufs.Get(), alive: streamOf(t.req.api).NewKeepalive()}
+		in := t.s.bufs.Get()
+		body := &sseBody{t: t, up: relay.NewUpstream(resp.Body, in), rd: sse.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
+			in: in, alive: streamOf(t.req.api).NewKeepalive()}
 		if t.gated {
 			body.held = &heldStream{}
 		}

@@ -1,0 +1,115 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"gatekeeper/proxy/relay"
+	"gatekeeper/streaming"
+)
+
+// send is the one way a model call leaves gatekeeper, a turn's and a held
+// turn's continuation alike: t's body, to t's provider on t's path (with
+// query, the agent's query string), under the agent's headers hdr made the
+// provider's (outgoing), through the keyed transport, which moves a call
+// the provider refuses before any byte to another key of the pool.
+func (t *turn) send(ctx context.Context, hdr http.Header, query string) (*http.Response, error) {
+	req, err := t.outgoing(ctx, hdr, query)
+	if err != nil {
+		return nil, err
+	}
+	return keyedTransport{s: t.s, next: t.s.transport, t: t}.RoundTrip(req)
+}
+
+// outgoing is the request send sends: a POST of t's body to the
+// provider's base URL with t's path below it, in the canonical spelling
+// that was classified, and the agent's headers less the hop-by-hop and
+// forwarding ones (relay.OutgoingHeader) and less its own keys and
+// gatekeeper's headers, with the provider key put in (providerHeader).
+// The request's length is its body's: the transports take it from the
+// body, never from a Content-Length header.
+func (t *turn) outgoing(ctx context.Context, hdr http.Header, query string) (*http.Request, error) {
+	up := t.req.up
+	u := *up.target
+	base := strings.TrimSuffix(up.target.Path, "/")
+	u.Path, u.RawPath = base+t.req.rest, ""
+	if p, err := url.PathUnescape(base + t.req.rest); err == nil {
+		u.Path, u.RawPath = p, base+t.req.rest
+	}
+	u.RawQuery, u.Fragment = query, ""
+	body := t.body
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.URL, req.Host = &u, ""
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	req.Header = relay.OutgoingHeader(hdr)
+	req.Header.Del("Content-Length")
+	providerHeader(req.Header, up, t)
+	return req, nil
+}
+
+// sendError is what the agent gets when its turn could not be sent, or
+// its reply not read, before any byte went to it: the stopped call's
+// error when an operator or the deadline stopped it (none for a killed
+// run), the escrow's answer for a held non-streamed turn, none when the
+// agent went away, else the provider is unreachable. The turn is settled
+// as failed unless it was recorded already.
+func (t *turn) sendError(ctx context.Context, err error) error {
+	if why := t.stopReason(); why != stopNone {
+		t.settle(t.outcomeOf(&streaming.Result{}, 0, err))
+		if why == stopKill {
+			return http.ErrAbortHandler // a killed run gets no answer
+		}
+		typ, msg := t.stopError()
+		code := http.StatusForbidden
+		switch why {
+		case stopDeadline:
+			code = http.StatusGatewayTimeout
+		case stopShutdown:
+			code = http.StatusServiceUnavailable
+		}
+		return &HTTPError{Code: code, Type: typ, Msg: msg, NoRetry: why == stopCancel}
+	}
+	t.failed(err)
+	var he *HTTPError
+	if errors.As(err, &he) || errors.Is(err, http.ErrAbortHandler) {
+		// The escrow's answer for a held non-streamed turn, or the rate
+		// limiter's refusal.
+		return err
+	}
+	return t.s.unreachable(ctx, t.req.up, err)
+}
+
+// relay is the relay step: the provider's reply, labelled with the
+// turn's trajectory and taken over by the turn's reader (attach: decoded,
+// filtered, held), copied to the agent event by event (relay.Copy). The
+// reply's reader records the turn as the reply ends. An error before the
+// first byte is sendError's; after it, the agent's connection is aborted
+// (http.ErrAbortHandler), as the status went out already.
+func (t *turn) relay(ctx context.Context, w http.ResponseWriter, resp *http.Response) error {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// Forwarded, but never with a fragment of a provider key in it.
+		redactErrorBody(resp, t.req.up, t.s.secrets)
+	}
+	if err := t.attach(resp); err != nil {
+		_ = resp.Body.Close()
+		return t.sendError(ctx, err)
+	}
+	buf := t.s.bufs.Get()
+	defer t.s.bufs.Put(buf)
+	err := relay.Copy(w, resp, buf)
+	_ = resp.Body.Close() // records the turn, when its reply did not
+	if err != nil {
+		t.log.LogAttrs(ctx, slog.LevelDebug, "reply broke off", slog.String("error", err.Error()))
+		return http.ErrAbortHandler
+	}
+	return nil
+}
