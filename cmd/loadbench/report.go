@@ -205,7 +205,8 @@ func (r *report) write(w io.Writer) error {
 	p := r.p
 	store := "memory"
 	if p.redisURL != "" {
-		store = "redis (the idle record rows then count gatekeeper's process heap only: records live in Redis)"
+		store = fmt.Sprintf("redis, -settle-window %s -key-limits=%t (the idle record rows then count gatekeeper's process heap only: records live in Redis)",
+			p.settleWindow, p.keyLimits)
 	}
 	fmt.Fprintf(&sb, "Parameters: -duration %s -rounds %d -conns %d -streams %d -events %d -event-delay %s -records %d -watchdog=%t; store %s\n\n",
 		p.duration, p.rounds, p.conns, p.streams, p.events, p.eventDelay, p.records, p.watchdog, store)
