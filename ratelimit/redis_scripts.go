@@ -102,15 +102,23 @@ end
 
 -- save writes the TATs and the cooling, and keeps the hash until they
 -- have passed (at least two minutes).
+-- One HSET of every field, rather than one each: fewer calls into the
+-- server per script.
 local function save()
   local horizon = cool - now
+  local fields = {}
   for d = 1, 3 do
     if lim[d] > 0 then
-      redis.call('HSET', key, 't' .. d, writeTat(tat[d]))
+      fields[#fields + 1] = 't' .. d
+      fields[#fields + 1] = writeTat(tat[d])
       if tat[d] - now > horizon then horizon = tat[d] - now end
     end
   end
-  if cool > now then redis.call('HSET', key, 'c', string.format('%.0f', base + cool)) end
+  if cool > now then
+    fields[#fields + 1] = 'c'
+    fields[#fields + 1] = string.format('%.0f', base + cool)
+  end
+  if #fields > 0 then redis.call('HSET', key, unpack(fields)) end
   local ttl = math.ceil(horizon / 1000) + 1000
   if ttl < 120000 then ttl = 120000 end
   redis.call('PEXPIRE', key, ttl)
