@@ -107,17 +107,16 @@ func (sr *SettleRide) Finish(ctx context.Context) {
 
 func (grp *settleGroup) finish(ctx context.Context) {
 	s := grp.s
-	var errs []error
-	switch b, ok := s.buckets.(BatchSettler); {
-	case grp.queued:
-		errs = make([]error, len(grp.keys))
+	errs := make([]error, len(grp.keys))
+	if grp.queued {
+		var lost []int // settles whose script the server lost
 		for i, cmd := range grp.cmds {
 			if cmd == nil {
 				continue
 			}
 			v, err := cmd.Result()
 			if goredis.HasErrorPrefix(err, "NOSCRIPT") {
-				errs[i] = s.buckets.Settle(ctx, grp.keys[i], grp.deltas[i], grp.rs[i])
+				lost = append(lost, i)
 				continue
 			}
 			if err != nil {
@@ -125,13 +124,19 @@ func (grp *settleGroup) finish(ctx context.Context) {
 			}
 			errs[i] = checkZero("settle", grp.keys[i], v, err)
 		}
-	case ok && len(grp.keys) > 1:
-		errs = b.SettleBatch(ctx, grp.keys, grp.deltas, grp.rs)
-	default:
-		errs = make([]error, len(grp.keys))
-		for i, k := range grp.keys {
-			errs[i] = s.buckets.Settle(ctx, k, grp.deltas[i], grp.rs[i])
+		if len(lost) > 0 {
+			// The first loads the script again; the others follow in one
+			// round trip.
+			i := lost[0]
+			errs[i] = s.buckets.Settle(ctx, grp.keys[i], grp.deltas[i], grp.rs[i])
+			grp.resend(ctx, lost[1:], errs)
 		}
+	} else {
+		all := make([]int, len(grp.keys))
+		for i := range all {
+			all[i] = i
+		}
+		grp.resend(ctx, all, errs)
 	}
 	released := false
 	for i, k := range grp.keys {
@@ -143,5 +148,27 @@ func (grp *settleGroup) finish(ctx context.Context) {
 	}
 	if released {
 		s.released()
+	}
+}
+
+// resend settles grp's settles at idx again, in one call to the buckets
+// when they batch, their errors into errs.
+func (grp *settleGroup) resend(ctx context.Context, idx []int, errs []error) {
+	if len(idx) == 0 {
+		return
+	}
+	b, ok := grp.s.buckets.(BatchSettler)
+	if !ok || len(idx) == 1 {
+		for _, i := range idx {
+			errs[i] = grp.s.buckets.Settle(ctx, grp.keys[i], grp.deltas[i], grp.rs[i])
+		}
+		return
+	}
+	keys, deltas, rs := make([]Key, len(idx)), make([]Cost, len(idx)), make([]Remaining, len(idx))
+	for j, i := range idx {
+		keys[j], deltas[j], rs[j] = grp.keys[i], grp.deltas[i], grp.rs[i]
+	}
+	for j, err := range b.SettleBatch(ctx, keys, deltas, rs) {
+		errs[idx[j]] = err
 	}
 }
