@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"gatekeeper/internal/ride"
 	"gatekeeper/meter"
 	"gatekeeper/ratelimit"
 	"gatekeeper/trajectory"
@@ -370,11 +371,11 @@ func (b *behind) flush(all bool) {
 	}
 }
 
-// write writes a flush's wave: the key settles of every settle in it in
-// one call to the buckets (one round trip on Redis), the first settle of
-// each record in one call to the store (one pipeline on Redis, see
-// updateChains), and, concurrently, each tenant's charge and the later
-// settles of a record that has several. chs[i] is closed once recs[i]'s
+// write writes a flush's wave: the first settle of each record in one
+// call to the store (one pipeline on Redis, see updateChains) and,
+// concurrently, each tenant's charge and the later settles of a record
+// that has several; the key settles of every settle in it ride in the
+// first of those round trips (one of their own when none reaches Redis). chs[i] is closed once recs[i]'s
 // settles are written.
 func (b *behind) write(recs []string, chs []chan struct{}, batch [][]*pendingSettle, sides []*pendingSettle) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleAttempt)
@@ -389,10 +390,18 @@ func (b *behind) write(recs []string, chs []chan struct{}, batch [][]*pendingSet
 			tenants = append(tenants, p)
 		}
 	}
-	ratelimit.SettleAll(ctx, keys)
+	// The key settles ride in the first round trip the wave makes to the
+	// store's Redis (a tenant's charge or the records' pipeline); Finish
+	// reads them, or sends them when none carried them.
+	sr := ratelimit.RideSettles(keys)
+	rctx := ctx
+	if sr != nil {
+		rctx = ride.With(ctx, sr)
+	}
+	defer sr.Finish(ctx)
 	var wg sync.WaitGroup
 	for _, p := range tenants {
-		wg.Go(func() { p.t.settleTenant(ctx, p.charge, p.o) })
+		wg.Go(func() { p.t.settleTenant(rctx, p.charge, p.o) })
 	}
 	if len(batch) > 0 {
 		ids := make([]string, len(batch))
@@ -401,7 +410,7 @@ func (b *behind) write(recs []string, chs []chan struct{}, batch [][]*pendingSet
 		for i, ps := range batch {
 			ids[i], fns[i] = recs[i], ps[0].update(&evs[i])
 		}
-		errs := updateChains(ctx, batch[0][0].t.s.store, ids, fns)
+		errs := updateChains(rctx, batch[0][0].t.s.store, ids, fns)
 		for i, ps := range batch {
 			ps[0].wrote(ctx, ps[0].saved(evs[i], errs[i]))
 			wg.Go(func() {
