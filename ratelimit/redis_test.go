@@ -375,3 +375,31 @@ func TestRedisWholeMicrosecondTAT(t *testing.T) {
 		t.Fatalf("a bucket 30 s ahead of a minute's burst has headroom %v, want 0.5", h)
 	}
 }
+
+// TestRedisCallCache checks a script call's KEYS and ARGV for a key, built
+// once and kept for at most maxKeyCalls keys, and that a key's limits
+// changing (a reload) gives its new arguments.
+func TestRedisCallCache(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	r := NewRedis(c, "gk:")
+	for i := range maxKeyCalls + 10 {
+		k := Key{ID: "p/" + strconv.Itoa(i), Limits: Limits{RPM: 60 + i}}
+		for range 2 {
+			keys, args := r.call(k, int64(7))
+			if len(keys) != 1 || keys[0] != "gk:rl:{"+k.ID+"}:b" {
+				t.Fatalf("key %s: KEYS %q", k.ID, keys)
+			}
+			if len(args) != 8 || args[0] != int64(60+i) || args[7] != int64(7) {
+				t.Fatalf("key %s: ARGV %v, want its limits then 7", k.ID, args)
+			}
+		}
+		if n := r.ncalls.Load(); n > maxKeyCalls {
+			t.Fatalf("%d keys kept, more than %d", n, maxKeyCalls)
+		}
+	}
+	k := Key{ID: "p/0", Limits: Limits{RPM: 120}}
+	if _, args := r.call(k); args[0] != int64(120) {
+		t.Fatalf("after a reload to 120 rpm, ARGV %v", args)
+	}
+}

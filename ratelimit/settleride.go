@@ -85,7 +85,8 @@ func (sr *SettleRide) Queue(ctx context.Context, client any, p goredis.Pipeliner
 			if k.Limits.unlimited() || (grp.deltas[i].zero() && grp.rs[i].reportsNothing()) {
 				continue
 			}
-			grp.cmds[i] = p.EvalSha(ctx, settleScript.hash, []string{r.hashKey(k)}, argv(k, settleArgs(grp.deltas[i], grp.rs[i])...)...)
+			keys, argv := r.call(k, settleArgs(grp.deltas[i], grp.rs[i])...)
+			grp.cmds[i] = p.EvalSha(ctx, settleScript.hash, keys, argv...)
 			added = true
 		}
 	}
