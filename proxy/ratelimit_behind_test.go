@@ -45,3 +45,34 @@ func TestSettleBehindFlushKeySettlesRide(t *testing.T) {
 		t.Errorf("key headroom %.3f after %d small turns settled on 6000 rpm and 10M input tokens a minute, want above 0.9", h, n)
 	}
 }
+
+// An admission that takes its thread's earlier settles carries their key
+// settles too, in its one round trip: the key's output-token estimates
+// are corrected turn by turn, with no flush.
+func TestKeySettlesRideAdmission(t *testing.T) {
+	e := newBehindEnvKeys(t, 5*time.Second, "{turns: 1000, dollars: 100}",
+		"rpm: 60000, rpm_burst: 1000, output_tpm: 60000, output_tpm_burst: 60000")
+	id := e.turn(t, "keyride")
+	e.turn(t, "keyride") // the take and settle scripts are loaded by then
+	const n = 8
+	before := e.rt.Load()
+	for i := 3; i <= n; i++ {
+		if got := e.turn(t, "keyride"); got != id {
+			t.Fatalf("turn %d went to %s, want %s", i, got, id)
+		}
+	}
+	if got := e.rt.Load() - before; got != n-2 {
+		t.Errorf("turns 3..%d cost %d round trips, want %d (one each)", n, got, n-2)
+	}
+	// Each turn takes max_tokens (1024) of output and uses a few: with the
+	// first n-1 settled, about 1024 of 60000 is out; unsettled, n×1024.
+	// (The requests' burst stays under the 4000 the mock's headers report
+	// left, which would otherwise lower it.)
+	h, err := e.buckets.Headroom(ctxT(t), e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h < 0.97 {
+		t.Errorf("key headroom %.3f after %d turns of 1024 estimated output tokens on 60000, want above 0.97: the earlier turns' key settles were not sent", h, n)
+	}
+}
