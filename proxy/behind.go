@@ -375,8 +375,8 @@ func (b *behind) flush(all bool) {
 // call to the store (one pipeline on Redis, see updateChains) and,
 // concurrently, each tenant's charge and the later settles of a record
 // that has several; the key settles of every settle in it ride in the
-// first of those round trips (one of their own when none reaches Redis). chs[i] is closed once recs[i]'s
-// settles are written.
+// first of those round trips (one of their own when none reaches Redis).
+// chs[i] is closed once recs[i]'s settles are written.
 func (b *behind) write(recs []string, chs []chan struct{}, batch [][]*pendingSettle, sides []*pendingSettle) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleAttempt)
 	defer cancel()
