@@ -161,6 +161,22 @@ func (t *turn) settleKey(ctx context.Context, o outcome) {
 	}
 }
 
+// rideKeySettles prepares the key settles of the settles ps, which an
+// admission takes, to ride in its update (one round trip for them all,
+// rather than a flush's): each turn's grant leaves it, so that the flush
+// that later writes its tenant's side sends no key settle again. Nil when
+// none went on a limited key.
+func rideKeySettles(ps []*pendingSettle) *ratelimit.SettleRide {
+	var ss []ratelimit.Settlement
+	for _, p := range ps {
+		st := p.t.keySettlement(p.o)
+		if st.Grant != nil && p.t.grant.CompareAndSwap(st.Grant, nil) {
+			ss = append(ss, st)
+		}
+	}
+	return ratelimit.RideSettles(ss)
+}
+
 // keySettlement is what settleKey sends for the turn; its Grant is nil
 // when the call went on no limited key.
 func (t *turn) keySettlement(o outcome) ratelimit.Settlement {

@@ -418,9 +418,18 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		}
 		pevs, perrs := make([][]trajectory.Event, len(pend)), make([]error, len(pend))
 		uctx := ctx
+		var riders []ride.Rider
 		if t.ride != nil && !t.ride.Sent() {
 			// The key take goes in the update's round trip, once.
-			uctx = ride.With(ctx, t.ride)
+			riders = append(riders, t.ride)
+		}
+		// So do the key settles of the settles it takes.
+		keys := rideKeySettles(pend)
+		if keys != nil {
+			riders = append(riders, keys)
+		}
+		if len(riders) > 0 {
+			uctx = ride.With(ctx, ride.Join(riders...))
 		}
 		chain, err := t.s.store.UpdateChain(uctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 			var all []trajectory.Event
@@ -437,6 +446,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			adm, evs, err = t.admitChain(chain, key, ids)
 			return append(all, evs...), err
 		})
+		keys.Finish(context.WithoutCancel(ctx))
 		if err == nil {
 			t.admitEvents = evs
 			for i, p := range pend {

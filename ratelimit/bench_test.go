@@ -2,7 +2,9 @@ package ratelimit
 
 import (
 	"context"
+	"net/http"
 	"testing"
+	"time"
 )
 
 // The benchmarks measure one turn's Acquire and Done on a key far from
@@ -63,4 +65,44 @@ func BenchmarkAcquireUnsaturatedRedisPool(b *testing.B) {
 	s := New(Options{Buckets: NewRedis(newRedisClient(b), "gk:")})
 	defer s.Close()
 	benchAcquire(b, s, []Key{{ID: "p/a", Limits: benchLimits}, {ID: "p/b", Limits: benchLimits}, {ID: "p/c", Limits: benchLimits}})
+}
+
+// BenchmarkRideSettleRedis is a limited key's whole part of a turn on
+// Redis, as the proxy runs it: the take riding in a pipeline (alone here,
+// where the proxy's admission would carry it), the grant, and the settle
+// with the provider's rate-limit headers, as a flush sends it. What it
+// allocates is gatekeeper's per-turn cost of key limits.
+func BenchmarkRideSettleRedis(b *testing.B) {
+	c := newRedisClient(b)
+	s := New(Options{Buckets: NewRedis(c, "gk:")})
+	defer s.Close()
+	keys := []Key{{ID: "anthropic/k1", Limits: benchLimits}}
+	reset := time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
+	h := http.Header{}
+	h.Set("anthropic-ratelimit-requests-limit", "4000")
+	h.Set("anthropic-ratelimit-requests-remaining", "4000")
+	h.Set("anthropic-ratelimit-requests-reset", reset)
+	h.Set("anthropic-ratelimit-tokens-limit", "2000000")
+	h.Set("anthropic-ratelimit-tokens-remaining", "2000000")
+	h.Set("anthropic-ratelimit-tokens-reset", reset)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		rd := s.Ride(Interactive, keys, benchEst)
+		if rd == nil {
+			b.Fatal("no ride on Redis buckets")
+		}
+		p := c.Pipeline()
+		if !rd.Queue(ctx, c, p) {
+			b.Fatal("the ride was not queued")
+		}
+		// The take's own error (the first NOSCRIPT) is Grant's to read.
+		_, _ = p.Exec(ctx)
+		g, err := rd.Grant(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		SettleAll(ctx, []Settlement{{Grant: g, Actual: benchActual, Header: h}})
+	}
 }

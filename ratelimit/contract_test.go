@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 )
@@ -12,6 +13,11 @@ import (
 type harness struct {
 	b       Buckets
 	advance func(d time.Duration)
+	// tat is dimension d's theoretical arrival time for k, in nanoseconds
+	// after an origin fixed for the harness, read from where the buckets
+	// keep it: a take's exact size, which the level at a moving now
+	// cannot show at high rates.
+	tat func(t *testing.T, k Key, d int) float64
 }
 
 // The contract keeps its limits at 60 a minute or less (one unit a second
@@ -43,6 +49,7 @@ var contract = []struct {
 	{"Reset", testReset},
 	{"ResetCombinedTokens", testResetCombinedTokens},
 	{"Advisory", testAdvisory},
+	{"TinyTakes", testTinyTakes},
 }
 
 // runContract runs the Buckets contract on the buckets mk makes; each
@@ -559,5 +566,36 @@ func testAdvisory(t *testing.T, h harness) {
 	}
 	if ok, _ := mustTake(t, h.b, k2, Cost{Requests: 1}); ok {
 		t.Fatal("a cooled advisory key admitted a take")
+	}
+}
+
+// testTinyTakes: at 1G requests and 1T tokens a minute a request is worth
+// 60 ns of the bucket and a token 0.06 ns; every tiny take counts, however
+// far below a microsecond (or a nanosecond) it is. The bucket is half
+// taken first, so that the real time a Redis run takes leaves its arrival
+// times ahead of now, where they move only by takes.
+func testTinyTakes(t *testing.T, h harness) {
+	const n = 1000
+	k := Key{ID: "p/tiny", Limits: minute(Limits{RPM: 1_000_000_000, InputTPM: 1_000_000_000_000})}
+	if ok, _ := mustTake(t, h.b, k, Cost{Requests: 500_000_000, Input: 500_000_000_000}); !ok {
+		t.Fatal("a full bucket refused half of itself")
+	}
+	req0, in0 := h.tat(t, k, dimRequests), h.tat(t, k, dimInput)
+	for i := range n {
+		if ok, _ := mustTake(t, h.b, k, Cost{Requests: 1, Input: 1}); !ok {
+			t.Fatalf("a half-full bucket refused tiny take %d", i)
+		}
+	}
+	for _, c := range []struct {
+		name      string
+		moved     float64
+		want, tol float64 // ns
+	}{
+		{"requests", h.tat(t, k, dimRequests) - req0, n * 60, 0.1},
+		{"input tokens", h.tat(t, k, dimInput) - in0, n * 0.06, 0.01},
+	} {
+		if math.Abs(c.moved-c.want) > c.tol {
+			t.Errorf("%d takes of one unit moved the %s bucket by %.4f ns, want %.4f ns", n, c.name, c.moved, c.want)
+		}
 	}
 }

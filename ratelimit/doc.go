@@ -2,7 +2,7 @@
 // below the providers' own limits, so that gatekeeper waits instead of
 // finding the limits through 429s.
 //
-// It holds three things:
+// It holds these things:
 //
 //   - Buckets: the capacity of each provider key in requests, input tokens
 //     and output tokens, as GCRA buckets holding a burst (one second of
@@ -22,7 +22,13 @@
 //   - Ride: a Take prepared to go in another operation's pipeline to the
 //     same Redis (the proxy sends it with the admission's update), so
 //     that taking a key costs a turn no round trip of its own; given
-//     back (Undo) when what it rode with refused the turn.
+//     back (Undo) when what it rode with refused the turn. SettleRide is
+//     the same for a flush's key settles (SettleAll when nothing carries
+//     them).
+//
+// A bucket's take is exact at any rate: the Redis scripts count from the
+// whole microsecond of the server's clock and store a theoretical arrival
+// time's fraction of a microsecond, Memory its fraction of a nanosecond.
 //
 // The package takes plain values (limits, keys, costs): it knows nothing of
 // the proxy or its configuration.

@@ -130,55 +130,7 @@ type BatchSettler interface {
 // of one scheduler on Redis in one round trip: a flush of settles written
 // behind their replies costs one, not one each.
 func SettleAll(ctx context.Context, ss []Settlement) {
-	type pending struct {
-		g     *Grant
-		delta Cost
-		r     Remaining
-	}
-	var byScheduler map[*Scheduler][]pending
-	for _, st := range ss {
-		g := st.Grant
-		if g == nil {
-			continue
-		}
-		var delta Cost
-		if g.settle() {
-			delta = st.Actual.sub(g.est)
-		}
-		r, ok := ParseHeaders(st.Header, g.s.now())
-		if !ok {
-			r = Unreported()
-		}
-		if delta.zero() && !ok {
-			continue
-		}
-		if byScheduler == nil {
-			byScheduler = make(map[*Scheduler][]pending)
-		}
-		byScheduler[g.s] = append(byScheduler[g.s], pending{g, delta, r})
-	}
-	for s, ps := range byScheduler {
-		errs := make([]error, len(ps))
-		if b, ok := s.buckets.(BatchSettler); ok && len(ps) > 1 {
-			keys, deltas, rs := make([]Key, len(ps)), make([]Cost, len(ps)), make([]Remaining, len(ps))
-			for i, p := range ps {
-				keys[i], deltas[i], rs[i] = p.g.Key, p.delta, p.r
-			}
-			errs = b.SettleBatch(ctx, keys, deltas, rs)
-		} else {
-			for i, p := range ps {
-				errs[i] = s.buckets.Settle(ctx, p.g.Key, p.delta, p.r)
-			}
-		}
-		released := false
-		for i, p := range ps {
-			if errs[i] != nil {
-				s.log.ErrorContext(ctx, "ratelimit: settling a turn's estimate and rate-limit headers", "key", p.g.Key.ID, "err", errs[i])
-			}
-			released = released || p.delta.Requests < 0 || p.delta.Input < 0 || p.delta.Output < 0
-		}
-		if released {
-			s.released()
-		}
+	if sr := RideSettles(ss); sr != nil {
+		sr.Finish(ctx)
 	}
 }

@@ -96,9 +96,13 @@ type memKey struct {
 // gcra is one dimension's bucket as a theoretical arrival time: the
 // bucket emits a unit every interval and holds burst of them, so it is
 // full while tat is not after now, and holds burst - (tat-now)/interval
-// otherwise (below zero after an oversized take).
+// otherwise (below zero after an oversized take). The arrival time keeps
+// the fraction of a nanosecond that a Time cannot (frac): at a trillion
+// tokens a minute a token is 0.06 ns, and a take rounded to whole
+// nanoseconds would be lost, as the Redis scripts keep theirs.
 type gcra struct {
 	tat      time.Time
+	frac     float64 // of a nanosecond, in [0, 1): tat's remainder
 	interval float64 // nanoseconds per unit
 	burst    int64
 	limit    int64 // per minute
@@ -109,7 +113,7 @@ func newGCRA(limit, burst int64) *gcra {
 }
 
 // ahead is how far tat is after now, in nanoseconds.
-func (g *gcra) ahead(now time.Time) float64 { return float64(max(g.tat.Sub(now), 0)) }
+func (g *gcra) ahead(now time.Time) float64 { return max(float64(g.tat.Sub(now))+g.frac, 0) }
 
 // level is what g holds at now.
 func (g *gcra) level(now time.Time) float64 { return float64(g.burst) - g.ahead(now)/g.interval }
@@ -125,12 +129,18 @@ func (g *gcra) wait(now time.Time, n int64) time.Duration {
 func (g *gcra) move(now time.Time, n float64) {
 	// Bounded so that no count, however odd, overflows a Duration: a
 	// century ahead is as refused as any later time.
-	ahead := min(g.ahead(now)+n*g.interval, float64(100*365*24*time.Hour))
+	g.setAhead(now, min(g.ahead(now)+n*g.interval, float64(100*365*24*time.Hour)))
+}
+
+// setAhead puts tat ahead nanoseconds after now (a full bucket when not
+// positive), its fraction of a nanosecond in frac.
+func (g *gcra) setAhead(now time.Time, ahead float64) {
 	if ahead <= 0 {
-		g.tat = now
+		g.tat, g.frac = now, 0
 		return
 	}
-	g.tat = now.Add(time.Duration(ahead))
+	whole := math.Floor(ahead)
+	g.tat, g.frac = now.Add(time.Duration(whole)), ahead-whole
 }
 
 // lowerTo moves tat so that g holds at most left, never raising it.
@@ -145,9 +155,8 @@ func (g *gcra) lowerTo(now time.Time, left float64) {
 // what it overdrew only lowers its headroom, and a key that absorbed a
 // flood is ranked again once a minute has passed.
 func (g *gcra) capDebt(now time.Time) {
-	tau := time.Duration(float64(g.burst) * g.interval)
-	if limit := now.Add(tau + time.Minute); g.tat.After(limit) {
-		g.tat = limit
+	if limit := float64(g.burst)*g.interval + float64(time.Minute); g.ahead(now) > limit {
+		g.setAhead(now, limit)
 	}
 }
 
@@ -182,7 +191,7 @@ func (m *Memory) key(k Key) *memKey {
 			st.buckets[d] = newGCRA(lim[d], burst[d])
 		default:
 			nb := newGCRA(lim[d], burst[d])
-			nb.tat = b.tat
+			nb.tat, nb.frac = b.tat, b.frac
 			st.buckets[d] = nb
 		}
 	}

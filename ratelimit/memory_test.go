@@ -31,7 +31,19 @@ func (c *fakeClock) Advance(d time.Duration) {
 func TestMemoryContract(t *testing.T) {
 	runContract(t, func(t *testing.T) harness {
 		clk := newFakeClock()
-		return harness{b: NewMemory(clk.Now), advance: clk.Advance}
+		m := NewMemory(clk.Now)
+		origin := clk.Now()
+		tat := func(t *testing.T, k Key, d int) float64 {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			st, ok := m.keys[k.ID]
+			if !ok || st.buckets[d] == nil {
+				t.Fatalf("key %s has no bucket in dimension %d", k.ID, d)
+			}
+			g := st.buckets[d]
+			return float64(g.tat.Sub(origin)) + g.frac
+		}
+		return harness{b: m, advance: clk.Advance, tat: tat}
 	})
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -31,7 +33,21 @@ var _ scripter = goredis.UniversalClient(nil)
 type Redis struct {
 	rdb    scripter
 	prefix string
+	// calls holds each Key's script keys and leading arguments (Key →
+	// *keyCall), built once instead of on every script a turn runs.
+	calls  sync.Map
+	ncalls atomic.Int64
 }
+
+// keyCall is what every script call on one Key starts with.
+type keyCall struct {
+	keys []string // the key's hash, the scripts' KEYS
+	args []any    // its limits, bursts and advisory flag, ARGV[1..7]
+}
+
+// maxKeyCalls bounds Redis.calls: keys come from the configuration, and
+// each reload that changes a key's limits leaves its old Key behind.
+const maxKeyCalls = 4096
 
 var _ Buckets = (*Redis)(nil)
 
@@ -58,10 +74,25 @@ func argv(k Key, args ...any) []any {
 	return append([]any{lim[0], lim[1], lim[2], b[0], b[1], b[2], advisory}, args...)
 }
 
+// call is a script call's KEYS and ARGV for k: its hash, then its
+// limits (argv) and args.
+func (r *Redis) call(k Key, args ...any) ([]string, []any) {
+	v, ok := r.calls.Load(k)
+	if !ok {
+		if r.ncalls.Add(1) > maxKeyCalls {
+			r.calls.Clear()
+			r.ncalls.Store(1)
+		}
+		v, _ = r.calls.LoadOrStore(k, &keyCall{keys: []string{r.hashKey(k)}, args: argv(k)})
+	}
+	kc := v.(*keyCall)
+	n := len(kc.args)
+	return kc.keys, append(kc.args[:n:n], args...)
+}
+
 // run runs sc for k with the key's limits and then args, by hash first.
 func (r *Redis) run(ctx context.Context, sc *script, k Key, args ...any) (any, error) {
-	argv := argv(k, args...)
-	keys := []string{r.hashKey(k)}
+	keys, argv := r.call(k, args...)
 	v, err := r.rdb.EvalSha(ctx, sc.hash, keys, argv...).Result()
 	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
 		v, err = r.rdb.Eval(ctx, sc.src, keys, argv...).Result()
@@ -105,7 +136,8 @@ func (r *Redis) headrooms(ctx context.Context, keys []Key) ([]float64, error) {
 	pipe := r.rdb.Pipeline()
 	cmds := make([]*goredis.Cmd, len(keys))
 	for i, k := range keys {
-		cmds[i] = pipe.EvalSha(ctx, headroomScript.hash, []string{r.hashKey(k)}, argv(k)...)
+		keys, argv := r.call(k)
+		cmds[i] = pipe.EvalSha(ctx, headroomScript.hash, keys, argv...)
 	}
 	// Each command's own error is read below.
 	_, _ = pipe.Exec(ctx)
@@ -182,7 +214,8 @@ func (r *Redis) SettleBatch(ctx context.Context, keys []Key, deltas []Cost, rs [
 		if k.Limits.unlimited() || (deltas[i].zero() && rs[i].reportsNothing()) {
 			continue
 		}
-		cmds[i] = pipe.EvalSha(ctx, settleScript.hash, []string{r.hashKey(k)}, argv(k, settleArgs(deltas[i], rs[i])...)...)
+		keys, argv := r.call(k, settleArgs(deltas[i], rs[i])...)
+		cmds[i] = pipe.EvalSha(ctx, settleScript.hash, keys, argv...)
 	}
 	// Each command's own error is read below.
 	_, _ = pipe.Exec(ctx)

@@ -26,25 +26,57 @@ func newScript(src string) *script {
 // ARGV[1..3] are the key's limits (0 = unlimited), ARGV[4..6] its bursts
 // and ARGV[7] 1 when its limits are advisory (a take never waits, and its
 // debt below empty is kept within a minute); each script's own arguments
-// follow from ARGV[8]. The scripts ignore a dimension whose limit is 0. TATs are
-// written as whole microseconds: Lua's own number formatting keeps 14
-// digits, which would round them to 100 µs.
+// follow from ARGV[8]. The scripts ignore a dimension whose limit is 0.
+//
+// A take can be worth far less than a microsecond (a request at 1G a
+// minute is 0.06 µs, a token at 1T a minute 0.00006 µs), and Lua's
+// numbers, doubles, hold a time of the clock only to a quarter of one.
+// So the scripts count every time from base, the whole microsecond of
+// TIME at the script's start (now is 0), where a double is exact to far
+// below a nanosecond, and a TAT is written as whole microseconds of the
+// clock with its fraction to 1e-12 µs after a point ("1733300000123456"
+// or "1733300000123456.000000060000"; tonumber reads either, to a quarter
+// microsecond).
 const gcraLua = `
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local base = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = 0
 local key = KEYS[1]
 local st = redis.call('HMGET', key, 't1', 't2', 't3', 'c')
+
+-- readTat is a stored TAT after base: its whole microseconds, exact, and
+-- then its fraction; now when absent or unreadable.
+local function readTat(v)
+  if not v then return now end
+  local whole, frac = string.match(v, '^(%d+)(%.?%d*)$')
+  if not whole then return now end
+  local x = tonumber(whole) - base
+  if #frac > 1 then x = x + tonumber('0' .. frac) end
+  return x
+end
+
+-- writeTat is x (after base) as stored: whole microseconds of the clock,
+-- and the fraction when there is one.
+local function writeTat(x)
+  local whole = math.floor(x)
+  local f = math.floor((x - whole) * 1e12 + 0.5)
+  if f >= 1e12 then whole, f = whole + 1, 0 end
+  local s = string.format('%.0f', base + whole)
+  if f > 0 then s = s .. string.format('.%012.0f', f) end
+  return s
+end
+
 local lim, burst, tau, tat = {}, {}, {}, {}
 for d = 1, 3 do
   lim[d] = tonumber(ARGV[d])
   burst[d] = tonumber(ARGV[3 + d])
   tau[d] = 0
   if lim[d] > 0 then tau[d] = burst[d] * 60000000 / lim[d] end
-  tat[d] = tonumber(st[d]) or now
+  tat[d] = readTat(st[d])
   if tat[d] < now then tat[d] = now end
 end
 local advisory = ARGV[7] == '1'
-local cool = tonumber(st[4]) or 0
+local cool = (tonumber(st[4]) or 0) - base
 
 local function interval(d) return 60000000 / lim[d] end
 
@@ -70,15 +102,23 @@ end
 
 -- save writes the TATs and the cooling, and keeps the hash until they
 -- have passed (at least two minutes).
+-- One HSET of every field, rather than one each: fewer calls into the
+-- server per script.
 local function save()
   local horizon = cool - now
+  local fields = {}
   for d = 1, 3 do
     if lim[d] > 0 then
-      redis.call('HSET', key, 't' .. d, string.format('%.0f', tat[d]))
+      fields[#fields + 1] = 't' .. d
+      fields[#fields + 1] = writeTat(tat[d])
       if tat[d] - now > horizon then horizon = tat[d] - now end
     end
   end
-  if cool > now then redis.call('HSET', key, 'c', string.format('%.0f', cool)) end
+  if cool > now then
+    fields[#fields + 1] = 'c'
+    fields[#fields + 1] = string.format('%.0f', base + cool)
+  end
+  if #fields > 0 then redis.call('HSET', key, unpack(fields)) end
   local ttl = math.ceil(horizon / 1000) + 1000
   if ttl < 120000 then ttl = 120000 end
   redis.call('PEXPIRE', key, ttl)

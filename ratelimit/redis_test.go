@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,9 +34,57 @@ func TestRedisContract(t *testing.T) {
 		n++
 		// One server for the suite; a prefix per subtest keeps them
 		// apart.
-		prefix := "t" + strings.Repeat("x", n) + ":"
-		return harness{b: NewRedis(c, prefix), advance: time.Sleep}
+		return redisHarness(t, c, "t"+strings.Repeat("x", n)+":")
 	})
+}
+
+// TestRedisClusterContract runs the contract on a three-master Redis
+// Cluster: each key's state is one hash in one slot, whichever node holds
+// it.
+func TestRedisClusterContract(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	opt, err := goredis.ParseClusterURL(cl.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := goredis.NewClusterClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	n := 0
+	runContract(t, func(t *testing.T) harness {
+		n++
+		return redisHarness(t, c, "c"+strings.Repeat("x", n)+":")
+	})
+}
+
+// redisHarness is the contract's harness on Redis under prefix: real time
+// passes, and a bucket's arrival times are read from its hash, after an
+// origin taken from the server's clock now.
+func redisHarness(t *testing.T, c goredis.UniversalClient, prefix string) harness {
+	ctx := context.Background()
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := now.UnixMicro()
+	r := NewRedis(c, prefix)
+	tat := func(t *testing.T, k Key, d int) float64 {
+		t.Helper()
+		v, err := c.HGet(ctx, r.hashKey(k), "t"+strconv.Itoa(d+1)).Result()
+		if err != nil {
+			t.Fatalf("key %s, dimension %d: %v", k.ID, d, err)
+		}
+		whole, frac, ok := strings.Cut(v, ".")
+		us, err := strconv.ParseInt(whole, 10, 64)
+		f := 0.0
+		if err == nil && ok {
+			f, err = strconv.ParseFloat("0."+frac, 64)
+		}
+		if err != nil {
+			t.Fatalf("key %s, dimension %d: arrival time %q: %v", k.ID, d, v, err)
+		}
+		return float64(us-origin)*1000 + f*1000
+	}
+	return harness{b: r, advance: time.Sleep, tat: tat}
 }
 
 // TestRedisKeys checks where a key's state lives: one hash under the
@@ -302,5 +351,55 @@ func TestRedisSettleAll(t *testing.T) {
 		if math.Abs(h1-h2) > 0.005 || h1 > 0.9 {
 			t.Errorf("key %s: headroom %v settled alone, %v together; want equal, below full", k.ID, h1, h2)
 		}
+	}
+}
+
+// TestRedisWholeMicrosecondTAT checks that a TAT written in whole
+// microseconds, without a fraction (as before fractions were kept, and
+// whenever there is none), is read as it was written.
+func TestRedisWholeMicrosecondTAT(t *testing.T) {
+	ctx := context.Background()
+	c := newRedisClient(t)
+	r := NewRedis(c, "")
+	k := Key{ID: "p/k", Limits: minute(Limits{RPM: 60})}
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Half of a minute's bucket taken: 30 s ahead.
+	ahead := now.Add(30 * time.Second).UnixMicro()
+	if err := c.HSet(ctx, r.hashKey(k), "t1", strconv.FormatInt(ahead, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if h := headroom(t, r, k); h < 0.49 || h > 0.51 {
+		t.Fatalf("a bucket 30 s ahead of a minute's burst has headroom %v, want 0.5", h)
+	}
+}
+
+// TestRedisCallCache checks a script call's KEYS and ARGV for a key, built
+// once and kept for at most maxKeyCalls keys, and that a key's limits
+// changing (a reload) gives its new arguments.
+func TestRedisCallCache(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	r := NewRedis(c, "gk:")
+	for i := range maxKeyCalls + 10 {
+		k := Key{ID: "p/" + strconv.Itoa(i), Limits: Limits{RPM: 60 + i}}
+		for range 2 {
+			keys, args := r.call(k, int64(7))
+			if len(keys) != 1 || keys[0] != "gk:rl:{"+k.ID+"}:b" {
+				t.Fatalf("key %s: KEYS %q", k.ID, keys)
+			}
+			if len(args) != 8 || args[0] != int64(60+i) || args[7] != int64(7) {
+				t.Fatalf("key %s: ARGV %v, want its limits then 7", k.ID, args)
+			}
+		}
+		if n := r.ncalls.Load(); n > maxKeyCalls {
+			t.Fatalf("%d keys kept, more than %d", n, maxKeyCalls)
+		}
+	}
+	k := Key{ID: "p/0", Limits: Limits{RPM: 120}}
+	if _, args := r.call(k); args[0] != int64(120) {
+		t.Fatalf("after a reload to 120 rpm, ARGV %v", args)
 	}
 }

@@ -70,7 +70,8 @@ func (rd *Ride) Queue(ctx context.Context, client any, p goredis.Pipeliner) bool
 		return false
 	}
 	n := amounts(rd.est)
-	rd.cmd = p.EvalSha(ctx, takeScript.hash, []string{rd.r.hashKey(rd.k)}, argv(rd.k, n[0], n[1], n[2])...)
+	keys, argv := rd.r.call(rd.k, n[0], n[1], n[2])
+	rd.cmd = p.EvalSha(ctx, takeScript.hash, keys, argv...)
 	return true
 }
 

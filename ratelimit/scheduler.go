@@ -170,6 +170,9 @@ func (s *Scheduler) class(c string) string {
 
 // poolID names a set of keys regardless of their order.
 func poolID(keys []Key) string {
+	if len(keys) == 1 {
+		return keys[0].ID // what the join of one is, without its allocations
+	}
 	ids := make([]string, len(keys))
 	for i, k := range keys {
 		ids[i] = k.ID

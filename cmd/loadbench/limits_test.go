@@ -17,7 +17,7 @@ import (
 // out rate_limits.max_wait for the window to end.
 func TestMockWindowDoesNotStall(t *testing.T) {
 	srv := redistest.StartServer(t)
-	b, err := start(params{conns: 8, streams: 1, redisURL: srv.URL, settleWindow: 2 * time.Millisecond}, io.Discard)
+	b, err := start(params{conns: 8, streams: 1, redisURL: srv.URL, settleWindow: 2 * time.Millisecond, keyLimits: true}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

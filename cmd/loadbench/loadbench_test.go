@@ -201,6 +201,7 @@ func TestParseFlags(t *testing.T) {
 	}{
 		{"defaults", nil, true},
 		{"all set", []string{"-duration", "1s", "-conns", "2", "-streams", "3", "-events", "4", "-event-delay", "0s", "-records", "5", "-rounds", "1"}, true},
+		{"key limits off", []string{"-redis", "redis://127.0.0.1:1/0", "-key-limits=false"}, true},
 		{"zero duration", []string{"-duration", "0s"}, false},
 		{"zero rounds", []string{"-rounds", "0"}, false},
 		{"zero conns", []string{"-conns", "0"}, false},

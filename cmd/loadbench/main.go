@@ -7,7 +7,7 @@
 //
 //	go run ./cmd/loadbench [-duration 5s] [-conns 64] [-streams 256] [-events 50]
 //	    [-event-delay 20ms] [-records 10000] [-rounds 4] [-cpuprofile FILE] [-redis URL]
-//	    [-settle-window 2ms]
+//	    [-settle-window 2ms] [-key-limits=false]
 //
 // It exits 1 when any request failed or any stream was cut, after printing
 // the table.
@@ -55,6 +55,9 @@ type params struct {
 	settleWindow time.Duration
 	cpuProfile   string
 	watchdog     bool // gatekeeper's loop watchdog on
+	// keyLimits puts limits on the provider key with -redis, kept in Redis
+	// buckets; off, the Redis path is records and budgets only.
+	keyLimits bool
 }
 
 // maxEventDelay mirrors the mock's own bound on scripted waits.
@@ -76,6 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (params, error) {
 	fs.DurationVar(&p.settleWindow, "settle-window", config.DefaultSettleWindow,
 		"with -redis: gatekeeper's store.settle_window (0: each settle written before its reply ends)")
 	fs.BoolVar(&p.watchdog, "watchdog", false, "turn gatekeeper's loop watchdog on (compare with a run without it)")
+	fs.BoolVar(&p.keyLimits, "key-limits", true, "with -redis: limits on the provider key, kept in Redis buckets (false: records and budgets only)")
 	if err := fs.Parse(args); err != nil {
 		return params{}, err
 	}

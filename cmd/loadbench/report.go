@@ -81,6 +81,16 @@ func (r *report) rows() []row {
 	if r.p.redisURL != "" {
 		add(row{"small turns: Redis round trips per turn", perOf(tg.rtt, tg.ok+tg.errs), "", "", none, fmt.Sprint(tg.rtt)})
 		add(row{"streams: Redis round trips per stream (each a new run)", perOf(sg.rtt, sg.streams), "", "", none, fmt.Sprint(sg.rtt)})
+		if tg.redisCPUErr != nil {
+			add(row{"small turns: redis-server CPU per turn", "n/a: " + tg.redisCPUErr.Error(), "", "", none, "n/a"})
+		} else if n := tg.ok + tg.errs; n > 0 {
+			add(row{"small turns: redis-server CPU per turn", none, "", "", none, usOf(tg.redisCPU / time.Duration(n))})
+			// The whole cost of a turn on this machine: gatekeeper's
+			// process and the redis-server it waits on.
+			both := tg.cost
+			both.cpu += tg.redisCPU
+			add(cpuRow("small turns: process CPU + redis-server CPU per turn", tb.cost, tb.ok+tb.errs, both, n))
+		}
 	}
 
 	rc := &r.records
@@ -205,7 +215,8 @@ func (r *report) write(w io.Writer) error {
 	p := r.p
 	store := "memory"
 	if p.redisURL != "" {
-		store = "redis (the idle record rows then count gatekeeper's process heap only: records live in Redis)"
+		store = fmt.Sprintf("redis, -settle-window %s -key-limits=%t (the idle record rows then count gatekeeper's process heap only: records live in Redis)",
+			p.settleWindow, p.keyLimits)
 	}
 	fmt.Fprintf(&sb, "Parameters: -duration %s -rounds %d -conns %d -streams %d -events %d -event-delay %s -records %d -watchdog=%t; store %s\n\n",
 		p.duration, p.rounds, p.conns, p.streams, p.events, p.eventDelay, p.records, p.watchdog, store)

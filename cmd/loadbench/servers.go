@@ -122,15 +122,17 @@ func start(p params, stderr io.Writer) (*bench, error) {
 // tenant has no budget, so that thousands of turns on one trajectory are
 // admitted. On Redis (-redis) it is the whole path a replica runs: a budget
 // far above what a run spends, key limits far above what the mock gets
-// (10M requests a minute), kept in Redis as replicas share them, with the
-// mock's rate-limit headers as a provider with room sends them (roomyLimits),
-// and the round trips counted.
+// (10M requests a minute; none with -key-limits=false), kept in Redis as
+// replicas share them, with the mock's rate-limit headers as a provider
+// with room sends them (roomyLimits), and the round trips counted.
 func (b *bench) gatekeeper(mockURL string, tr http.RoundTripper) (http.Handler, error) {
 	store, budget, limits := "", "", ""
 	if b.p.redisURL != "" {
 		store = fmt.Sprintf("store: {kind: redis, redis_url: %q, settle_window: %s}", b.p.redisURL, b.p.settleWindow)
 		budget = "budget: {turns: 1000000000, dollars: 10000000}"
-		limits = ", rpm: 10000000, input_tpm: 10000000000, output_tpm: 10000000000"
+		if b.p.keyLimits {
+			limits = ", rpm: 10000000, input_tpm: 10000000000, output_tpm: 10000000000"
+		}
 	}
 	yaml := fmt.Sprintf(`
 listen: 127.0.0.1:0

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -31,10 +32,14 @@ type turnStats struct {
 	// worker's trajectory (<id>~N): gatekeeper still had the previous turn
 	// in flight when the next one arrived. Not an error for the agent.
 	forks   int
-	elapsed time.Duration   // wall time of its rounds
-	cost    cost            // what the process spent in its rounds
-	rtt     int64           // Redis round trips in its rounds (gatekeeper on Redis)
-	lat     []time.Duration // of successful turns
+	elapsed time.Duration // wall time of its rounds
+	cost    cost          // what the process spent in its rounds
+	rtt     int64         // Redis round trips in its rounds (gatekeeper on Redis)
+	// redisCPU is what redis-server spent in its rounds (gatekeeper on
+	// Redis); redisCPUErr says why it could not be read.
+	redisCPU    time.Duration
+	redisCPUErr error
+	lat         []time.Duration // of successful turns
 	// firstErr is the first failure seen, to say what went wrong.
 	firstErr string
 }
@@ -52,6 +57,10 @@ func (s *turnStats) add(o turnStats) {
 	s.elapsed += o.elapsed
 	s.cost.add(o.cost)
 	s.rtt += o.rtt
+	s.redisCPU += o.redisCPU
+	if s.redisCPUErr == nil {
+		s.redisCPUErr = o.redisCPUErr
+	}
 	s.lat = append(s.lat, o.lat...)
 	if o.errs > 0 && s.errs == 0 {
 		s.firstErr = o.firstErr
@@ -104,6 +113,13 @@ func (b *bench) roundTrips() int64 {
 // turnRound runs every worker until it made limit turns or d is over.
 func (b *bench) turnRound(ctx context.Context, tg target, limit int, d time.Duration) turnStats {
 	results := make([]turnStats, b.p.conns)
+	// INFO is a round trip of gatekeeper's client: read before the count
+	// starts and after it ends.
+	var cpu0 time.Duration
+	var cpuErr error
+	if tg.gatekeeper && b.redis != nil {
+		cpu0, cpuErr = b.redisCPU(ctx)
+	}
 	rtt0 := b.roundTrips()
 	mark := markCost()
 	start := time.Now()
@@ -138,6 +154,10 @@ func (b *bench) turnRound(ctx context.Context, tg target, limit int, d time.Dura
 	total.cost = mark.since()
 	if tg.gatekeeper {
 		total.rtt = b.roundTrips() - rtt0
+	}
+	if tg.gatekeeper && b.redis != nil {
+		cpu1, err := b.redisCPU(ctx)
+		total.redisCPU, total.redisCPUErr = cpu1-cpu0, cmp.Or(cpuErr, err)
 	}
 	return total
 }

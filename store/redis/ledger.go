@@ -8,6 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"gatekeeper/internal/ride"
 	"gatekeeper/tenant"
 )
 
@@ -242,7 +243,13 @@ func (l *Ledger) Settle(ctx context.Context, name, call string, used tenant.Amou
 	if err := l.s.usable(ctx); err != nil {
 		return err
 	}
-	if _, err := l.s.eval(ctx, settleScript, ledgerKeys(name), []any{call, used.Micros, used.Tokens}, nil); err != nil {
+	// A rider the context carries (a flush's key settles) goes in the
+	// charge's round trip; on a cluster, to its own node in parallel.
+	var before func(goredis.Pipeliner)
+	if rider := ride.Take(ctx); rider != nil {
+		before = func(p goredis.Pipeliner) { rider.Queue(ctx, l.s.rdb, p) }
+	}
+	if _, err := l.s.eval(ctx, settleScript, ledgerKeys(name), []any{call, used.Micros, used.Tokens}, before); err != nil {
 		return l.s.fail(ctx, "charging a tenant", err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"gatekeeper/internal/redistest"
 	"gatekeeper/internal/ride"
+	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
 
@@ -174,4 +175,67 @@ func fnsOf(n int, fn func([]*trajectory.Record) ([]trajectory.Event, error)) []f
 		fns[i] = fn
 	}
 	return fns
+}
+
+// A rider goes in a tenant's charge, and in a flush's record updates,
+// without a round trip of its own, once.
+func TestSettleRiders(t *testing.T) {
+	url := redistest.Start(t)
+	var c counter
+	rdb := client(t, url)
+	rdb.AddHook(&c)
+	ctx := context.Background()
+	s, err := Open(ctx, Options{Client: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := s.Ledger()
+	ids := []string{"rides-1", "rides-2"}
+	for _, id := range ids {
+		create(t, s, trajectory.New(id, "team-a", t0))
+	}
+	// Loads what the first charge and updates load, outside the counts.
+	if err := l.Settle(ctx, "team-a", "warm", tenant.Amount{Micros: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if errs := s.UpdateChains(ctx, ids, fnsOf(len(ids), chainTurn)); errors.Join(errs...) != nil {
+		t.Fatal(errs)
+	}
+	count := func(key string) int64 {
+		n, err := rdb.Get(ctx, key).Int64()
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			t.Fatal(err)
+		}
+		return n
+	}
+	tests := []struct {
+		name  string
+		trips int64
+		run   func(ctx context.Context) error
+	}{
+		{"a tenant's charge", 2, func(ctx context.Context) error {
+			// Twice on one context: the rider goes in the first only.
+			if err := l.Settle(ctx, "team-a", "call-1", tenant.Amount{Micros: 5}); err != nil {
+				return err
+			}
+			return l.Settle(ctx, "team-a", "call-2", tenant.Amount{Micros: 5})
+		}},
+		{"a flush's record updates", 1, func(ctx context.Context) error {
+			return errors.Join(s.UpdateChains(ctx, ids, fnsOf(len(ids), chainTurn))...)
+		}},
+	}
+	for _, tc := range tests {
+		r := &incr{key: "rider:" + tc.name}
+		before := c.Load()
+		if err := tc.run(ride.With(ctx, r)); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := c.Load() - before; got != tc.trips {
+			t.Errorf("%s: %d round trips, want %d", tc.name, got, tc.trips)
+		}
+		if got := count(r.key); got != 1 {
+			t.Errorf("%s: the rider went in %d pipelines, want 1", tc.name, got)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"gatekeeper/internal/ride"
 	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/ratelimit"
 	"gatekeeper/trajectory"
@@ -300,12 +301,12 @@ func (b *Behind[P]) flush(all bool) {
 	}
 }
 
-// write writes a flush's wave: the key settles of every settle in it in
-// one call to the buckets (one round trip on Redis), the first settle of
-// each record in one call to the store (one pipeline on Redis, see
-// deadline.UpdateChains), and, concurrently, each tenant's charge and the later
-// settles of a record that has several. chs[i] is closed once recs[i]'s
-// settles are written.
+// write writes a flush's wave: the first settle of each record in one
+// call to the store (one pipeline on Redis, see deadline.UpdateChains)
+// and, concurrently, each tenant's charge and the later settles of a
+// record that has several; the key settles of every settle in it ride in
+// the first of those round trips (one of their own when none reaches
+// Redis). chs[i] is closed once recs[i]'s settles are written.
 func (b *Behind[P]) write(recs []string, chs []chan struct{}, batch [][]P, sides []P) {
 	ctx, cancel := context.WithTimeout(context.Background(), Attempt)
 	defer cancel()
@@ -319,10 +320,18 @@ func (b *Behind[P]) write(recs []string, chs []chan struct{}, batch [][]P, sides
 			tenants = append(tenants, p)
 		}
 	}
-	ratelimit.SettleAll(ctx, keys)
+	// The key settles ride in the first round trip the wave makes to the
+	// store's Redis (a tenant's charge or the records' pipeline); Finish
+	// reads them, or sends them when none carried them.
+	sr := ratelimit.RideSettles(keys)
+	rctx := ctx
+	if sr != nil {
+		rctx = ride.With(ctx, sr)
+	}
+	defer sr.Finish(ctx)
 	var wg sync.WaitGroup
 	for _, p := range tenants {
-		wg.Go(func() { p.SettleTenant(ctx) })
+		wg.Go(func() { p.SettleTenant(rctx) })
 	}
 	if len(batch) > 0 {
 		ids := make([]string, len(batch))
@@ -331,7 +340,7 @@ func (b *Behind[P]) write(recs []string, chs []chan struct{}, batch [][]P, sides
 		for i, ps := range batch {
 			ids[i], fns[i] = recs[i], ps[0].Update(&evs[i])
 		}
-		errs := deadline.UpdateChains(ctx, b.store, ids, fns)
+		errs := deadline.UpdateChains(rctx, b.store, ids, fns)
 		for i, ps := range batch {
 			ps[0].Finish(ctx, evs[i], errs[i])
 			wg.Go(func() {

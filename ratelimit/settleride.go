@@ -1,0 +1,175 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// SettleRide is SettleAll prepared to ride in another operation's
+// pipeline to the same Redis (a flush's record updates, or its tenant
+// charges), so that a flush's key settles cost no round trip of their
+// own. Its owner hands it to that operation (which calls Queue while it
+// builds its pipeline), waits for the operation, and then calls Finish,
+// which reads the settles' replies and sends those that did not ride, as
+// SettleAll sends them. Queue and Finish are not called concurrently.
+type SettleRide struct {
+	groups []*settleGroup
+}
+
+// settleGroup is a SettleRide's settles of one scheduler.
+type settleGroup struct {
+	s      *Scheduler
+	keys   []Key
+	deltas []Cost
+	rs     []Remaining
+	cmds   []*goredis.Cmd // once queued; nil where nothing is sent
+	queued bool
+}
+
+// RideSettles prepares Settle of each settlement (a nil Grant does
+// nothing): each grant's estimate is marked corrected here, once, and its
+// reply's rate-limit headers read. Nil when none has anything to send.
+func RideSettles(ss []Settlement) *SettleRide {
+	var sr *SettleRide
+	for _, st := range ss {
+		g := st.Grant
+		if g == nil {
+			continue
+		}
+		var delta Cost
+		if g.settle() {
+			delta = st.Actual.sub(g.est)
+		}
+		r, ok := ParseHeaders(st.Header, g.s.now())
+		if !ok {
+			r = Unreported()
+		}
+		if delta.zero() && !ok {
+			continue
+		}
+		if sr == nil {
+			sr = &SettleRide{}
+		}
+		grp := sr.group(g.s)
+		grp.keys, grp.deltas, grp.rs = append(grp.keys, g.Key), append(grp.deltas, delta), append(grp.rs, r)
+	}
+	return sr
+}
+
+// group is sr's group of s, made on first use: a flush's settles are most
+// often all of one scheduler.
+func (sr *SettleRide) group(s *Scheduler) *settleGroup {
+	for _, grp := range sr.groups {
+		if grp.s == s {
+			return grp
+		}
+	}
+	grp := &settleGroup{s: s}
+	sr.groups = append(sr.groups, grp)
+	return grp
+}
+
+// Queue adds to p the settles of every scheduler whose buckets are in
+// client's Redis, and reports whether it added any.
+func (sr *SettleRide) Queue(ctx context.Context, client any, p goredis.Pipeliner) bool {
+	added := false
+	for _, grp := range sr.groups {
+		r := redisOf(grp.s.buckets)
+		if grp.queued || r == nil || client != any(r.rdb) {
+			continue
+		}
+		grp.queued, grp.cmds = true, make([]*goredis.Cmd, len(grp.keys))
+		for i, k := range grp.keys {
+			if k.Limits.unlimited() || (grp.deltas[i].zero() && grp.rs[i].reportsNothing()) {
+				continue
+			}
+			keys, argv := r.call(k, settleArgs(grp.deltas[i], grp.rs[i])...)
+			grp.cmds[i] = p.EvalSha(ctx, settleScript.hash, keys, argv...)
+			added = true
+		}
+	}
+	return added
+}
+
+// Finish reads the replies of the settles that rode (sending again, by
+// its text, one whose script the server lost) and sends the others, those
+// of one scheduler on Redis in one round trip; errors are logged, as
+// SettleAll logs them. A nil SettleRide does nothing.
+func (sr *SettleRide) Finish(ctx context.Context) {
+	if sr == nil {
+		return
+	}
+	for _, grp := range sr.groups {
+		grp.finish(ctx)
+	}
+}
+
+func (grp *settleGroup) finish(ctx context.Context) {
+	s := grp.s
+	errs := make([]error, len(grp.keys))
+	if grp.queued {
+		var lost []int // settles whose script the server lost
+		for i, cmd := range grp.cmds {
+			if cmd == nil {
+				continue
+			}
+			v, err := cmd.Result()
+			if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+				lost = append(lost, i)
+				continue
+			}
+			if err != nil {
+				err = fmt.Errorf("ratelimit: key %s: %w", grp.keys[i].ID, err)
+			}
+			errs[i] = checkZero("settle", grp.keys[i], v, err)
+		}
+		if len(lost) > 0 {
+			// The first loads the script again; the others follow in one
+			// round trip.
+			i := lost[0]
+			errs[i] = s.buckets.Settle(ctx, grp.keys[i], grp.deltas[i], grp.rs[i])
+			grp.resend(ctx, lost[1:], errs)
+		}
+	} else {
+		all := make([]int, len(grp.keys))
+		for i := range all {
+			all[i] = i
+		}
+		grp.resend(ctx, all, errs)
+	}
+	released := false
+	for i, k := range grp.keys {
+		if errs[i] != nil {
+			s.log.ErrorContext(ctx, "ratelimit: settling a turn's estimate and rate-limit headers", "key", k.ID, "err", errs[i])
+		}
+		d := grp.deltas[i]
+		released = released || d.Requests < 0 || d.Input < 0 || d.Output < 0
+	}
+	if released {
+		s.released()
+	}
+}
+
+// resend settles grp's settles at idx again, in one call to the buckets
+// when they batch, their errors into errs.
+func (grp *settleGroup) resend(ctx context.Context, idx []int, errs []error) {
+	if len(idx) == 0 {
+		return
+	}
+	b, ok := grp.s.buckets.(BatchSettler)
+	if !ok || len(idx) == 1 {
+		for _, i := range idx {
+			errs[i] = grp.s.buckets.Settle(ctx, grp.keys[i], grp.deltas[i], grp.rs[i])
+		}
+		return
+	}
+	keys, deltas, rs := make([]Key, len(idx)), make([]Cost, len(idx)), make([]Remaining, len(idx))
+	for j, i := range idx {
+		keys[j], deltas[j], rs[j] = grp.keys[i], grp.deltas[i], grp.rs[i]
+	}
+	for j, err := range b.SettleBatch(ctx, keys, deltas, rs) {
+		errs[idx[j]] = err
+	}
+}
