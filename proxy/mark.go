@@ -10,7 +10,7 @@ import (
 )
 
 // The headers an agent's harness marks its run with. Like every
-// X-Gatekeeper-* header they are never forwarded (stripAgentHeaders).
+// X-Gatekeeper-* header they are never forwarded (wire.StripAgentHeaders).
 const (
 	headerTaskClass = "X-Gatekeeper-Task-Class"
 	headerOutcome   = "X-Gatekeeper-Outcome"

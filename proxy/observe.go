@@ -40,7 +40,7 @@ func stageChange(ev trajectory.Event) (from, to string) {
 		From string `json:"from"`
 		To   string `json:"to"`
 	}
-	_ = json.Unmarshal(ev.Data, &d) // written by setStage: always an object
+	_ = json.Unmarshal(ev.Data, &d) // written by chainrule.SetStage: always an object
 	return d.From, d.To
 }
 
