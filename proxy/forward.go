@@ -9,7 +9,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"gatekeeper/proxy/internal/wire"
@@ -48,8 +47,8 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest, up *upstream) {
 	}
 	out.Host = ""
 	providerHeader(out.Header, up, nil)
-	if g := st.pass.grant; g != nil {
-		setProviderKey(out.Header, up, up.pool.secrets[g.Key.ID])
+	if g := st.pass.Grant(); g != nil {
+		up.pool.SetKey(out.Header, up.pool.Secret(g.Key.ID))
 	}
 	// An error reply is read to redact key fragments: ask for it plain.
 	out.Header.Set("Accept-Encoding", "identity")
@@ -65,30 +64,17 @@ func (s *Server) rewrite(pr *httputil.ProxyRequest, up *upstream) {
 func providerHeader(h http.Header, up *upstream, t *turn) {
 	wire.StripAgentHeaders(h)
 	if t == nil {
-		setProviderKey(h, up, up.pickKey())
+		up.pool.SetKey(h, up.pool.Pick())
 	} else {
 		// The provider sees the turn's span as the caller of its call.
 		t.tt.Inject(h)
-		if g := t.grant.Load(); g != nil {
-			setProviderKey(h, up, up.pool.secrets[g.Key.ID])
-		} else {
-			setProviderKey(h, up, up.pickKey())
-		}
+		up.pool.SetKey(h, t.rate.Key())
 		// Replies are decoded while they stream: ask for them uncompressed.
 		h.Set("Accept-Encoding", "identity")
 	}
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = nil // send none rather than Go's default
 	}
-}
-
-// pickKey takes the pool's keys in turn, for requests the rate-limit
-// scheduler did not place on a key (pass-through requests, pools without
-// limits).
-func (up *upstream) pickKey() string {
-	keys := up.cfg.Keys
-	n := atomic.AddUint64(&up.next, 1)
-	return keys[int(n-1)%len(keys)].Key
 }
 
 // modifyResponse keeps a pass-through reply's headers for its key's
@@ -100,7 +86,7 @@ func (s *Server) modifyResponse(resp *http.Response) error {
 		redactErrorBody(resp, st.req.up, s.secrets)
 	}
 	h := resp.Header.Clone()
-	st.pass.header.Store(&h)
+	st.pass.KeepHeader(h)
 	return nil
 }
 

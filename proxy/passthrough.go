@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"gatekeeper/proxy/internal/threadid"
@@ -24,12 +23,6 @@ func (up *upstream) passes(method, p string) bool { return wire.Passes(up.pass, 
 // retrieval of a stored response is allowed.
 func (up *upstream) allowsBackground() bool {
 	return up.passes(http.MethodGet, wire.RetrievalPath)
-}
-
-// passCall is a pass-through request's state for the reverse proxy's hooks.
-type passCall struct {
-	grant  *ratelimit.Grant // the key it goes on; nil when the pool has no limits
-	header atomic.Pointer[http.Header]
 }
 
 // passThrough forwards an allowed non-turn request with the key swapped,
@@ -58,43 +51,17 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *reques
 		return
 	}
 	wire.SetBody(r, body)
-	pc := &passCall{}
-	if s.sched != nil && up.pool.limited {
-		g, err := s.sched.Acquire(r.Context(), req.tenant.Priority, up.pool.keys, ratelimit.Cost{Requests: 1})
-		if err != nil {
-			writeError(w, up.api, s.passWaitError(r.Context(), up, req.tenant.Priority, err))
-			return
-		}
-		pc.grant = g
-		defer func() {
-			var h http.Header
-			if p := pc.header.Load(); p != nil {
-				h = *p
-			}
-			g.Settle(context.WithoutCancel(r.Context()), ratelimit.Cost{Requests: 1}, h)
-		}()
+	pc := s.sched.Turn(up.pool, req.tenant.Priority)
+	if err := pc.AcquireOne(r.Context()); err != nil {
+		writeError(w, up.api, keyRefused(err))
+		return
 	}
+	defer pc.Settle(context.WithoutCancel(r.Context()), ratelimit.Cost{Requests: 1})
 	s.log.LogAttrs(r.Context(), slog.LevelInfo, "pass-through", slog.String("request_id", req.id),
 		slog.String("provider", up.cfg.Name), slog.String("method", r.Method),
 		slog.String("path", req.rest), slog.String("tenant", req.tenant.Name))
 	ctx := context.WithValue(r.Context(), ctxKey{}, &reqState{req: req, pass: pc})
 	up.rp.ServeHTTP(w, r.WithContext(ctx))
-}
-
-// passWaitError is the answer to a pass-through request that got no key
-// capacity.
-func (s *Server) passWaitError(ctx context.Context, up *upstream, class string, err error) error {
-	var we *ratelimit.WaitError
-	switch {
-	case errors.As(err, &we):
-		s.tel.RateLimited(class)
-		return &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: max(we.RetryAfter, time.Second),
-			Msg: fmt.Sprintf("provider %s has no key capacity for this request; retry after the Retry-After delay", up.cfg.Name), Err: err}
-	case ctx.Err() != nil:
-		return ctx.Err()
-	}
-	return &HTTPError{Code: http.StatusServiceUnavailable, Type: errUpstream, RetryAfter: 5 * time.Second,
-		Msg: "gatekeeper could not check provider " + up.cfg.Name + "'s rate limits; retry later", Err: err}
 }
 
 // checkPassRun refuses a pass-through request of a run of its tenant that

@@ -24,7 +24,7 @@ func (t *turn) send(ctx context.Context, hdr http.Header, query string) (*http.R
 	if err != nil {
 		return nil, err
 	}
-	return keyedTransport{s: t.s, next: t.s.transport, t: t}.RoundTrip(req)
+	return t.rate.Transport(t.s.transport, t.log, t.body).RoundTrip(req)
 }
 
 // outgoing is the request send sends: a POST of t's body to the

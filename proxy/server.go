@@ -19,6 +19,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/proxy/internal/inflight"
+	"gatekeeper/proxy/internal/keys"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
@@ -81,8 +82,7 @@ type Server struct {
 	behind     *settle.Behind[*pendingSettle] // settles written behind their replies; nil: each at once
 	live       *inflight.Registry[*turn]
 	tel        *telemetry.Telemetry
-	sched      *ratelimit.Scheduler // nil when no provider key has a limit
-	buckets    ratelimit.Buckets    // the scheduler's
+	sched      *keys.Scheduler // nil when no provider key has a limit
 	stopListen context.CancelFunc
 	listening  chan struct{}
 	closing    chan struct{} // closed by EndHolds: held waits end
@@ -102,10 +102,7 @@ type upstream struct {
 	api    streaming.API // the API family; the turn API is chosen per path
 	target *url.URL
 	rp     *httputil.ReverseProxy
-	next   uint64 // round-robin cursor over keys, for requests without a grant
-	pool   keyPool
-	// keyConf finds a provider key's config by the key itself.
-	keyConf map[string]*config.ProviderKey
+	pool   *keys.Pool
 	// pass is what may pass through besides turns: the built-in
 	// allowlist and providers[].passthrough.
 	pass []config.Passthrough
@@ -202,10 +199,8 @@ func New(opts Options) (*Server, error) {
 		if family == nil {
 			return nil, fmt.Errorf("proxy: provider %s: unknown api %q", p.Name, p.API)
 		}
-		up := &upstream{cfg: p, target: u, api: family.api, pool: newKeyPool(p),
-			keyConf: make(map[string]*config.ProviderKey, len(p.Keys)), pass: wire.Allowlist(p)}
+		up := &upstream{cfg: p, target: u, api: family.api, pool: keys.NewPool(p), pass: wire.Allowlist(p)}
 		for j := range p.Keys {
-			up.keyConf[p.Keys[j].Key] = &p.Keys[j]
 			s.secrets = append(s.secrets, p.Keys[j].Key)
 		}
 		up.rp = s.newReverseProxy(up)
@@ -214,7 +209,14 @@ func New(opts Options) (*Server, error) {
 			s.def = up
 		}
 	}
-	s.sched = s.newScheduler(opts)
+	ko := keys.Options{Buckets: opts.Buckets, StoreTimeout: s.cfg.Store.Timeout.Std(), RateLimits: s.cfg.RateLimits, Clock: s.now, Logger: s.log}
+	for _, up := range s.providers {
+		ko.Pools = append(ko.Pools, up.pool)
+	}
+	if s.tel != nil {
+		ko.Observer = s.tel
+	}
+	s.sched = keys.NewScheduler(ko)
 	return s, nil
 }
 
@@ -227,9 +229,7 @@ func (s *Server) Close(ctx context.Context) {
 	// The settles waiting behind replies are written before the key
 	// buckets they correct close.
 	s.behind.Close(ctx)
-	if s.sched != nil {
-		s.sched.Close()
-	}
+	s.sched.Close()
 	s.settles.Close(ctx)
 }
 
@@ -416,7 +416,7 @@ type ctxKey struct{}
 // proxy's hooks.
 type reqState struct {
 	req  *request
-	pass *passCall
+	pass *keys.Turn
 }
 
 func stateFrom(ctx context.Context) *reqState {
