@@ -21,6 +21,7 @@ import (
 	"gatekeeper/proxy/internal/inflight"
 	"gatekeeper/proxy/internal/keys"
 	"gatekeeper/proxy/internal/settle"
+	"gatekeeper/proxy/internal/sweep"
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
@@ -92,7 +93,7 @@ type Server struct {
 	ledger     tenant.Ledger // nil when no tenant has limits
 	replica    string        // Options.Replica
 	owner      string        // what this run writes as its calls' owner: replica#incarnation
-	startSwept chan struct{} // closed once the start's sweep of this replica's calls is done
+	sweeper    *sweep.Sweeper
 }
 
 // upstream is one configured provider, with the reverse proxy of its
@@ -114,25 +115,24 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("proxy: config and store are required")
 	}
 	s := &Server{
-		cfg:        opts.Config,
-		store:      deadline.Store(opts.Store, opts.Config.Store.Timeout.Std()),
-		log:        opts.Logger,
-		now:        opts.Clock,
-		keys:       wire.NewKeyring(opts.Config.Tenants),
-		providers:  make(map[string]*upstream),
-		transport:  opts.Transport,
-		bufs:       newBufPool(),
-		prices:     opts.Prices,
-		stages:     meter.Thresholds(opts.Config.Stages),
-		minOutput:  opts.Config.BudgetMinOutputTokens,
-		hints:      newHints(1 << 16),
-		settles:    settle.NewRetrier(),
-		live:       inflight.New[*turn](),
-		tel:        opts.Telemetry,
-		listening:  make(chan struct{}),
-		replica:    opts.Replica,
-		startSwept: make(chan struct{}),
-		ledger:     deadline.Ledger(opts.Ledger, opts.Config.Store.Timeout.Std()),
+		cfg:       opts.Config,
+		store:     deadline.Store(opts.Store, opts.Config.Store.Timeout.Std()),
+		log:       opts.Logger,
+		now:       opts.Clock,
+		keys:      wire.NewKeyring(opts.Config.Tenants),
+		providers: make(map[string]*upstream),
+		transport: opts.Transport,
+		bufs:      newBufPool(),
+		prices:    opts.Prices,
+		stages:    meter.Thresholds(opts.Config.Stages),
+		minOutput: opts.Config.BudgetMinOutputTokens,
+		hints:     newHints(1 << 16),
+		settles:   settle.NewRetrier(),
+		live:      inflight.New[*turn](),
+		tel:       opts.Telemetry,
+		listening: make(chan struct{}),
+		replica:   opts.Replica,
+		ledger:    deadline.Ledger(opts.Ledger, opts.Config.Store.Timeout.Std()),
 	}
 	for _, tn := range opts.Config.Tenants {
 		if tn.Limits != (config.TenantLimits{}) && s.ledger == nil {
@@ -177,15 +177,20 @@ func New(opts Options) (*Server, error) {
 	if w := opts.Config.Store.SettleWindow.Std(); w > 0 && opts.Config.Store.Kind == config.StoreRedis {
 		s.behind = settle.NewBehind[*pendingSettle](w, s.store, s.log)
 	}
+	s.sweeper = sweep.New(sweep.Options{Store: s.store, Config: s.cfg, Clock: s.now, Logger: s.log, Prices: s.prices, Stages: s.stages,
+		Replica: s.replica, Owner: s.owner, Calls: s.liveCalls, StaleCall: s.staleCall,
+		Charge: func(ctx context.Context, name, call string, used tenant.Amount) {
+			s.chargeTenant(ctx, s.log, name, call, used)
+		}})
 	go func() {
 		defer close(s.listening)
 		done := make(chan struct{})
-		go func() { defer close(done); s.sweep(ctx) }()
+		go func() { defer close(done); s.sweeper.FinishIdle(ctx) }()
 		calls := make(chan struct{})
-		go func() { defer close(calls); s.watchCalls(ctx) }()
+		go func() { defer close(calls); s.sweeper.WatchCalls(ctx) }()
 		defer func() { <-calls }()
 		if sigs != nil {
-			s.listen(ctx, sigs)
+			s.live.Listen(ctx, sigs, s.log)
 		}
 		<-done
 	}()

@@ -561,11 +561,11 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	switch {
 	case rec.Thread != "" && rec.Thread != key && !t.shared:
 		return admission{}, nil, errOtherThread
-	case rec.State == trajectory.CallingModel && len(ids) == 0 && t.gated && !t.holdChecked && !t.s.silent(rec, now, false):
+	case rec.State == trajectory.CallingModel && len(ids) == 0 && t.gated && !t.holdChecked && !t.s.sweeper.Silent(rec, now):
 		// The call in flight may be holding its reply: a retry of that
 		// turn re-attaches rather than fork a sibling that asks again.
 		return admission{}, nil, errHoldOpening
-	case rec.State == trajectory.CallingModel && !t.s.silent(rec, now, false):
+	case rec.State == trajectory.CallingModel && !t.s.sweeper.Silent(rec, now):
 		t.busyElsewhere = rec.CallOwner != t.s.owner
 		return admission{}, nil, errBusy
 	case rec.State == trajectory.Paused:
