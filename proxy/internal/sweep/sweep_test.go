@@ -182,7 +182,9 @@ func TestBeat(t *testing.T) {
 	ctx := context.Background()
 	f.inFlight(t, "run", "r1#now", "c1", f.clock())
 	f.advance(beat)
-	f.sw.o.Calls = func() []Call { return []Call{{Record: "run", ID: "c1", Output: 777}, {Record: "run", ID: "gone", Output: 1}} }
+	f.sw.o.Calls = func() []Call {
+		return []Call{{Record: "run", ID: "c1", Output: 777}, {Record: "run", ID: "gone", Output: 1}}
+	}
 	f.sw.beat(ctx)
 	r := f.get(t, "run")
 	if !r.CallBeat.Equal(f.clock()) || r.CallOutput != 777 {
