@@ -20,6 +20,7 @@ import (
 	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/proxy/internal/inflight"
 	"gatekeeper/proxy/internal/keys"
+	"gatekeeper/proxy/internal/passthrough"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/proxy/internal/sweep"
 	"gatekeeper/proxy/internal/wire"
@@ -208,7 +209,9 @@ func New(opts Options) (*Server, error) {
 		for j := range p.Keys {
 			s.secrets = append(s.secrets, p.Keys[j].Key)
 		}
-		up.rp = s.newReverseProxy(up)
+		up.rp = passthrough.NewProxy(passthrough.Options{Provider: p.Name, Target: u, Pool: up.pool, Transport: s.transport, Buffers: s.bufs, Logger: s.log,
+			Redact:     func(resp *http.Response) { redactErrorBody(resp, up, s.secrets) },
+			WriteError: func(w http.ResponseWriter, err error) { writeError(w, up.api, passErr(err)) }})
 		s.providers[p.Name] = up
 		if p.Default {
 			s.def = up
@@ -413,18 +416,4 @@ func requestID(r *http.Request) string {
 		return v
 	}
 	return "req_" + newCallID()
-}
-
-type ctxKey struct{}
-
-// reqState travels in a pass-through request's context to the reverse
-// proxy's hooks.
-type reqState struct {
-	req  *request
-	pass *keys.Turn
-}
-
-func stateFrom(ctx context.Context) *reqState {
-	st, _ := ctx.Value(ctxKey{}).(*reqState)
-	return st
 }
