@@ -5,12 +5,15 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"gatekeeper/config"
 	"gatekeeper/ratelimit"
@@ -270,4 +273,30 @@ func TestTransportMovesRefusedCall(t *testing.T) {
 		}
 	}
 	t.Fatal("the scheduler never placed a call on sk-a")
+}
+
+// TestAcquireBucketsUnreadable: when the shared buckets cannot be read
+// (Redis down; here nothing listens on its port) a call is not sent past
+// the limits: it is refused with a 503 that asks for a retry.
+func TestAcquireBucketsUnreadable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	client := goredis.NewClient(&goredis.Options{Addr: addr, DialTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	defer client.Close()
+	pool := NewPool(provider(config.APIAnthropic, 5, "a"))
+	s := NewScheduler(Options{Pools: []*Pool{pool}, Buckets: ratelimit.NewRedis(client, "gk:"), StoreTimeout: time.Second,
+		RateLimits: config.RateLimits{MaxWait: config.Duration(time.Second)}, Logger: slog.New(slog.DiscardHandler)})
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = s.Turn(pool, "standard").Acquire(ctx, 10, 10, nil)
+	var r *Refusal
+	if !errors.As(err, &r) || r.Status != http.StatusServiceUnavailable || r.RetryAfter != 5*time.Second ||
+		r.Msg != "gatekeeper could not check provider prov's rate limits; retry later" || !strings.Contains(r.Error(), r.Msg) {
+		t.Fatalf("error %v, want the 503 refusal", err)
+	}
 }

@@ -31,8 +31,11 @@ type Options struct {
 	StoreTimeout time.Duration
 	// RateLimits is config's rate_limits.
 	RateLimits config.RateLimits
-	Clock      func() time.Time
-	Logger     *slog.Logger
+	// Clock is the scheduler's; nil for time.Now.
+	Clock func() time.Time
+	// Logger gets the errors no caller can receive (a failed correction
+	// after a call).
+	Logger *slog.Logger
 	// Observer receives metrics; nil for none.
 	Observer Observer
 }
@@ -44,7 +47,6 @@ type Scheduler struct {
 	sched      *ratelimit.Scheduler
 	buckets    ratelimit.Buckets
 	obs        Observer
-	log        *slog.Logger
 	defaultOut int64
 }
 
@@ -68,8 +70,7 @@ func NewScheduler(o Options) *Scheduler {
 	if o.Observer != nil {
 		ro.Observer = o.Observer
 	}
-	return &Scheduler{sched: ratelimit.New(ro), buckets: b, obs: o.Observer, log: o.Logger,
-		defaultOut: o.RateLimits.DefaultOutputTokens}
+	return &Scheduler{sched: ratelimit.New(ro), buckets: b, obs: o.Observer, defaultOut: o.RateLimits.DefaultOutputTokens}
 }
 
 // Close stops the scheduler; a nil one has nothing to stop.

@@ -88,7 +88,8 @@ func TestUnreachable(t *testing.T) {
 			}
 			var e *Error
 			if !errors.As(err, &e) || e.Status != tc.status || e.RetryAfter != UpstreamRetryAfter ||
-				e.Msg != "gatekeeper could not get a reply from provider prov; retry later" || !errors.Is(err, tc.err) {
+				e.Msg != "gatekeeper could not get a reply from provider prov; retry later" || !errors.Is(err, tc.err) ||
+				e.Error() != e.Msg+": "+tc.err.Error() {
 				t.Errorf("got %#v", err)
 			}
 		})
