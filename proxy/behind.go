@@ -35,7 +35,7 @@ func (p *pendingSettle) apply(chain []*trajectory.Record) ([]trajectory.Event, e
 
 // Sides settles the turn's key grant and its tenant's ledger.
 func (p *pendingSettle) Sides(ctx context.Context) {
-	p.t.settleKey(ctx, p.o)
+	p.t.rate.Settle(ctx, keyUsed(p.o))
 	p.t.settleTenant(ctx, p.charge, p.o)
 }
 
@@ -49,11 +49,11 @@ func (p *pendingSettle) SettleTenant(ctx context.Context) { p.t.settleTenant(ctx
 
 // HasSides reports a settle with a key grant or a tenant ledger to settle.
 func (p *pendingSettle) HasSides() bool {
-	return p.t.grant.Load() != nil || p.TenantSide()
+	return p.t.rate.Grant() != nil || p.TenantSide()
 }
 
 // Key is the settle of the turn's key grant.
-func (p *pendingSettle) Key() ratelimit.Settlement { return p.t.keySettlement(p.o) }
+func (p *pendingSettle) Key() ratelimit.Settlement { return p.t.rate.Settlement(keyUsed(p.o)) }
 
 // Record is the turn's thread record.
 func (p *pendingSettle) Record() string { return p.t.recID }

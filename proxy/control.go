@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -49,23 +48,6 @@ func (t *turn) Control(k trajectory.ControlKind) {
 
 var _ = inflight.New[*turn] // *turn is an inflight.Call
 
-// listen applies the signals of every replica until ctx ends.
-func (s *Server) listen(ctx context.Context, sigs trajectory.Signals) {
-	for ctx.Err() == nil {
-		ch, err := sigs.Subscribe(ctx)
-		if err != nil {
-			s.log.LogAttrs(ctx, slog.LevelWarn, "control signals unavailable; controls act at the next turn boundary", slog.String("error", err.Error()))
-			if sleepCtx(ctx, 2*time.Second) != nil {
-				return
-			}
-			continue
-		}
-		for sig := range ch {
-			s.live.Signal(sig)
-		}
-	}
-}
-
 // stop ends the call in flight for why; the first reason wins.
 func (t *turn) stop(why stopKind) {
 	if atomic.CompareAndSwapInt32((*int32)(&t.stopped), int32(stopNone), int32(why)) {
@@ -93,67 +75,6 @@ func (t *turn) stopReason() stopKind { return stopKind(atomic.LoadInt32((*int32)
 // cancel, finish or pause was left pending for this boundary.
 func (t *turn) afterTurn(rec *trajectory.Record, now time.Time) ([]trajectory.Event, error) {
 	return chainrule.AfterTurn(rec, t.stopReason() == stopCancel, now)
-}
-
-// Idle finish: a run whose last turn ended its task (end_turn) and that
-// then stayed READY for limits.idle_finish is finished, as an orchestrator's
-// finish would.
-const exitIdle = "IDLE"
-
-// sweepIdle finishes the idle runs it finds; it returns how many.
-func (s *Server) sweepIdle(ctx context.Context) int {
-	idle := s.cfg.Limits.IdleFinish.Std()
-	if idle <= 0 {
-		return 0
-	}
-	recs, err := s.store.List(ctx, trajectory.Filter{State: trajectory.Ready, Limit: trajectory.MaxListLimit})
-	if err != nil {
-		s.log.LogAttrs(ctx, slog.LevelWarn, "idle sweep: listing records failed", slog.String("error", err.Error()))
-		return 0
-	}
-	n := 0
-	for _, rec := range recs {
-		if rec.LastStopReason != "end_turn" || s.now().Sub(rec.UpdatedAt) < idle {
-			continue
-		}
-		_, err := s.store.Update(ctx, rec.ID, func(r *trajectory.Record) ([]trajectory.Event, error) {
-			now := s.now()
-			if r.State != trajectory.Ready || r.LastStopReason != "end_turn" || now.Sub(r.UpdatedAt) < idle {
-				return nil, errNotIdle
-			}
-			ts, err := r.Finalize(trajectory.Completed, exitIdle, now)
-			return trajectory.EventsFor(r.ID, ts), err
-		})
-		switch {
-		case err == nil:
-			n++
-		case !errors.Is(err, errNotIdle):
-			s.log.LogAttrs(ctx, slog.LevelWarn, "idle sweep: finishing a run failed", slog.String("trajectory", rec.ID), slog.String("error", err.Error()))
-		}
-	}
-	return n
-}
-
-var errNotIdle = errors.New("proxy: record not idle")
-
-// sweep runs sweepIdle every quarter of limits.idle_finish (at most every
-// 30 s) until ctx ends.
-func (s *Server) sweep(ctx context.Context) {
-	idle := s.cfg.Limits.IdleFinish.Std()
-	if idle <= 0 {
-		return
-	}
-	every := min(max(idle/4, 10*time.Millisecond), 30*time.Second)
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			s.sweepIdle(ctx)
-		}
-	}
 }
 
 // sleepCtx waits d, or until ctx ends.

@@ -29,4 +29,9 @@
 // put in front of the model), settle (settle retries and the write-behind
 // queue), deadline (the store deadlines), inflight (the calls in flight
 // that control signals act on) and holds (the escrow's stored holds).
+// keys holds the provider key pools and a call's side of their scheduling
+// (grant, ride, settle, the move of a refused call to another key);
+// passthrough the pass-through reverse proxy, the provider header, the
+// run check of a pass-through request and the unreachable-provider error;
+// sweep the heartbeats, the lost-call sweep and the idle finish.
 package proxy

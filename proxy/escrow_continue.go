@@ -35,7 +35,7 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base reply
 	if err != nil {
 		return nil, err
 	}
-	sub := &turn{s: s, req: &request{up: up, rest: dialectOf(api).path, tenant: c.req.tenant, keyHash: c.req.keyHash, api: api, id: c.req.id},
+	sub := &turn{s: s, req: &request{up: up, rest: dialectOf(api).path, tenant: c.req.tenant, keyHash: c.req.keyHash, api: api, id: c.req.id}, rate: s.sched.Turn(up.pool, c.req.tenant.Priority),
 		pr: pr, body: body, started: s.now(), ctx: ctx, log: c.log, recID: h.Trajectory, root: h.Root, key: h.Key, gated: true,
 		conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
 	var adm admission
@@ -101,7 +101,7 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base reply
 func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]byte, int, error) {
 	// A continuation is a model call like any other: it waits for key
 	// capacity in the tenant's class, and settling it corrects the estimate.
-	if err := t.acquireKey(ctx, nil); err != nil {
+	if err := keyRefused(t.rate.Acquire(ctx, estimateTokens(int64(len(t.body))), t.maxOut, nil)); err != nil {
 		return nil, 0, err
 	}
 	// The same transport as the turn's own call: a provider refusal before

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 
+	"gatekeeper/proxy/internal/passthrough"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
 )
@@ -24,14 +25,14 @@ func (t *turn) send(ctx context.Context, hdr http.Header, query string) (*http.R
 	if err != nil {
 		return nil, err
 	}
-	return keyedTransport{s: t.s, next: t.s.transport, t: t}.RoundTrip(req)
+	return t.rate.Transport(t.s.transport, t.log, t.body).RoundTrip(req)
 }
 
 // outgoing is the request send sends: a POST of t's body to the
 // provider's base URL with t's path below it, in the canonical spelling
 // that was classified, and the agent's headers less the hop-by-hop and
 // forwarding ones (relay.OutgoingHeader) and less its own keys and
-// gatekeeper's headers, with the provider key put in (providerHeader).
+// gatekeeper's headers, with the provider key put in (passthrough.ProviderHeader).
 // The request's length is its body's: the transports take it from the
 // body, never from a Content-Length header.
 func (t *turn) outgoing(ctx context.Context, hdr http.Header, query string) (*http.Request, error) {
@@ -52,7 +53,7 @@ func (t *turn) outgoing(ctx context.Context, hdr http.Header, query string) (*ht
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	req.Header = relay.OutgoingHeader(hdr)
 	req.Header.Del("Content-Length")
-	providerHeader(req.Header, up, t)
+	passthrough.ProviderHeader(req.Header, up.pool, t.rate.Key(), t.tt.Inject)
 	return req, nil
 }
 
@@ -85,7 +86,7 @@ func (t *turn) sendError(ctx context.Context, err error) error {
 		// limiter's refusal.
 		return err
 	}
-	return t.s.unreachable(ctx, t.req.up, err)
+	return passErr(passthrough.Unreachable(ctx, t.s.log, t.req.up.cfg.Name, err))
 }
 
 // relay is the relay step: the provider's reply, labelled with the

@@ -19,7 +19,10 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/proxy/internal/inflight"
+	"gatekeeper/proxy/internal/keys"
+	"gatekeeper/proxy/internal/passthrough"
 	"gatekeeper/proxy/internal/settle"
+	"gatekeeper/proxy/internal/sweep"
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
@@ -81,8 +84,7 @@ type Server struct {
 	behind     *settle.Behind[*pendingSettle] // settles written behind their replies; nil: each at once
 	live       *inflight.Registry[*turn]
 	tel        *telemetry.Telemetry
-	sched      *ratelimit.Scheduler // nil when no provider key has a limit
-	buckets    ratelimit.Buckets    // the scheduler's
+	sched      *keys.Scheduler // nil when no provider key has a limit
 	stopListen context.CancelFunc
 	listening  chan struct{}
 	closing    chan struct{} // closed by EndHolds: held waits end
@@ -92,7 +94,7 @@ type Server struct {
 	ledger     tenant.Ledger // nil when no tenant has limits
 	replica    string        // Options.Replica
 	owner      string        // what this run writes as its calls' owner: replica#incarnation
-	startSwept chan struct{} // closed once the start's sweep of this replica's calls is done
+	sweeper    *sweep.Sweeper
 }
 
 // upstream is one configured provider, with the reverse proxy of its
@@ -102,10 +104,7 @@ type upstream struct {
 	api    streaming.API // the API family; the turn API is chosen per path
 	target *url.URL
 	rp     *httputil.ReverseProxy
-	next   uint64 // round-robin cursor over keys, for requests without a grant
-	pool   keyPool
-	// keyConf finds a provider key's config by the key itself.
-	keyConf map[string]*config.ProviderKey
+	pool   *keys.Pool
 	// pass is what may pass through besides turns: the built-in
 	// allowlist and providers[].passthrough.
 	pass []config.Passthrough
@@ -117,25 +116,24 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("proxy: config and store are required")
 	}
 	s := &Server{
-		cfg:        opts.Config,
-		store:      deadline.Store(opts.Store, opts.Config.Store.Timeout.Std()),
-		log:        opts.Logger,
-		now:        opts.Clock,
-		keys:       wire.NewKeyring(opts.Config.Tenants),
-		providers:  make(map[string]*upstream),
-		transport:  opts.Transport,
-		bufs:       newBufPool(),
-		prices:     opts.Prices,
-		stages:     meter.Thresholds(opts.Config.Stages),
-		minOutput:  opts.Config.BudgetMinOutputTokens,
-		hints:      newHints(1 << 16),
-		settles:    settle.NewRetrier(),
-		live:       inflight.New[*turn](),
-		tel:        opts.Telemetry,
-		listening:  make(chan struct{}),
-		replica:    opts.Replica,
-		startSwept: make(chan struct{}),
-		ledger:     deadline.Ledger(opts.Ledger, opts.Config.Store.Timeout.Std()),
+		cfg:       opts.Config,
+		store:     deadline.Store(opts.Store, opts.Config.Store.Timeout.Std()),
+		log:       opts.Logger,
+		now:       opts.Clock,
+		keys:      wire.NewKeyring(opts.Config.Tenants),
+		providers: make(map[string]*upstream),
+		transport: opts.Transport,
+		bufs:      newBufPool(),
+		prices:    opts.Prices,
+		stages:    meter.Thresholds(opts.Config.Stages),
+		minOutput: opts.Config.BudgetMinOutputTokens,
+		hints:     newHints(1 << 16),
+		settles:   settle.NewRetrier(),
+		live:      inflight.New[*turn](),
+		tel:       opts.Telemetry,
+		listening: make(chan struct{}),
+		replica:   opts.Replica,
+		ledger:    deadline.Ledger(opts.Ledger, opts.Config.Store.Timeout.Std()),
 	}
 	for _, tn := range opts.Config.Tenants {
 		if tn.Limits != (config.TenantLimits{}) && s.ledger == nil {
@@ -180,15 +178,20 @@ func New(opts Options) (*Server, error) {
 	if w := opts.Config.Store.SettleWindow.Std(); w > 0 && opts.Config.Store.Kind == config.StoreRedis {
 		s.behind = settle.NewBehind[*pendingSettle](w, s.store, s.log)
 	}
+	s.sweeper = sweep.New(sweep.Options{Store: s.store, Config: s.cfg, Clock: s.now, Logger: s.log, Prices: s.prices, Stages: s.stages,
+		Replica: s.replica, Owner: s.owner, Calls: s.liveCalls, StaleCall: s.staleCall,
+		Charge: func(ctx context.Context, name, call string, used tenant.Amount) {
+			s.chargeTenant(ctx, s.log, name, call, used)
+		}})
 	go func() {
 		defer close(s.listening)
 		done := make(chan struct{})
-		go func() { defer close(done); s.sweep(ctx) }()
+		go func() { defer close(done); s.sweeper.FinishIdle(ctx) }()
 		calls := make(chan struct{})
-		go func() { defer close(calls); s.watchCalls(ctx) }()
+		go func() { defer close(calls); s.sweeper.WatchCalls(ctx) }()
 		defer func() { <-calls }()
 		if sigs != nil {
-			s.listen(ctx, sigs)
+			s.live.Listen(ctx, sigs, s.log)
 		}
 		<-done
 	}()
@@ -202,19 +205,26 @@ func New(opts Options) (*Server, error) {
 		if family == nil {
 			return nil, fmt.Errorf("proxy: provider %s: unknown api %q", p.Name, p.API)
 		}
-		up := &upstream{cfg: p, target: u, api: family.api, pool: newKeyPool(p),
-			keyConf: make(map[string]*config.ProviderKey, len(p.Keys)), pass: wire.Allowlist(p)}
+		up := &upstream{cfg: p, target: u, api: family.api, pool: keys.NewPool(p), pass: wire.Allowlist(p)}
 		for j := range p.Keys {
-			up.keyConf[p.Keys[j].Key] = &p.Keys[j]
 			s.secrets = append(s.secrets, p.Keys[j].Key)
 		}
-		up.rp = s.newReverseProxy(up)
+		up.rp = passthrough.NewProxy(passthrough.Options{Provider: p.Name, Target: u, Pool: up.pool, Transport: s.transport, Buffers: s.bufs, Logger: s.log,
+			Redact:     func(resp *http.Response) { redactErrorBody(resp, up, s.secrets) },
+			WriteError: func(w http.ResponseWriter, err error) { writeError(w, up.api, passErr(err)) }})
 		s.providers[p.Name] = up
 		if p.Default {
 			s.def = up
 		}
 	}
-	s.sched = s.newScheduler(opts)
+	ko := keys.Options{Buckets: opts.Buckets, StoreTimeout: s.cfg.Store.Timeout.Std(), RateLimits: s.cfg.RateLimits, Clock: s.now, Logger: s.log}
+	for _, up := range s.providers {
+		ko.Pools = append(ko.Pools, up.pool)
+	}
+	if s.tel != nil {
+		ko.Observer = s.tel
+	}
+	s.sched = keys.NewScheduler(ko)
 	return s, nil
 }
 
@@ -227,9 +237,7 @@ func (s *Server) Close(ctx context.Context) {
 	// The settles waiting behind replies are written before the key
 	// buckets they correct close.
 	s.behind.Close(ctx)
-	if s.sched != nil {
-		s.sched.Close()
-	}
+	s.sched.Close()
 	s.settles.Close(ctx)
 }
 
@@ -408,18 +416,4 @@ func requestID(r *http.Request) string {
 		return v
 	}
 	return "req_" + newCallID()
-}
-
-type ctxKey struct{}
-
-// reqState travels in a pass-through request's context to the reverse
-// proxy's hooks.
-type reqState struct {
-	req  *request
-	pass *passCall
-}
-
-func stateFrom(ctx context.Context) *reqState {
-	st, _ := ctx.Value(ctxKey{}).(*reqState)
-	return st
 }

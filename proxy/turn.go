@@ -14,10 +14,10 @@ import (
 	"gatekeeper/internal/ride"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/keys"
 	"gatekeeper/proxy/internal/notice"
 	"gatekeeper/proxy/internal/threadid"
 	"gatekeeper/proxy/relay"
-	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 	"gatekeeper/telemetry"
@@ -69,9 +69,7 @@ type turn struct {
 	cancelUp context.CancelFunc // aborts the upstream call
 	recorded bool               // the turn was recorded (settle, holdOpened): only once
 
-	ride         *ratelimit.Ride                 // the key take riding in the admission's round trip (rideKey)
-	grant        atomic.Pointer[ratelimit.Grant] // the key the call goes on; nil when its pool has no limits
-	limitHeaders atomic.Pointer[http.Header]     // the provider's reply headers, for the grant
+	rate *keys.Turn // the call's use of its provider's keys: its ride, its grant
 
 	tt          *telemetry.Turn    // the turn's span and metrics
 	parentID    string             // the thread record's parent
@@ -114,7 +112,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 	defer end()
 	defer t.settleUnrecorded()
 	if err := t.shapeBody(); err != nil {
-		t.dropRide(r.Context())
+		t.rate.DropRide(r.Context())
 		t.failed(err)
 		return err
 	}
@@ -154,7 +152,7 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 		// Budgets change only through config or the admin API.
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "ignored agent-supplied budget header", slog.String("tenant", req.tenant.Name))
 	}
-	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log,
+	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log, rate: s.sched.Turn(req.up.pool, req.tenant.Priority),
 		maxOut: clampOutput(pr.MaxOutputTokens, req.tenant.CallLimits.MaxOutputTokens)}
 	if s.esc != nil && s.esc.gates.ForTenant(req.tenant.Name) {
 		t.gated, t.key, t.hdr = true, turnKey(req.api, body), r.Header
@@ -170,9 +168,9 @@ func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 	if err := t.reserveTenant(ctx); err != nil {
 		return err
 	}
-	t.rideKey()
+	t.rate.Ride(estimateTokens(int64(len(t.body))), t.maxOut)
 	if err := t.admit(ctx, r); err != nil {
-		t.dropRide(ctx)
+		t.rate.DropRide(ctx)
 		t.releaseTenant()
 		return err
 	}
@@ -182,7 +180,7 @@ func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 		t.recordMark(ctx, mark)
 	}
 	if t.hold != nil {
-		t.dropRide(ctx)
+		t.rate.DropRide(ctx)
 		t.releaseTenant()
 	}
 	return nil
@@ -233,7 +231,7 @@ func (t *turn) shapeBody() error {
 // provider. A turn that got no capacity is settled here: never sent, not
 // charged.
 func (t *turn) sendTurn(ctx context.Context, r *http.Request, h http.Header) (*http.Response, error) {
-	if err := t.acquireKey(ctx, h); err != nil {
+	if err := keyRefused(t.rate.Acquire(ctx, estimateTokens(int64(len(t.body))), t.maxOut, h)); err != nil {
 		if ctx.Err() == nil {
 			t.settle(rateLimitedOutcome(err))
 		}
@@ -382,11 +380,11 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		t.recID, t.parentID = chain[0].ID, chain[0].ParentID
 		t.adm = adm
 		if adm.ended {
-			t.dropRide(ctx)
+			t.rate.DropRide(ctx)
 			return endedError(chain[0])
 		}
 		if adm.decision.Stage == meter.Halt {
-			t.dropRide(ctx)
+			t.rate.DropRide(ctx)
 			return t.s.haltError(chain[0], adm)
 		}
 		if adm.maxOut > 0 {
@@ -419,9 +417,9 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		pevs, perrs := make([][]trajectory.Event, len(pend)), make([]error, len(pend))
 		uctx := ctx
 		var riders []ride.Rider
-		if t.ride != nil && !t.ride.Sent() {
+		if t.rate.Riding() != nil && !t.rate.Riding().Sent() {
 			// The key take goes in the update's round trip, once.
-			riders = append(riders, t.ride)
+			riders = append(riders, t.rate.Riding())
 		}
 		// So do the key settles of the settles it takes.
 		keys := rideKeySettles(pend)
@@ -456,11 +454,11 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		} else {
 			t.s.behind.GiveBack(pend)
 		}
-		if (err != nil || adm.paused) && t.ride != nil && t.ride.Sent() {
+		if (err != nil || adm.paused) && t.rate.Riding() != nil && t.rate.Riding().Sent() {
 			// Refused, held, or unanswered: the take that rode with the
 			// update goes back, and the turn takes its key after
 			// admission, as a turn whose store carries no take.
-			t.dropRide(ctx)
+			t.rate.DropRide(ctx)
 		}
 		switch {
 		case errors.Is(err, errBusy) && t.busyElsewhere && t.s.behind != nil && waitedOther < busyElsewhereMax:
@@ -563,11 +561,11 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	switch {
 	case rec.Thread != "" && rec.Thread != key && !t.shared:
 		return admission{}, nil, errOtherThread
-	case rec.State == trajectory.CallingModel && len(ids) == 0 && t.gated && !t.holdChecked && !t.s.silent(rec, now, false):
+	case rec.State == trajectory.CallingModel && len(ids) == 0 && t.gated && !t.holdChecked && !t.s.sweeper.Silent(rec, now):
 		// The call in flight may be holding its reply: a retry of that
 		// turn re-attaches rather than fork a sibling that asks again.
 		return admission{}, nil, errHoldOpening
-	case rec.State == trajectory.CallingModel && !t.s.silent(rec, now, false):
+	case rec.State == trajectory.CallingModel && !t.s.sweeper.Silent(rec, now):
 		t.busyElsewhere = rec.CallOwner != t.s.owner
 		return admission{}, nil, errBusy
 	case rec.State == trajectory.Paused:
@@ -678,7 +676,7 @@ func (t *turn) attach(resp *http.Response) error {
 	// The header set on the agent's response names the record; the
 	// provider has no say in it.
 	resp.Header.Del("X-Gatekeeper-Trajectory")
-	resp.Header.Del(headerQueueWait)
+	resp.Header.Del(keys.HeaderQueueWait)
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:

@@ -57,11 +57,6 @@ func thinkingBelow(api streaming.API, body []byte, limit int64) (out []byte, cha
 	return wire.ThinkingBelow(body, limit)
 }
 
-// setProviderKey puts key, one of up's, in up's auth header.
-func setProviderKey(h http.Header, up *upstream, key string) {
-	wire.SetProviderKey(h, up.cfg.API, key, up.keyConf[key])
-}
-
 // redactErrorBody removes every fragment of keys from an error reply of
 // up (wire.RedactErrorBody); a body it cannot check is replaced by a
 // message of gatekeeper's own in up's error format.

@@ -1,4 +1,4 @@
-package proxy
+package keys
 
 import (
 	"context"
@@ -65,7 +65,7 @@ func TestRefusalRealDial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := newTransport().RoundTrip(req)
+	resp, err := (&http.Transport{DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext}).RoundTrip(req)
 	if err == nil {
 		resp.Body.Close()
 		t.Skip("something listens on the closed port")

@@ -1,0 +1,239 @@
+package sweep
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"gatekeeper/config"
+	"gatekeeper/meter"
+	"gatekeeper/store/memory"
+	"gatekeeper/tenant"
+	"gatekeeper/trajectory"
+)
+
+type charged struct {
+	tenant, call string
+	used         tenant.Amount
+}
+
+type fixture struct {
+	sw      *Sweeper
+	store   *memory.Store
+	now     time.Time
+	mu      sync.Mutex
+	charges []charged
+}
+
+const beat = 5 * time.Second
+
+func newFixture(t *testing.T, idle time.Duration, limited bool) *fixture {
+	t.Helper()
+	f := &fixture{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	f.store = memory.New(memory.Options{Clock: f.clock})
+	cfg := &config.Config{Tenants: []config.Tenant{{Name: "team-a"}}}
+	cfg.Store.Heartbeat = config.Duration(beat)
+	cfg.Limits.IdleFinish = config.Duration(idle)
+	if limited {
+		cfg.Tenants[0].Limits.DollarsPerDay = 10
+	}
+	f.sw = New(Options{Store: f.store, Config: cfg, Clock: f.clock, Logger: slog.New(slog.DiscardHandler),
+		Prices: meter.DefaultTable(), Replica: "r1", Owner: "r1#now",
+		Calls:     func() []Call { return nil },
+		StaleCall: func(*config.Tenant) time.Duration { return time.Hour },
+		Charge: func(_ context.Context, name, call string, used tenant.Amount) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.charges = append(f.charges, charged{name, call, used})
+		}})
+	return f
+}
+
+func (f *fixture) clock() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fixture) advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+}
+
+// inFlight leaves call in flight on a new root record id, owned by owner,
+// with its last beat at lastBeat.
+func (f *fixture) inFlight(t *testing.T, id, owner, call string, lastBeat time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	if err := f.store.Create(ctx, trajectory.New(id, "team-a", f.clock().Add(-time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	res := trajectory.Reservation{Calls: 1, Tokens: 2000, Micros: 50000}
+	if _, err := f.store.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+		r := chain[0]
+		ts, err := r.BeginTurn(f.clock())
+		if err != nil {
+			return nil, err
+		}
+		r.Reserved = r.Reserved.Add(res)
+		r.Model, r.Provider = "claude-sonnet-4-5", "anthropic"
+		r.Call, r.CallReserved, r.CallOwner, r.CallBeat = call, res, owner, lastBeat
+		r.CallInput, r.CallOutput = 1000, 250
+		return trajectory.EventsFor(id, ts), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) get(t *testing.T, id string) *trajectory.Record {
+	t.Helper()
+	rec, err := f.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestSilent: a request waits one heartbeat longer than a sweep before
+// taking a call for lost; a call that wrote no beat is the requests'
+// only, past the stale-call bound.
+func TestSilent(t *testing.T) {
+	f := newFixture(t, 0, false)
+	now := f.clock()
+	lost := time.Duration(config.LostBeats) * beat
+	rec := func(callBeat time.Time, updated time.Time) *trajectory.Record {
+		return &trajectory.Record{State: trajectory.CallingModel, Call: "c1", Tenant: "team-a", CallBeat: callBeat, UpdatedAt: updated}
+	}
+	tests := []struct {
+		name              string
+		rec               *trajectory.Record
+		sweeping, request bool
+	}{
+		{"beat just now", rec(now, now), false, false},
+		{"silent for the sweep's bound", rec(now.Add(-lost), now), true, false},
+		{"silent one beat more", rec(now.Add(-lost-beat), now), true, true},
+		{"no beat, recent", rec(time.Time{}, now.Add(-time.Minute)), false, false},
+		{"no beat, stale", rec(time.Time{}, now.Add(-time.Hour)), false, true},
+		{"not calling", &trajectory.Record{State: trajectory.Ready, Call: "c1", CallBeat: now.Add(-time.Hour)}, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := f.sw.silent(tc.rec, now, true); got != tc.sweeping {
+				t.Errorf("silent to a sweep = %v, want %v", got, tc.sweeping)
+			}
+			if got := f.sw.Silent(tc.rec, now); got != tc.request {
+				t.Errorf("silent to a request = %v, want %v", got, tc.request)
+			}
+		})
+	}
+}
+
+// TestSweepCalls: a silent call is reclaimed once, charged as estimated
+// to the run and to its tenant's ledger, and its record is READY again; a
+// call that beat recently is left alone; with own, a call of this
+// replica's earlier run is reclaimed however recent its beat, and one of
+// this run is not.
+func TestSweepCalls(t *testing.T) {
+	f := newFixture(t, 0, true)
+	ctx := context.Background()
+	now := f.clock()
+	f.inFlight(t, "silent", "r2#x", "call-silent", now.Add(-time.Hour))
+	f.inFlight(t, "alive", "r2#x", "call-alive", now)
+	f.inFlight(t, "before", "r1#earlier", "call-before", now)
+	f.inFlight(t, "mine", "r1#now", "call-mine", now)
+
+	if n := f.sw.SweepCalls(ctx, false); n != 1 {
+		t.Fatalf("first sweep reclaimed %d calls, want 1", n)
+	}
+	if n := f.sw.SweepCalls(ctx, false); n != 0 {
+		t.Fatalf("second sweep reclaimed %d calls, want 0", n)
+	}
+	r := f.get(t, "silent")
+	if r.State != trajectory.Ready || r.Call != "" || r.Reserved != (trajectory.Reservation{}) || r.Spend.OutputTokens != 250 || r.Spend.InputTokens != 1000 {
+		t.Errorf("swept record: state %s call %q reserved %+v spend %+v", r.State, r.Call, r.Reserved, r.Spend)
+	}
+	if a := f.get(t, "alive"); a.State != trajectory.CallingModel {
+		t.Errorf("a call that beat was swept: %s", a.State)
+	}
+	f.mu.Lock()
+	if len(f.charges) != 1 || f.charges[0].tenant != "team-a" || f.charges[0].call != "call-silent" || f.charges[0].used.Micros <= 0 || f.charges[0].used.Tokens != 1250 {
+		t.Errorf("ledger charges %+v", f.charges)
+	}
+	f.mu.Unlock()
+
+	if n := f.sw.SweepCalls(ctx, true); n != 1 {
+		t.Fatalf("own sweep reclaimed %d calls, want 1 (this replica's earlier run's)", n)
+	}
+	if b := f.get(t, "before"); b.State != trajectory.Ready {
+		t.Errorf("the earlier run's call was not reclaimed: %s", b.State)
+	}
+	if m := f.get(t, "mine"); m.State != trajectory.CallingModel {
+		t.Errorf("this run's own call was reclaimed: %s", m.State)
+	}
+}
+
+// TestBeat: a beat writes the call's time and streamed output; a call
+// that settled meanwhile is left alone.
+func TestBeat(t *testing.T) {
+	f := newFixture(t, 0, false)
+	ctx := context.Background()
+	f.inFlight(t, "run", "r1#now", "c1", f.clock())
+	f.advance(beat)
+	f.sw.o.Calls = func() []Call {
+		return []Call{{Record: "run", ID: "c1", Output: 777}, {Record: "run", ID: "gone", Output: 1}}
+	}
+	f.sw.beat(ctx)
+	r := f.get(t, "run")
+	if !r.CallBeat.Equal(f.clock()) || r.CallOutput != 777 {
+		t.Errorf("after the beat: beat %v output %d, want %v and 777", r.CallBeat, r.CallOutput, f.clock())
+	}
+}
+
+// TestSweepIdle: a READY run whose last turn ended its task is finished
+// once it has been idle for limits.idle_finish, not before.
+func TestSweepIdle(t *testing.T) {
+	f := newFixture(t, time.Minute, false)
+	ctx := context.Background()
+	rec := trajectory.New("idle", "team-a", f.clock())
+	rec.LastStopReason = "end_turn"
+	if err := f.store.Create(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.sw.SweepIdle(ctx); n != 0 {
+		t.Fatalf("finished %d runs idle for no time", n)
+	}
+	f.advance(2 * time.Minute)
+	if n := f.sw.SweepIdle(ctx); n != 1 {
+		t.Fatalf("finished %d runs, want 1", n)
+	}
+	if r := f.get(t, "idle"); r.State != trajectory.Completed || r.ExitReason != exitIdle {
+		t.Errorf("idle run: %s %q", r.State, r.ExitReason)
+	}
+}
+
+// TestLoopsEnd: the background loops return when their context ends, and
+// the start's sweep is reported done.
+func TestLoopsEnd(t *testing.T) {
+	f := newFixture(t, time.Minute, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); f.sw.WatchCalls(ctx) }()
+	go func() { defer wg.Done(); f.sw.FinishIdle(ctx) }()
+	select {
+	case <-f.sw.Swept():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the start's sweep never finished")
+	}
+	cancel()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the loops did not return after their context ended")
+	}
+}

@@ -1,0 +1,235 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"gatekeeper/config"
+	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/ceiling"
+	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/tenant"
+	"gatekeeper/trajectory"
+)
+
+// Call is one of this replica's calls in flight, as its beat tells the
+// store of it.
+type Call struct {
+	Record string // the thread record it runs on
+	ID     string // the call's id on the record
+	Output int64  // the output tokens streamed so far
+}
+
+// Options are the sweeper's dependencies.
+type Options struct {
+	Store  trajectory.Store
+	Config *config.Config // store.heartbeat, limits.idle_finish, tenants
+	Clock  func() time.Time
+	Logger *slog.Logger
+	Prices *meter.Table
+	Stages meter.Thresholds
+	// Replica names this process among the replicas; Owner is what this
+	// run writes as its calls' owner (replica#incarnation).
+	Replica, Owner string
+	// Calls lists this replica's calls in flight, for their beats.
+	Calls func() []Call
+	// StaleCall is how long a call of tenant that wrote no beat may stay
+	// in flight before a request on its record takes it for lost.
+	StaleCall func(tenant *config.Tenant) time.Duration
+	// Charge charges a reclaimed call to its tenant's ledger; nil when no
+	// tenant keeps one.
+	Charge func(ctx context.Context, tenant, call string, used tenant.Amount)
+}
+
+// Sweeper beats for this replica's calls and sweeps the store's lost
+// calls and idle runs.
+type Sweeper struct {
+	o     Options
+	swept chan struct{} // closed once the start's sweep of this replica's calls is done
+}
+
+// New builds a sweeper; WatchCalls and FinishIdle run it.
+func New(o Options) *Sweeper {
+	return &Sweeper{o: o, swept: make(chan struct{})}
+}
+
+// Swept is closed once the start's sweep of this replica's own calls is
+// done.
+func (s *Sweeper) Swept() <-chan struct{} { return s.swept }
+
+// errNotLost aborts a sweep of a call that settled, or beat, meanwhile.
+var errNotLost = errors.New("sweep: call not lost")
+
+// beatEvery is store.heartbeat; lostAfter how long a call may go without a
+// beat before it is taken for lost.
+func (s *Sweeper) beatEvery() time.Duration {
+	if d := s.o.Config.Store.Heartbeat.Std(); d > 0 {
+		return d
+	}
+	return config.DefaultHeartbeat
+}
+
+func (s *Sweeper) lostAfter() time.Duration { return config.LostBeats * s.beatEvery() }
+
+// Silent reports, for a request on rec, a call in flight on rec whose
+// replica stopped beating (silent, with a request's bound).
+func (s *Sweeper) Silent(rec *trajectory.Record, now time.Time) bool {
+	return s.silent(rec, now, false)
+}
+
+// silent reports a call in flight on rec whose replica stopped beating:
+// its last beat is older than lostAfter. sweeping says the sweeper asks,
+// not a request on the record. A request waits one heartbeat more: a
+// sweep charges the call as estimated, a request reclaims it uncharged
+// (only its reply would be charged, and a crashed replica's never comes),
+// so the sweeps, which every replica runs each beat, come first even on
+// a loaded host.
+func (s *Sweeper) silent(rec *trajectory.Record, now time.Time, sweeping bool) bool {
+	if rec.State != trajectory.CallingModel || rec.Call == "" {
+		return false
+	}
+	if rec.CallBeat.IsZero() {
+		// A call of a version that wrote no beat: taken for lost past the
+		// stale-call bound, by the next request on its record only (it
+		// has no estimate to charge).
+		return !sweeping && now.Sub(rec.UpdatedAt) >= s.o.StaleCall(s.tenant(rec.Tenant))
+	}
+	bound := s.lostAfter()
+	if !sweeping {
+		bound += s.beatEvery()
+	}
+	return now.Sub(rec.CallBeat) >= bound
+}
+
+// tenant is the config of a tenant by name; an empty one when the config
+// no longer has it.
+func (s *Sweeper) tenant(name string) *config.Tenant {
+	ts := s.o.Config.Tenants
+	for i := range ts {
+		if ts[i].Name == name {
+			return &ts[i]
+		}
+	}
+	return &config.Tenant{Name: name}
+}
+
+// WatchCalls beats for this replica's calls and sweeps lost ones until ctx
+// ends. Its first sweep reclaims the calls this replica left unsettled
+// when it last stopped: no call of a process that just started is alive.
+func (s *Sweeper) WatchCalls(ctx context.Context) {
+	s.SweepCalls(ctx, true)
+	close(s.swept)
+	tick := time.NewTicker(s.beatEvery())
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			s.beat(ctx)
+			s.SweepCalls(ctx, false)
+		}
+	}
+}
+
+// beat tells the store that this replica's calls in flight are alive, and
+// how much output each has streamed.
+func (s *Sweeper) beat(ctx context.Context) {
+	for _, c := range s.o.Calls() {
+		_, err := s.o.Store.Update(ctx, c.Record, func(r *trajectory.Record) ([]trajectory.Event, error) {
+			if r.Call != c.ID || r.State != trajectory.CallingModel {
+				return nil, errNotLost
+			}
+			r.CallBeat, r.CallOutput = s.o.Clock(), c.Output
+			return nil, nil
+		})
+		if err != nil && !errors.Is(err, errNotLost) && ctx.Err() == nil {
+			s.o.Logger.LogAttrs(ctx, slog.LevelWarn, "heartbeat of a call in flight failed", slog.String("trajectory", c.Record),
+				slog.String("call", c.ID), slog.String("error", err.Error()))
+		}
+	}
+}
+
+// SweepCalls reclaims the calls in flight whose replica fell silent (and,
+// with own, every call this replica owns); it returns how many.
+func (s *Sweeper) SweepCalls(ctx context.Context, own bool) int {
+	recs, err := s.o.Store.List(ctx, trajectory.Filter{State: trajectory.CallingModel, Limit: trajectory.MaxListLimit})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.o.Logger.LogAttrs(ctx, slog.LevelWarn, "lost-call sweep: listing records failed", slog.String("error", err.Error()))
+		}
+		return 0
+	}
+	n := 0
+	for _, rec := range recs {
+		mine := own && s.leftBehind(rec)
+		if !mine && !s.silent(rec, s.o.Clock(), true) {
+			continue
+		}
+		if s.sweepCall(ctx, rec.ID, rec.Call, mine) {
+			n++
+		}
+	}
+	return n
+}
+
+// sweepCall reclaims call on record id, if it is still there and still
+// lost, and charges it as estimated: its input estimate and the output its
+// replica last said had streamed. The reservation goes back on the whole
+// chain, the record is READY again, and the tenant's ledger, when its
+// ceilings keep one, is charged the same under the call's id (a settle
+// by the call's own replica, should it come after all, changes nothing).
+func (s *Sweeper) sweepCall(ctx context.Context, id, call string, mine bool) bool {
+	var data map[string]any
+	var owner string
+	var used tenant.Amount
+	_, err := s.o.Store.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+		now := s.o.Clock()
+		rec := chain[0]
+		if rec.Call != call || !(mine && s.leftBehind(rec)) && !s.silent(rec, now, true) {
+			return nil, errNotLost
+		}
+		usage := trajectory.Usage{InputTokens: rec.CallInput, OutputTokens: rec.CallOutput}
+		charge := s.o.Prices.Cost(rec.Model, usage)
+		owner, used = rec.Tenant, tenant.Amount{Micros: charge.Micros, Tokens: trajectory.Spend{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}.Tokens()}
+		dollars := charge.Dollars()
+		why := "its replica stopped beating"
+		if mine {
+			why = "its replica restarted"
+		}
+		data = map[string]any{"stop": "error", "estimated": true, "usage": usage, "dollars": dollars, "call": call,
+			"model": rec.Model, "provider": rec.Provider, "owner": rec.CallOwner, "swept_by": s.o.Replica,
+			"detail": "call lost: " + why + "; charged as estimated from its input and the output streamed by its last heartbeat"}
+		evs, err := chainrule.ChargeLost(chain, usage, charge, data, now)
+		if err != nil {
+			return nil, err
+		}
+		ls := chainrule.Levels(chain, now, true)
+		return append(evs, chainrule.ReadStages(chain, ls, meter.Check(ls, s.o.Stages), s.o.Stages, now)...), nil
+	})
+	switch {
+	case err == nil:
+		if s.o.Charge != nil && ceiling.Limits(s.tenant(owner)).Spends() {
+			s.o.Charge(ctx, owner, call, used)
+		}
+		s.o.Logger.LogAttrs(ctx, slog.LevelWarn, "lost call reclaimed and charged as estimated", slog.String("trajectory", id),
+			slog.String("call", call), slog.Any("usage", data["usage"]), slog.Any("dollars", data["dollars"]), slog.Any("owner", data["owner"]))
+		return true
+	case errors.Is(err, errNotLost):
+	case ctx.Err() == nil:
+		s.o.Logger.LogAttrs(ctx, slog.LevelWarn, "lost-call sweep: reclaiming a call failed", slog.String("trajectory", id),
+			slog.String("call", call), slog.String("error", err.Error()))
+	}
+	return false
+}
+
+// leftBehind reports a call in flight on rec that an earlier run of this
+// replica owned: same replica name, another incarnation. Calls this run
+// admitted are alive, even while the start's sweep is still going.
+func (s *Sweeper) leftBehind(rec *trajectory.Record) bool {
+	name, _, ok := strings.Cut(rec.CallOwner, "#")
+	return ok && name == s.o.Replica && rec.CallOwner != s.o.Owner
+}
