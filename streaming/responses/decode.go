@@ -31,7 +31,6 @@ type responsesCall struct {
 
 type decoder struct {
 	res      streaming.Result
-	started  bool // the reply's id and model were read
 	toolUse  bool // a client call item was seen
 	terminal bool // response.completed, .incomplete or .failed arrived
 	errored  bool // an error event arrived
@@ -40,14 +39,6 @@ type decoder struct {
 	errCodes []string // codes of error events, so response.failed does not report them twice
 	scratch  []byte   // a delta decoded, to count its bytes
 }
-
-// textKind says what a delta's text counts as.
-type textKind uint8
-
-const (
-	said    textKind = iota // text and refusals: Result.TextBytes and OutputBytes
-	thought                 // thinking and reasoning summaries: OutputBytes only
-)
 
 func newDecoder() *decoder {
 	return &decoder{res: streaming.Result{API: streaming.APIResponses}}
@@ -161,12 +152,10 @@ func (d *decoder) Decode(ev *sse.Event) {
 		d.argsDone("custom_tool_call", f, f.input)
 	case "response.mcp_call_arguments.done":
 		d.argsDone("mcp_call", f, f.arguments)
-	case "response.output_text.delta":
-		d.textDelta(said, f)
-	case "response.refusal.delta":
-		d.textDelta(said, f)
+	case "response.output_text.delta", "response.refusal.delta":
+		openai.CountText(&d.res, openai.Said, int64(d.decodedLen(f.delta)))
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-		d.textDelta(thought, f)
+		openai.CountText(&d.res, openai.Thought, int64(d.decodedLen(f.delta)))
 	case "response.completed", "response.incomplete", "response.failed":
 		if f.response.IsObject() {
 			d.terminalEvent(typ, f.response)
@@ -190,9 +179,6 @@ func (d *decoder) lifecycle(resp gjson.Result) {
 		if m := resp.Get("model"); m.Type == gjson.String {
 			d.res.Model = strings.Clone(m.Str)
 		}
-	}
-	if !d.started && d.res.MessageID != "" {
-		d.started = true
 	}
 }
 
@@ -239,7 +225,7 @@ func (d *decoder) itemDone(outputIndex int, item gjson.Result) {
 	case args.Exists():
 		tc.Arguments = appendArgsValue(tc.Arguments[:0], args)
 	}
-	d.complete(at)
+	tc.Complete = true
 }
 
 // fill takes a call's call_id and name from its item when they are missing.
@@ -280,7 +266,7 @@ func (d *decoder) argsDone(typ string, f responsesEvent, final gjson.Result) {
 	if final.Exists() {
 		tc.Arguments = appendArgsValue(tc.Arguments[:0], final)
 	}
-	d.complete(at)
+	tc.Complete = true
 }
 
 // find locates a call by item id, falling back to the output index.
@@ -365,22 +351,6 @@ func appendArgsValue(dst []byte, v gjson.Result) []byte {
 		return append(dst, v.Raw...)
 	}
 	return dst
-}
-
-func (d *decoder) complete(at int) {
-	tc := &d.res.ToolCalls[d.calls[at].at]
-	tc.Complete = true
-	if tc.Server {
-		return
-	}
-}
-
-func (d *decoder) textDelta(kind textKind, f responsesEvent) {
-	n := int64(d.decodedLen(f.delta))
-	d.res.OutputBytes += n
-	if kind == said {
-		d.res.TextBytes += n
-	}
 }
 
 // decodedLen is the length of the JSON string raw decoded, 0 when raw is
@@ -515,13 +485,8 @@ func responsesUsage(u gjson.Result) streaming.Usage {
 	in := openai.NonNegative(u.Get("input_tokens").Int())
 	cached := openai.NonNegative(u.Get("input_tokens_details.cached_tokens").Int())
 	write := openai.NonNegative(u.Get("input_tokens_details.cache_write_tokens").Int())
-	return streaming.Usage{
-		InputTokens:       openai.NonNegative(in - cached - write),
-		CachedInputTokens: cached,
-		CacheWriteTokens:  write,
-		OutputTokens:      openai.NonNegative(u.Get("output_tokens").Int()),
-		ReasoningTokens:   openai.NonNegative(u.Get("output_tokens_details.reasoning_tokens").Int()),
-	}
+	return openai.Usage(in, cached, write, openai.NonNegative(u.Get("output_tokens").Int()),
+		openai.NonNegative(u.Get("output_tokens_details.reasoning_tokens").Int()))
 }
 
 // decodeJSON decodes a non-streaming Response body (or an error

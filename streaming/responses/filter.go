@@ -170,8 +170,7 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
 		if h.Count > 0 && bytes.HasPrefix(data, []byte(streaming.DoneMarker)) {
-			f.DropHeld(func(int, *callfilter.Call) bool { return true }) // the end, and no stop
-			dst = f.FlushPassed(dst)
+			dst = f.DropAll(dst) // the end, and no stop
 		}
 		return append(dst, ev.Raw...) // [DONE] from some servers, a plain-text error
 	}
@@ -252,8 +251,7 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 			}
 		}
 	case "error":
-		f.DropHeld(func(int, *callfilter.Call) bool { return true }) // the reply failed
-		dst = f.FlushPassed(dst)
+		dst = f.DropAll(dst) // the reply failed
 	case "response.output_item.added", "response.output_item.done":
 		itype, _ := jsonscan.StringValue(itemFields[0])
 		ci, isCall := callitems.Lookup(itype, jsonscan.IsStringRaw(itemFields[2]))
@@ -666,10 +664,4 @@ func (f *callFilter) AppendEnd(dst []byte, typ, msg string) []byte {
 	}
 	f.Scratch = append(b, '}')
 	return sse.AppendFrame(dst, "error", f.Scratch)
-}
-
-// AppendPassed appends an event passed while a call was held as it was
-// kept: in Responses only comments wait for a held call.
-func (f *callFilter) AppendPassed(dst []byte, e *callfilter.Event) []byte {
-	return f.Held.AppendHeld(dst, e)
 }

@@ -227,14 +227,7 @@ func Grow(b []byte, n int) []byte {
 // AppendArgs appends an arguments value as the decoder takes it: a
 // string decoded, an object or array as written.
 func AppendArgs(dst []byte, raw string) []byte {
-	dst = Grow(dst, len(raw))
-	if jsonscan.IsStringRaw(raw) {
-		return jsonscan.AppendDecoded(dst, raw)
-	}
-	if jsonscan.IsObject(raw) || jsonscan.IsArray(raw) {
-		return append(dst, raw...)
-	}
-	return dst
+	return jsonscan.AppendValue(Grow(dst, len(raw)), raw)
 }
 
 // DropHeld drops the held calls which selects, listing them for Withheld,
@@ -327,6 +320,18 @@ func (f *Filter) FlushPassed(dst []byte) []byte {
 	}
 	return f.Release(dst, func(int, *Call) bool { return false }, nil, nil)
 }
+
+// DropAll drops every held call, the reply having ended or failed with no
+// stop for them, and delivers what passed meanwhile.
+func (f *Filter) DropAll(dst []byte) []byte {
+	f.DropHeld(func(int, *Call) bool { return true })
+	return f.FlushPassed(dst)
+}
+
+// AppendPassed is Rules.AppendPassed for an API in which nothing refers
+// to a position in the stream: the event as it was kept. A dialect whose
+// events do (Anthropic's block indices) has its own.
+func (f *Filter) AppendPassed(dst []byte, e *Event) []byte { return f.Held.AppendHeld(dst, e) }
 
 // appendPassed appends an event passed while a call was held, as the API
 // numbers it now.

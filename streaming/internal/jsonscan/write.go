@@ -94,6 +94,18 @@ func Int(raw string) int {
 	return int(gjson.Parse(raw).Int())
 }
 
+// AppendValue appends the raw value as the decoders take arguments: a
+// string decoded, an object or array as written, anything else nothing.
+func AppendValue(dst []byte, raw string) []byte {
+	switch {
+	case IsStringRaw(raw):
+		return AppendDecoded(dst, raw)
+	case IsObject(raw) || IsArray(raw):
+		return append(dst, raw...)
+	}
+	return dst
+}
+
 // LastMemberRaw returns the raw value of the last member named key of the
 // object obj, or cur when it has none.
 func LastMemberRaw(obj, key, cur string) string {

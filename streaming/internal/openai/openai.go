@@ -85,3 +85,44 @@ func ErrorBody(typ, msg string) []byte {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": typ, "param": nil}}) // maps of strings always marshal
 	return b
 }
+
+// Usage is the usage of a reply whose input figure counts its cache reads
+// and writes, as both APIs report it: those are taken out of the input.
+func Usage(input, cached, write, output, reasoning int64) streaming.Usage {
+	return streaming.Usage{
+		InputTokens:       NonNegative(input - cached - write),
+		CachedInputTokens: cached,
+		CacheWriteTokens:  write,
+		OutputTokens:      output,
+		ReasoningTokens:   reasoning,
+	}
+}
+
+// TextKind says what the text of a delta counts as.
+type TextKind uint8
+
+const (
+	Said    TextKind = iota // text and refusals: Result.TextBytes and OutputBytes
+	Thought                 // thinking and reasoning summaries: OutputBytes only
+)
+
+// CountText counts n bytes of text of kind in res.
+func CountText(res *streaming.Result, kind TextKind, n int64) {
+	res.OutputBytes += n
+	if kind == Said {
+		res.TextBytes += n
+	}
+}
+
+// Comment is the keepalive of a held stream while no event of the API's
+// own can stand for one: an SSE comment, which the SDKs skip.
+var Comment = []byte(": keepalive\n\n")
+
+// CommentKeepalive is a held stream's keepalive that is always Comment.
+type CommentKeepalive struct{}
+
+var _ streaming.Keepalive = CommentKeepalive{}
+
+func (CommentKeepalive) Forwarded(*sse.Event, *streaming.Result) {}
+
+func (CommentKeepalive) Event() []byte { return Comment }
