@@ -83,11 +83,7 @@ func spliceStream(first []byte, fe, ce []reshape.Event) ([]byte, error) {
 	var ids []jsonscan.Set // first's id, created, model
 	for i := 0; i < len(fe) && len(ids) == 0; i++ {
 		if js, ok, _ := fe[i].JSON(streaming.APIChat); ok && gjson.Get(js, "id").Str != "" {
-			for _, k := range []string{"id", "created", "model"} {
-				if v := gjson.Get(js, k); v.Exists() {
-					ids = append(ids, jsonscan.Set{Key: k, Val: v.Raw})
-				}
-			}
+			ids = jsonscan.Members(ids, js, "id", "created", "model")
 		}
 	}
 	firstUsage, contUsage := streamUsage(fe), streamUsage(ce)

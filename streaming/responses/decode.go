@@ -26,18 +26,17 @@ var _ streaming.Decoder = (*decoder)(nil)
 type responsesCall struct {
 	itemID      string
 	outputIndex int
-	at          int // position in Result.ToolCalls
 }
 
 type decoder struct {
 	res      streaming.Result
-	toolUse  bool // a client call item was seen
-	terminal bool // response.completed, .incomplete or .failed arrived
-	errored  bool // an error event arrived
-	finished bool // Finish ran
-	calls    []responsesCall
-	errCodes []string // codes of error events, so response.failed does not report them twice
-	scratch  []byte   // a delta decoded, to count its bytes
+	toolUse  bool            // a client call item was seen
+	terminal bool            // response.completed, .incomplete or .failed arrived
+	errored  bool            // an error event arrived
+	finished bool            // Finish ran
+	calls    []responsesCall // where each of Result.ToolCalls is
+	errCodes []string        // codes of error events, so response.failed does not report them twice
+	scratch  []byte          // a delta decoded, to count its bytes
 }
 
 func newDecoder() *decoder {
@@ -141,11 +140,11 @@ func (d *decoder) Decode(ev *sse.Event) {
 			d.itemDone(int(f.outputIndex.Int()), f.item)
 		}
 	case "response.function_call_arguments.delta":
-		d.argsDelta("function_call", f)
+		d.appendArgsRaw(d.argsCall("function_call", f), f.delta)
 	case "response.custom_tool_call_input.delta":
-		d.argsDelta("custom_tool_call", f)
+		d.appendArgsRaw(d.argsCall("custom_tool_call", f), f.delta)
 	case "response.mcp_call_arguments.delta":
-		d.argsDelta("mcp_call", f)
+		d.appendArgsRaw(d.argsCall("mcp_call", f), f.delta)
 	case "response.function_call_arguments.done":
 		d.argsDone("function_call", f, f.arguments)
 	case "response.custom_tool_call_input.done":
@@ -204,7 +203,7 @@ func (d *decoder) itemDone(outputIndex int, item gjson.Result) {
 	if !ok {
 		return
 	}
-	if status := item.Get("status"); status.Exists() && status.Str != "completed" {
+	if unfinished(item) {
 		return // an item cut short (incomplete response): its arguments are not whole
 	}
 	id := item.Get("id").Str
@@ -213,7 +212,7 @@ func (d *decoder) itemDone(outputIndex int, item gjson.Result) {
 		at = d.open(ci, outputIndex, id, item.Get("call_id").String(), ci.CallName(item.Get("name").Raw))
 	}
 	d.fill(at, ci, item)
-	tc := &d.res.ToolCalls[d.calls[at].at]
+	tc := &d.res.ToolCalls[at]
 	if tc.Complete {
 		return
 	}
@@ -230,7 +229,7 @@ func (d *decoder) itemDone(outputIndex int, item gjson.Result) {
 
 // fill takes a call's call_id and name from its item when they are missing.
 func (d *decoder) fill(at int, ci callitems.Item, item gjson.Result) {
-	tc := &d.res.ToolCalls[d.calls[at].at]
+	tc := &d.res.ToolCalls[at]
 	if tc.ID == "" {
 		tc.ID = strings.Clone(item.Get("call_id").String())
 	}
@@ -239,24 +238,21 @@ func (d *decoder) fill(at int, ci callitems.Item, item gjson.Result) {
 	}
 }
 
-func (d *decoder) argsDelta(typ string, f responsesEvent) {
+// argsCall is the call an arguments event of a call of type typ is for,
+// opened when it is new.
+func (d *decoder) argsCall(typ string, f responsesEvent) int {
 	at := d.find(f.itemID.Str, f.outputIndex)
 	if at < 0 {
 		ci, _ := callitems.Lookup(typ, false)
 		at = d.open(ci, int(f.outputIndex.Int()), f.itemID.Str, "", "")
 	}
-	d.appendArgsRaw(at, f.delta)
+	return at
 }
 
 // argsDone trusts the event's full arguments over the accumulated deltas.
 // Its name may be missing (2025-05 recordings); the added item had it.
 func (d *decoder) argsDone(typ string, f responsesEvent, final gjson.Result) {
-	at := d.find(f.itemID.Str, f.outputIndex)
-	if at < 0 {
-		ci, _ := callitems.Lookup(typ, false)
-		at = d.open(ci, int(f.outputIndex.Int()), f.itemID.Str, "", "")
-	}
-	tc := &d.res.ToolCalls[d.calls[at].at]
+	tc := &d.res.ToolCalls[d.argsCall(typ, f)]
 	if tc.Name == "" && f.name.Type == gjson.String {
 		tc.Name = strings.Clone(f.name.Str)
 	}
@@ -305,7 +301,7 @@ func (d *decoder) open(ci callitems.Item, outputIndex int, itemID, callID, name 
 		Index: outputIndex, Type: typ, ID: strings.Clone(callID), ItemID: strings.Clone(itemID),
 		Name: strings.Clone(name), Server: server,
 	})
-	d.calls = append(d.calls, responsesCall{itemID: d.res.ToolCalls[at].ItemID, outputIndex: outputIndex, at: at})
+	d.calls = append(d.calls, responsesCall{itemID: d.res.ToolCalls[at].ItemID, outputIndex: outputIndex})
 	if !server {
 		d.toolUse = true
 	}
@@ -318,7 +314,7 @@ func (d *decoder) appendArgsRaw(at int, raw string) {
 	if !jsonscan.IsStringRaw(raw) {
 		return
 	}
-	tc := &d.res.ToolCalls[d.calls[at].at]
+	tc := &d.res.ToolCalls[at]
 	n := len(tc.Arguments)
 	tc.Arguments = jsonscan.AppendDecoded(tc.Arguments, raw)
 	d.res.OutputBytes += int64(len(tc.Arguments) - n)
@@ -336,7 +332,7 @@ func (d *decoder) appendFragment(at int, text string) {
 	if text == "" {
 		return
 	}
-	tc := &d.res.ToolCalls[d.calls[at].at]
+	tc := &d.res.ToolCalls[at]
 	tc.Arguments = append(tc.Arguments, text...)
 	d.res.OutputBytes += int64(len(text))
 }

@@ -428,6 +428,31 @@ func (p *Positions) Peek(in int) int {
 	return in - p.skippedBefore(in)
 }
 
+// Placed is an element of an array and the position the client got it at.
+type Placed struct {
+	In, Out int    // its position in the array, and the client's
+	Elem    string // its JSON text
+}
+
+// Order appends to dst the elements of the JSON array arr that keep
+// selects, in the order the client got them (Peek), the array's among
+// equals. keep is called once per element, in the array's order.
+func (p *Positions) Order(dst []Placed, arr string, keep func(in int) bool) []Placed {
+	start := len(dst)
+	it := jsonscan.NewArrayIter(arr)
+	for in := 0; ; in++ {
+		elem, ok := it.Next()
+		if !ok {
+			break
+		}
+		if keep(in) {
+			dst = append(dst, Placed{In: in, Out: p.Peek(in), Elem: elem})
+		}
+	}
+	slices.SortStableFunc(dst[start:], func(a, b Placed) int { return a.Out - b.Out })
+	return dst
+}
+
 // Moved reports whether positions are renumbered now, or may be: a
 // position is held or was dropped, or one was delivered under another
 // number.

@@ -125,6 +125,18 @@ func IsArray(raw string) bool { return len(raw) > 0 && raw[0] == '[' }
 // and a valid JSON value.
 type Set struct{ Key, Val string }
 
+// Members appends to dst the members named keys that the JSON object obj
+// has, as gjson finds them, in keys' order: what a reply's reshaping
+// carries over from one object to another.
+func Members(dst []Set, obj string, keys ...string) []Set {
+	for _, k := range keys {
+		if v := gjson.Get(obj, k); v.Exists() {
+			dst = append(dst, Set{Key: k, Val: v.Raw})
+		}
+	}
+	return dst
+}
+
 // SetMembers returns the JSON object obj (valid JSON) with every member
 // named in set given its value, each in place (a duplicate key takes the
 // same value), and the members obj lacks added at its end in set's order.
