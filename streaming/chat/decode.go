@@ -47,14 +47,11 @@ func (d *decoder) Finish() *streaming.Result {
 // stream's end cut off (Unterminated) is decoded like any other: a whole
 // JSON object or [DONE] is whole, a cut one fails to parse and is counted.
 func (d *decoder) Decode(ev *sse.Event) {
-	if !ev.HasData {
-		return
-	}
-	data := bytes.TrimSpace(ev.Data)
-	if len(data) == 0 {
+	data, done := openai.Data(ev)
+	switch {
+	case len(data) == 0:
 		return // an empty data field carries nothing to decode
-	}
-	if bytes.HasPrefix(data, []byte(streaming.DoneMarker)) {
+	case done:
 		d.res.Done = true
 		return
 	}

@@ -61,8 +61,47 @@ func (d *decoder) Finish() *streaming.Result {
 	return &d.res
 }
 
-// responsesEvent holds the top-level fields of one event that any handler
-// reads, gathered in one pass over the JSON.
+// eventFields are the top-level members of an event that the decoder or
+// the call filter reads, raw, gathered in one walk: the last of duplicate
+// members wins, as in gjson's ForEach, and no value is unescaped until it
+// is used.
+type eventFields struct {
+	typ, response, item, outputIndex, itemID, name, seq string
+	delta, arguments, input, err                        string
+}
+
+func readEvent(js string) (e eventFields) {
+	for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
+		switch m.Name() {
+		case "type":
+			e.typ = m.Val
+		case "response":
+			e.response = m.Val
+		case "item":
+			e.item = m.Val
+		case "output_index":
+			e.outputIndex = m.Val
+		case "item_id":
+			e.itemID = m.Val
+		case "name":
+			e.name = m.Val
+		case "sequence_number":
+			e.seq = m.Val
+		case "delta":
+			e.delta = m.Val
+		case "arguments":
+			e.arguments = m.Val
+		case "input":
+			e.input = m.Val
+		case "error":
+			e.err = m.Val
+		}
+	}
+	return e
+}
+
+// responsesEvent holds the members of one event that the decoder's
+// handlers read, parsed.
 type responsesEvent struct {
 	typ, response, item, outputIndex, itemID gjson.Result
 	arguments, input, name, err              gjson.Result
@@ -73,11 +112,8 @@ type responsesEvent struct {
 
 // Decode handles one SSE event of a Responses stream.
 func (d *decoder) Decode(ev *sse.Event) {
-	if !ev.HasData {
-		return
-	}
-	data := bytes.TrimSpace(ev.Data)
-	if len(data) == 0 || bytes.HasPrefix(data, []byte(streaming.DoneMarker)) {
+	data, done := openai.Data(ev)
+	if len(data) == 0 || done {
 		// Not part of this API; some compatible servers end with [DONE]
 		// anyway, and it carries nothing.
 		return
@@ -93,36 +129,11 @@ func (d *decoder) Decode(ev *sse.Event) {
 		d.res.AddUnparsed(err)
 		return
 	}
-	// One walk over the top level, the last of duplicate members winning
-	// as in gjson's ForEach; no value is unescaped until it is used.
-	var f responsesEvent
-	for m, next, ok := jsonscan.NextMember(root.Raw, jsonscan.ObjectStart(root.Raw)); ok; m, next, ok = jsonscan.NextMember(root.Raw, next) {
-		var v *gjson.Result
-		switch m.Name() {
-		case "type":
-			v = &f.typ
-		case "response":
-			v = &f.response
-		case "item":
-			v = &f.item
-		case "output_index":
-			v = &f.outputIndex
-		case "item_id":
-			v = &f.itemID
-		case "delta":
-			f.delta = m.Val
-		case "arguments":
-			v = &f.arguments
-		case "input":
-			v = &f.input
-		case "name":
-			v = &f.name
-		case "error":
-			v = &f.err
-		}
-		if v != nil {
-			*v = gjson.Parse(m.Val)
-		}
+	r := readEvent(root.Raw)
+	f := responsesEvent{
+		typ: gjson.Parse(r.typ), response: gjson.Parse(r.response), item: gjson.Parse(r.item),
+		outputIndex: gjson.Parse(r.outputIndex), itemID: gjson.Parse(r.itemID), arguments: gjson.Parse(r.arguments),
+		input: gjson.Parse(r.input), name: gjson.Parse(r.name), err: gjson.Parse(r.err), delta: r.delta,
 	}
 	typ := f.typ.Str
 	if f.typ.Type != gjson.String {

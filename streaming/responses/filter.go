@@ -143,11 +143,9 @@ func (r *callFilter) refers(which func(responsesFilterCall) bool, outputIndex st
 	return -1
 }
 
-// responsesFields are the top-level members of an event the filter reads;
-// as in the decoder, the last of duplicates wins.
+// responsesFields are an event's members, read as the decoder reads them.
 type responsesFields struct {
-	typ, response, item, outputIndex, itemID, name, seq string
-	delta, arguments, input                             string
+	eventFields
 
 	event    string // the event's type
 	seqNum   int64  // its sequence number, when numbered
@@ -164,31 +162,7 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 		return append(dst, ev.Raw...) // [DONE] from some servers, a plain-text error
 	}
 	js := jsonscan.View(data)
-	var e responsesFields
-	for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
-		switch m.Name() {
-		case "type":
-			e.typ = m.Val
-		case "response":
-			e.response = m.Val
-		case "item":
-			e.item = m.Val
-		case "output_index":
-			e.outputIndex = m.Val
-		case "item_id":
-			e.itemID = m.Val
-		case "name":
-			e.name = m.Val
-		case "sequence_number":
-			e.seq = m.Val
-		case "delta":
-			e.delta = m.Val
-		case "arguments":
-			e.arguments = m.Val
-		case "input":
-			e.input = m.Val
-		}
-	}
+	e := responsesFields{eventFields: readEvent(js)}
 	typ, ok := jsonscan.StringValue(e.typ)
 	if !ok {
 		typ = jsonscan.View(ev.Name)

@@ -1,9 +1,12 @@
 // Package openai holds what the two OpenAI APIs, Chat Completions and
-// Responses, share in their replies: the error object, usage figures that
-// must not go negative, and the check that an event's data is one object.
+// Responses, share in their replies: an event's data and the check that it
+// is one object, the error object and error body, usage figures (never
+// negative, cache reads and writes taken out of the input), what text
+// deltas count as, and the SSE comment that keeps a held stream alive.
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -17,6 +20,18 @@ import (
 
 // NonNegative keeps a malformed report from crediting a budget.
 func NonNegative(n int64) int64 { return max(n, 0) }
+
+// Data is the data of ev less surrounding spaces, empty when it carries
+// nothing to decode (no data field, or only spaces); done reports the
+// data: [DONE] that ends a Chat stream (and, needlessly, some compatible
+// servers' Responses streams).
+func Data(ev *sse.Event) (data []byte, done bool) {
+	if !ev.HasData {
+		return nil, false
+	}
+	data = bytes.TrimSpace(ev.Data)
+	return data, bytes.HasPrefix(data, []byte(streaming.DoneMarker))
+}
 
 // ProviderError builds a ProviderError from an OpenAI-style error
 // object ({"type","code","message",...}) or a bare error string.
