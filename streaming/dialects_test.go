@@ -50,6 +50,10 @@ type apiFacts struct {
 	// benchBody builds a request of about size bytes: a tool list, then a
 	// long tool-calling conversation.
 	benchBody func(size int) []byte
+	// streamOptions says a request may ask a stream for its usage
+	// (Request.IncludeUsage); callOutputs that a tool result may be any
+	// *_call_output item.
+	streamOptions, callOutputs bool
 
 	// objectInput says a call's input is an object in a whole reply, so
 	// that one cut short has no whole reply that holds it.
@@ -77,6 +81,18 @@ type apiFacts struct {
 	// textWaits says text after a held call waits for it, rather than
 	// taking its place.
 	textWaits bool
+	// numbered says the stream numbers its events (sequence_number).
+	numbered bool
+	// assemblesAnyEnd says AssembleJSON gives the reply of a stream that
+	// did not stop cleanly too (the terminal event's).
+	assemblesAnyEnd bool
+	// cutIsNoCall says the decoder takes a call the output limit cut short
+	// for no call at all (an incomplete item).
+	cutIsNoCall bool
+	// textFromItems says the decoder reads a reply's text from whole
+	// items, so that a rendered stream's text deltas need not match the
+	// original's.
+	textFromItems bool
 }
 
 var apis = map[API]apiFacts{
@@ -143,7 +159,7 @@ var apis = map[API]apiFacts{
 				return appendNonEmpty(names, name, tool.Get("name"), typ)
 			})
 		},
-		functions: true,
+		functions: true, streamOptions: true,
 		benchBody: func(size int) []byte {
 			return openAIBenchBody(size, "messages",
 				func(name string, params any) any {
@@ -202,7 +218,7 @@ var apis = map[API]apiFacts{
 				}
 			})
 		},
-		namespaces: true,
+		namespaces: true, callOutputs: true,
 		benchBody: func(size int) []byte {
 			return openAIBenchBody(size, "input",
 				func(name string, params any) any {
@@ -246,6 +262,7 @@ var apis = map[API]apiFacts{
 			checkSequenceNumbers(t, in, out)
 			checkOutputOrder(t, out)
 		},
+		numbered: true, assemblesAnyEnd: true, cutIsNoCall: true, textFromItems: true,
 	},
 }
 
