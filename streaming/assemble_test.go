@@ -19,7 +19,7 @@ func TestAssembleJSON(t *testing.T) {
 				want, _ := mustDecode(t, api, stream)
 				body, err := dialects[api].AssembleJSON(stream)
 				if !wholeReply(want) {
-					if err == nil && api != APIResponses {
+					if err == nil && !apis[api].assemblesAnyEnd {
 						t.Fatalf("a reply that did not stop cleanly was assembled: %s", body)
 					}
 					return

@@ -25,7 +25,6 @@ func TestContinuation(t *testing.T) {
 		APIResponses: {"responses-codex-exec.json", "responses-previous-response-id.json", "string-input"},
 	}
 	stringInput := []byte(`{"model":"gpt-5","input":"list the files","stream":true,"tools":[{"type":"function","name":"Bash"}]}`)
-	conv := map[API]string{APIAnthropic: "messages", APIChat: "messages", APIResponses: "input"}
 	for _, api := range escrowAPIs {
 		stream := fixturetest.ReadFile(t, filterTestdata, filterPrefix(api)+"text-refused-allowed.sse")
 		body, err := dialects[api].AssembleJSON(stream)
@@ -49,7 +48,7 @@ func TestContinuation(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s %s: %v", api, name, err)
 				}
-				checkContinuation(t, api, conv[api], req, out, body, res.ClientToolCalls(), results)
+				checkContinuation(t, api, apis[api].conversation, req, out, body, res.ClientToolCalls(), results)
 			}
 		}
 	}
@@ -86,28 +85,7 @@ func checkContinuation(t *testing.T, api API, key string, req, out, reply []byte
 		}
 	}
 	added := after[len(prior):]
-	r := gjson.ParseBytes(reply)
-	var got []gjson.Result // the results added, in order
-	switch api {
-	case APIAnthropic:
-		if len(added) != 2 || added[0].Get("role").Str != "assistant" || added[0].Get("content").Raw != r.Get("content").Raw {
-			t.Fatalf("anthropic: added %v", added)
-		}
-		got = added[1].Get("content").Array()
-	case APIChat:
-		if added[0].Get("role").Str != "assistant" || added[0].Get("tool_calls").Raw != r.Get("choices.0.message.tool_calls").Raw {
-			t.Fatalf("chat: added %v", added)
-		}
-		got = added[1:]
-	case APIResponses:
-		items := r.Get("output").Array()
-		for i, it := range items {
-			if i >= len(added) || added[i].Raw != it.Raw {
-				t.Fatalf("responses: output item %d not added as received", i)
-			}
-		}
-		got = added[len(items):]
-	}
+	got := apis[api].continued(t, added, gjson.ParseBytes(reply)) // the results added, in order
 	if len(got) != len(calls) {
 		t.Fatalf("%s: %d results for %d calls", api, len(got), len(calls))
 	}

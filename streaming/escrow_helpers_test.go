@@ -15,15 +15,7 @@ var escrowAPIs = []API{APIAnthropic, APIChat, APIResponses}
 
 // filterPrefix is how the names of api's streams in the filter's testdata
 // begin.
-func filterPrefix(api API) string {
-	switch api {
-	case APIAnthropic:
-		return "anthropic-"
-	case APIChat:
-		return "chat-"
-	}
-	return "responses-"
-}
+func filterPrefix(api API) string { return apis[api].prefix }
 
 // wholeReply reports whether a decoded stream is a reply that stopped
 // cleanly: the ones AssembleJSON must turn into a body.
@@ -32,7 +24,7 @@ func wholeReply(res *Result) bool {
 		return false
 	}
 	for _, tc := range res.ClientToolCalls() {
-		if res.API == APIAnthropic && !json.Valid(tc.Arguments) {
+		if apis[res.API].objectInput && !json.Valid(tc.Arguments) {
 			return false // cut at the output limit: no Message holds that input
 		}
 	}

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"testing"
-
-	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
 	. "gatekeeper/streaming"
@@ -73,22 +70,7 @@ func TestCallFilterBody(t *testing.T) {
 					t.Errorf("delivered %+v, want %+v", got, want)
 				}
 			}
-			refusal := filterRefusal(refusedIn)
-			switch tt.api {
-			case APIAnthropic:
-				if gjson.GetBytes(out, fmt.Sprintf("content.%d.text", refusedIn.Index)).Str != refusal {
-					t.Errorf("no refusal at content[%d]: %s", refusedIn.Index, out)
-				}
-			case APIChat:
-				if got := gjson.GetBytes(out, "choices.0.message.content").Str; got != tt.wantText {
-					t.Errorf("content %q, want %q", got, tt.wantText)
-				}
-			case APIResponses:
-				item := gjson.GetBytes(out, fmt.Sprintf("output.%d", refusedIn.Index))
-				if item.Get("id").Str != "msg_"+refusedIn.ID || item.Get("content.0.text").Str != refusal {
-					t.Errorf("no message at output[%d]: %s", refusedIn.Index, out)
-				}
-			}
+			apis[tt.api].refusedInBody(t, out, refusedIn, filterRefusal(refusedIn), tt.wantText)
 			if r := f.Refused(); len(r) != 1 || r[0].ID != refusedIn.ID || r[0].Name != "Bash" {
 				t.Errorf("Refused() = %+v", r)
 			}

@@ -148,8 +148,9 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, en
 	for _, tc := range in.ClientToolCalls() {
 		inIDs[tc.ID]++
 	}
-	if api == APIResponses {
-		for id, items := range responsesCallIDs(t, data) {
+	shared := apis[api].sharedCallIDs
+	if shared != nil {
+		for id, items := range shared(t, data) {
 			if len(items) > 1 {
 				inIDs[id] += 2
 			}
@@ -157,7 +158,7 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, en
 	}
 	for _, w := range f.Withheld()[len(f.Refused()):] {
 		if w.ID == "" || inIDs[w.ID] != 1 || repeats ||
-			api != APIResponses && bytes.Count(data, []byte(strconv.Quote(w.ID))) > 1 {
+			shared == nil && bytes.Count(data, []byte(strconv.Quote(w.ID))) > 1 {
 			continue
 		}
 		for _, tc := range delivered {
@@ -182,8 +183,8 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, en
 			ids[tc.ID]++
 		}
 	}
-	if api == APIResponses {
-		for id, items := range responsesCallIDs(t, data) {
+	if shared != nil {
+		for id, items := range shared(t, data) {
 			if len(items) > 1 {
 				ids[id] += 2
 			}
@@ -483,15 +484,7 @@ func TestCallFilterGenerated(t *testing.T) {
 		t.Run(string(api), func(t *testing.T) {
 			for i := range n {
 				g := &filterGen{rng: rand.New(rand.NewPCG(uint64(i), 7))}
-				var data []byte
-				switch api {
-				case APIAnthropic:
-					data = g.anthropic()
-				case APIChat:
-					data = g.chat()
-				case APIResponses:
-					data = g.responses()
-				}
+				data := apis[api].generate(g)
 				for _, sel := range []byte{0, 1, 2, 6, 10, 14} {
 					checkFilterFuzz(t, api, data, sel, false, -1)
 					checkFilterFuzz(t, api, data, sel, true, -1)

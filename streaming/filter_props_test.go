@@ -92,7 +92,7 @@ func TestCallFilterFixtures(t *testing.T) {
 					t.Errorf("the output holds the id %s", tc.ID)
 				}
 			}
-			if api == APIResponses {
+			if apis[api].numbered {
 				checkSequenceNumbers(t, in, out)
 			}
 

@@ -163,17 +163,7 @@ func TestCallFilterStreams(t *testing.T) {
 				t.Errorf("Refused() = %+v, want %+v", r, refusedIn)
 			}
 
-			switch tt.api {
-			case APIAnthropic:
-				checkAnthropicBlocks(t, out, refusedIn.Index, filterRefusal(refusedIn))
-			case APIChat:
-				if tt.allowed != "" && clients[0].Index != 0 {
-					t.Errorf("the allowed call has index %d, want 0: the refused one is gone", clients[0].Index)
-				}
-			case APIResponses:
-				checkSequenceNumbers(t, in, out)
-				checkResponsesOutput(t, out, refusedIn, filterRefusal(refusedIn))
-			}
+			apis[tt.api].refusedInStream(t, in, out, refusedIn, clients, filterRefusal(refusedIn))
 		})
 	}
 }

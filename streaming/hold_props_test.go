@@ -53,7 +53,7 @@ func TestHoldStreams(t *testing.T) {
 				if said.Text != inSaid.Text {
 					t.Error("text differs")
 				}
-				if api == APIResponses && res.Unparsed == 0 {
+				if apis[api].numbered && res.Unparsed == 0 {
 					checkSequenceNumbers(t, in, out)
 				}
 			})
@@ -138,7 +138,7 @@ func TestHoldFastPath(t *testing.T) {
 		"responses tool call": {APIResponses, benchResponsesToolStream(400)},
 	}
 	for _, api := range filterAPIs {
-		for _, path := range fixturetest.Glob(t, filepath.Join(filterTestdata, holdPrefix[api]+"*.sse")) {
+		for _, path := range fixturetest.Glob(t, filepath.Join(filterTestdata, apis[api].holdPrefix+"*.sse")) {
 			streams[filepath.Base(path)] = struct {
 				api  API
 				data []byte

@@ -24,8 +24,6 @@ const (
 	cancelText   = "gatekeeper canceled this run: an operator stopped it.\nStart a new one to go on."
 )
 
-var holdPrefix = map[API]string{APIAnthropic: "anthropic-hold-", APIChat: "chat-hold-", APIResponses: "responses-hold-"}
-
 func newHoldFilter(tb testing.TB, api API, allow func(string) bool) *CallFilter {
 	tb.Helper()
 	f := newTestFilter(tb, api, allow)
@@ -69,36 +67,12 @@ func holdChunks(tb testing.TB, f *CallFilter, end int, chunks ...[]byte) []byte 
 func callEvents(t *testing.T, api API, evs []sse.Event) (call []bool, stop int) {
 	t.Helper()
 	call, stop = make([]bool, len(evs)), -1
-	blocks := map[int64]bool{} // Anthropic tool_use indices
+	blocks := map[int64]bool{} // what the API's events said of the calls so far
 	for i, ev := range evs {
-		js := gjson.ParseBytes(ev.Data)
-		typ := js.Get("type").Str
-		switch api {
-		case APIAnthropic:
-			switch typ {
-			case "content_block_start":
-				if js.Get("content_block.type").Str == "tool_use" {
-					blocks[js.Get("index").Int()] = true
-				}
-				call[i] = blocks[js.Get("index").Int()]
-			case "content_block_delta", "content_block_stop":
-				call[i] = blocks[js.Get("index").Int()]
-			case "message_delta":
-				if js.Get("delta.stop_reason").Type == gjson.String && stop < 0 {
-					stop = i
-				}
-			}
-		case APIChat:
-			call[i] = js.Get("choices.#.delta.tool_calls").Raw != "[]" && js.Get("choices.#.delta.tool_calls").Exists()
-			if js.Get(`choices.#(finish_reason!=null)`).Exists() && stop < 0 {
-				stop = i
-			}
-		case APIResponses:
-			call[i] = strings.HasPrefix(typ, "response.function_call_arguments.") ||
-				strings.HasPrefix(typ, "response.output_item.") && js.Get("item.type").Str == "function_call"
-			if (typ == "response.completed" || typ == "response.incomplete") && stop < 0 {
-				stop = i
-			}
+		var stops bool
+		call[i], stops = apis[api].callEvent(gjson.ParseBytes(ev.Data), blocks)
+		if stops && stop < 0 {
+			stop = i
 		}
 	}
 	if stop < 0 {
@@ -122,7 +96,7 @@ func sameStops(a, b []Stop) bool { return slices.Equal(a, b) }
 func TestHoldKeepsWhatFollowsTheCall(t *testing.T) {
 	for _, api := range filterAPIs {
 		t.Run(string(api), func(t *testing.T) {
-			in := fixturetest.ReadFile(t, filterTestdata, holdPrefix[api]+"text-call.sse")
+			in := fixturetest.ReadFile(t, filterTestdata, apis[api].holdPrefix+"text-call.sse")
 			evs := sseEvents(t, in)
 			call, stop := callEvents(t, api, evs)
 			first := slices.Index(call, true)
@@ -170,7 +144,7 @@ func TestHoldCutAtOutputLimit(t *testing.T) {
 	wantStop := map[API]string{APIAnthropic: "max_tokens", APIChat: "length", APIResponses: "response.incomplete:max_output_tokens"}
 	for _, api := range filterAPIs {
 		t.Run(string(api), func(t *testing.T) {
-			in := fixturetest.ReadFile(t, filterTestdata, holdPrefix[api]+"cut.sse")
+			in := fixturetest.ReadFile(t, filterTestdata, apis[api].holdPrefix+"cut.sse")
 			inRes, _ := mustDecode(t, api, in)
 			read, _ := callByName(inRes.ToolCalls, "Read")
 			cut, ok := callByName(inRes.ToolCalls, "Write")
@@ -185,7 +159,7 @@ func TestHoldCutAtOutputLimit(t *testing.T) {
 					t.Errorf("the output holds %s", secret)
 				}
 			}
-			if api == APIResponses && bytes.Contains(out, []byte(cut.ItemID)) {
+			if cut.ItemID != "" && bytes.Contains(out, []byte(cut.ItemID)) {
 				t.Errorf("the output holds the item %s", cut.ItemID)
 			}
 			res, _ := mustDecode(t, api, out)
@@ -206,13 +180,7 @@ func TestHoldCutAtOutputLimit(t *testing.T) {
 			if len(f.Refused()) != 0 || f.Holding() {
 				t.Errorf("Refused() = %+v, Holding() = %v", f.Refused(), f.Holding())
 			}
-			switch api {
-			case APIAnthropic:
-				checkBlockOrder(t, out)
-			case APIResponses:
-				checkSequenceNumbers(t, in, out)
-				checkOutputOrder(t, out)
-			}
+			apis[api].order(t, in, out)
 		})
 	}
 }
@@ -226,7 +194,7 @@ func TestHoldEnd(t *testing.T) {
 		APIResponses: "event: error\ndata: {\"type\":\"error\",\"code\":\"trajectory_canceled\",\"message\":\"gatekeeper canceled this run: an operator stopped it.\\nStart a new one to go on.\",\"param\":null,\"sequence_number\":%d}\n\n",
 	}
 	for _, api := range filterAPIs {
-		in := fixturetest.ReadFile(t, filterTestdata, holdPrefix[api]+"text-call.sse")
+		in := fixturetest.ReadFile(t, filterTestdata, apis[api].holdPrefix+"text-call.sse")
 		evs := sseEvents(t, in)
 		call, _ := callEvents(t, api, evs)
 		first := slices.Index(call, true)
@@ -264,10 +232,7 @@ func TestHoldEnd(t *testing.T) {
 					t.Fatalf("Holding() = %v before End", f.Holding())
 				}
 				out = f.End(out, cancelType, cancelText)
-				event := wantEvent[api]
-				if api == APIResponses {
-					event = strings.Replace(event, "%d", strconv.FormatInt(lastSeq+1, 10), 1)
-				}
+				event := strings.Replace(wantEvent[api], "%d", strconv.FormatInt(lastSeq+1, 10), 1) // Responses numbers it
 				want = append(want, event...)
 				if !bytes.Equal(out, want) {
 					t.Fatalf("got\n%s\nwant\n%s", out, want)
@@ -314,7 +279,7 @@ func TestHoldEnd(t *testing.T) {
 func TestHoldEndAfterDelivery(t *testing.T) {
 	for _, api := range filterAPIs {
 		t.Run(string(api), func(t *testing.T) {
-			in := fixturetest.ReadFile(t, filterTestdata, holdPrefix[api]+"text-call.sse")
+			in := fixturetest.ReadFile(t, filterTestdata, apis[api].holdPrefix+"text-call.sse")
 			f := newHoldFilter(t, api, allowAll)
 			out := holdChunks(t, f, 1<<30, in)
 			res, _ := mustDecode(t, api, out)
@@ -348,7 +313,7 @@ func TestHoldWithRefusal(t *testing.T) {
 	for _, api := range filterAPIs {
 		for _, file := range []string{"text-refused-allowed.sse", "refused-only.sse"} {
 			t.Run(string(api)+"/"+file, func(t *testing.T) {
-				prefix := strings.TrimSuffix(holdPrefix[api], "hold-")
+				prefix := strings.TrimSuffix(apis[api].holdPrefix, "hold-")
 				in := fixturetest.ReadFile(t, filterTestdata, prefix+file)
 				plain := newTestFilter(t, api, refuseNames("Bash", "Write"))
 				want, wantSaid := mustDecode(t, api, filterChunks(t, plain, in))
@@ -395,14 +360,14 @@ func TestHoldWithRefusal(t *testing.T) {
 func TestHoldRenumbers(t *testing.T) {
 	for _, api := range []API{APIAnthropic, APIResponses} {
 		t.Run(string(api), func(t *testing.T) {
-			in := fixturetest.ReadFile(t, filterTestdata, holdPrefix[api]+"call-then-text.sse")
+			in := fixturetest.ReadFile(t, filterTestdata, apis[api].holdPrefix+"call-then-text.sse")
 			inRes, inSaid := mustDecode(t, api, in)
 			f := newHoldFilter(t, api, allowAll)
 			out := filterChunks(t, f, in)
 			res, said := mustDecode(t, api, out)
 			calls := res.ClientToolCalls()
 			at := 1
-			if api == APIAnthropic {
+			if apis[api].textWaits {
 				at = 0
 				if !bytes.Equal(out, in) {
 					t.Errorf("got\n%s\nwant the reply as it came", out)
@@ -418,12 +383,7 @@ func TestHoldRenumbers(t *testing.T) {
 			if said.Text != inSaid.Text || !sameStops(res.Stops, inRes.Stops) {
 				t.Errorf("text %q stops %+v", said.Text, res.Stops)
 			}
-			if api == APIAnthropic {
-				checkBlockOrder(t, out)
-			} else {
-				checkSequenceNumbers(t, in, out)
-				checkOutputOrder(t, out)
-			}
+			apis[api].order(t, in, out)
 		})
 	}
 }

@@ -80,7 +80,7 @@ func TestRefuseCallsByID(t *testing.T) {
 // TestRefuseCallsOtherIDs leaves a reply alone when no call has a named id.
 func TestRefuseCallsOtherIDs(t *testing.T) {
 	for _, api := range []API{APIAnthropic, APIChat, APIResponses} {
-		stream := fixturetest.ReadFile(t, filterTestdata, string(holdPrefix[api])+"text-call.sse")
+		stream := fixturetest.ReadFile(t, filterTestdata, apis[api].holdPrefix+"text-call.sse")
 		f := newTestFilter(t, api, allowAll)
 		f.RefuseCalls("call_none", "", "toolu_none")
 		if got := filterChunks(t, f, stream); !bytes.Equal(got, stream) || len(f.Refused()) != 0 {

@@ -116,7 +116,7 @@ func checkRequest(t *testing.T, api API, req *Request) {
 	default:
 		t.Errorf("MaxOutputField = %q", req.MaxOutputField)
 	}
-	if req.IncludeUsage && api != APIChat {
+	if req.IncludeUsage && !apis[api].streamOptions {
 		t.Errorf("IncludeUsage on %s", api)
 	}
 	for _, name := range req.Tools {
@@ -127,7 +127,7 @@ func checkRequest(t *testing.T, api API, req *Request) {
 	for _, r := range req.ToolResults {
 		switch {
 		case r.Type == "tool_result":
-		case r.Type == "tool", api == APIResponses && strings.HasSuffix(r.Type, "_call_output"):
+		case r.Type == "tool", apis[api].callOutputs && strings.HasSuffix(r.Type, "_call_output"):
 			if r.IsError {
 				t.Errorf("IsError on %+v", r)
 			}

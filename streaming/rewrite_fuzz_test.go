@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -48,14 +49,7 @@ func fuzzKeep(seed uint8) func(string) bool {
 func addRewriteSeeds(f *testing.F, add func(sel uint8, body []byte)) {
 	for _, name := range fixturetest.Glob(f, filepath.Join(requestTestdata, "*.json")) {
 		body := fixturetest.ReadFile(f, name)
-		switch requestFileAPI(name) {
-		case APIAnthropic:
-			add(0, body)
-		case APIChat:
-			add(1, body)
-		default:
-			add(2, body)
-		}
+		add(uint8(slices.Index(fuzzAPIs[:], requestFileAPI(f, name))), body)
 	}
 	for _, s := range rewriteSeeds {
 		for i := range fuzzAPIs {
@@ -90,12 +84,8 @@ func FuzzAppendNotice(f *testing.F) {
 			}
 			return
 		}
-		key := "messages"
-		if api == APIResponses {
-			key = "input"
-		}
-		conv := lastMemberResult(body, key)
-		hasConv := conv.IsArray() || api == APIResponses && conv.Type == gjson.String
+		conv := lastMemberResult(body, apis[api].conversation)
+		hasConv := conv.IsArray() || apis[api].stringConversation && conv.Type == gjson.String
 		if !hasConv {
 			if !errors.Is(err, ErrNoConversation) {
 				t.Fatalf("AppendNotice without a conversation = %v", err)

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"unsafe"
 
@@ -157,25 +156,14 @@ func checkNoticeAppended(t *testing.T, api API, body, out []byte, text string) {
 	if !json.Valid(out) {
 		t.Fatalf("output is not valid JSON:\n%s", out)
 	}
-	key := "messages"
-	if api == APIResponses {
-		key = "input"
-	}
+	key := apis[api].conversation
 	var got, want map[string]any
 	decodeJSON(t, out, &got)
 	decodeJSON(t, body, &want)
 	var decoded string // the text as JSON carries it (invalid UTF-8 replaced)
 	b, _ := json.Marshal(text)
 	decodeJSON(t, b, &decoded)
-	var notice any
-	switch api {
-	case APIAnthropic:
-		notice = map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": decoded}}}
-	case APIChat:
-		notice = map[string]any{"role": "user", "content": decoded}
-	default:
-		notice = map[string]any{"type": "message", "role": "user", "content": []any{map[string]any{"type": "input_text", "text": decoded}}}
-	}
+	notice := apis[api].notice(decoded)
 	conv := want[key]
 	if s, ok := conv.(string); ok {
 		conv = []any{map[string]any{"role": "user", "content": s}}
@@ -188,7 +176,7 @@ func checkNoticeAppended(t *testing.T, api API, body, out []byte, text string) {
 	p, q := commonEnds(body, out)
 	switch removedBytes := body[p : len(body)-q]; {
 	case len(removedBytes) == 0:
-	case api == APIResponses && gjson.ParseBytes(removedBytes).Type == gjson.String:
+	case apis[api].stringConversation && gjson.ParseBytes(removedBytes).Type == gjson.String:
 	default:
 		t.Fatalf("output is not body with one insertion: %q of the body went", removedBytes)
 	}
@@ -221,7 +209,7 @@ func decodeJSON(t *testing.T, b []byte, v any) {
 // conversation that had no user message (the notice becomes its first).
 func TestAppendNoticeRequests(t *testing.T) {
 	for _, name := range fixturetest.Glob(t, filepath.Join(requestTestdata, "*.json")) {
-		api := requestFileAPI(name)
+		api := requestFileAPI(t, name)
 		t.Run(filepath.Base(name), func(t *testing.T) {
 			body := fixturetest.ReadFile(t, name)
 			out, err := dialects[api].AppendNotice(body, "Budget: 92% of the dollar ceiling used; finish the task now.")
@@ -247,22 +235,9 @@ func TestAppendNoticeRequests(t *testing.T) {
 	}
 }
 
-func requestFileAPI(name string) API {
-	switch base := filepath.Base(name); {
-	case strings.HasPrefix(base, "anthropic-"):
-		return APIAnthropic
-	case strings.HasPrefix(base, "chat-"):
-		return APIChat
-	}
-	return APIResponses
-}
-
 func hasUserMessage(api API, body []byte) bool {
-	if api == APIResponses {
-		in := gjson.GetBytes(body, "input")
-		return in.Type == gjson.String || in.Get(`#(role=="user")`).Exists()
-	}
-	return gjson.GetBytes(body, `messages.#(role=="user")`).Exists()
+	conv := gjson.GetBytes(body, apis[api].conversation)
+	return apis[api].stringConversation && conv.Type == gjson.String || conv.Get(`#(role=="user")`).Exists()
 }
 
 // rejecting returns a keep function that rejects the names given.
@@ -511,7 +486,7 @@ func TestRestrictToolsErrors(t *testing.T) {
 // recorded-shape request bodies.
 func TestRestrictToolsRequests(t *testing.T) {
 	for _, name := range fixturetest.Glob(t, filepath.Join(requestTestdata, "*.json")) {
-		api := requestFileAPI(name)
+		api := requestFileAPI(t, name)
 		t.Run(filepath.Base(name), func(t *testing.T) {
 			body := fixturetest.ReadFile(t, name)
 			lists := refToolLists(api, body)
@@ -581,7 +556,7 @@ func checkRestricted(t *testing.T, api API, body, out []byte, removed []string, 
 	// Kept tools keep their bytes: each tool of the output is a tool of
 	// the body, in the same order (a namespace may have lost members).
 	same := func(a, b gjson.Result) bool {
-		if api == APIResponses && a.Get("type").Str == "namespace" {
+		if apis[api].namespaces && a.Get("type").Str == "namespace" {
 			return b.Get("type").Str == "namespace" && a.Get("name").Raw == b.Get("name").Raw
 		}
 		return a.Raw == b.Raw
@@ -627,8 +602,8 @@ func refToolLists(api API, body []byte) [][]string {
 		switch {
 		case !v.IsArray():
 		case k.Str == "tools":
-			lists = append(lists, refToolNames(api, v))
-		case api == APIChat && k.Str == "functions":
+			lists = append(lists, apis[api].toolNames(v))
+		case apis[api].functions && k.Str == "functions":
 			var names []string
 			for _, f := range v.Array() {
 				names = appendNonEmpty(names, f.Get("name"))
@@ -638,44 +613,6 @@ func refToolLists(api API, body []byte) [][]string {
 		return true
 	})
 	return lists
-}
-
-func refToolNames(api API, tools gjson.Result) []string {
-	var names []string
-	for _, tool := range tools.Array() {
-		if !tool.IsObject() {
-			continue
-		}
-		typ := tool.Get("type")
-		switch api {
-		case APIAnthropic:
-			names = appendNonEmpty(names, tool.Get("name"), typ)
-		case APIChat:
-			def := tool.Get("function")
-			if typ.Type == gjson.String && typ.Str == "custom" {
-				def = tool.Get("custom")
-			}
-			name := gjson.Result{}
-			if def.IsObject() {
-				name = def.Get("name")
-			}
-			names = appendNonEmpty(names, name, tool.Get("name"), typ)
-		case APIResponses:
-			switch {
-			case typ.Type == gjson.String && typ.Str == "namespace":
-				for _, f := range tool.Get("tools").Array() {
-					if f.IsObject() {
-						names = appendNonEmpty(names, f.Get("name"), f.Get("type"))
-					}
-				}
-			case typ.Type == gjson.String && (typ.Str == "function" || typ.Str == "custom"):
-				names = appendNonEmpty(names, tool.Get("name"))
-			default:
-				names = appendNonEmpty(names, typ)
-			}
-		}
-	}
-	return names
 }
 
 // appendNonEmpty appends the first of rs that is a non-empty string.
@@ -691,8 +628,8 @@ func appendNonEmpty(names []string, rs ...gjson.Result) []string {
 // lastToolList is the names of the tools the provider sees: those of the
 // last tools member (Chat: and of the last functions member).
 func lastToolList(api API, body []byte) []string {
-	names := refToolNames(api, lastMemberResult(body, "tools"))
-	if api == APIChat {
+	names := apis[api].toolNames(lastMemberResult(body, "tools"))
+	if apis[api].functions {
 		for _, f := range lastMemberResult(body, "functions").Array() {
 			names = appendNonEmpty(names, f.Get("name"))
 		}
@@ -719,48 +656,7 @@ func sameSlice(a, b []byte) bool {
 // benchBody builds a request of api of about size bytes: a tool list, then
 // a long tool-calling conversation, then the tools (Anthropic: Claude
 // Code's shape).
-func benchBody(api API, size int) []byte {
-	if api == APIAnthropic {
-		return claudeCodeBody(size / 3300)
-	}
-	output := strings.Repeat("    12\tfunc (p *Parser) next() (Token, error) {\n\t\treturn p.lex.scan(\"\\n\")\n", 28)
-	var conv []any
-	var tools []any
-	for i, name := range claudeCodeTools {
-		params := map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}}
-		if api == APIChat {
-			tools = append(tools, map[string]any{"type": "function", "function": map[string]any{"name": name, "parameters": params}})
-		} else {
-			tools = append(tools, map[string]any{"type": "function", "name": name, "parameters": params})
-		}
-		if i == 3 && api == APIResponses {
-			tools = append(tools, map[string]any{"type": "web_search"})
-		}
-	}
-	for i := 0; len(conv)/2*(len(output)+200) < size; i++ {
-		id := fmt.Sprintf("call_%020d", i)
-		if api == APIChat {
-			conv = append(conv,
-				map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": id, "type": "function", "function": map[string]any{"name": "Read", "arguments": `{"path":"lexer.go"}`}}}},
-				map[string]any{"role": "tool", "tool_call_id": id, "content": output})
-		} else {
-			conv = append(conv,
-				map[string]any{"type": "function_call", "call_id": id, "name": "Read", "arguments": `{"path":"lexer.go"}`},
-				map[string]any{"type": "function_call_output", "call_id": id, "output": output})
-		}
-	}
-	req := map[string]any{"model": "gpt-5", "stream": true, "tools": tools, "tool_choice": "auto", "parallel_tool_calls": true}
-	if api == APIChat {
-		req["messages"] = conv
-	} else {
-		req["input"] = conv
-	}
-	b, err := json.Marshal(req)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
+func benchBody(api API, size int) []byte { return apis[api].benchBody(size) }
 
 func BenchmarkAppendNotice(b *testing.B) {
 	for _, api := range fuzzAPIs {

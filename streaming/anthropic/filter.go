@@ -94,8 +94,7 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 		}
 	case "message_stop", "error":
 		// The reply ends, or failed, with no stop said for what is held.
-		f.DropHeld(func(int, *callfilter.Call) bool { return true })
-		dst = f.FlushPassed(dst)
+		dst = f.DropAll(dst)
 	}
 	return f.pass(dst, ev, index)
 }

@@ -80,11 +80,7 @@ func render(s string, r gjson.Result) []byte {
 		emit("content_block_stop", idx)
 	}
 	delta := []jsonscan.Set{{Key: "stop_reason", Val: r.Get("stop_reason").Raw}, {Key: "stop_sequence", Val: r.Get("stop_sequence").Raw}}
-	for _, k := range []string{"stop_details", "container"} {
-		if v := r.Get(k); v.Exists() {
-			delta = append(delta, jsonscan.Set{Key: k, Val: v.Raw})
-		}
-	}
+	delta = jsonscan.Members(delta, r.Raw, "stop_details", "container")
 	for i := range delta {
 		if delta[i].Val == "" {
 			delta[i].Val = "null"

@@ -2,7 +2,6 @@ package chat
 
 import (
 	"bytes"
-	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -20,29 +19,12 @@ import (
 
 var _ streaming.Decoder = (*decoder)(nil)
 
-// chatCall locates one tool call accumulator: tool calls are keyed by
-// (choice, tool_calls index), and indices need not start at 0.
-type chatCall struct {
-	choice, index int
-	at            int // position in Result.ToolCalls
-}
-
 type decoder struct {
 	res      streaming.Result
-	started  bool // the reply's id and model were read
-	errored  bool // an error arrived (event: error or an inline error object)
-	finished bool // Finish ran
-	calls    []chatCall
-	order    []int // scratch: a choice's calls sorted by index
+	errored  bool      // an error arrived (event: error or an inline error object)
+	finished bool      // Finish ran
+	calls    []callKey // the key of each of Result.ToolCalls
 }
-
-// textKind says what a delta's text counts as.
-type textKind uint8
-
-const (
-	said    textKind = iota // text and refusals: Result.TextBytes and OutputBytes
-	thought                 // thinking and reasoning summaries: OutputBytes only
-)
 
 func newDecoder() *decoder {
 	return &decoder{res: streaming.Result{API: streaming.APIChat}}
@@ -65,17 +47,12 @@ func (d *decoder) Finish() *streaming.Result {
 // stream's end cut off (Unterminated) is decoded like any other: a whole
 // JSON object or [DONE] is whole, a cut one fails to parse and is counted.
 func (d *decoder) Decode(ev *sse.Event) {
-	if !ev.HasData {
-		return
-	}
-	data := bytes.TrimSpace(ev.Data)
-	if len(data) == 0 {
+	data, done := openai.Data(ev)
+	switch {
+	case len(data) == 0:
 		return // an empty data field carries nothing to decode
-	}
-	if bytes.HasPrefix(data, []byte(streaming.DoneMarker)) {
-		if !d.res.Done {
-			d.res.Done = true
-		}
+	case done:
+		d.res.Done = true
 		return
 	}
 	errorEvent := string(ev.Name) == "error"
@@ -117,9 +94,6 @@ func (d *decoder) chunk(root gjson.Result, errorEvent bool) {
 	}
 	if d.res.Model == "" && model.Type == gjson.String && model.Str != "" {
 		d.res.Model = strings.Clone(model.Str)
-	}
-	if !d.started && d.res.MessageID != "" {
-		d.started = true
 	}
 	if choices.IsArray() {
 		choices.ForEach(func(_, c gjson.Result) bool {
@@ -186,9 +160,9 @@ func (d *decoder) delta(choice int, delta gjson.Result) {
 	if reasoningContent.Type != gjson.String || reasoningContent.Str == "" {
 		reasoningContent = reasoning // one thinking delta, whichever spelling came
 	}
-	d.textDelta(thought, reasoningContent)
-	d.textDelta(said, content)
-	d.textDelta(said, refusal)
+	d.textDelta(openai.Thought, reasoningContent)
+	d.textDelta(openai.Said, content)
+	d.textDelta(openai.Said, refusal)
 	if toolCalls.IsArray() {
 		toolCalls.ForEach(func(_, tc gjson.Result) bool {
 			if tc.IsObject() {
@@ -201,7 +175,7 @@ func (d *decoder) delta(choice int, delta gjson.Result) {
 		var name gjson.Result
 		var args string
 		readFunction(functionCall, &name, &args)
-		at := d.find(choice, 0)
+		at, _ := locate(d.calls, choice, true, 0, false, false)
 		if at < 0 {
 			at = d.open(choice, 0, "function_call", "", name.String())
 		}
@@ -210,13 +184,9 @@ func (d *decoder) delta(choice int, delta gjson.Result) {
 	}
 }
 
-func (d *decoder) textDelta(kind textKind, v gjson.Result) {
-	if v.Type != gjson.String || v.Str == "" {
-		return
-	}
-	d.res.OutputBytes += int64(len(v.Str))
-	if kind == said {
-		d.res.TextBytes += int64(len(v.Str))
+func (d *decoder) textDelta(kind openai.TextKind, v gjson.Result) {
+	if v.Type == gjson.String {
+		openai.CountText(&d.res, kind, int64(len(v.Str)))
 	}
 }
 
@@ -238,22 +208,11 @@ func (d *decoder) toolFragment(choice int, tc gjson.Result) {
 		}
 		return true
 	})
-	at := -1
-	switch {
-	case index.Type == gjson.Number:
-		i := int(index.Int())
-		if at = d.find(choice, i); at < 0 {
-			at = d.open(choice, i, typ.String(), id.String(), name.String())
-		}
-	case id.String() != "":
-		// No index (whole calls in a chat.completion message, and some
-		// compatible servers): each id starts the choice's next call.
-		at = d.open(choice, d.nextIndex(choice), typ.String(), id.String(), name.String())
-	default:
-		// No index and no id: a continuation of the choice's latest call.
-		if at = d.last(choice); at < 0 {
-			at = d.open(choice, 0, typ.String(), "", name.String())
-		}
+	// Without an index (whole calls in a chat.completion message, and some
+	// compatible servers) each id starts the choice's next call.
+	at, key := locate(d.calls, choice, false, int(index.Int()), index.Type == gjson.Number, id.String() != "")
+	if at < 0 {
+		at = d.open(choice, key, typ.String(), id.String(), name.String())
 	}
 	d.fill(at, id.String(), name.String())
 	d.appendArgs(at, args)
@@ -279,34 +238,6 @@ func readFunction(fn gjson.Result, name *gjson.Result, args *string) {
 	}
 }
 
-func (d *decoder) find(choice, index int) int {
-	for i := len(d.calls) - 1; i >= 0; i-- {
-		if c := d.calls[i]; c.choice == choice && c.index == index {
-			return c.at
-		}
-	}
-	return -1
-}
-
-func (d *decoder) last(choice int) int {
-	for i := len(d.calls) - 1; i >= 0; i-- {
-		if d.calls[i].choice == choice {
-			return d.calls[i].at
-		}
-	}
-	return -1
-}
-
-func (d *decoder) nextIndex(choice int) int {
-	next := 0
-	for _, c := range d.calls {
-		if c.choice == choice && c.index >= next {
-			next = c.index + 1
-		}
-	}
-	return next
-}
-
 func (d *decoder) open(choice, index int, typ, id, name string) int {
 	if typ == "" {
 		typ = "function"
@@ -315,7 +246,7 @@ func (d *decoder) open(choice, index int, typ, id, name string) int {
 	d.res.ToolCalls = append(d.res.ToolCalls, streaming.ToolCall{
 		Choice: choice, Index: index, Type: strings.Clone(typ), ID: strings.Clone(id), Name: strings.Clone(name),
 	})
-	d.calls = append(d.calls, chatCall{choice: choice, index: index, at: at})
+	d.calls = append(d.calls, callKey{choice, index})
 	return at
 }
 
@@ -337,34 +268,20 @@ func (d *decoder) fill(at int, id, name string) {
 func (d *decoder) appendArgs(at int, raw string) {
 	tc := &d.res.ToolCalls[at]
 	n := len(tc.Arguments)
-	switch {
-	case jsonscan.IsStringRaw(raw):
-		tc.Arguments = jsonscan.AppendDecoded(tc.Arguments, raw)
-	case jsonscan.IsObject(raw) || jsonscan.IsArray(raw):
-		tc.Arguments = append(tc.Arguments, raw...)
-	}
+	tc.Arguments = jsonscan.AppendValue(tc.Arguments, raw)
 	d.res.OutputBytes += int64(len(tc.Arguments) - n)
 }
 
 // finishChoice records a choice's stop once (OpenRouter repeats
-// finish_reason) after closing the choice's tool calls in index order.
+// finish_reason) after closing the choice's tool calls.
 func (d *decoder) finishChoice(choice int, raw string) {
 	if d.stopped(choice) {
 		return
 	}
-	d.order = d.order[:0]
-	for _, c := range d.calls {
+	for i, c := range d.calls {
 		if c.choice == choice {
-			d.order = append(d.order, c.at)
+			d.res.ToolCalls[i].Complete = true
 		}
-	}
-	slices.SortFunc(d.order, func(a, b int) int { return d.res.ToolCalls[a].Index - d.res.ToolCalls[b].Index })
-	for _, at := range d.order {
-		tc := &d.res.ToolCalls[at]
-		if tc.Complete {
-			continue
-		}
-		tc.Complete = true
 	}
 	reason, raw := chatStopReason(raw)
 	d.stop(choice, reason, raw)
@@ -380,8 +297,7 @@ func (d *decoder) stopped(choice int) bool {
 }
 
 func (d *decoder) stop(choice int, reason streaming.StopReason, raw string) {
-	s := streaming.Stop{Choice: choice, Reason: reason, Raw: raw}
-	d.res.Stops = append(d.res.Stops, s)
+	d.res.Stops = append(d.res.Stops, streaming.Stop{Choice: choice, Reason: reason, Raw: raw})
 }
 
 // providerError records an error object (or string). The reply's stop
@@ -433,13 +349,7 @@ func chatUsage(u gjson.Result) streaming.Usage {
 		// xAI counts reasoning outside completion_tokens (but inside total).
 		output += reasoning
 	}
-	return streaming.Usage{
-		InputTokens:       openai.NonNegative(prompt - cached - write),
-		CachedInputTokens: cached,
-		CacheWriteTokens:  write,
-		OutputTokens:      output,
-		ReasoningTokens:   reasoning,
-	}
+	return openai.Usage(prompt, cached, write, output, reasoning)
 }
 
 // decodeJSON decodes a non-streaming chat.completion body (or an error
@@ -455,6 +365,5 @@ func decodeJSON(body []byte) (*streaming.Result, error) {
 	for i := range d.res.ToolCalls {
 		d.res.ToolCalls[i].Complete = true // a message's calls are whole
 	}
-	res := d.Finish()
-	return res, nil
+	return d.Finish(), nil
 }

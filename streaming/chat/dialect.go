@@ -3,6 +3,7 @@ package chat
 import (
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/callfilter"
+	"gatekeeper/streaming/internal/openai"
 	"gatekeeper/streaming/internal/reshape"
 )
 
@@ -21,6 +22,14 @@ func (Dialect) NewDecoder() streaming.Decoder { return newDecoder() }
 func (Dialect) DecodeJSON(body []byte) (*streaming.Result, error) {
 	return decodeJSON(body)
 }
+
+// ErrorBody is the OpenAI error body:
+// {"error":{"message":msg,"type":typ,"code":typ,"param":null}}.
+func (Dialect) ErrorBody(typ, msg string) []byte { return openai.ErrorBody(typ, msg) }
+
+// NewKeepalive returns the keepalive of a held stream: an SSE comment,
+// since no chunk would leave the completion the SDKs build unchanged.
+func (Dialect) NewKeepalive() streaming.Keepalive { return openai.CommentKeepalive{} }
 
 // ReadExtras reads the 1-hour cache writes and the service tier.
 func (Dialect) ReadExtras(x *streaming.Extras, data []byte) { x.Read(data, "@this") }

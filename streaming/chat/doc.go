@@ -4,8 +4,10 @@
 //
 //   - the stream decoder and the decoder of a whole chat.completion body
 //     (decode.go): choices, tool_calls and legacy function_call, finish
-//     reasons, usage, error objects and events;
-//   - the error body in the API's own format, the OpenAI error object (errors.go);
+//     reasons, usage, error objects and events; the keying of tool_calls
+//     elements that the decoder and the call filter share (calls.go);
+//   - the error body in the API's own format, the OpenAI error object
+//     (dialect.go);
 //   - the reading of a request (request.go): max_completion_tokens (else
 //     max_tokens), stream_options.include_usage, its tools by name (custom
 //     and legacy functions too), the tool messages answering the previous
@@ -26,11 +28,12 @@
 //   - the reshaping of held replies: the completion a whole stream carries
 //     (assemble.go), and a held reply joined with its continuation, as a
 //     stream or a body (splice.go);
-//   - the keepalive of a held stream: an SSE comment, since no chunk
-//     leaves every SDK's completion unchanged (keepalive.go).
+//   - the keepalive of a held stream: internal/openai's SSE comment, since
+//     no chunk leaves every SDK's completion unchanged (dialect.go).
 //
 // What every dialect shares of this, API-free, is in streaming/internal:
-// request (request reading and rewriting), reshape, callfilter, jsonscan,
-// and openai what the two OpenAI APIs' replies share. Asking a stream for
+// request (request reading and rewriting), reshape, callfilter, jsonscan;
+// openai holds what the two OpenAI APIs' replies share (the error object
+// and body, usage, text counts, the comment keepalive). Asking a stream for
 // its usage (stream_options) is still the root's (streaming/usage.go).
 package chat

@@ -66,10 +66,10 @@ func (c *callFilter) init() {
 
 // chatFilterCall is one call of the reply, keyed as the decoder keys it.
 type chatFilterCall struct {
-	choice, index int
-	out           int // the index the client sees
-	allowed       bool
-	held          int // position in Filter.Held.Calls, -1 for a call not held
+	callKey
+	out     int // the index the client sees
+	allowed bool
+	held    int // position in Filter.Held.Calls, -1 for a call not held
 }
 
 type chatFilterChoice struct {
@@ -147,42 +147,13 @@ func (c *callFilter) choice(index int) *chatFilterChoice {
 	return &c.choices[len(c.choices)-1]
 }
 
-func (c *callFilter) find(choice, index int) int {
-	for i := len(c.calls) - 1; i >= 0; i-- {
-		if c.calls[i].choice == choice && c.calls[i].index == index {
-			return i
-		}
-	}
-	return -1
-}
-
-func (c *callFilter) last(choice int) int {
-	for i := len(c.calls) - 1; i >= 0; i-- {
-		if c.calls[i].choice == choice {
-			return i
-		}
-	}
-	return -1
-}
-
-func (c *callFilter) nextIndex(choice int) int {
-	next := 0
-	for _, call := range c.calls {
-		if call.choice == choice && call.index >= next {
-			next = call.index + 1
-		}
-	}
-	return next
-}
-
 func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 	h := &f.Held
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
 		if h.Count > 0 && (bytes.HasPrefix(data, []byte(streaming.DoneMarker)) || string(ev.Name) == "error") {
 			// The end, or an error, and no finish for what is held.
-			f.DropHeld(func(int, *callfilter.Call) bool { return true })
-			dst = f.FlushPassed(dst)
+			dst = f.DropAll(dst)
 		}
 		if h.Suffix() {
 			h.KeepPassed(sse.TrimBOM(ev.Raw), -1, ev.Unterminated)
@@ -226,7 +197,7 @@ func (f *callFilter) write(dst []byte, ev *sse.Event, js string, p *chatPlan) []
 func (f *callFilter) extraChunks(dst []byte, ev *sse.Event, js string, p *chatPlan) []byte {
 	for _, dp := range p.deltas {
 		if dp.mode == chatTextExtra {
-			f.Scratch = chatExtraChunk(f.Scratch[:0], js, dp)
+			f.Scratch = contentChunk(f.Scratch[:0], js, dp.choice, dp.text)
 			dst = sse.AppendFrame(dst, jsonscan.View(ev.Name), f.Scratch)
 		}
 	}
@@ -411,18 +382,7 @@ func (f *callFilter) planElement(choice int, el string, legacy, body bool) chatE
 	}
 	name, custom := jsonscan.Text(fname), jsonscan.Text(cname)
 	indexed := !legacy && jsonscan.IsNumber(index)
-	at, key := -1, 0
-	switch {
-	case legacy:
-		at = f.find(choice, 0)
-	case indexed:
-		key = jsonscan.Int(index)
-		at = f.find(choice, key)
-	case jsonscan.Text(id) != "":
-		key = f.nextIndex(choice) // no index: each id starts the choice's next call
-	default:
-		at = f.last(choice) // neither: a continuation of the choice's latest call
-	}
+	at, key := locate(f.calls, choice, legacy, jsonscan.Int(index), indexed, jsonscan.Text(id) != "")
 	if at >= 0 {
 		call := f.calls[at]
 		if !call.allowed || f.Renames(name, custom) {
@@ -446,9 +406,10 @@ func (f *callFilter) planElement(choice int, el string, legacy, body bool) chatE
 		st.delivered = true
 		held := -1
 		if f.Held.On && !body {
-			held = f.holdCall(choice, key, legacy, typ, id, name, custom)
+			// Keyed by the position the call is about to take in f.calls.
+			held = f.Held.AddCall(elementCall(choice, key, legacy, typ, id, name, custom), len(f.calls))
 		}
-		f.calls = append(f.calls, chatFilterCall{choice: choice, index: key, out: out, allowed: true, held: held})
+		f.calls = append(f.calls, chatFilterCall{callKey: callKey{choice, key}, out: out, allowed: true, held: held})
 		ep := chatElemPlan{out: -1, call: len(f.calls) - 1}
 		if indexed && out != key {
 			f.plan.changed, f.plan.edits = true, true
@@ -456,6 +417,17 @@ func (f *callFilter) planElement(choice int, el string, legacy, body bool) chatE
 		}
 		return f.holdElement(ep, args, cname != "" || jsonscan.IsString(typ, "custom"))
 	}
+	f.Refuse(elementCall(choice, key, legacy, typ, id, name, custom))
+	st.refused = true
+	f.calls = append(f.calls, chatFilterCall{callKey: callKey{choice, key}, held: -1})
+	f.plan.changed, f.plan.edits = true, true
+	return chatElemPlan{drop: true, call: -1}
+}
+
+// elementCall is the call a tool_calls element (or a legacy function_call
+// object) starts, with its choice and key, its type, id and name (a custom
+// tool's when it has no function name) as raw JSON values.
+func elementCall(choice, key int, legacy bool, typ, id, name, custom string) streaming.ToolCall {
 	tc := streaming.ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(jsonscan.Text(id)), Name: strings.Clone(name)}
 	switch t := jsonscan.Text(typ); {
 	case legacy:
@@ -466,11 +438,7 @@ func (f *callFilter) planElement(choice int, el string, legacy, body bool) chatE
 	if tc.Name == "" {
 		tc.Name = strings.Clone(custom)
 	}
-	f.Refuse(tc)
-	st.refused = true
-	f.calls = append(f.calls, chatFilterCall{choice: choice, index: key, held: -1})
-	f.plan.changed, f.plan.edits = true, true
-	return chatElemPlan{drop: true, call: -1}
+	return tc
 }
 
 // edit writes the chunk (or body) js as its plan says.
@@ -575,20 +543,16 @@ func chatContent(dst []byte, raw string, dp chatDeltaPlan) ([]byte, jsonscan.Act
 	return dst, jsonscan.Keep
 }
 
-// chatExtraChunk is a chunk of its own carrying a refusal, for a delta that
-// already had content: same id, object, created and model as its chunk.
-func chatExtraChunk(dst []byte, js string, dp chatDeltaPlan) []byte {
-	dst = appendChunkHead(dst, js)
-	dst = append(dst, `"choices":[{"index":`...)
-	dst = strconv.AppendInt(dst, int64(dp.choice), 10)
-	dst = append(dst, `,"delta":{"content":`...)
-	dst = jsonscan.AppendQuoted(dst, dp.text)
+// contentChunk is a chunk of the filter's own carrying text as content of
+// choice: same id, object, created and model as the chunk js.
+func contentChunk(dst []byte, js string, choice int, text string) []byte {
+	dst = jsonscan.AppendQuoted(append(appendDeltaHead(dst, js, choice), `"content":`...), text)
 	return append(dst, `},"logprobs":null,"finish_reason":null}]}`...)
 }
 
-// appendChunkHead opens a chunk of the filter's own with the id, object,
-// created and model of the chunk js, each followed by a comma.
-func appendChunkHead(dst []byte, js string) []byte {
+// appendDeltaHead opens a chunk of the filter's own with the id, object,
+// created and model of the chunk js, up to the opening of choice's delta.
+func appendDeltaHead(dst []byte, js string, choice int) []byte {
 	dst = append(dst, '{')
 	object := false
 	for _, key := range [...]string{"id", "object", "created", "model"} {
@@ -606,7 +570,8 @@ func appendChunkHead(dst []byte, js string) []byte {
 	if !object {
 		dst = append(dst, `"object":"chat.completion.chunk",`...)
 	}
-	return dst
+	dst = strconv.AppendInt(append(dst, `"choices":[{"index":`...), int64(choice), 10)
+	return append(dst, `,"delta":{`...)
 }
 
 // cutNoticeChunk appends a chunk carrying the notice for call, dropped at
@@ -614,13 +579,7 @@ func appendChunkHead(dst []byte, js string) []byte {
 // created and model of the chunk js that finishes the choice. A blank
 // line sets it apart from any text the choice had.
 func (f *callFilter) cutNoticeChunk(dst []byte, ev *sse.Event, js string, call streaming.ToolCall) []byte {
-	text := "\n\n" + f.CutNotice(call)
-	b := appendChunkHead(f.Scratch[:0], js)
-	b = append(b, `"choices":[{"index":`...)
-	b = strconv.AppendInt(b, int64(call.Choice), 10)
-	b = append(b, `,"delta":{"content":`...)
-	b = jsonscan.AppendQuoted(b, text)
-	f.Scratch = append(b, `},"logprobs":null,"finish_reason":null}]}`...)
+	f.Scratch = contentChunk(f.Scratch[:0], js, call.Choice, "\n\n"+f.CutNotice(call))
 	return sse.AppendFrame(dst, jsonscan.View(ev.Name), f.Scratch)
 }
 
@@ -657,10 +616,4 @@ func (f *callFilter) AppendEnd(dst []byte, typ, msg string) []byte {
 	b = jsonscan.AppendQuoted(append(b, `,"code":`...), typ)
 	f.Scratch = append(b, `,"param":null}}`...)
 	return sse.AppendFrame(dst, "", f.Scratch)
-}
-
-// AppendPassed appends an event passed while a call was held as it was
-// kept: nothing in Chat refers to a position in the stream.
-func (f *callFilter) AppendPassed(dst []byte, e *callfilter.Event) []byte {
-	return f.Held.AppendHeld(dst, e)
 }

@@ -3,7 +3,6 @@ package chat
 import (
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -26,23 +25,6 @@ type chatHeldElem struct {
 	call       int // position in Filter.Held.Calls
 	legacy     bool
 	start, end int
-}
-
-// holdCall starts holding a new allowed call and returns its position
-// in Filter.Held.Calls. It is keyed by the position it is about to take in
-// callFilter.calls.
-func (f *callFilter) holdCall(choice, key int, legacy bool, typ, id, name, custom string) int {
-	tc := streaming.ToolCall{Choice: choice, Index: key, Type: "function", ID: strings.Clone(jsonscan.Text(id)), Name: strings.Clone(name)}
-	switch t := jsonscan.Text(typ); {
-	case legacy:
-		tc.Type = "function_call"
-	case t != "":
-		tc.Type = strings.Clone(t)
-	}
-	if tc.Name == "" {
-		tc.Name = strings.Clone(custom)
-	}
-	return f.Held.AddCall(tc, len(f.calls))
 }
 
 // holdElement plans an element of an allowed call with Hold: held
@@ -177,8 +159,7 @@ func (f *callFilter) holdEvent(dst []byte, ev *sse.Event, js string, p *chatPlan
 		dst = f.FlushPassed(dst[:mark])
 	}
 	if p.failed || string(ev.Name) == "error" {
-		f.DropHeld(func(int, *callfilter.Call) bool { return true }) // the reply failed
-		dst = f.FlushPassed(dst)
+		dst = f.DropAll(dst) // the reply failed
 	}
 	return dst
 }
@@ -194,10 +175,7 @@ func (f *callFilter) keepChunks(ev *sse.Event, js string) {
 		if !first {
 			continue
 		}
-		b := appendChunkHead(f.Scratch[:0], js)
-		b = append(b, `"choices":[{"index":`...)
-		b = strconv.AppendInt(b, int64(f.Held.Calls[e.call].TC.Choice), 10)
-		b = append(b, `,"delta":{`...)
+		b := appendDeltaHead(f.Scratch[:0], js, f.Held.Calls[e.call].TC.Choice)
 		n := 0
 		for _, el := range f.held[i:] {
 			if el.call != e.call || el.legacy {

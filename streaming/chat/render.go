@@ -25,12 +25,7 @@ func (d Dialect) RenderSSE(body []byte) ([]byte, error) {
 func isReply(r gjson.Result) bool { return r.Get("choices").IsArray() }
 
 func render(_ string, r gjson.Result) []byte {
-	var head []jsonscan.Set
-	for _, k := range []string{"id", "created", "model", "service_tier", "system_fingerprint"} {
-		if v := r.Get(k); v.Exists() {
-			head = append(head, jsonscan.Set{Key: k, Val: v.Raw})
-		}
-	}
+	head := jsonscan.Members(nil, r.Raw, "id", "created", "model", "service_tier", "system_fingerprint")
 	var out []byte
 	chunk := func(choices string, extra ...jsonscan.Set) {
 		b := []byte(`{"object":"chat.completion.chunk"`)

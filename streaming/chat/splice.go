@@ -2,6 +2,7 @@ package chat
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -13,33 +14,35 @@ import (
 	"gatekeeper/streaming/sse"
 )
 
-// stopAt is the position of the first chunk carrying a finish_reason.
-func stopAt(evs []reshape.Event) int {
+// chatStream is what a splice reads of a whole Chat stream.
+type chatStream struct {
+	stop   int            // the first chunk carrying a finish_reason, -1 for none
+	usage  string         // the last usage object, "" for none
+	ids    []jsonscan.Set // id, created and model of the first chunk with an id
+	failed bool           // a chunk carries an error
+}
+
+func readStream(evs []reshape.Event) chatStream {
+	s := chatStream{stop: -1}
 	for i := range evs {
 		js, ok, _ := evs[i].JSON(streaming.APIChat)
 		if !ok {
 			continue
 		}
-		for _, ch := range gjson.Get(js, "choices").Array() {
-			if ch.Get("finish_reason").Type == gjson.String {
-				return i
-			}
+		if s.stop < 0 && slices.ContainsFunc(gjson.Get(js, "choices").Array(), func(ch gjson.Result) bool {
+			return ch.Get("finish_reason").Type == gjson.String
+		}) {
+			s.stop = i
 		}
-	}
-	return -1
-}
-
-// streamUsage is the last usage object of a Chat stream, "" when none.
-func streamUsage(evs []reshape.Event) string {
-	usage := ""
-	for i := range evs {
-		if js, ok, _ := evs[i].JSON(streaming.APIChat); ok {
-			if u := gjson.Get(js, "usage"); u.IsObject() {
-				usage = u.Raw
-			}
+		if u := gjson.Get(js, "usage"); u.IsObject() {
+			s.usage = u.Raw
 		}
+		if len(s.ids) == 0 && gjson.Get(js, "id").Str != "" {
+			s.ids = jsonscan.Members(nil, js, "id", "created", "model")
+		}
+		s.failed = s.failed || gjson.Get(js, "error").Exists()
 	}
-	return usage
+	return s
 }
 
 // startChunk reports whether a chunk only opens the reply: a role and
@@ -70,28 +73,16 @@ func startChunk(js string) bool {
 }
 
 func spliceStream(first []byte, fe, ce []reshape.Event) ([]byte, error) {
-	stop := stopAt(fe)
-	if stop < 0 || stopAt(ce) < 0 {
+	fs, cs := readStream(fe), readStream(ce)
+	if fs.stop < 0 || cs.stop < 0 {
 		return nil, streaming.ErrIncompleteStream
 	}
-	for i := range ce {
-		if js, ok, err := ce[i].JSON(streaming.APIChat); err == nil && ok && gjson.Get(js, "error").Exists() {
-			return nil, fmt.Errorf("%w: the continuation carries an error", streaming.ErrIncompleteStream)
-		}
+	if cs.failed {
+		return nil, fmt.Errorf("%w: the continuation carries an error", streaming.ErrIncompleteStream)
 	}
-	out, _ := callfilter.HeldPrefix(first, stop, newRules)
-	var ids []jsonscan.Set // first's id, created, model
-	for i := 0; i < len(fe) && len(ids) == 0; i++ {
-		if js, ok, _ := fe[i].JSON(streaming.APIChat); ok && gjson.Get(js, "id").Str != "" {
-			for _, k := range []string{"id", "created", "model"} {
-				if v := gjson.Get(js, k); v.Exists() {
-					ids = append(ids, jsonscan.Set{Key: k, Val: v.Raw})
-				}
-			}
-		}
-	}
-	firstUsage, contUsage := streamUsage(fe), streamUsage(ce)
-	usage := reshape.SumUsage(firstUsage, contUsage)
+	out, _ := callfilter.HeldPrefix(first, fs.stop, newRules)
+	ids := fs.ids // first's id, created, model
+	usage := reshape.SumUsage(fs.usage, cs.usage)
 	started := false
 	for i := range ce {
 		e := &ce[i]
@@ -117,7 +108,7 @@ func spliceStream(first []byte, fe, ce []reshape.Event) ([]byte, error) {
 		}
 		out = sse.AppendFrame(out, e.Name, jsonscan.SetMembers(nil, js, set...))
 	}
-	if contUsage == "" && firstUsage != "" {
+	if cs.usage == "" && fs.usage != "" {
 		chunk := jsonscan.SetMembers(nil, `{"object":"chat.completion.chunk","choices":[]}`, append(ids, jsonscan.Set{Key: "usage", Val: usage})...)
 		out = sse.AppendFrame(out, "", chunk)
 	}

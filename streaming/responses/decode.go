@@ -26,28 +26,18 @@ var _ streaming.Decoder = (*decoder)(nil)
 type responsesCall struct {
 	itemID      string
 	outputIndex int
-	at          int // position in Result.ToolCalls
 }
 
 type decoder struct {
 	res      streaming.Result
-	started  bool // the reply's id and model were read
-	toolUse  bool // a client call item was seen
-	terminal bool // response.completed, .incomplete or .failed arrived
-	errored  bool // an error event arrived
-	finished bool // Finish ran
-	calls    []responsesCall
-	errCodes []string // codes of error events, so response.failed does not report them twice
-	scratch  []byte   // a delta decoded, to count its bytes
+	toolUse  bool            // a client call item was seen
+	terminal bool            // response.completed, .incomplete or .failed arrived
+	errored  bool            // an error event arrived
+	finished bool            // Finish ran
+	calls    []responsesCall // where each of Result.ToolCalls is
+	errCodes []string        // codes of error events, so response.failed does not report them twice
+	scratch  []byte          // a delta decoded, to count its bytes
 }
-
-// textKind says what a delta's text counts as.
-type textKind uint8
-
-const (
-	said    textKind = iota // text and refusals: Result.TextBytes and OutputBytes
-	thought                 // thinking and reasoning summaries: OutputBytes only
-)
 
 func newDecoder() *decoder {
 	return &decoder{res: streaming.Result{API: streaming.APIResponses}}
@@ -71,8 +61,47 @@ func (d *decoder) Finish() *streaming.Result {
 	return &d.res
 }
 
-// responsesEvent holds the top-level fields of one event that any handler
-// reads, gathered in one pass over the JSON.
+// eventFields are the top-level members of an event that the decoder or
+// the call filter reads, raw, gathered in one walk: the last of duplicate
+// members wins, as in gjson's ForEach, and no value is unescaped until it
+// is used.
+type eventFields struct {
+	typ, response, item, outputIndex, itemID, name, seq string
+	delta, arguments, input, err                        string
+}
+
+func readEvent(js string) (e eventFields) {
+	for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
+		switch m.Name() {
+		case "type":
+			e.typ = m.Val
+		case "response":
+			e.response = m.Val
+		case "item":
+			e.item = m.Val
+		case "output_index":
+			e.outputIndex = m.Val
+		case "item_id":
+			e.itemID = m.Val
+		case "name":
+			e.name = m.Val
+		case "sequence_number":
+			e.seq = m.Val
+		case "delta":
+			e.delta = m.Val
+		case "arguments":
+			e.arguments = m.Val
+		case "input":
+			e.input = m.Val
+		case "error":
+			e.err = m.Val
+		}
+	}
+	return e
+}
+
+// responsesEvent holds the members of one event that the decoder's
+// handlers read, parsed.
 type responsesEvent struct {
 	typ, response, item, outputIndex, itemID gjson.Result
 	arguments, input, name, err              gjson.Result
@@ -83,11 +112,8 @@ type responsesEvent struct {
 
 // Decode handles one SSE event of a Responses stream.
 func (d *decoder) Decode(ev *sse.Event) {
-	if !ev.HasData {
-		return
-	}
-	data := bytes.TrimSpace(ev.Data)
-	if len(data) == 0 || bytes.HasPrefix(data, []byte(streaming.DoneMarker)) {
+	data, done := openai.Data(ev)
+	if len(data) == 0 || done {
 		// Not part of this API; some compatible servers end with [DONE]
 		// anyway, and it carries nothing.
 		return
@@ -103,36 +129,11 @@ func (d *decoder) Decode(ev *sse.Event) {
 		d.res.AddUnparsed(err)
 		return
 	}
-	// One walk over the top level, the last of duplicate members winning
-	// as in gjson's ForEach; no value is unescaped until it is used.
-	var f responsesEvent
-	for m, next, ok := jsonscan.NextMember(root.Raw, jsonscan.ObjectStart(root.Raw)); ok; m, next, ok = jsonscan.NextMember(root.Raw, next) {
-		var v *gjson.Result
-		switch m.Name() {
-		case "type":
-			v = &f.typ
-		case "response":
-			v = &f.response
-		case "item":
-			v = &f.item
-		case "output_index":
-			v = &f.outputIndex
-		case "item_id":
-			v = &f.itemID
-		case "delta":
-			f.delta = m.Val
-		case "arguments":
-			v = &f.arguments
-		case "input":
-			v = &f.input
-		case "name":
-			v = &f.name
-		case "error":
-			v = &f.err
-		}
-		if v != nil {
-			*v = gjson.Parse(m.Val)
-		}
+	r := readEvent(root.Raw)
+	f := responsesEvent{
+		typ: gjson.Parse(r.typ), response: gjson.Parse(r.response), item: gjson.Parse(r.item),
+		outputIndex: gjson.Parse(r.outputIndex), itemID: gjson.Parse(r.itemID), arguments: gjson.Parse(r.arguments),
+		input: gjson.Parse(r.input), name: gjson.Parse(r.name), err: gjson.Parse(r.err), delta: r.delta,
 	}
 	typ := f.typ.Str
 	if f.typ.Type != gjson.String {
@@ -150,23 +151,21 @@ func (d *decoder) Decode(ev *sse.Event) {
 			d.itemDone(int(f.outputIndex.Int()), f.item)
 		}
 	case "response.function_call_arguments.delta":
-		d.argsDelta("function_call", f)
+		d.appendArgsRaw(d.argsCall("function_call", f), f.delta)
 	case "response.custom_tool_call_input.delta":
-		d.argsDelta("custom_tool_call", f)
+		d.appendArgsRaw(d.argsCall("custom_tool_call", f), f.delta)
 	case "response.mcp_call_arguments.delta":
-		d.argsDelta("mcp_call", f)
+		d.appendArgsRaw(d.argsCall("mcp_call", f), f.delta)
 	case "response.function_call_arguments.done":
 		d.argsDone("function_call", f, f.arguments)
 	case "response.custom_tool_call_input.done":
 		d.argsDone("custom_tool_call", f, f.input)
 	case "response.mcp_call_arguments.done":
 		d.argsDone("mcp_call", f, f.arguments)
-	case "response.output_text.delta":
-		d.textDelta(said, f)
-	case "response.refusal.delta":
-		d.textDelta(said, f)
+	case "response.output_text.delta", "response.refusal.delta":
+		openai.CountText(&d.res, openai.Said, int64(d.decodedLen(f.delta)))
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-		d.textDelta(thought, f)
+		openai.CountText(&d.res, openai.Thought, int64(d.decodedLen(f.delta)))
 	case "response.completed", "response.incomplete", "response.failed":
 		if f.response.IsObject() {
 			d.terminalEvent(typ, f.response)
@@ -190,9 +189,6 @@ func (d *decoder) lifecycle(resp gjson.Result) {
 		if m := resp.Get("model"); m.Type == gjson.String {
 			d.res.Model = strings.Clone(m.Str)
 		}
-	}
-	if !d.started && d.res.MessageID != "" {
-		d.started = true
 	}
 }
 
@@ -218,7 +214,7 @@ func (d *decoder) itemDone(outputIndex int, item gjson.Result) {
 	if !ok {
 		return
 	}
-	if status := item.Get("status"); status.Exists() && status.Str != "completed" {
+	if unfinished(item) {
 		return // an item cut short (incomplete response): its arguments are not whole
 	}
 	id := item.Get("id").Str
@@ -227,7 +223,7 @@ func (d *decoder) itemDone(outputIndex int, item gjson.Result) {
 		at = d.open(ci, outputIndex, id, item.Get("call_id").String(), ci.CallName(item.Get("name").Raw))
 	}
 	d.fill(at, ci, item)
-	tc := &d.res.ToolCalls[d.calls[at].at]
+	tc := &d.res.ToolCalls[at]
 	if tc.Complete {
 		return
 	}
@@ -239,12 +235,12 @@ func (d *decoder) itemDone(outputIndex int, item gjson.Result) {
 	case args.Exists():
 		tc.Arguments = appendArgsValue(tc.Arguments[:0], args)
 	}
-	d.complete(at)
+	tc.Complete = true
 }
 
 // fill takes a call's call_id and name from its item when they are missing.
 func (d *decoder) fill(at int, ci callitems.Item, item gjson.Result) {
-	tc := &d.res.ToolCalls[d.calls[at].at]
+	tc := &d.res.ToolCalls[at]
 	if tc.ID == "" {
 		tc.ID = strings.Clone(item.Get("call_id").String())
 	}
@@ -253,24 +249,21 @@ func (d *decoder) fill(at int, ci callitems.Item, item gjson.Result) {
 	}
 }
 
-func (d *decoder) argsDelta(typ string, f responsesEvent) {
+// argsCall is the call an arguments event of a call of type typ is for,
+// opened when it is new.
+func (d *decoder) argsCall(typ string, f responsesEvent) int {
 	at := d.find(f.itemID.Str, f.outputIndex)
 	if at < 0 {
 		ci, _ := callitems.Lookup(typ, false)
 		at = d.open(ci, int(f.outputIndex.Int()), f.itemID.Str, "", "")
 	}
-	d.appendArgsRaw(at, f.delta)
+	return at
 }
 
 // argsDone trusts the event's full arguments over the accumulated deltas.
 // Its name may be missing (2025-05 recordings); the added item had it.
 func (d *decoder) argsDone(typ string, f responsesEvent, final gjson.Result) {
-	at := d.find(f.itemID.Str, f.outputIndex)
-	if at < 0 {
-		ci, _ := callitems.Lookup(typ, false)
-		at = d.open(ci, int(f.outputIndex.Int()), f.itemID.Str, "", "")
-	}
-	tc := &d.res.ToolCalls[d.calls[at].at]
+	tc := &d.res.ToolCalls[d.argsCall(typ, f)]
 	if tc.Name == "" && f.name.Type == gjson.String {
 		tc.Name = strings.Clone(f.name.Str)
 	}
@@ -280,7 +273,7 @@ func (d *decoder) argsDone(typ string, f responsesEvent, final gjson.Result) {
 	if final.Exists() {
 		tc.Arguments = appendArgsValue(tc.Arguments[:0], final)
 	}
-	d.complete(at)
+	tc.Complete = true
 }
 
 // find locates a call by item id, falling back to the output index.
@@ -319,7 +312,7 @@ func (d *decoder) open(ci callitems.Item, outputIndex int, itemID, callID, name 
 		Index: outputIndex, Type: typ, ID: strings.Clone(callID), ItemID: strings.Clone(itemID),
 		Name: strings.Clone(name), Server: server,
 	})
-	d.calls = append(d.calls, responsesCall{itemID: d.res.ToolCalls[at].ItemID, outputIndex: outputIndex, at: at})
+	d.calls = append(d.calls, responsesCall{itemID: d.res.ToolCalls[at].ItemID, outputIndex: outputIndex})
 	if !server {
 		d.toolUse = true
 	}
@@ -332,7 +325,7 @@ func (d *decoder) appendArgsRaw(at int, raw string) {
 	if !jsonscan.IsStringRaw(raw) {
 		return
 	}
-	tc := &d.res.ToolCalls[d.calls[at].at]
+	tc := &d.res.ToolCalls[at]
 	n := len(tc.Arguments)
 	tc.Arguments = jsonscan.AppendDecoded(tc.Arguments, raw)
 	d.res.OutputBytes += int64(len(tc.Arguments) - n)
@@ -350,7 +343,7 @@ func (d *decoder) appendFragment(at int, text string) {
 	if text == "" {
 		return
 	}
-	tc := &d.res.ToolCalls[d.calls[at].at]
+	tc := &d.res.ToolCalls[at]
 	tc.Arguments = append(tc.Arguments, text...)
 	d.res.OutputBytes += int64(len(text))
 }
@@ -365,22 +358,6 @@ func appendArgsValue(dst []byte, v gjson.Result) []byte {
 		return append(dst, v.Raw...)
 	}
 	return dst
-}
-
-func (d *decoder) complete(at int) {
-	tc := &d.res.ToolCalls[d.calls[at].at]
-	tc.Complete = true
-	if tc.Server {
-		return
-	}
-}
-
-func (d *decoder) textDelta(kind textKind, f responsesEvent) {
-	n := int64(d.decodedLen(f.delta))
-	d.res.OutputBytes += n
-	if kind == said {
-		d.res.TextBytes += n
-	}
 }
 
 // decodedLen is the length of the JSON string raw decoded, 0 when raw is
@@ -515,13 +492,8 @@ func responsesUsage(u gjson.Result) streaming.Usage {
 	in := openai.NonNegative(u.Get("input_tokens").Int())
 	cached := openai.NonNegative(u.Get("input_tokens_details.cached_tokens").Int())
 	write := openai.NonNegative(u.Get("input_tokens_details.cache_write_tokens").Int())
-	return streaming.Usage{
-		InputTokens:       openai.NonNegative(in - cached - write),
-		CachedInputTokens: cached,
-		CacheWriteTokens:  write,
-		OutputTokens:      openai.NonNegative(u.Get("output_tokens").Int()),
-		ReasoningTokens:   openai.NonNegative(u.Get("output_tokens_details.reasoning_tokens").Int()),
-	}
+	return openai.Usage(in, cached, write, openai.NonNegative(u.Get("output_tokens").Int()),
+		openai.NonNegative(u.Get("output_tokens_details.reasoning_tokens").Int()))
 }
 
 // decodeJSON decodes a non-streaming Response body (or an error

@@ -4,8 +4,10 @@
 //   - the stream decoder and the decoder of a whole response object
 //     (decode.go): output items, the call items of every type
 //     (streaming/internal/callitems), statuses, usage, error and failed
-//     events;
-//   - the error body in the API's own format, the OpenAI error object (errors.go);
+//     events; the reading of an event's members, which the call filter
+//     shares;
+//   - the error body in the API's own format, the OpenAI error object
+//     (dialect.go);
 //   - the reading of a request (request.go): max_output_tokens, its tools
 //     by name (those inside namespaces and code-mode additional_tools input
 //     items too, hosted tools by type), the tool outputs after the last
@@ -24,7 +26,7 @@
 //     engine in streaming/internal/callfilter: a refused call item becomes
 //     a message item at its output index; held items move to just before
 //     the terminal event, output indices and sequence numbers following
-//     the order the client gets them in;
+//     the order the client gets them in (the engine's Positions and Seq);
 //   - the reshaping of held replies: the response a whole stream carries
 //     (assemble.go), and a held reply joined with its continuation, as a
 //     stream or a body (splice.go);
@@ -32,6 +34,8 @@
 //     response.in_progress event again (keepalive.go).
 //
 // What every dialect shares of this, API-free, is in streaming/internal:
-// request (request reading and rewriting), reshape, callfilter, callitems,
-// jsonscan, and openai what the two OpenAI APIs' replies share.
+// request (request reading and rewriting), reshape, callfilter, jsonscan;
+// callitems is the table of Responses call items, and openai holds what
+// the two OpenAI APIs' replies share (the error object and body, usage,
+// text counts, the comment keepalive).
 package responses

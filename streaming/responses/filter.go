@@ -24,23 +24,19 @@ import (
 type callFilter struct {
 	*callfilter.Filter
 
-	offset int64 // added to every sequence_number passed on
-	calls  []responsesFilterCall
-	ids    []byte // the calls' item ids, back to back
+	seq   callfilter.Seq // the sequence numbers passed on
+	calls []responsesFilterCall
+	ids   []byte // the calls' item ids, back to back
 	// plan has an entry per output item walked: the refused call replacing
 	// it, keepItem or dropItem.
 	plan []int
 
-	// With Hold: output indices as the client gets them, whether the
-	// reply's stop came, and the sequence numbers End goes on from.
-	pos      callfilter.Positions
-	stopped  bool
-	lastSeq  int64 // the last sequence number delivered, when seqOut
-	seqOut   bool
-	firstSeq int64 // the first sequence number seen, when seqFirst
-	seqFirst bool
+	// With Hold: output indices as the client gets them, and whether the
+	// reply's stop came.
+	pos     callfilter.Positions
+	stopped bool
 
-	order []placedItem // the final output's items, with Hold, in the client's order
+	order []callfilter.Placed // the final output's items, with Hold, in the client's order
 
 	callsBuf [8]responsesFilterCall
 	idsBuf   [512]byte
@@ -147,18 +143,9 @@ func (r *callFilter) refers(which func(responsesFilterCall) bool, outputIndex st
 	return -1
 }
 
-// delivered notes the sequence number of an event the client gets.
-func (r *callFilter) delivered(seq int64, numbered bool) {
-	if numbered {
-		r.lastSeq, r.seqOut = seq, true
-	}
-}
-
-// responsesFields are the top-level members of an event the filter reads;
-// as in the decoder, the last of duplicates wins.
+// responsesFields are an event's members, read as the decoder reads them.
 type responsesFields struct {
-	typ, response, item, outputIndex, itemID, name, seq string
-	delta, arguments, input                             string
+	eventFields
 
 	event    string // the event's type
 	seqNum   int64  // its sequence number, when numbered
@@ -170,60 +157,31 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 	data := bytes.TrimSpace(ev.Data)
 	if len(data) == 0 || data[0] != '{' {
 		if h.Count > 0 && bytes.HasPrefix(data, []byte(streaming.DoneMarker)) {
-			f.DropHeld(func(int, *callfilter.Call) bool { return true }) // the end, and no stop
-			dst = f.FlushPassed(dst)
+			dst = f.DropAll(dst) // the end, and no stop
 		}
 		return append(dst, ev.Raw...) // [DONE] from some servers, a plain-text error
 	}
 	js := jsonscan.View(data)
-	var e responsesFields
-	for m, next, ok := jsonscan.NextMember(js, jsonscan.ObjectStart(js)); ok; m, next, ok = jsonscan.NextMember(js, next) {
-		switch m.Name() {
-		case "type":
-			e.typ = m.Val
-		case "response":
-			e.response = m.Val
-		case "item":
-			e.item = m.Val
-		case "output_index":
-			e.outputIndex = m.Val
-		case "item_id":
-			e.itemID = m.Val
-		case "name":
-			e.name = m.Val
-		case "sequence_number":
-			e.seq = m.Val
-		case "delta":
-			e.delta = m.Val
-		case "arguments":
-			e.arguments = m.Val
-		case "input":
-			e.input = m.Val
-		}
-	}
+	e := responsesFields{eventFields: readEvent(js)}
 	typ, ok := jsonscan.StringValue(e.typ)
 	if !ok {
 		typ = jsonscan.View(ev.Name)
 	}
 	e.event = typ
-	e.seqNum, e.numbered = sequenceNumber(e.seq)
-	if e.numbered && !f.seqFirst {
-		f.firstSeq, f.seqFirst = e.seqNum, true
-	}
-	if len(f.RefusedCalls) == 0 && f.offset == 0 && !responsesCallEvent(typ) && e.response == "" &&
+	e.seqNum, e.numbered = callfilter.ParseSeq(e.seq)
+	f.seq.Read(e.seqNum, e.numbered)
+	if len(f.RefusedCalls) == 0 && f.seq.Offset == 0 && !responsesCallEvent(typ) && e.response == "" &&
 		(!h.On || h.Count == 0 && !f.pos.Moved() && typ != "error") {
 		// Text, reasoning: passed without a check.
 		if h.On {
 			f.out(e.outputIndex)
-			f.delivered(e.seqNum, e.numbered)
+			f.seq.Delivered(e.seqNum, e.numbered)
 		}
 		return append(dst, ev.Raw...)
 	}
 	if !openai.ValidData(ev, data) {
 		if len(f.RefusedCalls) > 0 || h.Count > 0 || h.On && responsesCallEvent(typ) {
-			if e.numbered {
-				f.offset--
-			}
+			f.seq.Skip(e.numbered)
 			return dst // see chatEvent
 		}
 		return append(dst, ev.Raw...)
@@ -233,9 +191,7 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 	itemID, _ := jsonscan.StringValue(itemFields[1])
 	eventItemID, _ := jsonscan.StringValue(e.itemID)
 	if len(f.RefusedCalls) > 0 && f.withheld(e.outputIndex, eventItemID, itemID) {
-		if numbered {
-			f.offset--
-		}
+		f.seq.Skip(numbered)
 		return dst
 	}
 	if len(h.Calls) > 0 && !responsesCallEvent(typ) {
@@ -252,8 +208,7 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 			}
 		}
 	case "error":
-		f.DropHeld(func(int, *callfilter.Call) bool { return true }) // the reply failed
-		dst = f.FlushPassed(dst)
+		dst = f.DropAll(dst) // the reply failed
 	case "response.output_item.added", "response.output_item.done":
 		itype, _ := jsonscan.StringValue(itemFields[0])
 		ci, isCall := callitems.Lookup(itype, jsonscan.IsStringRaw(itemFields[2]))
@@ -306,16 +261,16 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 		changed = changed || final && h.On && f.pos.Moved()
 	}
 	oi, out := f.out(e.outputIndex)
-	if !changed && (f.offset == 0 || !numbered) && oi == out {
-		f.delivered(seq, numbered)
+	if !changed && (f.seq.Offset == 0 || !numbered) && oi == out {
+		f.seq.Delivered(seq, numbered)
 		return append(dst, ev.Raw...)
 	}
 	next := 0
 	f.Scratch = jsonscan.FilterObject(f.Scratch[:0], js, func(dst []byte, m jsonscan.Member) ([]byte, jsonscan.Action) {
 		switch m.Name() {
 		case "sequence_number":
-			if n, ok := sequenceNumber(m.Val); ok && f.offset != 0 {
-				return strconv.AppendInt(dst, n+f.offset, 10), jsonscan.Replace
+			if n, ok := callfilter.ParseSeq(m.Val); ok && f.seq.Offset != 0 {
+				return strconv.AppendInt(dst, n+f.seq.Offset, 10), jsonscan.Replace
 			}
 		case "output_index":
 			if oi != out && jsonscan.IsNumber(m.Val) {
@@ -328,7 +283,7 @@ func (f *callFilter) FilterEvent(dst []byte, ev *sse.Event) []byte {
 		}
 		return dst, jsonscan.Keep
 	}, nil)
-	f.delivered(seq+f.offset, numbered)
+	f.seq.Delivered(seq+f.seq.Offset, numbered)
 	return sse.AppendFrame(sse.KeepBOM(dst, ev), jsonscan.View(ev.Name), f.Scratch)
 }
 
@@ -358,16 +313,6 @@ func responsesCallEvent(typ string) bool {
 	return false
 }
 
-// sequenceNumber reads a sequence_number: an integer written in decimal.
-// Anything else is left as it came.
-func sequenceNumber(raw string) (int64, bool) {
-	if raw == "" || !jsonscan.IsNumber(raw) {
-		return 0, false // ParseInt's error would cost an allocation per event
-	}
-	n, err := strconv.ParseInt(raw, 10, 64)
-	return n, err == nil
-}
-
 // call handles an event of a call: at is the call the decoder
 // would take it for (-1 for a new one), call what the event tells of it,
 // unknown whether its item type is an unknown client call, opens whether
@@ -391,9 +336,7 @@ func (f *callFilter) call(dst []byte, ev *sse.Event, at int, call streaming.Tool
 			}
 			return dst, false
 		}
-		if e.numbered {
-			f.offset--
-		}
+		f.seq.Skip(e.numbered)
 		return dst, true
 	}
 	if call.Server || f.PermitsItem(unknown, call.ID, call.Name) {
@@ -457,7 +400,7 @@ func (f *callFilter) messageEvents(dst []byte, ev *sse.Event, pos int, seq int64
 		b = append(b, '"')
 		if numbered {
 			b = append(b, `,"sequence_number":`...)
-			b = strconv.AppendInt(b, seq+f.offset+int64(i), 10)
+			b = strconv.AppendInt(b, seq+f.seq.Offset+int64(i), 10)
 		}
 		b = append(b, `,"output_index":`...)
 		b = strconv.AppendInt(b, int64(oi), 10)
@@ -486,8 +429,8 @@ func (f *callFilter) messageEvents(dst []byte, ev *sse.Event, pos int, seq int64
 		dst = sse.AppendFrame(dst, sse.FrameName(ev, typ), f.Scratch)
 	}
 	if numbered {
-		f.delivered(seq+f.offset+int64(len(steps))-1, true)
-		f.offset += int64(len(steps)) - 1
+		f.seq.Delivered(seq+f.seq.Offset+int64(len(steps))-1, true)
+		f.seq.Offset += int64(len(steps)) - 1
 	}
 	return dst
 }
@@ -624,7 +567,7 @@ func (f *callFilter) cutNoticeItem(dst []byte, ev *sse.Event, e *responsesFields
 	}
 	f.calls[hc.Key].refused = len(f.RefusedCalls) - 1
 	dst = f.messageEvents(dst, ev, len(f.RefusedCalls)-1, e.seqNum, true)
-	f.offset++ // six events where none was
+	f.seq.Offset++ // six events where none was
 	return dst
 }
 
@@ -636,14 +579,13 @@ func (f *callFilter) MarkBodyCut(js string) {
 		return
 	}
 	last := gjson.Get(js, "output.@reverse.0")
-	st := last.Get("status")
 	switch last.Get("type").Str {
 	case "function_call":
-		if st.Exists() && st.Str != "completed" || !gjson.Valid(last.Get("arguments").Str) {
+		if unfinished(last) || !gjson.Valid(last.Get("arguments").Str) {
 			f.CutIDs = append(f.CutIDs, last.Get("call_id").Str)
 		}
 	case "custom_tool_call":
-		if st.Exists() && st.Str != "completed" {
+		if unfinished(last) {
 			f.CutIDs = append(f.CutIDs, last.Get("call_id").Str)
 		}
 	}
@@ -656,20 +598,9 @@ func (f *callFilter) AppendEnd(dst []byte, typ, msg string) []byte {
 	b := jsonscan.AppendQuoted(append(f.Scratch[:0], `{"type":"error","code":`...), typ)
 	b = jsonscan.AppendQuoted(append(b, `,"message":`...), msg)
 	b = append(b, `,"param":null`...)
-	switch {
-	case f.seqOut:
-		b = strconv.AppendInt(append(b, `,"sequence_number":`...), f.lastSeq+1, 10)
-	case f.seqFirst:
-		b = strconv.AppendInt(append(b, `,"sequence_number":`...), f.firstSeq, 10)
-	case !f.Seen:
-		b = append(b, `,"sequence_number":0`...)
+	if n, ok := f.seq.End(!f.Seen); ok {
+		b = strconv.AppendInt(append(b, `,"sequence_number":`...), n, 10)
 	}
 	f.Scratch = append(b, '}')
 	return sse.AppendFrame(dst, "error", f.Scratch)
-}
-
-// AppendPassed appends an event passed while a call was held as it was
-// kept: in Responses only comments wait for a held call.
-func (f *callFilter) AppendPassed(dst []byte, e *callfilter.Event) []byte {
-	return f.Held.AppendHeld(dst, e)
 }

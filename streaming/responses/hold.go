@@ -1,8 +1,6 @@
 package responses
 
 import (
-	"cmp"
-	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -61,9 +59,7 @@ func (f *callFilter) holdCall(dst []byte, ev *sse.Event, call streaming.ToolCall
 // what comes for it is withheld.
 func (f *callFilter) keepHeld(dst []byte, ev *sse.Event, c int, e *responsesFields) []byte {
 	h := &f.Held
-	if e.numbered {
-		f.offset-- // its number goes to the events delivered meanwhile
-	}
+	f.seq.Skip(e.numbered) // its number goes to the events delivered meanwhile
 	call := &h.Calls[c]
 	if call.State != callfilter.StateHeld {
 		return dst
@@ -171,16 +167,7 @@ func (f *callFilter) releaseHeld(dst []byte, ev *sse.Event, e *responsesFields) 
 	})
 	// Delivered calls take the numbers from the one the terminal event
 	// would have; it follows them.
-	var next int64
-	renumbered := true
-	switch {
-	case e.numbered:
-		next = e.seqNum + f.offset
-	case f.seqOut:
-		next = f.lastSeq + 1
-	default:
-		renumbered = false
-	}
+	next, renumbered := f.seq.Next(e.seqNum, e.numbered)
 	start := next
 	dst = f.Release(dst, func(int, *callfilter.Call) bool { return true }, func(c *callfilter.Call) {
 		if c.Indexed {
@@ -196,54 +183,37 @@ func (f *callFilter) releaseHeld(dst []byte, ev *sse.Event, e *responsesFields) 
 		if c.Out >= 0 && ev.Pos == c.TC.Index && ev.Pos != c.Out {
 			pos = c.Out
 		}
-		f.delivered(seq, ev.Numbered)
+		f.seq.Delivered(seq, ev.Numbered)
 		if pos < 0 && seq == ev.Seq {
 			return h.AppendHeld(dst, ev)
 		}
 		return f.AppendRenumbered(dst, ev, "output_index", pos, seq, ev.Numbered)
 	})
-	f.offset += next - start
+	f.seq.Offset += next - start
 	if cutCall >= 0 && e.numbered {
 		dst = f.cutNoticeItem(dst, ev, e, cutCall)
 	}
 	return dst
 }
 
-// placedItem is an item of a final output: where the client got it, its
-// text, and what replaces it.
-type placedItem struct {
-	out     int
-	item    string
-	replace int
-}
-
 // reorderOutput writes the output array arr of a final Response
 // as planned, its items in the order their events were delivered in; next
 // is the plan entry its first item takes.
 func (f *callFilter) reorderOutput(dst []byte, arr string, next *int) []byte {
-	f.order = f.order[:0]
-	it := jsonscan.NewArrayIter(arr)
-	for pos := 0; ; pos++ {
-		item, ok := it.Next()
-		if !ok {
-			break
-		}
-		replace := f.plan[*next]
+	first := *next
+	f.order = f.pos.Order(f.order[:0], arr, func(in int) bool {
 		*next++
-		if replace != dropItem {
-			f.order = append(f.order, placedItem{out: f.pos.Peek(pos), item: item, replace: replace})
-		}
-	}
-	slices.SortStableFunc(f.order, func(a, b placedItem) int { return cmp.Compare(a.out, b.out) })
+		return f.plan[first+in] != dropItem
+	})
 	dst = append(dst, '[')
 	for i, p := range f.order {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		if p.replace == keepItem {
-			dst = append(dst, p.item...)
+		if replace := f.plan[first+p.In]; replace == keepItem {
+			dst = append(dst, p.Elem...)
 		} else {
-			dst = f.appendMessageItem(dst, p.replace, true)
+			dst = f.appendMessageItem(dst, replace, true)
 		}
 	}
 	return append(dst, ']')

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 
 	"gatekeeper/streaming"
+	"gatekeeper/streaming/internal/openai"
 	"gatekeeper/streaming/sse"
 )
-
-// comment is the keepalive before the reply's opening event went out: the
-// SDKs skip SSE comments.
-var comment = []byte(": keepalive\n\n")
 
 // keepalive repeats the stream's response.in_progress event, or one made
 // from its response.created, which the SDKs take without changing the
@@ -36,7 +33,7 @@ func (k *keepalive) Forwarded(ev *sse.Event, _ *streaming.Result) {
 
 func (k *keepalive) Event() []byte {
 	if k.event == nil {
-		return comment
+		return openai.Comment // before the reply's opening event went out
 	}
 	return k.event
 }

@@ -47,7 +47,7 @@ func render(s string, r gjson.Result) []byte {
 	for i, item := range r.Get("output").Array() {
 		oi := jsonscan.Set{Key: "output_index", Val: strconv.Itoa(i)}
 		id := jsonscan.Set{Key: "item_id", Val: jsonscan.Quote(item.Get("id").Str)}
-		switch item.Get("type").Str {
+		switch typ := item.Get("type").Str; typ {
 		case "message":
 			emit("response.output_item.added", oi, jsonscan.Set{Key: "item", Val: string(jsonscan.SetMembers(nil, item.Raw,
 				jsonscan.Set{Key: "status", Val: `"in_progress"`}, jsonscan.Set{Key: "content", Val: "[]"}))})
@@ -71,30 +71,26 @@ func render(s string, r gjson.Result) []byte {
 				}
 				emit("response.content_part.done", id, oi, ci, jsonscan.Set{Key: "part", Val: part.Raw})
 			}
-		case "function_call":
-			emit("response.output_item.added", oi, jsonscan.Set{Key: "item", Val: string(jsonscan.SetMembers(nil, item.Raw,
-				jsonscan.Set{Key: "status", Val: `"in_progress"`}, jsonscan.Set{Key: "arguments", Val: `""`}))})
-			args := item.Get("arguments").Raw
-			if args == "" {
-				args = `""`
+		case "function_call", "custom_tool_call":
+			key, events := "arguments", "response.function_call_arguments."
+			if typ == "custom_tool_call" {
+				key, events = "input", "response.custom_tool_call_input."
 			}
-			emit("response.function_call_arguments.delta", id, oi, jsonscan.Set{Key: "delta", Val: args})
-			if unfinished(item) {
-				continue
-			}
-			emit("response.function_call_arguments.done", id, oi, jsonscan.Set{Key: "name", Val: jsonscan.Quote(item.Get("name").Str)}, jsonscan.Set{Key: "arguments", Val: args})
-		case "custom_tool_call":
 			emit("response.output_item.added", oi, jsonscan.Set{Key: "item", Val: string(jsonscan.SetMembers(nil, item.Raw,
-				jsonscan.Set{Key: "status", Val: `"in_progress"`}, jsonscan.Set{Key: "input", Val: `""`}))})
-			input := item.Get("input").Raw
+				jsonscan.Set{Key: "status", Val: `"in_progress"`}, jsonscan.Set{Key: key, Val: `""`}))})
+			input := item.Get(key).Raw
 			if input == "" {
 				input = `""`
 			}
-			emit("response.custom_tool_call_input.delta", id, oi, jsonscan.Set{Key: "delta", Val: input})
+			emit(events+"delta", id, oi, jsonscan.Set{Key: "delta", Val: input})
 			if unfinished(item) {
 				continue
 			}
-			emit("response.custom_tool_call_input.done", id, oi, jsonscan.Set{Key: "input", Val: input})
+			done := []jsonscan.Set{id, oi, {Key: key, Val: input}}
+			if typ == "function_call" {
+				done = []jsonscan.Set{id, oi, {Key: "name", Val: jsonscan.Quote(item.Get("name").Str)}, done[2]}
+			}
+			emit(events+"done", done...)
 		case "reasoning":
 			emit("response.output_item.added", oi, jsonscan.Set{Key: "item", Val: string(jsonscan.SetMembers(nil, item.Raw, jsonscan.Set{Key: "summary", Val: "[]"}))})
 			for j, part := range item.Get("summary").Array() {

@@ -32,12 +32,8 @@ func splicedResponse(fr, cr string) []byte {
 	for _, it := range gjson.Get(cr, "output").Array() {
 		items = append(items, it.Raw)
 	}
-	set := []jsonscan.Set{{Key: "output", Val: "[" + strings.Join(items, ",") + "]"}}
-	for _, k := range []string{"status", "incomplete_details", "error", "completed_at"} {
-		if v := gjson.Get(cr, k); v.Exists() {
-			set = append(set, jsonscan.Set{Key: k, Val: v.Raw})
-		}
-	}
+	set := jsonscan.Members([]jsonscan.Set{{Key: "output", Val: "[" + strings.Join(items, ",") + "]"}}, cr,
+		"status", "incomplete_details", "error", "completed_at")
 	fu, cu := gjson.Get(fr, "usage").Raw, gjson.Get(cr, "usage").Raw
 	if u := reshape.SumUsage(fu, cu); jsonscan.IsObject(u) {
 		set = append(set, jsonscan.Set{Key: "usage", Val: u})
@@ -56,10 +52,7 @@ func spliceStream(first []byte, fe, ce []reshape.Event) ([]byte, error) {
 	}
 	out, f := callfilter.HeldPrefix(first, stop, newRules)
 	shift := len(keptOutput(fr))
-	var seq int64
-	if f.seqOut {
-		seq = f.lastSeq + 1
-	}
+	seq, _ := f.seq.Next(0, false)
 	for i := range ce {
 		e := &ce[i]
 		js, ok, _ := e.JSON(streaming.APIResponses)
@@ -72,7 +65,7 @@ func spliceStream(first []byte, fe, ce []reshape.Event) ([]byte, error) {
 		case "response.created", "response.in_progress", "response.queued":
 			continue
 		}
-		_, numbered := sequenceNumber(gjson.Get(js, "sequence_number").Raw)
+		_, numbered := callfilter.ParseSeq(gjson.Get(js, "sequence_number").Raw)
 		pos := -1
 		if oi := gjson.Get(js, "output_index"); oi.Type == gjson.Number {
 			pos = int(oi.Int()) + shift

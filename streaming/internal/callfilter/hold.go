@@ -227,14 +227,7 @@ func Grow(b []byte, n int) []byte {
 // AppendArgs appends an arguments value as the decoder takes it: a
 // string decoded, an object or array as written.
 func AppendArgs(dst []byte, raw string) []byte {
-	dst = Grow(dst, len(raw))
-	if jsonscan.IsStringRaw(raw) {
-		return jsonscan.AppendDecoded(dst, raw)
-	}
-	if jsonscan.IsObject(raw) || jsonscan.IsArray(raw) {
-		return append(dst, raw...)
-	}
-	return dst
+	return jsonscan.AppendValue(Grow(dst, len(raw)), raw)
 }
 
 // DropHeld drops the held calls which selects, listing them for Withheld,
@@ -327,6 +320,18 @@ func (f *Filter) FlushPassed(dst []byte) []byte {
 	}
 	return f.Release(dst, func(int, *Call) bool { return false }, nil, nil)
 }
+
+// DropAll drops every held call, the reply having ended or failed with no
+// stop for them, and delivers what passed meanwhile.
+func (f *Filter) DropAll(dst []byte) []byte {
+	f.DropHeld(func(int, *Call) bool { return true })
+	return f.FlushPassed(dst)
+}
+
+// AppendPassed is Rules.AppendPassed for an API in which nothing refers
+// to a position in the stream: the event as it was kept. A dialect whose
+// events do (Anthropic's block indices) has its own.
+func (f *Filter) AppendPassed(dst []byte, e *Event) []byte { return f.Held.AppendHeld(dst, e) }
 
 // appendPassed appends an event passed while a call was held, as the API
 // numbers it now.
@@ -421,6 +426,31 @@ func (p *Positions) Peek(in int) int {
 		return in
 	}
 	return in - p.skippedBefore(in)
+}
+
+// Placed is an element of an array and the position the client got it at.
+type Placed struct {
+	In, Out int    // its position in the array, and the client's
+	Elem    string // its JSON text
+}
+
+// Order appends to dst the elements of the JSON array arr that keep
+// selects, in the order the client got them (Peek), the array's among
+// equals. keep is called once per element, in the array's order.
+func (p *Positions) Order(dst []Placed, arr string, keep func(in int) bool) []Placed {
+	start := len(dst)
+	it := jsonscan.NewArrayIter(arr)
+	for in := 0; ; in++ {
+		elem, ok := it.Next()
+		if !ok {
+			break
+		}
+		if keep(in) {
+			dst = append(dst, Placed{In: in, Out: p.Peek(in), Elem: elem})
+		}
+	}
+	slices.SortStableFunc(dst[start:], func(a, b Placed) int { return a.Out - b.Out })
+	return dst
 }
 
 // Moved reports whether positions are renumbered now, or may be: a

@@ -94,6 +94,18 @@ func Int(raw string) int {
 	return int(gjson.Parse(raw).Int())
 }
 
+// AppendValue appends the raw value as the decoders take arguments: a
+// string decoded, an object or array as written, anything else nothing.
+func AppendValue(dst []byte, raw string) []byte {
+	switch {
+	case IsStringRaw(raw):
+		return AppendDecoded(dst, raw)
+	case IsObject(raw) || IsArray(raw):
+		return append(dst, raw...)
+	}
+	return dst
+}
+
 // LastMemberRaw returns the raw value of the last member named key of the
 // object obj, or cur when it has none.
 func LastMemberRaw(obj, key, cur string) string {
@@ -112,6 +124,18 @@ func IsArray(raw string) bool { return len(raw) > 0 && raw[0] == '[' }
 // Set is a member to set on an object: key as written (no quotes),
 // and a valid JSON value.
 type Set struct{ Key, Val string }
+
+// Members appends to dst the members named keys that the JSON object obj
+// has, as gjson finds them, in keys' order: what a reply's reshaping
+// carries over from one object to another.
+func Members(dst []Set, obj string, keys ...string) []Set {
+	for _, k := range keys {
+		if v := gjson.Get(obj, k); v.Exists() {
+			dst = append(dst, Set{Key: k, Val: v.Raw})
+		}
+	}
+	return dst
+}
 
 // SetMembers returns the JSON object obj (valid JSON) with every member
 // named in set given its value, each in place (a duplicate key takes the

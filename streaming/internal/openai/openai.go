@@ -1,9 +1,12 @@
 // Package openai holds what the two OpenAI APIs, Chat Completions and
-// Responses, share in their replies: the error object, usage figures that
-// must not go negative, and the check that an event's data is one object.
+// Responses, share in their replies: an event's data and the check that it
+// is one object, the error object and error body, usage figures (never
+// negative, cache reads and writes taken out of the input), what text
+// deltas count as, and the SSE comment that keeps a held stream alive.
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -17,6 +20,18 @@ import (
 
 // NonNegative keeps a malformed report from crediting a budget.
 func NonNegative(n int64) int64 { return max(n, 0) }
+
+// Data is the data of ev less surrounding spaces, empty when it carries
+// nothing to decode (no data field, or only spaces); done reports the
+// data: [DONE] that ends a Chat stream (and, needlessly, some compatible
+// servers' Responses streams).
+func Data(ev *sse.Event) (data []byte, done bool) {
+	if !ev.HasData {
+		return nil, false
+	}
+	data = bytes.TrimSpace(ev.Data)
+	return data, bytes.HasPrefix(data, []byte(streaming.DoneMarker))
+}
 
 // ProviderError builds a ProviderError from an OpenAI-style error
 // object ({"type","code","message",...}) or a bare error string.
@@ -85,3 +100,44 @@ func ErrorBody(typ, msg string) []byte {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": typ, "param": nil}}) // maps of strings always marshal
 	return b
 }
+
+// Usage is the usage of a reply whose input figure counts its cache reads
+// and writes, as both APIs report it: those are taken out of the input.
+func Usage(input, cached, write, output, reasoning int64) streaming.Usage {
+	return streaming.Usage{
+		InputTokens:       NonNegative(input - cached - write),
+		CachedInputTokens: cached,
+		CacheWriteTokens:  write,
+		OutputTokens:      output,
+		ReasoningTokens:   reasoning,
+	}
+}
+
+// TextKind says what the text of a delta counts as.
+type TextKind uint8
+
+const (
+	Said    TextKind = iota // text and refusals: Result.TextBytes and OutputBytes
+	Thought                 // thinking and reasoning summaries: OutputBytes only
+)
+
+// CountText counts n bytes of text of kind in res.
+func CountText(res *streaming.Result, kind TextKind, n int64) {
+	res.OutputBytes += n
+	if kind == Said {
+		res.TextBytes += n
+	}
+}
+
+// Comment is the keepalive of a held stream while no event of the API's
+// own can stand for one: an SSE comment, which the SDKs skip.
+var Comment = []byte(": keepalive\n\n")
+
+// CommentKeepalive is a held stream's keepalive that is always Comment.
+type CommentKeepalive struct{}
+
+var _ streaming.Keepalive = CommentKeepalive{}
+
+func (CommentKeepalive) Forwarded(*sse.Event, *streaming.Result) {}
+
+func (CommentKeepalive) Event() []byte { return Comment }
