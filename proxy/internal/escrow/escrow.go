@@ -119,13 +119,14 @@ func (e *Escrow) ForTenant(tenant string) bool { return e.gates.ForTenant(tenant
 // MaxHeld is the largest reply held (approvals.max_held_bytes).
 func (e *Escrow) MaxHeld() int64 { return e.maxHeld }
 
-// Errors of the escrow.
+// Errors of the escrow. Their texts, which reach the logs, are the ones
+// they had in package proxy.
 var (
 	// errDelivered: the held turn's decided reply already went to a client.
-	errDelivered = errors.New("escrow: held reply already delivered")
+	errDelivered = errors.New("proxy: held reply already delivered")
 	// errServerClosing ends a held wait when gatekeeper shuts down: the
 	// hold stays, and the agent's retry re-attaches on another replica.
-	errServerClosing = errors.New("escrow: gatekeeper is shutting down")
+	errServerClosing = errors.New("proxy: gatekeeper is shutting down")
 )
 
 // maxHolds bounds how many times one turn's content is held on one

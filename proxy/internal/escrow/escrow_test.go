@@ -355,3 +355,104 @@ func TestStreamState(t *testing.T) {
 		t.Fatalf("ended: %+v", s)
 	}
 }
+
+// Find names the hold a retry re-attaches to, none for another turn or,
+// while the record is still calling the model, for a hold already decided
+// or delivered; a delivered hold's retry is refused.
+func TestFind(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, config.OnRefusalEndTurn)
+	h := r.open(t)
+	if got, err := r.e.Find(ctx, r.rec, "turn_other", false); got != nil || err != nil {
+		t.Fatalf("another turn: %v, %v", got, err)
+	}
+	for _, opening := range []bool{false, true} {
+		if got, err := r.e.Find(ctx, r.rec, "turn_k", opening); err != nil || got == nil || got.ID != h.ID {
+			t.Fatalf("opening %v: %v, %v", opening, got, err)
+		}
+	}
+	if _, err := r.apst.UpdateHold(ctx, h.ID, func(h *approvals.Hold) error { h.Delivered = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.e.Find(ctx, r.rec, "turn_k", true); got != nil || err != nil {
+		t.Fatalf("delivered, opening: %v, %v", got, err)
+	}
+	var ans *Answer
+	if got, err := r.e.Find(ctx, r.rec, "turn_k", false); got != nil || !errors.As(err, &ans) || ans.Status != 409 {
+		t.Fatalf("delivered: %v, %v", got, err)
+	}
+}
+
+// Gated judges only the complete client calls the reply delivers, and a
+// call whose arguments are not JSON on its raw text: the gate that could
+// match it holds it.
+func TestGated(t *testing.T) {
+	r := newRig(t, "")
+	call := func(id, args string) streaming.ToolCall {
+		return streaming.ToolCall{ID: id, Name: "Bash", Arguments: []byte(args), Complete: true}
+	}
+	none := func(string) bool { return false }
+	tests := []struct {
+		name     string
+		calls    []streaming.ToolCall
+		tenant   string
+		withheld func(string) bool
+		want     []string
+	}{
+		{"matched", []streaming.ToolCall{call("a", `{"command":"rm -rf /"}`), call("b", `{"command":"ls"}`)}, "team-a", none, []string{"a"}},
+		{"another tenant", []streaming.ToolCall{call("a", `{"command":"rm -rf /"}`)}, "team-b", none, nil},
+		{"withheld", []streaming.ToolCall{call("a", `{"command":"rm -rf /"}`)}, "team-a", func(id string) bool { return id == "a" }, nil},
+		{"incomplete", []streaming.ToolCall{{ID: "a", Name: "Bash", Arguments: []byte(`{"command":"rm -rf /"}`)}}, "team-a", none, nil},
+		{"server tool", []streaming.ToolCall{{ID: "a", Name: "Bash", Arguments: []byte(`{"command":"rm -rf /"}`), Complete: true, Server: true}}, "team-a", none, nil},
+		{"arguments not JSON", []streaming.ToolCall{call("a", `{"command":"rm -rf /"`)}, "team-a", none, []string{"a"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := r.e.Gated(&streaming.Result{ToolCalls: tc.calls}, approvals.Input{Tenant: tc.tenant}, tc.withheld)
+			var ids []string
+			for _, g := range got {
+				ids = append(ids, g.Call.ID)
+				if g.Gate == nil || g.Gate.Name != "destructive-shell" {
+					t.Errorf("call %s gated by %+v", g.Call.ID, g.Gate)
+				}
+			}
+			if strings.Join(ids, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("gated %v, want %v", ids, tc.want)
+			}
+		})
+	}
+}
+
+// The same call held again after it was refused, before the refusal
+// expired, is the turn's next hold, its request refused at once.
+func TestOpenRefusedBefore(t *testing.T) {
+	ctx := context.Background()
+	r := newRig(t, config.OnRefusalEndTurn)
+	first := r.open(t)
+	r.vote(t, first, false)
+	c := &Client{API: streaming.APIAnthropic, Form: FormJSON, Log: r.e.log}
+	if a := r.e.Await(ctx, &Wait{Hold: first, Client: c}); a.End != Decided {
+		t.Fatalf("first hold: end %d (%v)", a.End, a.Err)
+	}
+	if _, err := r.records.UpdateChain(ctx, r.rec, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+		_, err := chain[0].BeginTurn(time.Now())
+		return nil, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	next := r.open(t)
+	if next.Generation != 2 || next.Previous != first.ID {
+		t.Fatalf("next hold: generation %d, previous %q; want 2, %q", next.Generation, next.Previous, first.ID)
+	}
+	req, err := r.apst.Get(ctx, next.Requests[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.State != approvals.Denied || !strings.Contains(req.Reason, first.Requests[0]) {
+		t.Fatalf("request %s (%s), want denied naming %s", req.State, req.Reason, first.Requests[0])
+	}
+	a := r.e.Await(ctx, &Wait{Hold: next, Client: c})
+	if a.End != Decided || !strings.Contains(string(a.Body), "was refused and was not run") {
+		t.Fatalf("next hold: end %d, body %s", a.End, a.Body)
+	}
+}

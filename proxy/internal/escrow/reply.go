@@ -80,7 +80,7 @@ func (r Reply) As(d streaming.Dialect, form Form) ([]byte, error) {
 
 // errPrefixMismatch: the decided reply does not begin with what the
 // original client already received, so the rest cannot be appended.
-var errPrefixMismatch = errors.New("escrow: the decided reply does not continue what the client received")
+var errPrefixMismatch = errors.New("proxy: the decided reply does not continue what the client received")
 
 // Render returns what client c receives of the decided reply dr, in the
 // form it asked for, in dialect d: a stream (for the original request,
