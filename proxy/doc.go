@@ -29,9 +29,8 @@
 // to a chain of records), ceiling (a tenant's ceilings), notice (the texts
 // put in front of the model), settle (settle retries and the write-behind
 // queue), deadline (the store deadlines), inflight (the calls in flight
-// that control signals act on), holds (the escrow's stored holds) and
-// escrow (the approval escrow: gate matching, holds opened and found, the
-// wait for a decision and the agent's answer to each end, release or
-// refusal and its continuation, the held reply's forms and rendering, a
-// held stream's state, the turn key).
+// that control signals act on) and escrow (the approval escrow: gate
+// matching, holds opened, found and kept, the wait for a decision and the
+// agent's answer to each end, release or refusal and its continuation, the
+// held reply's forms and rendering, a held stream's state, the turn key).
 package proxy

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"gatekeeper/approvals"
-	"gatekeeper/proxy/internal/holds"
 	"gatekeeper/trajectory"
 )
 
@@ -257,7 +256,7 @@ func (e *Escrow) lookHold(ctx context.Context, h *approvals.Hold) ([]*approvals.
 		return nil, false, &runStopped{rec: rec, kill: rec.ExitReason == trajectory.ExitKilled}
 	}
 	now := e.now()
-	reqs, done, err := holds.Requests(ctx, e.store, h)
+	reqs, done, err := holdRequests(ctx, e.store, h)
 	if err != nil || done {
 		return reqs, done, err
 	}
@@ -266,7 +265,7 @@ func (e *Escrow) lookHold(ctx context.Context, h *approvals.Hold) ([]*approvals.
 			// Silence is denial: expire what is due now rather than wait
 			// for the service's sweep.
 			e.svc.Sweep(ctx)
-			return holds.Requests(ctx, e.store, h)
+			return holdRequests(ctx, e.store, h)
 		}
 	}
 	return reqs, false, nil

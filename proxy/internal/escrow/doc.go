@@ -11,6 +11,13 @@
 // refusal answered by the model's continuation or by a text that ends the
 // turn), the reply and its forms (Reply, Render), and a held stream's
 // state (Stream). The continuation's model call is the caller's: a
-// Client's Continue sends it. The stored holds themselves are read through
-// proxy/internal/holds.
+// Client's Continue sends it.
+//
+// Its reading and bookkeeping of stored holds, over the approvals store
+// (holds.go, legacy.go): a turn's latest hold and the hold a
+// continuation's hold follows (holds stored before a hold recorded its
+// place in its turn's chain included), a hold's requests and whether all
+// are decided, the release re-check of approved calls against the held
+// reply, approvals turned stale, a hold's end, and the texts and tool
+// results of refused calls.
 package escrow

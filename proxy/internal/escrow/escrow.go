@@ -15,7 +15,6 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/config"
 	"gatekeeper/meter"
-	"gatekeeper/proxy/internal/holds"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -356,7 +355,7 @@ func (e *Escrow) withdraw(ctx context.Context, h *approvals.Hold, reason string,
 func (e *Escrow) Find(ctx context.Context, id, key string, opening bool) (*approvals.Hold, error) {
 	h, err := e.store.FindHold(ctx, id, key)
 	if err == nil && h.Generation == 0 {
-		h, err = holds.Latest(ctx, e.store, h, maxHolds)
+		h, err = latestHold(ctx, e.store, h, maxHolds)
 	}
 	switch {
 	case errors.Is(err, approvals.ErrNotFound),

@@ -11,7 +11,6 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/chainrule"
-	"gatekeeper/proxy/internal/holds"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -107,14 +106,14 @@ func (e *Escrow) decide(ctx context.Context, h *approvals.Hold, reqs []*approval
 	}
 	if approved {
 		err := e.release(ctx, h, reqs, res)
-		var stale *holds.StaleError
+		var stale *staleError
 		switch {
 		case err == nil:
 			e.close(ctx, h, approvals.Released, reqs, c.Log)
 			c.Log.LogAttrs(ctx, slog.LevelInfo, "held tool calls released", slog.String("hold", h.ID))
 			return &Decision{Reply: base}, nil
 		case errors.As(err, &stale):
-			reqs = holds.MarkStale(ctx, e.store, reqs, stale.Why, e.now(), c.Log)
+			reqs = markStale(ctx, e.store, reqs, stale.Why, e.now(), c.Log)
 		default:
 			return nil, err
 		}
@@ -143,7 +142,7 @@ func (e *Escrow) decide(ctx context.Context, h *approvals.Hold, reqs []*approval
 // still awaiting this approval, its budget is not spent, and the stage
 // still grants the tool.
 func (e *Escrow) release(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, res *streaming.Result) error {
-	if err := holds.CheckApproved(reqs, res); err != nil {
+	if err := checkApproved(reqs, res); err != nil {
 		return err
 	}
 	now := e.now()
@@ -151,20 +150,20 @@ func (e *Escrow) release(ctx context.Context, h *approvals.Hold, reqs []*approva
 		rec := chain[0]
 		for _, r := range chain {
 			if r.State.Terminal() || r.State == trajectory.Finalizing {
-				return nil, &holds.StaleError{Why: fmt.Sprintf("trajectory %s has ended", r.ID)}
+				return nil, &staleError{Why: fmt.Sprintf("trajectory %s has ended", r.ID)}
 			}
 		}
 		if rec.State != trajectory.AwaitingApproval || rec.Pending.ApprovalID != h.Requests[0] {
-			return nil, &holds.StaleError{Why: fmt.Sprintf("trajectory %s is %s, no longer awaiting this approval", rec.ID, rec.State)}
+			return nil, &staleError{Why: fmt.Sprintf("trajectory %s is %s, no longer awaiting this approval", rec.ID, rec.State)}
 		}
 		d := meter.Check(chainrule.Levels(chain, now, true), e.stages)
 		switch d.Stage {
 		case meter.Halt:
-			return nil, &holds.StaleError{Why: "the run's budget is spent"}
+			return nil, &staleError{Why: "the run's budget is spent"}
 		case meter.Restrict:
 			for _, r := range reqs {
 				if !slices.Contains(e.readOnly(h.Tenant), r.Call.Name) {
-					return nil, &holds.StaleError{Why: "the run's budget stage no longer grants " + r.Call.Name}
+					return nil, &staleError{Why: "the run's budget stage no longer grants " + r.Call.Name}
 				}
 			}
 		}
@@ -199,7 +198,7 @@ func (e *Escrow) refuse(ctx context.Context, h *approvals.Hold, reason string) e
 // through the Service's Decided hook; here the held requests leave the
 // pending gauge.
 func (e *Escrow) close(ctx context.Context, h *approvals.Hold, st approvals.HoldState, reqs []*approvals.Request, log *slog.Logger) {
-	holds.Close(ctx, e.store, h, st, log)
+	closeHold(ctx, e.store, h, st, log)
 	e.metrics.ApprovalPending(-int64(len(reqs)))
 }
 
@@ -223,14 +222,14 @@ func (e *Escrow) refusal(ctx context.Context, h *approvals.Hold, base Reply, req
 			first = r
 		}
 		results[r.CallID] = r.Refusal()
-		texts[r.CallID] = holds.RefusalText(r)
+		texts[r.CallID] = refusalText(r)
 		endTurn = endTurn || r.OnRefusal == config.OnRefusalEndTurn
 	}
 	for _, tc := range res.ClientToolCalls() {
 		if _, ok := results[tc.ID]; ok {
 			continue
 		}
-		results[tc.ID] = holds.NotRun(tc.Name, first)
+		results[tc.ID] = notRun(tc.Name, first)
 		texts[tc.ID] = fmt.Sprintf("[gatekeeper] The call to %s was not delivered and was not run: another call of this reply was refused approval.", tc.Name)
 	}
 	endTurnReply := &Decision{Reply: base, Refuse: slices.Clone(h.Calls), Texts: texts}
@@ -282,7 +281,7 @@ func (e *Escrow) heldBase(ctx context.Context, h *approvals.Hold) (Reply, error)
 	if h.Continuations == 0 {
 		return Held(h), nil
 	}
-	parent, err := holds.Previous(ctx, e.store, h)
+	parent, err := previousHold(ctx, e.store, h)
 	if err != nil {
 		return Reply{}, err
 	}
