@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,8 +42,22 @@ type rig struct {
 	svc     *approvals.Service
 	apst    *memory.Approvals
 	records *memory.Store
+	down    *atomic.Bool // the escrow's reads of records fail
 	closing chan struct{}
 	rec     string
+}
+
+// outage is a records store whose reads fail while down is set.
+type outage struct {
+	trajectory.Store
+	down *atomic.Bool
+}
+
+func (o outage) Get(ctx context.Context, id string) (*trajectory.Record, error) {
+	if o.down.Load() {
+		return nil, errors.New("records store down")
+	}
+	return o.Store.Get(ctx, id)
 }
 
 func newRig(t *testing.T, onRefusal string) *rig {
@@ -56,8 +71,8 @@ func newRig(t *testing.T, onRefusal string) *rig {
 	svc := approvals.NewService(approvals.ServiceOptions{Store: apst, Gates: gates, Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(func() { _ = svc.Close(context.Background()) })
 	records := memory.New(memory.Options{})
-	r := &rig{svc: svc, apst: apst, records: records, closing: make(chan struct{}), rec: "run-1"}
-	r.e = New(Config{Service: svc, Approvals: config.Approvals{Keepalive: config.Duration(20 * time.Millisecond)}, Records: records,
+	r := &rig{svc: svc, apst: apst, records: records, down: new(atomic.Bool), closing: make(chan struct{}), rec: "run-1"}
+	r.e = New(Config{Service: svc, Approvals: config.Approvals{Keepalive: config.Duration(20 * time.Millisecond)}, Records: outage{records, r.down},
 		Stages: meter.Thresholds{Steer: 0.5, Restrict: 0.8, Halt: 1}, Dialect: dialect, Signals: noSignals{}, Closing: r.closing})
 	now := time.Now()
 	rec := &trajectory.Record{ID: r.rec, Tenant: "team-a", State: trajectory.Ready, CreatedAt: now, UpdatedAt: now}
@@ -148,6 +163,7 @@ func TestAwaitEnds(t *testing.T) {
 		onRefusal string
 		before    func(t *testing.T, r *rig, h *approvals.Hold) // what happens before the wait
 		ctx       context.Context
+		client    func(c *Client) // the client's form and what it has
 		end       End
 		body      string // in the decided reply
 		state     trajectory.State
@@ -178,6 +194,12 @@ func TestAwaitEnds(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, end: Elsewhere, state: trajectory.AwaitingApproval, delivered: true},
+		{name: "records store down", before: func(t *testing.T, r *rig, h *approvals.Hold) { r.down.Store(true) },
+			end: StoreDown, state: trajectory.AwaitingApproval},
+		{name: "not what the stream's client has", before: func(t *testing.T, r *rig, h *approvals.Hold) { r.vote(t, h, true) },
+			client: func(c *Client) { c.Form, c.Sent, c.Sum = FormStream, 5, 1 },
+			// Released and delivered: it is not sent again.
+			end: Unrenderable, state: trajectory.WaitingTool, delivered: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,7 +213,11 @@ func TestAwaitEnds(t *testing.T) {
 				ctx = context.Background()
 			}
 			c := &Client{API: streaming.APIAnthropic, Form: FormJSON, Log: r.e.log}
+			if tc.client != nil {
+				tc.client(c)
+			}
 			a := r.e.Await(ctx, &Wait{Hold: h, Client: c})
+			r.down.Store(false)
 			if a.End != tc.end {
 				t.Fatalf("end %d (%v), want %d", a.End, a.Err, tc.end)
 			}
