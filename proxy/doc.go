@@ -18,8 +18,9 @@
 // back.
 //
 // A reply whose tool call an approval gate matches is held in escrow
-// (escrow*.go) until its approval requests are decided, and a retry of the
-// same turn, on any replica, re-attaches to it.
+// (proxy/internal/escrow; escrow*.go here are the turn's side of it) until
+// its approval requests are decided, and a retry of the same turn, on any
+// replica, re-attaches to it.
 //
 // What the turn uses but does not need the turn for lives under
 // proxy/internal: wire (the agent-facing wire: paths, virtual keys,
@@ -28,7 +29,10 @@
 // to a chain of records), ceiling (a tenant's ceilings), notice (the texts
 // put in front of the model), settle (settle retries and the write-behind
 // queue), deadline (the store deadlines), inflight (the calls in flight
-// that control signals act on) and holds (the escrow's stored holds).
+// that control signals act on) and escrow (the approval escrow: gate
+// matching, holds opened, found and kept, the wait for a decision and the
+// agent's answer to each end, release or refusal and its continuation, the
+// held reply's forms and rendering, a held stream's state, the turn key).
 // keys holds the provider key pools and a call's side of their scheduling
 // (grant, ride, settle, the move of a refused call to another key);
 // passthrough the pass-through reverse proxy, the provider header, the

@@ -5,94 +5,88 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 
 	"gatekeeper/approvals"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
 
-// continueHeld asks the model to go on after refused calls: the held
-// request, plus the held reply, plus each call's REFUSED result. The call
-// is admitted on the hold's record like a turn (budget checked, estimate
-// reserved, charged as a turn), sent to the same provider with the
-// client's headers, and read whole; its reply is spliced into base, the
-// held reply as the client would get it, so that the client reads one
-// coherent message. A gated call in the continuation is held in turn: the
-// reply is the next hold of the same turn, which the client waits on.
-func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base reply, results map[string][]byte, c *escrowClient) (*decidedReply, error) {
-	api := streaming.API(h.API)
-	body, err := streamOf(api).Continuation(h.Request, h.Reply, h.Streamed, results)
-	if err != nil {
-		return nil, err
-	}
-	up, ok := s.providers[h.Provider]
-	if !ok {
-		return nil, fmt.Errorf("provider %s of the held turn is no longer configured", h.Provider)
-	}
-	pr, err := streamOf(api).ParseRequest(body)
-	if err != nil {
-		return nil, err
-	}
-	sub := &turn{s: s, req: &request{up: up, rest: dialectOf(api).path, tenant: c.req.tenant, keyHash: c.req.keyHash, api: api, id: c.req.id}, rate: s.sched.Turn(up.pool, c.req.tenant.Priority),
-		pr: pr, body: body, started: s.now(), ctx: ctx, log: c.log, recID: h.Trajectory, root: h.Root, key: h.Key, gated: true,
-		conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
-	var adm admission
-	_, err = s.store.UpdateChain(ctx, h.Trajectory, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
-		var evs []trajectory.Event
-		var err error
-		sub.thread = chain[0].Thread
-		adm, evs, err = sub.admitChain(chain, chain[0].Thread, nil)
-		if err == nil && adm.paused {
-			err = errors.New("the run was paused")
+// continuer is the escrow's way to send, for client req (with its headers
+// hdr), the model call that continues a held turn after refused calls.
+// The call is admitted on the hold's record like a turn (budget checked,
+// estimate reserved, charged as a turn), sent to the same provider with
+// the client's headers, and read whole. A gated call in its reply is held
+// in turn: the next hold of the same turn.
+func (s *Server) continuer(req *request, hdr http.Header, log *slog.Logger) escrow.Continuer {
+	return func(ctx context.Context, h *approvals.Hold, body []byte, form escrow.Form) ([]byte, *approvals.Hold, error) {
+		api := streaming.API(h.API)
+		up, ok := s.providers[h.Provider]
+		if !ok {
+			return nil, nil, fmt.Errorf("provider %s of the held turn is no longer configured", h.Provider)
 		}
-		return evs, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("admitting the continuation: %w", err)
-	}
-	sub.adm = adm
-	if adm.decision.Stage == meter.Halt {
-		return nil, errors.New("the run's budget is spent")
-	}
-	raw, status, err := s.callUpstream(ctx, sub, c.hdr)
-	if err != nil {
-		sub.failed(err)
-		return nil, err
-	}
-	if status < 200 || status > 299 {
-		sub.settle(outcome{stop: "error", status: status, upstream: true, detail: upstreamErrorDetail(api, raw)})
-		return nil, fmt.Errorf("provider answered the continuation with status %d", status)
-	}
-	cont := reply{form: base.form, body: raw}
-	res, err := cont.decode(api)
-	if err != nil {
-		sub.failed(err)
-		return nil, err
-	}
-	o := sub.outcomeOf(res, status, nil)
-	if res.Truncated || len(res.Errors) > 0 {
-		sub.settle(o)
-		return nil, errors.New("the continuation did not end cleanly")
-	}
-	if gated := sub.gatedCalls(res); len(gated) > 0 {
-		next, err := sub.openHold(ctx, res, cont, gated, o)
+		pr, err := streamOf(api).ParseRequest(body)
 		if err != nil {
-			// Charged, and nothing of it delivered: the turn ends with the
-			// earlier refusal.
-			o.calls, o.stop = nil, string(streaming.StopEndTurn)
-			sub.settle(o)
-			return nil, fmt.Errorf("holding the continuation's gated call: %w", err)
+			return nil, nil, err
 		}
-		return &decidedReply{next: next}, nil
+		sub := &turn{s: s, req: &request{up: up, rest: dialectOf(api).path, tenant: req.tenant, keyHash: req.keyHash, api: api, id: req.id}, rate: s.sched.Turn(up.pool, req.tenant.Priority),
+			pr: pr, body: body, started: s.now(), ctx: ctx, log: log, recID: h.Trajectory, root: h.Root, key: h.Key, gated: true,
+			conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
+		var adm admission
+		_, err = s.store.UpdateChain(ctx, h.Trajectory, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+			var evs []trajectory.Event
+			var err error
+			sub.thread = chain[0].Thread
+			adm, evs, err = sub.admitChain(chain, chain[0].Thread, nil)
+			if err == nil && adm.paused {
+				err = errors.New("the run was paused")
+			}
+			return evs, err
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("admitting the continuation: %w", err)
+		}
+		sub.adm = adm
+		if adm.decision.Stage == meter.Halt {
+			return nil, nil, errors.New("the run's budget is spent")
+		}
+		raw, status, err := s.callUpstream(ctx, sub, hdr)
+		if err != nil {
+			sub.failed(err)
+			return nil, nil, err
+		}
+		if status < 200 || status > 299 {
+			sub.settle(outcome{stop: "error", status: status, upstream: true, detail: upstreamErrorDetail(api, raw)})
+			return nil, nil, fmt.Errorf("provider answered the continuation with status %d", status)
+		}
+		cont := escrow.Reply{Form: form, Body: raw}
+		res, err := cont.Decode(streamOf(api))
+		if err != nil {
+			sub.failed(err)
+			return nil, nil, err
+		}
+		o := sub.outcomeOf(res, status, nil)
+		if res.Truncated || len(res.Errors) > 0 {
+			sub.settle(o)
+			return nil, nil, errors.New("the continuation did not end cleanly")
+		}
+		if gated := s.esc.Gated(res, sub.gateInput(), sub.withheld); len(gated) > 0 {
+			next, err := sub.openHold(ctx, res, cont, gated, o)
+			if err != nil {
+				// Charged, and nothing of it delivered: the turn ends with the
+				// earlier refusal.
+				o.calls, o.stop = nil, string(streaming.StopEndTurn)
+				sub.settle(o)
+				return nil, nil, fmt.Errorf("holding the continuation's gated call: %w", err)
+			}
+			return nil, next, nil
+		}
+		sub.settle(o)
+		return raw, nil, nil
 	}
-	sub.settle(o)
-	spliced, err := base.splice(api, raw)
-	if err != nil {
-		return nil, err
-	}
-	return &decidedReply{reply: spliced}, nil
 }
 
 // callUpstream sends the continuation t through the one send path, on a
@@ -113,7 +107,7 @@ func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]
 		return nil, 0, err
 	}
 	defer resp.Body.Close()
-	limit := s.esc.maxHeld
+	limit := s.esc.MaxHeld()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		return nil, resp.StatusCode, err

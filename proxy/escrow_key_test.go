@@ -3,11 +3,12 @@ package proxy
 import (
 	"testing"
 
+	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/streaming"
 )
 
-// The turn key covers the conversation and tools and nothing a retry may
-// change.
+// The turn key, over each API's turn fields, covers the conversation and
+// tools and nothing a retry may change.
 func TestTurnKey(t *testing.T) {
 	base := `{"model":"m","max_tokens":100,"stream":true,"system":"s","messages":[{"role":"user","content":"hi"}],"tools":[{"name":"Bash"}]}`
 	tests := []struct {
@@ -32,24 +33,9 @@ func TestTurnKey(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := turnKey(tc.api, []byte(tc.a)) == turnKey(tc.api, []byte(tc.b)); got != tc.equal {
+			if got := escrow.TurnKey(tc.api, dialectOf(tc.api).turnFields, []byte(tc.a)) == escrow.TurnKey(tc.api, dialectOf(tc.api).turnFields, []byte(tc.b)); got != tc.equal {
 				t.Fatalf("equal keys = %v, want %v", got, tc.equal)
 			}
 		})
 	}
-}
-
-// FuzzTurnKey: any body, JSON or not, gets a key of one form and no
-// panic: the key is taken from the agent's bytes before they are judged.
-func FuzzTurnKey(f *testing.F) {
-	f.Add(`{"messages":[{"role":"user","content":"hi"}],"stream":true}`)
-	f.Add(`{"input":[{"type":"message"}],"instructions":"x"}`)
-	f.Add(`not json`)
-	f.Fuzz(func(t *testing.T, body string) {
-		for _, api := range []streaming.API{streaming.APIAnthropic, streaming.APIChat, streaming.APIResponses} {
-			if k := turnKey(api, []byte(body)); len(k) != len("turn_")+64 {
-				t.Fatalf("key %q", k)
-			}
-		}
-	})
 }

@@ -230,7 +230,8 @@ func TestEscrowOpenAI(t *testing.T) {
 func TestEscrowOpenAINonStreamingRetry(t *testing.T) {
 	for _, tc := range oaiCases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, envOpts{limits: gatesYAML("", "")})
+			logs := &lockedBuffer{}
+			e := newEnv(t, envOpts{limits: gatesYAML("", ""), log: logs})
 			spec := bashTurn("rm -rf ./build")
 			c := oaiClient(e.gk+"/t/esc-oai-retry/openai/v1", vkA, spec)
 			ctx, giveUp := context.WithCancel(ctxT(t))
@@ -239,6 +240,12 @@ func TestEscrowOpenAINonStreamingRetry(t *testing.T) {
 			r := e.pending(t, "esc-oai-retry", 1)[0]
 			giveUp()
 			<-s.done
+			// Gatekeeper learns that the client left only when its side of
+			// the connection sees it close. Until then the original request
+			// still waits on the hold, and a decision then would go to it
+			// (and be lost with its connection) while the retry, losing the
+			// claim, got 409: the client is known gone before the decision.
+			waitFor(t, "the original request ended", func() bool { return strings.Contains(logs.String(), "reply broke off") })
 			type result struct {
 				v   any
 				err error
@@ -248,6 +255,9 @@ func TestEscrowOpenAINonStreamingRetry(t *testing.T) {
 				v, err := tc.plain(ctxT(t), c)
 				got <- result{v, err}
 			}()
+			waitFor(t, "the retry re-attached", func() bool {
+				return strings.Contains(logs.String(), "request re-attached to a held turn")
+			})
 			if code := e.adminVote(t, r.ID, carolToken, "approve"); code != 200 {
 				t.Fatalf("approve: %d", code)
 			}

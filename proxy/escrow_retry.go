@@ -3,43 +3,37 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
 
-	"gatekeeper/approvals"
-	"gatekeeper/proxy/internal/holds"
+	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/streaming"
 )
 
 // findHold looks, for a request admission found on a record that holds a
 // reply for approval (or has just released one), for the held turn with
-// this request's key. found is true when the request is answered from the
-// hold (t.hold is set: it re-attaches) or refused (err: the turn's reply
-// was delivered already, or the approvals store failed). When the record
-// holds no turn of this key, admission goes on as usual. opening: the
-// record is calling the model, and only a hold still undecided and
-// undelivered (the call in flight's own) is this turn's: an earlier one
-// of the same conversation is not.
+// this request's key (escrow.Find). found is true when the request is
+// answered from the hold (t.hold is set: it re-attaches) or refused (err).
+// When the record holds no turn of this key, admission goes on as usual.
 func (t *turn) findHold(ctx context.Context, id string, opening bool) (found bool, err error) {
-	h, err := t.s.esc.store.FindHold(ctx, id, t.key)
-	if err == nil && h.Generation == 0 {
-		h, err = holds.Latest(ctx, t.s.esc.store, h, maxHolds)
-	}
+	h, err := t.s.esc.Find(ctx, id, t.key, opening)
 	switch {
-	case errors.Is(err, approvals.ErrNotFound),
-		err == nil && opening && (h.Delivered || h.State != approvals.Holding):
+	case err != nil:
+		return true, answerError(err)
+	case h == nil:
 		t.holdChecked = true
 		return false, nil
-	case err != nil:
-		return true, errApprovalsDown(err)
-	case h.Delivered:
-		return true, errHeldDelivered()
 	}
 	t.hold, t.recID = h, id
 	return true, nil
+}
+
+// client is the escrow's client for the turn's request, which asked for
+// the reply in form.
+func (t *turn) client(form escrow.Form) *escrow.Client {
+	return &escrow.Client{API: t.req.api, Form: form, Log: t.log, Continue: t.s.continuer(t.req, t.hdr, t.log)}
 }
 
 // serveReattach serves a retry of a held turn: no model call, no
@@ -49,20 +43,20 @@ func (t *turn) findHold(ctx context.Context, id string, opening bool) (found boo
 func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) error {
 	t.log.LogAttrs(r.Context(), slog.LevelInfo, "request re-attached to a held turn", slog.String("hold", t.hold.ID), slog.Bool("stream", t.pr.Stream))
 	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
-	c := &escrowClient{req: t.req, hdr: r.Header, form: formOf(t.pr.Stream), log: t.log}
-	if c.form == formStream && dialectOf(t.req.api).askUsage {
-		_, c.strip, _ = streaming.EnsureIncludeUsage(t.body)
+	c := t.client(escrow.FormOf(t.pr.Stream))
+	if c.Form == escrow.FormStream && dialectOf(t.req.api).askUsage {
+		_, c.Strip, _ = streaming.EnsureIncludeUsage(t.body)
 	}
-	wait := &escrowWait{hold: t.hold, c: c}
-	if c.form == formStream {
+	wait := &escrow.Wait{Hold: t.hold, Client: c}
+	if c.Form == escrow.FormStream {
 		return s.writeRetryStream(w, r, wait)
 	}
-	out, err := s.awaitJSON(r.Context(), wait)
+	out, err := s.esc.AwaitJSON(r.Context(), wait)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return errClientGone
 		}
-		return err
+		return answerError(err)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
@@ -74,59 +68,35 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 // writeRetryStream is the streamed retry's writer: a stream of keepalives
 // until the decision, then the whole decided reply or an error event. Its
 // only error is http.ErrAbortHandler: the stream had begun.
-func (s *Server) writeRetryStream(w http.ResponseWriter, r *http.Request, wait *escrowWait) error {
-	api := wait.c.req.api
+func (s *Server) writeRetryStream(w http.ResponseWriter, r *http.Request, wait *escrow.Wait) error {
+	d := streamOf(wait.Client.API)
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	_ = rc.Flush()
 	for {
-		a := s.awaitDecision(r.Context(), wait)
+		a := s.esc.Await(r.Context(), wait)
 		var out []byte
-		switch a.end {
-		case awaitPending:
-			out = streamOf(api).NewKeepalive().Event()
-		case awaitDecided:
-			out = a.body
+		switch a.End {
+		case escrow.Pending:
+			out = d.NewKeepalive().Event()
+		case escrow.Decided:
+			out = a.Body
 		default:
-			he, drop := a.answer(formStream)
+			ans, drop := a.Answer(escrow.FormStream)
 			if drop {
 				return http.ErrAbortHandler // the agent retries, or a killed run gets no answer
 			}
-			out = errorEvent(api, he.Type, he.Msg)
+			out = escrow.ErrorEvent(d, ans.Type, ans.Msg)
 		}
 		if _, err := w.Write(out); err != nil {
 			return nil // the agent went away
 		}
 		_ = rc.Flush()
-		if a.end != awaitPending {
+		if a.End != escrow.Pending {
 			return nil
 		}
-	}
-}
-
-// awaitJSON is the JSON writer, for the original non-streamed request and
-// its retries alike: it waits until the decision and returns the decided
-// reply as one JSON body, or the error the agent gets. A client that went
-// away gets its context's error; a killed run's, no answer
-// (http.ErrAbortHandler).
-func (s *Server) awaitJSON(ctx context.Context, wait *escrowWait) ([]byte, error) {
-	for {
-		a := s.awaitDecision(ctx, wait)
-		switch a.end {
-		case awaitPending:
-			continue
-		case awaitDecided:
-			return a.body, nil
-		case awaitGone:
-			return nil, a.err
-		}
-		he, drop := a.answer(formJSON)
-		if drop {
-			return nil, http.ErrAbortHandler
-		}
-		return nil, he
 	}
 }
 
@@ -153,24 +123,25 @@ func (t *turn) holdJSON(resp *http.Response) error {
 		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		return nil
 	}
-	held := reply{form: formJSON, body: raw}
-	res, derr := held.decode(t.req.api)
+	held := escrow.Reply{Form: escrow.FormJSON, Body: raw}
+	res, derr := held.Decode(streamOf(t.req.api))
 	if derr != nil {
 		return pass(raw)
 	}
-	gated := t.gatedCalls(res)
+	gated := s.esc.Gated(res, t.gateInput(), t.withheld)
 	if len(gated) == 0 {
 		return pass(raw)
 	}
-	c := &escrowClient{req: t.req, hdr: t.hdr, form: formJSON, allow: t.allowPolicy(), refusal: t.refusal, log: t.log}
-	if int64(len(raw)) > s.esc.maxHeld {
+	c := t.client(escrow.FormJSON)
+	c.Allow, c.Refusal = t.allowPolicy(), t.refusal
+	if int64(len(raw)) > s.esc.MaxHeld() {
 		// Too large to hold: the gated calls end the turn, refused.
-		dr := &decidedReply{reply: held, texts: map[string]string{}}
+		dr := &escrow.Decision{Reply: held, Texts: map[string]string{}}
 		for _, g := range gated {
-			dr.refuse = append(dr.refuse, g.tc.ID)
-			dr.texts[g.tc.ID] = "[gatekeeper] The call to " + g.tc.Name + " needs approval and the reply was too large to hold for it (approvals.max_held_bytes); the call was not delivered."
+			dr.Refuse = append(dr.Refuse, g.Call.ID)
+			dr.Texts[g.Call.ID] = "[gatekeeper] The call to " + g.Call.Name + " needs approval and the reply was too large to hold for it (approvals.max_held_bytes); the call was not delivered."
 		}
-		out, err := render(t.req.api, dr, c)
+		out, err := escrow.Render(streamOf(t.req.api), dr, c)
 		if err != nil {
 			return err
 		}
@@ -180,11 +151,11 @@ func (t *turn) holdJSON(resp *http.Response) error {
 	if err != nil {
 		// Nothing is delivered; what the provider produced is charged.
 		t.chargeUndelivered(res, int64(len(raw)), err)
-		return errApprovalsDown(err)
+		return httpAnswer(escrow.ApprovalsDown(err))
 	}
-	out, err := s.awaitJSON(t.ctx, &escrowWait{hold: h, c: c})
+	out, err := s.esc.AwaitJSON(t.ctx, &escrow.Wait{Hold: h, Client: c})
 	if err != nil {
-		return err
+		return answerError(err)
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(out))
 	resp.ContentLength = int64(len(out))

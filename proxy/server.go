@@ -18,6 +18,7 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/deadline"
+	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/inflight"
 	"gatekeeper/proxy/internal/keys"
 	"gatekeeper/proxy/internal/passthrough"
@@ -89,7 +90,7 @@ type Server struct {
 	listening  chan struct{}
 	closing    chan struct{} // closed by EndHolds: held waits end
 	endHolds   sync.Once
-	esc        *escrow       // nil when no gate is configured
+	esc        *escrow.Escrow
 	secrets    []string      // every provider key, redacted from upstream error bodies
 	ledger     tenant.Ledger // nil when no tenant has limits
 	replica    string        // Options.Replica
@@ -165,13 +166,15 @@ func New(opts Options) (*Server, error) {
 	var ctx context.Context
 	ctx, s.stopListen = context.WithCancel(context.Background())
 	s.closing = make(chan struct{})
-	s.esc = newEscrow(opts.Approvals, opts.Gates, opts.Config.Approvals)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.esc = escrow.New(escrow.Config{Service: opts.Approvals, Gates: opts.Gates, Approvals: opts.Config.Approvals, Records: s.store,
+		Stages: s.stages, ToolDeadline: opts.Config.Limits.ToolDeadline.Std(), ReadOnly: s.tenantReadOnly, Dialect: streamOf,
+		Signals: s.live, Closing: s.closing, Clock: s.now, Log: s.log, Metrics: s.tel})
 	if s.transport == nil {
 		s.transport = newTransport()
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gatekeeper/config"
+	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -35,7 +36,7 @@ type sseBody struct {
 	recorded bool // the turn was recorded at the reply's end
 	closed   bool
 
-	held *heldStream // the escrow's state; nil for a tenant without gates
+	held *escrow.Stream // the escrow's state; nil for a tenant without gates
 
 	alive streaming.Keepalive // what a keepalive of this stream is
 	// quiet is when the agent last got bytes, or the filter began to hold

@@ -14,6 +14,7 @@ import (
 	"gatekeeper/internal/ride"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/keys"
 	"gatekeeper/proxy/internal/notice"
 	"gatekeeper/proxy/internal/threadid"
@@ -154,8 +155,8 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 	}
 	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log, rate: s.sched.Turn(req.up.pool, req.tenant.Priority),
 		maxOut: clampOutput(pr.MaxOutputTokens, req.tenant.CallLimits.MaxOutputTokens)}
-	if s.esc != nil && s.esc.gates.ForTenant(req.tenant.Name) {
-		t.gated, t.key, t.hdr = true, turnKey(req.api, body), r.Header
+	if s.esc != nil && s.esc.ForTenant(req.tenant.Name) {
+		t.gated, t.key, t.hdr = true, escrow.TurnKey(req.api, dialectOf(req.api).turnFields, body), r.Header
 	}
 	return t, mark, nil
 }
@@ -698,7 +699,7 @@ func (t *turn) attach(resp *http.Response) error {
 		body := &sseBody{t: t, up: relay.NewUpstream(resp.Body, in), rd: sse.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
 			in: in, alive: streamOf(t.req.api).NewKeepalive()}
 		if t.gated {
-			body.held = &heldStream{}
+			body.held = t.s.esc.NewStream()
 		}
 		resp.Body = body
 	default:

@@ -1,4 +1,4 @@
-package holds
+package escrow
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"gatekeeper/streaming"
 )
 
-// Requests reads h's requests and whether all are decided.
-func Requests(ctx context.Context, st approvals.Store, h *approvals.Hold) ([]*approvals.Request, bool, error) {
+// holdRequests reads h's requests and whether all are decided.
+func holdRequests(ctx context.Context, st approvals.Store, h *approvals.Hold) ([]*approvals.Request, bool, error) {
 	reqs := make([]*approvals.Request, 0, len(h.Requests))
 	done := true
 	for _, id := range h.Requests {
@@ -27,8 +27,8 @@ func Requests(ctx context.Context, st approvals.Store, h *approvals.Hold) ([]*ap
 	return reqs, done, nil
 }
 
-// Previous is the hold h follows on its turn.
-func Previous(ctx context.Context, st approvals.Store, h *approvals.Hold) (*approvals.Hold, error) {
+// previousHold is the hold h follows on its turn.
+func previousHold(ctx context.Context, st approvals.Store, h *approvals.Hold) (*approvals.Hold, error) {
 	if h.Generation == 0 {
 		return legacyPrevious(ctx, st, h)
 	}
@@ -38,37 +38,37 @@ func Previous(ctx context.Context, st approvals.Store, h *approvals.Hold) (*appr
 	return st.GetHold(ctx, h.Previous)
 }
 
-// StaleError is a release re-check that failed: the approval no longer
+// staleError is a release re-check that failed: the approval no longer
 // covers the world as it is.
-type StaleError struct{ Why string }
+type staleError struct{ Why string }
 
-func (e *StaleError) Error() string { return "holds: approval is stale: " + e.Why }
+func (e *staleError) Error() string { return "holds: approval is stale: " + e.Why }
 
-// CheckApproved re-checks approved requests against the held reply res:
+// checkApproved re-checks approved requests against the held reply res:
 // each approved call is in it, is the call approved (its digest), and was
-// approved before its expiry; else a *StaleError.
-func CheckApproved(reqs []*approvals.Request, res *streaming.Result) error {
+// approved before its expiry; else a *staleError.
+func checkApproved(reqs []*approvals.Request, res *streaming.Result) error {
 	for _, r := range reqs {
 		i := slices.IndexFunc(res.ToolCalls, func(tc streaming.ToolCall) bool { return tc.ID == r.CallID })
 		if i < 0 {
-			return &StaleError{Why: "the approved call is not in the held reply"}
+			return &staleError{Why: "the approved call is not in the held reply"}
 		}
 		call, err := approvals.Canonical(res.ToolCalls[i].Name, res.ToolCalls[i].Arguments)
 		if err != nil || call.Digest() != r.Digest {
-			return &StaleError{Why: "the held call is not the one approved"}
+			return &staleError{Why: "the held call is not the one approved"}
 		}
 		if r.DecidedAt == nil || !r.DecidedAt.Before(r.ExpiresAt) {
-			return &StaleError{Why: "the approval came after its expiry"}
+			return &staleError{Why: "the approval came after its expiry"}
 		}
 	}
 	return nil
 }
 
-// MarkStale turns approved (or still pending) requests whose release
+// markStale turns approved (or still pending) requests whose release
 // re-check failed into stale ones, decided at now, and returns the
 // requests as they now are; one the store could not update is returned
 // stale all the same, and logged.
-func MarkStale(ctx context.Context, st approvals.Store, reqs []*approvals.Request, why string, now time.Time, log *slog.Logger) []*approvals.Request {
+func markStale(ctx context.Context, st approvals.Store, reqs []*approvals.Request, why string, now time.Time, log *slog.Logger) []*approvals.Request {
 	out := make([]*approvals.Request, len(reqs))
 	for i, r := range reqs {
 		nr, err := st.Update(ctx, r.ID, func(r *approvals.Request) error {
@@ -87,8 +87,8 @@ func MarkStale(ctx context.Context, st approvals.Store, reqs []*approvals.Reques
 	return out
 }
 
-// Close records the hold's end in state st; a failure is logged.
-func Close(ctx context.Context, st approvals.Store, h *approvals.Hold, state approvals.HoldState, log *slog.Logger) {
+// closeHold records the hold's end in state st; a failure is logged.
+func closeHold(ctx context.Context, st approvals.Store, h *approvals.Hold, state approvals.HoldState, log *slog.Logger) {
 	if _, err := st.UpdateHold(ctx, h.ID, func(h *approvals.Hold) error {
 		h.State = state
 		return nil
@@ -97,8 +97,8 @@ func Close(ctx context.Context, st approvals.Store, h *approvals.Hold, state app
 	}
 }
 
-// RefusalText replaces a refused call in the reply (on_refusal end_turn).
-func RefusalText(r *approvals.Request) string {
+// refusalText replaces a refused call in the reply (on_refusal end_turn).
+func refusalText(r *approvals.Request) string {
 	why := map[approvals.State]string{approvals.Denied: "an approver denied it", approvals.Expired: "no approver decided before it expired",
 		approvals.Stale: "its approval no longer held when it was to be released", approvals.Withdrawn: "it was withdrawn"}[r.State]
 	if r.Reason != "" && r.State != approvals.Expired {
@@ -107,10 +107,10 @@ func RefusalText(r *approvals.Request) string {
 	return fmt.Sprintf("[gatekeeper] The call to %s was refused and was not run: %s. Gate: %s.", r.Call.Name, why, r.Gate)
 }
 
-// NotRun is the tool result for a call of a reply that was not run
+// notRun is the tool result for a call of a reply that was not run
 // because another call of the reply (refused, nil when unknown) was
 // refused.
-func NotRun(name string, refused *approvals.Request) []byte {
+func notRun(name string, refused *approvals.Request) []byte {
 	reason := approvals.ReasonStale
 	if refused != nil {
 		reason = refused.RefusalReason()

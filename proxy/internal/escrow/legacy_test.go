@@ -1,4 +1,4 @@
-package holds
+package escrow
 
 import (
 	"context"
@@ -33,15 +33,15 @@ func TestLegacyHoldChain(t *testing.T) {
 	if err != nil || first.ID != h0.ID {
 		t.Fatalf("the turn index names %+v, %v; want the first hold", first, err)
 	}
-	if got, err := Latest(ctx, st, first, 9); err != nil || got.ID != h2.ID {
-		t.Fatalf("Latest = %+v, %v; want %s", got, err, h2.ID)
+	if got, err := latestHold(ctx, st, first, 9); err != nil || got.ID != h2.ID {
+		t.Fatalf("latestHold = %+v, %v; want %s", got, err, h2.ID)
 	}
 	for _, c := range []struct{ h, want *approvals.Hold }{{h1, h0}, {h2, h1}} {
-		if got, err := Previous(ctx, st, c.h); err != nil || got.ID != c.want.ID {
-			t.Errorf("Previous(%s) = %+v, %v; want %s", c.h.Key, got, err, c.want.ID)
+		if got, err := previousHold(ctx, st, c.h); err != nil || got.ID != c.want.ID {
+			t.Errorf("previousHold(%s) = %+v, %v; want %s", c.h.Key, got, err, c.want.ID)
 		}
 	}
-	if _, err := Previous(ctx, st, h0); err == nil {
+	if _, err := previousHold(ctx, st, h0); err == nil {
 		t.Error("the first hold has a previous one")
 	}
 
@@ -55,7 +55,7 @@ func TestLegacyHoldChain(t *testing.T) {
 	if got, err := st.FindHold(ctx, "run-1", "turn_k"); err != nil || got.ID != next.ID {
 		t.Fatalf("the turn index after a current hold names %+v, %v", got, err)
 	}
-	if got, err := Previous(ctx, st, next); err != nil || got.ID != h0.ID {
+	if got, err := previousHold(ctx, st, next); err != nil || got.ID != h0.ID {
 		t.Errorf("previousHold of a current hold = %+v, %v; want %s", got, err, h0.ID)
 	}
 }

@@ -1,4 +1,4 @@
-package holds
+package escrow
 
 import (
 	"context"
@@ -18,10 +18,10 @@ import (
 // expiry and the store's retention after), so that a turn held across an
 // upgrade still re-attaches, and its continuation finds its earlier reply.
 
-// Latest is the latest hold of h's turn, h being the hold the store's
+// latestHold is the latest hold of h's turn, h being the hold the store's
 // turn index names: h itself when no hold of the old layout follows it
 // (of which a turn has fewer than max).
-func Latest(ctx context.Context, st approvals.Store, h *approvals.Hold, max int) (*approvals.Hold, error) {
+func latestHold(ctx context.Context, st approvals.Store, h *approvals.Hold, max int) (*approvals.Hold, error) {
 	key, _ := splitLegacyKey(h.Key)
 	for gen := 1; gen < max && h.Generation == 0; gen++ {
 		next, err := st.FindHold(ctx, h.Trajectory, key+"/"+strconv.Itoa(gen))
