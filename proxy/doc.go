@@ -28,5 +28,8 @@
 // to a chain of records), ceiling (a tenant's ceilings), notice (the texts
 // put in front of the model), settle (settle retries and the write-behind
 // queue), deadline (the store deadlines), inflight (the calls in flight
-// that control signals act on) and holds (the escrow's stored holds).
+// that control signals act on) and holds (the escrow's stored holds);
+// admit (the records a call is admitted on, its tenant's reservation and
+// its budget admission), shape (a request's rewrites for its stage) and
+// watchdog (the loop watchdog's checks of a request and a reply).
 package proxy

@@ -119,7 +119,7 @@ func (t *turn) gatedCalls(res *streaming.Result) []gatedCall {
 			continue
 		}
 		in := approvals.Input{ToolName: tc.Name, Tenant: t.req.tenant.Name, Trajectory: t.recID,
-			Stage: string(t.adm.decision.Stage), BudgetUsed: t.adm.decision.Rho, Provider: t.req.up.cfg.Name, Model: t.pr.Model}
+			Stage: string(t.adm.Decision.Stage), BudgetUsed: t.adm.Decision.Rho, Provider: t.req.up.cfg.Name, Model: t.pr.Model}
 		if !g.CouldMatch(in.Tenant, tc.Name, in) {
 			continue
 		}
@@ -154,9 +154,9 @@ func (t *turn) openHold(ctx context.Context, res *streaming.Result, rep reply, g
 	for i, g := range gated {
 		r := g.gate.Request(approvals.NewID("apr_"), g.call, g.why, now)
 		r.CallID, r.Thread = g.tc.ID, t.thread
-		r.Observed = approvals.Observed{State: string(trajectory.AwaitingApproval), Stage: string(t.adm.decision.Stage),
-			BudgetUsed: t.adm.decision.Rho}
-		if t.adm.decision.Stage == meter.Restrict {
+		r.Observed = approvals.Observed{State: string(trajectory.AwaitingApproval), Stage: string(t.adm.Decision.Stage),
+			BudgetUsed: t.adm.Decision.Rho}
+		if t.adm.Decision.Stage == meter.Restrict {
 			r.Observed.Grant = t.req.tenant.ReadOnlyTools
 		}
 		if prev, err := esc.store.Recent(ctx, t.recID, r.Digest); err == nil && refusedBefore(prev, now) {

@@ -9,6 +9,7 @@ import (
 
 	"gatekeeper/approvals"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -38,13 +39,13 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base reply
 	sub := &turn{s: s, req: &request{up: up, rest: dialectOf(api).path, tenant: c.req.tenant, keyHash: c.req.keyHash, api: api, id: c.req.id},
 		pr: pr, body: body, started: s.now(), ctx: ctx, log: c.log, recID: h.Trajectory, root: h.Root, key: h.Key, gated: true,
 		conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
-	var adm admission
+	var adm admit.Admission
 	_, err = s.store.UpdateChain(ctx, h.Trajectory, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 		var evs []trajectory.Event
 		var err error
 		sub.thread = chain[0].Thread
 		adm, evs, err = sub.admitChain(chain, chain[0].Thread, nil)
-		if err == nil && adm.paused {
+		if err == nil && adm.Paused {
 			err = errors.New("the run was paused")
 		}
 		return evs, err
@@ -53,7 +54,7 @@ func (s *Server) continueHeld(ctx context.Context, h *approvals.Hold, base reply
 		return nil, fmt.Errorf("admitting the continuation: %w", err)
 	}
 	sub.adm = adm
-	if adm.decision.Stage == meter.Halt {
+	if adm.Decision.Stage == meter.Halt {
 		return nil, errors.New("the run's budget is spent")
 	}
 	raw, status, err := s.callUpstream(ctx, sub, c.hdr)

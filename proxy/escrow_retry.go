@@ -11,6 +11,7 @@ import (
 
 	"gatekeeper/approvals"
 	"gatekeeper/proxy/internal/holds"
+	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/streaming"
 )
 
@@ -162,7 +163,7 @@ func (t *turn) holdJSON(resp *http.Response) error {
 	if len(gated) == 0 {
 		return pass(raw)
 	}
-	c := &escrowClient{req: t.req, hdr: t.hdr, form: formJSON, allow: t.allowPolicy(), refusal: t.refusal, log: t.log}
+	c := &escrowClient{req: t.req, hdr: t.hdr, form: formJSON, allow: t.allowPolicy(), refusal: shape.Refusal(t.adm.Decision), log: t.log}
 	if int64(len(raw)) > s.esc.maxHeld {
 		// Too large to hold: the gated calls end the turn, refused.
 		dr := &decidedReply{reply: held, texts: map[string]string{}}

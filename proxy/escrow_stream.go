@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/streaming/sse"
 )
 
@@ -130,7 +131,7 @@ func (b *sseBody) holdRead() {
 		// What the client has of the reply is final: nothing more was
 		// forwarded once the escrow began.
 		c := &escrowClient{req: t.req, hdr: t.hdr, form: formStream, strip: t.stripUsage, sent: h.sent, sum: h.sum,
-			allow: t.allowPolicy(), refusal: t.refusal, log: t.log}
+			allow: t.allowPolicy(), refusal: shape.Refusal(t.adm.Decision), log: t.log}
 		h.wait, h.phase, h.raw = &escrowWait{hold: hold, c: c}, phaseWait, nil
 		b.out = append(b.out, b.alive.Event()...)
 	case phaseWait:
@@ -161,8 +162,8 @@ func (b *sseBody) writeAwaited(a awaited) {
 
 // allowPolicy is the allow function of the turn's call filter.
 func (t *turn) allowPolicy() func(string) bool {
-	if t.adm.decision.Stage == meter.Restrict || t.loop.restrict {
-		return t.readOnly
+	if t.adm.Decision.Stage == meter.Restrict || t.loop.Restrict {
+		return shape.Grant(t.req.tenant.ReadOnlyTools)
 	}
 	return nil
 }

@@ -115,9 +115,9 @@ func (s *Server) checkPassRun(r *http.Request, req *request) error {
 			return err
 		}
 	}
-	id, err := s.scopedRoot(r.Context(), id, req.tenant.Name)
+	id, err := s.records.Scoped(r.Context(), id, req.tenant.Name)
 	if err != nil {
-		return err
+		return admitted(err)
 	}
 	if thread := s.passThread(r, id); thread != "" {
 		id = thread

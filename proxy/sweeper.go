@@ -9,6 +9,7 @@ import (
 
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/ceiling"
 	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/tenant"
@@ -50,7 +51,7 @@ func (s *Server) silent(rec *trajectory.Record, now time.Time, sweeping bool) bo
 		// A call of a version that wrote no beat: taken for lost past the
 		// stale-call bound, by the next request on its record only (it
 		// has no estimate to charge).
-		return !sweeping && now.Sub(rec.UpdatedAt) >= s.staleCall(s.tenant(rec.Tenant))
+		return !sweeping && now.Sub(rec.UpdatedAt) >= admit.StaleAfter(s.tenant(rec.Tenant))
 	}
 	bound := s.lostAfter()
 	if !sweeping {
@@ -93,7 +94,7 @@ func (s *Server) watchCalls(ctx context.Context) {
 // how much output each has streamed.
 func (s *Server) beat(ctx context.Context) {
 	for _, t := range s.live.All() {
-		call, streamed := t.adm.call, t.streamed.Load()
+		call, streamed := t.adm.Call, t.streamed.Load()
 		_, err := s.store.Update(ctx, t.recID, func(r *trajectory.Record) ([]trajectory.Event, error) {
 			if r.Call != call || r.State != trajectory.CallingModel {
 				return nil, errNotLost
@@ -163,12 +164,12 @@ func (s *Server) sweepCall(ctx context.Context, id, call string, mine bool) bool
 			return nil, err
 		}
 		ls := chainrule.Levels(chain, now, true)
-		return append(evs, s.readStages(chain, ls, meter.Check(ls, s.stages), now)...), nil
+		return append(evs, chainrule.ReadStages(chain, ls, meter.Check(ls, s.stages), s.stages, now)...), nil
 	})
 	switch {
 	case err == nil:
 		if s.ledger != nil && ceiling.Limits(s.tenant(owner)).Spends() {
-			s.chargeTenant(ctx, s.log, owner, call, used)
+			s.ceilings.Charge(ctx, s.log, owner, call, used)
 		}
 		s.log.LogAttrs(ctx, slog.LevelWarn, "lost call reclaimed and charged as estimated", slog.String("trajectory", id),
 			slog.String("call", call), slog.Any("usage", data["usage"]), slog.Any("dollars", data["dollars"]), slog.Any("owner", data["owner"]))
