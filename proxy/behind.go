@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"gatekeeper/meter"
-	"gatekeeper/proxy/internal/ceiling"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/ratelimit"
 	"gatekeeper/trajectory"
@@ -41,7 +40,7 @@ func (p *pendingSettle) Sides(ctx context.Context) {
 
 // TenantSide reports a settle with a tenant ledger to settle.
 func (p *pendingSettle) TenantSide() bool {
-	return p.t.s.ledger != nil && ceiling.Limits(p.t.req.tenant).Spends()
+	return p.t.s.ceilings.Spends(p.t.req.tenant)
 }
 
 // SettleTenant charges the turn to its tenant's ledger.

@@ -37,5 +37,8 @@
 // (grant, ride, settle, the move of a refused call to another key);
 // passthrough the pass-through reverse proxy, the provider header, the
 // run check of a pass-through request and the unreachable-provider error;
-// sweep the heartbeats, the lost-call sweep and the idle finish.
+// sweep the heartbeats, the lost-call sweep and the idle finish; admit
+// the records a call is admitted on, its tenant's reservation and its
+// budget admission; shape a request's rewrites for its stage; watchdog the
+// loop watchdog's checks of a request and a reply.
 package proxy

@@ -52,8 +52,8 @@ func httpAnswer(a *escrow.Answer) *HTTPError {
 // gateInput is what the gates judge a call of the turn's reply on,
 // besides the call itself.
 func (t *turn) gateInput() approvals.Input {
-	return approvals.Input{Tenant: t.req.tenant.Name, Trajectory: t.recID, Stage: string(t.adm.decision.Stage),
-		BudgetUsed: t.adm.decision.Rho, Provider: t.req.up.cfg.Name, Model: t.pr.Model}
+	return approvals.Input{Tenant: t.req.tenant.Name, Trajectory: t.recID, Stage: string(t.adm.Decision.Stage),
+		BudgetUsed: t.adm.Decision.Rho, Provider: t.req.up.cfg.Name, Model: t.pr.Model}
 }
 
 // openHold holds the turn's reply rep (decoded as res) for the gated
@@ -61,7 +61,7 @@ func (t *turn) gateInput() approvals.Input {
 func (t *turn) openHold(ctx context.Context, res *streaming.Result, rep escrow.Reply, gated []escrow.Gated, o outcome) (*approvals.Hold, error) {
 	held := escrow.Turn{Trajectory: t.recID, Root: t.root, Thread: t.thread, Tenant: t.req.tenant.Name, Key: t.key,
 		API: t.req.api, Provider: t.req.up.cfg.Name, Model: t.pr.Model, Request: t.body, Continuations: t.conts,
-		Stage: t.adm.decision.Stage, BudgetUsed: t.adm.decision.Rho, Grant: t.req.tenant.ReadOnlyTools, Log: t.log}
+		Stage: t.adm.Decision.Stage, BudgetUsed: t.adm.Decision.Rho, Grant: t.req.tenant.ReadOnlyTools, Log: t.log}
 	return t.s.esc.Open(ctx, held, res, rep, gated, func(approvalID string) { t.holdOpened(o, approvalID) })
 }
 

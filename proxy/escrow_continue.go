@@ -10,6 +10,7 @@ import (
 
 	"gatekeeper/approvals"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
@@ -35,13 +36,13 @@ func (s *Server) continuer(req *request, hdr http.Header, log *slog.Logger) escr
 		sub := &turn{s: s, req: &request{up: up, rest: dialectOf(api).path, tenant: req.tenant, keyHash: req.keyHash, api: api, id: req.id}, rate: s.sched.Turn(up.pool, req.tenant.Priority),
 			pr: pr, body: body, started: s.now(), ctx: ctx, log: log, recID: h.Trajectory, root: h.Root, key: h.Key, gated: true,
 			conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
-		var adm admission
+		var adm admit.Admission
 		_, err = s.store.UpdateChain(ctx, h.Trajectory, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 			var evs []trajectory.Event
 			var err error
 			sub.thread = chain[0].Thread
 			adm, evs, err = sub.admitChain(chain, chain[0].Thread, nil)
-			if err == nil && adm.paused {
+			if err == nil && adm.Paused {
 				err = errors.New("the run was paused")
 			}
 			return evs, err
@@ -50,7 +51,7 @@ func (s *Server) continuer(req *request, hdr http.Header, log *slog.Logger) escr
 			return nil, nil, fmt.Errorf("admitting the continuation: %w", err)
 		}
 		sub.adm = adm
-		if adm.decision.Stage == meter.Halt {
+		if adm.Decision.Stage == meter.Halt {
 			return nil, nil, errors.New("the run's budget is spent")
 		}
 		raw, status, err := s.callUpstream(ctx, sub, hdr)

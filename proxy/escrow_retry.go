@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"gatekeeper/proxy/internal/escrow"
+	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/streaming"
 )
 
@@ -133,7 +134,7 @@ func (t *turn) holdJSON(resp *http.Response) error {
 		return pass(raw)
 	}
 	c := t.client(escrow.FormJSON)
-	c.Allow, c.Refusal = t.allowPolicy(), t.refusal
+	c.Allow, c.Refusal = t.allowPolicy(), shape.Refusal(t.adm.Decision)
 	if int64(len(raw)) > s.esc.MaxHeld() {
 		// Too large to hold: the gated calls end the turn, refused.
 		dr := &escrow.Decision{Reply: held, Texts: map[string]string{}}

@@ -9,6 +9,7 @@ import (
 
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/escrow"
+	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/streaming/sse"
 )
 
@@ -91,7 +92,7 @@ func (b *sseBody) holdRead() {
 			return
 		}
 		c := t.client(escrow.FormStream)
-		c.Strip, c.Allow, c.Refusal = t.stripUsage, t.allowPolicy(), t.refusal
+		c.Strip, c.Allow, c.Refusal = t.stripUsage, t.allowPolicy(), shape.Refusal(t.adm.Decision)
 		h.Attach(hold, c)
 		b.out = append(b.out, b.alive.Event()...)
 	case escrow.Waiting:
@@ -126,8 +127,8 @@ func (b *sseBody) writeAwaited(a escrow.Awaited) {
 
 // allowPolicy is the allow function of the turn's call filter.
 func (t *turn) allowPolicy() func(string) bool {
-	if t.adm.decision.Stage == meter.Restrict || t.loop.restrict {
-		return t.readOnly
+	if t.adm.Decision.Stage == meter.Restrict || t.loop.Restrict {
+		return shape.Grant(t.req.tenant.ReadOnlyTools)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/watchdog"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -38,7 +39,7 @@ type outcome struct {
 	approvalID string
 	// reply is what the loop watchdog reads of a complete reply; nil when
 	// it is off or the reply did not complete.
-	reply *replySeen
+	reply *watchdog.Seen
 }
 
 // failed settles a turn that produced no reply the decoder saw. It is a
@@ -101,7 +102,7 @@ func (t *turn) write(ctx context.Context, o outcome) {
 	data := map[string]any{
 		"stop": o.stop, "status": o.status, "model": model, "provider": t.req.up.cfg.Name,
 		"duration_ms": now.Sub(t.started).Milliseconds(), "estimated": o.estimated,
-		"usage": o.usage, "dollars": charge.Dollars(), "call": t.adm.call,
+		"usage": o.usage, "dollars": charge.Dollars(), "call": t.adm.Call,
 	}
 	if !o.upstream && !charge.Priced {
 		data["fallback_priced"] = true
@@ -126,7 +127,7 @@ func (t *turn) write(ctx context.Context, o outcome) {
 	t.stageNote(data)
 	defer t.endSpan(o, charge)
 	// t.log names the trajectory.
-	attrs := []slog.Attr{slog.String("call", t.adm.call), slog.String("stop", o.stop), slog.Int("status", o.status),
+	attrs := []slog.Attr{slog.String("call", t.adm.Call), slog.String("stop", o.stop), slog.Int("status", o.status),
 		slog.Int64("input_tokens", o.usage.InputTokens), slog.Int64("cached_input_tokens", o.usage.CachedInputTokens),
 		slog.Int64("cache_write_tokens", o.usage.CacheWriteTokens), slog.Int64("output_tokens", o.usage.OutputTokens),
 		slog.Float64("dollars", charge.Dollars()), slog.Bool("estimated", o.estimated), slog.Int("tool_calls", len(o.calls))}
@@ -156,16 +157,16 @@ var (
 // finds the call gone and changes nothing.
 func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.Charge, data map[string]any, now time.Time) ([]trajectory.Event, error) {
 	rec := chain[0]
-	if rec.Call == "" || rec.Call != t.adm.call {
-		if i := slices.Index(rec.LostCalls, t.adm.call); i >= 0 {
+	if rec.Call == "" || rec.Call != t.adm.Call {
+		if i := slices.Index(rec.LostCalls, t.adm.Call); i >= 0 {
 			return t.settleLost(chain, i, o, charge, data, now), nil
 		}
-		if rec.SettledCall == t.adm.call {
+		if rec.SettledCall == t.adm.Call {
 			return nil, errSettled
 		}
 		return nil, errCallGone
 	}
-	rec.SettledCall = t.adm.call
+	rec.SettledCall = t.adm.Call
 	dollars := charge.Dollars()
 	typ := trajectory.EventTurn
 	if o.upstream {
@@ -201,7 +202,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 			return nil, err
 		}
 		evs = append(evs, tevs...)
-		wevs, err := t.watchReply(rec, o, now)
+		wevs, err := watchdog.Reply(t.s.cfg.WatchdogFor(t.req.tenant), rec, o.reply, now)
 		if err != nil {
 			return nil, err
 		}
@@ -227,7 +228,7 @@ func (t *turn) settleChain(chain []*trajectory.Record, o outcome, charge meter.C
 		l.ChargeWallClock(now)
 	}
 	ls := chainrule.Levels(chain, now, true)
-	return append(evs, t.s.readStages(chain, ls, meter.Check(ls, t.s.stages), now)...), nil
+	return append(evs, chainrule.ReadStages(chain, ls, meter.Check(ls, t.s.stages), t.s.stages, now)...), nil
 }
 
 // maxLostCalls bounds the lost calls a record remembers; an older one's
@@ -253,7 +254,7 @@ func keepLost(lost []string, call string) []string {
 func (t *turn) settleLost(chain []*trajectory.Record, i int, o outcome, charge meter.Charge, data map[string]any, now time.Time) []trajectory.Event {
 	rec := chain[0]
 	rec.LostCalls = slices.Delete(rec.LostCalls, i, i+1)
-	rec.SettledCall = t.adm.call
+	rec.SettledCall = t.adm.Call
 	data["late"] = true
 	detail, _ := data["detail"].(string)
 	data["detail"] = strings.TrimPrefix(detail+"; ", "; ") +
@@ -276,7 +277,7 @@ func (t *turn) settleLost(chain []*trajectory.Record, i int, o outcome, charge m
 		}
 	}
 	ls := chainrule.Levels(chain, now, true)
-	return append(evs, t.s.readStages(chain, ls, meter.Check(ls, t.s.stages), now)...)
+	return append(evs, chainrule.ReadStages(chain, ls, meter.Check(ls, t.s.stages), t.s.stages, now)...)
 }
 
 // chargeUndelivered records a reply the provider produced, and billed,
@@ -359,7 +360,7 @@ func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome
 		}
 	}
 	if complete {
-		o.reply = t.seeReply(res)
+		o.reply = watchdog.See(t.s.cfg.WatchdogFor(t.req.tenant), res)
 		if t.proposed != nil {
 			o.reply = t.proposed
 		}

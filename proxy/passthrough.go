@@ -77,9 +77,9 @@ func (s *Server) checkPassRun(r *http.Request, req *request) error {
 			return err
 		}
 	}
-	id, err := s.scopedRoot(r.Context(), id, req.tenant.Name)
+	id, err := s.records.Scoped(r.Context(), id, req.tenant.Name)
 	if err != nil {
-		return err
+		return admitted(err)
 	}
 	rec, err := passthrough.Blocking(r.Context(), s.store, id, req.tenant.Name, r.Header)
 	switch {

@@ -17,6 +17,7 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/inflight"
@@ -79,8 +80,10 @@ type Server struct {
 	bufs       *bufPool
 	prices     *meter.Table
 	stages     meter.Thresholds
-	minOutput  int64 // budget_min_output_tokens
-	hints      *hints
+	hints      *admit.Hints
+	records    *admit.Records  // the run and thread records a turn is admitted on
+	ceilings   *admit.Ceilings // the turns' reservations against their tenants' ceilings
+	budget     *admit.Budget   // the turns' admission against their chains' budgets
 	settles    *settle.Retrier
 	behind     *settle.Behind[*pendingSettle] // settles written behind their replies; nil: each at once
 	live       *inflight.Registry[*turn]
@@ -127,8 +130,7 @@ func New(opts Options) (*Server, error) {
 		bufs:      newBufPool(),
 		prices:    opts.Prices,
 		stages:    meter.Thresholds(opts.Config.Stages),
-		minOutput: opts.Config.BudgetMinOutputTokens,
-		hints:     newHints(1 << 16),
+		hints:     admit.NewHints(1 << 16),
 		settles:   settle.NewRetrier(),
 		live:      inflight.New[*turn](),
 		tel:       opts.Telemetry,
@@ -142,11 +144,12 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	if s.replica == "" {
-		s.replica = "replica-" + newCallID()
+		s.replica = "replica-" + admit.NewCallID()
 	}
-	s.owner = s.replica + "#" + newCallID()
-	if s.minOutput <= 0 {
-		s.minOutput = config.DefaultBudgetMinOutputTokens
+	s.owner = s.replica + "#" + admit.NewCallID()
+	minOutput := opts.Config.BudgetMinOutputTokens
+	if minOutput <= 0 {
+		minOutput = config.DefaultBudgetMinOutputTokens
 	}
 	if s.prices == nil {
 		over := make(map[string]meter.Price, len(opts.Config.Prices))
@@ -178,13 +181,16 @@ func New(opts Options) (*Server, error) {
 	if s.transport == nil {
 		s.transport = newTransport()
 	}
+	s.records = &admit.Records{Store: s.store, Ledger: s.ledger, Now: s.now, Log: s.log, Tel: s.tel, MaxChildren: opts.Config.Limits.MaxChildren}
+	s.ceilings = &admit.Ceilings{Ledger: s.ledger, MinOutput: minOutput, Settles: s.settles}
+	s.budget = &admit.Budget{Stages: s.stages, MinOutput: minOutput, Owner: s.owner}
 	if w := opts.Config.Store.SettleWindow.Std(); w > 0 && opts.Config.Store.Kind == config.StoreRedis {
 		s.behind = settle.NewBehind[*pendingSettle](w, s.store, s.log)
 	}
 	s.sweeper = sweep.New(sweep.Options{Store: s.store, Config: s.cfg, Clock: s.now, Logger: s.log, Prices: s.prices, Stages: s.stages,
-		Replica: s.replica, Owner: s.owner, Calls: s.liveCalls, StaleCall: s.staleCall,
+		Replica: s.replica, Owner: s.owner, Calls: s.liveCalls, StaleCall: admit.StaleAfter,
 		Charge: func(ctx context.Context, name, call string, used tenant.Amount) {
-			s.chargeTenant(ctx, s.log, name, call, used)
+			s.ceilings.Charge(ctx, s.log, name, call, used)
 		}})
 	go func() {
 		defer close(s.listening)
@@ -418,5 +424,5 @@ func requestID(r *http.Request) string {
 	if v := r.Header.Get("X-Request-Id"); len(v) > 0 && len(v) <= 64 && trajectory.ValidID(v) {
 		return v
 	}
-	return "req_" + newCallID()
+	return "req_" + admit.NewCallID()
 }

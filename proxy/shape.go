@@ -4,119 +4,39 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/tidwall/sjson"
-
 	"gatekeeper/meter"
-	"gatekeeper/proxy/internal/notice"
-	"gatekeeper/streaming"
+	"gatekeeper/proxy/internal/shape"
+	"gatekeeper/proxy/internal/watchdog"
 )
 
-// shape rewrites an admitted request for its budget stage, the loop
-// watchdog's step and metering, minimally and at the end:
-//   - steer: a budget notice is appended as the last content;
-//   - restrict: tools outside the tenant's read_only_tools are removed
-//     (with a tool_choice naming one), the notice asks for a final answer,
-//     and calls to removed tools in the reply are withheld;
-//   - the loop watchdog's notice, when its step has one, is appended after
-//     it, and its restrict step narrows the tools as the budget's does;
-//   - a streamed Chat request is asked to report usage, and the extra
-//     usage is taken out of what the agent receives.
+// shape rewrites the admitted body for the turn's stage and the loop
+// watchdog's step (shape.Shape); a restricted turn's reply goes through a
+// call filter that withholds calls outside the tenant's read-only grant.
 func (t *turn) shape(body []byte) ([]byte, error) {
-	api := t.req.api
-	if t.maxOut > 0 && t.maxOut != t.pr.MaxOutputTokens {
-		field := t.pr.MaxOutputField
-		if field == "" {
-			field = dialectOf(api).outputField
-		}
-		out, err := sjson.SetBytes(body, field, t.maxOut)
-		if err != nil {
-			return nil, httpErr(http.StatusBadRequest, errInvalidRequest, "could not set the output limit: "+err.Error())
-		}
-		if body, _, err = thinkingBelow(api, out, t.maxOut); err != nil {
-			return nil, httpErr(http.StatusBadRequest, errInvalidRequest, "could not fit the thinking budget under the output limit: "+err.Error())
-		}
+	api, tn := t.req.api, t.req.tenant
+	field := t.pr.MaxOutputField
+	if field == "" {
+		field = dialectOf(api).outputField
 	}
-	if t.truncated > 0 {
-		if out, err := streamOf(api).AppendNotice(body, notice.Truncation(t.truncated)); err == nil {
-			body = out
-		}
+	s, err := shape.Shape(t.ctx, t.log, body, shape.Request{Dialect: streamOf(api), OutputField: field, Thinking: dialectOf(api).thinking,
+		AskUsage: dialectOf(api).askUsage && t.pr.Stream, MaxOut: t.maxOut, Asked: t.pr.MaxOutputTokens, Truncated: t.truncated,
+		Interrupt: t.interrupt, Decision: t.adm.Decision, Levels: t.adm.Levels, LoopNotice: t.loop.Notice, LoopRestrict: t.loop.Restrict,
+		ReadOnly: tn.ReadOnlyTools})
+	if err != nil {
+		return nil, refused(err)
 	}
-	if t.interrupt != "" {
-		out, err := streamOf(api).AppendNotice(body, "[message from the operator] "+t.interrupt)
-		if err != nil {
-			t.log.LogAttrs(t.ctx, slog.LevelWarn, "operator message not appended", slog.String("error", err.Error()))
-		} else {
-			body = out
-		}
-	}
-	stage := t.adm.decision.Stage
-	if stage == meter.Restrict || t.loop.restrict {
-		out, removed, err := streamOf(api).RestrictTools(body, t.readOnly)
-		if err != nil {
-			return nil, httpErr(http.StatusBadRequest, errInvalidRequest, "could not narrow the request's tools: "+err.Error())
-		}
-		body, t.removed = out, removed
-		if t.filter, err = streamOf(api).NewCallFilter(t.readOnly, t.refusal); err != nil {
+	t.removed, t.stripUsage = s.Removed, s.StripUsage
+	if s.Restricted {
+		if t.filter, err = streamOf(api).NewCallFilter(shape.Grant(tn.ReadOnlyTools), shape.Refusal(t.adm.Decision)); err != nil {
 			return nil, err
 		}
 		t.filter.Grant() // an unknown call type is no read-only tool
 	}
-	var notices []string
-	if stage == meter.Restrict || stage == meter.Steer {
-		notices = append(notices, t.notice())
-	}
-	if t.loop.notice != "" {
-		notices = append(notices, t.loop.notice)
-	}
-	for _, n := range notices {
-		out, err := streamOf(api).AppendNotice(body, n)
-		if err != nil {
-			// A request without a conversation to append to is forwarded
-			// as it is; the provider will judge it.
-			t.log.LogAttrs(t.ctx, slog.LevelWarn, "notice not appended", slog.String("error", err.Error()))
-			break
-		}
-		body = out
-	}
-	if dialectOf(api).askUsage && t.pr.Stream {
-		out, added, err := streaming.EnsureIncludeUsage(body)
-		if err == nil {
-			body, t.stripUsage = out, added
-		}
-	}
-	return body, nil
-}
-
-// clampOutput is a call's output limit under the tenant's ceiling: the
-// lower of the two, the ceiling when the agent set none; 0 when neither.
-func clampOutput(asked int64, ceiling int) int64 {
-	c := int64(ceiling)
-	switch {
-	case c <= 0:
-		return asked
-	case asked <= 0 || asked > c:
-		return c
-	}
-	return asked
-}
-
-// readOnly reports whether a tool is in the tenant's read-only grant.
-func (t *turn) readOnly(name string) bool { return slices.Contains(t.req.tenant.ReadOnlyTools, name) }
-
-// refusal replaces a call withheld in the budget's restrict stage, or in
-// the loop watchdog's.
-func (t *turn) refusal(call streaming.ToolCall) string {
-	if t.adm.decision.Stage != meter.Restrict {
-		return notice.LoopRefusal(call)
-	}
-	return fmt.Sprintf("[gatekeeper] The call to %s was withheld: this run's budget is nearly spent (%.0f%% of its %s budget), so only read-only tools may run. Give your final answer.",
-		call.Name, t.adm.decision.Rho*100, t.adm.decision.Binding)
+	return s.Body, nil
 }
 
 // filterJSON applies the call filter to a whole non-streamed reply before
@@ -153,7 +73,7 @@ func (t *turn) filterJSON(resp *http.Response, cutOnly bool) error {
 		// The decoder reads what the agent receives; the watchdog counts
 		// what the model proposed.
 		if res, err := streamOf(t.req.api).DecodeJSON(raw); err == nil {
-			t.proposed = t.seeReply(res)
+			t.proposed = watchdog.See(t.s.cfg.WatchdogFor(t.req.tenant), res)
 		}
 	}
 	resp.Body = io.NopCloser(&wholeReader{out})
@@ -211,13 +131,13 @@ func allowAll(string) bool { return true }
 
 // stageNote is the turn's stage and rewrite for the event log.
 func (t *turn) stageNote(data map[string]any) {
-	if st := t.adm.decision.Stage; st != "" && st != meter.Nominal {
+	if st := t.adm.Decision.Stage; st != "" && st != meter.Nominal {
 		data["stage"] = st
 	}
 	if len(t.removed) > 0 {
 		data["removed_tools"] = strings.Join(t.removed, ",")
 	}
-	if t.loop.step != "" {
-		data["loop_step"] = t.loop.step
+	if t.loop.Step != "" {
+		data["loop_step"] = t.loop.Step
 	}
 }

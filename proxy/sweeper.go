@@ -8,7 +8,7 @@ func (s *Server) liveCalls() []sweep.Call {
 	turns := s.live.All()
 	calls := make([]sweep.Call, 0, len(turns))
 	for _, t := range turns {
-		calls = append(calls, sweep.Call{Record: t.recID, ID: t.adm.call, Output: estimateTokens(t.streamed.Load())})
+		calls = append(calls, sweep.Call{Record: t.recID, ID: t.adm.Call, Output: estimateTokens(t.streamed.Load())})
 	}
 	return calls
 }

@@ -13,11 +13,14 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/internal/ride"
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/keys"
 	"gatekeeper/proxy/internal/notice"
+	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/proxy/internal/threadid"
+	"gatekeeper/proxy/internal/watchdog"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -41,12 +44,12 @@ type turn struct {
 	started time.Time
 	ctx     context.Context // the agent's request context
 	log     *slog.Logger
-	adm     admission
-	// call is the turn's call id (callID), and tried what each attempt
+	adm     admit.Admission
+	// call is the turn's call id (admitCall), and tried what each attempt
 	// at admitting it reserved under that id.
 	call  string
-	tried []admission
-	worst *meter.Worst // worstCase, once read
+	tried []admit.Admission
+	worst *meter.Worst // the call's worst case, once read (admitCall)
 	// streamed is the reply's output so far, in bytes, for the heartbeat.
 	streamed atomic.Int64
 
@@ -56,10 +59,10 @@ type turn struct {
 	maxOut     int64                 // the call's output limit after the tenant's and the budget's clamps; 0 when none
 	interrupt  string                // an operator's message for this request
 	truncated  int64                 // the thread's last replies cut at their output limit, in a row
-	loop       loopTurn              // the loop watchdog's step for this request (loop.go)
-	proposed   *replySeen            // a whole reply's calls as the provider sent them, when some were withheld
+	loop       watchdog.Step         // the loop watchdog's step for this request
+	proposed   *watchdog.Seen        // a whole reply's calls as the provider sent them, when some were withheld
 	extras     streaming.Extras      // the reply's 1-hour cache writes and service tier
-	ceil       tenantHold            // what the call holds against its tenant's ceilings
+	ceil       admit.Hold            // what the call holds against its tenant's ceilings
 	// busyElsewhere: admission found the record busy with a call another
 	// replica admitted.
 	busyElsewhere bool
@@ -154,7 +157,7 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "ignored agent-supplied budget header", slog.String("tenant", req.tenant.Name))
 	}
 	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log, rate: s.sched.Turn(req.up.pool, req.tenant.Priority),
-		maxOut: clampOutput(pr.MaxOutputTokens, req.tenant.CallLimits.MaxOutputTokens)}
+		maxOut: shape.ClampOutput(pr.MaxOutputTokens, req.tenant.CallLimits.MaxOutputTokens)}
 	if s.esc != nil && s.esc.ForTenant(req.tenant.Name) {
 		t.gated, t.key, t.hdr = true, escrow.TurnKey(req.api, dialectOf(req.api).turnFields, body), r.Header
 	}
@@ -172,8 +175,8 @@ func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 	t.rate.Ride(estimateTokens(int64(len(t.body))), t.maxOut)
 	if err := t.admit(ctx, r); err != nil {
 		t.rate.DropRide(ctx)
-		t.releaseTenant()
-		return err
+		t.s.ceilings.Release(context.WithoutCancel(ctx), t.log, t.req.tenant.Name, &t.ceil)
+		return admitted(err)
 	}
 	t.log = t.s.log.With(slog.String("request_id", t.req.id), slog.String("trajectory", t.recID), slog.String("tenant", t.req.tenant.Name),
 		slog.String("model", t.pr.Model), slog.String("api", string(t.req.api)))
@@ -182,7 +185,7 @@ func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 	}
 	if t.hold != nil {
 		t.rate.DropRide(ctx)
-		t.releaseTenant()
+		t.s.ceilings.Release(context.WithoutCancel(ctx), t.log, t.req.tenant.Name, &t.ceil)
 	}
 	return nil
 }
@@ -196,7 +199,7 @@ func (t *turn) begin(r *http.Request) (ctx context.Context, end func()) {
 	s, req := t.s, t.req
 	sctx, tt := s.tel.StartTurn(r.Context(), r.Header, telemetry.TurnStart{
 		Provider: req.up.cfg.Name, ProviderName: req.up.cfg.API, API: string(req.api), Model: t.pr.Model,
-		Trajectory: t.recID, Parent: t.parentID, Tenant: req.tenant.Name, Stage: string(t.adm.decision.Stage),
+		Trajectory: t.recID, Parent: t.parentID, Tenant: req.tenant.Name, Stage: string(t.adm.Decision.Stage),
 		ServerAddress: req.up.target.Host})
 	t.tt = tt
 	t.observe(t.admitEvents)
@@ -270,27 +273,27 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 		ids[i] = tr.ID
 	}
 	hintKey := t.req.tenant.Name + "\x00" + rid + "\x00" + key
-	if h, ok := s.hints.get(hintKey); ok {
+	if h, ok := s.hints.Get(hintKey); ok {
 		// The thread's record is known from an earlier call: admission is
 		// one store call.
-		t.shared = h.shared
-		err := t.admitOn(ctx, h.parent, h.base, key, ids)
+		t.shared = h.Shared
+		err := t.admitOn(ctx, h.Parent, h.Base, key, ids)
 		if !errors.Is(err, errOtherThread) && !errors.Is(err, trajectory.ErrNotFound) {
 			return err
 		}
-		s.hints.drop(hintKey)
+		s.hints.Drop(hintKey)
 	}
 	named := t.req.trajectoryID != "" || r.Header.Get("X-Gatekeeper-Trajectory") != ""
 	if named {
-		if rid, err = s.scopedRoot(ctx, rid, t.req.tenant.Name); err != nil {
+		if rid, err = s.records.Scoped(ctx, rid, t.req.tenant.Name); err != nil {
 			return err
 		}
 	}
-	root, err := s.ensureRoot(ctx, rid, named, t.req.tenant)
-	if errors.Is(err, errOtherTenant) && named && !strings.Contains(rid, "@") {
+	root, err := s.records.Root(ctx, rid, named, t.req.tenant)
+	if errors.Is(err, admit.ErrOtherTenant) && named && !strings.Contains(rid, "@") {
 		// Another tenant took the name between the look and the create.
 		rid = trajectory.TenantScoped(rid, t.req.tenant.Name)
-		root, err = s.ensureRoot(ctx, rid, named, t.req.tenant)
+		root, err = s.records.Root(ctx, rid, named, t.req.tenant)
 	}
 	if err != nil {
 		return err
@@ -309,21 +312,21 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	} else if candidate, err = t.child(ctx, parent.ID, candidate, key); err != nil {
 		return err
 	}
-	h := hint{parent: parent.ID, base: candidate}
-	err = t.admitOn(ctx, h.parent, h.base, key, ids)
+	h := admit.Hint{Parent: parent.ID, Base: candidate}
+	err = t.admitOn(ctx, h.Parent, h.Base, key, ids)
 	if errors.Is(err, errOtherThread) && candidate == root.ID {
 		// Another conversation claimed the root after it was read.
-		if h.base, err = t.child(ctx, root.ID, threadid.Child(root.ID, key), key); err != nil {
+		if h.Base, err = t.child(ctx, root.ID, threadid.Child(root.ID, key), key); err != nil {
 			return err
 		}
-		err = t.admitOn(ctx, h.parent, h.base, key, ids)
+		err = t.admitOn(ctx, h.Parent, h.Base, key, ids)
 	}
-	h.shared = t.shared
+	h.Shared = t.shared
 	if errors.Is(err, errOtherThread) || errors.Is(err, trajectory.ErrNotFound) {
 		return storeErr(err)
 	}
 	if err == nil {
-		s.hints.put(hintKey, h)
+		s.hints.Put(hintKey, h)
 	}
 	return err
 }
@@ -332,13 +335,13 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 // child id, created when missing, or, once parent has
 // limits.max_children children, the last of them, shared.
 func (t *turn) child(ctx context.Context, parent, id, key string) (string, error) {
-	err := t.s.ensureChild(ctx, parent, t.req.tenant.Name, id, key)
-	var full *childrenFull
+	err := t.s.records.Child(ctx, parent, t.req.tenant.Name, id, key)
+	var full *admit.ChildrenFull
 	if errors.As(err, &full) {
 		t.shared, t.sharedNew = true, true
 		t.log.LogAttrs(ctx, slog.LevelWarn, "record has limits.max_children children; the thread shares the last",
-			slog.String("trajectory", parent), slog.String("shares", full.last))
-		return full.last, nil
+			slog.String("trajectory", parent), slog.String("shares", full.Last))
+		return full.Last, nil
 	}
 	return id, err
 }
@@ -352,8 +355,8 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 			// A sibling is a child of the busy thread's parent (of the
 			// root when the busy thread is the root itself).
 			candidate = threadid.Sibling(parent, base, n)
-			var full *childrenFull
-			if err := t.s.ensureChild(ctx, parent, t.req.tenant.Name, candidate, key); errors.As(err, &full) {
+			var full *admit.ChildrenFull
+			if err := t.s.records.Child(ctx, parent, t.req.tenant.Name, candidate, key); errors.As(err, &full) {
 				break
 			} else if err != nil {
 				return err
@@ -380,16 +383,16 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		}
 		t.recID, t.parentID = chain[0].ID, chain[0].ParentID
 		t.adm = adm
-		if adm.ended {
+		if adm.Ended {
 			t.rate.DropRide(ctx)
 			return endedError(chain[0])
 		}
-		if adm.decision.Stage == meter.Halt {
+		if adm.Decision.Stage == meter.Halt {
 			t.rate.DropRide(ctx)
-			return t.s.haltError(chain[0], adm)
+			return admit.Halted(chain[0], adm)
 		}
-		if adm.maxOut > 0 {
-			t.maxOut = adm.maxOut
+		if adm.MaxOut > 0 {
+			t.maxOut = adm.MaxOut
 		}
 		return nil
 	}
@@ -399,9 +402,9 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 
 // admitWaiting runs the admission step on record id, waiting while the
 // record is paused (until resumed, or limits.pause_hold) and while the
-// calls in flight hold the rest of its budget (until budgetWaitMax).
-func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) ([]*trajectory.Record, admission, error) {
-	var adm admission
+// calls in flight hold the rest of its budget (until admit.WaitMax).
+func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) ([]*trajectory.Record, admit.Admission, error) {
+	var adm admit.Admission
 	budgetSince, pausedSince := time.Time{}, time.Time{}
 	wait := 5 * time.Millisecond
 	var waitedOther time.Duration // looking again at a thread busy with another replica's call
@@ -455,7 +458,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		} else {
 			t.s.behind.GiveBack(pend)
 		}
-		if (err != nil || adm.paused) && t.rate.Riding() != nil && t.rate.Riding().Sent() {
+		if (err != nil || adm.Paused) && t.rate.Riding() != nil && t.rate.Riding().Sent() {
 			// Refused, held, or unanswered: the take that rode with the
 			// update goes back, and the turn takes its key after
 			// admission, as a turn whose store carries no take.
@@ -490,16 +493,16 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			}
 			t.abandon(id, err)
 			return nil, adm, err
-		case errors.Is(err, errBudgetWait):
+		case errors.Is(err, admit.ErrWait):
 			if budgetSince.IsZero() {
 				budgetSince = time.Now()
 			}
-			if time.Since(budgetSince) > budgetWaitMax || sleepCtx(ctx, wait) != nil {
+			if time.Since(budgetSince) > admit.WaitMax || sleepCtx(ctx, wait) != nil {
 				return nil, adm, &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: 5 * time.Second,
 					Msg: "the calls this run has in flight hold the rest of its budget; retry when they finish", Err: err}
 			}
-			wait = min(wait*2, budgetWaitStep)
-		case errors.Is(err, errPausedWait) || err == nil && adm.paused:
+			wait = min(wait*2, admit.WaitStep)
+		case errors.Is(err, errPausedWait) || err == nil && adm.Paused:
 			// Held, not forwarded, until an operator resumes the run: a
 			// resume signal wakes the wait, a poll covers a lost one.
 			if pausedSince.IsZero() {
@@ -534,49 +537,49 @@ const busyElsewhereMax = 200 * time.Millisecond
 
 // admitChain is the admission step on a thread record (chain[0]) and its
 // ancestors, run inside the store's atomic update.
-func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) (admission, []trajectory.Event, error) {
+func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) (admit.Admission, []trajectory.Event, error) {
 	now := t.s.now()
 	rec, root := chain[0], chain[len(chain)-1]
 	t.busyElsewhere = false
 	if root.Tenant != t.req.tenant.Name {
 		// Names are the tenant's own: another tenant's record is not
 		// there for this one.
-		return admission{}, nil, trajectory.ErrNotFound
+		return admit.Admission{}, nil, trajectory.ErrNotFound
 	}
-	if adm, ok := t.ownAdmission(chain); ok {
+	if adm, ok := admit.Own(chain, t.call, t.tried, now); ok {
 		// An earlier attempt was saved though its answer was lost: the
 		// call is admitted, once.
 		return adm, nil, nil
 	}
 	for _, r := range chain {
 		if r.State.Terminal() {
-			return admission{}, nil, endedError(r)
+			return admit.Admission{}, nil, endedError(r)
 		}
 	}
 	for _, r := range chain[1:] {
 		if r.State == trajectory.Paused {
 			// A thread started under a paused run waits with it.
-			return admission{}, nil, errPausedWait
+			return admit.Admission{}, nil, errPausedWait
 		}
 	}
 	switch {
 	case rec.Thread != "" && rec.Thread != key && !t.shared:
-		return admission{}, nil, errOtherThread
+		return admit.Admission{}, nil, errOtherThread
 	case rec.State == trajectory.CallingModel && len(ids) == 0 && t.gated && !t.holdChecked && !t.s.sweeper.Silent(rec, now):
 		// The call in flight may be holding its reply: a retry of that
 		// turn re-attaches rather than fork a sibling that asks again.
-		return admission{}, nil, errHoldOpening
+		return admit.Admission{}, nil, errHoldOpening
 	case rec.State == trajectory.CallingModel && !t.s.sweeper.Silent(rec, now):
 		t.busyElsewhere = rec.CallOwner != t.s.owner
-		return admission{}, nil, errBusy
+		return admit.Admission{}, nil, errBusy
 	case rec.State == trajectory.Paused:
-		return admission{}, nil, errPausedWait
+		return admit.Admission{}, nil, errPausedWait
 	case rec.State == trajectory.AwaitingApproval && t.gated && !t.holdChecked,
 		rec.State == trajectory.WaitingTool && len(ids) == 0 && t.gated && !t.holdChecked:
 		// A retry of a held turn carries no tool results.
-		return admission{}, nil, errAwaiting
+		return admit.Admission{}, nil, errAwaiting
 	case rec.State == trajectory.AwaitingApproval || rec.State == trajectory.Finalizing:
-		return admission{}, nil, errBusy
+		return admit.Admission{}, nil, errBusy
 	}
 	var evs []trajectory.Event
 	if rec.Thread == "" {
@@ -593,14 +596,14 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		lost := rec.Call
 		tev, err := chainrule.Reclaim(chain, now, chainrule.LostCall)
 		if err != nil {
-			return admission{}, nil, err
+			return admit.Admission{}, nil, err
 		}
 		rec.LostCalls = keepLost(rec.LostCalls, lost)
 		evs = append(evs, tev...)
 	}
 	check, ts, err := rec.AcceptToolResults(ids, now)
 	if err != nil {
-		return admission{}, nil, err
+		return admit.Admission{}, nil, err
 	}
 	evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
 	if len(check.Accepted) > 0 || len(check.Unanswered) > 0 {
@@ -619,9 +622,9 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		case trajectory.ControlPause:
 			pevs, err := chainrule.ApplyPause(rec, c, now)
 			if err != nil {
-				return admission{}, nil, err
+				return admit.Admission{}, nil, err
 			}
-			return admission{paused: true}, append(evs, pevs...), nil
+			return admit.Admission{Paused: true}, append(evs, pevs...), nil
 		case trajectory.ControlInterrupt:
 			rec.TakeControl()
 			t.interrupt = c.Message
@@ -631,29 +634,30 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	if rec.TruncationsInRow > 0 {
 		t.truncated = rec.TruncationsInRow
 	}
-	wevs, err := t.watchRequest(rec, check.Accepted, now)
+	var wevs []trajectory.Event
+	t.loop, wevs, err = watchdog.Request(t.s.cfg.WatchdogFor(t.req.tenant), rec, t.pr.ToolResults, check.Accepted, t.req.tenant.ReadOnlyTools, now)
 	if err != nil {
-		return admission{}, nil, err
+		return admit.Admission{}, nil, err
 	}
 	evs = append(evs, wevs...)
 	switch {
 	case rec.State == trajectory.Paused:
-		return admission{paused: true}, evs, nil
+		return admit.Admission{Paused: true}, evs, nil
 	case rec.State.Terminal():
-		return admission{ended: true}, evs, nil
+		return admit.Admission{Ended: true}, evs, nil
 	}
 	adm, bevs, err := t.reserve(chain, now)
 	if err != nil {
-		return admission{}, nil, err
+		return admit.Admission{}, nil, err
 	}
 	evs = append(evs, bevs...)
-	if adm.decision.Stage == meter.Halt {
+	if adm.Decision.Stage == meter.Halt {
 		return adm, evs, nil
 	}
-	evs = append(evs, t.tenantClampEvent(rec.ID, now)...)
+	evs = append(evs, t.ceil.ClampEvent(rec.ID, now)...)
 	ts, err = rec.BeginTurn(now)
 	if err != nil {
-		return admission{}, nil, err
+		return admit.Admission{}, nil, err
 	}
 	rec.Provider = t.req.up.cfg.Name
 	rec.Model = t.pr.Model
@@ -686,7 +690,7 @@ func (t *turn) attach(resp *http.Response) error {
 		dec := streamOf(t.req.api).NewDecoder()
 		if t.filter == nil {
 			var err error
-			if t.filter, err = streamOf(t.req.api).NewCallFilter(allowAll, t.refusal); err != nil {
+			if t.filter, err = streamOf(t.req.api).NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
 				return err
 			}
 		}
@@ -706,7 +710,7 @@ func (t *turn) attach(resp *http.Response) error {
 		cutOnly := t.filter == nil
 		if cutOnly {
 			var err error
-			if t.filter, err = streamOf(t.req.api).NewCallFilter(allowAll, t.refusal); err != nil {
+			if t.filter, err = streamOf(t.req.api).NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
 				return err
 			}
 		}

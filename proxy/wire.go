@@ -47,16 +47,6 @@ func checkBetas(t *config.Tenant, up *upstream, h http.Header) error {
 	return refused(wire.CheckBetas(t.AnthropicBeta, up.cfg.API, h))
 }
 
-// thinkingBelow keeps the thinking budget of a request of api below its
-// lowered output limit (wire.ThinkingBelow); APIs without a thinking
-// budget get the body back as it came.
-func thinkingBelow(api streaming.API, body []byte, limit int64) (out []byte, changed bool, err error) {
-	if !dialectOf(api).thinking {
-		return body, false, nil
-	}
-	return wire.ThinkingBelow(body, limit)
-}
-
 // redactErrorBody removes every fragment of keys from an error reply of
 // up (wire.RedactErrorBody); a body it cannot check is replaced by a
 // message of gatekeeper's own in up's error format.

@@ -1,0 +1,50 @@
+package proxy
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"gatekeeper/proxy/internal/admit"
+	"gatekeeper/trajectory"
+)
+
+// TestAdmitted pins the one mapping of admission's refusals to what the
+// agent gets: each kind its status, error type and retry advice.
+func TestAdmitted(t *testing.T) {
+	plain := errors.New("not a refusal")
+	already := &HTTPError{Code: http.StatusForbidden, Type: errTrajectoryCanceled, Msg: "ended"}
+	tests := []struct {
+		name       string
+		err        error
+		code       int
+		typ        string
+		noRetry    bool
+		retryAfter time.Duration
+	}{
+		{"exhausted", &admit.Refusal{Kind: admit.Exhausted, Msg: "m"}, http.StatusPaymentRequired, errBudgetExceeded, true, 0},
+		{"contended", &admit.Refusal{Kind: admit.Contended, Msg: "m", RetryAfter: 5 * time.Second}, http.StatusTooManyRequests, errRateLimited, false, 5 * time.Second},
+		{"operators only", &admit.Refusal{Kind: admit.OperatorsOnly, Msg: "m"}, http.StatusForbidden, errPermission, true, 0},
+		{"store out", &admit.Refusal{Kind: admit.Unavailable, Err: trajectory.ErrUnavailable}, http.StatusServiceUnavailable, "api_error", false, 5 * time.Second},
+		{"an HTTPError stays", already, http.StatusForbidden, errTrajectoryCanceled, false, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var he *HTTPError
+			if !errors.As(admitted(tc.err), &he) {
+				t.Fatalf("admitted(%v) is no HTTPError", tc.err)
+			}
+			if he.Code != tc.code || he.Type != tc.typ || he.NoRetry != tc.noRetry || he.RetryAfter != tc.retryAfter {
+				t.Errorf("admitted = %d %s noRetry %v retry after %s; want %d %s %v %s", he.Code, he.Type, he.NoRetry, he.RetryAfter,
+					tc.code, tc.typ, tc.noRetry, tc.retryAfter)
+			}
+		})
+	}
+	if admitted(plain) != plain || admitted(nil) != nil {
+		t.Error("admitted changed an error that is no refusal")
+	}
+	if err := admitted(&admit.Refusal{Kind: admit.Unavailable, Err: trajectory.ErrUnavailable}); !errors.Is(err, trajectory.ErrUnavailable) {
+		t.Errorf("a store failure's cause is lost: %v", err)
+	}
+}
