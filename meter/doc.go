@@ -24,5 +24,5 @@
 //
 // The package is pure: no I/O besides reading its embedded price file, no
 // clock, no state between calls, and no imports from the rest of gatekeeper
-// except the trajectory types it meters. imports_test.go enforces that.
+// except the trajectory types it meters. internal/purity enforces that.
 package meter

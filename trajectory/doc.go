@@ -8,5 +8,5 @@
 // rest of gatekeeper. Time comes in as a now argument so that deadlines and
 // timestamps are decided by the caller and tests never sleep. Adapters (the
 // memory and Redis stores, the proxy, the admin API) depend on this package,
-// never the reverse; imports_test.go enforces that.
+// never the reverse; internal/purity enforces that.
 package trajectory
