@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/streaming"
 )
 
@@ -96,5 +97,5 @@ func writeError(w http.ResponseWriter, api streaming.API, err error) {
 
 // errorBody renders an error in api's own format (its dialect's).
 func errorBody(api streaming.API, typ, msg string) []byte {
-	return streamOf(api).ErrorBody(typ, msg)
+	return dialect.Stream(api).ErrorBody(typ, msg)
 }

@@ -19,6 +19,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/deadline"
+	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/inflight"
 	"gatekeeper/proxy/internal/keys"
@@ -176,7 +177,7 @@ func New(opts Options) (*Server, error) {
 		s.now = time.Now
 	}
 	s.esc = escrow.New(escrow.Config{Service: opts.Approvals, Gates: opts.Gates, Approvals: opts.Config.Approvals, Records: s.store,
-		Stages: s.stages, ToolDeadline: opts.Config.Limits.ToolDeadline.Std(), ReadOnly: s.tenantReadOnly, Dialect: streamOf,
+		Stages: s.stages, ToolDeadline: opts.Config.Limits.ToolDeadline.Std(), ReadOnly: s.tenantReadOnly, Dialect: dialect.Stream,
 		Signals: s.live, Closing: s.closing, Clock: s.now, Log: s.log, Metrics: s.tel})
 	if s.transport == nil {
 		s.transport = newTransport()
@@ -210,11 +211,11 @@ func New(opts Options) (*Server, error) {
 		if err != nil || u.Scheme == "" || u.Host == "" {
 			return nil, fmt.Errorf("proxy: provider %s: base_url %q is not an absolute URL", p.Name, p.BaseURL)
 		}
-		family := familyDialect(p.API)
+		family := dialect.Family(p.API)
 		if family == nil {
 			return nil, fmt.Errorf("proxy: provider %s: unknown api %q", p.Name, p.API)
 		}
-		up := &upstream{cfg: p, target: u, api: family.api, pool: keys.NewPool(p), pass: wire.Allowlist(p)}
+		up := &upstream{cfg: p, target: u, api: family.API, pool: keys.NewPool(p), pass: wire.Allowlist(p)}
 		for j := range p.Keys {
 			s.secrets = append(s.secrets, p.Keys[j].Key)
 		}
@@ -297,7 +298,7 @@ func (s *Server) Routes(r chi.Router) {
 	r.Head("/", ok200)
 	r.HandleFunc("/v1/*", func(w http.ResponseWriter, req *http.Request) {
 		if s.def == nil {
-			writeError(w, dialects[0].api, httpErr(http.StatusNotFound, errNotFound,
+			writeError(w, dialect.Unclaimed().API, httpErr(http.StatusNotFound, errNotFound,
 				"no default provider is configured: use /{provider}/v1/..."))
 			return
 		}
@@ -315,7 +316,7 @@ func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "provider")
 	up, ok := s.providers[name]
 	if !ok {
-		writeError(w, dialects[0].api, httpErr(http.StatusNotFound, errNotFound,
+		writeError(w, dialect.Unclaimed().API, httpErr(http.StatusNotFound, errNotFound,
 			fmt.Sprintf("no provider named %q is configured", name)))
 		return
 	}
@@ -401,8 +402,8 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 
 // turnAPI says which turn API a request is, or "" when it is not a turn.
 func turnAPI(up *upstream, method, rest string) streaming.API {
-	if d := turnDialect(up.cfg.API, method, rest); d != nil {
-		return d.api
+	if d := dialect.Turn(up.cfg.API, method, rest); d != nil {
+		return d.API
 	}
 	return ""
 }

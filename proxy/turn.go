@@ -15,6 +15,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/keys"
 	"gatekeeper/proxy/internal/notice"
@@ -136,7 +137,7 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 	if err != nil {
 		return nil, mark, err
 	}
-	pr, err := streamOf(req.api).ParseRequest(body)
+	pr, err := dialect.Stream(req.api).ParseRequest(body)
 	if err != nil {
 		return nil, mark, httpErr(http.StatusBadRequest, errInvalidRequest,
 			"request body is not a valid JSON object: "+err.Error())
@@ -147,7 +148,7 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 	if mark, err = readMark(r.Header); err != nil {
 		return nil, mark, err
 	}
-	if req.tenant.RefuseUngatedMCP && dialectOf(req.api).hostedMCP {
+	if req.tenant.RefuseUngatedMCP && dialect.Of(req.api).HostedMCP {
 		if err := checkHostedMCP(body); err != nil {
 			return nil, mark, err
 		}
@@ -159,7 +160,7 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log, rate: s.sched.Turn(req.up.pool, req.tenant.Priority),
 		maxOut: shape.ClampOutput(pr.MaxOutputTokens, req.tenant.CallLimits.MaxOutputTokens)}
 	if s.esc != nil && s.esc.ForTenant(req.tenant.Name) {
-		t.gated, t.key, t.hdr = true, escrow.TurnKey(req.api, dialectOf(req.api).turnFields, body), r.Header
+		t.gated, t.key, t.hdr = true, escrow.TurnKey(req.api, dialect.Of(req.api).TurnFields, body), r.Header
 	}
 	return t, mark, nil
 }
@@ -687,10 +688,10 @@ func (t *turn) attach(resp *http.Response) error {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		resp.Body = &jsonBody{t: t, src: resp.Body, status: resp.StatusCode, limit: 1 << 20}
 	case isEventStream(ct):
-		dec := streamOf(t.req.api).NewDecoder()
+		dec := dialect.Stream(t.req.api).NewDecoder()
 		if t.filter == nil {
 			var err error
-			if t.filter, err = streamOf(t.req.api).NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
+			if t.filter, err = dialect.Stream(t.req.api).NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
 				return err
 			}
 		}
@@ -701,7 +702,7 @@ func (t *turn) attach(resp *http.Response) error {
 		t.filter.NoticeCut(notice.Cut)
 		in := t.s.bufs.Get()
 		body := &sseBody{t: t, up: relay.NewUpstream(resp.Body, in), rd: sse.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
-			in: in, alive: streamOf(t.req.api).NewKeepalive()}
+			in: in, alive: dialect.Stream(t.req.api).NewKeepalive()}
 		if t.gated {
 			body.held = t.s.esc.NewStream()
 		}
@@ -710,7 +711,7 @@ func (t *turn) attach(resp *http.Response) error {
 		cutOnly := t.filter == nil
 		if cutOnly {
 			var err error
-			if t.filter, err = streamOf(t.req.api).NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
+			if t.filter, err = dialect.Stream(t.req.api).NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
 				return err
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gatekeeper/config"
+	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/streaming"
 )
@@ -34,7 +35,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 // background response is refused where api has them unless
 // allowBackground.
 func checkTurnBody(api streaming.API, body []byte, allowBackground bool) error {
-	return refused(wire.CheckTurnBody(body, dialectOf(api).background && !allowBackground))
+	return refused(wire.CheckTurnBody(body, dialect.Of(api).Background && !allowBackground))
 }
 
 // checkHostedMCP is wire.CheckHostedMCP with its refusal in the agent's
