@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/shape"
@@ -41,7 +42,7 @@ func (t *turn) client(form escrow.Form) *escrow.Client {
 // serveReattach serves a retry of a held turn: no model call, no
 // reservation. It waits for the decision like the original request did
 // (keepalives on a stream) and receives the decided reply in its own form.
-// The error is what the agent gets (writeError).
+// The error is what the agent gets (apierr.Write).
 func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) error {
 	t.log.LogAttrs(r.Context(), slog.LevelInfo, "request re-attached to a held turn", slog.String("hold", t.hold.ID), slog.Bool("stream", t.pr.Stream))
 	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
@@ -56,7 +57,7 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 	out, err := s.esc.AwaitJSON(r.Context(), wait)
 	if err != nil {
 		if r.Context().Err() != nil {
-			return errClientGone
+			return apierr.ErrClientGone
 		}
 		return answerError(err)
 	}

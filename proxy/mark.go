@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/trajectory"
 )
 
@@ -34,11 +35,11 @@ func readMark(h http.Header) (trajectory.Mark, error) {
 		case len(vs) == 0:
 			continue
 		case len(vs) > 1:
-			return trajectory.Mark{}, httpErr(http.StatusBadRequest, errInvalidRequest, f.name+" was sent more than once; send it once")
+			return trajectory.Mark{}, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, f.name+" was sent more than once; send it once")
 		}
 		v, err := f.parse(vs[0])
 		if err != nil {
-			return trajectory.Mark{}, httpErr(http.StatusBadRequest, errInvalidRequest,
+			return trajectory.Mark{}, apierr.New(http.StatusBadRequest, apierr.InvalidRequest,
 				f.name+": "+strings.TrimPrefix(err.Error(), "trajectory: invalid outcome: "))
 		}
 		*f.into = v

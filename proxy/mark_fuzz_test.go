@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/trajectory"
 )
 
@@ -24,7 +25,7 @@ func FuzzReadMark(f *testing.F) {
 		}
 		m, err := readMark(h)
 		if err != nil {
-			var he *HTTPError
+			var he *apierr.Error
 			if !errors.As(err, &he) || he.Code != http.StatusBadRequest {
 				t.Fatalf("error %v is not a 400", err)
 			}

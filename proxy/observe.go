@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
 )
@@ -64,7 +65,7 @@ func (t *turn) endSpan(o outcome, charge meter.Charge) {
 	}
 	switch {
 	case o.rateLimited:
-		e.ErrorType = errRateLimited // never sent: not the provider's error
+		e.ErrorType = apierr.RateLimited // never sent: not the provider's error
 	case o.upstream:
 		e.ErrorType = "upstream_error"
 		if o.status >= 400 {

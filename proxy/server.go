@@ -18,6 +18,7 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
@@ -221,7 +222,7 @@ func New(opts Options) (*Server, error) {
 		}
 		up.rp = passthrough.NewProxy(passthrough.Options{Provider: p.Name, Target: u, Pool: up.pool, Transport: s.transport, Buffers: s.bufs, Logger: s.log,
 			Redact:     func(resp *http.Response) { redactErrorBody(resp, up, s.secrets) },
-			WriteError: func(w http.ResponseWriter, err error) { writeError(w, up.api, passErr(err)) }})
+			WriteError: func(w http.ResponseWriter, err error) { apierr.Write(w, up.api, passErr(err)) }})
 		s.providers[p.Name] = up
 		if p.Default {
 			s.def = up
@@ -298,7 +299,7 @@ func (s *Server) Routes(r chi.Router) {
 	r.Head("/", ok200)
 	r.HandleFunc("/v1/*", func(w http.ResponseWriter, req *http.Request) {
 		if s.def == nil {
-			writeError(w, dialect.Unclaimed().API, httpErr(http.StatusNotFound, errNotFound,
+			apierr.Write(w, dialect.Unclaimed().API, apierr.New(http.StatusNotFound, apierr.NotFound,
 				"no default provider is configured: use /{provider}/v1/..."))
 			return
 		}
@@ -316,7 +317,7 @@ func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "provider")
 	up, ok := s.providers[name]
 	if !ok {
-		writeError(w, dialect.Unclaimed().API, httpErr(http.StatusNotFound, errNotFound,
+		apierr.Write(w, dialect.Unclaimed().API, apierr.New(http.StatusNotFound, apierr.NotFound,
 			fmt.Sprintf("no provider named %q is configured", name)))
 		return
 	}
@@ -330,7 +331,7 @@ func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 		// The trajectory segment was escaped differently; find the provider segment.
 		i := strings.Index(esc, "/"+name)
 		if i < 0 {
-			writeError(w, up.api, httpErr(http.StatusBadRequest, errInvalidRequest, "malformed path"))
+			apierr.Write(w, up.api, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, "malformed path"))
 			return
 		}
 		prefix = esc[:i+len(name)+1]
@@ -344,13 +345,13 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 	// Every refusal before the body is read closes the connection: the
 	// server would otherwise wait for the rest of the body, however
 	// slowly it comes, before reading the next request.
-	refuse := func(api streaming.API, err error) { writeError(w, api, closing{err}) }
+	refuse := func(api streaming.API, err error) { apierr.Write(w, api, apierr.Closing(err)) }
 	// A turn path however spelled is the turn path: classified and
 	// forwarded in its one canonical spelling, so that no other spelling
 	// passes as something else.
 	canon, err := wire.CanonicalPath(rest)
 	if err != nil {
-		refuse(up.api, httpErr(http.StatusBadRequest, errInvalidRequest, fmt.Sprintf(
+		refuse(up.api, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, fmt.Sprintf(
 			"the path %q has no single meaning (an escaped /, a dot or empty segment, or a broken escape); send the path in its plain form", rest)))
 		return
 	}
@@ -368,13 +369,13 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 		}
 	}
 	if tid != "" && !trajectory.ValidID(tid) {
-		refuse(errAPI, httpErr(http.StatusBadRequest, errInvalidRequest,
+		refuse(errAPI, apierr.New(http.StatusBadRequest, apierr.InvalidRequest,
 			"trajectory id in the path must be 1-128 characters of A-Z a-z 0-9 . _ : -"))
 		return
 	}
 	tenant, keyHash := s.keys.Lookup(wire.PresentedKey(r))
 	if tenant == nil {
-		refuse(errAPI, httpErr(http.StatusUnauthorized, errAuthentication,
+		refuse(errAPI, apierr.New(http.StatusUnauthorized, apierr.Authentication,
 			"invalid or missing gatekeeper virtual key: send the key your platform team issued as x-api-key or Authorization: Bearer"))
 		return
 	}
@@ -385,7 +386,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		// Codex CLI tries a WebSocket on GET /v1/responses first; refusing
 		// the upgrade at once makes it fall back to HTTP streaming.
-		refuse(errAPI, httpErr(http.StatusUpgradeRequired, errInvalidRequest,
+		refuse(errAPI, apierr.New(http.StatusUpgradeRequired, apierr.InvalidRequest,
 			"gatekeeper serves the Responses API over HTTP streaming only; WebSocket turns are not supported"))
 		return
 	}
@@ -396,7 +397,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 		return
 	}
 	if err := s.serveTurn(w, r, req); err != nil {
-		writeError(w, api, err)
+		apierr.Write(w, api, err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"gatekeeper/internal/ride"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
@@ -95,7 +96,7 @@ type turn struct {
 // admit it on its thread record, shape it, send it, relay the reply
 // (which a gate may hold for approval), settle. The turn is recorded at
 // one of two points: the hold opened (holdOpened) or the settle. An error
-// returned is what the agent gets, written by writeError; once the reply
+// returned is what the agent gets, written by apierr.Write; once the reply
 // has begun, the only error left is http.ErrAbortHandler.
 func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request) error {
 	// Replies stream while the agent's request may still be open: without
@@ -139,7 +140,7 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 	}
 	pr, err := dialect.Stream(req.api).ParseRequest(body)
 	if err != nil {
-		return nil, mark, httpErr(http.StatusBadRequest, errInvalidRequest,
+		return nil, mark, apierr.New(http.StatusBadRequest, apierr.InvalidRequest,
 			"request body is not a valid JSON object: "+err.Error())
 	}
 	if err := checkTurnBody(req.api, body, req.up.allowsBackground()); err != nil {
@@ -397,7 +398,7 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		}
 		return nil
 	}
-	return &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: 2 * time.Second,
+	return &apierr.Error{Code: http.StatusTooManyRequests, Type: apierr.RateLimited, RetryAfter: 2 * time.Second,
 		Msg: fmt.Sprintf("more than %d calls of one conversation are in flight; retry shortly", threadid.MaxSiblings)}
 }
 
@@ -499,7 +500,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 				budgetSince = time.Now()
 			}
 			if time.Since(budgetSince) > admit.WaitMax || sleepCtx(ctx, wait) != nil {
-				return nil, adm, &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: 5 * time.Second,
+				return nil, adm, &apierr.Error{Code: http.StatusTooManyRequests, Type: apierr.RateLimited, RetryAfter: 5 * time.Second,
 					Msg: "the calls this run has in flight hold the rest of its budget; retry when they finish", Err: err}
 			}
 			wait = min(wait*2, admit.WaitStep)
@@ -512,7 +513,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			hold := t.s.cfg.Limits.PauseHold.Std()
 			left := hold - time.Since(pausedSince)
 			if left <= 0 {
-				return nil, adm, &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
+				return nil, adm, &apierr.Error{Code: http.StatusServiceUnavailable, Type: apierr.TrajectoryPaused, RetryAfter: 30 * time.Second,
 					Msg: fmt.Sprintf("trajectory %s is paused (by an operator, by the loop watchdog, or until its budget is raised); retry later", trajectory.Unscoped(id, t.req.tenant.Name))}
 			}
 			woken, stop := t.s.live.Wait(id)
@@ -669,10 +670,10 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 // budget_exceeded when its budget stopped it, so the agent learns why.
 func endedError(rec *trajectory.Record) error {
 	if rec.ExitReason == chainrule.ExitBudgetExceeded {
-		return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
+		return &apierr.Error{Code: http.StatusPaymentRequired, Type: apierr.BudgetExceeded, NoRetry: true,
 			Msg: fmt.Sprintf("trajectory %s was stopped by its %s budget; an operator can start a new trajectory", trajectory.Unscoped(rec.ID, rec.Tenant), rec.BindingDimension)}
 	}
-	return &HTTPError{Code: http.StatusForbidden, Type: errTrajectoryCanceled, NoRetry: true,
+	return &apierr.Error{Code: http.StatusForbidden, Type: apierr.TrajectoryCanceled, NoRetry: true,
 		Msg: fmt.Sprintf("trajectory %s has ended (%s %s); start a new trajectory to continue", trajectory.Unscoped(rec.ID, rec.Tenant), rec.State, rec.ExitReason)}
 }
 

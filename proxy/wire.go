@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gatekeeper/config"
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/streaming"
@@ -20,7 +21,7 @@ import (
 func refused(err error) error {
 	var r *wire.Refusal
 	if errors.As(err, &r) {
-		return &HTTPError{Code: r.Status, Type: errInvalidRequest, Msg: r.Msg}
+		return &apierr.Error{Code: r.Status, Type: apierr.InvalidRequest, Msg: r.Msg}
 	}
 	return err
 }
@@ -53,7 +54,7 @@ func checkBetas(t *config.Tenant, up *upstream, h http.Header) error {
 // message of gatekeeper's own in up's error format.
 func redactErrorBody(resp *http.Response, up *upstream, keys []string) {
 	wire.RedactErrorBody(resp, keys, func(status int) []byte {
-		return errorBody(up.api, errUpstream, "provider "+up.cfg.Name+" answered "+strconv.Itoa(status)+
+		return apierr.Body(up.api, apierr.Upstream, "provider "+up.cfg.Name+" answered "+strconv.Itoa(status)+
 			" with a body gatekeeper could not check for key fragments; see gatekeeper's logs")
 	})
 }
