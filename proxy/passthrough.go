@@ -46,7 +46,7 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *reques
 		apierr.Write(w, up.api, err)
 		return
 	}
-	body, err := readBody(w, r, s.cfg.Limits.MaxBodyBytes, s.cfg.Limits.BodyTimeout.Std())
+	body, err := wire.ReadBody(w, r, s.cfg.Limits.MaxBodyBytes, s.cfg.Limits.BodyTimeout.Std())
 	if err != nil {
 		apierr.Write(w, up.api, err)
 		return

@@ -379,7 +379,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 			"invalid or missing gatekeeper virtual key: send the key your platform team issued as x-api-key or Authorization: Bearer"))
 		return
 	}
-	if err := checkBetas(tenant, up, r.Header); err != nil {
+	if err := wire.CheckBetas(tenant.AnthropicBeta, up.cfg.API, r.Header); err != nil {
 		refuse(errAPI, err)
 		return
 	}

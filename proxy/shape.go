@@ -28,7 +28,7 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 		Interrupt: t.interrupt, Decision: t.adm.Decision, Levels: t.adm.Levels, LoopNotice: t.loop.Notice, LoopRestrict: t.loop.Restrict,
 		ReadOnly: tn.ReadOnlyTools})
 	if err != nil {
-		return nil, refused(err)
+		return nil, err
 	}
 	t.removed, t.stripUsage = s.Removed, s.StripUsage
 	if s.Restricted {

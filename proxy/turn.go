@@ -23,6 +23,7 @@ import (
 	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/proxy/internal/threadid"
 	"gatekeeper/proxy/internal/watchdog"
+	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -134,7 +135,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 // and checked; and its mark headers. Nothing is admitted yet.
 func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) (*turn, trajectory.Mark, error) {
 	var mark trajectory.Mark
-	body, err := readBody(w, r, s.cfg.Limits.MaxBodyBytes, s.cfg.Limits.BodyTimeout.Std())
+	body, err := wire.ReadBody(w, r, s.cfg.Limits.MaxBodyBytes, s.cfg.Limits.BodyTimeout.Std())
 	if err != nil {
 		return nil, mark, err
 	}
@@ -143,14 +144,14 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 		return nil, mark, apierr.New(http.StatusBadRequest, apierr.InvalidRequest,
 			"request body is not a valid JSON object: "+err.Error())
 	}
-	if err := checkTurnBody(req.api, body, req.up.allowsBackground()); err != nil {
+	if err := wire.CheckTurnBody(req.api, body, req.up.allowsBackground()); err != nil {
 		return nil, mark, err
 	}
-	if mark, err = readMark(r.Header); err != nil {
+	if mark, err = wire.ReadMark(r.Header); err != nil {
 		return nil, mark, err
 	}
 	if req.tenant.RefuseUngatedMCP && dialect.Of(req.api).HostedMCP {
-		if err := checkHostedMCP(body); err != nil {
+		if err := wire.CheckHostedMCP(body); err != nil {
 			return nil, mark, err
 		}
 	}

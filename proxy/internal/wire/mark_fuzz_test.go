@@ -1,4 +1,4 @@
-package proxy
+package wire
 
 import (
 	"errors"
@@ -23,7 +23,7 @@ func FuzzReadMark(f *testing.F) {
 		if class != "" {
 			h.Set(headerTaskClass, class)
 		}
-		m, err := readMark(h)
+		m, err := ReadMark(h)
 		if err != nil {
 			var he *apierr.Error
 			if !errors.As(err, &he) || he.Code != http.StatusBadRequest {
