@@ -28,6 +28,7 @@ import (
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/proxy/internal/sweep"
 	"gatekeeper/proxy/internal/wire"
+	"gatekeeper/proxy/relay"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
@@ -79,7 +80,7 @@ type Server struct {
 	providers  map[string]*upstream
 	def        *upstream
 	transport  http.RoundTripper
-	bufs       *bufPool
+	bufs       *relay.BufferPool
 	prices     *meter.Table
 	stages     meter.Thresholds
 	hints      *admit.Hints
@@ -129,7 +130,7 @@ func New(opts Options) (*Server, error) {
 		keys:      wire.NewKeyring(opts.Config.Tenants),
 		providers: make(map[string]*upstream),
 		transport: opts.Transport,
-		bufs:      newBufPool(),
+		bufs:      relay.NewBufferPool(),
 		prices:    opts.Prices,
 		stages:    meter.Thresholds(opts.Config.Stages),
 		hints:     admit.NewHints(1 << 16),
