@@ -9,6 +9,7 @@ import (
 
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/trajectory"
 )
@@ -18,31 +19,31 @@ import (
 // form.
 
 // admitted is err in the agent's error form: an *admit.Refusal becomes
-// the HTTPError it describes (a store failure, storeErr's); any other
-// error, an HTTPError above all, is returned as it is.
+// the apierr.Error it describes (a store failure, storeErr's); any other
+// error, an apierr.Error above all, is returned as it is.
 func admitted(err error) error {
 	var r *admit.Refusal
-	if errors.As(err, new(*HTTPError)) || !errors.As(err, &r) {
+	if errors.As(err, new(*apierr.Error)) || !errors.As(err, &r) {
 		return err
 	}
 	switch r.Kind {
 	case admit.Exhausted:
-		return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true, Msg: r.Msg, Err: r.Err}
+		return &apierr.Error{Code: http.StatusPaymentRequired, Type: apierr.BudgetExceeded, NoRetry: true, Msg: r.Msg, Err: r.Err}
 	case admit.Contended:
-		return &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: r.RetryAfter, Msg: r.Msg, Err: r.Err}
+		return &apierr.Error{Code: http.StatusTooManyRequests, Type: apierr.RateLimited, RetryAfter: r.RetryAfter, Msg: r.Msg, Err: r.Err}
 	case admit.OperatorsOnly:
-		return &HTTPError{Code: http.StatusForbidden, Type: errPermission, NoRetry: true, Msg: r.Msg, Err: r.Err}
+		return &apierr.Error{Code: http.StatusForbidden, Type: apierr.Permission, NoRetry: true, Msg: r.Msg, Err: r.Err}
 	}
 	return storeErr(r.Err)
 }
 
 // storeErr turns a store failure into the agent's answer: fail closed.
 func storeErr(err error) error {
-	var he *HTTPError
+	var he *apierr.Error
 	if errors.As(err, &he) {
 		return err
 	}
-	return &HTTPError{Code: http.StatusServiceUnavailable, Type: "api_error",
+	return &apierr.Error{Code: http.StatusServiceUnavailable, Type: "api_error",
 		Msg: "gatekeeper's store is unavailable, so no new turn can be admitted; retry shortly", RetryAfter: 5e9, Err: err}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gatekeeper/proxy/internal/admit"
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/trajectory"
 )
 
@@ -14,7 +15,7 @@ import (
 // agent gets: each kind its status, error type and retry advice.
 func TestAdmitted(t *testing.T) {
 	plain := errors.New("not a refusal")
-	already := &HTTPError{Code: http.StatusForbidden, Type: errTrajectoryCanceled, Msg: "ended"}
+	already := &apierr.Error{Code: http.StatusForbidden, Type: apierr.TrajectoryCanceled, Msg: "ended"}
 	tests := []struct {
 		name       string
 		err        error
@@ -23,17 +24,17 @@ func TestAdmitted(t *testing.T) {
 		noRetry    bool
 		retryAfter time.Duration
 	}{
-		{"exhausted", &admit.Refusal{Kind: admit.Exhausted, Msg: "m"}, http.StatusPaymentRequired, errBudgetExceeded, true, 0},
-		{"contended", &admit.Refusal{Kind: admit.Contended, Msg: "m", RetryAfter: 5 * time.Second}, http.StatusTooManyRequests, errRateLimited, false, 5 * time.Second},
-		{"operators only", &admit.Refusal{Kind: admit.OperatorsOnly, Msg: "m"}, http.StatusForbidden, errPermission, true, 0},
+		{"exhausted", &admit.Refusal{Kind: admit.Exhausted, Msg: "m"}, http.StatusPaymentRequired, apierr.BudgetExceeded, true, 0},
+		{"contended", &admit.Refusal{Kind: admit.Contended, Msg: "m", RetryAfter: 5 * time.Second}, http.StatusTooManyRequests, apierr.RateLimited, false, 5 * time.Second},
+		{"operators only", &admit.Refusal{Kind: admit.OperatorsOnly, Msg: "m"}, http.StatusForbidden, apierr.Permission, true, 0},
 		{"store out", &admit.Refusal{Kind: admit.Unavailable, Err: trajectory.ErrUnavailable}, http.StatusServiceUnavailable, "api_error", false, 5 * time.Second},
-		{"an HTTPError stays", already, http.StatusForbidden, errTrajectoryCanceled, false, 0},
+		{"an apierr.Error stays", already, http.StatusForbidden, apierr.TrajectoryCanceled, false, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var he *HTTPError
+			var he *apierr.Error
 			if !errors.As(admitted(tc.err), &he) {
-				t.Fatalf("admitted(%v) is no HTTPError", tc.err)
+				t.Fatalf("admitted(%v) is no apierr.Error", tc.err)
 			}
 			if he.Code != tc.code || he.Type != tc.typ || he.NoRetry != tc.noRetry || he.RetryAfter != tc.retryAfter {
 				t.Errorf("admitted = %d %s noRetry %v retry after %s; want %d %s %v %s", he.Code, he.Type, he.NoRetry, he.RetryAfter,

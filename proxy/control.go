@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/proxy/internal/inflight"
 	"gatekeeper/trajectory"
@@ -59,13 +60,13 @@ func (t *turn) stop(why stopKind) {
 // stopped by a cancel or by its deadline.
 func (t *turn) stopError() (typ, msg string) {
 	if t.stopReason() == stopShutdown {
-		return errUpstream, "gatekeeper is shutting down and this call outlived its grace; it was stopped and charged for what streamed; retry"
+		return apierr.Upstream, "gatekeeper is shutting down and this call outlived its grace; it was stopped and charged for what streamed; retry"
 	}
 	if t.stopReason() == stopDeadline {
-		return errUpstream, fmt.Sprintf("the call ran past its deadline (call_limits.call_deadline %s) and was stopped",
+		return apierr.Upstream, fmt.Sprintf("the call ran past its deadline (call_limits.call_deadline %s) and was stopped",
 			t.req.tenant.CallLimits.CallDeadline.Std())
 	}
-	return errTrajectoryCanceled, fmt.Sprintf("trajectory %s was canceled by an operator; this call was stopped and the run has ended", t.recID)
+	return apierr.TrajectoryCanceled, fmt.Sprintf("trajectory %s was canceled by an operator; this call was stopped and the run has ended", t.recID)
 }
 
 func (t *turn) stopReason() stopKind { return stopKind(atomic.LoadInt32((*int32)(&t.stopped))) }

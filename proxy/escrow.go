@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"gatekeeper/approvals"
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/streaming"
 )
@@ -35,7 +36,7 @@ var (
 // (README.md, "How a held call behaves").
 const errApprovalRefused = "approval_refused"
 
-// answerError is the escrow's answer as the error writeError writes; any
+// answerError is the escrow's answer as the error apierr.Write writes; any
 // other error as it is.
 func answerError(err error) error {
 	var a *escrow.Answer
@@ -45,8 +46,8 @@ func answerError(err error) error {
 	return httpAnswer(a)
 }
 
-func httpAnswer(a *escrow.Answer) *HTTPError {
-	return &HTTPError{Code: a.Status, Type: a.Type, Msg: a.Msg, RetryAfter: a.RetryAfter, NoRetry: a.NoRetry, Err: a.Err}
+func httpAnswer(a *escrow.Answer) *apierr.Error {
+	return &apierr.Error{Code: a.Status, Type: a.Type, Msg: a.Msg, RetryAfter: a.RetryAfter, NoRetry: a.NoRetry, Err: a.Err}
 }
 
 // gateInput is what the gates judge a call of the turn's reply on,

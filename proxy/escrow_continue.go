@@ -11,6 +11,7 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
+	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
@@ -29,11 +30,11 @@ func (s *Server) continuer(req *request, hdr http.Header, log *slog.Logger) escr
 		if !ok {
 			return nil, nil, fmt.Errorf("provider %s of the held turn is no longer configured", h.Provider)
 		}
-		pr, err := streamOf(api).ParseRequest(body)
+		pr, err := dialect.Stream(api).ParseRequest(body)
 		if err != nil {
 			return nil, nil, err
 		}
-		sub := &turn{s: s, req: &request{up: up, rest: dialectOf(api).path, tenant: req.tenant, keyHash: req.keyHash, api: api, id: req.id}, rate: s.sched.Turn(up.pool, req.tenant.Priority),
+		sub := &turn{s: s, req: &request{up: up, rest: dialect.Of(api).Path, tenant: req.tenant, keyHash: req.keyHash, api: api, id: req.id}, rate: s.sched.Turn(up.pool, req.tenant.Priority),
 			pr: pr, body: body, started: s.now(), ctx: ctx, log: log, recID: h.Trajectory, root: h.Root, key: h.Key, gated: true,
 			conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
 		var adm admit.Admission
@@ -64,7 +65,7 @@ func (s *Server) continuer(req *request, hdr http.Header, log *slog.Logger) escr
 			return nil, nil, fmt.Errorf("provider answered the continuation with status %d", status)
 		}
 		cont := escrow.Reply{Form: form, Body: raw}
-		res, err := cont.Decode(streamOf(api))
+		res, err := cont.Decode(dialect.Stream(api))
 		if err != nil {
 			sub.failed(err)
 			return nil, nil, err

@@ -3,6 +3,7 @@ package proxy
 import (
 	"testing"
 
+	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/streaming"
 )
@@ -33,7 +34,7 @@ func TestTurnKey(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := escrow.TurnKey(tc.api, dialectOf(tc.api).turnFields, []byte(tc.a)) == escrow.TurnKey(tc.api, dialectOf(tc.api).turnFields, []byte(tc.b)); got != tc.equal {
+			if got := escrow.TurnKey(tc.api, dialect.Of(tc.api).TurnFields, []byte(tc.a)) == escrow.TurnKey(tc.api, dialect.Of(tc.api).TurnFields, []byte(tc.b)); got != tc.equal {
 				t.Fatalf("equal keys = %v, want %v", got, tc.equal)
 			}
 		})

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"gatekeeper/proxy/internal/apierr"
+	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/streaming"
@@ -40,12 +42,12 @@ func (t *turn) client(form escrow.Form) *escrow.Client {
 // serveReattach serves a retry of a held turn: no model call, no
 // reservation. It waits for the decision like the original request did
 // (keepalives on a stream) and receives the decided reply in its own form.
-// The error is what the agent gets (writeError).
+// The error is what the agent gets (apierr.Write).
 func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) error {
 	t.log.LogAttrs(r.Context(), slog.LevelInfo, "request re-attached to a held turn", slog.String("hold", t.hold.ID), slog.Bool("stream", t.pr.Stream))
 	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
 	c := t.client(escrow.FormOf(t.pr.Stream))
-	if c.Form == escrow.FormStream && dialectOf(t.req.api).askUsage {
+	if c.Form == escrow.FormStream && dialect.Of(t.req.api).AskUsage {
 		_, c.Strip, _ = streaming.EnsureIncludeUsage(t.body)
 	}
 	wait := &escrow.Wait{Hold: t.hold, Client: c}
@@ -55,7 +57,7 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 	out, err := s.esc.AwaitJSON(r.Context(), wait)
 	if err != nil {
 		if r.Context().Err() != nil {
-			return errClientGone
+			return apierr.ErrClientGone
 		}
 		return answerError(err)
 	}
@@ -70,7 +72,7 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 // until the decision, then the whole decided reply or an error event. Its
 // only error is http.ErrAbortHandler: the stream had begun.
 func (s *Server) writeRetryStream(w http.ResponseWriter, r *http.Request, wait *escrow.Wait) error {
-	d := streamOf(wait.Client.API)
+	d := dialect.Stream(wait.Client.API)
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -125,7 +127,7 @@ func (t *turn) holdJSON(resp *http.Response) error {
 		return nil
 	}
 	held := escrow.Reply{Form: escrow.FormJSON, Body: raw}
-	res, derr := held.Decode(streamOf(t.req.api))
+	res, derr := held.Decode(dialect.Stream(t.req.api))
 	if derr != nil {
 		return pass(raw)
 	}
@@ -142,7 +144,7 @@ func (t *turn) holdJSON(resp *http.Response) error {
 			dr.Refuse = append(dr.Refuse, g.Call.ID)
 			dr.Texts[g.Call.ID] = "[gatekeeper] The call to " + g.Call.Name + " needs approval and the reply was too large to hold for it (approvals.max_held_bytes); the call was not delivered."
 		}
-		out, err := escrow.Render(streamOf(t.req.api), dr, c)
+		out, err := escrow.Render(dialect.Stream(t.req.api), dr, c)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/streaming/sse"
@@ -76,7 +77,7 @@ func (b *sseBody) holdRead() {
 			b.err = io.EOF
 			return
 		case b.err != io.EOF:
-			b.endHeld(errUpstream, "the provider's reply broke off after a tool call that needs approval; the call was not delivered; retry")
+			b.endHeld(apierr.Upstream, "the provider's reply broke off after a tool call that needs approval; the call was not delivered; retry")
 			b.err = io.EOF
 			return
 		}

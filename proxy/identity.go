@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/threadid"
 	"gatekeeper/streaming"
 )
@@ -26,7 +27,7 @@ func rootID(r *http.Request, req *request, pr *streaming.Request) (string, error
 func headerRootID(r *http.Request, req *request) (string, error) {
 	id, err := threadid.FromHeaders(r.Header, req.keyHash)
 	if err != nil {
-		return "", httpErr(http.StatusBadRequest, errInvalidRequest, err.Error())
+		return "", apierr.New(http.StatusBadRequest, apierr.InvalidRequest, err.Error())
 	}
 	return id, nil
 }

@@ -1,12 +1,13 @@
 package proxy
 
 import (
-	"encoding/json"
 	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
 
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/apierr"
+	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
 )
@@ -28,20 +29,10 @@ func (t *turn) observe(evs []trajectory.Event) {
 				attribute.String("gatekeeper.from", string(ev.From)), attribute.String("gatekeeper.to", string(ev.To)),
 				attribute.String("gatekeeper.reason", ev.Reason))
 		case trajectory.EventStage:
-			from, to := stageChange(ev)
+			from, to := chainrule.StageChange(ev)
 			tel.StageChanged(tenant, from, to)
 		}
 	}
-}
-
-// stageChange reads a stage event's from and to.
-func stageChange(ev trajectory.Event) (from, to string) {
-	var d struct {
-		From string `json:"from"`
-		To   string `json:"to"`
-	}
-	_ = json.Unmarshal(ev.Data, &d) // written by chainrule.SetStage: always an object
-	return d.From, d.To
 }
 
 // endSpan ends the turn's span and records its metrics.
@@ -64,7 +55,7 @@ func (t *turn) endSpan(o outcome, charge meter.Charge) {
 	}
 	switch {
 	case o.rateLimited:
-		e.ErrorType = errRateLimited // never sent: not the provider's error
+		e.ErrorType = apierr.RateLimited // never sent: not the provider's error
 	case o.upstream:
 		e.ErrorType = "upstream_error"
 		if o.status >= 400 {

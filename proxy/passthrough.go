@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/passthrough"
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
@@ -34,7 +35,7 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *reques
 	up := req.up
 	if !up.passes(r.Method, req.rest) {
 		w.Header().Set("Connection", "close")
-		writeError(w, up.api, httpErr(http.StatusNotFound, errNotFound, fmt.Sprintf(
+		apierr.Write(w, up.api, apierr.New(http.StatusNotFound, apierr.NotFound, fmt.Sprintf(
 			"gatekeeper does not forward %s %s to provider %s: it is not a turn and not on the pass-through allowlist; "+
 				"an operator can allow it in providers[].passthrough (allowed pass-through is forwarded unmetered)",
 			r.Method, req.rest, up.cfg.Name)))
@@ -42,18 +43,18 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *reques
 	}
 	if err := s.checkPassRun(r, req); err != nil {
 		w.Header().Set("Connection", "close")
-		writeError(w, up.api, err)
+		apierr.Write(w, up.api, err)
 		return
 	}
-	body, err := readBody(w, r, s.cfg.Limits.MaxBodyBytes, s.cfg.Limits.BodyTimeout.Std())
+	body, err := wire.ReadBody(w, r, s.cfg.Limits.MaxBodyBytes, s.cfg.Limits.BodyTimeout.Std())
 	if err != nil {
-		writeError(w, up.api, err)
+		apierr.Write(w, up.api, err)
 		return
 	}
 	wire.SetBody(r, body)
 	pc := s.sched.Turn(up.pool, req.tenant.Priority)
 	if err := pc.AcquireOne(r.Context()); err != nil {
-		writeError(w, up.api, keyRefused(err))
+		apierr.Write(w, up.api, keyRefused(err))
 		return
 	}
 	defer pc.Settle(context.WithoutCancel(r.Context()), ratelimit.Cost{Requests: 1})
@@ -90,20 +91,20 @@ func (s *Server) checkPassRun(r *http.Request, req *request) error {
 	case rec.State.Terminal():
 		return endedError(rec)
 	}
-	return &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
+	return &apierr.Error{Code: http.StatusServiceUnavailable, Type: apierr.TrajectoryPaused, RetryAfter: 30 * time.Second,
 		Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", trajectory.Unscoped(rec.ID, rec.Tenant))}
 }
 
 // passErr is err in the agent's error form: a *passthrough.Error becomes
 // the upstream_error it describes, passthrough.ErrClientGone the bare 499
-// of errClientGone; any other error is returned as it is.
+// of apierr.ErrClientGone; any other error is returned as it is.
 func passErr(err error) error {
 	var pe *passthrough.Error
 	switch {
 	case errors.Is(err, passthrough.ErrClientGone):
-		return errClientGone
+		return apierr.ErrClientGone
 	case errors.As(err, &pe):
-		return &HTTPError{Code: pe.Status, Type: errUpstream, RetryAfter: pe.RetryAfter, Msg: pe.Msg, Err: pe.Err}
+		return &apierr.Error{Code: pe.Status, Type: apierr.Upstream, RetryAfter: pe.RetryAfter, Msg: pe.Msg, Err: pe.Err}
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/keys"
 	"gatekeeper/ratelimit"
 )
@@ -20,11 +21,11 @@ func keyRefused(err error) error {
 	if !errors.As(err, &r) {
 		return err
 	}
-	typ := errRateLimited
+	typ := apierr.RateLimited
 	if r.Status != http.StatusTooManyRequests {
-		typ = errUpstream
+		typ = apierr.Upstream
 	}
-	return &HTTPError{Code: r.Status, Type: typ, RetryAfter: r.RetryAfter, Msg: r.Msg, Err: r.Err}
+	return &apierr.Error{Code: r.Status, Type: typ, RetryAfter: r.RetryAfter, Msg: r.Msg, Err: r.Err}
 }
 
 // keyUsed is what the turn's outcome o used of its key.
@@ -50,7 +51,7 @@ func rideKeySettles(ps []*pendingSettle) *ratelimit.SettleRide {
 func rateLimitedOutcome(err error) outcome {
 	o := outcome{stop: "error", upstream: true, rateLimited: true, status: http.StatusTooManyRequests, estimated: true,
 		detail: "rate limited: " + err.Error()}
-	var he *HTTPError
+	var he *apierr.Error
 	if errors.As(err, &he) {
 		o.status = he.Code
 		if he.Err != nil {

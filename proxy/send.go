@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/passthrough"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
@@ -77,10 +78,10 @@ func (t *turn) sendError(ctx context.Context, err error) error {
 		case stopShutdown:
 			code = http.StatusServiceUnavailable
 		}
-		return &HTTPError{Code: code, Type: typ, Msg: msg, NoRetry: why == stopCancel}
+		return &apierr.Error{Code: code, Type: typ, Msg: msg, NoRetry: why == stopCancel}
 	}
 	t.failed(err)
-	var he *HTTPError
+	var he *apierr.Error
 	if errors.As(err, &he) || errors.Is(err, http.ErrAbortHandler) {
 		// The escrow's answer for a held non-streamed turn, or the rate
 		// limiter's refusal.

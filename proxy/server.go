@@ -18,7 +18,9 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/deadline"
+	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/inflight"
 	"gatekeeper/proxy/internal/keys"
@@ -26,6 +28,7 @@ import (
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/proxy/internal/sweep"
 	"gatekeeper/proxy/internal/wire"
+	"gatekeeper/proxy/relay"
 	"gatekeeper/ratelimit"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
@@ -77,7 +80,7 @@ type Server struct {
 	providers  map[string]*upstream
 	def        *upstream
 	transport  http.RoundTripper
-	bufs       *bufPool
+	bufs       *relay.BufferPool
 	prices     *meter.Table
 	stages     meter.Thresholds
 	hints      *admit.Hints
@@ -127,7 +130,7 @@ func New(opts Options) (*Server, error) {
 		keys:      wire.NewKeyring(opts.Config.Tenants),
 		providers: make(map[string]*upstream),
 		transport: opts.Transport,
-		bufs:      newBufPool(),
+		bufs:      relay.NewBufferPool(),
 		prices:    opts.Prices,
 		stages:    meter.Thresholds(opts.Config.Stages),
 		hints:     admit.NewHints(1 << 16),
@@ -176,7 +179,7 @@ func New(opts Options) (*Server, error) {
 		s.now = time.Now
 	}
 	s.esc = escrow.New(escrow.Config{Service: opts.Approvals, Gates: opts.Gates, Approvals: opts.Config.Approvals, Records: s.store,
-		Stages: s.stages, ToolDeadline: opts.Config.Limits.ToolDeadline.Std(), ReadOnly: s.tenantReadOnly, Dialect: streamOf,
+		Stages: s.stages, ToolDeadline: opts.Config.Limits.ToolDeadline.Std(), ReadOnly: s.tenantReadOnly, Dialect: dialect.Stream,
 		Signals: s.live, Closing: s.closing, Clock: s.now, Log: s.log, Metrics: s.tel})
 	if s.transport == nil {
 		s.transport = newTransport()
@@ -210,17 +213,17 @@ func New(opts Options) (*Server, error) {
 		if err != nil || u.Scheme == "" || u.Host == "" {
 			return nil, fmt.Errorf("proxy: provider %s: base_url %q is not an absolute URL", p.Name, p.BaseURL)
 		}
-		family := familyDialect(p.API)
+		family := dialect.Family(p.API)
 		if family == nil {
 			return nil, fmt.Errorf("proxy: provider %s: unknown api %q", p.Name, p.API)
 		}
-		up := &upstream{cfg: p, target: u, api: family.api, pool: keys.NewPool(p), pass: wire.Allowlist(p)}
+		up := &upstream{cfg: p, target: u, api: family.API, pool: keys.NewPool(p), pass: wire.Allowlist(p)}
 		for j := range p.Keys {
 			s.secrets = append(s.secrets, p.Keys[j].Key)
 		}
 		up.rp = passthrough.NewProxy(passthrough.Options{Provider: p.Name, Target: u, Pool: up.pool, Transport: s.transport, Buffers: s.bufs, Logger: s.log,
 			Redact:     func(resp *http.Response) { redactErrorBody(resp, up, s.secrets) },
-			WriteError: func(w http.ResponseWriter, err error) { writeError(w, up.api, passErr(err)) }})
+			WriteError: func(w http.ResponseWriter, err error) { apierr.Write(w, up.api, passErr(err)) }})
 		s.providers[p.Name] = up
 		if p.Default {
 			s.def = up
@@ -297,7 +300,7 @@ func (s *Server) Routes(r chi.Router) {
 	r.Head("/", ok200)
 	r.HandleFunc("/v1/*", func(w http.ResponseWriter, req *http.Request) {
 		if s.def == nil {
-			writeError(w, dialects[0].api, httpErr(http.StatusNotFound, errNotFound,
+			apierr.Write(w, dialect.Unclaimed().API, apierr.New(http.StatusNotFound, apierr.NotFound,
 				"no default provider is configured: use /{provider}/v1/..."))
 			return
 		}
@@ -315,7 +318,7 @@ func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "provider")
 	up, ok := s.providers[name]
 	if !ok {
-		writeError(w, dialects[0].api, httpErr(http.StatusNotFound, errNotFound,
+		apierr.Write(w, dialect.Unclaimed().API, apierr.New(http.StatusNotFound, apierr.NotFound,
 			fmt.Sprintf("no provider named %q is configured", name)))
 		return
 	}
@@ -329,7 +332,7 @@ func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 		// The trajectory segment was escaped differently; find the provider segment.
 		i := strings.Index(esc, "/"+name)
 		if i < 0 {
-			writeError(w, up.api, httpErr(http.StatusBadRequest, errInvalidRequest, "malformed path"))
+			apierr.Write(w, up.api, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, "malformed path"))
 			return
 		}
 		prefix = esc[:i+len(name)+1]
@@ -343,13 +346,13 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 	// Every refusal before the body is read closes the connection: the
 	// server would otherwise wait for the rest of the body, however
 	// slowly it comes, before reading the next request.
-	refuse := func(api streaming.API, err error) { writeError(w, api, closing{err}) }
+	refuse := func(api streaming.API, err error) { apierr.Write(w, api, apierr.Closing(err)) }
 	// A turn path however spelled is the turn path: classified and
 	// forwarded in its one canonical spelling, so that no other spelling
 	// passes as something else.
 	canon, err := wire.CanonicalPath(rest)
 	if err != nil {
-		refuse(up.api, httpErr(http.StatusBadRequest, errInvalidRequest, fmt.Sprintf(
+		refuse(up.api, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, fmt.Sprintf(
 			"the path %q has no single meaning (an escaped /, a dot or empty segment, or a broken escape); send the path in its plain form", rest)))
 		return
 	}
@@ -367,24 +370,24 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 		}
 	}
 	if tid != "" && !trajectory.ValidID(tid) {
-		refuse(errAPI, httpErr(http.StatusBadRequest, errInvalidRequest,
+		refuse(errAPI, apierr.New(http.StatusBadRequest, apierr.InvalidRequest,
 			"trajectory id in the path must be 1-128 characters of A-Z a-z 0-9 . _ : -"))
 		return
 	}
 	tenant, keyHash := s.keys.Lookup(wire.PresentedKey(r))
 	if tenant == nil {
-		refuse(errAPI, httpErr(http.StatusUnauthorized, errAuthentication,
+		refuse(errAPI, apierr.New(http.StatusUnauthorized, apierr.Authentication,
 			"invalid or missing gatekeeper virtual key: send the key your platform team issued as x-api-key or Authorization: Bearer"))
 		return
 	}
-	if err := checkBetas(tenant, up, r.Header); err != nil {
+	if err := wire.CheckBetas(tenant.AnthropicBeta, up.cfg.API, r.Header); err != nil {
 		refuse(errAPI, err)
 		return
 	}
 	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		// Codex CLI tries a WebSocket on GET /v1/responses first; refusing
 		// the upgrade at once makes it fall back to HTTP streaming.
-		refuse(errAPI, httpErr(http.StatusUpgradeRequired, errInvalidRequest,
+		refuse(errAPI, apierr.New(http.StatusUpgradeRequired, apierr.InvalidRequest,
 			"gatekeeper serves the Responses API over HTTP streaming only; WebSocket turns are not supported"))
 		return
 	}
@@ -395,14 +398,14 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 		return
 	}
 	if err := s.serveTurn(w, r, req); err != nil {
-		writeError(w, api, err)
+		apierr.Write(w, api, err)
 	}
 }
 
 // turnAPI says which turn API a request is, or "" when it is not a turn.
 func turnAPI(up *upstream, method, rest string) streaming.API {
-	if d := turnDialect(up.cfg.API, method, rest); d != nil {
-		return d.api
+	if d := dialect.Turn(up.cfg.API, method, rest); d != nil {
+		return d.API
 	}
 	return ""
 }

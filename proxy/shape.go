@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/proxy/internal/watchdog"
 )
@@ -20,18 +21,18 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 	api, tn := t.req.api, t.req.tenant
 	field := t.pr.MaxOutputField
 	if field == "" {
-		field = dialectOf(api).outputField
+		field = dialect.Of(api).OutputField
 	}
-	s, err := shape.Shape(t.ctx, t.log, body, shape.Request{Dialect: streamOf(api), OutputField: field, Thinking: dialectOf(api).thinking,
-		AskUsage: dialectOf(api).askUsage && t.pr.Stream, MaxOut: t.maxOut, Asked: t.pr.MaxOutputTokens, Truncated: t.truncated,
+	s, err := shape.Shape(t.ctx, t.log, body, shape.Request{Dialect: dialect.Stream(api), OutputField: field, Thinking: dialect.Of(api).Thinking,
+		AskUsage: dialect.Of(api).AskUsage && t.pr.Stream, MaxOut: t.maxOut, Asked: t.pr.MaxOutputTokens, Truncated: t.truncated,
 		Interrupt: t.interrupt, Decision: t.adm.Decision, Levels: t.adm.Levels, LoopNotice: t.loop.Notice, LoopRestrict: t.loop.Restrict,
 		ReadOnly: tn.ReadOnlyTools})
 	if err != nil {
-		return nil, refused(err)
+		return nil, err
 	}
 	t.removed, t.stripUsage = s.Removed, s.StripUsage
 	if s.Restricted {
-		if t.filter, err = streamOf(api).NewCallFilter(shape.Grant(tn.ReadOnlyTools), shape.Refusal(t.adm.Decision)); err != nil {
+		if t.filter, err = dialect.Stream(api).NewCallFilter(shape.Grant(tn.ReadOnlyTools), shape.Refusal(t.adm.Decision)); err != nil {
 			return nil, err
 		}
 		t.filter.Grant() // an unknown call type is no read-only tool
@@ -65,14 +66,14 @@ func (t *turn) filterJSON(resp *http.Response, cutOnly bool) error {
 	}
 	if err != nil {
 		// The provider produced the reply: it is charged, undelivered.
-		res, _ := streamOf(t.req.api).DecodeJSON(raw)
+		res, _ := dialect.Stream(t.req.api).DecodeJSON(raw)
 		t.chargeUndelivered(res, int64(len(raw)), err)
 		return err
 	}
 	if len(t.filter.Withheld()) > 0 {
 		// The decoder reads what the agent receives; the watchdog counts
 		// what the model proposed.
-		if res, err := streamOf(t.req.api).DecodeJSON(raw); err == nil {
+		if res, err := dialect.Stream(t.req.api).DecodeJSON(raw); err == nil {
 			t.proposed = watchdog.See(t.s.cfg.WatchdogFor(t.req.tenant), res)
 		}
 	}

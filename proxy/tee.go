@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gatekeeper/config"
+	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
@@ -91,7 +92,7 @@ func (b *sseBody) Read(p []byte) (int, error) {
 // take decodes one event as the provider sent it (the meter needs its
 // usage) and queues what the agent receives of it.
 func (b *sseBody) take(ev *sse.Event) error {
-	streamOf(b.t.req.api).ReadExtras(&b.t.extras, ev.Data)
+	dialect.Stream(b.t.req.api).ReadExtras(&b.t.extras, ev.Data)
 	if b.held != nil {
 		return b.takeHeld(ev)
 	}
@@ -280,9 +281,9 @@ func (b *jsonBody) record() {
 		return
 	}
 	res := &streaming.Result{}
-	streamOf(t.req.api).ReadExtras(&t.extras, b.buf)
+	dialect.Stream(t.req.api).ReadExtras(&t.extras, b.buf)
 	if !b.over && cause == nil {
-		if r, derr := streamOf(t.req.api).DecodeJSON(b.buf); derr == nil {
+		if r, derr := dialect.Stream(t.req.api).DecodeJSON(b.buf); derr == nil {
 			res = r
 		} else {
 			cause = derr
@@ -294,7 +295,7 @@ func (b *jsonBody) record() {
 // upstreamErrorDetail picks the provider's error type out of an error body
 // for the event log; the body itself reaches the agent unchanged.
 func upstreamErrorDetail(api streaming.API, body []byte) string {
-	if res, err := streamOf(api).DecodeJSON(body); err == nil && len(res.Errors) > 0 {
+	if res, err := dialect.Stream(api).DecodeJSON(body); err == nil && len(res.Errors) > 0 {
 		return res.Errors[0].Type + ": " + res.Errors[0].Message
 	}
 	return ""

@@ -14,13 +14,16 @@ import (
 	"gatekeeper/internal/ride"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/keys"
 	"gatekeeper/proxy/internal/notice"
 	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/proxy/internal/threadid"
 	"gatekeeper/proxy/internal/watchdog"
+	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -94,7 +97,7 @@ type turn struct {
 // admit it on its thread record, shape it, send it, relay the reply
 // (which a gate may hold for approval), settle. The turn is recorded at
 // one of two points: the hold opened (holdOpened) or the settle. An error
-// returned is what the agent gets, written by writeError; once the reply
+// returned is what the agent gets, written by apierr.Write; once the reply
 // has begun, the only error left is http.ErrAbortHandler.
 func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request) error {
 	// Replies stream while the agent's request may still be open: without
@@ -132,23 +135,23 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 // and checked; and its mark headers. Nothing is admitted yet.
 func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) (*turn, trajectory.Mark, error) {
 	var mark trajectory.Mark
-	body, err := readBody(w, r, s.cfg.Limits.MaxBodyBytes, s.cfg.Limits.BodyTimeout.Std())
+	body, err := wire.ReadBody(w, r, s.cfg.Limits.MaxBodyBytes, s.cfg.Limits.BodyTimeout.Std())
 	if err != nil {
 		return nil, mark, err
 	}
-	pr, err := streamOf(req.api).ParseRequest(body)
+	pr, err := dialect.Stream(req.api).ParseRequest(body)
 	if err != nil {
-		return nil, mark, httpErr(http.StatusBadRequest, errInvalidRequest,
+		return nil, mark, apierr.New(http.StatusBadRequest, apierr.InvalidRequest,
 			"request body is not a valid JSON object: "+err.Error())
 	}
-	if err := checkTurnBody(req.api, body, req.up.allowsBackground()); err != nil {
+	if err := wire.CheckTurnBody(req.api, body, req.up.allowsBackground()); err != nil {
 		return nil, mark, err
 	}
-	if mark, err = readMark(r.Header); err != nil {
+	if mark, err = wire.ReadMark(r.Header); err != nil {
 		return nil, mark, err
 	}
-	if req.tenant.RefuseUngatedMCP && dialectOf(req.api).hostedMCP {
-		if err := checkHostedMCP(body); err != nil {
+	if req.tenant.RefuseUngatedMCP && dialect.Of(req.api).HostedMCP {
+		if err := wire.CheckHostedMCP(body); err != nil {
 			return nil, mark, err
 		}
 	}
@@ -159,7 +162,7 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log, rate: s.sched.Turn(req.up.pool, req.tenant.Priority),
 		maxOut: shape.ClampOutput(pr.MaxOutputTokens, req.tenant.CallLimits.MaxOutputTokens)}
 	if s.esc != nil && s.esc.ForTenant(req.tenant.Name) {
-		t.gated, t.key, t.hdr = true, escrow.TurnKey(req.api, dialectOf(req.api).turnFields, body), r.Header
+		t.gated, t.key, t.hdr = true, escrow.TurnKey(req.api, dialect.Of(req.api).TurnFields, body), r.Header
 	}
 	return t, mark, nil
 }
@@ -396,7 +399,7 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 		}
 		return nil
 	}
-	return &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: 2 * time.Second,
+	return &apierr.Error{Code: http.StatusTooManyRequests, Type: apierr.RateLimited, RetryAfter: 2 * time.Second,
 		Msg: fmt.Sprintf("more than %d calls of one conversation are in flight; retry shortly", threadid.MaxSiblings)}
 }
 
@@ -498,7 +501,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 				budgetSince = time.Now()
 			}
 			if time.Since(budgetSince) > admit.WaitMax || sleepCtx(ctx, wait) != nil {
-				return nil, adm, &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: 5 * time.Second,
+				return nil, adm, &apierr.Error{Code: http.StatusTooManyRequests, Type: apierr.RateLimited, RetryAfter: 5 * time.Second,
 					Msg: "the calls this run has in flight hold the rest of its budget; retry when they finish", Err: err}
 			}
 			wait = min(wait*2, admit.WaitStep)
@@ -511,7 +514,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			hold := t.s.cfg.Limits.PauseHold.Std()
 			left := hold - time.Since(pausedSince)
 			if left <= 0 {
-				return nil, adm, &HTTPError{Code: http.StatusServiceUnavailable, Type: errTrajectoryPaused, RetryAfter: 30 * time.Second,
+				return nil, adm, &apierr.Error{Code: http.StatusServiceUnavailable, Type: apierr.TrajectoryPaused, RetryAfter: 30 * time.Second,
 					Msg: fmt.Sprintf("trajectory %s is paused (by an operator, by the loop watchdog, or until its budget is raised); retry later", trajectory.Unscoped(id, t.req.tenant.Name))}
 			}
 			woken, stop := t.s.live.Wait(id)
@@ -668,10 +671,10 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 // budget_exceeded when its budget stopped it, so the agent learns why.
 func endedError(rec *trajectory.Record) error {
 	if rec.ExitReason == chainrule.ExitBudgetExceeded {
-		return &HTTPError{Code: http.StatusPaymentRequired, Type: errBudgetExceeded, NoRetry: true,
+		return &apierr.Error{Code: http.StatusPaymentRequired, Type: apierr.BudgetExceeded, NoRetry: true,
 			Msg: fmt.Sprintf("trajectory %s was stopped by its %s budget; an operator can start a new trajectory", trajectory.Unscoped(rec.ID, rec.Tenant), rec.BindingDimension)}
 	}
-	return &HTTPError{Code: http.StatusForbidden, Type: errTrajectoryCanceled, NoRetry: true,
+	return &apierr.Error{Code: http.StatusForbidden, Type: apierr.TrajectoryCanceled, NoRetry: true,
 		Msg: fmt.Sprintf("trajectory %s has ended (%s %s); start a new trajectory to continue", trajectory.Unscoped(rec.ID, rec.Tenant), rec.State, rec.ExitReason)}
 }
 
@@ -687,10 +690,10 @@ func (t *turn) attach(resp *http.Response) error {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		resp.Body = &jsonBody{t: t, src: resp.Body, status: resp.StatusCode, limit: 1 << 20}
 	case isEventStream(ct):
-		dec := streamOf(t.req.api).NewDecoder()
+		dec := dialect.Stream(t.req.api).NewDecoder()
 		if t.filter == nil {
 			var err error
-			if t.filter, err = streamOf(t.req.api).NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
+			if t.filter, err = dialect.Stream(t.req.api).NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
 				return err
 			}
 		}
@@ -701,7 +704,7 @@ func (t *turn) attach(resp *http.Response) error {
 		t.filter.NoticeCut(notice.Cut)
 		in := t.s.bufs.Get()
 		body := &sseBody{t: t, up: relay.NewUpstream(resp.Body, in), rd: sse.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
-			in: in, alive: streamOf(t.req.api).NewKeepalive()}
+			in: in, alive: dialect.Stream(t.req.api).NewKeepalive()}
 		if t.gated {
 			body.held = t.s.esc.NewStream()
 		}
@@ -710,7 +713,7 @@ func (t *turn) attach(resp *http.Response) error {
 		cutOnly := t.filter == nil
 		if cutOnly {
 			var err error
-			if t.filter, err = streamOf(t.req.api).NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
+			if t.filter, err = dialect.Stream(t.req.api).NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
 				return err
 			}
 		}

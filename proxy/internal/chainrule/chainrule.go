@@ -53,6 +53,16 @@ func SetStage(rec *trajectory.Record, rho float64, dim meter.Dimension, stage me
 		"from": from, "to": stage, "budget_used": rho, "binding_dimension": dim})}
 }
 
+// StageChange reads the stages a stage event of SetStage's moved between.
+func StageChange(ev trajectory.Event) (from, to string) {
+	var d struct {
+		From string `json:"from"`
+		To   string `json:"to"`
+	}
+	_ = json.Unmarshal(ev.Data, &d) // SetStage's data: always an object
+	return d.From, d.To
+}
+
 // ReadStages records on every record of a chain its budget reading from
 // ls, the chain's levels at now: the thread record (chain[0]) gets d, the
 // tightest reading of its chain, which is the one applied to its calls;

@@ -147,4 +147,7 @@ func TestSetStage(t *testing.T) {
 	if len(evs) != 1 || evs[0].Type != trajectory.EventStage || rec.Stage != string(meter.Restrict) || rec.BudgetUsed != 0.9 {
 		t.Fatalf("a new stage gave %v; record at %s, %v used", evs, rec.Stage, rec.BudgetUsed)
 	}
+	if from, to := StageChange(evs[0]); from != string(meter.Nominal) || to != string(meter.Restrict) {
+		t.Fatalf("the stage event reads %q to %q", from, to)
+	}
 }

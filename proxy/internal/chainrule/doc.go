@@ -4,6 +4,7 @@
 // the stage each record is at, what an exhausted budget does (fail or
 // pause), the release of a lost call's reservation, an operator's
 // pending control taking effect at a turn boundary, the count of replies
-// cut at their output limit, and the loop watchdog's escalation. Each is
-// a plain function over trajectory records; none does I/O.
+// cut at their output limit, and the loop watchdog's escalation; and the
+// reading of the stage events they write. Each is a plain function over
+// trajectory records; none does I/O.
 package chainrule

@@ -7,5 +7,5 @@
 // restrict stages, and the usage a streamed Chat request is asked to
 // report; and the text that replaces a call withheld in those stages.
 //
-// A request it cannot rewrite gets a *wire.Refusal (400).
+// A request it cannot rewrite gets an *apierr.Error (400).
 package shape

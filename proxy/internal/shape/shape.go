@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 
 	"github.com/tidwall/sjson"
 
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/notice"
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/streaming"
@@ -82,12 +82,12 @@ func Shape(ctx context.Context, log *slog.Logger, body []byte, r Request) (Shape
 	if r.MaxOut > 0 && r.MaxOut != r.Asked {
 		out, err := sjson.SetBytes(body, r.OutputField, r.MaxOut)
 		if err != nil {
-			return Shaped{}, badRequest("could not set the output limit: " + err.Error())
+			return Shaped{}, apierr.BadRequest("could not set the output limit: " + err.Error())
 		}
 		body = out
 		if r.Thinking {
 			if body, _, err = wire.ThinkingBelow(out, r.MaxOut); err != nil {
-				return Shaped{}, badRequest("could not fit the thinking budget under the output limit: " + err.Error())
+				return Shaped{}, apierr.BadRequest("could not fit the thinking budget under the output limit: " + err.Error())
 			}
 		}
 	}
@@ -109,7 +109,7 @@ func Shape(ctx context.Context, log *slog.Logger, body []byte, r Request) (Shape
 	if r.Restricts() {
 		out, removed, err := d.RestrictTools(body, Grant(r.ReadOnly))
 		if err != nil {
-			return Shaped{}, badRequest("could not narrow the request's tools: " + err.Error())
+			return Shaped{}, apierr.BadRequest("could not narrow the request's tools: " + err.Error())
 		}
 		body, s.Removed, s.Restricted = out, removed, true
 	}
@@ -138,10 +138,6 @@ func Shape(ctx context.Context, log *slog.Logger, body []byte, r Request) (Shape
 	}
 	s.Body = body
 	return s, nil
-}
-
-func badRequest(msg string) *wire.Refusal {
-	return &wire.Refusal{Status: http.StatusBadRequest, Msg: msg}
 }
 
 // ClampOutput is a call's output limit under the tenant's ceiling: the

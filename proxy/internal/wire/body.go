@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gatekeeper/config"
+	"gatekeeper/proxy/internal/apierr"
 )
 
 // ReadBody reads an agent's request body, at most limit bytes, under a
@@ -17,8 +18,8 @@ import (
 // of it (or the rest), so a body trickled a few bytes at a time is
 // answered 408 instead of holding its connection. The deadline is lifted
 // once the body is read: the reply may stream for minutes while the
-// server watches the connection for the agent going away. The error is a
-// *Refusal, the agent's answer (413, 408 or 400); the connection is then
+// server watches the connection for the agent going away. The error is an
+// *apierr.Error, the agent's answer (413, 408 or 400); the connection is then
 // closed.
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration) ([]byte, error) {
 	rc := http.NewResponseController(w)
@@ -33,11 +34,11 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return nil, &Refusal{Status: http.StatusRequestEntityTooLarge, Msg: fmt.Sprintf("request body is larger than gatekeeper's limit of %d bytes (limits.max_body_bytes)", limit)}
+		return nil, apierr.New(http.StatusRequestEntityTooLarge, apierr.InvalidRequest, fmt.Sprintf("request body is larger than gatekeeper's limit of %d bytes (limits.max_body_bytes)", limit))
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return nil, &Refusal{Status: http.StatusRequestTimeout, Msg: fmt.Sprintf("the request body arrived too slowly: less than %d bytes in %s (limits.body_timeout)", config.BodyProgressBytes, timeout)}
+		return nil, apierr.New(http.StatusRequestTimeout, apierr.InvalidRequest, fmt.Sprintf("the request body arrived too slowly: less than %d bytes in %s (limits.body_timeout)", config.BodyProgressBytes, timeout))
 	}
-	return nil, badRequest("could not read the request body")
+	return nil, apierr.BadRequest("could not read the request body")
 }
 
 // deadlineReader moves the connection's read deadline one timeout ahead

@@ -4,9 +4,10 @@
 // one, reading a body under a size limit and a progress deadline, the
 // headers an agent may not send on and the provider key put in their
 // place, the redaction of provider keys from upstream error bodies, the
-// checks of a turn request's members, the thinking budget kept below a
-// lowered output limit, and the pass-through allowlist.
+// checks of a turn request's members, the outcome headers a harness marks
+// its run with, the thinking budget kept below a lowered output limit,
+// and the pass-through allowlist.
 //
-// A request it refuses gets a *Refusal: the status and the message the
-// agent should see.
+// A request it refuses gets an *apierr.Error: the status and the message
+// the agent should see, in its provider's error format.
 package wire

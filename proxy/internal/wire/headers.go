@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"gatekeeper/config"
+	"gatekeeper/proxy/internal/apierr"
 )
 
 // strippedHeaders never go from an agent to a provider: they would bill the
@@ -65,7 +66,7 @@ func CheckBetas(allowed []string, api string, h http.Header) error {
 			if beta == "" || slices.Contains(allowed, beta) {
 				continue
 			}
-			return badRequest(fmt.Sprintf(
+			return apierr.BadRequest(fmt.Sprintf(
 				"anthropic-beta %q is not allowed for this tenant (tenants[].anthropic_beta); drop it or ask an operator to allow it", beta))
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming"
 )
 
 func TestRedactKeys(t *testing.T) {
@@ -62,7 +64,7 @@ func FuzzCheckTurnBody(f *testing.F) {
 		if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
 			return // the request reader refuses it first
 		}
-		if CheckTurnBody(body, true) != nil {
+		if CheckTurnBody(streaming.APIResponses, body, false) != nil {
 			return
 		}
 		var m map[string]json.RawMessage

@@ -5,6 +5,10 @@ import (
 	"strconv"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/proxy/internal/apierr"
+	"gatekeeper/proxy/internal/dialect"
+	"gatekeeper/streaming"
 )
 
 // The members of a turn request gatekeeper's decisions depend on. A
@@ -22,16 +26,17 @@ var (
 // wrong JSON type, or whose top level names a member twice (gatekeeper and
 // the provider might each read another of the two). body is a valid JSON
 // object (the dialect's ParseRequest checked it). A request with background: true
-// is refused when refuseBackground (a Responses request whose output
-// could not be fetched): its reply would come later, through a retrieval
-// that no turn meters.
-func CheckTurnBody(body []byte, refuseBackground bool) error {
+// is refused where api has background responses unless allowBackground
+// (its output could be fetched): its reply would come later, through a
+// retrieval that no turn meters.
+func CheckTurnBody(api streaming.API, body []byte, allowBackground bool) error {
+	refuseBackground := dialect.Of(api).Background && !allowBackground
 	seen := make(map[string]struct{}, 16)
 	var err error
 	gjson.ParseBytes(body).ForEach(func(key, value gjson.Result) bool {
 		name := key.String() // unescaped, as the provider reads it
 		if _, dup := seen[name]; dup {
-			err = badRequest(fmt.Sprintf("the request names the member %s more than once; send it once", strconv.Quote(name)))
+			err = apierr.BadRequest(fmt.Sprintf("the request names the member %s more than once; send it once", strconv.Quote(name)))
 			return false
 		}
 		seen[name] = struct{}{}
@@ -47,21 +52,21 @@ func CheckTurnBody(body []byte, refuseBackground bool) error {
 func checkMember(name string, v gjson.Result, refuseBackground bool) error {
 	for _, m := range booleanMembers {
 		if name == m && v.Type != gjson.True && v.Type != gjson.False {
-			return badRequest(fmt.Sprintf("%s must be a JSON boolean (true or false), not %s", name, v.Raw))
+			return apierr.BadRequest(fmt.Sprintf("%s must be a JSON boolean (true or false), not %s", name, v.Raw))
 		}
 	}
 	for _, m := range integerMembers {
 		if name == m && !isInteger(v) {
-			return badRequest(fmt.Sprintf("%s must be a JSON integer, not %s", name, v.Raw))
+			return apierr.BadRequest(fmt.Sprintf("%s must be a JSON integer, not %s", name, v.Raw))
 		}
 	}
 	for _, m := range stringMembers {
 		if name == m && v.Type != gjson.String {
-			return badRequest(fmt.Sprintf("%s must be a JSON string", name))
+			return apierr.BadRequest(fmt.Sprintf("%s must be a JSON string", name))
 		}
 	}
 	if name == "background" && v.Type == gjson.True && refuseBackground {
-		return badRequest("background responses are refused: their output is fetched later through GET /v1/responses/{id}, " +
+		return apierr.BadRequest("background responses are refused: their output is fetched later through GET /v1/responses/{id}, " +
 			"which gatekeeper neither meters nor gates; send the request without background, or ask an operator to allow " +
 			"that path in providers[].passthrough")
 	}
@@ -115,7 +120,7 @@ func checkMCPTools(tools gjson.Result) error {
 			return true
 		})
 		if mcp && never {
-			err = badRequest(`hosted MCP tools with require_approval "never" are refused for this tenant ` +
+			err = apierr.BadRequest(`hosted MCP tools with require_approval "never" are refused for this tenant ` +
 				`(tenants[].refuse_ungated_mcp): the provider calls them itself, where no approval gate can hold the call; ` +
 				`declare the tool with require_approval "always", or leave it out`)
 			return false

@@ -1,10 +1,11 @@
-package proxy
+package wire
 
 import (
 	"errors"
 	"net/http"
 	"testing"
 
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/trajectory"
 )
 
@@ -22,9 +23,9 @@ func FuzzReadMark(f *testing.F) {
 		if class != "" {
 			h.Set(headerTaskClass, class)
 		}
-		m, err := readMark(h)
+		m, err := ReadMark(h)
 		if err != nil {
-			var he *HTTPError
+			var he *apierr.Error
 			if !errors.As(err, &he) || he.Code != http.StatusBadRequest {
 				t.Fatalf("error %v is not a 400", err)
 			}
