@@ -9,6 +9,7 @@ import (
 
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/trajectory"
 )
@@ -79,11 +80,11 @@ func (t *turn) reserveTenant(ctx context.Context) error {
 
 // settleTenant charges the turn's spend to its tenant's ledger and
 // releases its reservation; a call the provider refused spent nothing.
-func (t *turn) settleTenant(ctx context.Context, charge meter.Charge, o outcome) {
+func (t *turn) settleTenant(ctx context.Context, charge meter.Charge, o outcome.Turn) {
 	var micros int64
 	var usage trajectory.Usage
-	if !o.upstream {
-		micros, usage = charge.Micros, o.usage
+	if !o.Upstream {
+		micros, usage = charge.Micros, o.Usage
 	}
 	t.s.ceilings.Settle(ctx, t.log, t.req.tenant, &t.ceil, admit.Amount(micros, usage))
 }
@@ -92,7 +93,7 @@ func (t *turn) settleTenant(ctx context.Context, charge meter.Charge, o outcome)
 // (admit.Budget.Reserve), inside the store's atomic update; what each
 // attempt reserved is kept in tried.
 func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admit.Admission, []trajectory.Event, error) {
-	adm, evs, err := t.s.budget.Reserve(chain, t.admitCall(), estimateTokens(int64(len(t.body))), now)
+	adm, evs, err := t.s.budget.Reserve(chain, t.admitCall(), outcome.EstimateTokens(int64(len(t.body))), now)
 	if err == nil && adm.Decision.Stage != meter.Halt {
 		t.tried = append(t.tried, adm)
 	}
