@@ -50,7 +50,7 @@ func (t *turn) write(ctx context.Context, o outcome.Turn) {
 	now := t.s.now()
 	model := o.Ran(t.pr.Model)
 	charge := o.Price(t.s.prices, model)
-	data := o.Record(t.adm.Call, model, t.req.up.cfg.Name, now.Sub(t.started), charge)
+	data := o.EventData(t.adm.Call, model, t.req.up.cfg.Name, now.Sub(t.started), charge)
 	t.stageNote(data)
 	defer t.endSpan(o, charge)
 	// t.log names the trajectory.

@@ -205,9 +205,9 @@ func (o Turn) Price(prices *meter.Table, model string) meter.Charge {
 	return prices.Cost(model, o.Usage)
 }
 
-// Record is what a turn's event says of it: call is its id, model the
+// EventData is what a turn's event says of it: call is its id, model the
 // one that ran, provider the provider's name, took how long it took.
-func (o Turn) Record(call, model, provider string, took time.Duration, charge meter.Charge) map[string]any {
+func (o Turn) EventData(call, model, provider string, took time.Duration, charge meter.Charge) map[string]any {
 	data := map[string]any{
 		"stop": o.Stop, "status": o.Status, "model": model, "provider": provider,
 		"duration_ms": took.Milliseconds(), "estimated": o.Estimated,

@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"reflect"
 	"testing"
+	"time"
 
+	"gatekeeper/meter"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -99,5 +101,24 @@ func TestEstimateTokens(t *testing.T) {
 		if got := EstimateTokens(n); got != want {
 			t.Errorf("EstimateTokens(%d) = %d, want %d", n, got, want)
 		}
+	}
+}
+
+func TestEventData(t *testing.T) {
+	o := Turn{Stop: "tool_use", Status: 200, Calls: []trajectory.PendingCall{{ID: "toolu_1", Name: "bash"}}, Detail: "d"}
+	data := o.EventData("c1", "m", "anthropic", 1500*time.Millisecond, meter.Charge{Micros: 2500})
+	if data["call"] != "c1" || data["duration_ms"] != int64(1500) || data["dollars"] != 0.0025 || data["fallback_priced"] != true ||
+		data["detail"] != "d" || len(data["tool_calls"].([]map[string]string)) != 1 || data["hosted_calls"] != nil {
+		t.Errorf("event data %v", data)
+	}
+	o.Upstream = true
+	if data := o.EventData("c1", "m", "anthropic", 0, meter.Charge{}); data["fallback_priced"] != nil {
+		t.Errorf("a provider's error was fallback priced: %v", data)
+	}
+	if got := (Turn{}).Ran("requested"); got != "requested" {
+		t.Errorf("Ran with no model named = %q", got)
+	}
+	if got := (Turn{Model: "snapshot"}).Ran("requested"); got != "snapshot" {
+		t.Errorf("Ran = %q, want the reply's model", got)
 	}
 }
