@@ -10,6 +10,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/apierr"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/trajectory"
 )
@@ -19,8 +20,8 @@ import (
 // form.
 
 // admitted is err in the agent's error form: an *admit.Refusal becomes
-// the apierr.Error it describes (a store failure, storeErr's); any other
-// error, an apierr.Error above all, is returned as it is.
+// the HTTPError it describes (a store failure, storeErr's); any other
+// error, an HTTPError above all, is returned as it is.
 func admitted(err error) error {
 	var r *admit.Refusal
 	if errors.As(err, new(*apierr.Error)) || !errors.As(err, &r) {
@@ -80,11 +81,11 @@ func (t *turn) reserveTenant(ctx context.Context) error {
 
 // settleTenant charges the turn's spend to its tenant's ledger and
 // releases its reservation; a call the provider refused spent nothing.
-func (t *turn) settleTenant(ctx context.Context, charge meter.Charge, o outcome) {
+func (t *turn) settleTenant(ctx context.Context, charge meter.Charge, o outcome.Turn) {
 	var micros int64
 	var usage trajectory.Usage
-	if !o.upstream {
-		micros, usage = charge.Micros, o.usage
+	if !o.Upstream {
+		micros, usage = charge.Micros, o.Usage
 	}
 	t.s.ceilings.Settle(ctx, t.log, t.req.tenant, &t.ceil, admit.Amount(micros, usage))
 }
@@ -93,7 +94,7 @@ func (t *turn) settleTenant(ctx context.Context, charge meter.Charge, o outcome)
 // (admit.Budget.Reserve), inside the store's atomic update; what each
 // attempt reserved is kept in tried.
 func (t *turn) reserve(chain []*trajectory.Record, now time.Time) (admit.Admission, []trajectory.Event, error) {
-	adm, evs, err := t.s.budget.Reserve(chain, t.admitCall(), estimateTokens(int64(len(t.body))), now)
+	adm, evs, err := t.s.budget.Reserve(chain, t.admitCall(), outcome.EstimateTokens(int64(len(t.body))), now)
 	if err == nil && adm.Decision.Stage != meter.Halt {
 		t.tried = append(t.tried, adm)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gatekeeper/meter"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/ratelimit"
 	"gatekeeper/trajectory"
@@ -20,7 +21,7 @@ var _ settle.Pending = (*pendingSettle)(nil)
 // pendingSettle is one turn's settle, computed when its reply ended.
 type pendingSettle struct {
 	t      *turn
-	o      outcome
+	o      outcome.Turn
 	charge meter.Charge
 	data   map[string]any
 	now    time.Time
@@ -29,7 +30,7 @@ type pendingSettle struct {
 
 // apply is the settle's step on the turn's chain, inside a store update.
 func (p *pendingSettle) apply(chain []*trajectory.Record) ([]trajectory.Event, error) {
-	return p.t.settleChain(chain, p.o, p.charge, p.data, p.now)
+	return p.t.settleRules().Chain(chain, p.o, p.charge, p.data, p.now)
 }
 
 // Sides settles the turn's key grant and its tenant's ledger.
@@ -88,7 +89,7 @@ func (p *pendingSettle) Update(evs *[]trajectory.Event) func([]*trajectory.Recor
 // saved (its events are observed) or an earlier attempt, whose answer was
 // lost, saved it.
 func (p *pendingSettle) saved(evs []trajectory.Event, err error) error {
-	if errors.Is(err, errSettled) {
+	if errors.Is(err, outcome.ErrSettled) {
 		return nil
 	}
 	if err == nil {
@@ -121,7 +122,7 @@ func (p *pendingSettle) done(ctx context.Context, evs []trajectory.Event, err er
 	case err == nil:
 		p.t.observe(evs)
 		p.t.log.LogAttrs(ctx, slog.LevelInfo, "turn", p.attrs...)
-	case errors.Is(err, errSettled):
+	case errors.Is(err, outcome.ErrSettled):
 	default:
 		p.lost(ctx, err)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"gatekeeper/proxy/internal/apierr"
-	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/proxy/internal/inflight"
 	"gatekeeper/trajectory"
 )
@@ -70,13 +69,6 @@ func (t *turn) stopError() (typ, msg string) {
 }
 
 func (t *turn) stopReason() stopKind { return stopKind(atomic.LoadInt32((*int32)(&t.stopped))) }
-
-// afterTurn applies, when a call ends, what an operator asked while it was
-// out (chainrule.AfterTurn): the call was stopped by a cancel, or a
-// cancel, finish or pause was left pending for this boundary.
-func (t *turn) afterTurn(rec *trajectory.Record, now time.Time) ([]trajectory.Event, error) {
-	return chainrule.AfterTurn(rec, t.stopReason() == stopCancel, now)
-}
 
 // sleepCtx waits d, or until ctx ends.
 func sleepCtx(ctx context.Context, d time.Duration) error {

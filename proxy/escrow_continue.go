@@ -13,6 +13,7 @@ import (
 	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -61,7 +62,7 @@ func (s *Server) continuer(req *request, hdr http.Header, log *slog.Logger) escr
 			return nil, nil, err
 		}
 		if status < 200 || status > 299 {
-			sub.settle(outcome{stop: "error", status: status, upstream: true, detail: upstreamErrorDetail(api, raw)})
+			sub.settle(outcome.Turn{Stop: "error", Status: status, Upstream: true, Detail: upstreamErrorDetail(api, raw)})
 			return nil, nil, fmt.Errorf("provider answered the continuation with status %d", status)
 		}
 		cont := escrow.Reply{Form: form, Body: raw}
@@ -80,7 +81,7 @@ func (s *Server) continuer(req *request, hdr http.Header, log *slog.Logger) escr
 			if err != nil {
 				// Charged, and nothing of it delivered: the turn ends with the
 				// earlier refusal.
-				o.calls, o.stop = nil, string(streaming.StopEndTurn)
+				o.Calls, o.Stop = nil, string(streaming.StopEndTurn)
 				sub.settle(o)
 				return nil, nil, fmt.Errorf("holding the continuation's gated call: %w", err)
 			}
@@ -97,7 +98,7 @@ func (s *Server) continuer(req *request, hdr http.Header, log *slog.Logger) escr
 func (s *Server) callUpstream(ctx context.Context, t *turn, hdr http.Header) ([]byte, int, error) {
 	// A continuation is a model call like any other: it waits for key
 	// capacity in the tenant's class, and settling it corrects the estimate.
-	if err := keyRefused(t.rate.Acquire(ctx, estimateTokens(int64(len(t.body))), t.maxOut, nil)); err != nil {
+	if err := keyRefused(t.rate.Acquire(ctx, outcome.EstimateTokens(int64(len(t.body))), t.maxOut, nil)); err != nil {
 		return nil, 0, err
 	}
 	// The same transport as the turn's own call: a provider refusal before

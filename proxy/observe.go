@@ -8,6 +8,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
 )
@@ -36,34 +37,34 @@ func (t *turn) observe(evs []trajectory.Event) {
 }
 
 // endSpan ends the turn's span and records its metrics.
-func (t *turn) endSpan(o outcome, charge meter.Charge) {
+func (t *turn) endSpan(o outcome.Turn, charge meter.Charge) {
 	if t.tt == nil {
 		return
 	}
 	e := telemetry.TurnEnd{
-		ResponseModel: t.pr.Model, Stop: o.stop,
-		InputTokens: o.usage.InputTokens, CachedInputTokens: o.usage.CachedInputTokens,
-		CacheWriteTokens: o.usage.CacheWriteTokens, OutputTokens: o.usage.OutputTokens,
-		Dollars: charge.Dollars(), Estimated: o.estimated || !charge.Priced && !o.upstream, Status: o.status,
-		ApprovalID: o.approvalID,
+		ResponseModel: t.pr.Model, Stop: o.Stop,
+		InputTokens: o.Usage.InputTokens, CachedInputTokens: o.Usage.CachedInputTokens,
+		CacheWriteTokens: o.Usage.CacheWriteTokens, OutputTokens: o.Usage.OutputTokens,
+		Dollars: charge.Dollars(), Estimated: o.Estimated || !charge.Priced && !o.Upstream, Status: o.Status,
+		ApprovalID: o.ApprovalID,
 	}
-	if o.model != "" {
-		e.ResponseModel = o.model
+	if o.Model != "" {
+		e.ResponseModel = o.Model
 	}
-	if o.stop != "" {
-		e.FinishReasons = []string{o.stop} // normalized: the same vocabulary for the three APIs
+	if o.Stop != "" {
+		e.FinishReasons = []string{o.Stop} // normalized: the same vocabulary for the three APIs
 	}
 	switch {
-	case o.rateLimited:
+	case o.RateLimited:
 		e.ErrorType = apierr.RateLimited // never sent: not the provider's error
-	case o.upstream:
+	case o.Upstream:
 		e.ErrorType = "upstream_error"
-		if o.status >= 400 {
-			e.ErrorType = http.StatusText(o.status)
+		if o.Status >= 400 {
+			e.ErrorType = http.StatusText(o.Status)
 		}
 		t.s.tel.UpstreamError(t.req.up.cfg.Name, e.ErrorType)
-	case o.stop == "canceled" || o.stop == "error":
-		e.ErrorType = o.stop
+	case o.Stop == "canceled" || o.Stop == "error":
+		e.ErrorType = o.Stop
 	}
 	t.tt.End(e)
 }

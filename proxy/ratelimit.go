@@ -6,6 +6,7 @@ import (
 
 	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/keys"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/ratelimit"
 )
 
@@ -29,7 +30,7 @@ func keyRefused(err error) error {
 }
 
 // keyUsed is what the turn's outcome o used of its key.
-func keyUsed(o outcome) ratelimit.Cost { return keys.Used(o.upstream, o.usage) }
+func keyUsed(o outcome.Turn) ratelimit.Cost { return keys.Used(o.Upstream, o.Usage) }
 
 // rideKeySettles prepares the key settles of the settles ps, which an
 // admission takes, to ride in its update (one round trip for them all,
@@ -46,17 +47,16 @@ func rideKeySettles(ps []*pendingSettle) *ratelimit.SettleRide {
 	return ratelimit.RideSettles(ss)
 }
 
-// rateLimitedOutcome is how a turn that never got key capacity settles: not
-// a turn of the run, and not charged.
-func rateLimitedOutcome(err error) outcome {
-	o := outcome{stop: "error", upstream: true, rateLimited: true, status: http.StatusTooManyRequests, estimated: true,
-		detail: "rate limited: " + err.Error()}
+// rateLimitedOutcome is how a turn that never got key capacity settles
+// (outcome.RateLimited), for the refusal err.
+func rateLimitedOutcome(err error) outcome.Turn {
+	status, cause := http.StatusTooManyRequests, err
 	var he *apierr.Error
 	if errors.As(err, &he) {
-		o.status = he.Code
+		status = he.Code
 		if he.Err != nil {
-			o.detail = "rate limited: " + he.Err.Error()
+			cause = he.Err
 		}
 	}
-	return o
+	return outcome.RateLimited(status, cause)
 }

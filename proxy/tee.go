@@ -9,6 +9,7 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -276,7 +277,7 @@ func (b *jsonBody) record() {
 		}
 	}
 	if b.status < 200 || b.status > 299 {
-		o := outcome{stop: "error", status: b.status, upstream: true, detail: upstreamErrorDetail(t.req.api, b.buf)}
+		o := outcome.Turn{Stop: "error", Status: b.status, Upstream: true, Detail: upstreamErrorDetail(t.req.api, b.buf)}
 		t.settle(o)
 		return
 	}

@@ -20,6 +20,7 @@ import (
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/keys"
 	"gatekeeper/proxy/internal/notice"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/proxy/internal/threadid"
 	"gatekeeper/proxy/internal/watchdog"
@@ -175,7 +176,7 @@ func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 	if err := t.reserveTenant(ctx); err != nil {
 		return err
 	}
-	t.rate.Ride(estimateTokens(int64(len(t.body))), t.maxOut)
+	t.rate.Ride(outcome.EstimateTokens(int64(len(t.body))), t.maxOut)
 	if err := t.admit(ctx, r); err != nil {
 		t.rate.DropRide(ctx)
 		t.s.ceilings.Release(context.WithoutCancel(ctx), t.log, t.req.tenant.Name, &t.ceil)
@@ -238,7 +239,7 @@ func (t *turn) shapeBody() error {
 // provider. A turn that got no capacity is settled here: never sent, not
 // charged.
 func (t *turn) sendTurn(ctx context.Context, r *http.Request, h http.Header) (*http.Response, error) {
-	if err := keyRefused(t.rate.Acquire(ctx, estimateTokens(int64(len(t.body))), t.maxOut, h)); err != nil {
+	if err := keyRefused(t.rate.Acquire(ctx, outcome.EstimateTokens(int64(len(t.body))), t.maxOut, h)); err != nil {
 		if ctx.Err() == nil {
 			t.settle(rateLimitedOutcome(err))
 		}
@@ -443,7 +444,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 				switch {
 				case perrs[i] == nil:
 					all = append(all, pevs[i]...)
-				case !errors.Is(perrs[i], errSettled) && !errors.Is(perrs[i], errCallGone):
+				case !errors.Is(perrs[i], outcome.ErrSettled) && !errors.Is(perrs[i], outcome.ErrCallGone):
 					return nil, perrs[i]
 				}
 			}
@@ -601,7 +602,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 		if err != nil {
 			return admit.Admission{}, nil, err
 		}
-		rec.LostCalls = keepLost(rec.LostCalls, lost)
+		rec.LostCalls = outcome.KeepLost(rec.LostCalls, lost)
 		evs = append(evs, tev...)
 	}
 	check, ts, err := rec.AcceptToolResults(ids, now)
