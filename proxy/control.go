@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -75,16 +74,4 @@ func (t *turn) stopReason() stopKind { return stopKind(atomic.LoadInt32((*int32)
 // cancel, finish or pause was left pending for this boundary.
 func (t *turn) afterTurn(rec *trajectory.Record, now time.Time) ([]trajectory.Event, error) {
 	return chainrule.AfterTurn(rec, t.stopReason() == stopCancel, now)
-}
-
-// sleepCtx waits d, or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gatekeeper/approvals"
+	"gatekeeper/internal/clock"
 	"gatekeeper/internal/ride"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
@@ -473,7 +474,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			step := max(t.s.behind.Window(), time.Millisecond) << min(busyTries, 6)
 			busyTries++
 			waitedOther += step
-			if sleepCtx(ctx, step) != nil {
+			if clock.Sleep(ctx, step) != nil {
 				return nil, adm, ctx.Err()
 			}
 			// The store's update refuses from this replica's copy of the
@@ -497,7 +498,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			if budgetSince.IsZero() {
 				budgetSince = time.Now()
 			}
-			if time.Since(budgetSince) > admit.WaitMax || sleepCtx(ctx, wait) != nil {
+			if time.Since(budgetSince) > admit.WaitMax || clock.Sleep(ctx, wait) != nil {
 				return nil, adm, &HTTPError{Code: http.StatusTooManyRequests, Type: errRateLimited, RetryAfter: 5 * time.Second,
 					Msg: "the calls this run has in flight hold the rest of its budget; retry when they finish", Err: err}
 			}

@@ -1,7 +1,6 @@
 package admit
 
 import (
-	"context"
 	"fmt"
 	"time"
 )
@@ -44,15 +43,3 @@ func (r *Refusal) Unwrap() error { return r.Err }
 
 // unavailable is a store failure as admission's refusal.
 func unavailable(err error) error { return &Refusal{Kind: Unavailable, Err: err} }
-
-// sleepCtx waits for d or until ctx ends, whichever is first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
