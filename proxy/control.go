@@ -22,13 +22,6 @@ const (
 	stopShutdown          // gatekeeper is stopping and its shutdown_grace ran out
 )
 
-// errPausedWait: the thread's record is paused; the request waits.
-var errPausedWait = errors.New("proxy: trajectory paused")
-
-// pausePoll bounds how long a held request waits between looks at its
-// record, in case a resume signal was lost.
-const pausePoll = time.Second
-
 // errKilled drops the agent's connection: a killed run gets no more bytes.
 var errKilled = errors.New("proxy: trajectory killed by an operator")
 

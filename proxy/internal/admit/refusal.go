@@ -21,6 +21,12 @@ const (
 	// Unavailable: the store or the ledger failed; admission fails closed
 	// (Err says how).
 	Unavailable
+	// RunEnded: the run has finished; only a new run may go on (403
+	// trajectory_canceled).
+	RunEnded
+	// Paused: the run stayed paused for as long as a request waits; it
+	// may be retried after RetryAfter (503 trajectory_paused).
+	Paused
 )
 
 // Refusal is a call admission refused. Msg is for the agent; Err is the
