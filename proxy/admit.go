@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"gatekeeper/internal/ride"
@@ -116,10 +115,11 @@ func (t *turn) abandon(id string, cause error) {
 	t.s.settles.Retry(t.s.log, settle.WriteRelease, release, attrs)
 }
 
-// admit finds the turn's thread record and, in one atomic step over the
-// record and its ancestors, checks the budget, reserves the call's
-// estimate and moves the record READY → CALLING_MODEL, accepting the tool
-// results the request carries. A thread that already has a call in flight
+// admit finds the turn's thread record (from a hint, or
+// admit.Records.Place) and, in one atomic step over the record and its
+// ancestors, checks the budget, reserves the call's estimate and moves the
+// record READY → CALLING_MODEL, accepting the tool results the request
+// carries. A thread that already has a call in flight
 // forks a sibling: a call is never blocked for that.
 func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	s := t.s
@@ -145,37 +145,15 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 		s.hints.Drop(hintKey)
 	}
 	named := t.req.trajectoryID != "" || r.Header.Get("X-Gatekeeper-Trajectory") != ""
-	if named {
-		if rid, err = s.records.Scoped(ctx, rid, t.req.tenant.Name); err != nil {
-			return err
-		}
-	}
-	root, err := s.records.Root(ctx, rid, named, t.req.tenant)
-	if errors.Is(err, admit.ErrOtherTenant) && named && !strings.Contains(rid, "@") {
-		// Another tenant took the name between the look and the create.
-		rid = trajectory.TenantScoped(rid, t.req.tenant.Name)
-		root, err = s.records.Root(ctx, rid, named, t.req.tenant)
+	root, h, shared, err := s.records.Place(ctx, rid, named, t.req.tenant, key, parentKey)
+	if shared {
+		t.shared, t.sharedNew = true, true
 	}
 	if err != nil {
 		return err
 	}
-	parent := root
-	if parentKey != "" {
-		if p, err := s.store.Get(ctx, threadid.Child(root.ID, parentKey)); err == nil {
-			parent = p
-		}
-	}
-	// The root serves the first conversation that claims it; every other
-	// conversation is a child record.
-	candidate := threadid.Child(parent.ID, key)
-	if parent == root && (root.Thread == key || root.Thread == "") {
-		candidate = root.ID
-	} else if candidate, err = t.child(ctx, parent.ID, candidate, key); err != nil {
-		return err
-	}
-	h := admit.Hint{Parent: parent.ID, Base: candidate}
 	err = t.admitOn(ctx, h.Parent, h.Base, key, ids)
-	if errors.Is(err, admit.ErrOtherThread) && candidate == root.ID {
+	if errors.Is(err, admit.ErrOtherThread) && h.Base == root.ID {
 		// Another conversation claimed the root after it was read.
 		if h.Base, err = t.child(ctx, root.ID, threadid.Child(root.ID, key), key); err != nil {
 			return err

@@ -288,3 +288,37 @@ func TestThread(t *testing.T) {
 		}
 	}
 }
+
+func TestPlace(t *testing.T) {
+	ctx := context.Background()
+	tn := &config.Tenant{Name: "team-a"}
+	r := newRecords(t, 1)
+	if _, err := r.Root(ctx, "run", true, tn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Store.UpdateChain(ctx, "run", func(c []*trajectory.Record) ([]trajectory.Event, error) {
+		c[0].Thread = "first"
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, key, parentKey string
+		want                 Hint
+		shared               bool
+	}{
+		{name: "the root's own conversation", key: "first", want: Hint{Parent: "run", Base: "run"}},
+		{name: "another conversation is a child", key: "second", want: Hint{Parent: "run", Base: threadid.Child("run", "second")}},
+		{name: "past max_children the last child is shared", key: "third", want: Hint{Parent: "run", Base: threadid.Child("run", "second")}, shared: true},
+		{name: "a child of a thread", key: "sub", parentKey: "second",
+			want: Hint{Parent: threadid.Child("run", "second"), Base: threadid.Child(threadid.Child("run", "second"), "sub")}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root, h, shared, err := r.Place(ctx, "run", true, tn, tc.key, tc.parentKey)
+			if err != nil || root.ID != "run" || h != tc.want || shared != tc.shared {
+				t.Fatalf("Place = %v %+v %v %v, want %+v shared %v", root, h, shared, err, tc.want, tc.shared)
+			}
+		})
+	}
+}

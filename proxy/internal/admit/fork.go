@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
+	"gatekeeper/config"
 	"gatekeeper/proxy/internal/threadid"
+	"gatekeeper/trajectory"
 )
 
 // Thread is the record a thread under parent is admitted on: its own
@@ -49,4 +52,38 @@ func (r *Records) Fork(ctx context.Context, parent, base, tenant, key string, tr
 	}
 	return &Refusal{Kind: Contended, RetryAfter: 2 * time.Second,
 		Msg: fmt.Sprintf("more than %d calls of one conversation are in flight; retry shortly", threadid.MaxSiblings)}
+}
+
+// Place finds the record a thread's call is first tried on, in run rid
+// (of tenant tn; named says the request named it): the run's root,
+// created when missing (Root), serves the first conversation that claims
+// it; any other conversation (key) is a child record of the root, or of
+// its parent thread's record (parentKey) when there is one (Thread).
+// shared says the child is a last one, shared past MaxChildren.
+func (r *Records) Place(ctx context.Context, rid string, named bool, tn *config.Tenant, key, parentKey string) (root *trajectory.Record, h Hint, shared bool, err error) {
+	if named {
+		if rid, err = r.Scoped(ctx, rid, tn.Name); err != nil {
+			return nil, h, false, err
+		}
+	}
+	root, err = r.Root(ctx, rid, named, tn)
+	if errors.Is(err, ErrOtherTenant) && named && !strings.Contains(rid, "@") {
+		// Another tenant took the name between the look and the create.
+		rid = trajectory.TenantScoped(rid, tn.Name)
+		root, err = r.Root(ctx, rid, named, tn)
+	}
+	if err != nil {
+		return nil, h, false, err
+	}
+	parent := root
+	if parentKey != "" {
+		if p, err := r.Store.Get(ctx, threadid.Child(root.ID, parentKey)); err == nil {
+			parent = p
+		}
+	}
+	h.Parent, h.Base = parent.ID, root.ID
+	if parent != root || root.Thread != key && root.Thread != "" {
+		h.Base, shared, err = r.Thread(ctx, parent.ID, tn.Name, threadid.Child(parent.ID, key), key)
+	}
+	return root, h, shared, err
 }
