@@ -16,8 +16,9 @@ import (
 )
 
 // A turn's admission (package admit) bound to the turn: its call, its
-// tenant's reservation, and admission's refusals in the agent's error
-// form.
+// tenant's reservation, the store's update that admits it on its thread
+// record (with the settles and the key take that ride along), and
+// admission's refusals in the agent's error form.
 
 // admitted is err in the agent's error form: an *admit.Refusal becomes
 // the HTTPError it describes (a store failure, storeErr's); any other

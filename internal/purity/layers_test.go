@@ -8,8 +8,8 @@ import (
 
 // TestApprovalsLayer keeps the approvals package below its adapters: the
 // stores, the admin API and the proxy import it, never the reverse. Within
-// the module it may import config and trajectory; outside the standard
-// library, only CEL.
+// the module it may import config, trajectory and internal/clock; outside
+// the standard library, only CEL.
 func TestApprovalsLayer(t *testing.T) {
 	mod := modulePath(t)
 	r := rule{module: mod, own: []string{mod + "/config", mod + "/internal/clock", mod + "/trajectory"}, extra: []string{"cel.dev/cel-go/"}}
