@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gatekeeper/config"
+	"gatekeeper/internal/clock"
 )
 
 // Keys of Request.Channels where the Slack message of a request is kept, so
@@ -98,7 +99,7 @@ func NewSlack(cfg config.Slack, store Store, opts ...SlackOption) *Slack {
 		people: NewDirectory(config.Approvals{Slack: &cfg}),
 		client: &http.Client{CheckRedirect: noRedirect},
 		now:    time.Now,
-		wait:   sleepCtx,
+		wait:   clock.Sleep,
 		log:    slog.Default(),
 	}
 	if s.apiURL == "" {
@@ -282,17 +283,6 @@ func retrying(ctx context.Context, attempts int, wait func(context.Context, time
 // backoff is the wait before try number attempt (1, 2, ...): 500 ms doubling.
 func backoff(attempt int) time.Duration {
 	return 500 * time.Millisecond << (attempt - 1)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // noRedirect keeps a bearer token or a signed body from following a

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"gatekeeper/config"
+	"gatekeeper/internal/clock"
 )
 
 // Event types of the webhook.
@@ -101,7 +102,7 @@ func NewWebhook(cfg config.Webhook, opts ...WebhookOption) (*Webhook, error) {
 		key:    key,
 		client: &http.Client{CheckRedirect: noRedirect},
 		now:    time.Now,
-		wait:   sleepCtx,
+		wait:   clock.Sleep,
 		log:    slog.Default(),
 	}
 	for _, o := range opts {

@@ -1,11 +1,9 @@
 package proxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/inflight"
@@ -22,13 +20,6 @@ const (
 	stopDeadline          // the call outlived the tenant's call_deadline
 	stopShutdown          // gatekeeper is stopping and its shutdown_grace ran out
 )
-
-// errPausedWait: the thread's record is paused; the request waits.
-var errPausedWait = errors.New("proxy: trajectory paused")
-
-// pausePoll bounds how long a held request waits between looks at its
-// record, in case a resume signal was lost.
-const pausePoll = time.Second
 
 // errKilled drops the agent's connection: a killed run gets no more bytes.
 var errKilled = errors.New("proxy: trajectory killed by an operator")
@@ -69,15 +60,3 @@ func (t *turn) stopError() (typ, msg string) {
 }
 
 func (t *turn) stopReason() stopKind { return stopKind(atomic.LoadInt32((*int32)(&t.stopped))) }
-
-// sleepCtx waits d, or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"gatekeeper/approvals"
 	"gatekeeper/proxy/internal/apierr"
@@ -22,13 +21,6 @@ import (
 
 // Errors of the escrow's side of admission and of the reply's reading.
 var (
-	// errAwaiting: admission found the thread record holding a reply for
-	// approval (or just past one); the request may be a retry of that turn.
-	errAwaiting = errors.New("proxy: thread record holds a reply for approval")
-	// errHoldOpening: admission found the thread record calling the model;
-	// the call may have stored its hold already (openHold stores it before
-	// it records the turn), and the request may be a retry of that turn.
-	errHoldOpening = fmt.Errorf("%w, or is opening one", errAwaiting)
 	// errHeldTooLarge: the reply grew past approvals.max_held_bytes.
 	errHeldTooLarge = errors.New("proxy: reply too large to hold for approval")
 )

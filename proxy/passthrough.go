@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/passthrough"
 	"gatekeeper/proxy/internal/wire"
@@ -89,7 +90,7 @@ func (s *Server) checkPassRun(r *http.Request, req *request) error {
 	case rec == nil:
 		return nil
 	case rec.State.Terminal():
-		return endedError(rec)
+		return admitted(admit.Ended(rec))
 	}
 	return &apierr.Error{Code: http.StatusServiceUnavailable, Type: apierr.TrajectoryPaused, RetryAfter: 30 * time.Second,
 		Msg: fmt.Sprintf("trajectory %s is paused by an operator; retry later", trajectory.Unscoped(rec.ID, rec.Tenant))}

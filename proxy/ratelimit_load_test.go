@@ -19,6 +19,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	goredis "github.com/redis/go-redis/v9"
 
+	gkclock "gatekeeper/internal/clock"
 	"gatekeeper/internal/redistest"
 	"gatekeeper/mockprovider"
 	"gatekeeper/ratelimit"
@@ -119,7 +120,7 @@ func TestRateLimitManyClients(t *testing.T) {
 					return
 				}
 				r.rateLimited++
-				if sleepCtx(ctx, time.Duration(secs)*time.Second) != nil {
+				if gkclock.Sleep(ctx, time.Duration(secs)*time.Second) != nil {
 					return
 				}
 			}
@@ -210,17 +211,6 @@ func sdkTurn(ctx context.Context, base, vk, text string, stream bool) (int, stri
 		return 0, "", "", err
 	}
 	return apiErr.StatusCode, errorType([]byte(apiErr.RawJSON())), apiErr.Response.Header.Get("Retry-After"), nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // TestRateLimitFairness is the must-show of scheduling: 50 batch clients

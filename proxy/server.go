@@ -16,6 +16,7 @@ import (
 
 	"gatekeeper/approvals"
 	"gatekeeper/config"
+	"gatekeeper/internal/clock"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/apierr"
@@ -267,7 +268,7 @@ func (s *Server) EndStreams(ctx context.Context) int {
 	}
 	for {
 		left := len(s.live.All())
-		if left == 0 || sleepCtx(ctx, 10*time.Millisecond) != nil {
+		if left == 0 || clock.Sleep(ctx, 10*time.Millisecond) != nil {
 			return left
 		}
 	}

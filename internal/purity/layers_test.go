@@ -18,8 +18,8 @@ func layers(mod string) []struct {
 		rule     rule
 		bad      []string
 	}{
-		{"approvals", "below its adapters: the stores, the admin API and the proxy import it, never the reverse; of the module only config and trajectory, outside the standard library only CEL",
-			rule{module: mod, own: []string{mod + "/config", mod + "/trajectory"}, extra: []string{"cel.dev/cel-go/"}},
+		{"approvals", "below its adapters: the stores, the admin API and the proxy import it, never the reverse; of the module only config, trajectory and internal/clock, outside the standard library only CEL",
+			rule{module: mod, own: []string{mod + "/config", mod + "/internal/clock", mod + "/trajectory"}, extra: []string{"cel.dev/cel-go/"}},
 			[]string{mod + "/store/redis", mod + "/proxy", mod + "/admin", "github.com/redis/go-redis/v9"}},
 		{"ratelimit", "free of the proxy, its configuration and every other package of the module: it takes plain values, so the proxy depends on it and never the reverse; outside the standard library only go-redis",
 			rule{module: mod, extra: []string{"github.com/redis/go-redis/v9"}},

@@ -19,13 +19,13 @@ import (
 
 var now = time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
 
-func clock() time.Time { return now }
+func fixedNow() time.Time { return now }
 
 func newRecords(t *testing.T, maxChildren int) *Records {
 	t.Helper()
-	st := memory.New(memory.Options{Clock: clock})
+	st := memory.New(memory.Options{Clock: fixedNow})
 	t.Cleanup(func() { _ = st.Close() })
-	return &Records{Store: st, Ledger: memory.NewLedger(clock), Now: clock, Log: slog.New(slog.DiscardHandler), MaxChildren: maxChildren}
+	return &Records{Store: st, Ledger: memory.NewLedger(fixedNow), Now: fixedNow, Log: slog.New(slog.DiscardHandler), MaxChildren: maxChildren}
 }
 
 func refusalKind(err error) Kind {
@@ -169,7 +169,7 @@ func TestCeilingsReserve(t *testing.T) {
 	room := w.Reservation(1000)
 	tn := &config.Tenant{Name: "team-a", Limits: config.TenantLimits{DollarsPerDay: meter.ToDollars(room.Micros)}}
 
-	c := &Ceilings{Ledger: memory.NewLedger(clock), MinOutput: 256, Settles: settle.NewRetrier()}
+	c := &Ceilings{Ledger: memory.NewLedger(fixedNow), MinOutput: 256, Settles: settle.NewRetrier()}
 	defer c.Settles.Close(ctx)
 	h, err := c.Reserve(ctx, tn, Call{ID: "c1", Worst: w, MaxOut: 8000, AgentSet: true})
 	if err != nil {

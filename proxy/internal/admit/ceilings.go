@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gatekeeper/config"
+	"gatekeeper/internal/clock"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/ceiling"
 	"gatekeeper/proxy/internal/chainrule"
@@ -103,7 +104,7 @@ func (c *Ceilings) Reserve(ctx context.Context, tn *config.Tenant, call Call) (H
 			if since.IsZero() {
 				since = time.Now()
 			}
-			if time.Since(since) > WaitMax || sleepCtx(ctx, wait) != nil {
+			if time.Since(since) > WaitMax || clock.Sleep(ctx, wait) != nil {
 				return Hold{}, &Refusal{Kind: Contended, RetryAfter: 5 * time.Second,
 					Msg: fmt.Sprintf("the calls tenant %s has in flight hold the rest of its %s limit; retry when they finish", tn.Name, ceiling.Name(f))}
 			}

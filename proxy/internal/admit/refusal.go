@@ -1,7 +1,6 @@
 package admit
 
 import (
-	"context"
 	"fmt"
 	"time"
 )
@@ -22,6 +21,12 @@ const (
 	// Unavailable: the store or the ledger failed; admission fails closed
 	// (Err says how).
 	Unavailable
+	// RunEnded: the run has finished; only a new run may go on (403
+	// trajectory_canceled).
+	RunEnded
+	// Paused: the run stayed paused for as long as a request waits; it
+	// may be retried after RetryAfter (503 trajectory_paused).
+	Paused
 )
 
 // Refusal is a call admission refused. Msg is for the agent; Err is the
@@ -44,15 +49,3 @@ func (r *Refusal) Unwrap() error { return r.Err }
 
 // unavailable is a store failure as admission's refusal.
 func unavailable(err error) error { return &Refusal{Kind: Unavailable, Err: err} }
-
-// sleepCtx waits for d or until ctx ends, whichever is first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
