@@ -363,10 +363,10 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 			}
 		}
 		chain, adm, err := t.admitWaiting(ctx, candidate, key, ids)
-		if errors.Is(err, errAwaiting) {
+		if errors.Is(err, escrow.ErrAwaiting) {
 			// The record holds a reply for approval, or has just released
 			// one: this request may be a retry of that turn.
-			opening := errors.Is(err, errHoldOpening)
+			opening := errors.Is(err, escrow.ErrHoldOpening)
 			if found, err := t.findHold(ctx, candidate, opening); found || err != nil {
 				return err
 			}
@@ -568,7 +568,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	case rec.State == trajectory.CallingModel && len(ids) == 0 && t.gated && !t.holdChecked && !t.s.sweeper.Silent(rec, now):
 		// The call in flight may be holding its reply: a retry of that
 		// turn re-attaches rather than fork a sibling that asks again.
-		return admit.Admission{}, nil, errHoldOpening
+		return admit.Admission{}, nil, escrow.ErrHoldOpening
 	case rec.State == trajectory.CallingModel && !t.s.sweeper.Silent(rec, now):
 		t.busyElsewhere = rec.CallOwner != t.s.owner
 		return admit.Admission{}, nil, errBusy
@@ -577,7 +577,7 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	case rec.State == trajectory.AwaitingApproval && t.gated && !t.holdChecked,
 		rec.State == trajectory.WaitingTool && len(ids) == 0 && t.gated && !t.holdChecked:
 		// A retry of a held turn carries no tool results.
-		return admit.Admission{}, nil, errAwaiting
+		return admit.Admission{}, nil, escrow.ErrAwaiting
 	case rec.State == trajectory.AwaitingApproval || rec.State == trajectory.Finalizing:
 		return admit.Admission{}, nil, errBusy
 	}

@@ -126,7 +126,20 @@ var (
 	// errServerClosing ends a held wait when gatekeeper shuts down: the
 	// hold stays, and the agent's retry re-attaches on another replica.
 	errServerClosing = errors.New("proxy: gatekeeper is shutting down")
+
+	// ErrAwaiting: admission found the thread record holding a reply for
+	// approval (or just past one); the request may be a retry of that
+	// turn (Find).
+	ErrAwaiting = errors.New("proxy: thread record holds a reply for approval")
+	// ErrHoldOpening: admission found the thread record calling the model;
+	// the call may have stored its hold already (Open stores it before it
+	// has the turn recorded), and the request may be a retry of that turn.
+	ErrHoldOpening = fmt.Errorf("%w, or is opening one", ErrAwaiting)
 )
+
+// TypeRefused is the error type of a gated call refused where no reply
+// can carry the refusal (README.md, "How a held call behaves").
+const TypeRefused = "approval_refused"
 
 // maxHolds bounds how many times one turn's content is held on one
 // record.
