@@ -15,19 +15,10 @@ import (
 // undelivered, until its approval requests are decided (proxy/internal/escrow
 // owns the hold, the wait and the decision). What stays here needs the
 // turn or its reply's readers: the turn's part of a hold (openHold,
-// gateInput), the continuation's model call (escrow_continue.go), a
-// retry's re-attachment and the non-streamed turn (escrow_retry.go), and
-// the streamed turn's reader (escrow_stream.go).
-
-// Errors of the escrow's side of admission and of the reply's reading.
-var (
-	// errHeldTooLarge: the reply grew past approvals.max_held_bytes.
-	errHeldTooLarge = errors.New("proxy: reply too large to hold for approval")
-)
-
-// Error type of a gated call refused where no reply can carry the refusal
-// (README.md, "How a held call behaves").
-const errApprovalRefused = "approval_refused"
+// gateInput, gatedCalls), the continuation's admission and its side of
+// the model call (escrow_continue.go), a retry's re-attachment and the
+// non-streamed turn's side of its hold (escrow_retry.go), and the
+// streamed turn's reader (escrow_stream.go).
 
 // answerError is the escrow's answer as the error apierr.Write writes; any
 // other error as it is.
@@ -50,6 +41,11 @@ func (t *turn) gateInput() approvals.Input {
 		BudgetUsed: t.adm.Decision.Rho, Provider: t.req.up.cfg.Name, Model: t.pr.Model}
 }
 
+// gatedCalls is the calls of the turn's reply res that some gate matches.
+func (t *turn) gatedCalls(res *streaming.Result) []escrow.Gated {
+	return t.s.esc.Gated(res, t.gateInput(), t.withheld)
+}
+
 // openHold holds the turn's reply rep (decoded as res) for the gated
 // calls, and records the turn as held with outcome o (holdOpened).
 func (t *turn) openHold(ctx context.Context, res *streaming.Result, rep escrow.Reply, gated []escrow.Gated, o outcome.Turn) (*approvals.Hold, error) {
@@ -57,14 +53,4 @@ func (t *turn) openHold(ctx context.Context, res *streaming.Result, rep escrow.R
 		API: t.req.api, Provider: t.req.up.cfg.Name, Model: t.pr.Model, Request: t.body, Continuations: t.conts,
 		Stage: t.adm.Decision.Stage, BudgetUsed: t.adm.Decision.Rho, Grant: t.req.tenant.ReadOnlyTools, Log: t.log}
 	return t.s.esc.Open(ctx, held, res, rep, gated, func(approvalID string) { t.holdOpened(o, approvalID) })
-}
-
-// tenantReadOnly is a tenant's read-only grant.
-func (s *Server) tenantReadOnly(name string) []string {
-	for i := range s.cfg.Tenants {
-		if s.cfg.Tenants[i].Name == name {
-			return s.cfg.Tenants[i].ReadOnlyTools
-		}
-	}
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"gatekeeper/approvals"
 	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
@@ -52,116 +53,59 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 	}
 	wait := &escrow.Wait{Hold: t.hold, Client: c}
 	if c.Form == escrow.FormStream {
-		return s.writeRetryStream(w, r, wait)
+		return s.esc.WriteRetryStream(r.Context(), w, wait)
 	}
-	out, err := s.esc.AwaitJSON(r.Context(), wait)
-	if err != nil {
-		if r.Context().Err() != nil {
-			return apierr.ErrClientGone
-		}
-		return answerError(err)
+	err := s.esc.WriteRetryJSON(r.Context(), w, wait)
+	if err != nil && r.Context().Err() != nil {
+		return apierr.ErrClientGone
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(out)
-	return nil
-}
-
-// writeRetryStream is the streamed retry's writer: a stream of keepalives
-// until the decision, then the whole decided reply or an error event. Its
-// only error is http.ErrAbortHandler: the stream had begun.
-func (s *Server) writeRetryStream(w http.ResponseWriter, r *http.Request, wait *escrow.Wait) error {
-	d := dialect.Stream(wait.Client.API)
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	_ = rc.Flush()
-	for {
-		a := s.esc.Await(r.Context(), wait)
-		var out []byte
-		switch a.End {
-		case escrow.Pending:
-			out = d.NewKeepalive().Event()
-		case escrow.Decided:
-			out = a.Body
-		default:
-			ans, drop := a.Answer(escrow.FormStream)
-			if drop {
-				return http.ErrAbortHandler // the agent retries, or a killed run gets no answer
-			}
-			out = escrow.ErrorEvent(d, ans.Type, ans.Msg)
-		}
-		if _, err := w.Write(out); err != nil {
-			return nil // the agent went away
-		}
-		_ = rc.Flush()
-		if a.End != escrow.Pending {
-			return nil
-		}
-	}
+	return answerError(err)
 }
 
 // holdJSON decides a non-streamed reply of a tenant with gates before any
-// of it reaches the agent: a reply with a gated call is held (the agent's
-// request simply waits) and replaced by the decided reply; any other goes
-// out as it came.
+// of it reaches the agent (escrow.HoldJSON): a reply with a gated call is
+// held and replaced by the decided reply; any other goes out as it came.
 func (t *turn) holdJSON(resp *http.Response) error {
-	s := t.s
-	limit := s.cfg.Limits.MaxBodyBytes
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	limit := t.s.cfg.Limits.MaxBodyBytes
+	raw, err := escrow.ReadWhole(resp.Body, limit)
 	_ = resp.Body.Close()
-	if err == nil && int64(len(raw)) > limit {
-		err = errHeldTooLarge
-	}
 	if err != nil {
 		// The provider produced the reply: it is charged, undelivered.
 		t.chargeUndelivered(nil, int64(len(raw)), err)
 		return err
 	}
-	pass := func(body []byte) error {
-		resp.Body = &jsonBody{t: t, src: io.NopCloser(bytes.NewReader(body)), status: resp.StatusCode, limit: limit}
-		resp.ContentLength = int64(len(body))
-		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
-		return nil
-	}
-	held := escrow.Reply{Form: escrow.FormJSON, Body: raw}
-	res, derr := held.Decode(dialect.Stream(t.req.api))
-	if derr != nil {
-		return pass(raw)
-	}
-	gated := s.esc.Gated(res, t.gateInput(), t.withheld)
-	if len(gated) == 0 {
-		return pass(raw)
-	}
 	c := t.client(escrow.FormJSON)
 	c.Allow, c.Refusal = t.allowPolicy(), shape.Refusal(t.adm.Decision)
-	if int64(len(raw)) > s.esc.MaxHeld() {
-		// Too large to hold: the gated calls end the turn, refused.
-		dr := &escrow.Decision{Reply: held, Texts: map[string]string{}}
-		for _, g := range gated {
-			dr.Refuse = append(dr.Refuse, g.Call.ID)
-			dr.Texts[g.Call.ID] = "[gatekeeper] The call to " + g.Call.Name + " needs approval and the reply was too large to hold for it (approvals.max_held_bytes); the call was not delivered."
-		}
-		out, err := escrow.Render(dialect.Stream(t.req.api), dr, c)
-		if err != nil {
-			return err
-		}
-		return pass(out)
-	}
-	h, err := t.openHold(context.WithoutCancel(t.ctx), res, held, gated, t.outcomeOf(res, resp.StatusCode, nil))
-	if err != nil {
-		// Nothing is delivered; what the provider produced is charged.
-		t.chargeUndelivered(res, int64(len(raw)), err)
-		return httpAnswer(escrow.ApprovalsDown(err))
-	}
-	out, err := s.esc.AwaitJSON(t.ctx, &escrow.Wait{Hold: h, Client: c})
-	if err != nil {
+	out, held, err := t.s.esc.HoldJSON(t.ctx, heldJSON{t: t, status: resp.StatusCode}, c, raw)
+	switch {
+	case err != nil:
 		return answerError(err)
+	case held:
+		// Recorded when its hold opened: the reply goes out as it is.
+		resp.Body = io.NopCloser(bytes.NewReader(out))
+	default:
+		resp.Body = &jsonBody{t: t, src: io.NopCloser(bytes.NewReader(out)), status: resp.StatusCode, limit: limit}
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(out))
 	resp.ContentLength = int64(len(out))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
 	return nil
+}
+
+// heldJSON is a non-streamed turn's side of its hold.
+type heldJSON struct {
+	t      *turn
+	status int // the reply's
+}
+
+var _ escrow.Opener = heldJSON{}
+
+func (h heldJSON) Gated(res *streaming.Result) []escrow.Gated { return h.t.gatedCalls(res) }
+
+func (h heldJSON) Open(ctx context.Context, res *streaming.Result, rep escrow.Reply, gated []escrow.Gated) (*approvals.Hold, error) {
+	hold, err := h.t.openHold(ctx, res, rep, gated, h.t.outcomeOf(res, h.status, nil))
+	if err != nil {
+		// Nothing is delivered; what the provider produced is charged.
+		h.t.chargeUndelivered(res, int64(len(rep.Body)), err)
+	}
+	return hold, err
 }

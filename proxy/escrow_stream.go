@@ -35,7 +35,7 @@ func (b *sseBody) takeHeld(ev *sse.Event) error {
 			h.Escrow(g)
 			if h.TooLarge() {
 				// Too large to hold: the gated call is never delivered.
-				b.endHeld(errApprovalRefused, fmt.Sprintf("the reply carries a tool call that needs approval (gate %s) and is larger than gatekeeper can hold (approvals.max_held_bytes); the call was not delivered", g[0].Gate.Name))
+				b.endHeld(escrow.TypeRefused, fmt.Sprintf("the reply carries a tool call that needs approval (gate %s) and is larger than gatekeeper can hold (approvals.max_held_bytes); the call was not delivered", g[0].Gate.Name))
 			}
 			return nil
 		}

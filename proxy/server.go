@@ -180,7 +180,7 @@ func New(opts Options) (*Server, error) {
 		s.now = time.Now
 	}
 	s.esc = escrow.New(escrow.Config{Service: opts.Approvals, Gates: opts.Gates, Approvals: opts.Config.Approvals, Records: s.store,
-		Stages: s.stages, ToolDeadline: opts.Config.Limits.ToolDeadline.Std(), ReadOnly: s.tenantReadOnly, Dialect: dialect.Stream,
+		Stages: s.stages, ToolDeadline: opts.Config.Limits.ToolDeadline.Std(), ReadOnly: escrow.ReadOnly(s.cfg.Tenants), Dialect: dialect.Stream,
 		Signals: s.live, Closing: s.closing, Clock: s.now, Log: s.log, Metrics: s.tel})
 	if s.transport == nil {
 		s.transport = newTransport()

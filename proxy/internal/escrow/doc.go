@@ -10,8 +10,13 @@
 // agent's answer to each (Awaited.Answer), deciding a hold (release, or
 // refusal answered by the model's continuation or by a text that ends the
 // turn), the reply and its forms (Reply, Render), and a held stream's
-// state (Stream). The continuation's model call is the caller's: a
-// Client's Continue sends it.
+// state (Stream). It judges whole replies: a non-streamed turn's, held
+// and decided before any of it goes out (HoldJSON), and the continuation
+// after refused calls (Continue), read whole and then settled, failed or
+// held again; it writes a retry's answer in either form (WriteRetryJSON,
+// WriteRetryStream). The turn itself stays the caller's: its gate input
+// and the recording of its turn (Opener), and the continuation's
+// admission and model call (a Client's Continue, and Call).
 //
 // Its reading and bookkeeping of stored holds, over the approvals store
 // (holds.go, legacy.go): a turn's latest hold and the hold a
