@@ -119,7 +119,7 @@ func (t *turn) holdJSON(resp *http.Response) error {
 		return err
 	}
 	pass := func(body []byte) error {
-		resp.Body = &jsonBody{t: t, src: io.NopCloser(bytes.NewReader(body)), status: resp.StatusCode, limit: limit}
+		resp.Body = t.jsonBody(io.NopCloser(bytes.NewReader(body)), resp.StatusCode, limit)
 		resp.ContentLength = int64(len(body))
 		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 		return nil
