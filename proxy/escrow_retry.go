@@ -84,7 +84,7 @@ func (t *turn) holdJSON(resp *http.Response) error {
 		// Recorded when its hold opened: the reply goes out as it is.
 		resp.Body = io.NopCloser(bytes.NewReader(out))
 	default:
-		resp.Body = &jsonBody{t: t, src: io.NopCloser(bytes.NewReader(out)), status: resp.StatusCode, limit: limit}
+		resp.Body = t.jsonBody(io.NopCloser(bytes.NewReader(out)), resp.StatusCode, limit)
 	}
 	resp.ContentLength = int64(len(out))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))

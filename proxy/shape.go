@@ -85,7 +85,7 @@ func (t *turn) filterJSON(resp *http.Response, cutOnly bool) error {
 
 // wholeReader hands out b, with io.EOF along with its last bytes as an
 // HTTP body of known length gives it: the turn is recorded before they
-// reach the agent (see jsonBody.Read).
+// reach the agent (see replybody.JSON.Read).
 type wholeReader struct{ b []byte }
 
 func (r *wholeReader) Read(p []byte) (int, error) {

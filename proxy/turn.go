@@ -21,9 +21,7 @@ import (
 	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/proxy/internal/watchdog"
 	"gatekeeper/proxy/internal/wire"
-	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
-	"gatekeeper/streaming/sse"
 	"gatekeeper/telemetry"
 	"gatekeeper/trajectory"
 )
@@ -259,9 +257,8 @@ func (t *turn) attach(resp *http.Response) error {
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		resp.Body = &jsonBody{t: t, src: resp.Body, status: resp.StatusCode, limit: 1 << 20}
+		resp.Body = t.jsonBody(resp.Body, resp.StatusCode, 1<<20)
 	case isEventStream(ct):
-		dec := dialect.Stream(t.req.api).NewDecoder()
 		if t.filter == nil {
 			var err error
 			if t.filter, err = dialect.Stream(t.req.api).NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
@@ -273,13 +270,7 @@ func (t *turn) attach(resp *http.Response) error {
 		// never delivered in part.
 		t.filter.Hold()
 		t.filter.NoticeCut(notice.Cut)
-		in := t.s.bufs.Get()
-		body := &sseBody{t: t, up: relay.NewUpstream(resp.Body, in), rd: sse.NewReader(int(t.s.cfg.Limits.MaxEventBytes)), dec: dec,
-			in: in, alive: dialect.Stream(t.req.api).NewKeepalive()}
-		if t.gated {
-			body.held = t.s.esc.NewStream()
-		}
-		resp.Body = body
+		resp.Body = t.streamBody(resp.Body)
 	default:
 		cutOnly := t.filter == nil
 		if cutOnly {
@@ -297,7 +288,7 @@ func (t *turn) attach(resp *http.Response) error {
 		if t.gated {
 			return t.holdJSON(resp)
 		}
-		resp.Body = &jsonBody{t: t, src: resp.Body, status: resp.StatusCode, limit: t.s.cfg.Limits.MaxBodyBytes}
+		resp.Body = t.jsonBody(resp.Body, resp.StatusCode, t.s.cfg.Limits.MaxBodyBytes)
 	}
 	return nil
 }
