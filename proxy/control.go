@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -20,9 +19,6 @@ const (
 	stopDeadline          // the call outlived the tenant's call_deadline
 	stopShutdown          // gatekeeper is stopping and its shutdown_grace ran out
 )
-
-// errKilled drops the agent's connection: a killed run gets no more bytes.
-var errKilled = errors.New("proxy: trajectory killed by an operator")
 
 // Record is the thread record the turn's call runs on.
 func (t *turn) Record() string { return t.recID }
