@@ -195,3 +195,41 @@ func TestRateLimitQuantum(t *testing.T) {
 		t.Errorf("counts %+v, want 12 served and 2 limited", c)
 	}
 }
+
+// TestAdvertisedRequestsPerMinute: without RateLimit the headers advertise
+// Options.RequestsPerMinute (DefaultRequestsPerMinute when 0) and count
+// down what is left of it in the minute, none past it, all of it again in
+// the next minute; the turns are served all the same.
+func TestAdvertisedRequestsPerMinute(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		rpm   int
+		limit int
+	}{
+		{"default", 0, DefaultRequestsPerMinute},
+		{"set", 3, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := &stepClock{now: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)}
+			_, url := newMock(t, Options{Clock: clock.Now, RequestsPerMinute: c.rpm})
+			check := func(what string, wantLeft int) {
+				t.Helper()
+				code, h, _ := postKey(t, url, "sk-a", limitedTurn)
+				if code != http.StatusOK {
+					t.Fatalf("%s: status %d, want 200", what, code)
+				}
+				if got := h.Get("anthropic-ratelimit-requests-limit"); got != strconv.Itoa(c.limit) {
+					t.Errorf("%s: requests-limit %q, want %d", what, got, c.limit)
+				}
+				if got := h.Get("anthropic-ratelimit-requests-remaining"); got != strconv.Itoa(wantLeft) {
+					t.Errorf("%s: requests-remaining %q, want %d", what, got, wantLeft)
+				}
+			}
+			for i := range 4 {
+				check("request "+strconv.Itoa(i), max(0, c.limit-1-i))
+			}
+			clock.add(time.Minute)
+			check("the next minute's first request", c.limit-1)
+		})
+	}
+}

@@ -39,11 +39,24 @@ type Options struct {
 	// RateLimit, when set, enforces a provider's rate limits per key and
 	// answers 429 above them; RateCounts reports what it did.
 	RateLimit RateLimit
+	// RequestsPerMinute is the request limit every reply's rate-limit
+	// headers advertise, with what is left of it in the current
+	// one-minute window (every request the mock serves counts), unless
+	// RateLimit is set (its levels replace those headers). It is only
+	// advertised: past it the headers report none left until the window
+	// ends, and a client that obeys them waits, so a load of more
+	// requests a minute sets it above that load. 0 means
+	// DefaultRequestsPerMinute.
+	RequestsPerMinute int
 }
 
 // DefaultMaxRecords is the number of requests a Server remembers unless
 // Options.MaxRecords says otherwise.
 const DefaultMaxRecords = 1000
+
+// DefaultRequestsPerMinute is the request limit the rate-limit headers
+// advertise unless Options.RequestsPerMinute says otherwise.
+const DefaultRequestsPerMinute = 4000
 
 // RecordedRequest is one request as the mock received and answered it.
 type RecordedRequest struct {
@@ -92,6 +105,7 @@ type Server struct {
 	sleep  func(ctx context.Context, d time.Duration) error
 	keys   []string
 	limit  int
+	rpm    int64        // advertised requests a minute
 	rate   *rateLimiter // nil when no rate limit is enforced
 
 	randMu sync.Mutex
@@ -119,6 +133,7 @@ func New(opts Options) *Server {
 		sleep:  opts.Sleep,
 		keys:   slices.Clone(opts.Keys),
 		limit:  opts.MaxRecords,
+		rpm:    int64(opts.RequestsPerMinute),
 		rnd:    opts.Rand,
 		idle:   make(chan struct{}),
 	}
@@ -134,6 +149,9 @@ func New(opts Options) *Server {
 	}
 	if s.limit <= 0 {
 		s.limit = DefaultMaxRecords
+	}
+	if s.rpm <= 0 {
+		s.rpm = DefaultRequestsPerMinute
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

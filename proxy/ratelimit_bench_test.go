@@ -26,12 +26,19 @@ import (
 // above the load in memory, and with the same limits in Redis (shared by
 // replicas; rtt/turn counts the rate-limit round trips).
 func BenchmarkTurnRateLimit(b *testing.B) {
-	mock := httptest.NewServer(mockprovider.New(mockprovider.Options{}))
-	b.Cleanup(mock.Close)
 	const (
 		body = `{"model":"claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"status?"}]}`
 		spec = `{"kind":"text","text":"all green"}`
+		// rpm is far above what the benchmark sends, for the key's limit
+		// and for the one the mock advertises: gatekeeper follows the
+		// provider's rate-limit headers, and with the mock's default
+		// (mockprovider.DefaultRequestsPerMinute) they report the minute
+		// spent after that many turns, where every later turn would wait
+		// out max_wait.
+		rpm = 1_000_000_000
 	)
+	mock := httptest.NewServer(mockprovider.New(mockprovider.Options{RequestsPerMinute: rpm}))
+	b.Cleanup(mock.Close)
 	gatekeeper := func(b *testing.B, limits string, buckets ratelimit.Buckets) http.Handler {
 		doc := fmt.Sprintf(`
 providers:
@@ -62,7 +69,7 @@ tenants:
 		return r
 	}
 	// Far above what the benchmark sends: the key never saturates.
-	const unsaturated = ", rpm: 1000000000, input_tpm: 1000000000000, output_tpm: 1000000000000"
+	unsaturated := fmt.Sprintf(", rpm: %d, input_tpm: 1000000000000, output_tpm: 1000000000000", rpm)
 	cases := []struct {
 		name string
 		make func(b *testing.B) (http.Handler, *redistest.RoundTrips)

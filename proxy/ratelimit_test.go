@@ -37,10 +37,14 @@ const (
 type rlOpts struct {
 	keys    string // YAML list of the anthropic provider's keys
 	maxWait string
-	mock    mockprovider.RateLimit
-	buckets ratelimit.Buckets // nil: in memory
-	mockURL string            // an existing mock to share; "" starts one
-	store   trajectory.Store  // nil: a memory store of its own
+	// storeTimeout, when set, is store.timeout: the bound on each store
+	// and shared-bucket call. A heavily loaded test sets it long so that
+	// a call slowed by the machine is not taken for a store outage (503).
+	storeTimeout string
+	mock         mockprovider.RateLimit
+	buckets      ratelimit.Buckets // nil: in memory
+	mockURL      string            // an existing mock to share; "" starts one
+	store        trajectory.Store  // nil: a memory store of its own
 	// rates, when set, hears the scheduler's queue lengths and key
 	// headroom from the start.
 	rates telemetry.RateObserver
@@ -74,6 +78,9 @@ tenants:
   - {name: bulk, keys: [%s], priority: batch}
 rate_limits: {max_wait: %s}
 `, e.mockURL, o.keys, vkLive, vkStd, vkBulk, o.maxWait)
+	if o.storeTimeout != "" {
+		doc += fmt.Sprintf("store: {timeout: %s}\n", o.storeTimeout)
+	}
 	cfg, err := config.Parse([]byte(doc), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -9,35 +10,117 @@ import (
 	"time"
 )
 
-// recordingBuckets passes to Memory and keeps the admitted takes in the
-// order the key saw them. It does not embed Memory, whose one-step
-// take-and-headroom would bypass the recording Take.
-type recordingBuckets struct {
-	m     *Memory
-	mu    sync.Mutex
-	taken []Cost
+// cycles hears the scheduler's queue lengths and the takes of a key
+// (through countingBuckets) and counts the tokens each class was admitted
+// in the cycles of the round-robin during which every class was
+// backlogged. With the weights 4:2:1 and batch turns of two rounds' batch
+// credit, a cycle runs from one batch take to the next: two rounds, in
+// which each class is served its weight's share of the tokens exactly,
+// provided its queue never emptied. A cycle counts when no queue was empty
+// at any point of it nor of the cycle before: a class whose queue empties
+// takes less than its weight by design (the scheduler gives what it leaves
+// to the others), and in the next cycle it may spend the credit it kept
+// (creditGrace). Such cycles show how fast the workers came back, not the
+// weights.
+type cycles struct {
+	class map[int64]string // a turn's class by its input tokens
+
+	mu      sync.Mutex
+	length  map[string]int
+	inCycle map[string]int64 // tokens taken in this cycle
+	served  map[string]int64 // in counted cycles
+	counted int
+	other   int  // cycles not counted
+	full    bool // no queue was empty in this cycle
+	prev    bool // nor in the cycle before
 }
 
-var _ Buckets = (*recordingBuckets)(nil)
+var _ Observer = (*cycles)(nil)
 
-func (r *recordingBuckets) Headroom(ctx context.Context, k Key) (float64, error) {
-	return r.m.Headroom(ctx, k)
+func newCycles(size map[string]int64) *cycles {
+	c := &cycles{class: map[int64]string{}, length: map[string]int{},
+		inCycle: map[string]int64{}, served: map[string]int64{}}
+	for class, n := range size {
+		c.class[n] = class
+		c.length[class] = 0
+	}
+	return c
 }
 
-func (r *recordingBuckets) Cool(ctx context.Context, k Key, d time.Duration) error {
-	return r.m.Cool(ctx, k, d)
+// taken counts an admitted take; a batch take ends the cycle.
+func (c *cycles) taken(cost Cost) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	class := c.class[cost.Input]
+	c.inCycle[class] += cost.Input
+	if class != Batch {
+		return
+	}
+	if c.full && c.prev {
+		for cl, n := range c.inCycle {
+			c.served[cl] += n
+		}
+		c.counted++
+	} else {
+		c.other++
+	}
+	clear(c.inCycle)
+	c.full, c.prev = true, c.full
+	c.check()
 }
 
-func (r *recordingBuckets) Settle(ctx context.Context, k Key, d Cost, rem Remaining) error {
-	return r.m.Settle(ctx, k, d, rem)
+func (c *cycles) QueueLength(class string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.length[class] = n
+	c.check()
 }
 
-func (r *recordingBuckets) Take(ctx context.Context, k Key, c Cost) (bool, time.Duration, error) {
-	ok, wait, err := r.m.Take(ctx, k, c)
+// check ends the cycle's fullness if a queue is empty. c.mu is held.
+func (c *cycles) check() {
+	for _, n := range c.length {
+		c.full = c.full && n > 0
+	}
+}
+
+func (c *cycles) QueueWait(string, time.Duration) {}
+
+func (c *cycles) Headroom(string, float64) {}
+
+// count is the cycles counted and not counted, and the tokens served per
+// class in the counted ones.
+func (c *cycles) count() (counted, other int, served map[string]int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counted, c.other, maps.Clone(c.served)
+}
+
+// countingBuckets passes to Memory and tells c of every admitted take. It
+// does not embed Memory, whose one-step take-and-headroom would bypass the
+// counting Take.
+type countingBuckets struct {
+	m *Memory
+	c *cycles
+}
+
+var _ Buckets = countingBuckets{}
+
+func (b countingBuckets) Headroom(ctx context.Context, k Key) (float64, error) {
+	return b.m.Headroom(ctx, k)
+}
+
+func (b countingBuckets) Cool(ctx context.Context, k Key, d time.Duration) error {
+	return b.m.Cool(ctx, k, d)
+}
+
+func (b countingBuckets) Settle(ctx context.Context, k Key, d Cost, rem Remaining) error {
+	return b.m.Settle(ctx, k, d, rem)
+}
+
+func (b countingBuckets) Take(ctx context.Context, k Key, c Cost) (bool, time.Duration, error) {
+	ok, wait, err := b.m.Take(ctx, k, c)
 	if ok {
-		r.mu.Lock()
-		r.taken = append(r.taken, c)
-		r.mu.Unlock()
+		b.c.taken(c)
 	}
 	return ok, wait, err
 }
@@ -138,39 +221,50 @@ func TestFairnessInteractiveOverBatch(t *testing.T) {
 }
 
 // TestFairnessShares: three backlogged classes on one saturated key share
-// its tokens 4:2:1, whatever their turns' sizes. Backlogged means each
-// class has more tokens waiting than a round's credit (Quantum×weight).
+// its tokens 4:2:1, whatever their turns' sizes. Backlogged means no
+// class's queue is empty: the shares are judged on the cycles of the
+// round-robin in which every class stayed backlogged (see cycles), not
+// over the whole run, where a worker that a loaded machine holds back
+// leaves its class's queue empty and the others take what it leaves. The
+// run goes on until wantCycles such cycles.
 func TestFairnessShares(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 2s simulation")
 	}
-	rec := &recordingBuckets{m: NewMemory(nil)}
-	k := drained(t, rec.m, "p/k", 200000)
-	s := New(Options{Buckets: rec, MaxWait: time.Minute})
+	const (
+		// wantCycles cycles of 14000 tokens: about 1.5 s at the key's
+		// 200000 tokens a second, on a quiet machine.
+		wantCycles = 20
+		limit      = 60 * time.Second
+	)
+	size := map[string]int64{Interactive: 500, Standard: 1000, Batch: 2000}
+	cyc := newCycles(size)
+	m := NewMemory(nil)
+	k := drained(t, m, "p/k", 200000)
+	s := New(Options{Buckets: countingBuckets{m: m, c: cyc}, MaxWait: time.Minute, Observer: cyc})
 	defer s.Close()
 
-	size := map[string]int64{Interactive: 500, Standard: 1000, Batch: 2000}
 	stop := make(chan struct{})
-	time.AfterFunc(2*time.Second, func() { close(stop) })
+	start := time.Now()
+	go func() {
+		defer close(stop)
+		for time.Since(start) < limit {
+			if n, _, _ := cyc.count(); n >= wantCycles {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
 	load(t, s, []Key{k}, map[string]int{Interactive: 20, Standard: 10, Batch: 10}, size, stop)
 
-	class := map[int64]string{}
-	for c, n := range size {
-		class[n] = c
+	counted, other, served := cyc.count()
+	t.Logf("%d cycles with every class backlogged (%d other cycles) in %s", counted, other, time.Since(start).Round(10*time.Millisecond))
+	if counted < wantCycles {
+		t.Fatalf("%d cycles with every class backlogged in %s (%d other cycles), want %d", counted, limit, other, wantCycles)
 	}
-	// Judge the middle of the run, away from the start (workers
-	// arriving) and the end (workers leaving).
-	rec.mu.Lock()
-	taken := rec.taken
-	rec.mu.Unlock()
-	if len(taken) < 200 {
-		t.Fatalf("only %d turns admitted", len(taken))
-	}
-	served := map[string]int64{}
 	var total int64
-	for _, c := range taken[len(taken)/5 : len(taken)*4/5] {
-		served[class[c.Input]] += c.Input
-		total += c.Input
+	for _, n := range served {
+		total += n
 	}
 	want := map[string]float64{Interactive: 4.0 / 7, Standard: 2.0 / 7, Batch: 1.0 / 7}
 	for c, w := range want {
