@@ -23,8 +23,8 @@ import (
 // admission's refusals in the agent's error form.
 
 // admitted is err in the agent's error form: an *admit.Refusal becomes
-// the HTTPError it describes (a store failure, storeErr's); any other
-// error, an HTTPError above all, is returned as it is.
+// the apierr.Error it describes (a store failure, storeErr's); any other
+// error, an apierr.Error above all, is returned as it is.
 func admitted(err error) error {
 	var r *admit.Refusal
 	if errors.As(err, new(*apierr.Error)) || !errors.As(err, &r) {

@@ -17,8 +17,8 @@ import (
 // turn or its reply's readers: the turn's part of a hold (openHold,
 // gateInput, gatedCalls), the continuation's admission and its side of
 // the model call (escrow_continue.go), a retry's re-attachment and the
-// non-streamed turn's side of its hold (escrow_retry.go), and the
-// streamed turn's reader (escrow_stream.go).
+// non-streamed turn's side of its hold (escrow_retry.go); the streamed
+// turn's side is in its reply body (proxy/internal/replybody).
 
 // answerError is the escrow's answer as the error apierr.Write writes; any
 // other error as it is.

@@ -86,7 +86,7 @@ type turn struct {
 // admit it on its thread record, shape it, send it, relay the reply
 // (which a gate may hold for approval), settle. The turn is recorded at
 // one of two points: the hold opened (holdOpened) or the settle. An error
-// returned is what the agent gets, written by writeError; once the reply
+// returned is what the agent gets, written by apierr.Write; once the reply
 // has begun, the only error left is http.ErrAbortHandler.
 func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request) error {
 	// Replies stream while the agent's request may still be open: without
