@@ -54,7 +54,7 @@ func (t *turn) write(ctx context.Context, o outcome.Turn) {
 	t.stageNote(data)
 	defer t.endSpan(o, charge)
 	// t.log names the trajectory.
-	p := &pendingSettle{t: t, o: o, charge: charge, data: data, now: now, attrs: o.Attrs(t.adm.Call, charge)}
+	p := t.pendingSettle(o, charge, data, now)
 	if !t.gated && t.s.behind.Add(p) {
 		// Written behind the reply (behind.go). A gated tenant's turns
 		// settle at once: a held reply's record must be waiting for its
