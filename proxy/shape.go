@@ -2,13 +2,13 @@ package proxy
 
 import (
 	"net/http"
-	"strings"
+	"slices"
 
-	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/replybody"
 	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/proxy/internal/watchdog"
+	"gatekeeper/streaming"
 )
 
 // shape rewrites the admitted body for the turn's stage and the loop
@@ -60,28 +60,7 @@ func (t *turn) filterJSON(resp *http.Response, cutOnly bool) error {
 
 // withheld reports whether the call filter withheld the call with id.
 func (t *turn) withheld(id string) bool {
-	if t.filter == nil {
-		return false
-	}
-	for _, c := range t.filter.Withheld() {
-		if c.ID == id {
-			return true
-		}
-	}
-	return false
+	return t.filter != nil && slices.ContainsFunc(t.filter.Withheld(), func(c streaming.ToolCall) bool { return c.ID == id })
 }
 
 func allowAll(string) bool { return true }
-
-// stageNote is the turn's stage and rewrite for the event log.
-func (t *turn) stageNote(data map[string]any) {
-	if st := t.adm.Decision.Stage; st != "" && st != meter.Nominal {
-		data["stage"] = st
-	}
-	if len(t.removed) > 0 {
-		data["removed_tools"] = strings.Join(t.removed, ",")
-	}
-	if t.loop.Step != "" {
-		data["loop_step"] = t.loop.Step
-	}
-}
