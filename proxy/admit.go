@@ -259,7 +259,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		chain, err := t.s.store.UpdateChain(uctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 			var all []trajectory.Event
 			for i, p := range pend {
-				pevs[i], perrs[i] = p.apply(chain)
+				pevs[i], perrs[i] = p.Apply(chain)
 				switch {
 				case perrs[i] == nil:
 					all = append(all, pevs[i]...)
@@ -275,7 +275,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		if err == nil {
 			t.admitEvents = evs
 			for i, p := range pend {
-				p.done(ctx, pevs[i], perrs[i])
+				p.Done(ctx, pevs[i], perrs[i])
 			}
 			t.s.behind.Applied(pend)
 		} else {

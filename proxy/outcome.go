@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"gatekeeper/proxy/internal/outcome"
+	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/streaming"
 )
 
@@ -51,10 +52,10 @@ func (t *turn) write(ctx context.Context, o outcome.Turn) {
 	model := o.Ran(t.pr.Model)
 	charge := o.Price(t.s.prices, model)
 	data := o.EventData(t.adm.Call, model, t.req.up.cfg.Name, now.Sub(t.started), charge)
-	t.stageNote(data)
+	shape.Note(data, t.adm.Decision.Stage, t.removed, t.loop.Step)
 	defer t.endSpan(o, charge)
 	// t.log names the trajectory.
-	p := &pendingSettle{t: t, o: o, charge: charge, data: data, now: now, attrs: o.Attrs(t.adm.Call, charge)}
+	p := t.pendingSettle(o, charge, data, now)
 	if !t.gated && t.s.behind.Add(p) {
 		// Written behind the reply (behind.go). A gated tenant's turns
 		// settle at once: a held reply's record must be waiting for its

@@ -7,6 +7,7 @@ import (
 	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/keys"
 	"gatekeeper/proxy/internal/outcome"
+	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/ratelimit"
 )
 
@@ -37,10 +38,10 @@ func keyUsed(o outcome.Turn) ratelimit.Cost { return keys.Used(o.Upstream, o.Usa
 // rather than a flush's): each turn's grant leaves it, so that the flush
 // that later writes its tenant's side sends no key settle again. Nil when
 // none went on a limited key.
-func rideKeySettles(ps []*pendingSettle) *ratelimit.SettleRide {
+func rideKeySettles(ps []*settle.Turn) *ratelimit.SettleRide {
 	var ss []ratelimit.Settlement
 	for _, p := range ps {
-		if st := p.t.rate.Leave(keyUsed(p.o)); st.Grant != nil {
+		if st := p.LeaveKey(); st.Grant != nil {
 			ss = append(ss, st)
 		}
 	}

@@ -89,7 +89,7 @@ type Server struct {
 	ceilings   *admit.Ceilings // the turns' reservations against their tenants' ceilings
 	budget     *admit.Budget   // the turns' admission against their chains' budgets
 	settles    *settle.Retrier
-	behind     *settle.Behind[*pendingSettle] // settles written behind their replies; nil: each at once
+	behind     *settle.Behind[*settle.Turn] // settles written behind their replies; nil: each at once
 	live       *inflight.Registry[*turn]
 	tel        *telemetry.Telemetry
 	sched      *keys.Scheduler // nil when no provider key has a limit
@@ -189,7 +189,7 @@ func New(opts Options) (*Server, error) {
 	s.ceilings = &admit.Ceilings{Ledger: s.ledger, MinOutput: minOutput, Settles: s.settles}
 	s.budget = &admit.Budget{Stages: s.stages, MinOutput: minOutput, Owner: s.owner}
 	if w := opts.Config.Store.SettleWindow.Std(); w > 0 && opts.Config.Store.Kind == config.StoreRedis {
-		s.behind = settle.NewBehind[*pendingSettle](w, s.store, s.log)
+		s.behind = settle.NewBehind[*settle.Turn](w, s.store, s.log)
 	}
 	s.sweeper = sweep.New(sweep.Options{Store: s.store, Config: s.cfg, Clock: s.now, Logger: s.log, Prices: s.prices, Stages: s.stages,
 		Replica: s.replica, Owner: s.owner, Calls: s.liveCalls, StaleCall: admit.StaleAfter,

@@ -1,17 +1,14 @@
 package proxy
 
 import (
-	"bytes"
-	"fmt"
-	"io"
 	"net/http"
-	"strconv"
-	"strings"
+	"slices"
 
-	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/dialect"
+	"gatekeeper/proxy/internal/replybody"
 	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/proxy/internal/watchdog"
+	"gatekeeper/streaming"
 )
 
 // shape rewrites the admitted body for the turn's stage and the loop
@@ -41,29 +38,10 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 }
 
 // filterJSON applies the call filter to a whole non-streamed reply before
-// any of it reaches the agent: a withheld call must never be delivered.
+// any of it reaches the agent (replybody.Filter). A reply that cannot be
+// checked is charged, undelivered.
 func (t *turn) filterJSON(resp *http.Response, cutOnly bool) error {
-	limit := t.s.cfg.Limits.MaxBodyBytes
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if cutOnly && (err != nil || int64(len(raw)) > limit) {
-		// Nothing is restricted: a reply too large to check goes on as
-		// it comes (its decoding, not its delivery, fails).
-		resp.Body = readCloser{io.MultiReader(bytes.NewReader(raw), errReader{err}, resp.Body), resp.Body}
-		return nil
-	}
-	_ = resp.Body.Close()
-	if err == nil && int64(len(raw)) > limit {
-		err = fmt.Errorf("reply larger than limits.max_body_bytes (%d) cannot be checked for withheld calls", limit)
-	}
-	var out []byte
-	if err == nil {
-		if out, err = t.filter.Body(raw); err != nil {
-			err = fmt.Errorf("checking the reply for withheld calls: %w", err)
-		}
-	}
-	if err != nil && cutOnly {
-		out, err = raw, nil // not JSON: delivered as it came, the decoder says why
-	}
+	raw, err := replybody.Filter(resp, t.s.cfg.Limits.MaxBodyBytes, t.filter.Body, cutOnly)
 	if err != nil {
 		// The provider produced the reply: it is charged, undelivered.
 		res, _ := dialect.Stream(t.req.api).DecodeJSON(raw)
@@ -77,68 +55,12 @@ func (t *turn) filterJSON(resp *http.Response, cutOnly bool) error {
 			t.proposed = watchdog.See(t.s.cfg.WatchdogFor(t.req.tenant), res)
 		}
 	}
-	resp.Body = io.NopCloser(&wholeReader{out})
-	resp.ContentLength = int64(len(out))
-	resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
 	return nil
-}
-
-// wholeReader hands out b, with io.EOF along with its last bytes as an
-// HTTP body of known length gives it: the turn is recorded before they
-// reach the agent (see replybody.JSON.Read).
-type wholeReader struct{ b []byte }
-
-func (r *wholeReader) Read(p []byte) (int, error) {
-	n := copy(p, r.b)
-	r.b = r.b[n:]
-	if len(r.b) == 0 {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
-// readCloser reads from r and closes c.
-type readCloser struct {
-	io.Reader
-	c io.Closer
-}
-
-func (r readCloser) Close() error { return r.c.Close() }
-
-// errReader fails every read with err, or ends when err is nil.
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	return 0, io.EOF
 }
 
 // withheld reports whether the call filter withheld the call with id.
 func (t *turn) withheld(id string) bool {
-	if t.filter == nil {
-		return false
-	}
-	for _, c := range t.filter.Withheld() {
-		if c.ID == id {
-			return true
-		}
-	}
-	return false
+	return t.filter != nil && slices.ContainsFunc(t.filter.Withheld(), func(c streaming.ToolCall) bool { return c.ID == id })
 }
 
 func allowAll(string) bool { return true }
-
-// stageNote is the turn's stage and rewrite for the event log.
-func (t *turn) stageNote(data map[string]any) {
-	if st := t.adm.Decision.Stage; st != "" && st != meter.Nominal {
-		data["stage"] = st
-	}
-	if len(t.removed) > 0 {
-		data["removed_tools"] = strings.Join(t.removed, ",")
-	}
-	if t.loop.Step != "" {
-		data["loop_step"] = t.loop.Step
-	}
-}

@@ -11,4 +11,8 @@
 // Both record the turn exactly once, before the agent gets the reply's
 // last bytes, through Turn: the outcome, its recording, why the call was
 // stopped and the opening of a hold stay the turn's.
+//
+// Filter reads a whole reply before any of it is delivered, to put in its
+// place what the turn's call filter makes of it: a call withheld or cut
+// never reaches the agent.
 package replybody

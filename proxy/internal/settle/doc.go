@@ -5,5 +5,8 @@
 // store.settle_window so that a thread's next admission carries them in
 // its own update, and flushes what no admission took, many records in one
 // step. What a settle writes is the caller's: the queue sees it through
-// Pending.
+// Pending. Turn is a turn's settle as a Pending: its write in its own
+// update or in an admission's, its key and tenant sides, and what is done
+// with a write the store did not take (retried, or logged with the
+// figures); its rules on the chain and its sides are the turn's.
 package settle

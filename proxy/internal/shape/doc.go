@@ -5,7 +5,8 @@
 // operator's message, the budget's steer or restrict notice, the loop
 // watchdog's), the tools narrowed to the tenant's read-only grant in the
 // restrict stages, and the usage a streamed Chat request is asked to
-// report; and the text that replaces a call withheld in those stages.
+// report; the text that replaces a call withheld in those stages; and
+// what a turn's event says of its request's shaping (Note).
 //
 // A request it cannot rewrite gets an *apierr.Error (400).
 package shape
