@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -344,55 +345,20 @@ func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 // serveProvider handles one request for provider up; rest is the escaped
 // path below the provider prefix ("/v1/messages"), as the agent spelled it.
 func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstream, tid, rest string) {
-	// Every refusal before the body is read closes the connection: the
-	// server would otherwise wait for the rest of the body, however
-	// slowly it comes, before reading the next request.
-	refuse := func(api streaming.API, err error) { apierr.Write(w, api, apierr.Closing(err)) }
-	// A turn path however spelled is the turn path: classified and
-	// forwarded in its one canonical spelling, so that no other spelling
-	// passes as something else.
-	canon, err := wire.CanonicalPath(rest)
+	in, err := wire.Check(r, s.keys, up.cfg.API, tid, rest)
+	api := turnAPI(up, r.Method, in.Path)
 	if err != nil {
-		refuse(up.api, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, fmt.Sprintf(
-			"the path %q has no single meaning (an escaped /, a dot or empty segment, or a broken escape); send the path in its plain form", rest)))
+		// Every refusal before the body is read closes the connection: the
+		// server would otherwise wait for the rest of the body, however
+		// slowly it comes, before reading the next request.
+		apierr.Write(w, cmp.Or(api, up.api), apierr.Closing(err))
 		return
 	}
-	rest = canon
-	api := turnAPI(up, r.Method, rest)
-	errAPI := api
-	if errAPI == "" {
-		errAPI = up.api
-	}
-	if rest == "/" {
-		if r.Method == http.MethodHead || r.Method == http.MethodGet && r.Header.Get("Upgrade") == "" {
-			// Claude Code probes its base URL with HEAD at start.
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-	}
-	if tid != "" && !trajectory.ValidID(tid) {
-		refuse(errAPI, apierr.New(http.StatusBadRequest, apierr.InvalidRequest,
-			"trajectory id in the path must be 1-128 characters of A-Z a-z 0-9 . _ : -"))
+	if in.Probe {
+		w.WriteHeader(http.StatusOK)
 		return
 	}
-	tenant, keyHash := s.keys.Lookup(wire.PresentedKey(r))
-	if tenant == nil {
-		refuse(errAPI, apierr.New(http.StatusUnauthorized, apierr.Authentication,
-			"invalid or missing gatekeeper virtual key: send the key your platform team issued as x-api-key or Authorization: Bearer"))
-		return
-	}
-	if err := wire.CheckBetas(tenant.AnthropicBeta, up.cfg.API, r.Header); err != nil {
-		refuse(errAPI, err)
-		return
-	}
-	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		// Codex CLI tries a WebSocket on GET /v1/responses first; refusing
-		// the upgrade at once makes it fall back to HTTP streaming.
-		refuse(errAPI, apierr.New(http.StatusUpgradeRequired, apierr.InvalidRequest,
-			"gatekeeper serves the Responses API over HTTP streaming only; WebSocket turns are not supported"))
-		return
-	}
-	req := &request{up: up, rest: rest, tenant: tenant, keyHash: keyHash, trajectoryID: tid, api: api, id: requestID(r)}
+	req := &request{up: up, rest: in.Path, tenant: in.Tenant, keyHash: in.KeyHash, trajectoryID: tid, api: api, id: requestID(r)}
 	w.Header().Set("X-Gatekeeper-Request-Id", req.id)
 	if api == "" {
 		s.passThrough(w, r, req)
