@@ -104,6 +104,7 @@ type Server struct {
 	replica    string        // Options.Replica
 	owner      string        // what this run writes as its calls' owner: replica#incarnation
 	sweeper    *sweep.Sweeper
+	pass       *passthrough.Gate
 }
 
 // upstream is one configured provider, with the reverse proxy of its
@@ -188,6 +189,8 @@ func New(opts Options) (*Server, error) {
 	}
 	s.records = &admit.Records{Store: s.store, Ledger: s.ledger, Now: s.now, Log: s.log, Tel: s.tel, MaxChildren: opts.Config.Limits.MaxChildren}
 	s.ceilings = &admit.Ceilings{Ledger: s.ledger, MinOutput: minOutput, Settles: s.settles}
+	s.pass = &passthrough.Gate{Store: s.store, Scoped: s.records.Scoped, MaxBody: s.cfg.Limits.MaxBodyBytes,
+		BodyTimeout: s.cfg.Limits.BodyTimeout.Std(), Logger: s.log}
 	s.budget = &admit.Budget{Stages: s.stages, MinOutput: minOutput, Owner: s.owner}
 	if w := opts.Config.Store.SettleWindow.Std(); w > 0 && opts.Config.Store.Kind == config.StoreRedis {
 		s.behind = settle.NewBehind[*pendingSettle](w, s.store, s.log)
