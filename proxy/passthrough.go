@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"errors"
 	"net/http"
 
 	"gatekeeper/proxy/internal/apierr"
@@ -27,18 +26,4 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *reques
 	s.pass.Serve(w, r, passthrough.Call{Provider: up.cfg.Name, Allow: up.pass, Proxy: up.rp, Path: req.rest, Run: req.trajectoryID,
 		Tenant: req.tenant, KeyHash: req.keyHash, ID: req.id, Keys: s.sched.Turn(up.pool, req.tenant.Priority)},
 		func(w http.ResponseWriter, err error) { apierr.Write(w, up.api, admitted(keyRefused(err))) })
-}
-
-// passErr is err in the agent's error form: a *passthrough.Error becomes
-// the upstream_error it describes, passthrough.ErrClientGone the bare 499
-// of apierr.ErrClientGone; any other error is returned as it is.
-func passErr(err error) error {
-	var pe *passthrough.Error
-	switch {
-	case errors.Is(err, passthrough.ErrClientGone):
-		return apierr.ErrClientGone
-	case errors.As(err, &pe):
-		return &apierr.Error{Code: pe.Status, Type: apierr.Upstream, RetryAfter: pe.RetryAfter, Msg: pe.Msg, Err: pe.Err}
-	}
-	return err
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -185,7 +184,7 @@ func New(opts Options) (*Server, error) {
 		Stages: s.stages, ToolDeadline: opts.Config.Limits.ToolDeadline.Std(), ReadOnly: escrow.ReadOnly(s.cfg.Tenants), Dialect: dialect.Stream,
 		Signals: s.live, Closing: s.closing, Clock: s.now, Log: s.log, Metrics: s.tel})
 	if s.transport == nil {
-		s.transport = newTransport()
+		s.transport = passthrough.NewTransport()
 	}
 	s.records = &admit.Records{Store: s.store, Ledger: s.ledger, Now: s.now, Log: s.log, Tel: s.tel, MaxChildren: opts.Config.Limits.MaxChildren}
 	s.ceilings = &admit.Ceilings{Ledger: s.ledger, MinOutput: minOutput, Settles: s.settles}
@@ -214,21 +213,15 @@ func New(opts Options) (*Server, error) {
 	}()
 	for i := range opts.Config.Providers {
 		p := &opts.Config.Providers[i]
-		u, err := url.Parse(p.BaseURL)
-		if err != nil || u.Scheme == "" || u.Host == "" {
-			return nil, fmt.Errorf("proxy: provider %s: base_url %q is not an absolute URL", p.Name, p.BaseURL)
+		b, err := passthrough.Build(p, passthrough.Shared{Transport: s.transport, Buffers: s.bufs, Logger: s.log,
+			Secrets: func() []string { return s.secrets }})
+		if err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
 		}
-		family := dialect.Family(p.API)
-		if family == nil {
-			return nil, fmt.Errorf("proxy: provider %s: unknown api %q", p.Name, p.API)
-		}
-		up := &upstream{cfg: p, target: u, api: family.API, pool: keys.NewPool(p), pass: wire.Allowlist(p)}
+		up := &upstream{cfg: p, target: b.Target, api: b.API, pool: b.Pool, pass: b.Allow, rp: b.Proxy}
 		for j := range p.Keys {
 			s.secrets = append(s.secrets, p.Keys[j].Key)
 		}
-		up.rp = passthrough.NewProxy(passthrough.Options{Provider: p.Name, Target: u, Pool: up.pool, Transport: s.transport, Buffers: s.bufs, Logger: s.log,
-			Redact:     func(resp *http.Response) { redactErrorBody(resp, up, s.secrets) },
-			WriteError: func(w http.ResponseWriter, err error) { apierr.Write(w, up.api, passErr(err)) }})
 		s.providers[p.Name] = up
 		if p.Default {
 			s.def = up
@@ -284,21 +277,6 @@ func (s *Server) EndStreams(ctx context.Context) int {
 // replica or after a restart. Register it with http.Server.RegisterOnShutdown:
 // Shutdown does not cancel requests, and a held one may wait for minutes.
 func (s *Server) EndHolds() { s.endHolds.Do(func() { close(s.closing) }) }
-
-// newTransport is the upstream transport: bounded connection setup, no
-// overall timeout (replies stream for minutes), HTTP/2 when offered.
-func newTransport() *http.Transport {
-	return &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          512,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}
-}
 
 // Routes mounts the agent routes on r.
 func (s *Server) Routes(r chi.Router) {
