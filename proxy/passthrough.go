@@ -8,15 +8,11 @@ import (
 	"gatekeeper/proxy/internal/wire"
 )
 
-// passes reports whether method and the canonical path p may pass
-// through to up.
-func (up *upstream) passes(method, p string) bool { return wire.Passes(up.pass, method, p) }
-
 // allowsBackground reports whether a background response may be started:
 // only when its output can be fetched, that is when pass-through of the
 // retrieval of a stored response is allowed.
 func (up *upstream) allowsBackground() bool {
-	return up.passes(http.MethodGet, wire.RetrievalPath)
+	return wire.Passes(up.pass, http.MethodGet, wire.RetrievalPath)
 }
 
 // passThrough forwards an allowed non-turn request with the key swapped
