@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -306,21 +305,12 @@ func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tid := chi.URLParam(r, "trajectory")
-	prefix := "/" + name
-	if tid != "" {
-		prefix = "/t/" + tid + "/" + name
+	rest, ok := wire.ProviderRest(r.URL.EscapedPath(), tid, name)
+	if !ok {
+		apierr.Write(w, up.api, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, "malformed path"))
+		return
 	}
-	esc := r.URL.EscapedPath()
-	if !strings.HasPrefix(esc, prefix) {
-		// The trajectory segment was escaped differently; find the provider segment.
-		i := strings.Index(esc, "/"+name)
-		if i < 0 {
-			apierr.Write(w, up.api, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, "malformed path"))
-			return
-		}
-		prefix = esc[:i+len(name)+1]
-	}
-	s.serveProvider(w, r, up, tid, strings.TrimPrefix(esc, prefix))
+	s.serveProvider(w, r, up, tid, rest)
 }
 
 // serveProvider handles one request for provider up; rest is the escaped
