@@ -16,18 +16,12 @@ func rootID(r *http.Request, req *request, pr *streaming.Request) (string, error
 	if req.trajectoryID != "" {
 		return req.trajectoryID, nil
 	}
-	if id, err := headerRootID(r, req); id != "" || err != nil {
-		return id, err
+	id, err := threadid.FromHeaders(r.Header, req.keyHash)
+	switch {
+	case err != nil:
+		return "", apierr.New(http.StatusBadRequest, apierr.InvalidRequest, err.Error())
+	case id != "":
+		return id, nil
 	}
 	return threadid.Implicit(req.keyHash, pr.SessionHint, pr.Fingerprint), nil
-}
-
-// headerRootID is the trajectory a request's headers name
-// (threadid.FromHeaders); "" when they name none.
-func headerRootID(r *http.Request, req *request) (string, error) {
-	id, err := threadid.FromHeaders(r.Header, req.keyHash)
-	if err != nil {
-		return "", apierr.New(http.StatusBadRequest, apierr.InvalidRequest, err.Error())
-	}
-	return id, nil
 }

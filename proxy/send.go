@@ -87,7 +87,7 @@ func (t *turn) sendError(ctx context.Context, err error) error {
 		// limiter's refusal.
 		return err
 	}
-	return passErr(passthrough.Unreachable(ctx, t.s.log, t.req.up.cfg.Name, err))
+	return passthrough.AgentError(passthrough.Unreachable(ctx, t.s.log, t.req.up.cfg.Name, err))
 }
 
 // relay is the relay step: the provider's reply, labelled with the
@@ -99,7 +99,7 @@ func (t *turn) sendError(ctx context.Context, err error) error {
 func (t *turn) relay(ctx context.Context, w http.ResponseWriter, resp *http.Response) error {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// Forwarded, but never with a fragment of a provider key in it.
-		redactErrorBody(resp, t.req.up, t.s.secrets)
+		passthrough.RedactErrorBody(resp, t.req.up.cfg.Name, t.req.up.api, t.s.secrets)
 	}
 	if err := t.attach(resp); err != nil {
 		_ = resp.Body.Close()

@@ -1,14 +1,13 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
 
@@ -103,6 +102,7 @@ type Server struct {
 	replica    string        // Options.Replica
 	owner      string        // what this run writes as its calls' owner: replica#incarnation
 	sweeper    *sweep.Sweeper
+	pass       *passthrough.Gate
 }
 
 // upstream is one configured provider, with the reverse proxy of its
@@ -183,10 +183,12 @@ func New(opts Options) (*Server, error) {
 		Stages: s.stages, ToolDeadline: opts.Config.Limits.ToolDeadline.Std(), ReadOnly: escrow.ReadOnly(s.cfg.Tenants), Dialect: dialect.Stream,
 		Signals: s.live, Closing: s.closing, Clock: s.now, Log: s.log, Metrics: s.tel})
 	if s.transport == nil {
-		s.transport = newTransport()
+		s.transport = passthrough.NewTransport()
 	}
 	s.records = &admit.Records{Store: s.store, Ledger: s.ledger, Now: s.now, Log: s.log, Tel: s.tel, MaxChildren: opts.Config.Limits.MaxChildren}
 	s.ceilings = &admit.Ceilings{Ledger: s.ledger, MinOutput: minOutput, Settles: s.settles}
+	s.pass = &passthrough.Gate{Store: s.store, Scoped: s.records.Scoped, MaxBody: s.cfg.Limits.MaxBodyBytes,
+		BodyTimeout: s.cfg.Limits.BodyTimeout.Std(), Logger: s.log}
 	s.budget = &admit.Budget{Stages: s.stages, MinOutput: minOutput, Owner: s.owner}
 	if w := opts.Config.Store.SettleWindow.Std(); w > 0 && opts.Config.Store.Kind == config.StoreRedis {
 		s.behind = settle.NewBehind[*settle.Turn](w, s.store, s.log)
@@ -210,21 +212,15 @@ func New(opts Options) (*Server, error) {
 	}()
 	for i := range opts.Config.Providers {
 		p := &opts.Config.Providers[i]
-		u, err := url.Parse(p.BaseURL)
-		if err != nil || u.Scheme == "" || u.Host == "" {
-			return nil, fmt.Errorf("proxy: provider %s: base_url %q is not an absolute URL", p.Name, p.BaseURL)
+		b, err := passthrough.Build(p, passthrough.Shared{Transport: s.transport, Buffers: s.bufs, Logger: s.log,
+			Secrets: func() []string { return s.secrets }})
+		if err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
 		}
-		family := dialect.Family(p.API)
-		if family == nil {
-			return nil, fmt.Errorf("proxy: provider %s: unknown api %q", p.Name, p.API)
-		}
-		up := &upstream{cfg: p, target: u, api: family.API, pool: keys.NewPool(p), pass: wire.Allowlist(p)}
+		up := &upstream{cfg: p, target: b.Target, api: b.API, pool: b.Pool, pass: b.Allow, rp: b.Proxy}
 		for j := range p.Keys {
 			s.secrets = append(s.secrets, p.Keys[j].Key)
 		}
-		up.rp = passthrough.NewProxy(passthrough.Options{Provider: p.Name, Target: u, Pool: up.pool, Transport: s.transport, Buffers: s.bufs, Logger: s.log,
-			Redact:     func(resp *http.Response) { redactErrorBody(resp, up, s.secrets) },
-			WriteError: func(w http.ResponseWriter, err error) { apierr.Write(w, up.api, passErr(err)) }})
 		s.providers[p.Name] = up
 		if p.Default {
 			s.def = up
@@ -281,21 +277,6 @@ func (s *Server) EndStreams(ctx context.Context) int {
 // Shutdown does not cancel requests, and a held one may wait for minutes.
 func (s *Server) EndHolds() { s.endHolds.Do(func() { close(s.closing) }) }
 
-// newTransport is the upstream transport: bounded connection setup, no
-// overall timeout (replies stream for minutes), HTTP/2 when offered.
-func newTransport() *http.Transport {
-	return &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          512,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}
-}
-
 // Routes mounts the agent routes on r.
 func (s *Server) Routes(r chi.Router) {
 	r.Head("/", ok200)
@@ -324,75 +305,31 @@ func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tid := chi.URLParam(r, "trajectory")
-	prefix := "/" + name
-	if tid != "" {
-		prefix = "/t/" + tid + "/" + name
+	rest, ok := wire.ProviderRest(r.URL.EscapedPath(), tid, name)
+	if !ok {
+		apierr.Write(w, up.api, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, "malformed path"))
+		return
 	}
-	esc := r.URL.EscapedPath()
-	if !strings.HasPrefix(esc, prefix) {
-		// The trajectory segment was escaped differently; find the provider segment.
-		i := strings.Index(esc, "/"+name)
-		if i < 0 {
-			apierr.Write(w, up.api, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, "malformed path"))
-			return
-		}
-		prefix = esc[:i+len(name)+1]
-	}
-	s.serveProvider(w, r, up, tid, strings.TrimPrefix(esc, prefix))
+	s.serveProvider(w, r, up, tid, rest)
 }
 
 // serveProvider handles one request for provider up; rest is the escaped
 // path below the provider prefix ("/v1/messages"), as the agent spelled it.
 func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstream, tid, rest string) {
-	// Every refusal before the body is read closes the connection: the
-	// server would otherwise wait for the rest of the body, however
-	// slowly it comes, before reading the next request.
-	refuse := func(api streaming.API, err error) { apierr.Write(w, api, apierr.Closing(err)) }
-	// A turn path however spelled is the turn path: classified and
-	// forwarded in its one canonical spelling, so that no other spelling
-	// passes as something else.
-	canon, err := wire.CanonicalPath(rest)
+	in, err := wire.Check(r, s.keys, up.cfg.API, tid, rest)
+	api := turnAPI(up, r.Method, in.Path)
 	if err != nil {
-		refuse(up.api, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, fmt.Sprintf(
-			"the path %q has no single meaning (an escaped /, a dot or empty segment, or a broken escape); send the path in its plain form", rest)))
+		// Every refusal before the body is read closes the connection: the
+		// server would otherwise wait for the rest of the body, however
+		// slowly it comes, before reading the next request.
+		apierr.Write(w, cmp.Or(api, up.api), apierr.Closing(err))
 		return
 	}
-	rest = canon
-	api := turnAPI(up, r.Method, rest)
-	errAPI := api
-	if errAPI == "" {
-		errAPI = up.api
-	}
-	if rest == "/" {
-		if r.Method == http.MethodHead || r.Method == http.MethodGet && r.Header.Get("Upgrade") == "" {
-			// Claude Code probes its base URL with HEAD at start.
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-	}
-	if tid != "" && !trajectory.ValidID(tid) {
-		refuse(errAPI, apierr.New(http.StatusBadRequest, apierr.InvalidRequest,
-			"trajectory id in the path must be 1-128 characters of A-Z a-z 0-9 . _ : -"))
+	if in.Probe {
+		w.WriteHeader(http.StatusOK)
 		return
 	}
-	tenant, keyHash := s.keys.Lookup(wire.PresentedKey(r))
-	if tenant == nil {
-		refuse(errAPI, apierr.New(http.StatusUnauthorized, apierr.Authentication,
-			"invalid or missing gatekeeper virtual key: send the key your platform team issued as x-api-key or Authorization: Bearer"))
-		return
-	}
-	if err := wire.CheckBetas(tenant.AnthropicBeta, up.cfg.API, r.Header); err != nil {
-		refuse(errAPI, err)
-		return
-	}
-	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
-		// Codex CLI tries a WebSocket on GET /v1/responses first; refusing
-		// the upgrade at once makes it fall back to HTTP streaming.
-		refuse(errAPI, apierr.New(http.StatusUpgradeRequired, apierr.InvalidRequest,
-			"gatekeeper serves the Responses API over HTTP streaming only; WebSocket turns are not supported"))
-		return
-	}
-	req := &request{up: up, rest: rest, tenant: tenant, keyHash: keyHash, trajectoryID: tid, api: api, id: requestID(r)}
+	req := &request{up: up, rest: in.Path, tenant: in.Tenant, keyHash: in.KeyHash, trajectoryID: tid, api: api, id: requestID(r)}
 	w.Header().Set("X-Gatekeeper-Request-Id", req.id)
 	if api == "" {
 		s.passThrough(w, r, req)

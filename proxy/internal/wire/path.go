@@ -117,3 +117,22 @@ func segmentByte(c byte) bool {
 	}
 	return strings.IndexByte("-._~:@!$&'()*+,=", c) >= 0
 }
+
+// ProviderRest is the escaped path below provider name's segment of
+// escaped, the path of a request routed to /{name}/... or
+// /t/{tid}/{name}/...; false when no segment names the provider.
+func ProviderRest(escaped, tid, name string) (string, bool) {
+	prefix := "/" + name
+	if tid != "" {
+		prefix = "/t/" + tid + "/" + name
+	}
+	if !strings.HasPrefix(escaped, prefix) {
+		// The trajectory segment was escaped differently; find the provider segment.
+		i := strings.Index(escaped, "/"+name)
+		if i < 0 {
+			return "", false
+		}
+		prefix = escaped[:i+len(name)+1]
+	}
+	return strings.TrimPrefix(escaped, prefix), true
+}
