@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"gatekeeper/internal/clock"
 )
 
 // Options configure a Server. The zero value is usable.
@@ -169,14 +171,7 @@ func sleepTimer(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return clock.Sleep(ctx, d)
 }
 
 // Requests returns a copy of the requests received since New or Reset (the

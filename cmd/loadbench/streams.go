@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"gatekeeper/internal/clock"
 )
 
 // extraEvents is how many events an Anthropic text stream carries besides
@@ -238,14 +240,7 @@ func (b *bench) streamRound(ctx context.Context, tg target, round string) (strea
 }
 
 func sleepUntil(ctx context.Context, at time.Time) error {
-	t := time.NewTimer(time.Until(at))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return clock.Sleep(ctx, time.Until(at))
 }
 
 // matchStreams pairs each client read with the mock's flush of the same

@@ -15,6 +15,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"gatekeeper/internal/clock"
 	"gatekeeper/trajectory"
 )
 
@@ -504,14 +505,7 @@ func (s *Store) backoff(ctx context.Context, attempt int) error {
 // lockstep.
 func waitBackoff(ctx context.Context, attempt int, jitter func(time.Duration) time.Duration) error {
 	window := backoffBase << min(attempt-1, 16)
-	t := time.NewTimer(jitter(min(window, backoffMax)))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return clock.Sleep(ctx, jitter(min(window, backoffMax)))
 }
 
 // AppendEvents implements trajectory.Store in one round trip.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"gatekeeper/internal/clock"
 	"gatekeeper/trajectory"
 )
 
@@ -36,7 +37,7 @@ type Retrier struct {
 // NewRetrier returns a Retrier with nothing to retry yet.
 func NewRetrier() *Retrier {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Retrier{ctx: ctx, cancel: cancel, sem: make(chan struct{}, maxRetrying), sleep: sleep}
+	return &Retrier{ctx: ctx, cancel: cancel, sem: make(chan struct{}, maxRetrying), sleep: clock.Sleep}
 }
 
 // Retry runs settle again in the background, with backoff, until it
@@ -102,15 +103,3 @@ var (
 		lost: "abandoned admission not released (the sweeper reclaims it)"}
 	WriteTenant = Write{what: "the tenant's charge", done: "tenant charge recorded", lost: "tenant charge not recorded"}
 )
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
