@@ -39,17 +39,14 @@ type expectedCall struct {
 	PartialJSON string `json:"partial_json"` // Anthropic: the input_json_delta fragments joined
 }
 
+// fixtureAPIs maps a recording's api (its expected.json) to the API whose
+// decoder reads it.
+var fixtureAPIs = map[string]API{"anthropic": APIAnthropic, "chat": APIChat, "responses": APIResponses}
+
 // decoderAPI is the API whose decoder reads the recording, if any.
 func (e expectedFixture) decoderAPI() (API, bool) {
-	switch e.API {
-	case "anthropic":
-		return APIAnthropic, true
-	case "chat":
-		return APIChat, true
-	case "responses":
-		return APIResponses, true
-	}
-	return "", false
+	api, ok := fixtureAPIs[e.API]
+	return api, ok
 }
 
 // loadExpected reads EXPECTED.json, keyed by fixture file name, and skips
