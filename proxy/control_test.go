@@ -325,3 +325,21 @@ func TestPauseDuringCallAppliesAtItsEnd(t *testing.T) {
 		t.Errorf("after the call: %s, pending %+v", rec.State, rec.Pending.Control)
 	}
 }
+
+// TestEndStreamsEndsLateCalls: a call that goes live after EndStreams
+// began (its admission was under way when the shutdown's grace ran out) is
+// ended as the calls EndStreams found are, not left to stream past it.
+func TestEndStreamsEndsLateCalls(t *testing.T) {
+	e := newEnv(t, envOpts{realClock: true})
+	if left := e.px.EndStreams(ctxT(t)); left != 0 {
+		t.Fatalf("EndStreams with nothing in flight left %d", left)
+	}
+	resp := e.do(t, "POST", "/t/late/anthropic/v1/messages", anthropicReq(true, "late"), hdr("X-Mock-Turn", slowCall)...)
+	b := readAll(t, resp)
+	if bytes.Contains(b, []byte("event: message_stop")) || bytes.Contains(b, []byte(`"tool_use"`)) {
+		t.Errorf("the late call streamed on: %s", b)
+	}
+	if !bytes.Contains(b, []byte("shutting down")) {
+		t.Errorf("the late call's end does not say why: %d %s", resp.StatusCode, b)
+	}
+}

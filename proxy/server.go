@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -96,6 +97,7 @@ type Server struct {
 	listening  chan struct{}
 	closing    chan struct{} // closed by EndHolds: held waits end
 	endHolds   sync.Once
+	ending     atomic.Bool // EndStreams began: a call that goes live after is ended at once
 	esc        *escrow.Escrow
 	secrets    []string      // every provider key, redacted from upstream error bodies
 	ledger     tenant.Ledger // nil when no tenant has limits
@@ -258,8 +260,8 @@ func (s *Server) Close(ctx context.Context) {
 // still unrecorded when ctx ended, each of which logs its figures should
 // its charge not reach the store.
 func (s *Server) EndStreams(ctx context.Context) int {
-	turns := s.live.All()
-	for _, t := range turns {
+	s.ending.Store(true)
+	for _, t := range s.live.All() {
 		t.stop(stopShutdown)
 	}
 	for {

@@ -198,6 +198,10 @@ func (t *turn) begin(r *http.Request) (ctx context.Context, end func()) {
 	uctx, cancel := context.WithCancel(sctx)
 	t.cancelUp = cancel
 	s.live.Add(t)
+	if s.ending.Load() {
+		// Admitted while EndStreams ran: ended as those it found were.
+		t.stop(stopShutdown)
+	}
 	var timer *time.Timer
 	if d := req.tenant.CallLimits.CallDeadline.Std(); d > 0 {
 		timer = time.AfterFunc(d, func() { t.stop(stopDeadline) })

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -69,6 +70,8 @@ type faultRig struct {
 	mu    sync.Mutex
 	reps  [2]*replica
 	envs  [2][]string
+	// streaming counts the streams whose first event has arrived.
+	streaming atomic.Int64
 }
 
 func (r *faultRig) replica(i int) *replica {
@@ -145,7 +148,16 @@ func TestFaults(t *testing.T) {
 		{name: "sigterm-past-grace", turns: 10, conc: 10, onlyA: true, grace: "1s",
 			spec: func(int) (string, bool) { return `{"kind":"text","deltas":60,"event_delay":"100ms"}`, true },
 			inject: func(t *testing.T, r *faultRig) {
-				time.Sleep(time.Second)
+				// Every stream is under way before the signal, however
+				// slowly a loaded machine starts them: the experiment is
+				// about streams that outlive the grace, not turns refused
+				// at the door.
+				for end := time.Now().Add(20 * time.Second); r.streaming.Load() < 10 && time.Now().Before(end); {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if n := r.streaming.Load(); n < 10 {
+					t.Errorf("only %d of 10 streams began within 20s", n)
+				}
 				a := r.replica(0)
 				_ = a.cmd.Process.Signal(syscall.SIGTERM)
 				done := make(chan struct{})
@@ -292,7 +304,7 @@ log: {level: info, format: json}
 					rep = r.replica(0)
 				}
 				spec, stream := x.spec(i)
-				s := sendTurn(ctx, rep.base, traj, spec, stream)
+				s := sendTurn(ctx, rep.base, traj, spec, stream, &r.streaming)
 				mu.Lock()
 				seen = append(seen, s)
 				mu.Unlock()
@@ -365,8 +377,9 @@ func fillJunk(t *testing.T, srv *redistest.Server) {
 }
 
 // sendTurn sends one turn of trajectory traj through base and reads its
-// whole answer.
-func sendTurn(ctx context.Context, base, traj, spec string, stream bool) (s turnSeen) {
+// whole answer; a stream counts itself in streaming once its first event
+// has arrived.
+func sendTurn(ctx context.Context, base, traj, spec string, stream bool, streaming *atomic.Int64) (s turnSeen) {
 	s.traj = traj
 	defer func() { s.ended = time.Now() }()
 	body := fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":256,"stream":%t,"messages":[{"role":"user","content":"work on %s"}]}`, stream, traj)
@@ -407,8 +420,13 @@ func sendTurn(ctx context.Context, base, traj, spec string, stream bool) (s turn
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	first := true
 	for sc.Scan() {
 		line := sc.Text()
+		if first && strings.HasPrefix(line, "data: ") {
+			first = false
+			streaming.Add(1)
+		}
 		switch {
 		case line == "event: message_stop":
 			s.complete = true
