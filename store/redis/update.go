@@ -74,12 +74,15 @@ func (s *Store) update(ctx context.Context, id string, r reach, fn chainFunc) ([
 	}()
 	for attempt := 1; ; attempt++ {
 		if err := s.usable(ctx); err != nil {
-			return nil, err
+			return nil, s.fail(ctx, "update "+id, err)
 		}
 		if unlock == nil {
 			var err error
 			if unlock, err = s.locks.lock(ctx, rootOf(id)); err != nil {
-				return nil, err
+				// Out of time waiting behind another update of the tree,
+				// most often one waiting on a Redis that does not answer:
+				// unavailable, so that a settle is retried, not dropped.
+				return nil, s.fail(ctx, "update "+id, err)
 			}
 		}
 		out, retry, err := s.tryUpdate(ctx, id, r, fn, fresh)
@@ -97,7 +100,7 @@ func (s *Store) update(ctx context.Context, id string, r reach, fn chainFunc) ([
 			unlock()
 			unlock = nil
 			if err := s.backoff(ctx, attempt-1); err != nil {
-				return nil, err
+				return nil, s.fail(ctx, "update "+id, err)
 			}
 		}
 	}
