@@ -191,3 +191,33 @@ func TestUpdateOutOfTimeBehindTheTree(t *testing.T) {
 		t.Errorf("update out of time behind its tree's lock: %v, want ErrUnavailable and DeadlineExceeded", err)
 	}
 }
+
+// TestUpdateAfterALostAnswerReadsRedis has an admission's script run with
+// its answer lost (as TestAdmissionAnswerLost), then an update whose fn
+// refuses unless the record holds the call, as the release of the
+// abandoned admission does: it must see the call Redis saved, not the
+// copy this process held before the lost answer. On that copy the release
+// found no call, sent nothing, and the call stayed until a sweep charged
+// it as a turn the provider never got.
+func TestUpdateAfterALostAnswerReadsRedis(t *testing.T) {
+	srv := redistest.StartServer(t, "--enable-debug-command", "local")
+	s := open(t, srv.URL, Options{})
+	s.clock.ahead.Store(time.Hour.Milliseconds())
+	create(t, s, trajectory.New("run-1", "team-a", t0))
+	create(t, s, child("run-1/a", "run-1"))
+	admit := storetest.Admit("call-1", trajectory.Reservation{Calls: 1, Tokens: 1000, Micros: 5000}, t0.Add(time.Second))
+
+	stallDuring(t, srv, s, "run-1/a", admit)
+	errNotHeld := errors.New("the call is not held")
+	var saw string
+	_, err := s.UpdateChain(context.Background(), "run-1/a", func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+		saw = chain[0].Call
+		return nil, errNotHeld
+	})
+	if !errors.Is(err, errNotHeld) {
+		t.Fatalf("update: %v, want the fn's refusal", err)
+	}
+	if saw != "call-1" {
+		t.Errorf("the update after the lost answer saw call %q, want call-1 (what Redis saved)", saw)
+	}
+}

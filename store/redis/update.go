@@ -187,6 +187,13 @@ func (s *Store) attempt(ctx context.Context, id string, r reach, fn chainFunc, f
 func (s *Store) answer(ctx context.Context, a *try, reply any, err error, fresh map[string]*entry) (out []*trajectory.Record, retry bool, _ error) {
 	id, chain, recs, w := a.id, a.chain, a.recs, a.w
 	if err != nil {
+		// The script may have run with its answer lost: what this process
+		// holds of the chain may be behind Redis, and an fn that refuses
+		// on it (the release of an abandoned admission finding no call)
+		// would send nothing to find out. The next update reads the chain.
+		for _, e := range chain {
+			s.cache.drop(e.rec.ID)
+		}
 		return nil, false, s.fail(ctx, "update "+id, err)
 	}
 	code, rest, err := replyCode(reply)
