@@ -232,6 +232,9 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 	if t.s.behind != nil {
 		w.BusyStep = max(t.s.behind.Window(), time.Millisecond)
 	}
+	// retried: an attempt that ran with its answer lost was sent again;
+	// the reservation it may have saved is given back should the retry
+	// fail too, even one that failed before reaching the record.
 	for retried := false; ; {
 		var evs []trajectory.Event
 		tried := len(t.tried)
@@ -287,7 +290,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 			// admission, as a turn whose store carries no take.
 			t.rate.DropRide(ctx)
 		}
-		if errors.Is(err, trajectory.ErrUnavailable) && len(t.tried) > tried {
+		if errors.Is(err, trajectory.ErrUnavailable) && (len(t.tried) > tried || retried) {
 			// The reservation may have been saved with its answer lost.
 			// Admission is idempotent by the call id, so it is sent
 			// again once, unless the store took all of store.timeout to

@@ -141,3 +141,49 @@ func TestUnreachableProviderRetryAfter(t *testing.T) {
 		t.Errorf("status %d Retry-After %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
 }
+
+// refusedRetryStore saves the first update and says its answer was lost,
+// then fails the second before it reads the chain (the store restarting),
+// as a Redis killed between its write and its reply does.
+type refusedRetryStore struct {
+	trajectory.Store
+	n atomic.Int64
+}
+
+func (s *refusedRetryStore) UpdateChain(ctx context.Context, id string, fn func([]*trajectory.Record) ([]trajectory.Event, error)) ([]*trajectory.Record, error) {
+	switch s.n.Add(1) {
+	case 1:
+		if _, err := s.Store.UpdateChain(ctx, id, fn); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("store: %w: reply lost", trajectory.ErrUnavailable)
+	case 2:
+		return nil, fmt.Errorf("store: %w: connection refused", trajectory.ErrUnavailable)
+	}
+	return s.Store.UpdateChain(ctx, id, fn)
+}
+
+// TestAdmissionAnswerLostRetryRefusedReleases: the admission is saved
+// with its answer lost, and the admission sent again fails before it
+// reaches the record. The agent gets a 503, and the saved reservation is
+// given back: the record is READY with nothing reserved, not left in
+// CALLING_MODEL for a sweep to charge as a turn nobody sent.
+func TestAdmissionAnswerLostRetryRefusedReleases(t *testing.T) {
+	rs := &refusedRetryStore{}
+	e := newEnv(t, envOpts{wrap: func(s trajectory.Store) trajectory.Store { rs.Store = s; return rs }})
+	resp := e.do(t, "POST", "/t/lost-refused/anthropic/v1/messages", anthropicReq(false, "hi"), hdr()...)
+	if b := readAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	var rec *trajectory.Record
+	waitFor(t, "the abandoned admission released", func() bool {
+		rec = e.record(t, "lost-refused")
+		return rec.State == trajectory.Ready
+	})
+	if rec.Call != "" || rec.Reserved != (trajectory.Reservation{}) || rec.Spend.Turns != 0 {
+		t.Errorf("record %s call %q reserved %+v spend %+v", rec.State, rec.Call, rec.Reserved, rec.Spend)
+	}
+	if n := len(e.mock.Requests()); n != 0 {
+		t.Errorf("%d requests forwarded", n)
+	}
+}

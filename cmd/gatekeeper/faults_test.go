@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -61,6 +62,7 @@ type turnSeen struct {
 	toolUse  bool // the reply delivered a tool_use block
 	ended    time.Time
 	answered time.Duration // from sending to the status line
+	body     string        // a non-200 answer's body
 }
 
 // faultRig is one experiment's processes.
@@ -69,6 +71,7 @@ type faultRig struct {
 	cfg   string
 	mu    sync.Mutex
 	reps  [2]*replica
+	all   []*replica // every replica started, restarts included
 	envs  [2][]string
 	// streaming counts the streams whose first event has arrived.
 	streaming atomic.Int64
@@ -104,6 +107,7 @@ func (r *faultRig) restart(t *testing.T, i int) {
 	rep := startReplica(t, r.cfg, r.envs[i]...)
 	r.mu.Lock()
 	r.reps[i] = rep
+	r.all = append(r.all, rep)
 	r.mu.Unlock()
 }
 
@@ -261,6 +265,7 @@ log: {level: info, format: json}
 	for i := range r.reps {
 		r.envs[i] = []string{fmt.Sprintf("GATEKEEPER_REPLICA=%s-%d", x.name, i)}
 		r.reps[i] = startReplica(t, r.cfg, r.envs[i]...)
+		r.all = append(r.all, r.reps[i])
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -401,7 +406,8 @@ func sendTurn(ctx context.Context, base, traj, spec string, stream bool, streami
 	defer resp.Body.Close()
 	s.status, s.answered = resp.StatusCode, time.Since(sent)
 	if resp.StatusCode != 200 {
-		_, _ = io.Copy(io.Discard, resp.Body)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		s.body = string(b)
 		return s
 	}
 	if !stream {
@@ -521,10 +527,14 @@ func checkCharges(t *testing.T, ctx context.Context, r *faultRig, name string, s
 			}
 		}
 		if len(problems) == 0 {
+			if os.Getenv("FAULT_DUMP_ALL") != "" {
+				dumpFault(t, r, name, seen, false)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Errorf("%s: after the sweeper's bound:\n%s", name, strings.Join(problems, "\n"))
+			dumpFault(t, r, name, seen, true)
 			break
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -571,4 +581,52 @@ func (a *atomicTime) since() time.Duration {
 		return 0
 	}
 	return time.Since(a.t)
+}
+
+// dumpFault logs, after a failed check, the non-200 answers and the
+// replicas' warnings and errors (settles retried, charges not recorded,
+// calls swept); with $FAULT_LOGDIR set it also writes every answer and
+// the replicas' whole logs there (every run's with $FAULT_DUMP_ALL too).
+func dumpFault(t *testing.T, r *faultRig, name string, seen []turnSeen, failed bool) {
+	t.Helper()
+	r.mu.Lock()
+	all := slices.Clone(r.all)
+	r.mu.Unlock()
+	if failed {
+		bodies := map[string]int{}
+		for _, s := range seen {
+			if s.status != 200 {
+				bodies[fmt.Sprintf("%d %s", s.status, s.body)]++
+			}
+		}
+		for b, n := range bodies {
+			t.Logf("%d answers: %s", n, b)
+		}
+		var lines []string
+		for i, rep := range all {
+			for line := range strings.Lines(rep.logs.String()) {
+				if strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
+					lines = append(lines, fmt.Sprintf("replica %d: %s", i, strings.TrimSpace(line)))
+				}
+			}
+		}
+		if len(lines) > 300 {
+			lines = lines[len(lines)-300:]
+		}
+		t.Logf("the replicas' warnings and errors:\n%s", strings.Join(lines, "\n"))
+	}
+	dir := os.Getenv("FAULT_LOGDIR")
+	if dir == "" {
+		return
+	}
+	var b strings.Builder
+	for _, s := range seen {
+		fmt.Fprintf(&b, "%s %s status=%d complete=%v err=%v answered=%v body=%q\n", s.ended.Format(time.RFC3339Nano), s.traj, s.status, s.complete, s.errEvent, s.answered, s.body)
+	}
+	stamp := time.Now().Format("150405.000")
+	_ = os.WriteFile(filepath.Join(dir, name+"-"+stamp+"-seen.txt"), []byte(b.String()), 0o600)
+	for i, rep := range all {
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%s-rep%d.log", name, stamp, i)), []byte(rep.logs.String()), 0o600)
+	}
+	t.Logf("answers and logs written to %s (%s)", dir, stamp)
 }

@@ -164,3 +164,60 @@ func waitStalled(t *testing.T, url string, sleeping chan error) {
 	}
 	t.Fatal("Redis kept answering PING: DEBUG SLEEP never started")
 }
+
+// TestUpdateOutOfTimeBehindTheTree has an update wait for its tree's
+// lock, held by another update of the tree (as one waiting on a Redis
+// that does not answer holds it), until its caller's deadline: the error
+// says the store is unavailable, as the holder's own does, so that a
+// settle is retried in the background instead of logged as lost. It was
+// the bare context.DeadlineExceeded, and the charge of a reply delivered
+// during a Redis stall was dropped.
+func TestUpdateOutOfTimeBehindTheTree(t *testing.T) {
+	srv := redistest.StartServer(t)
+	s := open(t, srv.URL, Options{})
+	create(t, s, trajectory.New("run-1", "team-a", t0))
+	create(t, s, child("run-1/a", "run-1"))
+	unlock, err := s.locks.lock(context.Background(), rootOf("run-1/a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	admit := storetest.Admit("call-1", trajectory.Reservation{Calls: 1, Tokens: 1000, Micros: 5000}, t0.Add(time.Second))
+	_, err = s.UpdateChain(ctx, "run-1/a", admit)
+	if !errors.Is(err, trajectory.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("update out of time behind its tree's lock: %v, want ErrUnavailable and DeadlineExceeded", err)
+	}
+}
+
+// TestUpdateAfterALostAnswerReadsRedis has an admission's script run with
+// its answer lost (as TestAdmissionAnswerLost), then an update whose fn
+// refuses unless the record holds the call, as the release of the
+// abandoned admission does: it must see the call Redis saved, not the
+// copy this process held before the lost answer. On that copy the release
+// found no call, sent nothing, and the call stayed until a sweep charged
+// it as a turn the provider never got.
+func TestUpdateAfterALostAnswerReadsRedis(t *testing.T) {
+	srv := redistest.StartServer(t, "--enable-debug-command", "local")
+	s := open(t, srv.URL, Options{})
+	s.clock.ahead.Store(time.Hour.Milliseconds())
+	create(t, s, trajectory.New("run-1", "team-a", t0))
+	create(t, s, child("run-1/a", "run-1"))
+	admit := storetest.Admit("call-1", trajectory.Reservation{Calls: 1, Tokens: 1000, Micros: 5000}, t0.Add(time.Second))
+
+	stallDuring(t, srv, s, "run-1/a", admit)
+	errNotHeld := errors.New("the call is not held")
+	var saw string
+	_, err := s.UpdateChain(context.Background(), "run-1/a", func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+		saw = chain[0].Call
+		return nil, errNotHeld
+	})
+	if !errors.Is(err, errNotHeld) {
+		t.Fatalf("update: %v, want the fn's refusal", err)
+	}
+	if saw != "call-1" {
+		t.Errorf("the update after the lost answer saw call %q, want call-1 (what Redis saved)", saw)
+	}
+}

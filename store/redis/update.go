@@ -74,12 +74,15 @@ func (s *Store) update(ctx context.Context, id string, r reach, fn chainFunc) ([
 	}()
 	for attempt := 1; ; attempt++ {
 		if err := s.usable(ctx); err != nil {
-			return nil, err
+			return nil, s.fail(ctx, "update "+id, err)
 		}
 		if unlock == nil {
 			var err error
 			if unlock, err = s.locks.lock(ctx, rootOf(id)); err != nil {
-				return nil, err
+				// Out of time waiting behind another update of the tree,
+				// most often one waiting on a Redis that does not answer:
+				// unavailable, so that a settle is retried, not dropped.
+				return nil, s.fail(ctx, "update "+id, err)
 			}
 		}
 		out, retry, err := s.tryUpdate(ctx, id, r, fn, fresh)
@@ -97,7 +100,7 @@ func (s *Store) update(ctx context.Context, id string, r reach, fn chainFunc) ([
 			unlock()
 			unlock = nil
 			if err := s.backoff(ctx, attempt-1); err != nil {
-				return nil, err
+				return nil, s.fail(ctx, "update "+id, err)
 			}
 		}
 	}
@@ -184,6 +187,13 @@ func (s *Store) attempt(ctx context.Context, id string, r reach, fn chainFunc, f
 func (s *Store) answer(ctx context.Context, a *try, reply any, err error, fresh map[string]*entry) (out []*trajectory.Record, retry bool, _ error) {
 	id, chain, recs, w := a.id, a.chain, a.recs, a.w
 	if err != nil {
+		// The script may have run with its answer lost: what this process
+		// holds of the chain may be behind Redis, and an fn that refuses
+		// on it (the release of an abandoned admission finding no call)
+		// would send nothing to find out. The next update reads the chain.
+		for _, e := range chain {
+			s.cache.drop(e.rec.ID)
+		}
 		return nil, false, s.fail(ctx, "update "+id, err)
 	}
 	code, rest, err := replyCode(reply)
