@@ -46,12 +46,12 @@ func admitted(err error) error {
 }
 
 // storeErr turns a store failure into the agent's answer: fail closed.
-// An HTTPError, or a refusal (admitted's to render), is returned as it is.
+// An apierr.Error, or a refusal (admitted's to render), is returned as it is.
 func storeErr(err error) error {
 	if errors.As(err, new(*apierr.Error)) || errors.As(err, new(*admit.Refusal)) {
 		return err
 	}
-	return &apierr.Error{Code: http.StatusServiceUnavailable, Type: "api_error",
+	return &apierr.Error{Code: http.StatusServiceUnavailable, Type: apierr.Internal,
 		Msg: "gatekeeper's store is unavailable, so no new turn can be admitted; retry shortly", RetryAfter: 5e9, Err: err}
 }
 

@@ -58,7 +58,7 @@ func (t *turn) endSpan(o outcome.Turn, charge meter.Charge) {
 	case o.RateLimited:
 		e.ErrorType = apierr.RateLimited // never sent: not the provider's error
 	case o.Upstream:
-		e.ErrorType = "upstream_error"
+		e.ErrorType = apierr.Upstream
 		if o.Status >= 400 {
 			e.ErrorType = http.StatusText(o.Status)
 		}

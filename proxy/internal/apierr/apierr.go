@@ -22,6 +22,12 @@ const (
 	NotFound           = "not_found_error"
 	BudgetExceeded     = "budget_exceeded"
 	RateLimited        = "rate_limited"
+	// ApprovalRefused: a gated call was refused where no reply can carry
+	// the refusal (README.md, "How a held call behaves").
+	ApprovalRefused = "approval_refused"
+	// Internal: gatekeeper could not handle the request (its store is out,
+	// or an error without an agent's form).
+	Internal = "api_error"
 )
 
 // Error is an error with the status and message an agent should see.
@@ -86,7 +92,7 @@ func Write(w http.ResponseWriter, api streaming.API, err error) {
 	}
 	var he *Error
 	if !errors.As(err, &he) {
-		he = &Error{Code: http.StatusInternalServerError, Type: "api_error", Msg: "gatekeeper failed to handle the request; see its logs", Err: err}
+		he = &Error{Code: http.StatusInternalServerError, Type: Internal, Msg: "gatekeeper failed to handle the request; see its logs", Err: err}
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")

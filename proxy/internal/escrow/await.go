@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gatekeeper/approvals"
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/trajectory"
 )
 
@@ -51,14 +52,6 @@ type Awaited struct {
 	Err  error              // why, for the ends that have a cause
 }
 
-// Error types of the escrow's answers, in the agent's API's error format
-// (README.md).
-const (
-	typeCanceled = "trajectory_canceled"
-	typeInvalid  = "invalid_request_error"
-	typeUpstream = "upstream_error"
-)
-
 // Answer is an error the agent gets in its API's format: a status and a
 // body, or an error event on an open stream. Msg is for the agent; Err is
 // the detail kept for logs.
@@ -87,18 +80,18 @@ func (a *Answer) Unwrap() error { return a.Err }
 func (a Awaited) Answer(form Form) (ans *Answer, drop bool) {
 	switch a.End {
 	case Stopped:
-		return &Answer{Status: http.StatusForbidden, Type: typeCanceled, NoRetry: true,
+		return &Answer{Status: http.StatusForbidden, Type: apierr.TrajectoryCanceled, NoRetry: true,
 			Msg: fmt.Sprintf("trajectory %s was stopped by an operator while a tool call waited for approval; the call was not delivered", a.Rec.ID)}, false
 	case Elsewhere:
 		return Delivered(), false
 	case StoreDown:
 		return ApprovalsDown(a.Err), false
 	case Unrenderable:
-		return &Answer{Status: http.StatusInternalServerError, Type: typeUpstream, NoRetry: true, Err: a.Err,
+		return &Answer{Status: http.StatusInternalServerError, Type: apierr.Upstream, NoRetry: true, Err: a.Err,
 			Msg: "gatekeeper could not render the decided reply of this held turn"}, false
 	case Closing:
 		if form == FormJSON {
-			return &Answer{Status: http.StatusServiceUnavailable, Type: typeUpstream, RetryAfter: time.Second,
+			return &Answer{Status: http.StatusServiceUnavailable, Type: apierr.Upstream, RetryAfter: time.Second,
 				Msg: "gatekeeper is restarting while this turn waits for approval; retry to re-attach"}, false
 		}
 		return nil, true // a stream is dropped: the agent retries on another replica
@@ -112,7 +105,7 @@ func (a Awaited) Answer(form Form) (ans *Answer, drop bool) {
 // hold a gated call: the call is not delivered (fail closed), and the
 // agent may retry.
 func ApprovalsDown(err error) *Answer {
-	return &Answer{Status: http.StatusServiceUnavailable, Type: typeUpstream, RetryAfter: 5 * time.Second, Err: err,
+	return &Answer{Status: http.StatusServiceUnavailable, Type: apierr.Upstream, RetryAfter: 5 * time.Second, Err: err,
 		Msg: "a tool call in this reply needs approval and gatekeeper could not hold it for approval; retry shortly"}
 }
 
@@ -120,7 +113,7 @@ func ApprovalsDown(err error) *Answer {
 // of the same turn took the decided reply: at admission, or when it loses
 // the delivery claim.
 func Delivered() *Answer {
-	return &Answer{Status: http.StatusConflict, Type: typeInvalid, NoRetry: true,
+	return &Answer{Status: http.StatusConflict, Type: apierr.InvalidRequest, NoRetry: true,
 		Msg: "this turn's reply, held for approval, was already delivered to another request of the same turn; continue from it"}
 }
 

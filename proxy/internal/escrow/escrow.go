@@ -128,10 +128,6 @@ var (
 	errServerClosing = errors.New("proxy: gatekeeper is shutting down")
 )
 
-// TypeRefused is the error type of a gated call refused where no reply
-// can carry the refusal (README.md, "How a held call behaves").
-const TypeRefused = "approval_refused"
-
 // maxHolds bounds how many times one turn's content is held on one
 // record.
 const maxHolds = 9

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -30,7 +31,7 @@ func (b *Stream) takeHeld(ev *sse.Event) error {
 			h.Escrow(g)
 			if h.TooLarge() {
 				// Too large to hold: the gated call is never delivered.
-				b.endHeld(typeApprovalRefused, fmt.Sprintf("the reply carries a tool call that needs approval (gate %s) and is larger than gatekeeper can hold (approvals.max_held_bytes); the call was not delivered", g[0].Gate.Name))
+				b.endHeld(apierr.ApprovalRefused, fmt.Sprintf("the reply carries a tool call that needs approval (gate %s) and is larger than gatekeeper can hold (approvals.max_held_bytes); the call was not delivered", g[0].Gate.Name))
 			}
 			return nil
 		}
@@ -77,7 +78,7 @@ func (b *Stream) holdRead() {
 			b.err = io.EOF
 			return
 		case b.err != io.EOF:
-			b.endHeld(typeUpstream, "the provider's reply broke off after a tool call that needs approval; the call was not delivered; retry")
+			b.endHeld(apierr.Upstream, "the provider's reply broke off after a tool call that needs approval; the call was not delivered; retry")
 			b.err = io.EOF
 			return
 		}

@@ -21,12 +21,6 @@ var (
 	ErrKilled = errors.New("proxy: trajectory killed by an operator")
 )
 
-// Error types of the events a held stream ends with.
-const (
-	typeUpstream        = "upstream_error"
-	typeApprovalRefused = "approval_refused"
-)
-
 // Turn is the turn whose reply a body reads: what stays the turn's.
 type Turn interface {
 	// Settle records the turn from its reply, decoded as res, which came
