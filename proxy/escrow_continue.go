@@ -101,7 +101,7 @@ func (c *continuation) Failed(err error) { c.t.failed(err) }
 
 func (c *continuation) Settle(res *streaming.Result, status int, body []byte) {
 	if res == nil {
-		c.t.settle(outcome.Turn{Stop: "error", Status: status, Upstream: true, Detail: upstreamErrorDetail(c.t.req.api, body)})
+		c.t.settleUpstreamError(status, body)
 		return
 	}
 	c.t.settle(c.t.outcomeOf(res, status, nil))

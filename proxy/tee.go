@@ -50,11 +50,7 @@ func (r replyTurn) Settle(res *streaming.Result, status int, cause error) {
 	r.t.settle(r.t.outcomeOf(res, status, cause))
 }
 
-func (r replyTurn) SettleError(status int, body []byte) {
-	t := r.t
-	o := outcome.Turn{Stop: "error", Status: status, Upstream: true, Detail: upstreamErrorDetail(t.req.api, body)}
-	t.settle(o)
-}
+func (r replyTurn) SettleError(status int, body []byte) { r.t.settleUpstreamError(status, body) }
 
 func (r replyTurn) Stopped() replybody.Stop {
 	var st replybody.Stop
@@ -83,6 +79,12 @@ func (r replyTurn) OpenHold(res *streaming.Result, rep escrow.Reply, gated []esc
 	c := t.client(escrow.FormStream)
 	c.Strip, c.Allow, c.Refusal = t.stripUsage, t.allowPolicy(), shape.Refusal(t.adm.Decision)
 	return hold, c, nil
+}
+
+// settleUpstreamError records the turn from the provider's error reply:
+// its status and its body (nil when it passed the body's limit).
+func (t *turn) settleUpstreamError(status int, body []byte) {
+	t.settle(outcome.Turn{Stop: "error", Status: status, Upstream: true, Detail: upstreamErrorDetail(t.req.api, body)})
 }
 
 // upstreamErrorDetail picks the provider's error type out of an error body
