@@ -3,8 +3,8 @@ package proxy
 import (
 	"net/http"
 
-	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/threadid"
+	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/streaming"
 )
 
@@ -16,12 +16,8 @@ func rootID(r *http.Request, req *request, pr *streaming.Request) (string, error
 	if req.trajectoryID != "" {
 		return req.trajectoryID, nil
 	}
-	id, err := threadid.FromHeaders(r.Header, req.keyHash)
-	switch {
-	case err != nil:
-		return "", apierr.New(http.StatusBadRequest, apierr.InvalidRequest, err.Error())
-	case id != "":
-		return id, nil
+	if id, err := wire.HeaderRun(r.Header, req.keyHash); id != "" || err != nil {
+		return id, err
 	}
 	return threadid.Implicit(req.keyHash, pr.SessionHint, pr.Fingerprint), nil
 }

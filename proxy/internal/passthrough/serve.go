@@ -12,7 +12,6 @@ import (
 	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/keys"
-	"gatekeeper/proxy/internal/threadid"
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/ratelimit"
 	"gatekeeper/trajectory"
@@ -91,8 +90,8 @@ func (g *Gate) checkRun(r *http.Request, c *Call) error {
 	id := c.Run
 	if id == "" {
 		var err error
-		if id, err = threadid.FromHeaders(r.Header, c.KeyHash); err != nil {
-			return apierr.New(http.StatusBadRequest, apierr.InvalidRequest, err.Error())
+		if id, err = wire.HeaderRun(r.Header, c.KeyHash); err != nil {
+			return err
 		}
 		if id == "" {
 			return nil

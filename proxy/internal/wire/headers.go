@@ -8,6 +8,7 @@ import (
 
 	"gatekeeper/config"
 	"gatekeeper/proxy/internal/apierr"
+	"gatekeeper/proxy/internal/threadid"
 )
 
 // strippedHeaders never go from an agent to a provider: they would bill the
@@ -71,4 +72,15 @@ func CheckBetas(allowed []string, api string, h http.Header) error {
 		}
 	}
 	return nil
+}
+
+// HeaderRun is the run a request's headers h name (threadid.FromHeaders,
+// keyHash the virtual key's); "" when they name none. A malformed
+// X-Gatekeeper-Trajectory is refused as an invalid request.
+func HeaderRun(h http.Header, keyHash [32]byte) (string, error) {
+	id, err := threadid.FromHeaders(h, keyHash)
+	if err != nil {
+		return "", apierr.New(http.StatusBadRequest, apierr.InvalidRequest, err.Error())
+	}
+	return id, nil
 }
