@@ -322,6 +322,5 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	adm, evs, err := t.s.budget.Chain(chain, at, t.s.now())
 	t.tried, t.sharedNew, t.busyElsewhere = at.Tried, at.SharedNew, at.BusyElsewhere
 	t.interrupt, t.truncated, t.loop = at.Interrupt, at.Truncated, at.Loop
-	chain[0].LostCalls = outcome.KeepLost(chain[0].LostCalls, at.Lost)
 	return adm, evs, err
 }

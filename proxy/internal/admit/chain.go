@@ -75,9 +75,6 @@ type Turn struct {
 	Interrupt     string        // an operator's message for this request
 	Truncated     int64         // the thread's last replies cut at their output limit, in a row
 	Loop          watchdog.Step // the loop watchdog's step for this request
-	// Lost is a call in flight taken for lost and reclaimed: the record
-	// should remember it, to charge its reply should it still come.
-	Lost string
 }
 
 // Chain is admission on a thread record (chain[0]) and its ancestors, run
@@ -147,7 +144,8 @@ func (b *Budget) Chain(chain []*trajectory.Record, t *Turn, now time.Time) (Admi
 		if err != nil {
 			return Admission{}, nil, err
 		}
-		t.Lost = lost
+		// The record remembers it, to charge its reply should it come.
+		rec.LostCalls = chainrule.KeepLost(rec.LostCalls, lost)
 		evs = append(evs, tev...)
 	}
 	check, ts, err := rec.AcceptToolResults(t.IDs, now)

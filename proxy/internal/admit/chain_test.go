@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,8 +89,8 @@ func TestBudgetChain(t *testing.T) {
 			}
 			at.Sweep = silence(true)
 		}, check: func(t *testing.T, c []*trajectory.Record, at *Turn, _ Admission) {
-			if at.Lost != "c0" || c[0].Call != "c1" || c[0].Reserved.Calls != 1 {
-				t.Errorf("lost %q, record call %q reserved %+v; want c0 lost, c1 alone reserved", at.Lost, c[0].Call, c[0].Reserved)
+			if !slices.Equal(c[0].LostCalls, []string{"c0"}) || c[0].Call != "c1" || c[0].Reserved.Calls != 1 {
+				t.Errorf("lost %q, record call %q reserved %+v; want c0 lost, c1 alone reserved", c[0].LostCalls, c[0].Call, c[0].Reserved)
 			}
 		}},
 		{name: "an operator's message applies", prepare: func(c []*trajectory.Record, _ *Turn) {

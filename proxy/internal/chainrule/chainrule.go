@@ -3,6 +3,7 @@ package chainrule
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"time"
 
 	"gatekeeper/meter"
@@ -139,6 +140,22 @@ func Reclaim(chain []*trajectory.Record, now time.Time, detail string) ([]trajec
 		"detail": detail, "call": rec.Call})
 	ClearCall(rec)
 	return append([]trajectory.Event{ev}, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
+}
+
+// MaxLostCalls bounds the lost calls a record remembers; an older one's
+// reply, should it still come, goes uncharged and is logged.
+const MaxLostCalls = 8
+
+// KeepLost adds a reclaimed call to a record's lost calls.
+func KeepLost(lost []string, call string) []string {
+	if call == "" {
+		return lost
+	}
+	lost = append(lost, call)
+	if len(lost) > MaxLostCalls {
+		lost = slices.Delete(lost, 0, len(lost)-MaxLostCalls)
+	}
+	return lost
 }
 
 // ClearCall takes the call in flight off rec.

@@ -151,3 +151,16 @@ func TestSetStage(t *testing.T) {
 		t.Fatalf("the stage event reads %q to %q", from, to)
 	}
 }
+
+func TestKeepLost(t *testing.T) {
+	var lost []string
+	if lost = KeepLost(lost, ""); lost != nil {
+		t.Fatalf("no call kept %v", lost)
+	}
+	for i := range MaxLostCalls + 2 {
+		lost = KeepLost(lost, string(rune('a'+i)))
+	}
+	if len(lost) != MaxLostCalls || lost[0] != "c" || lost[MaxLostCalls-1] != "j" {
+		t.Errorf("kept %v, want the last %d", lost, MaxLostCalls)
+	}
+}

@@ -151,19 +151,3 @@ func (o Turn) eventType() trajectory.EventType {
 	}
 	return trajectory.EventTurn
 }
-
-// MaxLostCalls bounds the lost calls a record remembers; an older one's
-// reply, should it still come, goes uncharged and is logged.
-const MaxLostCalls = 8
-
-// KeepLost adds a reclaimed call to a record's lost calls.
-func KeepLost(lost []string, call string) []string {
-	if call == "" {
-		return lost
-	}
-	lost = append(lost, call)
-	if len(lost) > MaxLostCalls {
-		lost = slices.Delete(lost, 0, len(lost)-MaxLostCalls)
-	}
-	return lost
-}

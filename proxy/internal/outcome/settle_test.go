@@ -112,16 +112,3 @@ func TestSettleChainLost(t *testing.T) {
 		t.Errorf("charged again: %v, want ErrSettled", err)
 	}
 }
-
-func TestKeepLost(t *testing.T) {
-	var lost []string
-	if lost = KeepLost(lost, ""); lost != nil {
-		t.Fatalf("no call kept %v", lost)
-	}
-	for i := range MaxLostCalls + 2 {
-		lost = KeepLost(lost, string(rune('a'+i)))
-	}
-	if len(lost) != MaxLostCalls || lost[0] != "c" || lost[MaxLostCalls-1] != "j" {
-		t.Errorf("kept %v, want the last %d", lost, MaxLostCalls)
-	}
-}
