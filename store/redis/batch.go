@@ -75,7 +75,7 @@ func (s *Store) updateRound(ctx context.Context, ids []string, fns []func([]*tra
 	tries := make([]*try, len(ids))
 	fresh := make([]map[string]*entry, len(ids))
 	cmds := make([]*goredis.Cmd, len(ids))
-	pipe := s.rdb.Pipeline()
+	pipe := s.rdb.Pipeline() // the commands' builder, sent by s.pipes
 	sent := 0
 	for _, i := range round {
 		unlock, err := s.locks.lock(ctx, rootOf(ids[i]))
@@ -104,10 +104,14 @@ func (s *Store) updateRound(ctx context.Context, ids []string, fns []func([]*tra
 	}
 	// Each script's own reply is read below; the commands before them
 	// are bookkeeping, as in eval.
-	_, _ = pipe.Exec(ctx)
+	sendErr := s.pipes.exec(ctx, pipe.Cmds())
 	for _, i := range round {
 		cmd := cmds[i]
 		if cmd == nil {
+			continue
+		}
+		if sendErr != nil {
+			_, _, errs[i] = s.answer(ctx, tries[i], nil, sendErr, fresh[i])
 			continue
 		}
 		if goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {

@@ -132,6 +132,7 @@ type Store struct {
 
 	cache *cache
 	locks *treeLocks
+	pipes *sharedPipes // updates' scripts, sent together
 
 	dir       *shardDir     // slots holding record indexes
 	pruneNext atomic.Uint64 // where the next prune starts in the directory
@@ -181,6 +182,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	_, s.cluster = client.(*goredis.ClusterClient)
 	s.rdb = client
+	s.pipes = &sharedPipes{rdb: client}
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
 		err = s.fail(ctx, "PING", err)
 		_ = s.Close()
@@ -576,18 +578,20 @@ func (s *Store) Events(ctx context.Context, id string, afterSeq int64, limit int
 }
 
 // eval runs a script, with the commands of before sent ahead of it in the
-// same round trip. EVALSHA falls back to EVAL when the server has lost
-// its script cache (a restart).
+// same round trip, which it shares with the updates sent at the same time
+// (sharedPipes). EVALSHA falls back to EVAL when the server has lost its
+// script cache (a restart).
 func (s *Store) eval(ctx context.Context, sc *goredis.Script, keys []string, args []any, before func(goredis.Pipeliner)) (any, error) {
-	if before == nil {
-		return sc.Run(ctx, s.rdb, keys, args...).Result()
+	pipe := s.rdb.Pipeline() // the commands' builder, never executed itself
+	if before != nil {
+		before(pipe)
 	}
-	pipe := s.rdb.Pipeline()
-	before(pipe)
 	cmd := sc.EvalSha(ctx, pipe, keys, args...)
+	if err := s.pipes.exec(ctx, pipe.Cmds()); err != nil {
+		return nil, err
+	}
 	// Only the script's own result decides: the commands before it are
 	// bookkeeping that must not turn a saved update into a failure.
-	_, _ = pipe.Exec(ctx)
 	if goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		cmd = sc.Eval(ctx, s.rdb, keys, args...)
 	}
