@@ -94,7 +94,7 @@ func (r *Redis) call(k Key, args ...any) ([]string, []any) {
 func (r *Redis) run(ctx context.Context, sc *script, k Key, args ...any) (any, error) {
 	keys, argv := r.call(k, args...)
 	v, err := r.rdb.EvalSha(ctx, sc.hash, keys, argv...).Result()
-	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+	if noScript(err) {
 		v, err = r.rdb.Eval(ctx, sc.src, keys, argv...).Result()
 	}
 	if err != nil {
@@ -144,7 +144,7 @@ func (r *Redis) headrooms(ctx context.Context, keys []Key) ([]float64, error) {
 	out := make([]float64, len(keys))
 	for i, cmd := range cmds {
 		v, err := cmd.Result()
-		if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		if noScript(err) {
 			// The script cache was lost: one by one, which loads it.
 			if out[i], err = r.Headroom(ctx, keys[i]); err != nil {
 				return nil, err
@@ -224,7 +224,7 @@ func (r *Redis) SettleBatch(ctx context.Context, keys []Key, deltas []Cost, rs [
 			continue
 		}
 		v, err := cmd.Result()
-		if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		if noScript(err) {
 			errs[i] = r.Settle(ctx, keys[i], deltas[i], rs[i])
 			continue
 		}
@@ -245,4 +245,12 @@ func checkZero(op string, k Key, v any, err error) error {
 		return fmt.Errorf("%w: %s on key %s answered %T %v", ErrReply, op, k.ID, v, v)
 	}
 	return nil
+}
+
+// noScript reports the server's answer that it does not have a script (it
+// lost its script cache): run the script again by its text. A nil error
+// is checked first, as it is on nearly every call: HasErrorPrefix
+// allocates.
+func noScript(err error) bool {
+	return err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT")
 }

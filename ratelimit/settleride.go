@@ -116,7 +116,7 @@ func (grp *settleGroup) finish(ctx context.Context) {
 				continue
 			}
 			v, err := cmd.Result()
-			if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+			if noScript(err) {
 				lost = append(lost, i)
 				continue
 			}

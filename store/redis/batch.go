@@ -114,7 +114,7 @@ func (s *Store) updateRound(ctx context.Context, ids []string, fns []func([]*tra
 			_, _, errs[i] = s.answer(ctx, tries[i], nil, sendErr, fresh[i])
 			continue
 		}
-		if goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		if noScript(cmd.Err()) {
 			again = append(again, i)
 			continue
 		}

@@ -592,7 +592,7 @@ func (s *Store) eval(ctx context.Context, sc *goredis.Script, keys []string, arg
 	}
 	// Only the script's own result decides: the commands before it are
 	// bookkeeping that must not turn a saved update into a failure.
-	if goredis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	if noScript(cmd.Err()) {
 		cmd = sc.Eval(ctx, s.rdb, keys, args...)
 	}
 	return cmd.Result()

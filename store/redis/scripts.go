@@ -180,3 +180,11 @@ return 0
 
 // scripts are loaded at Open, so a server without scripting fails there.
 var scripts = []*goredis.Script{createScript, chainScript, appendScript, pruneCallingScript}
+
+// noScript reports the server's answer that it does not have a script (it
+// lost its script cache): run the script again by its text. A nil error
+// is checked first, as it is on nearly every call: HasErrorPrefix
+// allocates.
+func noScript(err error) bool {
+	return err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT")
+}
