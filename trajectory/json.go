@@ -9,6 +9,10 @@ import (
 // The JSON form is the admin API's (README.md, Admin API): snake_case, parent_id, exit_reason,
 // approval_id and control null when empty, children and tool_calls always
 // arrays. Wire structs keep the Go types free of pointer-for-null fields.
+// UnmarshalJSON reads them; AppendJSON (json_append.go) writes what
+// encoding/json would write for them, byte for byte, without reflection.
+// A field added here must be added there too: the differential tests
+// compare the two.
 
 type recordJSON struct {
 	ID               string      `json:"id"`

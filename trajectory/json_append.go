@@ -16,13 +16,12 @@ import (
 // float) makes it return dst unchanged and encoding/json's error for that
 // value.
 func (r *Record) AppendJSON(dst []byte) ([]byte, error) {
-	n0 := len(dst)
-	w := jsonWriter{b: dst}
-	w.record(r)
-	if w.err != nil {
-		return dst[:n0], w.err
+	var err error
+	b := appendRecord(dst, r, &err)
+	if err != nil {
+		return dst, err
 	}
-	return w.b, nil
+	return b, nil
 }
 
 // sizeJSON is a guess of the record's JSON length: fields and figures take
@@ -42,295 +41,302 @@ func (r *Record) sizeJSON() int {
 	return n + 20*len(r.Watch.Calls)
 }
 
-// jsonWriter appends JSON to b. The first value encoding/json would refuse
-// sets err; what is written after it is thrown away.
-type jsonWriter struct {
-	b   []byte
-	err error
-}
+// The appenders below return the slice rather than keep it in a struct:
+// a slice header stored through a pointer at every append costs a write
+// barrier while the collector runs. Those that may meet a value
+// encoding/json refuses take err, which they set to the first refusal (see
+// refuse) before writing on; the caller then throws away what was written.
 
-func (w *jsonWriter) record(r *Record) {
-	w.b = append(w.b, `{"id":`...)
-	w.str(r.ID)
-	w.b = append(w.b, `,"parent_id":`...)
-	w.nullable(r.ParentID)
-	w.b = append(w.b, `,"tenant":`...)
-	w.str(r.Tenant)
-	w.b = append(w.b, `,"state":`...)
-	w.str(string(r.State))
-	w.b = append(w.b, `,"exit_reason":`...)
-	w.nullable(r.ExitReason)
-	w.b = append(w.b, `,"turns":`...)
-	w.int(r.Turns)
-	w.b = append(w.b, `,"last_stop_reason":`...)
-	w.str(r.LastStopReason)
-	w.b = append(w.b, `,"created_at":`...)
-	w.time(r.CreatedAt)
-	w.b = append(w.b, `,"updated_at":`...)
-	w.time(r.UpdatedAt)
+func appendRecord(b []byte, r *Record, err *error) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, r.ID)
+	b = append(b, `,"parent_id":`...)
+	b = appendNullable(b, r.ParentID)
+	b = append(b, `,"tenant":`...)
+	b = appendString(b, r.Tenant)
+	b = append(b, `,"state":`...)
+	b = appendString(b, string(r.State))
+	b = append(b, `,"exit_reason":`...)
+	b = appendNullable(b, r.ExitReason)
+	b = append(b, `,"turns":`...)
+	b = strconv.AppendInt(b, r.Turns, 10)
+	b = append(b, `,"last_stop_reason":`...)
+	b = appendString(b, r.LastStopReason)
+	b = append(b, `,"created_at":`...)
+	b = appendTime(b, r.CreatedAt, err)
+	b = append(b, `,"updated_at":`...)
+	b = appendTime(b, r.UpdatedAt, err)
 
-	w.b = append(w.b, `,"budget":{"turns":`...)
-	w.int(r.Budget.Turns)
-	w.b = append(w.b, `,"tokens":`...)
-	w.int(r.Budget.Tokens)
-	w.b = append(w.b, `,"wall_clock_s":`...)
-	w.int(r.Budget.WallClockS)
-	w.b = append(w.b, `,"dollars":`...)
-	w.float(r.Budget.Dollars)
+	b = append(b, `,"budget":{"turns":`...)
+	b = strconv.AppendInt(b, r.Budget.Turns, 10)
+	b = append(b, `,"tokens":`...)
+	b = strconv.AppendInt(b, r.Budget.Tokens, 10)
+	b = append(b, `,"wall_clock_s":`...)
+	b = strconv.AppendInt(b, r.Budget.WallClockS, 10)
+	b = append(b, `,"dollars":`...)
+	b = appendFloat(b, r.Budget.Dollars, err)
 	if r.Budget.OnExhaust != "" {
-		w.b = append(w.b, `,"on_exhaust":`...)
-		w.str(r.Budget.OnExhaust)
+		b = append(b, `,"on_exhaust":`...)
+		b = appendString(b, r.Budget.OnExhaust)
 	}
 
-	w.b = append(w.b, `},"spend":{"turns":`...)
-	w.int(r.Spend.Turns)
-	w.b = append(w.b, `,"input_tokens":`...)
-	w.int(r.Spend.InputTokens)
-	w.b = append(w.b, `,"cached_input_tokens":`...)
-	w.int(r.Spend.CachedInputTokens)
-	w.b = append(w.b, `,"cache_write_tokens":`...)
-	w.int(r.Spend.CacheWriteTokens)
-	w.b = append(w.b, `,"output_tokens":`...)
-	w.int(r.Spend.OutputTokens)
-	w.b = append(w.b, `,"dollars":`...)
-	w.float(r.Spend.Dollars)
-	w.b = append(w.b, `,"wall_clock_s":`...)
-	w.float(r.Spend.WallClockS)
-	w.b = append(w.b, `,"estimated":`...)
-	w.b = strconv.AppendBool(w.b, r.Spend.Estimated)
+	b = append(b, `},"spend":{"turns":`...)
+	b = strconv.AppendInt(b, r.Spend.Turns, 10)
+	b = append(b, `,"input_tokens":`...)
+	b = strconv.AppendInt(b, r.Spend.InputTokens, 10)
+	b = append(b, `,"cached_input_tokens":`...)
+	b = strconv.AppendInt(b, r.Spend.CachedInputTokens, 10)
+	b = append(b, `,"cache_write_tokens":`...)
+	b = strconv.AppendInt(b, r.Spend.CacheWriteTokens, 10)
+	b = append(b, `,"output_tokens":`...)
+	b = strconv.AppendInt(b, r.Spend.OutputTokens, 10)
+	b = append(b, `,"dollars":`...)
+	b = appendFloat(b, r.Spend.Dollars, err)
+	b = append(b, `,"wall_clock_s":`...)
+	b = appendFloat(b, r.Spend.WallClockS, err)
+	b = append(b, `,"estimated":`...)
+	b = strconv.AppendBool(b, r.Spend.Estimated)
 
-	w.b = append(w.b, `},"budget_used":`...)
-	w.float(r.BudgetUsed)
-	w.b = append(w.b, `,"binding_dimension":`...)
-	w.str(r.BindingDimension)
-	w.b = append(w.b, `,"stage":`...)
-	w.str(r.Stage)
-	w.pending(&r.Pending)
-	w.b = append(w.b, `,"children":[`...)
+	b = append(b, `},"budget_used":`...)
+	b = appendFloat(b, r.BudgetUsed, err)
+	b = append(b, `,"binding_dimension":`...)
+	b = appendString(b, r.BindingDimension)
+	b = append(b, `,"stage":`...)
+	b = appendString(b, r.Stage)
+	b = appendPending(b, &r.Pending, err)
+	b = append(b, `,"children":[`...)
 	for i, c := range r.Children {
 		if i > 0 {
-			w.b = append(w.b, ',')
+			b = append(b, ',')
 		}
-		w.str(c)
+		b = appendString(b, c)
 	}
-	w.b = append(w.b, ']')
+	b = append(b, ']')
 
-	w.optStr(`,"thread":`, r.Thread)
-	w.optStr(`,"provider":`, r.Provider)
-	w.optStr(`,"model":`, r.Model)
-	w.optTime(`,"started_at":`, r.StartedAt)
-	w.optReservation(`,"reserved":`, r.Reserved)
-	w.optStr(`,"call":`, r.Call)
-	w.optReservation(`,"call_reserved":`, r.CallReserved)
-	w.optStr(`,"settled_call":`, r.SettledCall)
-	w.optStr(`,"call_owner":`, r.CallOwner)
-	w.optTime(`,"call_beat":`, r.CallBeat)
-	w.optInt(`,"call_input_tokens":`, r.CallInput)
-	w.optInt(`,"call_output_tokens":`, r.CallOutput)
+	b = appendOptString(b, `,"thread":`, r.Thread)
+	b = appendOptString(b, `,"provider":`, r.Provider)
+	b = appendOptString(b, `,"model":`, r.Model)
+	b = appendOptTime(b, `,"started_at":`, r.StartedAt, err)
+	b = appendOptReservation(b, `,"reserved":`, r.Reserved)
+	b = appendOptString(b, `,"call":`, r.Call)
+	b = appendOptReservation(b, `,"call_reserved":`, r.CallReserved)
+	b = appendOptString(b, `,"settled_call":`, r.SettledCall)
+	b = appendOptString(b, `,"call_owner":`, r.CallOwner)
+	b = appendOptTime(b, `,"call_beat":`, r.CallBeat, err)
+	b = appendOptInt(b, `,"call_input_tokens":`, r.CallInput)
+	b = appendOptInt(b, `,"call_output_tokens":`, r.CallOutput)
 	if len(r.LostCalls) > 0 {
-		w.b = append(w.b, `,"lost_calls":[`...)
+		b = append(b, `,"lost_calls":[`...)
 		for i, c := range r.LostCalls {
 			if i > 0 {
-				w.b = append(w.b, ',')
+				b = append(b, ',')
 			}
-			w.str(c)
+			b = appendString(b, c)
 		}
-		w.b = append(w.b, ']')
+		b = append(b, ']')
 	}
 	if r.FallbackPriced {
-		w.b = append(w.b, `,"fallback_priced":true`...)
+		b = append(b, `,"fallback_priced":true`...)
 	}
-	w.optTime(`,"held_since":`, r.HeldSince)
+	b = appendOptTime(b, `,"held_since":`, r.HeldSince, err)
 	if r.WaitedS != 0 {
-		w.b = append(w.b, `,"waited_s":`...)
-		w.float(r.WaitedS)
+		b = append(b, `,"waited_s":`...)
+		b = appendFloat(b, r.WaitedS, err)
 	}
-	w.optStr(`,"pause_reason":`, r.PauseReason)
-	w.optInt(`,"truncations":`, r.Truncations)
-	w.optInt(`,"truncations_in_row":`, r.TruncationsInRow)
-	w.optStr(`,"outcome":`, r.Outcome)
-	w.optStr(`,"task_class":`, r.TaskClass)
+	b = appendOptString(b, `,"pause_reason":`, r.PauseReason)
+	b = appendOptInt(b, `,"truncations":`, r.Truncations)
+	b = appendOptInt(b, `,"truncations_in_row":`, r.TruncationsInRow)
+	b = appendOptString(b, `,"outcome":`, r.Outcome)
+	b = appendOptString(b, `,"task_class":`, r.TaskClass)
 	if !r.Watch.IsZero() {
-		w.b = append(w.b, `,"watch":`...)
-		w.watch(&r.Watch)
+		b = append(b, `,"watch":`...)
+		b = appendWatch(b, &r.Watch)
 	}
-	w.b = append(w.b, '}')
+	return append(b, '}')
 }
 
-func (w *jsonWriter) pending(p *Pending) {
-	w.b = append(w.b, `,"pending":{"tool_calls":[`...)
+func appendPending(b []byte, p *Pending, err *error) []byte {
+	b = append(b, `,"pending":{"tool_calls":[`...)
 	for i := range p.ToolCalls {
 		c := &p.ToolCalls[i]
 		if i > 0 {
-			w.b = append(w.b, ',')
+			b = append(b, ',')
 		}
-		w.b = append(w.b, `{"id":`...)
-		w.str(c.ID)
-		w.b = append(w.b, `,"name":`...)
-		w.str(c.Name)
-		w.b = append(w.b, `,"deadline":`...)
-		if c.Deadline.IsZero() {
-			w.b = append(w.b, "null"...)
-		} else if !w.rfc3339(c.Deadline) {
-			// The wire struct holds a *time.Time, which encoding/json's
-			// error names.
-			w.fail(&c.Deadline)
-		}
-		w.b = append(w.b, '}')
+		b = append(b, `{"id":`...)
+		b = appendString(b, c.ID)
+		b = append(b, `,"name":`...)
+		b = appendString(b, c.Name)
+		b = append(b, `,"deadline":`...)
+		b = appendDeadline(b, &c.Deadline, err)
+		b = append(b, '}')
 	}
-	w.b = append(w.b, `],"approval_id":`...)
-	w.nullable(p.ApprovalID)
-	w.b = append(w.b, `,"control":`...)
+	b = append(b, `],"approval_id":`...)
+	b = appendNullable(b, p.ApprovalID)
+	b = append(b, `,"control":`...)
 	if c := p.Control; c == nil {
-		w.b = append(w.b, "null"...)
+		b = append(b, "null"...)
 	} else {
-		w.b = append(w.b, `{"kind":`...)
-		w.str(string(c.Kind))
-		w.optStr(`,"message":`, c.Message)
-		w.optStr(`,"by":`, c.By)
-		w.b = append(w.b, `,"at":`...)
-		w.time(c.At)
-		w.b = append(w.b, '}')
+		b = append(b, `{"kind":`...)
+		b = appendString(b, string(c.Kind))
+		b = appendOptString(b, `,"message":`, c.Message)
+		b = appendOptString(b, `,"by":`, c.By)
+		b = append(b, `,"at":`...)
+		b = appendTime(b, c.At, err)
+		b = append(b, '}')
 	}
-	w.b = append(w.b, '}')
+	return append(b, '}')
 }
 
-func (w *jsonWriter) watch(wa *Watch) {
-	w.b = append(w.b, '{')
+// appendDeadline writes a tool call's deadline, null when it has none.
+func appendDeadline(b []byte, d *time.Time, err *error) []byte {
+	if d.IsZero() {
+		return append(b, "null"...)
+	}
+	b, ok := appendRFC3339(b, *d)
+	if !ok {
+		// The wire struct holds a *time.Time, which encoding/json's
+		// error names.
+		refuse(err, d)
+	}
+	return b
+}
+
+func appendWatch(b []byte, wa *Watch) []byte {
+	b = append(b, '{')
 	// Every field may be left out, so each one but the first written
 	// starts with a comma.
-	n0 := len(w.b)
-	field := func(key string) {
-		if len(w.b) > n0 {
-			w.b = append(w.b, ',')
+	n0 := len(b)
+	field := func(b []byte, key string) []byte {
+		if len(b) > n0 {
+			b = append(b, ',')
 		}
-		w.b = append(w.b, key...)
+		return append(b, key...)
 	}
 	if len(wa.Calls) > 0 {
-		field(`"calls":[`)
+		b = field(b, `"calls":[`)
 		for i, d := range wa.Calls {
 			if i > 0 {
-				w.b = append(w.b, ',')
+				b = append(b, ',')
 			}
-			w.digest(d)
+			b = appendDigest(b, d)
 		}
-		w.b = append(w.b, ']')
+		b = append(b, ']')
 	}
 	if wa.Result != 0 {
-		field(`"result":`)
-		w.digest(wa.Result)
+		b = field(b, `"result":`)
+		b = appendDigest(b, wa.Result)
 	}
 	if wa.ResultsInRow != 0 {
-		field(`"results_in_row":`)
-		w.int(wa.ResultsInRow)
+		b = field(b, `"results_in_row":`)
+		b = strconv.AppendInt(b, wa.ResultsInRow, 10)
 	}
 	if wa.ErrorsInRow != 0 {
-		field(`"errors_in_row":`)
-		w.int(wa.ErrorsInRow)
+		b = field(b, `"errors_in_row":`)
+		b = strconv.AppendInt(b, wa.ErrorsInRow, 10)
 	}
 	if wa.IdleTurns != 0 {
-		field(`"idle_turns":`)
-		w.int(wa.IdleTurns)
+		b = field(b, `"idle_turns":`)
+		b = strconv.AppendInt(b, wa.IdleTurns, 10)
 	}
 	if wa.Step != "" {
-		field(`"step":`)
-		w.str(string(wa.Step))
+		b = field(b, `"step":`)
+		b = appendString(b, string(wa.Step))
 	}
 	if s := wa.Signal; s != nil {
-		field(`"signal":{"kind":`)
-		w.str(s.Kind)
-		w.optStr(`,"tool":`, s.Tool)
+		b = field(b, `"signal":{"kind":`)
+		b = appendString(b, s.Kind)
+		b = appendOptString(b, `,"tool":`, s.Tool)
 		if s.Digest != 0 {
-			w.b = append(w.b, `,"digest":`...)
-			w.digest(s.Digest)
+			b = append(b, `,"digest":`...)
+			b = appendDigest(b, s.Digest)
 		}
-		w.b = append(w.b, `,"count":`...)
-		w.int(s.Count)
-		w.b = append(w.b, `,"threshold":`...)
-		w.int(s.Threshold)
-		w.optInt(`,"window":`, s.Window)
-		w.b = append(w.b, '}')
+		b = append(b, `,"count":`...)
+		b = strconv.AppendInt(b, s.Count, 10)
+		b = append(b, `,"threshold":`...)
+		b = strconv.AppendInt(b, s.Threshold, 10)
+		b = appendOptInt(b, `,"window":`, s.Window)
+		b = append(b, '}')
 	}
 	if wa.StepTurn != 0 {
-		field(`"step_turn":`)
-		w.int(wa.StepTurn)
+		b = field(b, `"step_turn":`)
+		b = strconv.AppendInt(b, wa.StepTurn, 10)
 	}
 	if wa.Notice {
-		field(`"notice":true`)
+		b = field(b, `"notice":true`)
 	}
-	w.b = append(w.b, '}')
+	return append(b, '}')
 }
 
-// digest writes Digest.MarshalText's 16 hex digits as a string.
-func (w *jsonWriter) digest(d Digest) {
+// appendDigest writes Digest.MarshalText's 16 hex digits as a string.
+func appendDigest(b []byte, d Digest) []byte {
 	const hexDigits = "0123456789abcdef"
-	w.b = append(w.b, '"')
+	b = append(b, '"')
 	for shift := 60; shift >= 0; shift -= 4 {
-		w.b = append(w.b, hexDigits[(d>>shift)&0xf])
+		b = append(b, hexDigits[(d>>shift)&0xf])
 	}
-	w.b = append(w.b, '"')
+	return append(b, '"')
 }
 
-func (w *jsonWriter) optStr(key, s string) {
-	if s != "" {
-		w.b = append(w.b, key...)
-		w.str(s)
-	}
-}
-
-func (w *jsonWriter) optInt(key string, v int64) {
-	if v != 0 {
-		w.b = append(w.b, key...)
-		w.int(v)
-	}
-}
-
-func (w *jsonWriter) optTime(key string, t time.Time) {
-	if !t.IsZero() {
-		w.b = append(w.b, key...)
-		w.time(t)
-	}
-}
-
-func (w *jsonWriter) optReservation(key string, r Reservation) {
-	if r != (Reservation{}) {
-		w.b = append(w.b, key...)
-		w.b = append(w.b, `{"calls":`...)
-		w.int(r.Calls)
-		w.b = append(w.b, `,"tokens":`...)
-		w.int(r.Tokens)
-		w.b = append(w.b, `,"micros":`...)
-		w.int(r.Micros)
-		w.b = append(w.b, '}')
-	}
-}
-
-func (w *jsonWriter) int(v int64) { w.b = strconv.AppendInt(w.b, v, 10) }
-
-func (w *jsonWriter) nullable(s string) {
+func appendOptString(b []byte, key, s string) []byte {
 	if s == "" {
-		w.b = append(w.b, "null"...)
-		return
+		return b
 	}
-	w.str(s)
+	return appendString(append(b, key...), s)
 }
 
-// time writes t as time.Time.MarshalJSON does.
-func (w *jsonWriter) time(t time.Time) {
-	if !w.rfc3339(t) {
-		w.fail(t)
+func appendOptInt(b []byte, key string, v int64) []byte {
+	if v == 0 {
+		return b
 	}
+	return strconv.AppendInt(append(b, key...), v, 10)
 }
 
-// rfc3339 writes t as time.Time.MarshalJSON does: RFC 3339 with
+func appendOptTime(b []byte, key string, t time.Time, err *error) []byte {
+	if t.IsZero() {
+		return b
+	}
+	return appendTime(append(b, key...), t, err)
+}
+
+func appendOptReservation(b []byte, key string, r Reservation) []byte {
+	if r == (Reservation{}) {
+		return b
+	}
+	b = append(b, key...)
+	b = append(b, `{"calls":`...)
+	b = strconv.AppendInt(b, r.Calls, 10)
+	b = append(b, `,"tokens":`...)
+	b = strconv.AppendInt(b, r.Tokens, 10)
+	b = append(b, `,"micros":`...)
+	b = strconv.AppendInt(b, r.Micros, 10)
+	return append(b, '}')
+}
+
+func appendNullable(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return appendString(b, s)
+}
+
+// appendTime writes t as time.Time.MarshalJSON does.
+func appendTime(b []byte, t time.Time, err *error) []byte {
+	b, ok := appendRFC3339(b, t)
+	if !ok {
+		refuse(err, t)
+	}
+	return b
+}
+
+// appendRFC3339 writes t as time.Time.MarshalJSON does: RFC 3339 with
 // nanoseconds, refused when the year is not four digits or the zone's hours
 // not below 24, which RFC 3339 cannot say. It writes nothing when it
 // refuses.
-func (w *jsonWriter) rfc3339(t time.Time) bool {
-	n0 := len(w.b)
-	w.b = append(w.b, '"')
-	w.b = t.AppendFormat(w.b, time.RFC3339Nano)
-	s := w.b[n0+1:]
+func appendRFC3339(b []byte, t time.Time) ([]byte, bool) {
+	n0 := len(b)
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	s := b[n0+1:]
 	ok := len(s) > 4 && s[4] == '-'
 	if ok && s[len(s)-1] != 'Z' {
 		c := s[len(s)-len("Z07:00")]
@@ -338,46 +344,45 @@ func (w *jsonWriter) rfc3339(t time.Time) bool {
 		ok = !('0' <= c && c <= '9') && h < 24
 	}
 	if !ok {
-		w.b = w.b[:n0]
-		return false
+		return b[:n0], false
 	}
-	w.b = append(w.b, '"')
-	return true
+	return append(b, '"'), true
 }
 
-// float writes f as encoding/json does: like ES6's number to string, 'f'
-// form unless the exponent is below -6 or 21 and above, and no leading zero
-// in a negative exponent.
-func (w *jsonWriter) float(f float64) {
+// appendFloat writes f as encoding/json does: like ES6's number to string,
+// 'f' form unless the exponent is below -6 or 21 and above, and no leading
+// zero in a negative exponent.
+func appendFloat(b []byte, f float64, err *error) []byte {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
-		w.fail(f)
-		return
+		refuse(err, f)
+		return b
 	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'
 	}
-	w.b = strconv.AppendFloat(w.b, f, format, -1, 64)
+	b = strconv.AppendFloat(b, f, format, -1, 64)
 	if format == 'e' {
-		n := len(w.b)
-		if n >= 4 && w.b[n-4] == 'e' && w.b[n-3] == '-' && w.b[n-2] == '0' {
-			w.b[n-2] = w.b[n-1]
-			w.b = w.b[:n-1]
+		n := len(b)
+		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
 		}
 	}
+	return b
 }
 
-// fail keeps the first refusal: the error encoding/json gives for v, so
-// that the caller sees what the reflective encoder said.
-func (w *jsonWriter) fail(v any) {
-	if w.err != nil {
+// refuse keeps the first refusal in err: the error encoding/json gives for
+// v, so that the caller sees what the reflective encoder said.
+func refuse(err *error, v any) {
+	if *err != nil {
 		return
 	}
-	_, err := json.Marshal(v)
-	if err == nil {
+	_, e := json.Marshal(v)
+	if e == nil {
 		panic("trajectory: encoding/json accepts a value the record's encoder refused")
 	}
-	w.err = err
+	*err = e
 }
 
 // htmlSafe marks the ASCII bytes encoding/json writes as they are in a
@@ -390,12 +395,12 @@ var htmlSafe = func() (t [utf8.RuneSelf]bool) {
 	return t
 }()
 
-// str writes s as encoding/json writes a string with HTML escaping on:
-// control bytes, quotes, backslashes and < > & escaped, invalid UTF-8 as
-// U+FFFD, U+2028 and U+2029 escaped.
-func (w *jsonWriter) str(s string) {
+// appendString writes s as encoding/json writes a string with HTML
+// escaping on: control bytes, quotes, backslashes and < > & escaped,
+// invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
+func appendString(b []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
-	b := append(w.b, '"')
+	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
@@ -440,5 +445,5 @@ func (w *jsonWriter) str(s string) {
 		start = i
 	}
 	b = append(b, s[start:]...)
-	w.b = append(b, '"')
+	return append(b, '"')
 }
