@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -479,4 +481,36 @@ func BenchmarkRecordMarshalJSON(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestAppendJSONCoversEveryField: fullRecord sets every field of Record,
+// and its JSON has every key of the wire struct, so a field added to
+// Record or to recordJSON but not to AppendJSON (or to this test's records)
+// fails here rather than going unwritten.
+func TestAppendJSONCoversEveryField(t *testing.T) {
+	r := fullRecord()
+	v := reflect.ValueOf(r).Elem()
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Errorf("fullRecord leaves %s zero", v.Type().Field(i).Name)
+		}
+	}
+	b, err := r.AppendJSON(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	wire := reflect.TypeFor[recordJSON]()
+	if len(m) != wire.NumField() {
+		t.Errorf("JSON has %d keys, the wire struct %d fields", len(m), wire.NumField())
+	}
+	for i := range wire.NumField() {
+		name, _, _ := strings.Cut(wire.Field(i).Tag.Get("json"), ",")
+		if _, ok := m[name]; !ok {
+			t.Errorf("JSON of a full record has no %q", name)
+		}
+	}
 }
