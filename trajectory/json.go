@@ -9,6 +9,10 @@ import (
 // The JSON form is the admin API's (README.md, Admin API): snake_case, parent_id, exit_reason,
 // approval_id and control null when empty, children and tool_calls always
 // arrays. Wire structs keep the Go types free of pointer-for-null fields.
+// UnmarshalJSON reads them; AppendJSON (json_append.go) writes what
+// encoding/json would write for them, byte for byte, without reflection.
+// A field added here must be added there too: the differential tests
+// compare the two.
 
 type recordJSON struct {
 	ID               string      `json:"id"`
@@ -63,13 +67,6 @@ type pendingCallJSON struct {
 	Deadline *time.Time `json:"deadline"`
 }
 
-func nullable(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
 func deref(p *string) string {
 	if p == nil {
 		return ""
@@ -77,66 +74,14 @@ func deref(p *string) string {
 	return *p
 }
 
-// MarshalJSON writes the record as the admin API returns it.
+// MarshalJSON writes the record as the admin API returns it: the wire
+// structs above as encoding/json would write them, written by AppendJSON.
 func (r Record) MarshalJSON() ([]byte, error) {
-	w := recordJSON{
-		ID:               r.ID,
-		ParentID:         nullable(r.ParentID),
-		Tenant:           r.Tenant,
-		State:            r.State,
-		ExitReason:       nullable(r.ExitReason),
-		Turns:            r.Turns,
-		LastStopReason:   r.LastStopReason,
-		CreatedAt:        r.CreatedAt,
-		UpdatedAt:        r.UpdatedAt,
-		Budget:           r.Budget,
-		Spend:            r.Spend,
-		BudgetUsed:       r.BudgetUsed,
-		BindingDimension: r.BindingDimension,
-		Stage:            r.Stage,
-		Pending: pendingJSON{
-			ToolCalls:  make([]pendingCallJSON, len(r.Pending.ToolCalls)),
-			ApprovalID: nullable(r.Pending.ApprovalID),
-			Control:    r.Pending.Control,
-		},
-		Children:  r.Children,
-		Thread:    r.Thread,
-		Provider:  r.Provider,
-		Model:     r.Model,
-		StartedAt: r.StartedAt,
-
-		Reserved:       r.Reserved,
-		Call:           r.Call,
-		CallReserved:   r.CallReserved,
-		SettledCall:    r.SettledCall,
-		CallOwner:      r.CallOwner,
-		CallBeat:       r.CallBeat,
-		CallInput:      r.CallInput,
-		CallOutput:     r.CallOutput,
-		LostCalls:      r.LostCalls,
-		FallbackPriced: r.FallbackPriced,
-		HeldSince:      r.HeldSince,
-		WaitedS:        r.WaitedS,
-
-		PauseReason:      r.PauseReason,
-		Truncations:      r.Truncations,
-		TruncationsInRow: r.TruncationsInRow,
-		Outcome:          r.Outcome,
-		TaskClass:        r.TaskClass,
+	b, err := r.AppendJSON(make([]byte, 0, r.sizeJSON()))
+	if err != nil {
+		return nil, err
 	}
-	if !r.Watch.IsZero() {
-		w.Watch = &r.Watch
-	}
-	if w.Children == nil {
-		w.Children = []string{}
-	}
-	for i, c := range r.Pending.ToolCalls {
-		w.Pending.ToolCalls[i] = pendingCallJSON{ID: c.ID, Name: c.Name}
-		if !c.Deadline.IsZero() {
-			w.Pending.ToolCalls[i].Deadline = &c.Deadline
-		}
-	}
-	return json.Marshal(w)
+	return b, nil
 }
 
 // UnmarshalJSON reads what MarshalJSON writes. A record whose state is not

@@ -232,6 +232,9 @@ func FuzzRecordJSON(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoding a decoded record: %v", err)
 		}
+		if want, err := marshalReflect(&r); err != nil || !bytes.Equal(b, want) {
+			t.Fatalf("re-encoding differs from encoding/json's:\n got %s\nwant %s (%v)", b, want, err)
+		}
 		var again Record
 		if err := json.Unmarshal(b, &again); err != nil {
 			t.Fatalf("decoding our own output %s: %v", b, err)
