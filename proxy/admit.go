@@ -14,6 +14,7 @@ import (
 	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/proxy/internal/threadid"
+	"gatekeeper/ratelimit"
 	"gatekeeper/trajectory"
 )
 
@@ -246,18 +247,16 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		}
 		pevs, perrs := make([][]trajectory.Event, len(pend)), make([]error, len(pend))
 		uctx := ctx
-		var riders []ride.Rider
+		var take *ratelimit.Ride
 		if t.rate.Riding() != nil && !t.rate.Riding().Sent() {
 			// The key take goes in the update's round trip, once.
-			riders = append(riders, t.rate.Riding())
+			take = t.rate.Riding()
 		}
-		// So do the key settles of the settles it takes.
+		// So do the key settles of the settles it takes, one on the
+		// take's key in the take's own script call.
 		keys := rideKeySettles(pend)
-		if keys != nil {
-			riders = append(riders, keys)
-		}
-		if len(riders) > 0 {
-			uctx = ride.With(ctx, ride.Join(riders...))
+		if take != nil || keys != nil {
+			uctx = ride.With(ctx, ratelimit.Fuse(take, keys))
 		}
 		chain, err := t.s.store.UpdateChain(uctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 			var all []trajectory.Event

@@ -17,6 +17,7 @@ import (
 type scripter interface {
 	EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *goredis.Cmd
 	Eval(ctx context.Context, script string, keys []string, args ...any) *goredis.Cmd
+	ScriptLoad(ctx context.Context, script string) *goredis.StringCmd
 	Pipeline() goredis.Pipeliner
 }
 

@@ -125,36 +125,45 @@ local function save()
 end
 `
 
-// takeScript admits ARGV[8..10] (requests, input, output) if every limited
-// dimension has room for it, a cost above the burst needing a full bucket,
-// and answers {1, 0, headroom} or {0, wait ms, headroom}, taking nothing.
-// An advisory key admits at once.
-var takeScript = newScript(gcraLua + `
-if cool > now then
-  return {0, math.ceil((cool - now) / 1000), 0}
-end
-local wait = 0
-for d = 1, 3 do
-  local n = tonumber(ARGV[7 + d])
-  if lim[d] > 0 and n > 0 and not advisory then
-    local need = n
-    if need > burst[d] then need = burst[d] end
-    local w = (tat[d] - now) - (tau[d] - need * interval(d))
-    if w > wait then wait = w end
+// takeLua defines take(base), which admits ARGV[base+1..base+3]
+// (requests, input, output) if every limited dimension has room for it, a
+// cost above the burst needing a full bucket, moving the TATs, and answers
+// {1, 0, headroom}; or answers {0, wait ms, headroom}, taking nothing. An
+// advisory key admits at once. The caller saves.
+const takeLua = `
+local function take(base)
+  if cool > now then
+    return {0, math.ceil((cool - now) / 1000), 0}
   end
-end
-if wait > 0 then
-  return {0, math.ceil(wait / 1000), headroom()}
-end
-for d = 1, 3 do
-  local n = tonumber(ARGV[7 + d])
-  if lim[d] > 0 and n > 0 then
-    tat[d] = tat[d] + n * interval(d)
-    capDebt(d)
+  local wait = 0
+  for d = 1, 3 do
+    local n = tonumber(ARGV[base + d])
+    if lim[d] > 0 and n > 0 and not advisory then
+      local need = n
+      if need > burst[d] then need = burst[d] end
+      local w = (tat[d] - now) - (tau[d] - need * interval(d))
+      if w > wait then wait = w end
+    end
   end
+  if wait > 0 then
+    return {0, math.ceil(wait / 1000), headroom()}
+  end
+  for d = 1, 3 do
+    local n = tonumber(ARGV[base + d])
+    if lim[d] > 0 and n > 0 then
+      tat[d] = tat[d] + n * interval(d)
+      capDebt(d)
+    end
+  end
+  return {1, 0, headroom()}
 end
-save()
-return {1, 0, headroom()}
+`
+
+// takeScript is take(7): it takes ARGV[8..10] and answers take's reply.
+var takeScript = newScript(gcraLua + takeLua + `
+local r = take(7)
+if r[1] == 1 then save() end
+return r
 `)
 
 // adjustLua defines adjust(base), which moves each TAT by ARGV[base+1..
@@ -217,4 +226,17 @@ adjust(7)
 sync(10)
 save()
 return 0
+`)
+
+// settleTakeScript is settleScript's settle (ARGV[8..16]) and then
+// takeScript's take (ARGV[17..19]) on one key, in one call: a turn's take
+// carrying the settle of the turn before it on the same key (see Fuse),
+// which the take then sees. The settle is saved whatever the take
+// answers; the reply is the take's.
+var settleTakeScript = newScript(gcraLua + adjustLua + syncLua + takeLua + `
+adjust(7)
+sync(10)
+local r = take(16)
+save()
+return r
 `)

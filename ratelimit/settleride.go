@@ -26,6 +26,10 @@ type settleGroup struct {
 	rs     []Remaining
 	cmds   []*goredis.Cmd // once queued; nil where nothing is sent
 	queued bool
+	// fused is 1 + the index of the settle that went in a take's own
+	// script call (Fuse), whose reply is the take's; 0 for none.
+	fused    int
+	fusedCmd *goredis.Cmd
 }
 
 // RideSettles prepares Settle of each settlement (a nil Grant does
@@ -82,7 +86,11 @@ func (sr *SettleRide) Queue(ctx context.Context, client any, p goredis.Pipeliner
 		}
 		grp.queued, grp.cmds = true, make([]*goredis.Cmd, len(grp.keys))
 		for i, k := range grp.keys {
-			if k.Limits.unlimited() || (grp.deltas[i].zero() && grp.rs[i].reportsNothing()) {
+			if grp.fused == i+1 {
+				grp.cmds[i] = grp.fusedCmd
+				continue
+			}
+			if !grp.sends(i) {
 				continue
 			}
 			keys, argv := r.call(k, settleArgs(grp.deltas[i], grp.rs[i])...)
@@ -91,6 +99,71 @@ func (sr *SettleRide) Queue(ctx context.Context, client any, p goredis.Pipeliner
 		}
 	}
 	return added
+}
+
+// sends reports whether settle i has anything to send: a limited key, and
+// a correction or a provider's report.
+func (grp *settleGroup) sends(i int) bool {
+	return !grp.keys[i].Limits.unlimited() && !(grp.deltas[i].zero() && grp.rs[i].reportsNothing())
+}
+
+// Fused is a turn's take riding with the key settles of the turns before
+// it (Fuse).
+type Fused struct {
+	rd *Ride
+	sr *SettleRide
+}
+
+// Fuse is one rider for a turn's take rd and the key settles sr that ride
+// with it in the same pipeline: a settle on the key rd takes on (most
+// often the thread's previous turn on the same key) goes in the take's
+// own script call (settleTakeScript), one script in Redis instead of two,
+// and before the take, which sees the capacity it gives back. The other
+// settles ride as sr alone would. Either may be nil. The take's reply is
+// read as a Ride's (Grant, Undo), the settles' as a SettleRide's (Finish).
+func Fuse(rd *Ride, sr *SettleRide) *Fused {
+	return &Fused{rd: rd, sr: sr}
+}
+
+// Queue adds the take and the settles to p (see Ride.Queue and
+// SettleRide.Queue), and reports whether it added any.
+func (f *Fused) Queue(ctx context.Context, client any, p goredis.Pipeliner) bool {
+	added := false
+	if rd := f.rd; rd != nil && rd.cmd == nil && client == any(rd.r.rdb) {
+		if grp, i := f.sr.onKeyOf(rd); grp != nil {
+			n := amounts(rd.est)
+			args := append(settleArgs(grp.deltas[i], grp.rs[i]), n[0], n[1], n[2])
+			keys, argv := rd.r.call(rd.k, args...)
+			rd.cmd = p.EvalSha(ctx, settleTakeScript.hash, keys, argv...)
+			grp.fused, grp.fusedCmd, added = i+1, rd.cmd, true
+		}
+	}
+	if f.rd != nil && f.rd.Queue(ctx, client, p) {
+		added = true
+	}
+	if f.sr != nil && f.sr.Queue(ctx, client, p) {
+		added = true
+	}
+	return added
+}
+
+// onKeyOf is sr's first settle, not yet queued, with something to send on
+// rd's key (the same limits, in the same scheduler's Redis).
+func (sr *SettleRide) onKeyOf(rd *Ride) (*settleGroup, int) {
+	if sr == nil {
+		return nil, 0
+	}
+	for _, grp := range sr.groups {
+		if grp.s != rd.s || grp.queued || grp.fused != 0 || redisOf(grp.s.buckets) != rd.r {
+			continue
+		}
+		for i, k := range grp.keys {
+			if k == rd.k && grp.sends(i) {
+				return grp, i
+			}
+		}
+	}
+	return nil, 0
 }
 
 // Finish reads the replies of the settles that rode (sending again, by
@@ -118,10 +191,22 @@ func (grp *settleGroup) finish(ctx context.Context) {
 			v, err := cmd.Result()
 			if noScript(err) {
 				lost = append(lost, i)
+				if grp.fused == i+1 {
+					// Sent by its text below, alone; the next fused
+					// call finds its script again.
+					if r := redisOf(s.buckets); r != nil {
+						_ = r.rdb.ScriptLoad(ctx, settleTakeScript.src).Err()
+					}
+				}
 				continue
 			}
 			if err != nil {
 				err = fmt.Errorf("ratelimit: key %s: %w", grp.keys[i].ID, err)
+			}
+			if grp.fused == i+1 {
+				// Answered with the take's reply: the settle ran.
+				errs[i] = err
+				continue
 			}
 			errs[i] = checkZero("settle", grp.keys[i], v, err)
 		}

@@ -108,7 +108,7 @@ return out
 // its event count; then every record's events, in chain order; last,
 // the time in Redis's clock, in ms, past which nobody waits for the
 // answer (0: no limit).
-var chainScript = goredis.NewScript(appendLua + `
+var chainScript = goredis.NewScript(`
 local notafter = tonumber(ARGV[#ARGV])
 if notafter > 0 then
   local t = redis.call('TIME')
@@ -118,17 +118,17 @@ if notafter > 0 then
   end
 end
 local n = tonumber(ARGV[1])
-local gens, vers = {}, {}
+local gens, vers, seqs = {}, {}, {}
 local moved = false
 for i = 1, n do
-  local h = redis.call('HMGET', KEYS[2 * i - 1], 'ver', 'gen')
+  local h = redis.call('HMGET', KEYS[2 * i - 1], 'ver', 'gen', 'seq')
   if not h[1] then
     if redis.call('EXISTS', KEYS[2 * i - 1]) == 0 then
       return {3, i}
     end
     return {5, i}
   end
-  gens[i], vers[i] = h[2], tonumber(h[1])
+  gens[i], vers[i], seqs[i] = h[2], tonumber(h[1]), tonumber(h[3]) or 0
   if (h[2] or '') .. ':' .. h[1] ~= ARGV[4 * i] then
     moved = true
   end
@@ -141,25 +141,54 @@ if moved then
   end
   return out
 end
+-- Each record is saved in one HSET (its JSON, version and last event
+-- seq, counted from what was read above, in this same step), its events
+-- numbered after its last seq, and its log given the record's TTL.
 local out = {0}
 local from = 4 * n + 4
+local maxlen = ARGV[2]
 for i = 1, n do
   local rec, ev, js = KEYS[2 * i - 1], KEYS[2 * i], ARGV[4 * i + 1]
   local k = tonumber(ARGV[4 * i + 3])
+  local fields = {}
   if js ~= '' then
-    redis.call('HSET', rec, 'json', js)
-    vers[i] = redis.call('HINCRBY', rec, 'ver', 1)
+    vers[i] = vers[i] + 1
+    fields[1], fields[2], fields[3], fields[4] = 'json', js, 'ver', vers[i]
+  end
+  local seq = seqs[i]
+  if k > 0 then
+    fields[#fields + 1], fields[#fields + 2] = 'seq', seq + k
+  end
+  if #fields > 0 then
+    redis.call('HSET', rec, unpack(fields))
+  end
+  for j = from, from + 2 * k - 1, 2 do
+    seq = seq + 1
+    local id = '0-' .. string.format('%d', seq)
+    if ARGV[j + 1] == '' then
+      redis.call('XADD', ev, 'MAXLEN', '~', maxlen, id, 'e', ARGV[j])
+    else
+      redis.call('XADD', ev, 'MAXLEN', '~', maxlen, id, 'e', ARGV[j], 'd', ARGV[j + 1])
+    end
   end
   local ttl = ARGV[4 * i + 2]
   if ttl == '1' then
     redis.call('PEXPIRE', rec, ARGV[3])
+    redis.call('PEXPIRE', ev, ARGV[3])
   elseif ttl == 'x' then
     redis.call('PERSIST', rec)
+    redis.call('PERSIST', ev)
   elseif ttl ~= '0' then
     redis.call('PEXPIRE', rec, string.sub(ttl, 2))
-  end
-  if js ~= '' or k > 0 or ttl ~= '0' then
-    append(rec, ev, ARGV[2], from, from + 2 * k - 1)
+    redis.call('PEXPIRE', ev, string.sub(ttl, 2))
+  elseif js ~= '' or k > 0 then
+    -- The record's TTL as it is: the log follows it.
+    local left = redis.call('PTTL', rec)
+    if left > 0 then
+      redis.call('PEXPIRE', ev, left)
+    elseif left == -1 then
+      redis.call('PERSIST', ev)
+    end
   end
   from = from + 2 * k
   out[i + 1] = vers[i]
