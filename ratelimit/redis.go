@@ -38,6 +38,10 @@ type Redis struct {
 	// *keyCall), built once instead of on every script a turn runs.
 	calls  sync.Map
 	ncalls atomic.Int64
+	// fusedSent: settleTakeScript went to the server (SCRIPT LOAD ahead of
+	// its first call, in the same pipeline); cleared when a call finds the
+	// server without it.
+	fusedSent atomic.Bool
 }
 
 // keyCall is what every script call on one Key starts with.

@@ -134,6 +134,12 @@ func (f *Fused) Queue(ctx context.Context, client any, p goredis.Pipeliner) bool
 			n := amounts(rd.est)
 			args := append(settleArgs(grp.deltas[i], grp.rs[i]), n[0], n[1], n[2])
 			keys, argv := rd.r.call(rd.k, args...)
+			if !rd.r.fusedSent.Swap(true) {
+				// Ahead of its first call, so that no turn pays a NOSCRIPT
+				// for it (on a cluster the load may reach another node:
+				// Finish then loads it on every node).
+				p.ScriptLoad(ctx, settleTakeScript.src)
+			}
 			rd.cmd = p.EvalSha(ctx, settleTakeScript.hash, keys, argv...)
 			grp.fused, grp.fusedCmd, added = i+1, rd.cmd, true
 		}
@@ -194,8 +200,8 @@ func (grp *settleGroup) finish(ctx context.Context) {
 				if grp.fused == i+1 {
 					// Sent by its text below, alone; the next fused
 					// call finds its script again.
-					if r := redisOf(s.buckets); r != nil {
-						_ = r.rdb.ScriptLoad(ctx, settleTakeScript.src).Err()
+					if r := redisOf(s.buckets); r != nil && r.rdb.ScriptLoad(ctx, settleTakeScript.src).Err() != nil {
+						r.fusedSent.Store(false)
 					}
 				}
 				continue
