@@ -292,6 +292,47 @@ func TestSweepAfterOutage(t *testing.T) {
 	}
 }
 
+// TestAnswered: only an unreachable store marks it down; the first answer
+// after that, an error reply included, is when it came back; an error
+// once the caller's context ended says nothing; and while the store is
+// down a sweep finds no call silent.
+func TestAnswered(t *testing.T) {
+	unavailable := fmt.Errorf("%w: list: i/o timeout", trajectory.ErrUnavailable)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	type step struct {
+		ctx context.Context
+		err error
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		down  bool
+		back  bool // backAt is the clock's time
+	}{
+		{"never down", []step{{context.Background(), nil}}, false, false},
+		{"down", []step{{context.Background(), nil}, {context.Background(), unavailable}}, true, false},
+		{"back", []step{{context.Background(), unavailable}, {context.Background(), nil}}, false, true},
+		{"back by an error reply", []step{{context.Background(), unavailable}, {context.Background(), trajectory.ErrNotFound}}, false, true},
+		{"caller gone", []step{{context.Background(), unavailable}, {ended, context.Canceled}}, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 0, false)
+			for _, st := range tc.steps {
+				f.sw.answered(st.ctx, st.err)
+			}
+			if f.sw.down != tc.down || f.sw.backAt.Equal(f.clock()) != tc.back {
+				t.Errorf("down %v back at %v, want down %v and back at the clock's time %v", f.sw.down, f.sw.backAt, tc.down, tc.back)
+			}
+			rec := &trajectory.Record{State: trajectory.CallingModel, Call: "c1", CallBeat: f.clock().Add(-time.Hour)}
+			if got := f.sw.silent(rec, f.clock().Add(time.Hour), true); got == tc.down {
+				t.Errorf("silent to a sweep = %v with the store down %v", got, tc.down)
+			}
+		})
+	}
+}
+
 // TestBeat: a beat writes the call's time and streamed output; a call
 // that settled meanwhile is left alone.
 func TestBeat(t *testing.T) {
