@@ -103,9 +103,12 @@ func (s *Sweeper) Silent(rec *trajectory.Record, now time.Time) bool {
 // beat older than the bound says nothing of the call, and charging it
 // would charge live calls, and admissions whose release is still being
 // sent again, as lost. A request keeps the plain bound: it reclaims
-// uncharged and its reply, should it come, is charged late, so it does
-// no harm, while waiting out the outage again would keep the thread busy
-// after it.
+// uncharged and a live call's reply is still charged, late and once, so
+// it does no harm to one, while counting from backAt would keep such a
+// thread busy for LostBeats+1 more beats after the outage.
+// The price: a call whose replica died during the outage, reclaimed by a
+// request before a sweep gets to it, goes uncharged, as does any call a
+// request reclaims first.
 func (s *Sweeper) silent(rec *trajectory.Record, now time.Time, sweeping bool) bool {
 	if rec.State != trajectory.CallingModel || rec.Call == "" {
 		return false
