@@ -23,6 +23,7 @@ func (s *Sweeper) SweepIdle(ctx context.Context) int {
 		return 0
 	}
 	recs, err := s.o.Store.List(ctx, trajectory.Filter{State: trajectory.Ready, Limit: trajectory.MaxListLimit})
+	s.answered(ctx, err)
 	if err != nil {
 		s.o.Logger.LogAttrs(ctx, slog.LevelWarn, "idle sweep: listing records failed", slog.String("error", err.Error()))
 		return 0
@@ -40,6 +41,7 @@ func (s *Sweeper) SweepIdle(ctx context.Context) int {
 			ts, err := r.Finalize(trajectory.Completed, exitIdle, now)
 			return trajectory.EventsFor(r.ID, ts), err
 		})
+		s.answered(ctx, err)
 		switch {
 		case err == nil:
 			n++

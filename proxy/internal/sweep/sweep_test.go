@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -172,6 +173,163 @@ func TestSweepCalls(t *testing.T) {
 	}
 	if m := f.get(t, "mine"); m.State != trajectory.CallingModel {
 		t.Errorf("this run's own call was reclaimed: %s", m.State)
+	}
+}
+
+// outage is a store that cannot be reached while it is down: every
+// operation of the sweeper fails as Redis's do when it does not answer.
+type outage struct {
+	trajectory.Store
+	mu   sync.Mutex
+	down bool
+}
+
+var _ trajectory.Store = (*outage)(nil)
+
+func (o *outage) set(down bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.down = down
+}
+
+func (o *outage) err(op string) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.down {
+		return fmt.Errorf("%w: %s: dial tcp: connection refused", trajectory.ErrUnavailable, op)
+	}
+	return nil
+}
+
+func (o *outage) Update(ctx context.Context, id string, fn func(*trajectory.Record) ([]trajectory.Event, error)) (*trajectory.Record, error) {
+	if err := o.err("update"); err != nil {
+		return nil, err
+	}
+	return o.Store.Update(ctx, id, fn)
+}
+
+func (o *outage) UpdateChain(ctx context.Context, id string, fn func([]*trajectory.Record) ([]trajectory.Event, error)) ([]*trajectory.Record, error) {
+	if err := o.err("update chain"); err != nil {
+		return nil, err
+	}
+	return o.Store.UpdateChain(ctx, id, fn)
+}
+
+func (o *outage) List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Record, error) {
+	if err := o.err("list"); err != nil {
+		return nil, err
+	}
+	return o.Store.List(ctx, f)
+}
+
+// TestSweepAfterOutage: a call that beat at T, with the store down from
+// T+1s to T+5 beats, is not swept by the sweep right after the store is
+// back, but by the one LostBeats beats later: no replica could beat while
+// the store was down, so silence counts from when it answered again, be
+// it the sweep's list or one of this replica's beats that saw it first. A
+// request still takes the call for lost on its plain bound. Without an
+// outage the call is swept LostBeats beats after its beat.
+func TestSweepAfterOutage(t *testing.T) {
+	tests := []struct {
+		name    string
+		outage  bool
+		ownCall bool // this replica beats for a call of its own, so a beat is its first store operation each tick
+		sweptAt int  // the beat after T whose sweep charges the call
+	}{
+		{"no outage", false, false, config.LostBeats},
+		{"back by the sweep's list", true, false, 5 + config.LostBeats},
+		{"back by a beat", true, true, 5 + config.LostBeats},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 0, true)
+			ctx := context.Background()
+			st := &outage{Store: f.store}
+			f.sw.o.Store = st
+			start := f.clock()
+			f.inFlight(t, "live", "r2#x", "c1", start)
+			if tc.ownCall {
+				f.inFlight(t, "mine", "r1#now", "c2", start)
+				f.sw.o.Calls = func() []Call { return []Call{{Record: "mine", ID: "c2", Output: 10}} }
+			}
+			f.advance(time.Second)
+			st.set(tc.outage)
+			for k := 1; k <= 5+config.LostBeats; k++ {
+				f.advance(start.Add(time.Duration(k) * beat).Sub(f.clock()))
+				if k == 5 {
+					st.set(false)
+				}
+				f.sw.beat(ctx)
+				n := f.sw.SweepCalls(ctx, false)
+				want := 0
+				if k == tc.sweptAt {
+					want = 1
+				}
+				if n != want {
+					t.Fatalf("sweep at T+%d beats reclaimed %d calls, want %d", k, n, want)
+				}
+				if tc.outage && k == 5 && !f.sw.Silent(f.get(t, "live"), f.clock()) {
+					t.Errorf("a request at T+5 beats does not take the call for lost: its bound is the plain one")
+				}
+				if k >= tc.sweptAt {
+					break
+				}
+			}
+			if r := f.get(t, "live"); r.State != trajectory.Ready || r.Call != "" {
+				t.Errorf("the call was not swept: state %s call %q", r.State, r.Call)
+			}
+			if tc.ownCall {
+				if m := f.get(t, "mine"); m.State != trajectory.CallingModel {
+					t.Errorf("this replica's own call was swept: %s", m.State)
+				}
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if len(f.charges) != 1 || f.charges[0].call != "c1" {
+				t.Errorf("ledger charges %+v, want one for c1", f.charges)
+			}
+		})
+	}
+}
+
+// TestAnswered: only an unreachable store marks it down; the first answer
+// after that, an error reply included, is when it came back; an error
+// once the caller's context ended says nothing; and while the store is
+// down a sweep finds no call silent.
+func TestAnswered(t *testing.T) {
+	unavailable := fmt.Errorf("%w: list: i/o timeout", trajectory.ErrUnavailable)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	type step struct {
+		ctx context.Context
+		err error
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		down  bool
+		back  bool // backAt is the clock's time
+	}{
+		{"never down", []step{{context.Background(), nil}}, false, false},
+		{"down", []step{{context.Background(), nil}, {context.Background(), unavailable}}, true, false},
+		{"back", []step{{context.Background(), unavailable}, {context.Background(), nil}}, false, true},
+		{"back by an error reply", []step{{context.Background(), unavailable}, {context.Background(), trajectory.ErrNotFound}}, false, true},
+		{"caller gone", []step{{context.Background(), unavailable}, {ended, context.Canceled}}, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 0, false)
+			for _, st := range tc.steps {
+				f.sw.answered(st.ctx, st.err)
+			}
+			if f.sw.down != tc.down || f.sw.backAt.Equal(f.clock()) != tc.back {
+				t.Errorf("down %v back at %v, want down %v and back at the clock's time %v", f.sw.down, f.sw.backAt, tc.down, tc.back)
+			}
+			rec := &trajectory.Record{State: trajectory.CallingModel, Call: "c1", CallBeat: f.clock().Add(-time.Hour)}
+			if got := f.sw.silent(rec, f.clock().Add(time.Hour), true); got == tc.down {
+				t.Errorf("silent to a sweep = %v with the store down %v", got, tc.down)
+			}
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"gatekeeper/config"
@@ -49,6 +50,14 @@ type Options struct {
 type Sweeper struct {
 	o     Options
 	swept chan struct{} // closed once the start's sweep of this replica's calls is done
+
+	mu sync.Mutex
+	// down says this sweeper's last store operation found the store
+	// unreachable; backAt is when the store last answered it again after
+	// that. While the store is down no replica can beat either, so the
+	// sweep counts a call's silence from backAt at the earliest.
+	down   bool
+	backAt time.Time
 }
 
 // New builds a sweeper; WatchCalls and FinishIdle run it.
@@ -87,6 +96,19 @@ func (s *Sweeper) Silent(rec *trajectory.Record, now time.Time) bool {
 // (only its reply would be charged, and a crashed replica's never comes),
 // so the sweeps, which every replica runs each beat, come first even on
 // a loaded host.
+//
+// A sweep also counts silence only from when the store last answered
+// this sweeper again after it could not reach it (and finds nothing
+// silent while it cannot): during an outage no replica could beat, so a
+// beat older than the bound says nothing of the call, and charging it
+// would charge live calls, and admissions whose release is still being
+// sent again, as lost. A request keeps the plain bound: it reclaims
+// uncharged and a live call's reply is still charged, late and once, so
+// it does no harm to one, while counting from backAt would keep such a
+// thread busy for LostBeats+1 more beats after the outage.
+// The price: a call whose replica died during the outage, reclaimed by a
+// request before a sweep gets to it, goes uncharged, as does any call a
+// request reclaims first.
 func (s *Sweeper) silent(rec *trajectory.Record, now time.Time, sweeping bool) bool {
 	if rec.State != trajectory.CallingModel || rec.Call == "" {
 		return false
@@ -97,11 +119,46 @@ func (s *Sweeper) silent(rec *trajectory.Record, now time.Time, sweeping bool) b
 		// has no estimate to charge).
 		return !sweeping && now.Sub(rec.UpdatedAt) >= s.o.StaleCall(s.tenant(rec.Tenant))
 	}
-	bound := s.lostAfter()
 	if !sweeping {
-		bound += s.beatEvery()
+		return now.Sub(rec.CallBeat) >= s.lostAfter()+s.beatEvery()
 	}
-	return now.Sub(rec.CallBeat) >= bound
+	from := rec.CallBeat
+	s.mu.Lock()
+	down, back := s.down, s.backAt
+	s.mu.Unlock()
+	if down {
+		return false
+	}
+	if back.After(from) {
+		from = back
+	}
+	return now.Sub(from) >= s.lostAfter()
+}
+
+// answered notes what a store operation of this sweeper said of the
+// store: unreachable (trajectory.ErrUnavailable), or answering, the first
+// time since it was unreachable setting backAt. Any other error is an
+// answer too (the record was missing, the call settled meanwhile), except
+// once ctx ended: then the operation says nothing of the store.
+func (s *Sweeper) answered(ctx context.Context, err error) {
+	unreachable := errors.Is(err, trajectory.ErrUnavailable)
+	if !unreachable && err != nil && ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	back := !unreachable && s.down
+	switch {
+	case unreachable:
+		s.down = true
+	case back:
+		s.down, s.backAt = false, s.o.Clock()
+	}
+	at := s.backAt
+	s.mu.Unlock()
+	if back {
+		s.o.Logger.LogAttrs(ctx, slog.LevelInfo, "store reachable again: the lost-call sweep counts silence from now",
+			slog.Time("back_at", at))
+	}
 }
 
 // tenant is the config of a tenant by name; an empty one when the config
@@ -146,6 +203,7 @@ func (s *Sweeper) beat(ctx context.Context) {
 			r.CallBeat, r.CallOutput = s.o.Clock(), c.Output
 			return nil, nil
 		})
+		s.answered(ctx, err)
 		if err != nil && !errors.Is(err, errNotLost) && ctx.Err() == nil {
 			s.o.Logger.LogAttrs(ctx, slog.LevelWarn, "heartbeat of a call in flight failed", slog.String("trajectory", c.Record),
 				slog.String("call", c.ID), slog.String("error", err.Error()))
@@ -157,6 +215,7 @@ func (s *Sweeper) beat(ctx context.Context) {
 // with own, every call this replica owns); it returns how many.
 func (s *Sweeper) SweepCalls(ctx context.Context, own bool) int {
 	recs, err := s.o.Store.List(ctx, trajectory.Filter{State: trajectory.CallingModel, Limit: trajectory.MaxListLimit})
+	s.answered(ctx, err)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.o.Logger.LogAttrs(ctx, slog.LevelWarn, "lost-call sweep: listing records failed", slog.String("error", err.Error()))
@@ -210,6 +269,7 @@ func (s *Sweeper) sweepCall(ctx context.Context, id, call string, mine bool) boo
 		ls := chainrule.Levels(chain, now, true)
 		return append(evs, chainrule.ReadStages(chain, ls, meter.Check(ls, s.o.Stages), s.o.Stages, now)...), nil
 	})
+	s.answered(ctx, err)
 	switch {
 	case err == nil:
 		if s.o.Charge != nil && ceiling.Limits(s.tenant(owner)).Spends() {
