@@ -14,8 +14,8 @@ import (
 // go together in the next: one write and one read, here and in Redis, for
 // every update sent at once, where each would otherwise make its own round
 // trip, each a pair of system calls on both sides. Alone, a caller's
-// commands leave at once; under load they wait at most for the pipeline
-// ahead of them.
+// commands leave at once, sent by the caller itself; under load they wait
+// at most for the pipeline ahead of them.
 //
 // A caller's commands are built before they are handed over, and their
 // replies are in them once exec returns nil. exec returns the context's
@@ -57,13 +57,28 @@ func (p *sharedPipes) exec(ctx context.Context, cmds []goredis.Cmder) error {
 	}
 	o := &order{ctx: ctx, cmds: cmds, done: make(chan struct{})}
 	p.mu.Lock()
-	p.queue = append(p.queue, o)
-	start := !p.sending
-	p.sending = true
-	p.mu.Unlock()
-	if start {
-		go p.send()
+	if !p.sending {
+		// Nothing is out: the caller sends its own pipeline, as it would
+		// without sharing (no hand-over to another goroutine, which a
+		// caller alone would pay for in latency), and leaves those that
+		// queue meanwhile to a sender.
+		p.sending = true
+		p.mu.Unlock()
+		p.sendOne([]*order{o})
+		p.mu.Lock()
+		if len(p.queue) == 0 {
+			p.sending = false
+		} else {
+			go p.send()
+		}
+		p.mu.Unlock()
+		if o.state.Load() != orderTaken {
+			return ctx.Err() // it ended before the send
+		}
+		return nil
 	}
+	p.queue = append(p.queue, o)
+	p.mu.Unlock()
 	select {
 	case <-o.done:
 		return nil
