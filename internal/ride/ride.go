@@ -38,23 +38,3 @@ func Take(ctx context.Context) Rider {
 	}
 	return s.r
 }
-
-// Join is rs as one rider: Queue queues each of them in turn, and reports
-// whether any added commands. An admission carries its key take and the
-// key settles of the earlier turns whose settles it takes.
-func Join(rs ...Rider) Rider {
-	if len(rs) == 1 {
-		return rs[0]
-	}
-	return riders(rs)
-}
-
-type riders []Rider
-
-func (rs riders) Queue(ctx context.Context, client any, p goredis.Pipeliner) bool {
-	added := false
-	for _, r := range rs {
-		added = r.Queue(ctx, client, p) || added
-	}
-	return added
-}

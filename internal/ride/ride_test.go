@@ -34,19 +34,3 @@ func TestTakeOnce(t *testing.T) {
 type refusing struct{ n int }
 
 func (r *refusing) Queue(context.Context, any, goredis.Pipeliner) bool { r.n++; return false }
-
-func TestJoin(t *testing.T) {
-	a, b := &counted{}, &refusing{}
-	if Join(a) != Rider(a) {
-		t.Fatal("Join of one rider is not that rider")
-	}
-	if !Join(b, a).Queue(context.Background(), nil, nil) {
-		t.Fatal("Join with one rider that queued reported nothing queued")
-	}
-	if a.n != 1 || b.n != 1 {
-		t.Fatalf("queued %d and %d times, want each once", a.n, b.n)
-	}
-	if Join(b, b).Queue(context.Background(), nil, nil) {
-		t.Fatal("Join of riders that queued nothing reported commands")
-	}
-}
