@@ -385,15 +385,12 @@ func refuse(err *error, v any) {
 	*err = e
 }
 
-// htmlSafe marks the ASCII bytes encoding/json writes as they are in a
-// string (its htmlSafeSet): printable, and neither a quote, a backslash nor
-// one of < > &.
-var htmlSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
+// htmlSafe reports an ASCII byte encoding/json writes as it is in a
+// string (its htmlSafeSet): printable, and neither a quote, a backslash
+// nor one of < > &.
+func htmlSafe(c byte) bool {
+	return c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+}
 
 // appendString writes s as encoding/json writes a string with HTML
 // escaping on: control bytes, quotes, backslashes and < > & escaped,
@@ -404,7 +401,7 @@ func appendString(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if htmlSafe[c] {
+			if htmlSafe(c) {
 				i++
 				continue
 			}
