@@ -19,10 +19,10 @@ import (
 //
 // A caller's commands are built before they are handed over, and their
 // replies are in them once exec returns nil. exec returns the context's
-// error only when its commands were never sent; once taken into a
-// pipeline they are waited for, as a pipeline of the caller's own would
-// be, until the pipeline ends (by the latest deadline of those in it,
-// else the client's read timeout).
+// error only when its commands were never sent (each then has it as its
+// own error); once taken into a pipeline they are waited for, as a
+// pipeline of the caller's own would be, until the pipeline ends (by the
+// latest deadline of those in it, else the client's read timeout).
 type sharedPipes struct {
 	rdb rediser
 
@@ -73,7 +73,7 @@ func (p *sharedPipes) exec(ctx context.Context, cmds []goredis.Cmder) error {
 		}
 		p.mu.Unlock()
 		if o.state.Load() != orderTaken {
-			return ctx.Err() // it ended before the send
+			return unsent(ctx, cmds) // it ended before the send
 		}
 		return nil
 	}
@@ -84,11 +84,23 @@ func (p *sharedPipes) exec(ctx context.Context, cmds []goredis.Cmder) error {
 		return nil
 	case <-ctx.Done():
 		if o.state.CompareAndSwap(orderWaiting, orderLeft) {
-			return ctx.Err()
+			return unsent(ctx, cmds)
 		}
 		<-o.done
 		return nil
 	}
+}
+
+// unsent gives cmds, which never left, ctx's error, as a pipeline run on
+// an ended context gives its commands: a caller that reads a command
+// without looking at exec's error (one riding with an update) finds no
+// reply rather than an empty one. The sender never touches them.
+func unsent(ctx context.Context, cmds []goredis.Cmder) error {
+	err := ctx.Err()
+	for _, c := range cmds {
+		c.SetErr(err)
+	}
+	return err
 }
 
 // send sends what is queued, pipeline after pipeline, until the queue is

@@ -125,6 +125,9 @@ func TestSharedPipesLeaveUnsent(t *testing.T) {
 	if err := p.exec(ctx, b.Cmds()); err != nil {
 		t.Fatal(err)
 	}
+	if !errors.Is(incr.Err(), context.Canceled) {
+		t.Fatalf("the left command's error: %v, want the context's", incr.Err())
+	}
 	if !errors.Is(get.Err(), goredis.Nil) || incr.Val() != 0 {
 		t.Fatalf("the left command reached Redis: GET %v, INCR %v", get, incr)
 	}
