@@ -15,33 +15,45 @@ const (
 	replyTooLate       = 6 // chain: its sender had stopped waiting
 )
 
-// appendLua numbers the events in ARGV[from..last] (pairs of event JSON
-// and data, data "" for none) after the record's last seq and adds them to
-// its stream, trimmed to about maxlen entries. The entry id 0-<seq> is the
-// event's seq, so XRANGE pages by seq directly. The stream then gets the
-// record's TTL, if it has one, and none if the record has none: a log
-// must not outlive its record, nor expire before it.
-const appendLua = `
-local function append(rec, ev, maxlen, from, last)
-  local n = (last - from + 1) / 2
-  if n >= 1 then
-    local seq = redis.call('HINCRBY', rec, 'seq', n) - n
-    for i = from, last, 2 do
-      seq = seq + 1
-      local id = '0-' .. string.format('%d', seq)
-      if ARGV[i + 1] == '' then
-        redis.call('XADD', ev, 'MAXLEN', '~', maxlen, id, 'e', ARGV[i])
-      else
-        redis.call('XADD', ev, 'MAXLEN', '~', maxlen, id, 'e', ARGV[i], 'd', ARGV[i + 1])
-      end
+// logLua defines what writes a record's event log. xadd numbers the
+// events in ARGV[from..last] (pairs of event JSON and data, data "" for
+// none) after seq and adds them to the stream ev, trimmed to about maxlen
+// entries; the entry id 0-<seq> is the event's seq, so XRANGE pages by
+// seq directly. followTTL gives ev the record's TTL, if it has one, and
+// none if the record has none: a log must not outlive its record, nor
+// expire before it.
+const logLua = `
+local function xadd(ev, maxlen, seq, from, last)
+  for i = from, last, 2 do
+    seq = seq + 1
+    local id = '0-' .. string.format('%d', seq)
+    if ARGV[i + 1] == '' then
+      redis.call('XADD', ev, 'MAXLEN', '~', maxlen, id, 'e', ARGV[i])
+    else
+      redis.call('XADD', ev, 'MAXLEN', '~', maxlen, id, 'e', ARGV[i], 'd', ARGV[i + 1])
     end
   end
+end
+local function followTTL(rec, ev)
   local ttl = redis.call('PTTL', rec)
   if ttl > 0 then
     redis.call('PEXPIRE', ev, ttl)
   elseif ttl == -1 then
     redis.call('PERSIST', ev)
   end
+end
+`
+
+// appendLua defines append, which adds the events in ARGV[from..last]
+// to the record's log after its last seq (bumping it) and gives the log
+// the record's TTL (logLua).
+const appendLua = logLua + `
+local function append(rec, ev, maxlen, from, last)
+  local n = (last - from + 1) / 2
+  if n >= 1 then
+    xadd(ev, maxlen, redis.call('HINCRBY', rec, 'seq', n) - n, from, last)
+  end
+  followTTL(rec, ev)
 end
 `
 
@@ -108,7 +120,7 @@ return out
 // its event count; then every record's events, in chain order; last,
 // the time in Redis's clock, in ms, past which nobody waits for the
 // answer (0: no limit).
-var chainScript = goredis.NewScript(`
+var chainScript = goredis.NewScript(logLua + `
 local notafter = tonumber(ARGV[#ARGV])
 if notafter > 0 then
   local t = redis.call('TIME')
@@ -155,22 +167,13 @@ for i = 1, n do
     vers[i] = vers[i] + 1
     fields[1], fields[2], fields[3], fields[4] = 'json', js, 'ver', vers[i]
   end
-  local seq = seqs[i]
   if k > 0 then
-    fields[#fields + 1], fields[#fields + 2] = 'seq', seq + k
+    fields[#fields + 1], fields[#fields + 2] = 'seq', seqs[i] + k
   end
   if #fields > 0 then
     redis.call('HSET', rec, unpack(fields))
   end
-  for j = from, from + 2 * k - 1, 2 do
-    seq = seq + 1
-    local id = '0-' .. string.format('%d', seq)
-    if ARGV[j + 1] == '' then
-      redis.call('XADD', ev, 'MAXLEN', '~', maxlen, id, 'e', ARGV[j])
-    else
-      redis.call('XADD', ev, 'MAXLEN', '~', maxlen, id, 'e', ARGV[j], 'd', ARGV[j + 1])
-    end
-  end
+  xadd(ev, maxlen, seqs[i], from, from + 2 * k - 1)
   local ttl = ARGV[4 * i + 2]
   if ttl == '1' then
     redis.call('PEXPIRE', rec, ARGV[3])
@@ -183,12 +186,7 @@ for i = 1, n do
     redis.call('PEXPIRE', ev, string.sub(ttl, 2))
   elseif js ~= '' or k > 0 then
     -- The record's TTL as it is: the log follows it.
-    local left = redis.call('PTTL', rec)
-    if left > 0 then
-      redis.call('PEXPIRE', ev, left)
-    elseif left == -1 then
-      redis.call('PERSIST', ev)
-    end
+    followTTL(rec, ev)
   end
   from = from + 2 * k
   out[i + 1] = vers[i]
