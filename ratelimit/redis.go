@@ -185,9 +185,15 @@ func (r *Redis) Cool(ctx context.Context, k Key, d time.Duration) error {
 	return checkZero("cool", k, v, err)
 }
 
+// settles reports whether a settle of delta and rem on k has anything to
+// write: a limited key, and a correction or a provider's report.
+func settles(k Key, delta Cost, rem Remaining) bool {
+	return !k.Limits.unlimited() && !(delta.zero() && rem.reportsNothing())
+}
+
 // Settle implements Buckets in one round trip.
 func (r *Redis) Settle(ctx context.Context, k Key, delta Cost, rem Remaining) error {
-	if k.Limits.unlimited() || (delta.zero() && rem.reportsNothing()) {
+	if !settles(k, delta, rem) {
 		return nil
 	}
 	v, err := r.run(ctx, settleScript, k, settleArgs(delta, rem)...)
@@ -216,7 +222,7 @@ func (r *Redis) SettleBatch(ctx context.Context, keys []Key, deltas []Cost, rs [
 	cmds := make([]*goredis.Cmd, len(keys))
 	pipe := r.rdb.Pipeline()
 	for i, k := range keys {
-		if k.Limits.unlimited() || (deltas[i].zero() && rs[i].reportsNothing()) {
+		if !settles(k, deltas[i], rs[i]) {
 			continue
 		}
 		keys, argv := r.call(k, settleArgs(deltas[i], rs[i])...)

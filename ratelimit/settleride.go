@@ -101,10 +101,9 @@ func (sr *SettleRide) Queue(ctx context.Context, client any, p goredis.Pipeliner
 	return added
 }
 
-// sends reports whether settle i has anything to send: a limited key, and
-// a correction or a provider's report.
+// sends reports whether settle i has anything to send (settles).
 func (grp *settleGroup) sends(i int) bool {
-	return !grp.keys[i].Limits.unlimited() && !(grp.deltas[i].zero() && grp.rs[i].reportsNothing())
+	return settles(grp.keys[i], grp.deltas[i], grp.rs[i])
 }
 
 // Fused is a turn's take riding with the key settles of the turns before
