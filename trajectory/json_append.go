@@ -349,13 +349,22 @@ func appendRFC3339(b []byte, t time.Time) ([]byte, bool) {
 	return append(b, '"'), true
 }
 
-// appendFloat writes f as encoding/json does: like ES6's number to string,
-// 'f' form unless the exponent is below -6 or 21 and above, and no leading
-// zero in a negative exponent.
+// appendFloat writes f as encoding/json does (AppendJSONFloat).
 func appendFloat(b []byte, f float64, err *error) []byte {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
+	b, ok := AppendJSONFloat(b, f)
+	if !ok {
 		refuse(err, f)
-		return b
+	}
+	return b
+}
+
+// AppendJSONFloat appends f as encoding/json writes a float64: like ES6's
+// number to string, 'f' form unless the exponent is below -6 or 21 and
+// above, and no leading zero in a negative exponent. A NaN or an infinity,
+// which encoding/json refuses, makes it return b unchanged and false.
+func AppendJSONFloat(b []byte, f float64) ([]byte, bool) {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return b, false
 	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
@@ -369,7 +378,7 @@ func appendFloat(b []byte, f float64, err *error) []byte {
 			b = b[:n-1]
 		}
 	}
-	return b
+	return b, true
 }
 
 // refuse keeps the first refusal in err: the error encoding/json gives for
@@ -392,10 +401,13 @@ func htmlSafe(c byte) bool {
 	return c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
 }
 
-// appendString writes s as encoding/json writes a string with HTML
-// escaping on: control bytes, quotes, backslashes and < > & escaped,
-// invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
-func appendString(b []byte, s string) []byte {
+// appendString is AppendJSONString under the name the appenders above use.
+func appendString(b []byte, s string) []byte { return AppendJSONString(b, s) }
+
+// AppendJSONString appends s as encoding/json writes a string with HTML
+// escaping on (json.Marshal's): control bytes, quotes, backslashes and
+// < > & escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
+func AppendJSONString(b []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
