@@ -19,7 +19,7 @@ var _ settle.KeyGrant = (*keys.Turn)(nil)
 
 // pendingSettle is the turn's settle of o, computed when its reply ended.
 // Its rules read the turn when the settle is applied (settleRules).
-func (t *turn) pendingSettle(o outcome.Turn, charge meter.Charge, data map[string]any, now time.Time) *settle.Turn {
+func (t *turn) pendingSettle(o outcome.Turn, charge meter.Charge, data outcome.TurnData, now time.Time) *settle.Turn {
 	return &settle.Turn{Rec: t.recID, Store: t.s.store,
 		Rules: func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 			return t.settleRules().Chain(chain, o, charge, data, now)

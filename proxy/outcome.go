@@ -52,7 +52,7 @@ func (t *turn) write(ctx context.Context, o outcome.Turn) {
 	model := o.Ran(t.pr.Model)
 	charge := o.Price(t.s.prices, model)
 	data := o.EventData(t.adm.Call, model, t.req.up.cfg.Name, now.Sub(t.started), charge)
-	shape.Note(data, t.adm.Decision.Stage, t.removed, t.loop.Step)
+	shape.Note(&data, t.adm.Decision.Stage, t.removed, t.loop.Step)
 	defer t.endSpan(o, charge)
 	// t.log names the trajectory.
 	p := t.pendingSettle(o, charge, data, now)

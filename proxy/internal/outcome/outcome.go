@@ -207,33 +207,10 @@ func (o Turn) Price(prices *meter.Table, model string) meter.Charge {
 
 // EventData is what a turn's event says of it: call is its id, model the
 // one that ran, provider the provider's name, took how long it took.
-func (o Turn) EventData(call, model, provider string, took time.Duration, charge meter.Charge) map[string]any {
-	data := map[string]any{
-		"stop": o.Stop, "status": o.Status, "model": model, "provider": provider,
-		"duration_ms": took.Milliseconds(), "estimated": o.Estimated,
-		"usage": o.Usage, "dollars": charge.Dollars(), "call": call,
-	}
-	if !o.Upstream && !charge.Priced {
-		data["fallback_priced"] = true
-	}
-	if len(o.Calls) > 0 {
-		data["tool_calls"] = callNames(o.Calls)
-	}
-	if len(o.Hosted) > 0 {
-		data["hosted_calls"] = callNames(o.Hosted)
-	}
-	if o.Detail != "" {
-		data["detail"] = o.Detail
-	}
-	return data
-}
-
-func callNames(cs []trajectory.PendingCall) []map[string]string {
-	calls := make([]map[string]string, len(cs))
-	for i, c := range cs {
-		calls[i] = map[string]string{"id": c.ID, "name": c.Name}
-	}
-	return calls
+func (o Turn) EventData(call, model, provider string, took time.Duration, charge meter.Charge) TurnData {
+	return TurnData{Stop: o.Stop, Status: o.Status, Model: model, Provider: provider,
+		DurationMS: took.Milliseconds(), Estimated: o.Estimated, Usage: o.Usage, Dollars: charge.Dollars(), Call: call,
+		FallbackPriced: !o.Upstream && !charge.Priced, ToolCalls: o.Calls, HostedCalls: o.Hosted, Detail: o.Detail}
 }
 
 // Attrs are the turn's log fields, for call priced charge.

@@ -107,13 +107,20 @@ func TestEstimateTokens(t *testing.T) {
 func TestEventData(t *testing.T) {
 	o := Turn{Stop: "tool_use", Status: 200, Calls: []trajectory.PendingCall{{ID: "toolu_1", Name: "bash"}}, Detail: "d"}
 	data := o.EventData("c1", "m", "anthropic", 1500*time.Millisecond, meter.Charge{Micros: 2500})
-	if data["call"] != "c1" || data["duration_ms"] != int64(1500) || data["dollars"] != 0.0025 || data["fallback_priced"] != true ||
-		data["detail"] != "d" || len(data["tool_calls"].([]map[string]string)) != 1 || data["hosted_calls"] != nil {
-		t.Errorf("event data %v", data)
+	want := TurnData{Call: "c1", Stop: "tool_use", Status: 200, Model: "m", Provider: "anthropic", DurationMS: 1500,
+		Dollars: 0.0025, FallbackPriced: true, ToolCalls: o.Calls, Detail: "d"}
+	if !reflect.DeepEqual(data, want) {
+		t.Errorf("event data %+v, want %+v", data, want)
+	}
+	raw, err := data.MarshalJSON()
+	if wantJSON := `{"call":"c1","detail":"d","dollars":0.0025,"duration_ms":1500,"estimated":false,"fallback_priced":true,` +
+		`"model":"m","provider":"anthropic","status":200,"stop":"tool_use","tool_calls":[{"id":"toolu_1","name":"bash"}],` +
+		`"usage":{"input_tokens":0,"cached_input_tokens":0,"cache_write_tokens":0,"output_tokens":0}}`; err != nil || string(raw) != wantJSON {
+		t.Errorf("event JSON %s, %v; want %s", raw, err, wantJSON)
 	}
 	o.Upstream = true
-	if data := o.EventData("c1", "m", "anthropic", 0, meter.Charge{}); data["fallback_priced"] != nil {
-		t.Errorf("a provider's error was fallback priced: %v", data)
+	if data := o.EventData("c1", "m", "anthropic", 0, meter.Charge{}); data.FallbackPriced {
+		t.Errorf("a provider's error was fallback priced: %+v", data)
 	}
 	if got := (Turn{}).Ran("requested"); got != "requested" {
 		t.Errorf("Ran with no model named = %q", got)

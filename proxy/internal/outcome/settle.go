@@ -3,7 +3,6 @@ package outcome
 import (
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	"gatekeeper/config"
@@ -36,10 +35,11 @@ type Settle struct {
 
 // Chain ends the call's turn on its thread record (chain[0]) and moves the
 // call's reservation to spend on every record of the chain, inside one
-// store update; data is the turn's event. The call id makes it
-// idempotent: a settle retried after a lost reply finds the call gone and
-// changes nothing (ErrSettled).
-func (s Settle) Chain(chain []*trajectory.Record, o Turn, charge meter.Charge, data map[string]any, now time.Time) ([]trajectory.Event, error) {
+// store update; data is what the turn's event says, a copy of which the
+// rules finish, so that rules run again (a retried update) write the same
+// event. The call id makes it idempotent: a settle retried after a lost
+// reply finds the call gone and changes nothing (ErrSettled).
+func (s Settle) Chain(chain []*trajectory.Record, o Turn, charge meter.Charge, data TurnData, now time.Time) ([]trajectory.Event, error) {
 	rec := chain[0]
 	if rec.Call == "" || rec.Call != s.Call {
 		if i := slices.Index(rec.LostCalls, s.Call); i >= 0 {
@@ -52,7 +52,7 @@ func (s Settle) Chain(chain []*trajectory.Record, o Turn, charge meter.Charge, d
 	}
 	rec.SettledCall = s.Call
 	dollars := charge.Dollars()
-	evs := []trajectory.Event{chainrule.Event(rec.ID, now, o.eventType(), data)}
+	evs := []trajectory.Event{o.event(rec.ID, now, &data)}
 	switch {
 	case rec.State != trajectory.CallingModel:
 		// The run was stopped while the call was out (a sibling's call
@@ -115,15 +115,12 @@ func (s Settle) Chain(chain []*trajectory.Record, o Turn, charge meter.Charge, d
 // (chain[0].LostCalls[i]): the reservation went back when it was
 // reclaimed, so only the spend is added, on every record of the chain,
 // with no state change. Taking the id off the list makes it idempotent.
-func (s Settle) lost(chain []*trajectory.Record, i int, o Turn, charge meter.Charge, data map[string]any, now time.Time) []trajectory.Event {
+func (s Settle) lost(chain []*trajectory.Record, i int, o Turn, charge meter.Charge, data TurnData, now time.Time) []trajectory.Event {
 	rec := chain[0]
 	rec.LostCalls = slices.Delete(rec.LostCalls, i, i+1)
 	rec.SettledCall = s.Call
-	data["late"] = true
-	detail, _ := data["detail"].(string)
-	data["detail"] = strings.TrimPrefix(detail+"; ", "; ") +
-		"the call had been taken for lost and its reservation released; its reply arrived later and is charged"
-	evs := []trajectory.Event{chainrule.Event(rec.ID, now, o.eventType(), data)}
+	data.markLate()
+	evs := []trajectory.Event{o.event(rec.ID, now, &data)}
 	if o.Upstream {
 		return evs
 	}
@@ -143,6 +140,17 @@ func (s Settle) lost(chain []*trajectory.Record, i int, o Turn, charge meter.Cha
 func (s Settle) stages(chain []*trajectory.Record, now time.Time) []trajectory.Event {
 	ls := chainrule.Levels(chain, now, true)
 	return chainrule.ReadStages(chain, ls, meter.Check(ls, s.Stages), s.Stages, now)
+}
+
+// event is the turn's event on record id, data its data. Data encoding/json
+// would refuse (dollars not a number) leaves it without, as json.Marshal's
+// nil would.
+func (o Turn) event(id string, now time.Time, data *TurnData) trajectory.Event {
+	raw, err := data.AppendJSON(make([]byte, 0, data.sizeJSON()))
+	if err != nil {
+		raw = nil
+	}
+	return trajectory.Event{At: now, Trajectory: id, Type: o.eventType(), Data: raw}
 }
 
 func (o Turn) eventType() trajectory.EventType {

@@ -1,6 +1,7 @@
 package outcome
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -49,13 +50,17 @@ func TestSettleChain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			chain := calling(t, "c1")
 			s := Settle{Call: "c1", ToolDeadline: time.Minute}
-			evs, err := s.Chain(chain, tc.o, charge, map[string]any{}, now)
+			data := tc.o.EventData("c1", "m", "anthropic", time.Second, charge)
+			evs, err := s.Chain(chain, tc.o, charge, data, now)
 			if err != nil {
 				t.Fatal(err)
 			}
 			thread, root := chain[0], chain[1]
 			if len(evs) == 0 || evs[0].Type != tc.wantType {
 				t.Fatalf("events %v, want a %s first", evs, tc.wantType)
+			}
+			if want, _ := data.MarshalJSON(); string(evs[0].Data) != string(want) || evs[0].Trajectory != "run/t" || !evs[0].At.Equal(now) {
+				t.Errorf("event %+v, want data %s", evs[0], want)
 			}
 			if thread.State != tc.wantState || thread.Call != "" || thread.SettledCall != "c1" {
 				t.Errorf("thread %s call %q settled %q, want %s, no call, c1 settled", thread.State, thread.Call, thread.SettledCall, tc.wantState)
@@ -68,7 +73,7 @@ func TestSettleChain(t *testing.T) {
 			if root.Spend.Turns != tc.wantTurns || root.Spend.InputTokens != tc.o.Usage.InputTokens {
 				t.Errorf("run spend %+v, want %d turns, %d input tokens", root.Spend, tc.wantTurns, tc.o.Usage.InputTokens)
 			}
-			if _, err := s.Chain(chain, tc.o, charge, map[string]any{}, now); !errors.Is(err, ErrSettled) {
+			if _, err := s.Chain(chain, tc.o, charge, TurnData{}, now); !errors.Is(err, ErrSettled) {
 				t.Errorf("settled again: %v, want ErrSettled", err)
 			}
 		})
@@ -77,7 +82,7 @@ func TestSettleChain(t *testing.T) {
 
 func TestSettleChainCallGone(t *testing.T) {
 	chain := calling(t, "c2")
-	if _, err := (Settle{Call: "c1"}).Chain(chain, Turn{Stop: "end_turn"}, meter.Charge{}, map[string]any{}, now); !errors.Is(err, ErrCallGone) {
+	if _, err := (Settle{Call: "c1"}).Chain(chain, Turn{Stop: "end_turn"}, meter.Charge{}, TurnData{}, now); !errors.Is(err, ErrCallGone) {
 		t.Fatalf("err %v, want ErrCallGone", err)
 	}
 }
@@ -88,16 +93,30 @@ func TestSettleChainLost(t *testing.T) {
 	chain := calling(t, "c2")
 	chain[0].LostCalls = []string{"c0", "c1"}
 	o := Turn{Stop: "end_turn", Usage: trajectory.Usage{InputTokens: 100, OutputTokens: 20}, Detail: "cut"}
-	data := map[string]any{"detail": o.Detail}
+	data := TurnData{Call: "c1", Detail: o.Detail}
 	s := Settle{Call: "c1"}
 	evs, err := s.Chain(chain, o, meter.Charge{Micros: 500}, data, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	thread, root := chain[0], chain[1]
-	if len(evs) == 0 || evs[0].Type != trajectory.EventTurn || data["late"] != true ||
-		data["detail"] != "cut; the call had been taken for lost and its reservation released; its reply arrived later and is charged" {
-		t.Fatalf("events %v, data %v", evs, data)
+	var got struct {
+		Late   bool
+		Detail string
+	}
+	if len(evs) == 0 || evs[0].Type != trajectory.EventTurn || json.Unmarshal(evs[0].Data, &got) != nil || !got.Late ||
+		got.Detail != "cut; the call had been taken for lost and its reservation released; its reply arrived later and is charged" {
+		t.Fatalf("events %v", evs)
+	}
+	// The rules may run again on a chain read anew (a retried update):
+	// what they were given is as it was.
+	if data.Late || data.Detail != "cut" {
+		t.Fatalf("data %+v changed by the rules", data)
+	}
+	again := calling(t, "c2")
+	again[0].LostCalls = []string{"c1"}
+	if evs2, err := s.Chain(again, o, meter.Charge{Micros: 500}, data, now); err != nil || string(evs2[0].Data) != string(evs[0].Data) {
+		t.Fatalf("rules run again wrote %s, %v; want %s", evs2[0].Data, err, evs[0].Data)
 	}
 	if thread.State != trajectory.CallingModel || thread.Call != "c2" || !slices.Equal(thread.LostCalls, []string{"c0"}) {
 		t.Errorf("thread %s call %q lost %v: the call in flight must stay", thread.State, thread.Call, thread.LostCalls)
@@ -108,7 +127,7 @@ func TestSettleChainLost(t *testing.T) {
 	if root.Reserved.Calls != 1 {
 		t.Errorf("run reserves %+v: the call in flight's reservation must stay", root.Reserved)
 	}
-	if _, err := s.Chain(chain, o, meter.Charge{}, map[string]any{}, now); !errors.Is(err, ErrSettled) {
+	if _, err := s.Chain(chain, o, meter.Charge{}, TurnData{}, now); !errors.Is(err, ErrSettled) {
 		t.Errorf("charged again: %v, want ErrSettled", err)
 	}
 }
