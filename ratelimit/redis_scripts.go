@@ -44,8 +44,8 @@ func newScript(src string) *script {
 // each dimension's state is in locals (lim1, tat1, ...), its code written
 // once and repeated for d = 1, 2, 3 by perDim, rather than in tables,
 // loops and closures, which a script would build on every call; and a TAT
-// is formatted with %d, which prints a whole number below 2^53 as %.0f
-// does, at a fraction of its cost.
+// is formatted with %d, which prints a whole number as %.0f does, at a
+// fraction of its cost.
 var gcraLua = `
 local t = redis.call('TIME')
 local base = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -72,9 +72,17 @@ local function writeTat(x)
   local f = floor((x - whole) * 1e12 + 0.5)
   if f >= 1e12 then whole, f = whole + 1, 0 end
   local w = base + whole
-  if w >= 0 and w < 9007199254740992 then
-    if f > 0 then return string.format('%d.%012d', w, f) end
-    return string.format('%d', w)
+  -- From 1e9 to 2^53, with %d, in parts below 2^31: some servers' Lua
+  -- formats a %d from a C long of 32 bits. (w / 1e9 is rounded by less
+  -- than 1e-9, so floor finds its whole part.)
+  local hi = floor(w / 1e9)
+  if hi >= 1 and hi < 9007199 then
+    local lo = w - hi * 1e9
+    if f > 0 then
+      local fhi = floor(f / 1e6)
+      return string.format('%d%09d.%06d%06d', hi, lo, fhi, f - fhi * 1e6)
+    end
+    return string.format('%d%09d', hi, lo)
   end
   local s = string.format('%.0f', w)
   if f > 0 then s = s .. string.format('.%012.0f', f) end

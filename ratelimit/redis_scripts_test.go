@@ -228,6 +228,55 @@ func TestRedisTATRoundTrip(t *testing.T) {
 	}
 }
 
+// TestRedisWriteTat: the scripts write a TAT as the previous text did,
+// around whole seconds and thousands of them, and up to and past 2^53 µs,
+// where they format it otherwise.
+func TestRedisWriteTat(t *testing.T) {
+	c := newRedisClient(t)
+	src := gcraLua + `
+local function prevWriteTat(x)
+  local whole = math.floor(x)
+  local f = math.floor((x - whole) * 1e12 + 0.5)
+  if f >= 1e12 then whole, f = whole + 1, 0 end
+  local s = string.format('%.0f', base + whole)
+  if f > 0 then s = s .. string.format('.%012.0f', f) end
+  return s
+end
+local bad, n = {}, 0
+local edges = {0, floor(base / 1e9) * 1e9 - base, floor(base / 1e6) * 1e6 - base,
+  (floor(base / 1e9) + 1) * 1e9 - base, 2^53 - base, 2^53 - 1e9 - base, 9007199e9 - base}
+local ds = {-1e9, -2, -1, -0.5, -1e-6, -1e-12, 0, 1e-12, 6e-8, 1e-6, 0.25, 0.4999999999995,
+  0.5, 0.9999999999995, 1, 2, 999999, 1e6, 999999999, 1e9, 6e7 + 0.000123}
+for _, e in ipairs(edges) do
+  for _, d in ipairs(ds) do
+    for k = 0, 3 do
+      local x = e + d + k * 1e9
+      if x >= 0 then
+        n = n + 1
+        local a, b = writeTat(x), prevWriteTat(x)
+        if a ~= b then bad[#bad + 1] = b .. ' written ' .. a end
+      end
+    end
+  end
+end
+for i = 1, 20000 do
+  local x = math.random() * 10 ^ math.random(-3, 9)
+  n = n + 1
+  local a, b = writeTat(x), prevWriteTat(x)
+  if a ~= b then bad[#bad + 1] = b .. ' written ' .. a end
+end
+bad[#bad + 1] = tostring(n)
+return bad
+`
+	v, err := c.Eval(context.Background(), src, []string{"k"}, 0, 0, 0, 0, 0, 0, 0).StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := strconv.Atoi(v[len(v)-1]); len(v) != 1 || n < 20000 {
+		t.Errorf("%d of %s TATs written otherwise: %v", len(v)-1, v[len(v)-1], v[:len(v)-1])
+	}
+}
+
 const prevGcraLua = `
 local t = redis.call('TIME')
 local base = tonumber(t[1]) * 1000000 + tonumber(t[2])
