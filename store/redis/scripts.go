@@ -26,7 +26,7 @@ const logLua = `
 local function xadd(ev, maxlen, seq, from, last)
   for i = from, last, 2 do
     seq = seq + 1
-    local id = '0-' .. string.format('%d', seq)
+    local id = string.format('0-%d', seq)
     if ARGV[i + 1] == '' then
       redis.call('XADD', ev, 'MAXLEN', '~', maxlen, id, 'e', ARGV[i])
     else
