@@ -26,7 +26,7 @@ const logLua = `
 local function xadd(ev, maxlen, seq, from, last)
   for i = from, last, 2 do
     seq = seq + 1
-    local id = '0-' .. string.format('%d', seq)
+    local id = string.format('0-%d', seq)
     if ARGV[i + 1] == '' then
       redis.call('XADD', ev, 'MAXLEN', '~', maxlen, id, 'e', ARGV[i])
     else
@@ -120,78 +120,113 @@ return out
 // its event count; then every record's events, in chain order; last,
 // the time in Redis's clock, in ms, past which nobody waits for the
 // answer (0: no limit).
+//
+// It runs on nearly every turn, so its Lua is kept cheap for Redis: state
+// in locals rather than tables (one table of reads, for a chain of more
+// than one record), arguments compared with their common literals before
+// any conversion, arithmetic rather than tonumber (one string conversion
+// instead of two), and one HSET spelled out per case rather than a table
+// unpacked. chain_script_test.go pins that it stores and answers exactly
+// what its earlier, plainer text did.
 var chainScript = goredis.NewScript(logLua + `
-local notafter = tonumber(ARGV[#ARGV])
-if notafter > 0 then
-  local t = redis.call('TIME')
-  local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if nowms > notafter then
-    return {6, nowms}
+local notafter = ARGV[#ARGV]
+if notafter ~= '0' then
+  notafter = notafter + 0
+  if notafter > 0 then
+    local t = redis.call('TIME')
+    local us = t[2] + 0
+    local nowms = t[1] * 1000 + (us - us % 1000) / 1000
+    if nowms > notafter then
+      return {6, nowms}
+    end
   end
 end
-local n = tonumber(ARGV[1])
-local gens, vers, seqs = {}, {}, {}
+local n = ARGV[1]
+if n == '1' then n = 1 else n = n + 0 end
+-- h is the record's {ver, gen, seq}; a chain of more than one record
+-- keeps them all in hs.
+local h, hs
+if n > 1 then hs = {} end
 local moved = false
 for i = 1, n do
-  local h = redis.call('HMGET', KEYS[2 * i - 1], 'ver', 'gen', 'seq')
+  h = redis.call('HMGET', KEYS[2 * i - 1], 'ver', 'gen', 'seq')
   if not h[1] then
     if redis.call('EXISTS', KEYS[2 * i - 1]) == 0 then
       return {3, i}
     end
     return {5, i}
   end
-  gens[i], vers[i], seqs[i] = h[2], tonumber(h[1]), tonumber(h[3]) or 0
   if (h[2] or '') .. ':' .. h[1] ~= ARGV[4 * i] then
     moved = true
   end
+  if hs then hs[i] = h end
 end
 if moved then
   local out = {4}
   for i = 1, n do
-    local h = redis.call('HMGET', KEYS[2 * i - 1], 'json', 'kids')
-    out[4 * i - 2], out[4 * i - 1], out[4 * i], out[4 * i + 1] = gens[i], vers[i], h[1], h[2]
+    if hs then h = hs[i] end
+    local r = redis.call('HMGET', KEYS[2 * i - 1], 'json', 'kids')
+    out[4 * i - 2], out[4 * i - 1], out[4 * i], out[4 * i + 1] = h[2], h[1] + 0, r[1], r[2]
   end
   return out
 end
 -- Each record is saved in one HSET (its JSON, version and last event
 -- seq, counted from what was read above, in this same step), its events
--- numbered after its last seq, and its log given the record's TTL.
-local out = {0}
+-- numbered after its last seq, and its log given the record's TTL. The
+-- version and seq are sent as strings formatted with '%d', the bytes
+-- Redis's '%.17g' makes of these numbers (integers below 1e17), at less
+-- cost.
+local out
+if hs then out = {0} end
 local from = 4 * n + 4
 local maxlen = ARGV[2]
+local ver
 for i = 1, n do
-  local rec, ev, js = KEYS[2 * i - 1], KEYS[2 * i], ARGV[4 * i + 1]
-  local k = tonumber(ARGV[4 * i + 3])
-  local fields = {}
+  if hs then h = hs[i] end
+  local rec, ev, js, k = KEYS[2 * i - 1], KEYS[2 * i], ARGV[4 * i + 1], ARGV[4 * i + 3]
+  if k == '0' then k = 0 elseif k == '1' then k = 1 else k = k + 0 end
+  local seq
+  if k > 0 then
+    seq = (h[3] or 0) + 0
+  end
   if js ~= '' then
-    vers[i] = vers[i] + 1
-    fields[1], fields[2], fields[3], fields[4] = 'json', js, 'ver', vers[i]
+    ver = h[1] + 1
+    if k > 0 then
+      redis.call('HSET', rec, 'json', js, 'ver', string.format('%d', ver), 'seq', string.format('%d', seq + k))
+    else
+      redis.call('HSET', rec, 'json', js, 'ver', string.format('%d', ver))
+    end
+  else
+    ver = h[1] + 0
+    if k > 0 then
+      redis.call('HSET', rec, 'seq', string.format('%d', seq + k))
+    end
   end
   if k > 0 then
-    fields[#fields + 1], fields[#fields + 2] = 'seq', seqs[i] + k
+    xadd(ev, maxlen, seq, from, from + 2 * k - 1)
   end
-  if #fields > 0 then
-    redis.call('HSET', rec, unpack(fields))
-  end
-  xadd(ev, maxlen, seqs[i], from, from + 2 * k - 1)
   local ttl = ARGV[4 * i + 2]
-  if ttl == '1' then
+  if ttl == '0' then
+    if js ~= '' or k > 0 then
+      -- The record's TTL as it is: the log follows it.
+      followTTL(rec, ev)
+    end
+  elseif ttl == '1' then
     redis.call('PEXPIRE', rec, ARGV[3])
     redis.call('PEXPIRE', ev, ARGV[3])
   elseif ttl == 'x' then
     redis.call('PERSIST', rec)
     redis.call('PERSIST', ev)
-  elseif ttl ~= '0' then
-    redis.call('PEXPIRE', rec, string.sub(ttl, 2))
-    redis.call('PEXPIRE', ev, string.sub(ttl, 2))
-  elseif js ~= '' or k > 0 then
-    -- The record's TTL as it is: the log follows it.
-    followTTL(rec, ev)
+  else
+    local ms = string.sub(ttl, 2)
+    redis.call('PEXPIRE', rec, ms)
+    redis.call('PEXPIRE', ev, ms)
   end
   from = from + 2 * k
-  out[i + 1] = vers[i]
+  if out then out[i + 1] = ver end
 end
-return out
+if out then return out end
+return {0, ver}
 `)
 
 // appendScript adds events to an existing record's log.
