@@ -174,8 +174,9 @@ end
 -- seq, counted from what was read above, in this same step), its events
 -- numbered after its last seq, and its log given the record's TTL. The
 -- version and seq are sent as strings formatted with '%d', the bytes
--- Redis's '%.17g' makes of these numbers (integers below 1e17), at less
--- cost.
+-- Redis's '%.17g' makes of these numbers, at less cost: they are counters
+-- far below 2^31, which the C long behind Lua's %d holds on every
+-- platform.
 local out
 if hs then out = {0} end
 local from = 4 * n + 4
