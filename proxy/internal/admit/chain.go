@@ -154,13 +154,13 @@ func (b *Budget) Chain(chain []*trajectory.Record, t *Turn, now time.Time) (Admi
 	}
 	evs = append(evs, trajectory.EventsFor(rec.ID, ts)...)
 	if len(check.Accepted) > 0 || len(check.Unanswered) > 0 {
-		evs = append(evs, chainrule.Event(rec.ID, now, trajectory.EventToolResults, map[string]any{
-			"accepted": check.Accepted, "unanswered": check.Unanswered}))
+		evs = append(evs, chainrule.Event(rec.ID, now, trajectory.EventToolResults,
+			toolResults{Accepted: check.Accepted, Unanswered: check.Unanswered}))
 	}
 	if len(check.Unknown) > 0 {
 		// Results for calls that are not pending: late, repeated or forged.
 		// They are dropped from accounting and kept for audit.
-		evs = append(evs, chainrule.Event(rec.ID, now, trajectory.EventToolResultUnknown, map[string]any{"ids": check.Unknown}))
+		evs = append(evs, chainrule.Event(rec.ID, now, trajectory.EventToolResultUnknown, unknownResults{IDs: check.Unknown}))
 	}
 	if c := rec.Pending.Control; c != nil && rec.State == trajectory.Ready {
 		// The request is a turn boundary: a pause or an operator's
@@ -223,4 +223,17 @@ func Ended(rec *trajectory.Record) error {
 	}
 	return &Refusal{Kind: RunEnded,
 		Msg: fmt.Sprintf("trajectory %s has ended (%s %s); start a new trajectory to continue", trajectory.Unscoped(rec.ID, rec.Tenant), rec.State, rec.ExitReason)}
+}
+
+// toolResults is a tool_results event's data, and unknownResults a
+// tool_result_unknown event's: structs, whose fields encoding/json writes
+// in the order a map's sorted keys would take, without sorting a map on
+// every turn that carries results.
+type toolResults struct {
+	Accepted   []string `json:"accepted"`
+	Unanswered []string `json:"unanswered"`
+}
+
+type unknownResults struct {
+	IDs []string `json:"ids"`
 }
