@@ -335,6 +335,10 @@ type RateLimits struct {
 	// request names no output limit; the estimate is corrected by the
 	// reply's usage.
 	DefaultOutputTokens int64 `yaml:"default_output_tokens" json:"default_output_tokens"`
+	// ExactTakes sends every turn's key take and settle to Redis. By
+	// default a replica takes a slice of a roomy key ahead of its turns
+	// and spends it in memory (see ratelimit's slices).
+	ExactTakes bool `yaml:"exact_takes" json:"exact_takes"`
 }
 
 // Defaults that DefaultConfig fills in.

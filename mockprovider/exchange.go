@@ -33,22 +33,19 @@ type exchange struct {
 	window    time.Time // its start
 }
 
-// rateLimitTokens is the token limit the rate-limit headers advertise.
-const rateLimitTokens = 2_000_000
-
 // headers sets what every reply of the provider carries, errors included.
 func (x *exchange) headers() {
 	h := x.w.Header()
 	limit := strconv.FormatInt(x.s.rpm, 10)
 	remaining := strconv.FormatInt(max(0, x.s.rpm-x.served), 10)
-	tokensLeft := strconv.FormatInt(max(0, rateLimitTokens-tokens(len(x.body))), 10)
+	tokensLeft := strconv.FormatInt(max(0, x.s.tpm-tokens(len(x.body))), 10)
 	if x.fam == familyAnthropic {
 		reset := x.window.Add(time.Minute).UTC().Format(time.RFC3339)
 		h.Set("request-id", x.requestID)
 		h.Set("anthropic-ratelimit-requests-limit", limit)
 		h.Set("anthropic-ratelimit-requests-remaining", remaining)
 		h.Set("anthropic-ratelimit-requests-reset", reset)
-		h.Set("anthropic-ratelimit-tokens-limit", strconv.Itoa(rateLimitTokens))
+		h.Set("anthropic-ratelimit-tokens-limit", strconv.FormatInt(x.s.tpm, 10))
 		h.Set("anthropic-ratelimit-tokens-remaining", tokensLeft)
 		h.Set("anthropic-ratelimit-tokens-reset", reset)
 		return
@@ -59,7 +56,7 @@ func (x *exchange) headers() {
 	h.Set("x-ratelimit-limit-requests", limit)
 	h.Set("x-ratelimit-remaining-requests", remaining)
 	h.Set("x-ratelimit-reset-requests", x.window.Add(time.Minute).Sub(x.s.clock()).Round(time.Millisecond).String())
-	h.Set("x-ratelimit-limit-tokens", strconv.Itoa(rateLimitTokens))
+	h.Set("x-ratelimit-limit-tokens", strconv.FormatInt(x.s.tpm, 10))
 	h.Set("x-ratelimit-remaining-tokens", tokensLeft)
 	h.Set("x-ratelimit-reset-tokens", "0s")
 }

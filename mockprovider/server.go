@@ -50,6 +50,10 @@ type Options struct {
 	// requests a minute sets it above that load. 0 means
 	// DefaultRequestsPerMinute.
 	RequestsPerMinute int
+	// TokensPerMinute is the token limit those headers advertise, with
+	// what is left of it after the request's input. 0 means
+	// DefaultTokensPerMinute.
+	TokensPerMinute int64
 }
 
 // DefaultMaxRecords is the number of requests a Server remembers unless
@@ -59,6 +63,10 @@ const DefaultMaxRecords = 1000
 // DefaultRequestsPerMinute is the request limit the rate-limit headers
 // advertise unless Options.RequestsPerMinute says otherwise.
 const DefaultRequestsPerMinute = 4000
+
+// DefaultTokensPerMinute is the token limit the rate-limit headers
+// advertise unless Options.TokensPerMinute says otherwise.
+const DefaultTokensPerMinute = 2_000_000
 
 // RecordedRequest is one request as the mock received and answered it.
 type RecordedRequest struct {
@@ -108,6 +116,7 @@ type Server struct {
 	keys   []string
 	limit  int
 	rpm    int64        // advertised requests a minute
+	tpm    int64        // advertised tokens a minute
 	rate   *rateLimiter // nil when no rate limit is enforced
 
 	randMu sync.Mutex
@@ -136,6 +145,7 @@ func New(opts Options) *Server {
 		keys:   slices.Clone(opts.Keys),
 		limit:  opts.MaxRecords,
 		rpm:    int64(opts.RequestsPerMinute),
+		tpm:    opts.TokensPerMinute,
 		rnd:    opts.Rand,
 		idle:   make(chan struct{}),
 	}
@@ -154,6 +164,9 @@ func New(opts Options) *Server {
 	}
 	if s.rpm <= 0 {
 		s.rpm = DefaultRequestsPerMinute
+	}
+	if s.tpm <= 0 {
+		s.tpm = DefaultTokensPerMinute
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -63,6 +63,16 @@ func newBehindEnvBudget(t *testing.T, window time.Duration, budget string) *behi
 // store's Redis client, as cmd/gatekeeper builds them.
 func newBehindEnvKeys(t *testing.T, window time.Duration, budget, limits string) *behindEnv {
 	t.Helper()
+	return newBehindEnvRates(t, window, budget, limits, "")
+}
+
+// newBehindEnvRates is newBehindEnvKeys with rate_limits (a YAML flow
+// mapping, "" for the defaults).
+func newBehindEnvRates(t *testing.T, window time.Duration, budget, limits, rates string) *behindEnv {
+	t.Helper()
+	if rates == "" {
+		rates = "{}"
+	}
 	_, mockURL := newMock(t, false, nil)
 	srv := redistest.StartServer(t)
 	var counted *goredis.Client
@@ -94,7 +104,8 @@ providers:
   - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: [{name: k, key: %s%s}]}
 tenants:
   - {name: team-a, keys: [%s], budget: %s}
-`, srv.URL, window, mockURL, antKey, keyFields(limits), vkA, budget)), func(string) string { return "" })
+rate_limits: %s
+`, srv.URL, window, mockURL, antKey, keyFields(limits), vkA, budget, rates)), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,10 @@ import (
 // A flush's key settles ride in its records' pipeline: Close's flush of
 // the settles of eight runs on a limited key costs one round trip, as
 // without key limits (TestSettleBehindFlushOnePipeline), not one more
-// for the keys.
+// for the keys. (With exact takes: a slice's leftover, which Close gives
+// back, would cost its own.)
 func TestSettleBehindFlushKeySettlesRide(t *testing.T) {
-	e := newBehindEnvKeys(t, 5*time.Second, "{turns: 1000, dollars: 100}", "rpm: 6000, input_tpm: 10000000")
+	e := newBehindEnvRates(t, 5*time.Second, "{turns: 1000, dollars: 100}", "rpm: 6000, input_tpm: 10000000", "{exact_takes: true}")
 	const n = 8
 	ids := make([]string, n)
 	for i := range ids {
@@ -48,10 +49,11 @@ func TestSettleBehindFlushKeySettlesRide(t *testing.T) {
 
 // An admission that takes its thread's earlier settles carries their key
 // settles too, in its one round trip: the key's output-token estimates
-// are corrected turn by turn, with no flush.
+// are corrected turn by turn, with no flush. (With exact takes: a slice
+// would hold capacity of the key that the headroom counts as taken.)
 func TestKeySettlesRideAdmission(t *testing.T) {
-	e := newBehindEnvKeys(t, 5*time.Second, "{turns: 1000, dollars: 100}",
-		"rpm: 60000, rpm_burst: 1000, output_tpm: 60000, output_tpm_burst: 60000")
+	e := newBehindEnvRates(t, 5*time.Second, "{turns: 1000, dollars: 100}",
+		"rpm: 60000, rpm_burst: 1000, output_tpm: 60000, output_tpm_burst: 60000", "{exact_takes: true}")
 	id := e.turn(t, "keyride")
 	e.turn(t, "keyride") // the take and settle scripts are loaded by then
 	const n = 8

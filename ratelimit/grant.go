@@ -50,12 +50,7 @@ func (g *Grant) release(ctx context.Context) {
 	if !g.settle() {
 		return
 	}
-	if !g.est.zero() {
-		if err := g.s.buckets.Settle(ctx, g.Key, g.est.neg(), Unreported()); err != nil {
-			g.s.log.ErrorContext(ctx, "ratelimit: giving back a turn's take", "key", g.Key.ID, "err", err)
-		}
-	}
-	g.s.released()
+	g.s.giveBack(ctx, g.Key, g.est, "a turn's take")
 }
 
 // Reject tells the scheduler the upstream refused the turn on this key
@@ -77,6 +72,8 @@ func (g *Grant) Reject(ctx context.Context, retryAfter time.Duration, keys []Key
 		if err := g.s.buckets.Cool(ctx, g.Key, retryAfter); err != nil {
 			g.s.log.ErrorContext(ctx, "ratelimit: cooling a key", "key", g.Key.ID, "err", err)
 		}
+		// A cooled key serves no turn from a slice.
+		g.s.dropSlice(ctx, g.Key)
 	}
 	g.release(ctx)
 	k, ok, _, err := g.s.pick(ctx, keys, g.est, g.Key.ID)

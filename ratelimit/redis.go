@@ -42,6 +42,8 @@ type Redis struct {
 	// its first call, in the same pipeline); cleared when a call finds the
 	// server without it.
 	fusedSent atomic.Bool
+	// sliceSent is fusedSent for sliceTakeScript.
+	sliceSent atomic.Bool
 }
 
 // keyCall is what every script call on one Key starts with.

@@ -279,3 +279,38 @@ return 0
 var settleTakeScript = newScript(gcraLua + adjustLua(7) + syncLua(10) + takeLua(16) + saveLua + `
 return r
 `)
+
+// sliceLua(o) follows a take (r): when it admitted the turn, it also
+// takes ARGV[o+1..o+3] (a replica's slice, see slices.go) if every
+// limited dimension keeps at least half of its burst free after them,
+// and answers the headroom after that; r[4] is 1 when it took them, else
+// 0. An advisory key is never asked for a slice.
+func sliceLua(o int) string {
+	return `
+r[4] = 0
+if r[1] == 1 then
+  local fits = true
+` + perDim(`
+  local s$d = 0
+  if lim$d > 0 and ARGV[$o + $d] ~= '0' then
+    s$d = tonumber(ARGV[$o + $d])
+    if (tat$d - now) + s$d * iv$d > tau$d / 2 then fits = false end
+  end
+`, o) + `
+  if fits then
+` + perDim(`
+    if s$d > 0 then tat$d = tat$d + s$d * iv$d end
+`, o) + headroomLua + `
+    r[3], r[4] = h, 1
+  end
+end
+`
+}
+
+// sliceTakeScript is settleTakeScript (ARGV[8..19]) with a slice asked
+// for after the take (ARGV[20..22]): a turn's take asking for a slice,
+// and giving back what was left of the one before. The reply is the
+// take's, and whether the slice was taken.
+var sliceTakeScript = newScript(gcraLua + adjustLua(7) + syncLua(10) + takeLua(16) + sliceLua(19) + saveLua + `
+return r
+`)

@@ -29,6 +29,14 @@ type Ride struct {
 	k     Key   // the key it takes on, measured
 	est   Cost
 	cmd   *goredis.Cmd // once queued
+	// local: the take came from the key's slice (slices.go), in memory;
+	// nothing goes to Redis.
+	local bool
+	// ask is the slice the take asks for beyond est, back what is left
+	// of the key's slice before, given back in the same script call;
+	// both zero for a plain take; askGen is the ask's, for its answer.
+	ask, back Cost
+	askGen    uint64
 }
 
 // Ride prepares a Take of est for a turn of class on keys, to ride in a
@@ -56,27 +64,55 @@ func (s *Scheduler) Ride(class string, keys []Key, est Cost) *Ride {
 			k, best = o, h
 		}
 	}
+	if rd := s.sliceRide(m, est); rd != nil {
+		s.mu.Unlock()
+		rd.s, rd.r, rd.class, rd.keys = s, r, s.class(class), keys
+		return rd
+	}
 	s.mu.Unlock()
 	if k.Limits.unlimited() {
 		return nil
 	}
-	return &Ride{s: s, r: r, class: s.class(class), keys: keys, k: k, est: est}
+	rd := &Ride{s: s, r: r, class: s.class(class), keys: keys, k: k, est: est}
+	rd.ask, rd.back, rd.askGen = s.sliceAsk(k, est)
+	return rd
 }
 
 // Queue adds the take to p when client is the buckets' own Redis client,
 // and reports whether it did; a ride is queued once.
 func (rd *Ride) Queue(ctx context.Context, client any, p goredis.Pipeliner) bool {
-	if rd.cmd != nil || client != any(rd.r.rdb) {
+	if rd.cmd != nil || rd.local && rd.ask.zero() || client != any(rd.r.rdb) {
 		return false
 	}
 	n := amounts(rd.est)
+	if !rd.ask.zero() {
+		rd.queueSlice(ctx, p, settleArgs(rd.back.neg(), Unreported()))
+		return true
+	}
 	keys, argv := rd.r.call(rd.k, n[0], n[1], n[2])
 	rd.cmd = p.EvalSha(ctx, takeScript.hash, keys, argv...)
 	return true
 }
 
-// Sent reports whether the take was queued in a pipeline.
-func (rd *Ride) Sent() bool { return rd.cmd != nil }
+// queueSlice adds to p the take asking for a slice (sliceTakeScript),
+// after settle, the arguments of a settle on the same key (settleArgs).
+func (rd *Ride) queueSlice(ctx context.Context, p goredis.Pipeliner, settle []any) {
+	n, a := amounts(rd.est), amounts(rd.ask)
+	if rd.local {
+		// Taken from the slice already: the call only asks for more.
+		n = [dims]int64{}
+	}
+	keys, argv := rd.r.call(rd.k, append(settle, n[0], n[1], n[2], a[0], a[1], a[2])...)
+	if !rd.r.sliceSent.Swap(true) {
+		// Ahead of its first call, as the fused script (Fused.Queue).
+		p.ScriptLoad(ctx, sliceTakeScript.src)
+	}
+	rd.cmd = p.EvalSha(ctx, sliceTakeScript.hash, keys, argv...)
+}
+
+// Sent reports whether the take was made: queued in a pipeline, or
+// served by the key's slice with nothing to ask Redis for.
+func (rd *Ride) Sent() bool { return rd.cmd != nil || rd.local && rd.ask.zero() }
 
 // Grant is the turn's grant, once the pipeline the take rode in ran: on
 // the ride's key when its take admitted the turn. Otherwise (no room, not
@@ -84,6 +120,14 @@ func (rd *Ride) Sent() bool { return rd.cmd != nil }
 // in the class's queue as any turn does. A take whose answer was lost is
 // not given back (see Undo).
 func (rd *Ride) Grant(ctx context.Context) (*Grant, error) {
+	if rd.local {
+		rd.local = false
+		rd.topUp()
+		rd.s.mu.Lock()
+		rd.s.observeWait(rd.class, 0)
+		rd.s.mu.Unlock()
+		return rd.s.grant(rd.k, rd.class, rd.est, 0), nil
+	}
 	if rd.cmd != nil {
 		ok, err := rd.result()
 		if err == nil && ok {
@@ -94,8 +138,34 @@ func (rd *Ride) Grant(ctx context.Context) (*Grant, error) {
 			return rd.s.grant(rd.k, rd.class, rd.est, 0), nil
 		}
 		rd.cmd = nil
+	} else {
+		rd.unsent()
 	}
 	return rd.s.Acquire(ctx, rd.class, rd.keys, rd.est)
+}
+
+// topUp reads the answer of a ride served by its slice that asked for
+// more in the same pipeline.
+func (rd *Ride) topUp() {
+	if rd.cmd == nil {
+		rd.unsent()
+		return
+	}
+	_, _ = rd.result() // the take was the slice's; an error only denies more
+	rd.cmd = nil
+}
+
+// unsent ends a ride that asked for a slice and never went: the key may
+// be asked again, and what was left of its slice goes back.
+func (rd *Ride) unsent() {
+	if rd.ask.zero() {
+		return
+	}
+	rd.s.sliceAnswer(rd.k, rd.askGen, rd.ask, false)
+	rd.ask = Cost{}
+	if !rd.back.zero() {
+		go rd.s.giveToBucket(rd.k, rd.back)
+	}
 }
 
 // Undo gives back what the take took: the operation it rode with refused
@@ -105,27 +175,54 @@ func (rd *Ride) Grant(ctx context.Context) (*Grant, error) {
 // same Redis again, on the refused turn's path. Such a take is one turn's
 // estimate, which the bucket refills within its burst's time.
 func (rd *Ride) Undo(ctx context.Context) {
-	if rd == nil || rd.cmd == nil {
+	if rd == nil {
+		return
+	}
+	if rd.local {
+		rd.local = false
+		rd.topUp()
+		rd.s.giveBack(ctx, rd.k, rd.est, "a refused turn's take")
+		return
+	}
+	if rd.cmd == nil {
+		rd.unsent()
 		return
 	}
 	ok, err := rd.result()
 	rd.cmd = nil
-	if err != nil || !ok || rd.est.zero() {
+	if err != nil || !ok {
 		return
 	}
-	if err := rd.s.buckets.Settle(ctx, rd.k, rd.est.neg(), Unreported()); err != nil {
-		rd.s.log.ErrorContext(ctx, "ratelimit: giving back a refused turn's take", "key", rd.k.ID, "err", err)
-	}
-	rd.s.released()
+	rd.s.giveBack(ctx, rd.k, rd.est, "a refused turn's take")
 }
 
 // result reads the take's reply: whether it admitted the turn. The
 // headroom it answers goes to the Observer and to what later rides
-// choose their key by.
+// choose their key by; a slice it was given, to the key's slice.
 func (rd *Ride) result() (bool, error) {
+	asked := !rd.ask.zero()
+	if asked {
+		// Answered once: whatever it says, the key may be asked again.
+		defer func() { rd.ask = Cost{} }()
+	}
 	v, err := rd.cmd.Result()
 	if err != nil {
+		if asked {
+			if noScript(err) {
+				rd.r.sliceSent.Store(false)
+			}
+			rd.s.sliceAnswer(rd.k, rd.askGen, rd.ask, false)
+		}
 		return false, fmt.Errorf("ratelimit: key %s: %w", rd.k.ID, err)
+	}
+	if asked {
+		ok, h, sliced, err := sliceReply(rd.k, v)
+		rd.s.sliceAnswer(rd.k, rd.askGen, rd.ask, err == nil && sliced)
+		if err != nil {
+			return false, err
+		}
+		rd.s.noteHeadroom(rd.k.ID, h)
+		return ok, nil
 	}
 	ok, _, h, err := takeReply(rd.k, v)
 	if err != nil {
@@ -133,6 +230,21 @@ func (rd *Ride) result() (bool, error) {
 	}
 	rd.s.noteHeadroom(rd.k.ID, h)
 	return ok, nil
+}
+
+// sliceReply checks sliceTakeScript's reply: the take's, and then 1 when
+// the slice was taken, else 0.
+func sliceReply(k Key, v any) (ok bool, h float64, sliced bool, err error) {
+	reply, isList := v.([]any)
+	if !isList || len(reply) != 4 {
+		return false, 0, false, fmt.Errorf("%w: take with a slice on key %s answered %T %v", ErrReply, k.ID, v, v)
+	}
+	s, isInt := reply[3].(int64)
+	if !isInt || s != 0 && s != 1 {
+		return false, 0, false, fmt.Errorf("%w: take with a slice on key %s answered %v", ErrReply, k.ID, v)
+	}
+	ok, _, h, err = takeReply(k, reply[:3])
+	return ok, h, s == 1, err
 }
 
 // takeReply checks the take script's reply {admitted, wait ms, headroom

@@ -42,6 +42,9 @@ type Options struct {
 	// Logger gets the errors no caller can receive (a failed correction
 	// after a turn); nil is slog.Default().
 	Logger *slog.Logger
+	// Slices lets the scheduler take slices of roomy keys ahead of its
+	// turns when the buckets are in Redis (see slices.go).
+	Slices bool
 }
 
 // Observer receives the scheduler's metrics. Its methods may be called with
@@ -99,6 +102,12 @@ type Scheduler struct {
 	pools  map[string]*pool
 	length map[string]int // waiting turns per class, all pools
 	closed bool
+
+	slicing bool              // Options.Slices, on Redis buckets
+	slices  map[string]*slice // by key ID
+	// sliceGen numbers the slices' asks and grants, so that an answer or
+	// an expiry finds whether it is still the last.
+	sliceGen uint64
 }
 
 // New starts a Scheduler.
@@ -116,6 +125,8 @@ func New(opts Options) *Scheduler {
 		pools:   make(map[string]*pool),
 		length:  make(map[string]int),
 		seen:    make(map[string]float64),
+		slicing: opts.Slices && redisOf(opts.Buckets) != nil,
+		slices:  make(map[string]*slice),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -147,6 +158,7 @@ func (s *Scheduler) Close() {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	s.closeSlices()
 	s.cancel()
 	<-s.done
 	s.mu.Lock()
@@ -373,6 +385,9 @@ func measured(keys []Key) []Key {
 
 // take is one Take on k, reported to the Observer with k's headroom.
 func (s *Scheduler) take(ctx context.Context, k Key, c Cost) (bool, time.Duration, error) {
+	if s.fromSlice(k, c) {
+		return true, 0, nil
+	}
 	if ht, ok := s.buckets.(headroomTaker); ok {
 		ok, wait, h, err := ht.takeHeadroom(ctx, k, c)
 		if err == nil {

@@ -47,10 +47,14 @@ func RideSettles(ss []Settlement) *SettleRide {
 			delta = st.Actual.sub(g.est)
 		}
 		r, ok := ParseHeaders(st.Header, g.s.now())
-		if !ok {
-			r = Unreported()
+		if !ok || lowersNothing(g.Key, r) {
+			// Headers that lower nothing (a roomy key's) are not sent.
+			r, ok = Unreported(), false
 		}
 		if delta.zero() && !ok {
+			continue
+		}
+		if g.s.intoSlice(g.Key, delta, r) {
 			continue
 		}
 		if sr == nil {
@@ -128,8 +132,13 @@ func Fuse(rd *Ride, sr *SettleRide) *Fused {
 // SettleRide.Queue), and reports whether it added any.
 func (f *Fused) Queue(ctx context.Context, client any, p goredis.Pipeliner) bool {
 	added := false
-	if rd := f.rd; rd != nil && rd.cmd == nil && client == any(rd.r.rdb) {
-		if grp, i := f.sr.onKeyOf(rd); grp != nil {
+	if rd := f.rd; rd != nil && rd.cmd == nil && !rd.local && client == any(rd.r.rdb) {
+		if grp, i := f.sr.onKeyOf(rd); grp != nil && !rd.ask.zero() {
+			// The take asks for a slice: the settle and what is left of
+			// the slice before go in its call, as one correction.
+			rd.queueSlice(ctx, p, settleArgs(grp.deltas[i].sub(rd.back), grp.rs[i]))
+			grp.fused, grp.fusedCmd, added = i+1, rd.cmd, true
+		} else if grp != nil {
 			n := amounts(rd.est)
 			args := append(settleArgs(grp.deltas[i], grp.rs[i]), n[0], n[1], n[2])
 			keys, argv := rd.r.call(rd.k, args...)

@@ -77,7 +77,9 @@ type bench struct {
 func start(p params, stderr io.Writer) (*bench, error) {
 	b := &bench{p: p, gate: &gate{}, served: make(chan error, 3)}
 	// Clock stays time.Now: EventTimes are compared with the client's reads.
-	b.mock = mockprovider.New(mockprovider.Options{Keys: []string{upstreamKey}, Sleep: b.gate.sleep})
+	// The mock advertises the key's own limits (see roomyLimits).
+	b.mock = mockprovider.New(mockprovider.Options{Keys: []string{upstreamKey}, Sleep: b.gate.sleep,
+		RequestsPerMinute: benchRPM, TokensPerMinute: benchTPM})
 	mockURL, err := b.serve(b.mock)
 	if err != nil {
 		return nil, err
@@ -131,7 +133,7 @@ func (b *bench) gatekeeper(mockURL string, tr http.RoundTripper) (http.Handler, 
 		store = fmt.Sprintf("store: {kind: redis, redis_url: %q, settle_window: %s}", b.p.redisURL, b.p.settleWindow)
 		budget = "budget: {turns: 1000000000, dollars: 10000000}"
 		if b.p.keyLimits {
-			limits = ", rpm: 10000000, input_tpm: 10000000000, output_tpm: 10000000000"
+			limits = fmt.Sprintf(", rpm: %d, input_tpm: %d, output_tpm: %[2]d", benchRPM, benchTPM)
 		}
 	}
 	yaml := fmt.Sprintf(`
@@ -362,17 +364,25 @@ func (g *gate) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// roomyLimits reports, in the mock's rate-limit headers, every request of
-// the limit as remaining. The mock advertises 4000 requests a minute,
-// counts every request it serves (the bare proxy's too) in one-minute
-// windows and, past 4000, reports none left until its window ends: a
-// provider's word that gatekeeper obeys (a bucket full only in d lacks d of
-// the key's rate, README "Rate limits and key pools"), so every worker of a
-// run past 4000 turns in a minute waited out rate_limits.max_wait, 30 s, at
-// once, whatever the key's own limits. The mock enforces nothing; the
-// headers keep their count and size, so gatekeeper still reads and syncs
-// them as it would a real provider's.
+// roomyLimits reports, in the mock's rate-limit headers, every request and
+// token of the limit as remaining: a provider with room. The mock counts
+// every request it serves (the bare proxy's too) in one-minute windows and
+// reports what is left of the limit it advertises; a provider reporting
+// none left is obeyed (a bucket full only in d lacks d of the key's rate,
+// README "Rate limits and key pools"), and one reporting less left than a
+// burst lowers the key's buckets to that on every turn. The mock enforces
+// nothing; the headers keep their count and size, so gatekeeper still
+// reads them as it would a real provider's.
 type roomyLimits struct{ next http.RoundTripper }
+
+// benchRPM and benchTPM are the provider key's limits with -key-limits,
+// far above what the mock gets, and what the mock's rate-limit headers
+// advertise: a provider whose limits are the ones configured, so that
+// what it reports left is what gatekeeper's buckets hold, not less.
+const (
+	benchRPM = 10_000_000
+	benchTPM = 10_000_000_000
+)
 
 func (r roomyLimits) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := r.next.RoundTrip(req)

@@ -66,7 +66,8 @@ func NewScheduler(o Options) *Scheduler {
 	} else {
 		b = deadline.Buckets(b, o.StoreTimeout)
 	}
-	ro := ratelimit.Options{Buckets: b, Weights: o.RateLimits.Weights, MaxWait: o.RateLimits.MaxWait.Std(), Clock: o.Clock, Logger: o.Logger}
+	ro := ratelimit.Options{Buckets: b, Weights: o.RateLimits.Weights, MaxWait: o.RateLimits.MaxWait.Std(), Clock: o.Clock, Logger: o.Logger,
+		Slices: !o.RateLimits.ExactTakes}
 	if o.Observer != nil {
 		ro.Observer = o.Observer
 	}
