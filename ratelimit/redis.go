@@ -188,9 +188,10 @@ func (r *Redis) Cool(ctx context.Context, k Key, d time.Duration) error {
 }
 
 // settles reports whether a settle of delta and rem on k has anything to
-// write: a limited key, and a correction or a provider's report.
+// write: a limited key, and a correction or a provider's report that
+// lowers something.
 func settles(k Key, delta Cost, rem Remaining) bool {
-	return !k.Limits.unlimited() && !(delta.zero() && rem.reportsNothing())
+	return !k.Limits.unlimited() && !(delta.zero() && (rem.reportsNothing() || lowersNothing(k, rem)))
 }
 
 // Settle implements Buckets in one round trip.

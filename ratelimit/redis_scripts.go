@@ -283,21 +283,22 @@ return r
 // sliceLua(o) follows a take (r): when it admitted the turn, it also
 // takes ARGV[o+1..o+3] (a replica's slice, see slices.go) if every
 // limited dimension keeps at least half of its burst free after them,
-// and answers the headroom after that; r[4] is 1 when it took them, else
+// and answers the headroom after that; r[4] is 1 when it took some, else
 // 0. An advisory key is never asked for a slice.
 func sliceLua(o int) string {
 	return `
 r[4] = 0
 if r[1] == 1 then
-  local fits = true
+  local fits, asked = true, false
 ` + perDim(`
   local s$d = 0
   if lim$d > 0 and ARGV[$o + $d] ~= '0' then
     s$d = tonumber(ARGV[$o + $d])
+    if s$d > 0 then asked = true end
     if (tat$d - now) + s$d * iv$d > tau$d / 2 then fits = false end
   end
 `, o) + `
-  if fits then
+  if fits and asked then
 ` + perDim(`
     if s$d > 0 then tat$d = tat$d + s$d * iv$d end
 `, o) + headroomLua + `

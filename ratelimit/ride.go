@@ -163,9 +163,7 @@ func (rd *Ride) unsent() {
 	}
 	rd.s.sliceAnswer(rd.k, rd.askGen, rd.ask, false)
 	rd.ask = Cost{}
-	if !rd.back.zero() {
-		go rd.s.giveToBucket(rd.k, rd.back)
-	}
+	rd.s.giveToBucket(rd.k, rd.back)
 }
 
 // Undo gives back what the take took: the operation it rode with refused

@@ -167,19 +167,27 @@ func sliceOf(k Key, est Cost) Cost {
 // sliceAnswer records what Redis answered the ask gen for ask on k:
 // granted, or not (nor when the answer was lost).
 func (s *Scheduler) sliceAnswer(k Key, gen uint64, ask Cost, granted bool) {
+	if back := s.answered(k, gen, ask, granted); !back.zero() {
+		s.giveToBucket(k, back)
+	}
+}
+
+// answered is sliceAnswer under s.mu; it returns what goes back to the
+// bucket at once.
+func (s *Scheduler) answered(k Key, gen uint64, ask Cost, granted bool) Cost {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sl := s.slices[k.ID]
 	if sl == nil || sl.ask != gen || s.closed {
 		// A cooling or Close gave the slice up: what came goes back.
 		if granted {
-			go s.giveToBucket(k, ask)
+			return ask
 		}
-		return
+		return Cost{}
 	}
 	sl.asking = false
 	if !granted {
-		return
+		return Cost{}
 	}
 	sl.left = Cost{Requests: sl.left.Requests + ask.Requests, Input: sl.left.Input + ask.Input, Output: sl.left.Output + ask.Output}
 	sl.granted = sl.left
@@ -187,6 +195,7 @@ func (s *Scheduler) sliceAnswer(k Key, gen uint64, ask Cost, granted bool) {
 	sl.grant = s.sliceGen
 	next := sl.grant
 	time.AfterFunc(sliceLife, func() { s.sliceExpired(k, next) })
+	return Cost{}
 }
 
 // sliceExpired gives back what is left of k's slice, unless it was given
