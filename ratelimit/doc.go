@@ -25,6 +25,11 @@
 //     back (Undo) when what it rode with refused the turn. SettleRide is
 //     the same for a flush's key settles (SettleAll when nothing carries
 //     them).
+//   - Slices (Options.Slices, on Redis): a replica takes capacity of a
+//     roomy key ahead of its turns, in the script of a take that goes to
+//     Redis anyway, and spends it in memory; never when the key has less
+//     than half a burst free, so near its limit every take is the
+//     bucket's own (slices.go).
 //
 // A bucket's take is exact at any rate: the Redis scripts count from the
 // whole microsecond of the server's clock and store a theoretical arrival
