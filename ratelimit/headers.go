@@ -53,7 +53,7 @@ var resetHeaders = []struct {
 func ParseHeaders(h http.Header, now time.Time) (r Remaining, ok bool) {
 	r = Unreported()
 	for _, rh := range remainingHeaders {
-		v := h.Get(rh.name)
+		v := get(h, rh.name)
 		if v == "" {
 			continue
 		}
@@ -68,7 +68,7 @@ func ParseHeaders(h http.Header, now time.Time) (r Remaining, ok bool) {
 		ok = true
 	}
 	for _, rh := range resetHeaders {
-		v := strings.TrimSpace(h.Get(rh.name))
+		v := strings.TrimSpace(get(h, rh.name))
 		if v == "" {
 			continue
 		}
@@ -82,6 +82,15 @@ func ParseHeaders(h http.Header, now time.Time) (r Remaining, ok bool) {
 		ok = true
 	}
 	return r, ok
+}
+
+// get is h.Get of a canonical name, without canonicalizing it again (the
+// names above are canonical; every reply is read for all of them).
+func get(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // parseReset reads one reset header as the time until the provider's

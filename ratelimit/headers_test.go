@@ -152,3 +152,20 @@ func FuzzParseHeaders(f *testing.F) {
 		}
 	})
 }
+
+// TestHeaderNamesCanonical checks that the names ParseHeaders reads
+// without canonicalizing them (get) are canonical.
+func TestHeaderNamesCanonical(t *testing.T) {
+	var names []string
+	for _, rh := range remainingHeaders {
+		names = append(names, rh.name)
+	}
+	for _, rh := range resetHeaders {
+		names = append(names, rh.name)
+	}
+	for _, n := range names {
+		if c := http.CanonicalHeaderKey(n); c != n {
+			t.Errorf("header name %q is not canonical (%q)", n, c)
+		}
+	}
+}
