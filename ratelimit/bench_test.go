@@ -106,3 +106,53 @@ func BenchmarkRideSettleRedis(b *testing.B) {
 		SettleAll(ctx, []Settlement{{Grant: g, Actual: benchActual, Header: h}})
 	}
 }
+
+// BenchmarkRideSettleRedisRoomy is BenchmarkRideSettleRedis with the
+// provider's headers advertising the key's own limits, all left (a key
+// with room, whose headers lower nothing), exact (every take and settle
+// a script) and with slices (most turns served and settled in memory).
+// Each iteration is one turn; the Redis commands it sent are reported.
+func BenchmarkRideSettleRedisRoomy(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		slices bool
+	}{{"exact", false}, {"slices", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := newRedisClient(b)
+			cmds := &cmdCount{}
+			c.AddHook(cmds)
+			s := New(Options{Buckets: NewRedis(c, "gk:"), Slices: tc.slices})
+			defer s.Close()
+			keys := []Key{{ID: "anthropic/k1", Limits: benchLimits}}
+			reset := time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
+			h := http.Header{}
+			h.Set("anthropic-ratelimit-requests-limit", "1073741824")
+			h.Set("anthropic-ratelimit-requests-remaining", "1073741824")
+			h.Set("anthropic-ratelimit-requests-reset", reset)
+			h.Set("anthropic-ratelimit-tokens-limit", "1125899906842624")
+			h.Set("anthropic-ratelimit-tokens-remaining", "1125899906842624")
+			h.Set("anthropic-ratelimit-tokens-reset", reset)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				rd := s.Ride(Interactive, keys, benchEst)
+				if rd == nil {
+					b.Fatal("no ride on Redis buckets")
+				}
+				if !rd.Sent() {
+					p := c.Pipeline()
+					if rd.Queue(ctx, c, p) {
+						_, _ = p.Exec(ctx)
+					}
+				}
+				g, err := rd.Grant(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				SettleAll(ctx, []Settlement{{Grant: g, Actual: benchActual, Header: h}})
+			}
+			b.ReportMetric(float64(cmds.n.Load())/float64(b.N), "cmds/turn")
+		})
+	}
+}

@@ -11,10 +11,11 @@ import (
 	"gatekeeper/internal/redistest"
 )
 
-// Past the mock's 4000 requests in its minute, gatekeeper on Redis with
-// key limits goes on serving turns: the mock's headers no longer report
-// its window empty (roomyLimits). Before, every turn after that waited
-// out rate_limits.max_wait for the window to end.
+// Past 4000 requests in the mock's minute (its default advertised limit),
+// gatekeeper on Redis with key limits goes on serving turns: the mock
+// advertises the key's own limits (benchRPM, benchTPM) and its headers
+// report all of them left (roomyLimits). When it advertised 4000, every
+// turn after that waited out rate_limits.max_wait for the window to end.
 func TestMockWindowDoesNotStall(t *testing.T) {
 	srv := redistest.StartServer(t)
 	b, err := start(params{conns: 8, streams: 1, redisURL: srv.URL, settleWindow: 2 * time.Millisecond, keyLimits: true}, io.Discard)
