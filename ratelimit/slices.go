@@ -48,7 +48,16 @@ type slice struct {
 	// away) no longer stops another.
 	asking bool
 	asked  time.Time
+	// last is when a take on the key last went to Redis: a slice is
+	// asked for only on a key this replica takes often (see busyGap).
+	last time.Time
 }
+
+// busyGap is the most between two of a replica's takes on a key that go
+// to Redis for the second to ask for a slice: one turn in 62 ms, 16 a
+// second. A replica's turns rarer than that would leave most of a slice
+// to go back unspent, one more script each time.
+const busyGap = sliceLife / 8
 
 // live reports whether sl has a slice to spend or settle into.
 func (sl *slice) live() bool { return sl != nil && sl.granted != (Cost{}) }
@@ -103,7 +112,8 @@ func (s *Scheduler) sliceRide(keys []Key, est Cost) *Ride {
 }
 
 // sliceAsk is what a take of est on k, which its slice does not cover,
-// asks for beyond est (zero for nothing), what is left of the slice
+// asks for beyond est (zero for nothing: the key's last take here was
+// more than busyGap ago, or an ask is out), what is left of the slice
 // (given back in the same call), and the ask's generation.
 func (s *Scheduler) sliceAsk(k Key, est Cost) (ask, back Cost, gen uint64) {
 	if !s.slicing || k.Advisory || k.Limits.unlimited() {
@@ -118,6 +128,12 @@ func (s *Scheduler) sliceAsk(k Key, est Cost) (ask, back Cost, gen uint64) {
 	if sl == nil {
 		sl = &slice{}
 		s.slices[k.ID] = sl
+	}
+	now := s.now()
+	busy := !sl.last.IsZero() && now.Sub(sl.last) < busyGap
+	sl.last = now
+	if !busy {
+		return Cost{}, Cost{}, 0
 	}
 	return s.askLocked(sl, k, est, true)
 }

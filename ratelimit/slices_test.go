@@ -154,19 +154,23 @@ func TestSlicesServeTurns(t *testing.T) {
 	lim := Limits{RPM: 60, RPMBurst: 6400, OutputTPM: 6000, OutputBurst: 6400 * 100}
 	e := newSliceEnv(t, c, cmds, "serve:", lim)
 	est := Cost{Requests: 1, Output: 100}
-	if _, sent := e.turn(t, est); !sent {
-		t.Fatal("the first turn's take did not go to Redis")
+	// The first turn on the key takes alone; the second, soon after,
+	// asks for a slice.
+	for i := range 2 {
+		if _, sent := e.turn(t, est); !sent {
+			t.Fatalf("turn %d's take did not go to Redis", i+1)
+		}
 	}
-	// 1 + 64 requests taken of 6400.
+	// 2 + 64 requests taken of 6400.
 	if h := headroom(t, e.b, e.k); h < 0.989 || h > 0.99 {
-		t.Fatalf("headroom %.4f after the first turn, want 1-65/6400", h)
+		t.Fatalf("headroom %.4f after two turns, want 1-66/6400", h)
 	}
 	before := cmds.n.Load()
 	var gs []*Grant
 	for i := range 32 {
 		g, sent := e.turn(t, est)
 		if sent {
-			t.Fatalf("turn %d of the slice went to Redis", i+2)
+			t.Fatalf("turn %d of the slice went to Redis", i+3)
 		}
 		gs = append(gs, g)
 	}
@@ -185,13 +189,13 @@ func TestSlicesServeTurns(t *testing.T) {
 		t.Fatal("the turn that found the slice half spent asked for nothing")
 	}
 	if h := headroom(t, e.b, e.k); h < 0.979 || h > 0.98 {
-		t.Fatalf("headroom %.4f after the top-up, want 1-129/6400", h)
+		t.Fatalf("headroom %.4f after the top-up, want 1-130/6400", h)
 	}
 	// Close gives back what is left: 64+64-33 requests, and the output
 	// settles gave back 32×90 of the slice's (within what it was given).
 	e.s.Close()
-	if h := headroom(t, e.b, e.k); h < 0.9945 || h > 0.9955 {
-		t.Fatalf("headroom %.4f after Close, want 1-34/6400 (the turns' own requests)", h)
+	if h := headroom(t, e.b, e.k); h < 0.9944 || h > 0.9955 {
+		t.Fatalf("headroom %.4f after Close, want 1-35/6400 (the turns' own requests)", h)
 	}
 	if e.s.fromSlice(e.k, Cost{Requests: 1}) {
 		t.Fatal("a closed scheduler took from a slice")
@@ -208,13 +212,14 @@ func TestSliceExpires(t *testing.T) {
 	t.Run("Life", func(t *testing.T) {
 		e := newSliceEnv(t, c, nil, "life:", lim)
 		e.turn(t, est)
+		e.turn(t, est)
 		if h := headroom(t, e.b, e.k); h > 0.99 {
 			t.Fatalf("headroom %.4f: no slice taken", h)
 		}
 		deadline := time.Now().Add(5 * sliceLife)
-		for headroom(t, e.b, e.k) < 0.9995 {
+		for headroom(t, e.b, e.k) < 0.9996 {
 			if time.Now().After(deadline) {
-				t.Fatalf("headroom %.4f %s after the slice was given, want 1-1/6400", headroom(t, e.b, e.k), 5*sliceLife)
+				t.Fatalf("headroom %.4f %s after the slice was given, want 1-2/6400", headroom(t, e.b, e.k), 5*sliceLife)
 			}
 			time.Sleep(sliceLife / 10)
 		}
@@ -224,7 +229,11 @@ func TestSliceExpires(t *testing.T) {
 	})
 	t.Run("Cool", func(t *testing.T) {
 		e := newSliceEnv(t, c, nil, "cool:", lim)
+		e.turn(t, est)
 		g, _ := e.turn(t, est)
+		if !e.s.fromSlice(e.k, est) {
+			t.Fatal("no slice after two turns")
+		}
 		if _, err := g.Reject(context.Background(), time.Minute, []Key{e.k}); err != nil {
 			t.Fatal(err)
 		}
@@ -299,4 +308,35 @@ func TestSlicesNeverOverdraw(t *testing.T) {
 	if local < burst/4 {
 		t.Fatalf("%d of %d turns came from slices", local, admitted)
 	}
+}
+
+// TestSlicesOnlyForBusyKeys checks that a replica asks for a slice only
+// on a key it takes often: turns further apart than busyGap take alone
+// (a slice would mostly go back unspent), and the first turn soon after
+// another asks.
+func TestSlicesOnlyForBusyKeys(t *testing.T) {
+	c := newRedisClient(t)
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	b := NewRedis(c, "busy:")
+	s := New(Options{Buckets: b, MaxWait: 20 * time.Millisecond, Slices: true,
+		Clock: func() time.Time { return time.Unix(0, now.Load()) }})
+	t.Cleanup(s.Close)
+	e := &sliceEnv{c: c, b: b, s: s, k: Key{ID: "p/k", Limits: Limits{RPM: 60, RPMBurst: 6400}}}
+	est := Cost{Requests: 1}
+	for i := range 5 {
+		rd := s.Ride(Standard, []Key{e.k}, est)
+		if rd == nil || rd.local || !rd.ask.zero() {
+			t.Fatalf("turn %d, %s after the one before: ride %+v, want a take alone", i+1, 2*busyGap, rd)
+		}
+		rd.Undo(context.Background())
+		now.Add(int64(2 * busyGap))
+	}
+	e.turn(t, est)
+	now.Add(int64(busyGap / 2))
+	rd := s.Ride(Standard, []Key{e.k}, est)
+	if rd == nil || rd.ask.zero() {
+		t.Fatalf("a turn %s after the one before: ride %+v, want one asking for a slice", busyGap/2, rd)
+	}
+	rd.Undo(context.Background())
 }
