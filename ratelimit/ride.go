@@ -167,8 +167,9 @@ func (rd *Ride) unsent() {
 }
 
 // Undo gives back what the take took: the operation it rode with refused
-// the turn. A ride not sent, or whose take found no room, gives nothing
-// back; nor does one whose answer was lost (Redis timed out or went
+// the turn; to the key's slice when it has one (a take the slice served
+// goes back to it). A ride not sent, or whose take found no room, gives
+// nothing back; nor does one whose answer was lost (Redis timed out or went
 // away): it may or may not have taken, and a give-back would wait on the
 // same Redis again, on the refused turn's path. Such a take is one turn's
 // estimate, which the bucket refills within its burst's time.
