@@ -90,10 +90,11 @@ func (g *Grant) Observe(ctx context.Context, h http.Header) {
 		return
 	}
 	r, ok := ParseHeaders(h, g.s.now())
-	if !ok {
+	if !ok || lowersNothing(g.Key, r) {
 		return
 	}
-	if err := g.s.buckets.Settle(ctx, g.Key, Cost{}, r); err != nil {
+	// The key is no longer roomy: its slice goes back with the sync.
+	if err := g.s.buckets.Settle(ctx, g.Key, g.s.surrender(g.Key).neg(), r); err != nil {
 		g.s.log.ErrorContext(ctx, "ratelimit: syncing a key with its rate-limit headers", "key", g.Key.ID, "err", err)
 	}
 }

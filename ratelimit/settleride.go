@@ -54,7 +54,11 @@ func RideSettles(ss []Settlement) *SettleRide {
 		if delta.zero() && !ok {
 			continue
 		}
-		if g.s.intoSlice(g.Key, delta, r) {
+		if ok {
+			// The key is no longer roomy: its slice goes back with
+			// this settle.
+			delta = delta.sub(g.s.surrender(g.Key))
+		} else if g.s.intoSlice(g.Key, delta, r) {
 			continue
 		}
 		if sr == nil {

@@ -232,22 +232,28 @@ func (s *Scheduler) sliceExpired(k Key, gen uint64) {
 	s.giveToBucket(k, left)
 }
 
-// dropSlice gives back what is left of k's slice now: the key was cooled.
+// dropSlice gives back what is left of k's slice now: the key was
+// cooled, or its provider reported less than a burst left.
 func (s *Scheduler) dropSlice(ctx context.Context, k Key) {
+	s.settleBucket(ctx, k, s.surrender(k))
+}
+
+// surrender ends k's slice and returns what was left of it, for a
+// settle going to Redis to give back: the provider reported less than a
+// burst left, and the key is no longer roomy. A slice still asked for
+// goes back when it comes (sliceAnswer).
+func (s *Scheduler) surrender(k Key) Cost {
 	if !s.slicing {
-		return
+		return Cost{}
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	sl := s.slices[k.ID]
 	if sl == nil {
-		s.mu.Unlock()
-		return
+		return Cost{}
 	}
-	// A slice still asked for goes back when it comes (sliceAnswer).
-	left := sl.left
 	delete(s.slices, k.ID)
-	s.mu.Unlock()
-	s.settleBucket(ctx, k, left)
+	return sl.left
 }
 
 // giveToBucket gives c back to k's bucket, on the scheduler's own

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -251,6 +252,40 @@ func TestSliceExpires(t *testing.T) {
 		}
 		rd.Undo(context.Background())
 	})
+}
+
+// TestSliceGoesBackWhenLowered checks that a settle whose rate-limit
+// headers report less than a burst left ends the key's slice and gives
+// what was left of it back in the same settle, and that one reporting
+// plenty goes into the slice.
+func TestSliceGoesBackWhenLowered(t *testing.T) {
+	c := newRedisClient(t)
+	e := newSliceEnv(t, c, nil, "lowered:", Limits{RPM: 60, RPMBurst: 6400})
+	est := Cost{Requests: 1}
+	e.turn(t, est)
+	g, _ := e.turn(t, est)
+	g2, _ := e.turn(t, est) // from the slice: 63 left
+	h := http.Header{}
+	h.Set("anthropic-ratelimit-requests-remaining", "6400")
+	if sr := RideSettles([]Settlement{{Grant: g2, Actual: est, Header: h}}); sr != nil {
+		t.Fatal("a settle reporting a burst left has something to send")
+	}
+	h.Set("anthropic-ratelimit-requests-remaining", "100")
+	sr := RideSettles([]Settlement{{Grant: g, Actual: est, Header: h}})
+	if sr == nil || len(sr.groups) != 1 || len(sr.groups[0].deltas) != 1 {
+		t.Fatalf("a settle reporting less than a burst left: %+v, want one to send", sr)
+	}
+	if got := sr.groups[0].deltas[0]; got != (Cost{Requests: -63}) {
+		t.Fatalf("its correction is %+v, want the slice's 63 requests given back", got)
+	}
+	if e.s.fromSlice(e.k, est) {
+		t.Fatal("the slice still serves turns")
+	}
+	sr.Finish(context.Background())
+	// What the provider reported is what is left: 100 of 6400.
+	if h := headroom(t, e.b, e.k); h < 0.015 || h > 0.017 {
+		t.Fatalf("headroom %.4f, want 100/6400", h)
+	}
 }
 
 // TestSlicesNeverOverdraw runs two replicas' turns on one key until both
