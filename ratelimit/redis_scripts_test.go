@@ -234,15 +234,7 @@ func TestRedisTATRoundTrip(t *testing.T) {
 func TestRedisWriteTat(t *testing.T) {
 	c := newRedisClient(t)
 	src := gcraLua + `
-local function prevWriteTat(x)
-  local whole = math.floor(x)
-  local f = math.floor((x - whole) * 1e12 + 0.5)
-  if f >= 1e12 then whole, f = whole + 1, 0 end
-  local s = string.format('%.0f', base + whole)
-  if f > 0 then s = s .. string.format('.%012.0f', f) end
-  return s
-end
-local bad, n = {}, 0
+` + strings.Replace(prevWriteTatLua, "function writeTat(", "function prevWriteTat(", 1) + `local bad, n = {}, 0
 local edges = {0, floor(base / 1e9) * 1e9 - base, floor(base / 1e6) * 1e6 - base,
   (floor(base / 1e9) + 1) * 1e9 - base, 2^53 - base, 2^53 - 1e9 - base, 9007199e9 - base}
 local ds = {-1e9, -2, -1, -0.5, -1e-6, -1e-12, 0, 1e-12, 6e-8, 1e-6, 0.25, 0.4999999999995,
@@ -277,6 +269,18 @@ return bad
 	}
 }
 
+// prevWriteTatLua is the previous scripts' writeTat, in prevGcraLua and,
+// renamed, beside the current one in TestRedisWriteTat.
+const prevWriteTatLua = `local function writeTat(x)
+  local whole = math.floor(x)
+  local f = math.floor((x - whole) * 1e12 + 0.5)
+  if f >= 1e12 then whole, f = whole + 1, 0 end
+  local s = string.format('%.0f', base + whole)
+  if f > 0 then s = s .. string.format('.%012.0f', f) end
+  return s
+end
+`
+
 const prevGcraLua = `
 local t = redis.call('TIME')
 local base = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -297,15 +301,7 @@ end
 
 -- writeTat is x (after base) as stored: whole microseconds of the clock,
 -- and the fraction when there is one.
-local function writeTat(x)
-  local whole = math.floor(x)
-  local f = math.floor((x - whole) * 1e12 + 0.5)
-  if f >= 1e12 then whole, f = whole + 1, 0 end
-  local s = string.format('%.0f', base + whole)
-  if f > 0 then s = s .. string.format('.%012.0f', f) end
-  return s
-end
-
+` + prevWriteTatLua + `
 local lim, burst, tau, tat = {}, {}, {}, {}
 for d = 1, 3 do
   lim[d] = tonumber(ARGV[d])
