@@ -49,19 +49,19 @@ func (r *Record) sizeJSON() int {
 
 func appendRecord(b []byte, r *Record, err *error) []byte {
 	b = append(b, `{"id":`...)
-	b = appendString(b, r.ID)
+	b = AppendJSONString(b, r.ID)
 	b = append(b, `,"parent_id":`...)
 	b = appendNullable(b, r.ParentID)
 	b = append(b, `,"tenant":`...)
-	b = appendString(b, r.Tenant)
+	b = AppendJSONString(b, r.Tenant)
 	b = append(b, `,"state":`...)
-	b = appendString(b, string(r.State))
+	b = AppendJSONString(b, string(r.State))
 	b = append(b, `,"exit_reason":`...)
 	b = appendNullable(b, r.ExitReason)
 	b = append(b, `,"turns":`...)
 	b = strconv.AppendInt(b, r.Turns, 10)
 	b = append(b, `,"last_stop_reason":`...)
-	b = appendString(b, r.LastStopReason)
+	b = AppendJSONString(b, r.LastStopReason)
 	b = append(b, `,"created_at":`...)
 	b = appendTime(b, r.CreatedAt, err)
 	b = append(b, `,"updated_at":`...)
@@ -77,7 +77,7 @@ func appendRecord(b []byte, r *Record, err *error) []byte {
 	b = appendFloat(b, r.Budget.Dollars, err)
 	if r.Budget.OnExhaust != "" {
 		b = append(b, `,"on_exhaust":`...)
-		b = appendString(b, r.Budget.OnExhaust)
+		b = AppendJSONString(b, r.Budget.OnExhaust)
 	}
 
 	b = append(b, `},"spend":{"turns":`...)
@@ -100,16 +100,16 @@ func appendRecord(b []byte, r *Record, err *error) []byte {
 	b = append(b, `},"budget_used":`...)
 	b = appendFloat(b, r.BudgetUsed, err)
 	b = append(b, `,"binding_dimension":`...)
-	b = appendString(b, r.BindingDimension)
+	b = AppendJSONString(b, r.BindingDimension)
 	b = append(b, `,"stage":`...)
-	b = appendString(b, r.Stage)
+	b = AppendJSONString(b, r.Stage)
 	b = appendPending(b, &r.Pending, err)
 	b = append(b, `,"children":[`...)
 	for i, c := range r.Children {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, c)
+		b = AppendJSONString(b, c)
 	}
 	b = append(b, ']')
 
@@ -131,7 +131,7 @@ func appendRecord(b []byte, r *Record, err *error) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, c)
+			b = AppendJSONString(b, c)
 		}
 		b = append(b, ']')
 	}
@@ -163,9 +163,9 @@ func appendPending(b []byte, p *Pending, err *error) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"id":`...)
-		b = appendString(b, c.ID)
+		b = AppendJSONString(b, c.ID)
 		b = append(b, `,"name":`...)
-		b = appendString(b, c.Name)
+		b = AppendJSONString(b, c.Name)
 		b = append(b, `,"deadline":`...)
 		b = appendDeadline(b, &c.Deadline, err)
 		b = append(b, '}')
@@ -177,7 +177,7 @@ func appendPending(b []byte, p *Pending, err *error) []byte {
 		b = append(b, "null"...)
 	} else {
 		b = append(b, `{"kind":`...)
-		b = appendString(b, string(c.Kind))
+		b = AppendJSONString(b, string(c.Kind))
 		b = appendOptString(b, `,"message":`, c.Message)
 		b = appendOptString(b, `,"by":`, c.By)
 		b = append(b, `,"at":`...)
@@ -240,11 +240,11 @@ func appendWatch(b []byte, wa *Watch) []byte {
 	}
 	if wa.Step != "" {
 		b = field(b, `"step":`)
-		b = appendString(b, string(wa.Step))
+		b = AppendJSONString(b, string(wa.Step))
 	}
 	if s := wa.Signal; s != nil {
 		b = field(b, `"signal":{"kind":`)
-		b = appendString(b, s.Kind)
+		b = AppendJSONString(b, s.Kind)
 		b = appendOptString(b, `,"tool":`, s.Tool)
 		if s.Digest != 0 {
 			b = append(b, `,"digest":`...)
@@ -281,7 +281,7 @@ func appendOptString(b []byte, key, s string) []byte {
 	if s == "" {
 		return b
 	}
-	return appendString(append(b, key...), s)
+	return AppendJSONString(append(b, key...), s)
 }
 
 func appendOptInt(b []byte, key string, v int64) []byte {
@@ -316,7 +316,7 @@ func appendNullable(b []byte, s string) []byte {
 	if s == "" {
 		return append(b, "null"...)
 	}
-	return appendString(b, s)
+	return AppendJSONString(b, s)
 }
 
 // appendTime writes t as time.Time.MarshalJSON does.
@@ -400,9 +400,6 @@ func refuse(err *error, v any) {
 func htmlSafe(c byte) bool {
 	return c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
 }
-
-// appendString is AppendJSONString under the name the appenders above use.
-func appendString(b []byte, s string) []byte { return AppendJSONString(b, s) }
 
 // AppendJSONString appends s as encoding/json writes a string with HTML
 // escaping on (json.Marshal's): control bytes, quotes, backslashes and
