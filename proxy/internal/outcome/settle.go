@@ -146,7 +146,7 @@ func (s Settle) stages(chain []*trajectory.Record, now time.Time) []trajectory.E
 // would refuse (dollars not a number) leaves it without, as json.Marshal's
 // nil would.
 func (o Turn) event(id string, now time.Time, data *TurnData) trajectory.Event {
-	raw, err := data.AppendJSON(make([]byte, 0, data.sizeJSON()))
+	raw, err := data.MarshalJSON()
 	if err != nil {
 		raw = nil
 	}
