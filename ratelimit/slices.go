@@ -235,7 +235,7 @@ func (s *Scheduler) sliceExpired(k Key, gen uint64) {
 // dropSlice gives back what is left of k's slice now: the key was
 // cooled, or its provider reported less than a burst left.
 func (s *Scheduler) dropSlice(ctx context.Context, k Key) {
-	s.settleBucket(ctx, k, s.surrender(k))
+	s.settleBucket(ctx, k, s.surrender(k), leftover)
 }
 
 // surrender ends k's slice and returns what was left of it, for a
@@ -256,22 +256,25 @@ func (s *Scheduler) surrender(k Key) Cost {
 	return sl.left
 }
 
+// leftover names a slice's give-back in a failure's log.
+const leftover = "what is left of a slice"
+
 // giveToBucket gives c back to k's bucket, on the scheduler's own
 // context (a slice's leftover, after its turns ended).
 func (s *Scheduler) giveToBucket(k Key, c Cost) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), sliceLife)
 	defer cancel()
-	s.settleBucket(ctx, k, c)
+	s.settleBucket(ctx, k, c, leftover)
 }
 
-// settleBucket gives c back to k's bucket in Redis, logging a failure.
-func (s *Scheduler) settleBucket(ctx context.Context, k Key, c Cost) {
+// settleBucket gives c, what, back to k's bucket, logging a failure, and
+// tells the dispatcher capacity came back.
+func (s *Scheduler) settleBucket(ctx context.Context, k Key, c Cost, what string) {
 	if c.zero() {
 		return
 	}
 	if err := s.buckets.Settle(ctx, k, c.neg(), Unreported()); err != nil {
-		s.log.ErrorContext(ctx, "ratelimit: giving back what is left of a slice", "key", k.ID, "err", err)
-		return
+		s.log.ErrorContext(ctx, "ratelimit: giving back "+what, "key", k.ID, "err", err)
 	}
 	s.released()
 }
@@ -310,10 +313,7 @@ func (s *Scheduler) giveBack(ctx context.Context, k Key, c Cost, what string) {
 	if c.zero() || s.intoSlice(k, c.neg(), Unreported()) {
 		return
 	}
-	if err := s.buckets.Settle(ctx, k, c.neg(), Unreported()); err != nil {
-		s.log.ErrorContext(ctx, "ratelimit: giving back "+what, "key", k.ID, "err", err)
-	}
-	s.released()
+	s.settleBucket(ctx, k, c, what)
 }
 
 // lowersNothing reports whether syncing k to r would leave every bucket
