@@ -20,14 +20,24 @@ type Ledger struct {
 
 var _ tenant.Ledger = (*Ledger)(nil)
 
-// book is one tenant's ledger. Buckets older than their window are
-// dropped as the window moves past them.
+// book is one tenant's ledger. Everything a turn reads is kept as a
+// running total, and what expires leaves through a queue ordered by its
+// expiry, so that no call costs more for the calls, runs or hours before
+// it: a settled call is remembered for an hour, and a busy tenant settles
+// many thousands in that time.
 type book struct {
-	hours   map[int64]tenant.Amount
-	days    map[int64]tenant.Amount
-	calls   map[string]held
-	live    map[string]struct{}
-	started map[string]time.Time
+	hours map[int64]tenant.Amount // at most HourBuckets+1 entries
+	days  map[int64]tenant.Amount // at most DayBuckets+1 entries
+	calls map[string]held
+	// callsOut orders calls by when they expire; an entry whose call was
+	// replaced since (reserved again, or settled) is passed over.
+	callsOut expiries
+	reserved tenant.Amount // held by the calls not settled
+	inFlight int64
+	live     map[string]struct{}
+	started  map[string]time.Time
+	// startsOut orders started by start: its first entry is the oldest.
+	startsOut expiries
 }
 
 // held is a call's reservation, or, once settled (settled set), the mark
@@ -42,6 +52,9 @@ type held struct {
 // settle is retried.
 const settledKept = time.Hour
 
+// startedKept is how long a started run counts toward the hourly limit.
+const startedKept = time.Hour
+
 // NewLedger returns an empty ledger reading the time from now (time.Now
 // when nil).
 func NewLedger(now func() time.Time) *Ledger {
@@ -52,7 +65,8 @@ func NewLedger(now func() time.Time) *Ledger {
 }
 
 // book returns the tenant's book with what left its windows dropped; the
-// caller holds mu.
+// caller holds mu. Its cost is what expired since the last call, never
+// what is kept.
 func (l *Ledger) book(name string, now time.Time) *book {
 	b, ok := l.tenants[name]
 	if !ok {
@@ -60,32 +74,66 @@ func (l *Ledger) book(name string, now time.Time) *book {
 			live: map[string]struct{}{}, started: map[string]time.Time{}}
 		l.tenants[name] = b
 	}
-	h, d := tenant.HourIndex(now), tenant.DayIndex(now)
-	for i := range b.hours {
-		if i <= h-tenant.HourBuckets {
-			delete(b.hours, i)
+	if h := tenant.HourIndex(now); len(b.hours) > tenant.HourBuckets {
+		for i := range b.hours {
+			if i <= h-tenant.HourBuckets {
+				delete(b.hours, i)
+			}
 		}
 	}
-	for i := range b.days {
-		if i <= d-tenant.DayBuckets {
-			delete(b.days, i)
+	if d := tenant.DayIndex(now); len(b.days) > tenant.DayBuckets {
+		for i := range b.days {
+			if i <= d-tenant.DayBuckets {
+				delete(b.days, i)
+			}
 		}
 	}
-	for id, c := range b.calls {
-		if !now.Before(c.expires) {
-			delete(b.calls, id)
+	for {
+		id, at, ok := b.callsOut.due(now)
+		if !ok {
+			break
+		}
+		if c, ok := b.calls[id]; ok && c.expires.Equal(at) {
+			b.drop(id, c)
 		}
 	}
-	for id, at := range b.started {
-		if now.Sub(at) >= time.Hour {
+	for {
+		id, at, ok := b.startsOut.due(now.Add(-startedKept))
+		if !ok {
+			break
+		}
+		if s, ok := b.started[id]; ok && s.Equal(at) {
 			delete(b.started, id)
 		}
 	}
 	return b
 }
 
+// hold keeps c as call id's entry, in place of any before it.
+func (b *book) hold(id string, c held) {
+	if old, ok := b.calls[id]; ok {
+		b.drop(id, old)
+	}
+	b.calls[id] = c
+	b.callsOut.push(id, c.expires)
+	if !c.settled {
+		b.reserved = b.reserved.Add(c.r)
+		b.inFlight++
+	}
+}
+
+// drop forgets call id, whose entry is c.
+func (b *book) drop(id string, c held) {
+	delete(b.calls, id)
+	if !c.settled {
+		b.reserved = b.reserved.Add(tenant.Amount{Micros: -c.r.Micros, Tokens: -c.r.Tokens})
+		b.inFlight--
+	}
+}
+
 func (b *book) usage(now time.Time) tenant.Usage {
-	u := tenant.Usage{Now: now, Live: int64(len(b.live)), Started: int64(len(b.started))}
+	u := tenant.Usage{Now: now, Live: int64(len(b.live)), Started: int64(len(b.started)),
+		Reserved: b.reserved, InFlight: b.inFlight}
 	h, d := tenant.HourIndex(now), tenant.DayIndex(now)
 	for i := range u.Hours {
 		u.Hours[i] = b.hours[h-tenant.HourBuckets+1+int64(i)]
@@ -93,16 +141,8 @@ func (b *book) usage(now time.Time) tenant.Usage {
 	for i := range u.Days {
 		u.Days[i] = b.days[d-tenant.DayBuckets+1+int64(i)]
 	}
-	for _, c := range b.calls {
-		if !c.settled {
-			u.Reserved = u.Reserved.Add(c.r)
-			u.InFlight++
-		}
-	}
-	for _, at := range b.started {
-		if u.OldestStart.IsZero() || at.Before(u.OldestStart) {
-			u.OldestStart = at
-		}
+	if _, at, ok := b.startsOut.first(); ok {
+		u.OldestStart = at
 	}
 	return u
 }
@@ -132,7 +172,7 @@ func (l *Ledger) Reserve(ctx context.Context, name, call string, r tenant.Amount
 	if over(day.Micros, lim.MicrosPerDay) || over(month.Micros, lim.MicrosPerMonth) || over(day.Tokens, lim.TokensPerDay) {
 		return false, nil
 	}
-	b.calls[call] = held{r: r, expires: now.Add(ttl)}
+	b.hold(call, held{r: r, expires: now.Add(ttl)})
 	return true, nil
 }
 
@@ -152,7 +192,7 @@ func (l *Ledger) Settle(ctx context.Context, name, call string, used tenant.Amou
 		if c, ok := b.calls[call]; ok && c.settled {
 			return nil
 		}
-		b.calls[call] = held{settled: true, expires: now.Add(settledKept)}
+		b.hold(call, held{settled: true, expires: now.Add(settledKept)})
 	}
 	h, d := tenant.HourIndex(now), tenant.DayIndex(now)
 	b.hours[h] = b.hours[h].Add(used)
@@ -183,6 +223,7 @@ func (l *Ledger) StartRun(ctx context.Context, name, id string, lim tenant.Limit
 	}
 	if lim.NewPerHour > 0 && !started {
 		b.started[id] = now
+		b.startsOut.push(id, now)
 	}
 	return tenant.Start{}, nil
 }
