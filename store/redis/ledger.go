@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -25,49 +26,99 @@ var _ tenant.Ledger = (*Ledger)(nil)
 func (s *Store) Ledger() *Ledger { return &Ledger{s: s} }
 
 // The tenant's keys: its buckets (fields "h:<hour>:m" and ":t" for micros
-// and tokens, "d:<day>:..." likewise), its calls ("<micros> <tokens>
-// <expires ms>", or "s s <expires ms>" once settled), its live runs and
-// the runs started in the last hour (scored by their start in ms).
+// and tokens, "d:<day>:..." likewise, and "swept", the hour whose old
+// buckets were last dropped), its calls in flight ("<micros> <tokens>",
+// beside their running sums in fields "#m", "#t" and "#n", which no call
+// id starts with, so that the sums expire with the calls they sum), when
+// each call lapses (scored in ms), its live runs and the runs started in the last hour (scored
+// by their start in ms). A settled call is a key of its own
+// (settledKey), gone after settledKeptMs. Nothing a script does walks
+// what a tenant keeps: a busy tenant settles many thousands of calls an
+// hour, and a turn must not cost more for them.
 func ledgerKeys(name string) []string {
 	p := "gk:t{" + name + "}:"
-	return []string{p + "spend", p + "calls", p + "live", p + "started"}
+	return []string{p + "spend", p + "held", p + "lapses", p + "live", p + "started"}
 }
 
-// ledgerLua reads the clock, drops what left the windows and sums the
-// calls in flight; every ledger script starts with it.
+// settledKey marks call settled for the tenant; it shares the tenant's
+// hash tag.
+func settledKey(name, call string) string { return "gk:t{" + name + "}:settled:" + call }
+
+// settledKeptMs is how long a settled call is remembered: longer than any
+// charge is retried.
+const settledKeptMs = 3600000
+
+var settledKeptLua = strconv.Itoa(settledKeptMs)
+
+// ledgerLua reads the clock, drops the buckets that left the windows
+// (once an hour) and the reservations that lapsed, and reads the sums of
+// the calls in flight; every ledger script but endScript starts with it.
+// At most lapseBatch lapsed reservations leave per script: the rest leave
+// in the next, and until then count as held, which errs toward refusing.
 const ledgerLua = `
-local spend, calls, live, started = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local spend, held, lapses, live, started = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local t = redis.call('TIME')
 local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local hour, day = math.floor(tonumber(t[1]) / 3600), math.floor(tonumber(t[1]) / 86400)
-for _, k in ipairs(redis.call('HKEYS', spend)) do
-  local kind, idx = string.match(k, '^(%a):(%d+):')
-  idx = tonumber(idx)
-  if idx == nil or (kind == 'h' and idx <= hour - 24) or (kind == 'd' and idx <= day - 30) then
-    redis.call('HDEL', spend, k)
+if redis.call('HGET', spend, 'swept') ~= tostring(hour) then
+  for _, k in ipairs(redis.call('HKEYS', spend)) do
+    local kind, idx = string.match(k, '^(%a):(%d+):')
+    idx = tonumber(idx)
+    if k ~= 'swept' and (idx == nil or (kind == 'h' and idx <= hour - 24) or (kind == 'd' and idx <= day - 30)) then
+      redis.call('HDEL', spend, k)
+    end
+  end
+  redis.call('HSET', spend, 'swept', tostring(hour))
+end
+-- Sums go down by 0 - x, never -x: Redis reads the "-0" that -0 formats
+-- to as no integer.
+local lapsed = redis.call('ZRANGEBYSCORE', lapses, '-inf', nowms, 'LIMIT', 0, 256)
+if #lapsed > 0 then
+  local dm, dt, dn = 0, 0, 0
+  for _, id in ipairs(lapsed) do
+    local v = redis.call('HGET', held, id)
+    if v then
+      local m, tk = string.match(v, '^(%S+) (%S+)$')
+      dm, dt, dn = dm + tonumber(m), dt + tonumber(tk), dn + 1
+      redis.call('HDEL', held, id)
+    end
+  end
+  redis.call('ZREM', lapses, unpack(lapsed))
+  if dn > 0 then
+    redis.call('HINCRBY', held, '#m', 0 - dm)
+    redis.call('HINCRBY', held, '#t', 0 - dt)
+    redis.call('HINCRBY', held, '#n', 0 - dn)
   end
 end
-local resm, rest, inflight = 0, 0, 0
-local c = redis.call('HGETALL', calls)
-for i = 1, #c, 2 do
-  local m, tk, exp = string.match(c[i + 1], '^(%S+) (%S+) (%d+)$')
-  if exp == nil or tonumber(exp) <= nowms then
-    redis.call('HDEL', calls, c[i])
-  elseif m ~= 's' then
-    resm, rest, inflight = resm + tonumber(m), rest + tonumber(tk), inflight + 1
-  end
-end
+local s = redis.call('HMGET', held, '#m', '#t', '#n')
+local resm, rest, inflight = tonumber(s[1] or 0), tonumber(s[2] or 0), tonumber(s[3] or 0)
 redis.call('ZREMRANGEBYSCORE', started, '-inf', nowms - 3600000)
+-- window reads the n buckets of kind up to cur in one HMGET.
 local function window(kind, cur, n)
-  local out, m, tk = {}, 0, 0
+  local fields = {}
   for i = cur - n + 1, cur do
-    local v = redis.call('HMGET', spend, kind .. ':' .. i .. ':m', kind .. ':' .. i .. ':t')
-    local vm, vt = tonumber(v[1] or 0), tonumber(v[2] or 0)
-    out[#out + 1] = vm
-    out[#out + 1] = vt
+    fields[#fields + 1] = kind .. ':' .. i .. ':m'
+    fields[#fields + 1] = kind .. ':' .. i .. ':t'
+  end
+  local v = redis.call('HMGET', spend, unpack(fields))
+  local out, m, tk = {}, 0, 0
+  for i = 1, #v, 2 do
+    local vm, vt = tonumber(v[i] or 0), tonumber(v[i + 1] or 0)
+    out[i], out[i + 1] = vm, vt
     m, tk = m + vm, tk + vt
   end
   return out, m, tk
+end
+-- unhold forgets the reservation of call id, if it has one.
+local function unhold(id)
+  local v = redis.call('HGET', held, id)
+  if not v then return end
+  local m, tk = string.match(v, '^(%S+) (%S+)$')
+  redis.call('HDEL', held, id)
+  redis.call('ZREM', lapses, id)
+  redis.call('HINCRBY', held, '#m', 0 - tonumber(m))
+  redis.call('HINCRBY', held, '#t', 0 - tonumber(tk))
+  redis.call('HINCRBY', held, '#n', -1)
 end
 `
 
@@ -98,19 +149,27 @@ if (perday > 0 and dm + resm + rm > perday) or (permonth > 0 and mm + resm + rm 
   or (tokday > 0 and dt + rest + rt > tokday) then
   return 0
 end
-redis.call('HSET', calls, ARGV[1], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. string.format('%d', nowms + tonumber(ARGV[4])))
-redis.call('PEXPIRE', calls, 3600000 + tonumber(ARGV[4]))
+unhold(ARGV[1])
+redis.call('HSET', held, ARGV[1], ARGV[2] .. ' ' .. ARGV[3])
+redis.call('ZADD', lapses, nowms + tonumber(ARGV[4]), ARGV[1])
+redis.call('HINCRBY', held, '#m', ARGV[2])
+redis.call('HINCRBY', held, '#t', ARGV[3])
+redis.call('HINCRBY', held, '#n', 1)
+-- Both outlive the longest reservation in them.
+local ttl = 3600000 + tonumber(ARGV[4])
+for _, k in ipairs({held, lapses}) do
+  if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+end
 return 1
 `)
 
-// settleScript ends call ARGV[1] ("" for none), unless already settled,
-// and adds ARGV[2] micros and ARGV[3] tokens to the current buckets.
+// settleScript ends call ARGV[1] ("" for none), unless already settled
+// (KEYS[6], its mark, exists), and adds ARGV[2] micros and ARGV[3] tokens
+// to the current buckets.
 var settleScript = goredis.NewScript(ledgerLua + `
 if ARGV[1] ~= '' then
-  local v = redis.call('HGET', calls, ARGV[1])
-  if v and string.sub(v, 1, 2) == 's ' then return 0 end
-  redis.call('HSET', calls, ARGV[1], 's s ' .. string.format('%d', nowms + 3600000))
-  redis.call('PEXPIRE', calls, 7200000)
+  if not redis.call('SET', KEYS[6], '1', 'PX', ` + settledKeptLua + `, 'NX') then return 0 end
+  unhold(ARGV[1])
 end
 for _, f in ipairs({'h:' .. hour, 'd:' .. day}) do
   redis.call('HINCRBY', spend, f .. ':m', ARGV[2])
@@ -143,8 +202,8 @@ return {0}
 
 // endScript forgets the live runs ARGV.
 var endScript = goredis.NewScript(`
-if #ARGV > 0 then redis.call('SREM', KEYS[3], unpack(ARGV)) end
-return redis.call('SMEMBERS', KEYS[3])
+if #ARGV > 0 then redis.call('SREM', KEYS[4], unpack(ARGV)) end
+return redis.call('SMEMBERS', KEYS[4])
 `)
 
 func init() {
@@ -249,7 +308,8 @@ func (l *Ledger) Settle(ctx context.Context, name, call string, used tenant.Amou
 	if rider := ride.Take(ctx); rider != nil {
 		before = func(p goredis.Pipeliner) { rider.Queue(ctx, l.s.rdb, p) }
 	}
-	if _, err := l.s.eval(ctx, settleScript, ledgerKeys(name), []any{call, used.Micros, used.Tokens}, before); err != nil {
+	keys := append(ledgerKeys(name), settledKey(name, call))
+	if _, err := l.s.eval(ctx, settleScript, keys, []any{call, used.Micros, used.Tokens}, before); err != nil {
 		return l.s.fail(ctx, "charging a tenant", err)
 	}
 	return nil
