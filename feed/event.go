@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gatekeeper/trajectory"
 )
 
 // Kind names an event of the stream.
@@ -75,8 +77,34 @@ type entry struct {
 // Redis can add one, so it is counted and skipped.
 var errEntry = errors.New("feed: malformed log entry")
 
-func encodeEntry(e Event) ([]byte, error) {
-	return json.Marshal(entry{Kind: e.Kind, At: e.At, Tenant: e.Tenant, Trajectory: e.Trajectory, Data: e.Data})
+// appendEntry appends e as the Redis log stores it: entry's JSON, as
+// encoding/json writes it for data gatekeeper built (compact, its strings
+// escaped as encoding/json's), without reflection and without scanning
+// Data again. Data empty is null. A time RFC 3339 cannot say is written
+// as the zero time, which decodes.
+func appendEntry(b []byte, e *Event) []byte {
+	b = append(b, `{"kind":`...)
+	b = trajectory.AppendJSONString(b, string(e.Kind))
+	b = append(b, `,"at":`...)
+	var ok bool
+	if b, ok = trajectory.AppendJSONTime(b, e.At); !ok {
+		b, _ = trajectory.AppendJSONTime(b, time.Time{})
+	}
+	if e.Tenant != "" {
+		b = append(b, `,"tenant":`...)
+		b = trajectory.AppendJSONString(b, e.Tenant)
+	}
+	if e.Trajectory != "" {
+		b = append(b, `,"trajectory":`...)
+		b = trajectory.AppendJSONString(b, e.Trajectory)
+	}
+	b = append(b, `,"data":`...)
+	if len(e.Data) == 0 {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, e.Data...)
+	}
+	return append(b, '}')
 }
 
 // decodeEntry reads a stored entry back into an event with id.

@@ -71,6 +71,12 @@ type Feed struct {
 
 	mu   sync.Mutex
 	subs map[*Subscription]struct{}
+	// cur is where follow reads the log from. With no subscriber follow
+	// reads nothing (idle): the first subscriber sets cur to where the
+	// log ends and wakes it.
+	cur  ID
+	idle bool
+	wake chan struct{}
 
 	published, lost, malformed, dropped atomic.Uint64
 
@@ -96,7 +102,8 @@ func New(ctx context.Context, o Options) (*Feed, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	f := &Feed{logger: o.Logger, buffer: o.Buffer, retain: o.Retain, in: make(chan Event, o.Queue), subs: make(map[*Subscription]struct{})}
+	f := &Feed{logger: o.Logger, buffer: o.Buffer, retain: o.Retain, in: make(chan Event, o.Queue), subs: make(map[*Subscription]struct{}),
+		wake: make(chan struct{}, 1)}
 	if o.Redis != nil {
 		f.log = &redisLog{rdb: o.Redis, key: StreamKey, retain: int64(o.Retain)}
 	} else {
@@ -106,11 +113,12 @@ func New(ctx context.Context, o Options) (*Feed, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.cur = start
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	f.stop = stop
 	f.wg.Add(2)
 	go func() { defer f.wg.Done(); f.write(bg) }()
-	go func() { defer f.wg.Done(); f.follow(bg, start) }()
+	go func() { defer f.wg.Done(); f.follow(bg) }()
 	return f, nil
 }
 
@@ -160,10 +168,17 @@ func (f *Feed) Publish(e Event) {
 	}
 }
 
+// Lost counts an event that could not be published (it could not be
+// encoded) and logs why.
+func (f *Feed) Lost(kind Kind, err error) {
+	f.lost.Add(1)
+	f.logger.Error("feed: encoding an event", slog.String("kind", string(kind)), slog.String("error", err.Error()))
+}
+
 // write appends queued events to the log in batches until ctx ends, then
 // appends what is left for a short while.
 func (f *Feed) write(ctx context.Context) {
-	batch := make([][]byte, 0, appendBatch)
+	batch := make([]Event, 0, appendBatch)
 	for {
 		select {
 		case e := <-f.in:
@@ -185,15 +200,10 @@ func (f *Feed) write(ctx context.Context) {
 	}
 }
 
-// collect encodes e and whatever else is queued, up to appendBatch.
-func (f *Feed) collect(batch [][]byte, e Event) [][]byte {
+// collect takes e and whatever else is queued, up to appendBatch.
+func (f *Feed) collect(batch []Event, e Event) []Event {
 	for {
-		if b, err := encodeEntry(e); err != nil {
-			f.lost.Add(1)
-			f.logger.Error("feed: encoding an event", slog.String("kind", string(e.Kind)), slog.String("error", err.Error()))
-		} else {
-			batch = append(batch, b)
-		}
+		batch = append(batch, e)
 		if len(batch) == appendBatch {
 			return batch
 		}
@@ -205,7 +215,7 @@ func (f *Feed) collect(batch [][]byte, e Event) [][]byte {
 	}
 }
 
-func (f *Feed) appendBatch(ctx context.Context, batch [][]byte) {
+func (f *Feed) appendBatch(ctx context.Context, batch []Event) {
 	if len(batch) == 0 {
 		return
 	}
@@ -220,12 +230,25 @@ func (f *Feed) appendBatch(ctx context.Context, batch [][]byte) {
 	f.published.Add(uint64(len(batch)))
 }
 
-// follow hands every event the log gets after start, from any replica, to
-// the subscribers, until ctx ends. A log that fails is read again from
-// where it stopped, so no event is skipped.
-func (f *Feed) follow(ctx context.Context, start ID) {
-	cur := start
+// follow hands every event the log gets, from any replica, to the
+// subscribers, until ctx ends. A log that fails is read again from where
+// it stopped, so no event is skipped. While nothing is subscribed it
+// reads nothing: an event nobody follows costs no read and no decoding.
+func (f *Feed) follow(ctx context.Context) {
 	for ctx.Err() == nil {
+		f.mu.Lock()
+		if len(f.subs) == 0 {
+			f.idle = true
+			f.mu.Unlock()
+			select {
+			case <-f.wake:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		cur := f.cur
+		f.mu.Unlock()
 		rs, err := f.log.wait(ctx, cur, readPage)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -239,16 +262,25 @@ func (f *Feed) follow(ctx context.Context, start ID) {
 			}
 			continue
 		}
-		for _, r := range rs {
-			cur = r.id
-			if e, ok := f.decode(r); ok {
+		for i := range rs {
+			if e, ok := f.decode(&rs[i]); ok {
 				f.dispatch(&e)
 			}
+		}
+		if len(rs) > 0 {
+			f.mu.Lock()
+			if !f.idle {
+				f.cur = rs[len(rs)-1].id
+			}
+			f.mu.Unlock()
 		}
 	}
 }
 
-func (f *Feed) decode(r raw) (Event, bool) {
+func (f *Feed) decode(r *raw) (Event, bool) {
+	if r.ok {
+		return r.ev, true
+	}
 	e, err := decodeEntry(r.id, r.b)
 	if err != nil {
 		if n := f.malformed.Add(1); n&(n-1) == 0 {
@@ -298,13 +330,9 @@ type Subscription struct {
 // ones, without a gap or a repeat. It ends when ctx ends.
 func (f *Feed) Subscribe(ctx context.Context, filter Filter, after ID) (*Subscription, error) {
 	s := &Subscription{f: f, filter: filter, ch: make(chan Event, f.buffer), last: after}
-	f.mu.Lock()
-	if f.subs == nil {
-		f.mu.Unlock()
-		return nil, ErrClosed
+	if err := f.register(ctx, s); err != nil {
+		return nil, err
 	}
-	f.subs[s] = struct{}{}
-	f.mu.Unlock()
 	context.AfterFunc(ctx, s.Close)
 	if after.IsZero() {
 		return s, nil
@@ -319,9 +347,9 @@ func (f *Feed) Subscribe(ctx context.Context, filter Filter, after ID) (*Subscri
 			return nil, err
 		}
 		s.Gap = s.Gap || gap && cur == after
-		for _, r := range rs {
-			cur = r.id
-			if e, ok := f.decode(r); ok && filter.Match(&e) {
+		for i := range rs {
+			cur = rs[i].id
+			if e, ok := f.decode(&rs[i]); ok && filter.Match(&e) {
 				s.backlog = append(s.backlog, e)
 			}
 		}
@@ -331,6 +359,45 @@ func (f *Feed) Subscribe(ctx context.Context, filter Filter, after ID) (*Subscri
 		}
 	}
 	return s, nil
+}
+
+// register adds s to the subscribers. The first one wakes follow from
+// where the log ends now: read before s is added, so that follow misses
+// nothing published after s was added (it may deliver a little from
+// before, which a subscriber from now on does not mind and one resuming
+// passes over as repeats).
+func (f *Feed) register(ctx context.Context, s *Subscription) error {
+	for range 3 { // one more try for each time follow went idle meanwhile
+		f.mu.Lock()
+		idle := f.idle
+		f.mu.Unlock()
+		var end ID
+		if idle {
+			var err error
+			if end, err = f.log.last(ctx); err != nil {
+				return err
+			}
+		}
+		f.mu.Lock()
+		switch {
+		case f.subs == nil:
+			f.mu.Unlock()
+			return ErrClosed
+		case f.idle && !idle:
+			f.mu.Unlock()
+			continue
+		case f.idle:
+			f.idle, f.cur = false, end
+			select {
+			case f.wake <- struct{}{}:
+			default:
+			}
+		}
+		f.subs[s] = struct{}{}
+		f.mu.Unlock()
+		return nil
+	}
+	return errors.New("feed: the log's follower kept stopping while a subscriber was added")
 }
 
 // Next returns the next event, waiting until there is one or ctx ends. It

@@ -2,7 +2,6 @@ package feed
 
 import (
 	"context"
-	"encoding/json"
 
 	"gatekeeper/trajectory"
 )
@@ -10,6 +9,8 @@ import (
 // publisher is what the decorators need of a Feed.
 type publisher interface {
 	Publish(e Event)
+	// Lost counts an event that could not be published.
+	Lost(kind Kind, err error)
 }
 
 var _ publisher = (*Feed)(nil)
@@ -77,10 +78,25 @@ func (r *Records) UpdateChain(ctx context.Context, id string, fn func([]*traject
 	return chain, nil
 }
 
-// recordData is a record event's data.
-type recordData struct {
-	Record *trajectory.Record `json:"record"`
-	Events []trajectory.Event `json:"events"`
+// appendRecordData appends a record event's data, {"record", "events"},
+// with the record's and the events' own encoders: a record is encoded
+// once per write, as the store's own write does, not again by reflection.
+func appendRecordData(b []byte, rec *trajectory.Record, evs []trajectory.Event) ([]byte, error) {
+	b = append(b, `{"record":`...)
+	b, err := rec.AppendJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `,"events":[`...)
+	for i := range evs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if b, err = evs[i].AppendJSON(b); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, "]}"...), nil
 }
 
 // changed publishes the records a write saved and the entries it logged.
@@ -99,9 +115,10 @@ func (r *Records) changed(recs []*trajectory.Record, evs []trajectory.Event) {
 			}
 		}
 		at := rec.UpdatedAt
-		data, err := json.Marshal(recordData{Record: rec, Events: mine})
+		data, err := appendRecordData(nil, rec, mine)
 		if err != nil {
-			continue // a Record always encodes
+			r.pub.Lost(KindRecord, err)
+			continue
 		}
 		r.pub.Publish(Event{Kind: KindRecord, At: at, Tenant: rec.Tenant, Trajectory: rec.ID, Data: data})
 		for _, ev := range mine {

@@ -43,10 +43,12 @@ var _ eventLog = (*redisLog)(nil)
 // entryField is the one field of a stream entry: the encoded event.
 const entryField = "e"
 
-func (l *redisLog) append(ctx context.Context, entries [][]byte) error {
+func (l *redisLog) append(ctx context.Context, evs []Event) error {
 	_, err := l.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		for _, b := range entries {
-			p.XAdd(ctx, &goredis.XAddArgs{Stream: l.key, MaxLen: l.retain, Approx: true, Values: []any{entryField, string(b)}})
+		var buf []byte
+		for i := range evs {
+			buf = appendEntry(buf[:0], &evs[i])
+			p.XAdd(ctx, &goredis.XAddArgs{Stream: l.key, MaxLen: l.retain, Approx: true, Values: []any{entryField, string(buf)}})
 		}
 		return nil
 	})

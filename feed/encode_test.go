@@ -1,0 +1,56 @@
+package feed
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"gatekeeper/trajectory"
+)
+
+// TestEncodersMatchEncodingJSON: a record event's data and a Redis log
+// entry, written by their own encoders, are the bytes encoding/json
+// wrote for them before, and decode back to the same event.
+func TestEncodersMatchEncodingJSON(t *testing.T) {
+	at := time.Date(2026, 12, 7, 14, 0, 0, 42, time.UTC)
+	rec := &trajectory.Record{ID: "run-1/a", ParentID: "run-1", Tenant: "team <a>", State: trajectory.CallingModel,
+		CreatedAt: at, UpdatedAt: at, Turns: 3, Model: "claude-sonnet-4-5"}
+	evs := []trajectory.Event{
+		{Seq: 1, At: at, Trajectory: rec.ID, Type: trajectory.EventTransition, From: trajectory.Ready, To: trajectory.CallingModel},
+		{Seq: 2, At: at, Trajectory: rec.ID, Type: trajectory.EventTurn, Data: json.RawMessage(`{"model":"m","dollars":0.5}`)},
+	}
+	for _, evs := range [][]trajectory.Event{evs, {}} {
+		got, err := appendRecordData(nil, rec, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(struct {
+			Record *trajectory.Record `json:"record"`
+			Events []trajectory.Event `json:"events"`
+		}{rec, evs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("record data:\n got %s\nwant %s", got, want)
+		}
+	}
+	for _, e := range []Event{
+		{Kind: KindRecord, At: at, Tenant: "t", Trajectory: "run-1", Data: json.RawMessage(`{"a":1}`)},
+		{Kind: KindKeys, At: at.In(time.FixedZone("z", 3600))},
+	} {
+		got := appendEntry(nil, &e)
+		want, err := json.Marshal(entry{Kind: e.Kind, At: e.At, Tenant: e.Tenant, Trajectory: e.Trajectory, Data: e.Data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("entry:\n got %s\nwant %s", got, want)
+		}
+		back, err := decodeEntry(ID{Ms: 7}, got)
+		if err != nil || back.Kind != e.Kind || !back.At.Equal(e.At) || back.Tenant != e.Tenant {
+			t.Fatalf("entry decodes to %+v, %v", back, err)
+		}
+	}
+}
