@@ -41,7 +41,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, stderr)
+	lw := newLogWriter(stderr)
+	defer lw.Close()
+	log := newLogger(cfg, lw)
 	srv, err := newServer(ctx, cfg, log, getenv)
 	if err != nil {
 		return err
@@ -77,14 +79,22 @@ func loadConfig(path string, getenv func(string) string, stderr io.Writer) (*con
 	return cfg, nil
 }
 
+// newLogger is the process's log, written to w; a logWriter's lines are
+// batched, with warnings and errors written at once.
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.Log.Level)) // validated
 	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler
 	if cfg.Log.Format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		h = slog.NewTextHandler(w, opts)
+	} else {
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	if lw, ok := w.(*logWriter); ok {
+		h = batchHandler{Handler: h, lw: lw}
+	}
+	return slog.New(h)
 }
 
 // redisOpenTimeout bounds the startup check that Redis answers.
