@@ -156,7 +156,9 @@ func (s *Scheduler) try(c candidate) bool {
 		// The next turn is the one the buckets had no room for.
 		c.p.blockedUntil = now.Add(wait)
 	}
-	if c.p.n == 0 {
+	if c.p.n == 0 && s.pools[c.p.id] == c.p {
+		// (A pool whose turns all left during the call is gone
+		// already, and its ID may name a new one.)
 		delete(s.pools, c.p.id)
 	}
 	s.mu.Unlock()
