@@ -50,6 +50,7 @@ var contract = []struct {
 	{"ResetCombinedTokens", testResetCombinedTokens},
 	{"Advisory", testAdvisory},
 	{"TinyTakes", testTinyTakes},
+	{"TakeBatch", testTakeBatch},
 }
 
 // runContract runs the Buckets contract on the buckets mk makes; each
@@ -597,5 +598,65 @@ func testTinyTakes(t *testing.T, h harness) {
 		if math.Abs(c.moved-c.want) > c.tol {
 			t.Errorf("%d takes of one unit moved the %s bucket by %.4f ns, want %.4f ns", n, c.name, c.moved, c.want)
 		}
+	}
+}
+
+// testTakeBatch: a batch take takes its costs in order, each as Take
+// would, and stops at the first that has no room, even when a later one
+// would fit; its wait is the refused cost's, and a cooled key takes none.
+func testTakeBatch(t *testing.T, h harness) {
+	ctx := context.Background()
+	bt, ok := h.b.(BatchTaker)
+	if !ok {
+		t.Fatalf("%T is not a BatchTaker", h.b)
+	}
+	take := func(k Key, cs ...Cost) (int, time.Duration, float64) {
+		t.Helper()
+		n, wait, hr, err := bt.TakeBatch(ctx, k, cs)
+		if err != nil {
+			t.Fatalf("TakeBatch(%s, %v): %v", k.ID, cs, err)
+		}
+		if n < 0 || n > len(cs) || n == len(cs) && wait != 0 || n < len(cs) && (wait < minTakeWait || wait > MaxTakeWait) {
+			t.Fatalf("TakeBatch(%s, %v) = %d, wait %s", k.ID, cs, n, wait)
+		}
+		return n, wait, hr
+	}
+	ten := Cost{Requests: 10, Input: 100}
+	k := Key{ID: "p/batch", Limits: minute(Limits{RPM: 60, InputTPM: 600})}
+	if n, _, hr := take(k, ten, ten); n != 2 || math.Abs(hr-headroom(t, h.b, k)) > 0.01 || hr < 0.6 || hr > 0.7 {
+		t.Fatalf("two takes of 10 from 60: %d taken, headroom %v; want 2 and about 40/60", n, hr)
+	}
+	// 40 left: two more fit, 30 does not, and the 1 behind it waits.
+	n, wait, hr := take(k, ten, ten, Cost{Requests: 30}, Cost{Requests: 1})
+	if n != 2 {
+		t.Fatalf("10, 10, 30 and 1 from 40 left: %d taken, want 2", n)
+	}
+	if wait < 5*time.Second || wait > 30*time.Second+100*time.Millisecond {
+		t.Fatalf("30 requests with 20 left wait %s; 10 come back in 10s", wait)
+	}
+	if hr > 0.35 {
+		t.Fatalf("headroom %v after 40 of 60, want about 20/60", hr)
+	}
+	if n := takeAll(t, h.b, k, ten, 2); n != 2 {
+		t.Fatalf("after the batch, %d takes of 10 fit, want 2: the batch took what it said", n)
+	}
+
+	// A cost above the burst fits a full bucket, as a Take.
+	big := Key{ID: "p/batch-big", Limits: minute(Limits{RPM: 60})}
+	if n, _, _ := take(big, Cost{Requests: 100}, Cost{Requests: 1}); n != 1 {
+		t.Fatalf("100 requests on a full 60 and 1 after: %d taken, want 1", n)
+	}
+
+	cooled := Key{ID: "p/batch-cooled", Limits: minute(Limits{RPM: 60})}
+	if err := h.b.Cool(ctx, cooled, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n, wait, hr := take(cooled, Cost{Requests: 1}); n != 0 || wait < 4*time.Second || hr != 0 {
+		t.Fatalf("a cooled key took %d, wait %s, headroom %v; want 0, about 5s, 0", n, wait, hr)
+	}
+
+	free := Key{ID: "p/batch-free"}
+	if n, _, hr := take(free, Cost{Requests: 1000}, Cost{Requests: 1000}); n != 2 || hr != 1 {
+		t.Fatalf("a key without limits took %d with headroom %v, want 2 and 1", n, hr)
 	}
 }

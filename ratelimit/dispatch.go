@@ -36,15 +36,22 @@ func (s *Scheduler) dispatch() {
 	}
 }
 
-// candidate is the turn whose turn it is in a pool.
+// batchTurns is the most waiting turns of a pool that the dispatcher
+// takes for in one call to the buckets (one round trip to Redis): a key
+// every turn waits for is served at its rate, not at one round trip a
+// turn.
+const batchTurns = 64
+
+// candidate is the turns whose turn it is in a pool, in the order the
+// round-robin serves them (pool.serving).
 type candidate struct {
-	p *pool
-	w *waiter
+	p  *pool
+	ws []*waiter
 }
 
-// pass fails the turns that waited MaxWait, then tries to admit the turn
+// pass fails the turns that waited MaxWait, then tries to admit the turns
 // whose turn it is in each pool that is not blocked. It returns 0 when it
-// admitted one (there may be more), else how long to sleep: until the
+// admitted some (there may be more), else how long to sleep: until the
 // earliest a pool may have room or a turn reaches MaxWait, at most Poll.
 func (s *Scheduler) pass() time.Duration {
 	now := s.now()
@@ -56,7 +63,7 @@ func (s *Scheduler) pass() time.Duration {
 			continue
 		}
 		if w := p.next(); w != nil {
-			cands = append(cands, candidate{p, w})
+			cands = append(cands, candidate{p, p.serving(w, batchTurns)})
 		}
 	}
 	s.mu.Unlock()
@@ -95,45 +102,73 @@ func (s *Scheduler) pass() time.Duration {
 	return max(sleep, minTakeWait)
 }
 
-// try admits c's turn if a key has room for it now, and reports whether
-// it did; otherwise it marks c's pool blocked for as long as the Take said.
+// try takes for c's turns in one call to the buckets and admits, in
+// order, those it could take for; it reports whether it took any. When it
+// took for none, or for only some, it marks c's pool blocked for as long
+// as the buckets said. A take whose turn left during the call, or that
+// the round-robin no longer serves next (a turn came or went), goes back.
 func (s *Scheduler) try(c candidate) bool {
-	k, ok, wait, err := s.pick(s.ctx, c.w.keys, c.w.est, "")
+	ests := make([]Cost, len(c.ws))
+	for i, w := range c.ws {
+		ests[i] = w.est
+	}
+	head := c.ws[0]
+	on, wait, err := s.pickBatch(s.ctx, head.keys, ests, "")
 	now := s.now()
 	s.mu.Lock()
 	switch {
 	case err != nil && s.ctx.Err() != nil:
-		// Closing: Close fails the turn with ErrClosed.
+		// Closing: Close fails the turns with ErrClosed.
 		s.mu.Unlock()
 		return false
 	case err != nil:
-		if c.w.q != nil {
-			s.fail(c.p, c.w, err)
+		if head.q != nil {
+			s.fail(c.p, head, err)
 		}
 		s.mu.Unlock()
 		return false
-	case !ok:
+	case len(on) == 0:
 		c.p.blockedUntil = now.Add(wait)
 		s.mu.Unlock()
 		return false
-	case c.w.q == nil:
-		// The turn left (its ctx ended, or it expired) during the
-		// Take: give the take back, even if Close is under way.
-		s.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), giveBackTimeout)
-		defer cancel()
-		s.grant(k, c.w.class, c.w.est, 0).release(ctx)
-		return true
 	}
-	defer s.mu.Unlock()
-	waited := now.Sub(c.w.enq)
-	c.p.admit(c.w, now)
-	s.setLength(c.w.class, -1)
-	if c.p.n == 0 {
+	back := make(map[Key]Cost)
+	for i, w := range c.ws[:len(on)] {
+		if w.q == nil {
+			// The turn left (its ctx ended, or it expired) during the
+			// take: its take goes back, even if Close is under way.
+			back[on[i]] = back[on[i]].add(w.est)
+			continue
+		}
+		if c.p.next() != w {
+			for j := i; j < len(on); j++ {
+				back[on[j]] = back[on[j]].add(c.ws[j].est)
+			}
+			break
+		}
+		waited := now.Sub(w.enq)
+		c.p.admit(w, now)
+		s.setLength(w.class, -1)
+		s.observeWait(w.class, waited)
+		w.ready <- result{g: s.grant(on[i], w.class, w.est, waited)}
+	}
+	if len(back) == 0 && len(on) < len(c.ws) {
+		// The next turn is the one the buckets had no room for.
+		c.p.blockedUntil = now.Add(wait)
+	}
+	if c.p.n == 0 && s.pools[c.p.id] == c.p {
+		// (A pool whose turns all left during the call is gone
+		// already, and its ID may name a new one.)
 		delete(s.pools, c.p.id)
 	}
-	s.observeWait(c.w.class, waited)
-	c.w.ready <- result{g: s.grant(k, c.w.class, c.w.est, waited)}
+	s.mu.Unlock()
+	if len(back) > 0 {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), giveBackTimeout)
+		defer cancel()
+		for k, c := range back {
+			s.giveBack(ctx, k, c, "a turn's take")
+		}
+	}
 	return true
 }
 

@@ -18,7 +18,9 @@
 //     when none has room, queues them per class (interactive, standard,
 //     batch) and serves the queues by deficit round-robin charged in
 //     estimated tokens, so that a flood of large batch turns cannot starve
-//     small interactive ones.
+//     small interactive ones. The turns a pool serves next are taken for
+//     together (BatchTaker: one round trip to Redis for up to 64), so
+//     that a key every turn waits for is served at its rate.
 //   - Ride: a Take prepared to go in another operation's pipeline to the
 //     same Redis (the proxy sends it with the admission's update), so
 //     that taking a key costs a turn no round trip of its own; given

@@ -146,6 +146,28 @@ func (p *pool) next() *waiter {
 	}
 }
 
+// serving is w, the turn next returned, and the turns next would return
+// after it as each is admitted, at most n in all: those behind w in its
+// queue that its class's deficit still covers; or, when no other class
+// waits, every one behind w (next comes back to w's queue, crediting it
+// again, until it affords them). The dispatcher takes them in one call
+// and then admits them through next, which returns them in this order
+// unless a turn came or went in between.
+func (p *pool) serving(w *waiter, n int) []*waiter {
+	out := []*waiter{w}
+	alone := p.n == w.q.items.Len()
+	credit := w.q.deficit - w.charge
+	for e := w.el.Next(); e != nil && len(out) < n; e = e.Next() {
+		next := e.Value.(*waiter)
+		if !alone && next.charge > credit {
+			break
+		}
+		credit -= next.charge
+		out = append(out, next)
+	}
+	return out
+}
+
 // skipAhead credits every waiting queue with the rounds that would pass
 // before any of them can afford its head, but the last one, which next
 // then plays out in order.

@@ -166,3 +166,50 @@ func TestDRRSkipAhead(t *testing.T) {
 		t.Fatalf("interactive deficit %d after 100 rounds, want 400000", i)
 	}
 }
+
+// TestDRRServing: the turns serving lists are those next then returns,
+// in order, as each is admitted: within the class's credit when other
+// classes wait, every one behind the first when none does.
+func TestDRRServing(t *testing.T) {
+	tests := []struct {
+		name string
+		fill func(p *pool)
+		want int // how many serving lists, at most 64
+	}{
+		{"one class", func(p *pool) { pushN(p, Standard, 100, 700) }, 64},
+		{"one class of large turns", func(p *pool) { pushN(p, Batch, 10, 5000) }, 10},
+		{"three classes", func(p *pool) {
+			pushN(p, Interactive, 10, 300)
+			pushN(p, Standard, 10, 700)
+			pushN(p, Batch, 10, 300)
+		}, 0},
+		{"uneven turns", func(p *pool) {
+			for i := range 20 {
+				p.push(&waiter{class: Standard, charge: int64(100 + 400*(i%3))}, t0)
+				p.push(&waiter{class: Interactive, charge: int64(900 - 300*(i%2))}, t0)
+			}
+		}, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newTestPool()
+			tc.fill(p)
+			first := true
+			for p.n > 0 {
+				w := p.next()
+				ws := p.serving(w, 64)
+				if first && tc.want > 0 && len(ws) != tc.want {
+					t.Fatalf("serving %d turns, want %d", len(ws), tc.want)
+				}
+				first = false
+				for i, sw := range ws {
+					got := p.next()
+					if got != sw {
+						t.Fatalf("serving's turn %d is not the one next returns", i)
+					}
+					p.admit(got, t0)
+				}
+			}
+		})
+	}
+}

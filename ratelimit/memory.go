@@ -200,45 +200,54 @@ func (m *Memory) key(k Key) *memKey {
 
 // Take implements Buckets.
 func (m *Memory) Take(ctx context.Context, k Key, c Cost) (bool, time.Duration, error) {
-	ok, wait, _ := m.take(k, c)
-	return ok, wait, nil
+	n, wait, _, err := m.TakeBatch(ctx, k, []Cost{c})
+	return n == 1, wait, err
 }
 
-// takeHeadroom is Take and then Headroom in one step.
-func (m *Memory) takeHeadroom(ctx context.Context, k Key, c Cost) (bool, time.Duration, float64, error) {
-	ok, wait, h := m.take(k, c)
-	return ok, wait, h, nil
-}
+var _ BatchTaker = (*Memory)(nil)
 
-func (m *Memory) take(k Key, c Cost) (bool, time.Duration, float64) {
+// TakeBatch implements BatchTaker under one hold of the mutex.
+func (m *Memory) TakeBatch(ctx context.Context, k Key, cs []Cost) (int, time.Duration, float64, error) {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.key(k)
+	for i, c := range cs {
+		if wait := st.take(now, c); wait > 0 {
+			return i, clampWait(wait), st.headroom(now), nil
+		}
+	}
+	return len(cs), 0, st.headroom(now), nil
+}
+
+// take takes c from st if every dimension has room for it, and returns
+// 0; otherwise it takes nothing and returns how long until c would fit.
+// m.mu is held.
+func (st *memKey) take(now time.Time, c Cost) time.Duration {
 	if now.Before(st.cooledUntil) {
-		return false, clampWait(st.cooledUntil.Sub(now)), 0
+		return st.cooledUntil.Sub(now)
 	}
 	// Check every dimension before taking from any: a take is all or
 	// nothing. An advisory key never waits.
 	want := amounts(c)
 	var wait time.Duration
 	for d, b := range st.buckets {
-		if b != nil && want[d] > 0 && !k.Advisory {
+		if b != nil && want[d] > 0 && !st.key.Advisory {
 			wait = max(wait, b.wait(now, want[d]))
 		}
 	}
 	if wait > 0 {
-		return false, clampWait(wait), st.headroom(now)
+		return wait
 	}
 	for d, b := range st.buckets {
 		if b != nil && want[d] > 0 {
 			b.move(now, float64(want[d]))
-			if k.Advisory {
+			if st.key.Advisory {
 				b.capDebt(now)
 			}
 		}
 	}
-	return true, 0, st.headroom(now)
+	return 0
 }
 
 // headroom is the fraction left in st's tightest limited dimension; 0

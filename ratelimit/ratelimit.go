@@ -60,6 +60,11 @@ func (c Cost) sub(d Cost) Cost {
 	return Cost{Requests: c.Requests - d.Requests, Input: c.Input - d.Input, Output: c.Output - d.Output}
 }
 
+// add is c+d in every dimension.
+func (c Cost) add(d Cost) Cost {
+	return Cost{Requests: c.Requests + d.Requests, Input: c.Input + d.Input, Output: c.Output + d.Output}
+}
+
 // neg is -c in every dimension.
 func (c Cost) neg() Cost { return Cost{}.sub(c) }
 
@@ -101,6 +106,16 @@ type Buckets interface {
 	// the correction leaves, never take the turn twice. A zero delta only
 	// syncs; r reporting no dimension (Unreported) only corrects.
 	Settle(ctx context.Context, k Key, delta Cost, r Remaining) error
+}
+
+// BatchTaker is Buckets that take several costs on one key in one call:
+// Redis in one round trip, so that a scheduler admits the turns waiting
+// for a key at the key's rate, not at one round trip each. TakeBatch
+// takes cs in order, each as Take would, until one has no room now; n is
+// how many it took, wait how long until cs[n] would fit (0 when it took
+// them all), and headroom the key's Headroom after them.
+type BatchTaker interface {
+	TakeBatch(ctx context.Context, k Key, cs []Cost) (n int, wait time.Duration, headroom float64, err error)
 }
 
 // MaxTakeWait caps the wait a Take reports: a scheduler polls again by then

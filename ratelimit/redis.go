@@ -129,6 +129,59 @@ func (r *Redis) takeHeadroom(ctx context.Context, k Key, c Cost) (bool, time.Dur
 	return takeReply(k, v)
 }
 
+var _ BatchTaker = (*Redis)(nil)
+
+// TakeBatch implements BatchTaker in one round trip.
+func (r *Redis) TakeBatch(ctx context.Context, k Key, cs []Cost) (int, time.Duration, float64, error) {
+	switch {
+	case len(cs) == 0:
+		h, err := r.Headroom(ctx, k)
+		return 0, 0, h, err
+	case k.Limits.unlimited():
+		return len(cs), 0, 1, nil
+	case len(cs) == 1:
+		ok, wait, h, err := r.takeHeadroom(ctx, k, cs[0])
+		if ok {
+			return 1, 0, h, err
+		}
+		return 0, wait, h, err
+	}
+	args := make([]any, 0, 1+dims*len(cs))
+	args = append(args, len(cs))
+	for _, c := range cs {
+		n := amounts(c)
+		args = append(args, n[0], n[1], n[2])
+	}
+	v, err := r.run(ctx, takeBatchScript, k, args...)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return takeBatchReply(k, len(cs), v)
+}
+
+// takeBatchReply checks the batch take script's reply {costs taken of
+// asked, wait ms, headroom in millionths}.
+func takeBatchReply(k Key, asked int, v any) (int, time.Duration, float64, error) {
+	reply, ok := v.([]any)
+	if !ok || len(reply) != 3 {
+		return 0, 0, 0, fmt.Errorf("%w: batch take on key %s answered %T %v", ErrReply, k.ID, v, v)
+	}
+	var ints [3]int64
+	for i, e := range reply {
+		if ints[i], ok = e.(int64); !ok {
+			return 0, 0, 0, fmt.Errorf("%w: batch take on key %s answered %T in %v", ErrReply, k.ID, e, v)
+		}
+	}
+	took, ms, h := ints[0], ints[1], ints[2]
+	if took < 0 || took > int64(asked) || h < 0 || h > 1e6 || took < int64(asked) && ms <= 0 {
+		return 0, 0, 0, fmt.Errorf("%w: batch take of %d on key %s answered %v", ErrReply, asked, k.ID, v)
+	}
+	if took == int64(asked) {
+		return asked, 0, float64(h) / 1e6, nil
+	}
+	return int(took), clampWait(time.Duration(ms) * time.Millisecond), float64(h) / 1e6, nil
+}
+
 // Headroom implements Buckets.
 func (r *Redis) Headroom(ctx context.Context, k Key) (float64, error) {
 	v, err := r.run(ctx, headroomScript, k)

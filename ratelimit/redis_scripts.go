@@ -209,6 +209,45 @@ end
 return r
 `)
 
+// takeBatchScript takes the ARGV[8] costs that follow it (requests,
+// input and output of each, from ARGV[9]) in order, each as takeLua takes
+// one, until one has no room, and answers {costs taken, wait ms until
+// the next would fit (0 when all were), headroom}: the turns waiting in
+// a scheduler's queue, admitted in one call instead of one round trip
+// each. A cooled key takes none.
+var takeBatchScript = newScript(gcraLua + `
+if cool > now then
+  return {0, math.ceil((cool - now) / 1000), 0}
+end
+local count, took, wait = tonumber(ARGV[8]), 0, 0
+for i = 0, count - 1 do
+  local o = 8 + 3 * i
+` + perDim(`
+  local n$d = 0
+  if lim$d > 0 then n$d = tonumber(ARGV[o + $d]) end
+  if n$d > 0 and not advisory then
+    local need = n$d
+    if need > burst$d then need = burst$d end
+    local w = (tat$d - now) - (tau$d - need * iv$d)
+    if w > wait then wait = w end
+  end
+`, 0) + `
+  if wait > 0 then break end
+` + perDim(`
+  if n$d > 0 then
+    tat$d = tat$d + n$d * iv$d
+`+capDebtLua+`
+  end
+`, 0) + `
+  took = took + 1
+end
+` + headroomLua + `
+if took > 0 then
+` + saveLua + `
+end
+return {took, math.ceil(wait / 1000), h}
+`)
+
 // adjustLua(o) moves each TAT by ARGV[o+1..o+3] units: forward takes,
 // back gives capacity back, never past now (a full bucket). An argument
 // "0", the most common, is not read into a number.

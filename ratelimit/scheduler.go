@@ -62,23 +62,13 @@ type Observer interface {
 	Headroom(key string, fraction float64)
 }
 
-// headroomTaker is implemented by Buckets that answer Take and Headroom in
-// one step (one Redis round trip instead of two).
-type headroomTaker interface {
-	takeHeadroom(ctx context.Context, k Key, c Cost) (ok bool, wait time.Duration, headroom float64, err error)
-}
-
 // poolHeadroomer is implemented by Buckets that answer the Headroom of
 // several keys in one step.
 type poolHeadroomer interface {
 	headrooms(ctx context.Context, keys []Key) ([]float64, error)
 }
 
-var (
-	_ headroomTaker  = (*Memory)(nil)
-	_ headroomTaker  = (*Redis)(nil)
-	_ poolHeadroomer = (*Redis)(nil)
-)
+var _ poolHeadroomer = (*Redis)(nil)
 
 // Scheduler admits turns on keys, queueing them per class while no key has
 // room. One dispatcher goroutine serves the queues; Close stops it.
@@ -292,11 +282,25 @@ func (s *Scheduler) grant(k Key, class string, est Cost, waited time.Duration) *
 // shortest wait any Take returned. Keys without limits are measured
 // against their pool's (see measured).
 func (s *Scheduler) pick(ctx context.Context, keys []Key, est Cost, skip string) (k Key, ok bool, wait time.Duration, err error) {
+	on, wait, err := s.pickBatch(ctx, keys, []Cost{est}, skip)
+	if err != nil || len(on) == 0 {
+		return Key{}, false, wait, err
+	}
+	return on[0], true, 0, nil
+}
+
+// pickBatch takes ests in order, as pick takes one, on the keys of keys
+// other than skip, the most headroom first: each key takes as many of
+// the ests left as it has room for. on[i] is the key ests[i] was taken
+// on, for as many as were taken; wait, when not all were, is the
+// shortest wait any key returned. An error after some were taken ends
+// the batch there without it: the next pass meets it again.
+func (s *Scheduler) pickBatch(ctx context.Context, keys []Key, ests []Cost, skip string) (on []Key, wait time.Duration, err error) {
 	keys = measured(keys)
 	order := keys
 	if len(keys) > 1 {
 		if order, err = s.byHeadroom(ctx, keys); err != nil {
-			return Key{}, false, 0, err
+			return nil, 0, err
 		}
 	}
 	wait = MaxTakeWait
@@ -304,16 +308,21 @@ func (s *Scheduler) pick(ctx context.Context, keys []Key, est Cost, skip string)
 		if k.ID == skip {
 			continue
 		}
-		ok, w, err := s.take(ctx, k, est)
-		if err != nil {
-			return Key{}, false, 0, err
+		n, w, err := s.takeBatch(ctx, k, ests[len(on):])
+		for range n {
+			on = append(on, k)
 		}
-		if ok {
-			return k, true, 0, nil
+		switch {
+		case err != nil && len(on) == 0:
+			return nil, 0, err
+		case err != nil:
+			return on, minTakeWait, nil
+		case len(on) == len(ests):
+			return on, 0, nil
 		}
 		wait = min(wait, w)
 	}
-	return Key{}, false, wait, nil
+	return on, wait, nil
 }
 
 // byHeadroom is keys, the most headroom first (stable among equals, so
@@ -383,25 +392,40 @@ func measured(keys []Key) []Key {
 	return out
 }
 
-// take is one Take on k, reported to the Observer with k's headroom.
-func (s *Scheduler) take(ctx context.Context, k Key, c Cost) (bool, time.Duration, error) {
-	if s.fromSlice(k, c) {
-		return true, 0, nil
+// takeBatch takes cs on k in order until one has no room (BatchTaker),
+// first from k's slice, and reports k's headroom as the buckets answer
+// it. n is how many it took.
+func (s *Scheduler) takeBatch(ctx context.Context, k Key, cs []Cost) (n int, wait time.Duration, err error) {
+	for n < len(cs) && s.fromSlice(k, cs[n]) {
+		n++
 	}
-	if ht, ok := s.buckets.(headroomTaker); ok {
-		ok, wait, h, err := ht.takeHeadroom(ctx, k, c)
-		if err == nil {
-			s.noteHeadroom(k.ID, h)
+	if n == len(cs) {
+		return n, 0, nil
+	}
+	if bt, ok := s.buckets.(BatchTaker); ok {
+		m, wait, h, err := bt.TakeBatch(ctx, k, cs[n:])
+		if err != nil {
+			return n, 0, err
 		}
-		return ok, wait, err
+		s.noteHeadroom(k.ID, h)
+		return n + m, wait, nil
 	}
-	ok, wait, err := s.buckets.Take(ctx, k, c)
-	if err == nil && s.obs != nil {
+	for ; n < len(cs); n++ {
+		ok, w, err := s.buckets.Take(ctx, k, cs[n])
+		if err != nil {
+			return n, 0, err
+		}
+		if !ok {
+			wait = w
+			break
+		}
+	}
+	if s.obs != nil {
 		if h, herr := s.buckets.Headroom(ctx, k); herr == nil {
 			s.obs.Headroom(k.ID, h)
 		}
 	}
-	return ok, wait, err
+	return n, wait, nil
 }
 
 // setLength counts a turn of class joining (+1) or leaving (-1) a queue.

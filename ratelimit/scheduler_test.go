@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -549,5 +550,91 @@ func TestMixedPool(t *testing.T) {
 		if g := acquire(); g.Key.ID != "p/lim" {
 			t.Fatalf("turn %d after p/free reported 1 left went on %s, want p/lim", i, g.Key.ID)
 		}
+	}
+}
+
+// heldBatch is gateBuckets taking in batches, each batch held until the
+// test releases it once the key is open: a turn can leave while the
+// dispatcher takes for it.
+type heldBatch struct {
+	*gateBuckets
+	entered chan []Cost
+	release chan struct{}
+}
+
+var _ BatchTaker = heldBatch{}
+
+func (h heldBatch) TakeBatch(ctx context.Context, k Key, cs []Cost) (int, time.Duration, float64, error) {
+	h.mu.Lock()
+	open := h.open > 0
+	h.mu.Unlock()
+	if open {
+		h.entered <- cs
+		<-h.release
+	}
+	n := 0
+	for _, c := range cs {
+		ok, wait, err := h.Take(ctx, k, c)
+		if err != nil || !ok {
+			return n, wait, 0.5, err
+		}
+		n++
+	}
+	return n, 0, 0.5, nil
+}
+
+// TestDispatcherTakesForQueueAtOnce: the dispatcher takes for the turns
+// waiting in a pool in one call, in order, admits them, and gives back
+// the take of one that left during the call.
+func TestDispatcherTakesForQueueAtOnce(t *testing.T) {
+	gate := heldBatch{gateBuckets: newGate(time.Millisecond), entered: make(chan []Cost, 1), release: make(chan struct{})}
+	s := New(Options{Buckets: gate, Poll: time.Millisecond})
+	defer s.Close()
+
+	type answer struct {
+		g   *Grant
+		err error
+	}
+	answers := make([]chan answer, 3)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	for i := range answers {
+		answers[i] = make(chan answer, 1)
+		ctx := context.Background()
+		if i == 1 {
+			ctx = ctx2
+		}
+		go func() {
+			g, err := s.Acquire(ctx, Standard, oneKey, Cost{Requests: 1, Input: int64(i + 1)})
+			answers[i] <- answer{g, err}
+		}()
+		waitQueued(t, s, Standard, i+1)
+	}
+	gate.setOpen(3)
+	s.nudge()
+	cs := <-gate.entered
+	if want := []Cost{{Requests: 1, Input: 1}, {Requests: 1, Input: 2}, {Requests: 1, Input: 3}}; !slices.Equal(cs, want) {
+		t.Fatalf("the dispatcher took for %v, want the three turns in order %v", cs, want)
+	}
+	cancel2()
+	if a := <-answers[1]; !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("the turn that left got %v, %v; want context.Canceled", a.g, a.err)
+	}
+	close(gate.release)
+	for _, i := range []int{0, 2} {
+		a := <-answers[i]
+		if a.err != nil {
+			t.Fatalf("turn %d: %v", i+1, a.err)
+		}
+		if a.g.est.Input != int64(i+1) {
+			t.Fatalf("turn %d got the grant of %+v", i+1, a.g.est)
+		}
+		a.g.Done(context.Background(), a.g.est)
+	}
+	gate.mu.Lock()
+	defer gate.mu.Unlock()
+	if len(gate.entered) != 0 || len(gate.taken) != 3 || !slices.Equal(gate.adjusts, []Cost{{Requests: -1, Input: -2}}) {
+		t.Fatalf("takes %v, settles %v, another batch %t; want the three taken at once and the second's given back",
+			gate.taken, gate.adjusts, len(gate.entered) != 0)
 	}
 }

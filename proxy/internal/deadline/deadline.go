@@ -111,6 +111,7 @@ type buckets struct {
 var (
 	_ ratelimit.Buckets      = buckets{}
 	_ ratelimit.BatchSettler = buckets{}
+	_ ratelimit.BatchTaker   = buckets{}
 )
 
 // Buckets wraps b so that each call waits at most d; a d of zero or less
@@ -138,6 +139,42 @@ func (b buckets) Take(ctx context.Context, k ratelimit.Key, c ratelimit.Cost) (b
 		return taken{ok, retry}, err
 	})
 	return t.ok, t.retry, err
+}
+
+// batchTaken is what TakeBatch answers.
+type batchTaken struct {
+	n        int
+	retry    time.Duration
+	headroom float64
+}
+
+// TakeBatch takes the costs together when the buckets can (Redis: one
+// round trip, with the headroom), one by one otherwise, all within one
+// deadline.
+func (b buckets) TakeBatch(ctx context.Context, k ratelimit.Key, cs []ratelimit.Cost) (int, time.Duration, float64, error) {
+	t, err := within(ctx, b.d, func(ctx context.Context) (batchTaken, error) {
+		if bt, ok := b.Buckets.(ratelimit.BatchTaker); ok {
+			n, retry, h, err := bt.TakeBatch(ctx, k, cs)
+			return batchTaken{n, retry, h}, err
+		}
+		var t batchTaken
+		for _, c := range cs {
+			ok, retry, err := b.Buckets.Take(ctx, k, c)
+			if err != nil {
+				return t, err
+			}
+			if !ok {
+				t.retry = retry
+				break
+			}
+			t.n++
+		}
+		// The takes stand whatever Headroom answers: one it could not
+		// read is reported as none.
+		t.headroom, _ = b.Buckets.Headroom(ctx, k)
+		return t, nil
+	})
+	return t.n, t.retry, t.headroom, err
 }
 
 func (b buckets) Headroom(ctx context.Context, k ratelimit.Key) (float64, error) {

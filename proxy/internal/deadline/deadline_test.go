@@ -66,6 +66,11 @@ func (b spyBuckets) Take(ctx context.Context, k ratelimit.Key, c ratelimit.Cost)
 	return b.Buckets.Take(ctx, k, c)
 }
 
+func (b spyBuckets) TakeBatch(ctx context.Context, k ratelimit.Key, cs []ratelimit.Cost) (int, time.Duration, float64, error) {
+	b.mark("TakeBatch", ctx)
+	return b.Buckets.(ratelimit.BatchTaker).TakeBatch(ctx, k, cs)
+}
+
 func (b spyBuckets) Settle(ctx context.Context, k ratelimit.Key, delta ratelimit.Cost, r ratelimit.Remaining) error {
 	b.mark("Settle", ctx)
 	return b.Buckets.Settle(ctx, k, delta, r)
@@ -111,12 +116,18 @@ func TestBounded(t *testing.T) {
 	if _, _, err := b.Take(ctx, k, ratelimit.Cost{Requests: 1}); err != nil {
 		t.Fatalf("Take: %v", err)
 	}
+	// A burst of 1: the second of two requests waits.
+	n, wait, h, err := b.(ratelimit.BatchTaker).TakeBatch(ctx, ratelimit.Key{ID: "kb", Limits: ratelimit.Limits{RPM: 60}},
+		[]ratelimit.Cost{{Requests: 1}, {Requests: 1}})
+	if err != nil || n != 1 || wait < 900*time.Millisecond || h != 0 {
+		t.Fatalf("TakeBatch = %d, %s, %v, %v; want 1 taken, about 1s to wait, headroom 0", n, wait, h, err)
+	}
 	if errs := b.(ratelimit.BatchSettler).SettleBatch(ctx, []ratelimit.Key{k}, []ratelimit.Cost{{}}, []ratelimit.Remaining{{}}); len(errs) != 1 || errs[0] != nil {
 		t.Fatalf("SettleBatch = %v", errs)
 	}
 	end := time.Now()
 
-	for _, name := range []string{"Create", "Get", "UpdateChain", "Ping", "Usage", "Take", "Settle"} {
+	for _, name := range []string{"Create", "Get", "UpdateChain", "Ping", "Usage", "Take", "TakeBatch", "Settle"} {
 		at, ok := sn.at[name]
 		switch {
 		case !ok:
