@@ -44,8 +44,11 @@ const keyRateRun = 30 * time.Second
 // subtests: go test runs as many parallel tests at a time as there are
 // cores, two here, which would make the test a minute long.
 func TestKeyAdmitsItsRate(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 30s run")
+	// It measures a rate, which a machine busy with the rest of the
+	// suite's packages cannot give it: .ci/run runs it on its own, after
+	// the suite, with GATEKEEPER_KEYRATE=1.
+	if os.Getenv("GATEKEEPER_KEYRATE") != "1" {
+		t.Skip("SKIPPED: a 30s measurement of the key's admitted rate, run on its own machine time: GATEKEEPER_KEYRATE=1 go test -race -run '^TestKeyAdmitsItsRate$' ./ratelimit/ (.ci/run does)")
 	}
 	run := keyRateRun
 	if s := os.Getenv("GATEKEEPER_KEYRATE_RUN"); s != "" {
