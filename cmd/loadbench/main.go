@@ -15,6 +15,7 @@
 //	    [-event-delay 0s] [-deep-turns 1000] [-deep-trajectories 16]
 //	    [-records 100000] [-subscribers 10] [-flat-rounds 2]
 //	    [-redis redis://127.0.0.1:6379/0] [-trace-ratio 0.1] [-watchdog]
+//	    [-tenant-limits=false]
 //	    [-src DIR] [-keep]
 //
 // It prints a Markdown report and exits 1 when any request failed, after
@@ -82,6 +83,7 @@ type params struct {
 	redisURL         string
 	traceRatio       float64
 	watchdog         bool
+	tenantLimits     bool   // the tenant's spend and trajectory limits (tenants[].limits)
 	src              string // the repository gatekeeper is built from
 	keep             bool   // keep the temporary directory (config, logs)
 	args             []string
@@ -119,6 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (params, error) {
 	fs.StringVar(&p.redisURL, "redis", "", "gatekeeper's store, event stream and key buckets: this Redis (an empty database, redis://host:port/db)")
 	fs.Float64Var(&p.traceRatio, "trace-ratio", 0.1, "share of turns traced and exported (OTLP to a sink in this process); 0: traces off")
 	fs.BoolVar(&p.watchdog, "watchdog", false, "turn gatekeeper's loop watchdog on")
+	fs.BoolVar(&p.tenantLimits, "tenant-limits", true, "give the tenant spend and trajectory limits that do not bind, as config.yaml's tenant has (false: none)")
 	fs.StringVar(&p.src, "src", "", "the repository to build gatekeeper from (default: the module of the working directory)")
 	fs.BoolVar(&p.keep, "keep", false, "keep the temporary directory with gatekeeper's config and logs")
 	if err := fs.Parse(args); err != nil {
@@ -213,8 +216,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 		progress(s.name)
 		if err := s.do(); err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
+			// What finished is still worth reading.
+			rep.loadEnd = loadAverage()
+			return errors.Join(fmt.Errorf("%s: %w", s.name, err), rep.write(stdout))
 		}
+		rep.done = append(rep.done, s.name)
 	}
 	rep.loadEnd = loadAverage()
 	if err := rep.write(stdout); err != nil {

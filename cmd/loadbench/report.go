@@ -21,7 +21,10 @@ type report struct {
 	deep               deepStats
 	records            recordStats
 	subs               subscriberStats
+	done               []string // the scenarios that finished
 }
+
+func (r *report) did(s string) bool { return slices.Contains(r.done, s) }
 
 // failures counts failed requests and streams, and subscribers that read
 // nothing; any is a failed run.
@@ -211,19 +214,19 @@ func (r *report) write(w io.Writer) error {
 		store = "redis"
 	}
 	fmt.Fprintf(&sb, "Command: `go run ./cmd/loadbench %s`\n\n", strings.Join(p.args, " "))
-	fmt.Fprintf(&sb, "gatekeeper built from %s; store %s; scenarios %s; -duration %s per round and target, -rounds %d, -flat-rounds %d, -conns %d, -streams %d, -events %d, -event-delay %s, -trace-ratio %g.\n\n",
-		r.commit, store, strings.Join(p.scenarios, ","), p.duration, p.rounds, p.flatRounds, p.conns, p.streams, p.events, p.eventDelay, p.traceRatio)
+	fmt.Fprintf(&sb, "gatekeeper built from %s; store %s; scenarios finished %s; -duration %s per round and target, -rounds %d, -flat-rounds %d, -conns %d, -streams %d, -events %d, -event-delay %s, -trace-ratio %g, -tenant-limits=%t.\n\n",
+		r.commit, store, strings.Join(r.done, ","), p.duration, p.rounds, p.flatRounds, p.conns, p.streams, p.events, p.eventDelay, p.traceRatio, p.tenantLimits)
 	fmt.Fprintf(&sb, "Machine: %d CPUs, %s %s/%s; load average %s at the start, %s at the end. Each proxy is its own process; the load client and the mock share this one.\n\n",
 		runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, r.loadStart, r.loadEnd)
 
 	var rows []row
-	if p.runs(runTurns) {
+	if r.did(runTurns) {
 		rows = append(rows, r.loadRows(fmt.Sprintf("small turns c=%d", p.conns), "turn", r.turns, r.turnsRSS, false)...)
 	}
-	if p.runs(runC1) {
+	if r.did(runC1) {
 		rows = append(rows, r.loadRows("small turns c=1", "turn", r.c1, [2]int64{}, false)...)
 	}
-	if p.runs(runStreams) {
+	if r.did(runStreams) {
 		rows = append(rows, r.loadRows(fmt.Sprintf("%d-delta streams c=%d", p.events, p.streams), "stream", r.streams, r.streamsRSS, true)...)
 	}
 	if len(rows) > 0 {
@@ -232,14 +235,14 @@ func (r *report) write(w io.Writer) error {
 	}
 
 	var flat []row
-	if p.runs(runDeep) {
+	if r.did(runDeep) {
 		flat = append(flat, flatRow(fmt.Sprintf("turns %d–%d of %d trajectories vs turns 1–%d", r.deep.turns-r.deep.window+1, r.deep.turns, p.deepTrajectories, r.deep.window),
 			r.deep.early, r.deep.late))
 	}
-	if p.runs(runRecords) {
+	if r.did(runRecords) {
 		flat = append(flat, flatRow(fmt.Sprintf("small turns c=%d with %d records stored vs before", p.conns, r.records.records), r.records.before, r.records.after))
 	}
-	if p.runs(runSubscribers) {
+	if r.did(runSubscribers) {
 		flat = append(flat, flatRow(fmt.Sprintf("small turns c=%d with %d stream subscribers vs none", p.conns, r.subs.subscribers), r.subs.before, r.subs.after))
 	}
 	if len(flat) > 0 {
@@ -247,7 +250,7 @@ func (r *report) write(w io.Writer) error {
 		table(&sb, row{"scenario", "gatekeeper before", "after", "change", "bare before", "after", "change", "gatekeeper vs bare change"}, flat)
 		sb.WriteString("\n")
 	}
-	if p.runs(runRecords) {
+	if r.did(runRecords) {
 		rc := r.records
 		var mem []row
 		per := func(a, b int64) string {
@@ -270,7 +273,7 @@ func (r *report) write(w io.Writer) error {
 		table(&sb, row{"figure", "value"}, mem)
 		sb.WriteString("\n")
 	}
-	if p.runs(runSubscribers) {
+	if r.did(runSubscribers) {
 		var ev []string
 		for i, n := range r.subs.events {
 			s := fmt.Sprint(n)

@@ -216,7 +216,8 @@ func childEnv() []string {
 // gatekeeperConfig is what an operator would run: the config.yaml example's
 // shape with the mock as provider, a budget on every run and key limits far
 // above the load, the live event stream and metrics (always on), traces
-// sampled to the sink, the default log level. With -redis the store, the
+// sampled to the sink, the default log level, and (-tenant-limits) the
+// tenant's spend and trajectory limits, far above the load. With -redis the store, the
 // event stream and the key buckets are in Redis.
 func gatekeeperConfig(p params, mockURL, sinkURL string) string {
 	store := "{kind: memory}"
@@ -227,6 +228,10 @@ func gatekeeperConfig(p params, mockURL, sinkURL string) string {
 	if p.traceRatio > 0 {
 		traces = fmt.Sprintf("{enabled: true, otlp_endpoint: %q, sample_ratio: %s}",
 			sinkURL+"/v1/traces", strconv.FormatFloat(p.traceRatio, 'g', -1, 64))
+	}
+	limits := "    limits: {}"
+	if p.tenantLimits {
+		limits = "    limits: {dollars_per_day: 100000000, dollars_per_month: 1000000000, max_live_trajectories: 10000000, new_trajectories_per_hour: 100000000}"
 	}
 	return fmt.Sprintf(`listen: 127.0.0.1:0
 store: %s
@@ -246,7 +251,7 @@ tenants:
     budget: {turns: 1000000000, tokens: 1000000000000, wall_clock: 720h, dollars: 10000000}
     call_limits: {max_output_tokens: 32000, call_deadline: 10m}
     read_only_tools: [Read, Glob, Grep, LS]
-    limits: {dollars_per_day: 100000000, dollars_per_month: 1000000000, max_live_trajectories: 10000000, new_trajectories_per_hour: 100000000}
+%s
 admin:
   tokens:
     - {name: admin, token: %q, roles: [operator, approver, "approver:secops"]}
@@ -264,7 +269,7 @@ telemetry:
   traces: %s
 watchdog: {enabled: %t}
 log: {level: info}
-`, store, mockURL, upstreamKey, benchRPM, benchTPM, virtualKey, adminToken, traces, p.watchdog)
+`, store, mockURL, upstreamKey, benchRPM, benchTPM, virtualKey, limits, adminToken, traces, p.watchdog)
 }
 
 // traceSink accepts OTLP/HTTP trace exports and drops them: an empty
