@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -112,8 +113,37 @@ func TestMetricNames(t *testing.T) {
 		"gen_ai_client_token_usage_count", "gen_ai_client_token_usage_sum",
 		"target_info",
 	}
-	if got := names(scrape(t, tel)); !slices.Equal(got, want) {
+	var got []string
+	for _, n := range names(scrape(t, tel)) {
+		// The runtime's and process's own metrics are TestRuntimeMetrics'.
+		if !strings.HasPrefix(n, "go_") && !strings.HasPrefix(n, "process_") {
+			got = append(got, n)
+		}
+	}
+	if !slices.Equal(got, want) {
 		t.Errorf("metric names\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestRuntimeMetrics: /metrics carries the standard Go runtime and process
+// counters operators chart, and the load benchmark reads allocations per
+// turn from.
+func TestRuntimeMetrics(t *testing.T) {
+	tel, _ := newTraced(t, newClock())
+	got := scrape(t, tel)
+	want := []string{"go_memstats_alloc_bytes_total{}", "go_memstats_mallocs_total{}", "go_goroutines{}"}
+	if runtime.GOOS == "linux" {
+		want = append(want, "process_cpu_seconds_total{}", "process_resident_memory_bytes{}")
+	}
+	for _, name := range want {
+		v, ok := got[name]
+		if !ok {
+			t.Errorf("no %s in the scrape", name)
+			continue
+		}
+		if v <= 0 {
+			t.Errorf("%s = %v, want more than 0", name, v)
+		}
 	}
 }
 

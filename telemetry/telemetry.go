@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/otlptranslator"
 	"go.opentelemetry.io/otel/attribute"
@@ -100,6 +101,11 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
+	// The standard Go runtime and process collectors (go_*, process_*):
+	// heap, allocations, GC, goroutines, CPU, resident memory, descriptors.
+	if err := registerRuntime(t.registry); err != nil {
+		return nil, err
+	}
 	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
 	t.handler = promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
 	if tok := o.Config.MetricsToken; tok != "" {
@@ -128,6 +134,22 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 	t.tracer = t.tp.Tracer(instrumentationName,
 		trace.WithInstrumentationVersion(o.Version), trace.WithSchemaURL(semconv.SchemaURL))
 	return t, nil
+}
+
+// registerRuntime adds the collectors every Go service exports: the Go
+// runtime's (go_memstats_*, go_gc_*, go_goroutines, ...; read through
+// runtime/metrics, without stopping the world) and the process's
+// (process_cpu_seconds_total, process_resident_memory_bytes, ...).
+func registerRuntime(r *prometheus.Registry) error {
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := r.Register(c); err != nil {
+			return fmt.Errorf("telemetry: runtime collectors: %w", err)
+		}
+	}
+	return nil
 }
 
 // tracingOn follows the config, then the standard variables: an endpoint

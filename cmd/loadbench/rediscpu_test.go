@@ -5,46 +5,50 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"gatekeeper/internal/redistest"
 )
 
-func TestParseRedisCPU(t *testing.T) {
+func TestParseRedisInfo(t *testing.T) {
+	const all = "# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:0.500000\r\nused_cpu_sys_children:9.0\r\n" +
+		"# Stats\r\ntotal_commands_processed:42\r\n# Memory\r\nused_memory:1048576\r\nused_memory_human:1.00M\r\n" +
+		"# Commandstats\r\ncmdstat_evalsha:calls=5,usec=100,usec_per_call=20.00\r\ncmdstat_xadd:calls=9,usec=9\r\ncmdstat_eval:calls=2,usec=1\r\n"
 	cases := []struct {
 		name string
 		info string
-		want time.Duration
+		want redisCounters
 		ok   bool
 	}{
-		{"both", "# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:0.500000\r\nused_cpu_sys_children:9.0\r\n", 1750 * time.Millisecond, true},
-		{"user missing", "# CPU\r\nused_cpu_sys:1.25\r\n", 0, false},
-		{"not a number", "used_cpu_sys:x\r\nused_cpu_user:1\r\n", 0, false},
-		{"negative", "used_cpu_sys:-1\r\nused_cpu_user:1\r\n", 0, false},
-		{"empty", "", 0, false},
+		{"all", all, redisCounters{cpu: 1750 * time.Millisecond, commands: 42, memory: 1 << 20, scripts: 7}, true},
+		{"script calls not a number", all + "cmdstat_evalsha_ro:calls=x,usec=1\r\n", redisCounters{}, false},
+		{"user missing", "used_cpu_sys:1.25\r\ntotal_commands_processed:1\r\nused_memory:1\r\n", redisCounters{}, false},
+		{"commands missing", "used_cpu_sys:1\r\nused_cpu_user:1\r\nused_memory:1\r\n", redisCounters{}, false},
+		{"not a number", "used_cpu_sys:x\r\nused_cpu_user:1\r\ntotal_commands_processed:1\r\nused_memory:1\r\n", redisCounters{}, false},
+		{"negative", "used_cpu_sys:-1\r\nused_cpu_user:1\r\ntotal_commands_processed:1\r\nused_memory:1\r\n", redisCounters{}, false},
+		{"commands not an integer", "used_cpu_sys:1\r\nused_cpu_user:1\r\ntotal_commands_processed:1.5\r\nused_memory:1\r\n", redisCounters{}, false},
+		{"empty", "", redisCounters{}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseRedisCPU(tc.info)
+			got, err := parseRedisInfo(tc.info)
 			if (err == nil) != tc.ok || got != tc.want {
-				t.Fatalf("parseRedisCPU(%q) = %s, %v; want %s, ok=%t", tc.info, got, err, tc.want, tc.ok)
+				t.Fatalf("parseRedisInfo(%q) = %+v, %v; want %+v, ok=%t", tc.info, got, err, tc.want, tc.ok)
 			}
 		})
 	}
 }
 
-// TestRedisCPUGrows reads a real redis-server's CPU before and after work.
-func TestRedisCPUGrows(t *testing.T) {
+// TestRedisCountersGrow reads a real redis-server's counters before and
+// after work, and the refusal of a database that holds keys.
+func TestRedisCountersGrow(t *testing.T) {
 	srv := redistest.StartServer(t)
-	opt, err := goredis.ParseURL(srv.URL)
+	ctx := context.Background()
+	c, err := redisClient(ctx, srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := goredis.NewClient(opt)
 	defer c.Close()
 	b := &bench{redis: c}
-	ctx := context.Background()
-	before, err := b.redisCPU(ctx)
+	before, err := b.redisCounters(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +62,17 @@ func TestRedisCPUGrows(t *testing.T) {
 		if _, err := pipe.Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
-		after, err := b.redisCPU(ctx)
+		after, err := b.redisCounters(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after > before {
+		if after.commands < before.commands+1000 {
+			t.Fatalf("commands %d after 1000 SETs, before %d", after.commands, before.commands)
+		}
+		if after.cpu > before.cpu {
+			if _, err := redisClient(ctx, srv.URL); err == nil {
+				t.Error("redisClient accepted a database that holds keys")
+			}
 			return
 		}
 		if time.Now().After(deadline) {

@@ -6,27 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
-	"sync"
+	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	goredis "github.com/redis/go-redis/v9"
 
-	"gatekeeper/admin"
-	"gatekeeper/config"
-	"gatekeeper/internal/redistest"
 	"gatekeeper/mockprovider"
-	"gatekeeper/proxy"
-	"gatekeeper/ratelimit"
-	"gatekeeper/store/memory"
-	redisstore "gatekeeper/store/redis"
-	"gatekeeper/trajectory"
 )
 
 // Secrets of the benchmark's config: loopback only, never real.
@@ -36,199 +27,257 @@ const (
 	adminToken  = "loadbench-admin-token-0123456789"
 )
 
-// headerBenchID names each stream so its record at the mock can be found.
-const headerBenchID = "X-Bench-Id"
-
-// Indexes of bench.targets.
+// Indexes of bench.targets: gatekeeper goes first in every round.
 const (
-	bareIdx = 0
-	gkIdx   = 1
+	gkIdx   = 0
+	bareIdx = 1
 )
 
-// target is one proxy in front of the mock.
+// target is one proxy process in front of the mock.
 type target struct {
 	name       string
 	url        string
 	gatekeeper bool
+	proc       *proc
 }
 
-// bench is everything one run starts: the mock, the two proxies, and the
-// client driving them.
+// bench is everything one run starts: the mock and the trace sink in this
+// process, gatekeeper and the bare proxy as processes of their own, and
+// the client driving them.
 type bench struct {
 	p       params
+	dir     string // the run's temporary directory: binary, config, logs
+	src     string // the repository gatekeeper was built from
 	mock    *mockprovider.Server
-	gate    *gate
-	store   trajectory.Store
-	redis   goredis.UniversalClient // with -redis: the store's and the key buckets' client
-	rtt     *redistest.RoundTrips   // its round trips
-	px      *proxy.Server
 	client  *http.Client
+	clientT *http.Transport
 	targets [2]target
+	redis   goredis.UniversalClient // with -redis: this process's own client, for INFO
 
-	// transports whose idle connections are closed before each heap
-	// sample, so pooled connections of an earlier phase do not count.
-	transports []*http.Transport
+	// scrapeCost is what one read of a target's counters allocates in
+	// it, taken off every round.
+	scrapeCost [2]allocs
 
-	servers []*http.Server // front first, the order they are shut down in
+	servers []*http.Server // in this process
 	served  chan error     // one value per server when its Serve returns
+	procs   []*proc
+	stderr  io.Writer
 }
 
-// start brings up the mock, the bare proxy and gatekeeper on loopback.
-func start(p params, stderr io.Writer) (*bench, error) {
-	b := &bench{p: p, gate: &gate{}, served: make(chan error, 3)}
-	// Clock stays time.Now: EventTimes are compared with the client's reads.
-	// The mock advertises the key's own limits (see roomyLimits).
-	b.mock = mockprovider.New(mockprovider.Options{Keys: []string{upstreamKey}, Sleep: b.gate.sleep,
-		RequestsPerMinute: benchRPM, TokensPerMinute: benchTPM})
-	mockURL, err := b.serve(b.mock)
-	if err != nil {
-		return nil, err
+// start builds gatekeeper, and brings up the mock, the trace sink, the
+// bare proxy and gatekeeper on loopback.
+func start(ctx context.Context, p params, stderr io.Writer) (b *bench, err error) {
+	b = &bench{p: p, served: make(chan error, 2), stderr: stderr}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, b.close())
+			b = nil
+		}
+	}()
+	if b.dir, err = os.MkdirTemp("", "loadbench-"); err != nil {
+		return b, err
 	}
-	mu, err := url.Parse(mockURL)
+	src := p.src
+	if src == "" {
+		if src, err = moduleRoot(ctx); err != nil {
+			return b, err
+		}
+	}
+	fmt.Fprintf(stderr, "loadbench: go build ./cmd/gatekeeper in %s\n", src)
+	b.src = src
+	bin, err := buildGatekeeper(ctx, src, b.dir)
 	if err != nil {
-		return nil, errors.Join(err, b.close())
+		return b, err
 	}
 
-	bareT, gkT := upstreamTransport(), upstreamTransport()
-	clientT := clientTransport(max(p.conns, p.streams))
-	b.transports = []*http.Transport{clientT, bareT, gkT}
-	b.client = &http.Client{Transport: clientT}
+	// The mock advertises the key's own limits, all of them left
+	// (roomyLimits): a provider with room.
+	b.mock = mockprovider.New(mockprovider.Options{Keys: []string{upstreamKey}, RequestsPerMinute: benchRPM, TokensPerMinute: benchTPM})
+	mockURL, err := b.serve(roomyLimits(b.mock))
+	if err != nil {
+		return b, err
+	}
+	sinkURL, err := b.serve(http.HandlerFunc(traceSink))
+	if err != nil {
+		return b, err
+	}
+	if p.redisURL != "" {
+		if b.redis, err = redisClient(ctx, p.redisURL); err != nil {
+			return b, err
+		}
+	}
 
-	bare := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(mu)
-			pr.Out.Header.Set("X-Api-Key", upstreamKey)
-		},
-		Transport:     bareT,
-		FlushInterval: -1,
-		ErrorLog:      log.New(stderr, "loadbench: bare proxy: ", 0),
+	cfgPath := filepath.Join(b.dir, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(gatekeeperConfig(p, mockURL, sinkURL)), 0o600); err != nil {
+		return b, err
 	}
-	gk, err := b.gatekeeper(mockURL, gkT)
+	gkCmd := exec.Command(bin, "serve", "-config", cfgPath)
+	gkCmd.Env = childEnv()
+	gk, err := b.startProc("gatekeeper", gkCmd, filepath.Join(b.dir, "gatekeeper.log"))
 	if err != nil {
-		return nil, errors.Join(err, b.close())
+		return b, err
 	}
-	bareURL, err := b.serve(fullDuplex(bare))
+	gkAddr, err := waitListening(ctx, gk)
 	if err != nil {
-		return nil, errors.Join(err, b.close())
+		return b, err
 	}
-	gkURL, err := b.serve(gk)
+
+	self, err := os.Executable()
 	if err != nil {
-		return nil, errors.Join(err, b.close())
+		return b, err
 	}
-	b.targets = [2]target{bareIdx: {name: "bare", url: bareURL}, gkIdx: {name: "gatekeeper", url: gkURL, gatekeeper: true}}
+	bareCmd := exec.Command(self, bareCommand, "-upstream", mockURL, "-key", upstreamKey)
+	bareCmd.Env = childEnv()
+	out, err := bareCmd.StdoutPipe()
+	if err != nil {
+		return b, err
+	}
+	bare, err := b.startProc("bare", bareCmd, filepath.Join(b.dir, "bare.log"))
+	if err != nil {
+		return b, err
+	}
+	bareAddr, err := readAddr(ctx, bare, out)
+	if err != nil {
+		return b, err
+	}
+
+	b.clientT = clientTransport(max(p.conns, p.streams, p.records) + p.subscribers)
+	b.client = &http.Client{Transport: b.clientT}
+	b.targets = [2]target{
+		gkIdx:   {name: "gatekeeper", url: "http://" + gkAddr, gatekeeper: true, proc: gk},
+		bareIdx: {name: "bare", url: "http://" + bareAddr, proc: bare},
+	}
+	if err := b.ready(ctx); err != nil {
+		return b, err
+	}
 	return b, nil
 }
 
-// gatekeeper builds the proxy the way its own tests do: config parsed from
-// YAML, agent and admin routes on one chi router. On the memory store the
-// tenant has no budget, so that thousands of turns on one trajectory are
-// admitted. On Redis (-redis) it is the whole path a replica runs: a budget
-// far above what a run spends, key limits far above what the mock gets
-// (10M requests a minute; none with -key-limits=false), kept in Redis as
-// replicas share them, with the mock's rate-limit headers as a provider
-// with room sends them (roomyLimits), and the round trips counted.
-func (b *bench) gatekeeper(mockURL string, tr http.RoundTripper) (http.Handler, error) {
-	store, budget, limits := "", "", ""
-	if b.p.redisURL != "" {
-		store = fmt.Sprintf("store: {kind: redis, redis_url: %q, settle_window: %s}", b.p.redisURL, b.p.settleWindow)
-		budget = "budget: {turns: 1000000000, dollars: 10000000}"
-		if b.p.keyLimits {
-			limits = fmt.Sprintf(", rpm: %d, input_tpm: %d, output_tpm: %[2]d", benchRPM, benchTPM)
+// startProc starts a process and keeps it for close.
+func (b *bench) startProc(name string, cmd *exec.Cmd, log string) (*proc, error) {
+	p, err := startProc(name, cmd, log)
+	if err != nil {
+		return nil, err
+	}
+	b.procs = append(b.procs, p)
+	fmt.Fprintf(b.stderr, "loadbench: started %s (pid %d), log %s\n", name, p.pid(), log)
+	return p, nil
+}
+
+// ready waits until gatekeeper answers /readyz and both targets' counters
+// can be read, and measures what one read of the counters allocates.
+func (b *bench) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.targets[gkIdx].url+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := b.client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if err := clockSleep(ctx, 50*time.Millisecond); err != nil {
+			return fmt.Errorf("gatekeeper not ready: %w", err)
 		}
 	}
-	yaml := fmt.Sprintf(`
-listen: 127.0.0.1:0
-%s
+	for i, tg := range b.targets {
+		// Three reads: the difference of the last two is one read's
+		// allocations (the first may set up what later reads reuse).
+		var a [3]allocs
+		for j := range a {
+			var err error
+			if a[j], err = b.readAllocs(ctx, tg); err != nil {
+				return fmt.Errorf("reading %s's allocation counters: %w", tg.name, err)
+			}
+		}
+		b.scrapeCost[i] = a[2].sub(a[1])
+	}
+	return nil
+}
+
+// childEnv is this process's environment without the OTEL_ variables, so
+// that gatekeeper's telemetry is what its config says.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "OTEL_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// gatekeeperConfig is what an operator would run: the config.yaml example's
+// shape with the mock as provider, a budget on every run and key limits far
+// above the load, the live event stream and metrics (always on), traces
+// sampled to the sink, the default log level, and (-tenant-limits) the
+// tenant's spend and trajectory limits, far above the load. With -redis the store, the
+// event stream and the key buckets are in Redis.
+func gatekeeperConfig(p params, mockURL, sinkURL string) string {
+	store := "{kind: memory}"
+	if p.redisURL != "" {
+		store = fmt.Sprintf("{kind: redis, redis_url: %q}", p.redisURL)
+	}
+	traces := "{enabled: false}"
+	if p.traceRatio > 0 {
+		traces = fmt.Sprintf("{enabled: true, otlp_endpoint: %q, sample_ratio: %s}",
+			sinkURL+"/v1/traces", strconv.FormatFloat(p.traceRatio, 'g', -1, 64))
+	}
+	limits := "    limits: {}"
+	if p.tenantLimits {
+		limits = "    limits: {dollars_per_day: 100000000, dollars_per_month: 1000000000, max_live_trajectories: 10000000, new_trajectories_per_hour: 100000000}"
+	}
+	return fmt.Sprintf(`listen: 127.0.0.1:0
+store: %s
 providers:
   - name: anthropic
     api: anthropic
     base_url: %s
     default: true
-    keys: [{name: k1, key: %s%s}]
+    keys:
+      - {name: main, key: %q, rpm: %d, input_tpm: %d, output_tpm: %[5]d}
+prices:
+  claude-sonnet-4-5: {input: 3.00, cached_input: 0.30, cache_write: 3.75, output: 15.00}
 tenants:
   - name: bench
-    keys: [%s]
-    %s
+    keys: [%q]
+    priority: interactive
+    budget: {turns: 1000000000, tokens: 1000000000000, wall_clock: 720h, dollars: 10000000}
+    call_limits: {max_output_tokens: 32000, call_deadline: 10m}
+    read_only_tools: [Read, Glob, Grep, LS]
+%s
 admin:
   tokens:
-    - {name: bench, token: %s, roles: [operator]}
+    - {name: admin, token: %q, roles: [operator, approver, "approver:secops"]}
+rate_limits:
+  max_wait: 30s
+gates:
+  - name: destructive-shell
+    when: tool.name.lowerAscii() == "bash" && tool.input.command.matches(r'\brm\s+-rf\b')
+    approvers: {roles: [secops], quorum: 1}
+    expiry: 15m
+approvals:
+  people:
+    - {name: admin, admin_tokens: [admin], roles: [secops]}
+telemetry:
+  traces: %s
 watchdog: {enabled: %t}
-`, store, mockURL, upstreamKey, limits, virtualKey, budget, adminToken, b.p.watchdog)
-	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
-	if err != nil {
-		return nil, err
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if b.p.redisURL != "" {
-		tr = roomyLimits{tr}
-	}
-	opts := proxy.Options{Config: cfg, Transport: tr}
-	if b.p.redisURL != "" {
-		client, err := redisstore.NewClient(b.p.redisURL)
-		if err != nil {
-			return nil, err
-		}
-		b.redis, b.rtt = client, &redistest.RoundTrips{}
-		client.AddHook(b.rtt)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		st, err := redisstore.Open(ctx, redisstore.Options{Client: client})
-		if err != nil {
-			return nil, err
-		}
-		b.store = st
-		opts.Buckets = ratelimit.NewRedis(client, "loadbench:")
-	} else {
-		b.store = memory.New(memory.Options{})
-	}
-	opts.Store = b.store
-	px, err := proxy.New(opts)
-	if err != nil {
-		return nil, err
-	}
-	b.px = px
-	r := chi.NewRouter()
-	admin.New(cfg, b.store, nil, nil).Routes(r)
-	px.Routes(r)
-	return r, nil
+log: {level: info}
+`, store, mockURL, upstreamKey, benchRPM, benchTPM, virtualKey, limits, adminToken, traces, p.watchdog)
 }
 
-// fullDuplex lets the bare proxy's transport finish reading the request
-// body after the reply has begun, as gatekeeper does (proxy/turn.go). An
-// HTTP/1 server otherwise drains and closes the body when the response
-// header goes out; a transport still sending that body then fails its
-// write and closes the upstream connection, cutting the stream
-// (golang/go#40747). Without it a few streams in every run were cut.
-func fullDuplex(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = http.NewResponseController(w).EnableFullDuplex() // HTTP/1 servers always support it
-		h.ServeHTTP(w, r)
-	})
-}
-
-// upstreamTransport has the settings of gatekeeper's own upstream
-// transport (proxy.newTransport), so the bare proxy pools connections to
-// the mock the same way; gatekeeper gets its own instance of it only so
-// that its idle connections can be closed before a heap sample.
-//
-// Compression is off: the client asks for none, and gatekeeper asks the
-// provider for identity on turns, while a default Transport would add
-// "Accept-Encoding: gzip" on the bare proxy's behalf and have the mock
-// gzip (and the proxy gunzip) every reply; that made the bare proxy
-// several times slower than gatekeeper.
-func upstreamTransport() *http.Transport {
-	return &http.Transport{
-		DisableCompression:    true,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          512,
-		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}
+// traceSink accepts OTLP/HTTP trace exports and drops them: an empty
+// ExportTraceServiceResponse is zero bytes.
+func traceSink(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 64<<20))
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.WriteHeader(http.StatusOK)
 }
 
 // clientTransport keeps one connection per worker or stream alive, so the
@@ -255,21 +304,22 @@ func (b *bench) serve(h http.Handler) (string, error) {
 	return "http://" + ln.Addr().String(), nil
 }
 
-// close stops every server, front first, and waits for each Serve to
-// return.
+// close stops the processes by PID, then this process's servers, and
+// removes the temporary directory unless -keep says otherwise.
 func (b *bench) close() error {
 	var errs []error
-	for _, tr := range b.transports {
-		tr.CloseIdleConnections()
+	if b.clientT != nil {
+		b.clientT.CloseIdleConnections()
 	}
+	for _, p := range b.procs {
+		errs = append(errs, p.stop())
+		fmt.Fprintf(b.stderr, "loadbench: stopped %s (pid %d)\n", p.name, p.pid())
+	}
+	b.procs = nil
 	for _, srv := range b.servers {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		errs = append(errs, srv.Shutdown(ctx))
 		cancel()
-		// Shutdown leaves the proxies' upstream connections idle only now.
-		for _, tr := range b.transports {
-			tr.CloseIdleConnections()
-		}
 	}
 	for range b.servers {
 		if err := <-b.served; !errors.Is(err, http.ErrServerClosed) {
@@ -277,16 +327,15 @@ func (b *bench) close() error {
 		}
 	}
 	b.servers = nil
-	if b.px != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		b.px.Close(ctx)
-		cancel()
-	}
-	if b.store != nil {
-		errs = append(errs, b.store.Close())
-	}
 	if b.redis != nil {
 		errs = append(errs, b.redis.Close())
+	}
+	if b.dir != "" {
+		if b.p.keep {
+			fmt.Fprintf(b.stderr, "loadbench: kept %s\n", b.dir)
+		} else {
+			errs = append(errs, os.RemoveAll(b.dir))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -313,91 +362,58 @@ func messagesBody(stream bool, prompt string) []byte {
 		stream, strconv.Quote(prompt))
 }
 
-// gate holds the memory phase's streams open between their first and
-// second event for as long as the heap sample takes, then lets the rest of
-// each stream go at once, so every stream still ends complete.
-type gate struct {
-	mu       sync.Mutex
-	ch       chan struct{} // nil: waits run their full length
-	released bool
-}
-
-func (g *gate) arm() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.ch, g.released = make(chan struct{}), false
-}
-
-func (g *gate) release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.ch != nil && !g.released {
-		close(g.ch)
-		g.released = true
-	}
-}
-
-func (g *gate) disarm() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.ch, g.released = nil, false
-}
-
-// sleep is the mock's wait between events: a timer, cut short once the
-// armed gate is released.
-func (g *gate) sleep(ctx context.Context, d time.Duration) error {
-	g.mu.Lock()
-	ch := g.ch
-	g.mu.Unlock()
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// roomyLimits reports, in the mock's rate-limit headers, every request and
-// token of the limit as remaining: a provider with room. The mock counts
-// every request it serves (the bare proxy's too) in one-minute windows and
-// reports what is left of the limit it advertises; a provider reporting
-// none left is obeyed (a bucket full only in d lacks d of the key's rate,
-// README "Rate limits and key pools"), and one reporting less left than a
-// burst lowers the key's buckets to that on every turn. The mock enforces
-// nothing; the headers keep their count and size, so gatekeeper still
-// reads them as it would a real provider's.
-type roomyLimits struct{ next http.RoundTripper }
-
-// benchRPM and benchTPM are the provider key's limits with -key-limits,
-// far above what the mock gets, and what the mock's rate-limit headers
-// advertise: a provider whose limits are the ones configured, so that
-// what it reports left is what gatekeeper's buckets hold, not less.
+// benchRPM and benchTPM are the provider key's limits, far above what the
+// mock gets, and what the mock's rate-limit headers advertise: a provider
+// whose limits are the ones configured.
 const (
 	benchRPM = 10_000_000
 	benchTPM = 10_000_000_000
 )
 
-func (r roomyLimits) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := r.next.RoundTrip(req)
-	if err != nil {
-		return resp, err
-	}
-	for _, dim := range [...]struct{ limit, remaining string }{
-		{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining"},
-		{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining"},
-		{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests"},
-		{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens"},
-	} {
-		if v := resp.Header.Get(dim.limit); v != "" && resp.Header.Get(dim.remaining) != "" {
-			resp.Header.Set(dim.remaining, v)
+// roomyLimits reports, in the mock's rate-limit headers, every request and
+// token of the limit as remaining: a provider with room. The mock counts
+// every request it serves (the bare proxy's too) in one-minute windows and
+// reports what is left of the limit it advertises; a provider reporting
+// less left than a burst lowers the key's buckets to that on every turn
+// (README "Rate limits and key pools"), which is not the roomy key this
+// benchmark means. The headers keep their count and size, so gatekeeper
+// still reads them as it would a real provider's.
+func roomyLimits(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&roomyWriter{ResponseWriter: w}, r)
+	})
+}
+
+// roomyWriter rewrites the rate-limit headers as the reply's header goes
+// out; Unwrap lets http.ResponseController reach the real writer's Flush.
+type roomyWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *roomyWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		h := w.Header()
+		for _, dim := range [...]struct{ limit, remaining string }{
+			{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining"},
+			{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining"},
+			{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests"},
+			{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens"},
+		} {
+			if v := h.Get(dim.limit); v != "" && h.Get(dim.remaining) != "" {
+				h.Set(dim.remaining, v)
+			}
 		}
 	}
-	return resp, nil
+	w.ResponseWriter.WriteHeader(code)
 }
+
+func (w *roomyWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *roomyWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -15,83 +14,109 @@ import (
 // smallTurn is the mock's reply to every small turn: a few words, end_turn.
 const smallTurn = `{"kind":"text","text":"pong"}`
 
-// maxTurnsPerWorker bounds a worker's loop whatever the clock does.
-const maxTurnsPerWorker = 1_000_000
+// maxUnitsPerWorker bounds a worker's loop in a timed round whatever the
+// clock does.
+const maxUnitsPerWorker = 1_000_000
 
-// warmupTurns is what each worker sends each target before the rounds.
+// warmupTurns is what each worker sends each target before a phase's
+// rounds.
 const warmupTurns = 20
 
 // turnTimeout bounds one small turn.
 const turnTimeout = 30 * time.Second
 
-// turnStats is one target's share of the small-turn phase.
-type turnStats struct {
-	ok   int
+// stats is one target's share of a phase: what the client saw, and what
+// the target's process spent.
+type stats struct {
+	ok   int // turns or streams completed
 	errs int
 	// forks counts gatekeeper replies naming a sibling thread of the
-	// worker's trajectory (<id>~N): gatekeeper still had the previous turn
+	// worker's trajectory (<id>/~N): gatekeeper still had the previous turn
 	// in flight when the next one arrived. Not an error for the agent.
 	forks   int
+	events  int           // stream events read
 	elapsed time.Duration // wall time of its rounds
-	cost    cost          // what the process spent in its rounds
-	rtt     int64         // Redis round trips in its rounds (gatekeeper on Redis)
-	// redisCPU is what redis-server spent in its rounds (gatekeeper on
-	// Redis); redisCPUErr says why it could not be read.
-	redisCPU    time.Duration
-	redisCPUErr error
-	lat         []time.Duration // of successful turns
+	cost    cost
+	lat     []time.Duration // turns: request to whole reply; streams: to message_stop
+	ttfb    []time.Duration // streams: request to first event
 	// firstErr is the first failure seen, to say what went wrong.
 	firstErr string
 }
 
-func (s *turnStats) fail(err error) {
+func (s *stats) fail(err error) {
 	if s.errs == 0 {
 		s.firstErr = err.Error()
 	}
 	s.errs++
 }
 
-func (s *turnStats) add(o turnStats) {
+func (s *stats) add(o stats) {
 	s.ok += o.ok
 	s.forks += o.forks
+	s.events += o.events
 	s.elapsed += o.elapsed
 	s.cost.add(o.cost)
-	s.rtt += o.rtt
-	s.redisCPU += o.redisCPU
-	if s.redisCPUErr == nil {
-		s.redisCPUErr = o.redisCPUErr
-	}
 	s.lat = append(s.lat, o.lat...)
+	s.ttfb = append(s.ttfb, o.ttfb...)
 	if o.errs > 0 && s.errs == 0 {
 		s.firstErr = o.firstErr
 	}
 	s.errs += o.errs
 }
 
-func (s *turnStats) rate() float64 {
+// rate is units completed per second of the rounds' wall time.
+func (s *stats) rate() float64 {
 	if s.elapsed <= 0 {
 		return 0
 	}
 	return float64(s.ok) / s.elapsed.Seconds()
 }
 
-// turnPhase drives -conns closed-loop workers against each target for
-// -duration in all, in -rounds rounds alternating bare and gatekeeper, so
-// that a noisy neighbour on the machine hits both alike.
-func (b *bench) turnPhase(ctx context.Context) ([2]turnStats, error) {
-	var out [2]turnStats
-	// Warm-up: connections, pools and the heap grow before any timing;
-	// its errors still count.
-	for i, tg := range b.targets {
-		w := b.turnRound(ctx, tg, warmupTurns, time.Minute)
-		out[i].errs, out[i].firstErr = w.errs, w.firstErr
+// work does a worker's n-th unit (a turn, a stream) through tg and notes
+// it in s.
+type work func(ctx context.Context, tg target, worker, n int, s *stats)
+
+// round runs workers closed-loop through target i until each did limit
+// units or d is over, with the target's counters read around it.
+func (b *bench) round(ctx context.Context, i, workers, limit int, d time.Duration, w work) stats {
+	tg := b.targets[i]
+	results := make([]stats, workers)
+	m := b.mark(ctx, i)
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for worker := range workers {
+		wg.Go(func() {
+			// At least one unit each, however late the worker starts.
+			for n := 0; n < limit && ctx.Err() == nil && (n == 0 || time.Now().Before(deadline)); n++ {
+				w(ctx, tg, worker, n, &results[worker])
+			}
+		})
+	}
+	wg.Wait()
+	var total stats
+	for _, r := range results {
+		total.add(r)
+	}
+	total.elapsed = time.Since(start)
+	total.cost = b.since(ctx, m)
+	return total
+}
+
+// rounds warms both targets up, then runs the timed rounds alternating
+// gatekeeper and bare, so that a noisy neighbour on the machine hits both
+// alike. Warm-up errors count; its figures do not.
+func (b *bench) rounds(ctx context.Context, workers, rounds int, w work) ([2]stats, error) {
+	var out [2]stats
+	for i := range b.targets {
+		warm := b.round(ctx, i, workers, warmupTurns, time.Minute, w)
+		out[i].errs, out[i].firstErr = warm.errs, warm.firstErr
 	}
 	b.mock.Reset()
-	per := b.p.duration / time.Duration(b.p.rounds)
-	for range b.p.rounds {
-		for i, tg := range b.targets {
-			out[i].add(b.turnRound(ctx, tg, maxTurnsPerWorker, per))
-			// The mock keeps every request; only the stream phases read them.
+	for range rounds {
+		for i := range b.targets {
+			out[i].add(b.round(ctx, i, workers, maxUnitsPerWorker, b.p.duration, w))
+			// The mock keeps requests; nothing here reads them.
 			b.mock.Reset()
 			if err := ctx.Err(); err != nil {
 				return out, err
@@ -101,65 +126,24 @@ func (b *bench) turnPhase(ctx context.Context) ([2]turnStats, error) {
 	return out, nil
 }
 
-// roundTrips is how many round trips gatekeeper's Redis client has made
-// so far; 0 on the memory store.
-func (b *bench) roundTrips() int64 {
-	if b.rtt == nil {
-		return 0
+// turns is the small-turn work: each worker on its own trajectory,
+// prefix-<worker>.
+func (b *bench) turns(prefix string) work {
+	return func(ctx context.Context, tg target, worker, _ int, s *stats) {
+		traj := fmt.Sprintf("%s-%d", prefix, worker)
+		body := messagesBody(false, "ping from "+traj)
+		t0 := time.Now()
+		forked, err := b.smallTurn(ctx, tg, body, traj)
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		s.ok++
+		if forked {
+			s.forks++
+		}
+		s.lat = append(s.lat, time.Since(t0))
 	}
-	return b.rtt.Load()
-}
-
-// turnRound runs every worker until it made limit turns or d is over.
-func (b *bench) turnRound(ctx context.Context, tg target, limit int, d time.Duration) turnStats {
-	results := make([]turnStats, b.p.conns)
-	// INFO is a round trip of gatekeeper's client: read before the count
-	// starts and after it ends.
-	var cpu0 time.Duration
-	var cpuErr error
-	if tg.gatekeeper && b.redis != nil {
-		cpu0, cpuErr = b.redisCPU(ctx)
-	}
-	rtt0 := b.roundTrips()
-	mark := markCost()
-	start := time.Now()
-	deadline := start.Add(d)
-	var wg sync.WaitGroup
-	for w := range b.p.conns {
-		wg.Go(func() {
-			res := &results[w]
-			traj := fmt.Sprintf("bench-%d", w)
-			body := messagesBody(false, fmt.Sprintf("ping from worker %d", w))
-			for n := 0; n < limit && ctx.Err() == nil && time.Now().Before(deadline); n++ {
-				t0 := time.Now()
-				forked, err := b.smallTurn(ctx, tg, body, traj)
-				if err != nil {
-					res.fail(err)
-					continue
-				}
-				res.ok++
-				if forked {
-					res.forks++
-				}
-				res.lat = append(res.lat, time.Since(t0))
-			}
-		})
-	}
-	wg.Wait()
-	total := turnStats{}
-	for _, r := range results {
-		total.add(r)
-	}
-	total.elapsed = time.Since(start)
-	total.cost = mark.since()
-	if tg.gatekeeper {
-		total.rtt = b.roundTrips() - rtt0
-	}
-	if tg.gatekeeper && b.redis != nil {
-		cpu1, err := b.redisCPU(ctx)
-		total.redisCPU, total.redisCPUErr = cpu1-cpu0, cmp.Or(cpuErr, err)
-	}
-	return total
 }
 
 // smallTurn sends one non-streamed turn and checks its reply: 200, a
@@ -191,7 +175,7 @@ func (b *bench) smallTurn(ctx context.Context, tg target, body []byte, traj stri
 	switch rec := resp.Header.Get("X-Gatekeeper-Trajectory"); {
 	case rec == traj:
 		return false, nil
-	case strings.HasPrefix(rec, traj+"~"):
+	case strings.HasPrefix(rec, traj+"/~"):
 		return true, nil
 	default:
 		return false, fmt.Errorf("%s: reply names trajectory %q, want %q", tg.name, rec, traj)
