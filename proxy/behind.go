@@ -27,5 +27,5 @@ func (t *turn) pendingSettle(o outcome.Turn, charge meter.Charge, data outcome.T
 		Observe: t.observe, Keys: t.rate, Used: keyUsed(o),
 		Spends:  t.s.ceilings.Spends(t.req.tenant),
 		Tenant:  func(ctx context.Context) { t.settleTenant(ctx, charge, o) },
-		Retries: t.s.settles, Log: t.log, Attrs: o.Attrs(t.adm.Call, charge)}
+		Retries: t.s.settles, Log: t.log, Attrs: o.Attrs(t.adm.Call, charge), Uncharged: o.Uncharged()}
 }

@@ -25,7 +25,9 @@ func (t *turn) findHold(ctx context.Context, id string, opening bool) (found boo
 	h, err := t.s.esc.Find(ctx, id, t.key, opening)
 	switch {
 	case err != nil:
-		return true, answerError(err)
+		// The approvals store unread is the store unavailable: the
+		// agent hears that, not that a call needs approval.
+		return true, storeErr(answerError(err))
 	case h == nil:
 		t.holdChecked = true
 		return false, nil

@@ -1,5 +1,11 @@
 package streaming
 
+import (
+	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/callitems"
+)
+
 // Telling the agent about a call cut at the output limit.
 //
 // With Hold, a call the reply did not finish before its output limit is
@@ -17,3 +23,43 @@ package streaming
 // same way, in every API, and text(call) stands in its place. Call it
 // before the first AppendEvent or Body.
 func (f *CallFilter) NoticeCut(text func(call ToolCall) string) { f.e.NoticeCut(text) }
+
+// CutCalls lists the client calls of r that a stop at the output limit
+// cut while their input was being written: in each choice stopped for its
+// output limit, the last client call when its arguments are not whole JSON
+// (free-text input, which has no such end, is never listed). These are the
+// calls a filter with Hold drops at that stop, and NoticeCut replaces: a
+// gate does not judge them, as nobody can approve a call that was never
+// finished.
+func (r *Result) CutCalls() []ToolCall {
+	var out []ToolCall
+	for _, s := range r.Stops {
+		if s.Reason != StopMaxTokens {
+			continue
+		}
+		last := -1
+		for i := range r.ToolCalls {
+			if tc := &r.ToolCalls[i]; !tc.Server && tc.Choice == s.Choice {
+				last = i
+			}
+		}
+		if last < 0 {
+			continue
+		}
+		tc := r.ToolCalls[last]
+		if !freeText(tc) && !gjson.ValidBytes(tc.Arguments) {
+			out = append(out, tc)
+		}
+	}
+	return out
+}
+
+// freeText reports whether tc's input is free text rather than JSON: a
+// Chat custom tool's, or a Responses item's whose table says so.
+func freeText(tc ToolCall) bool {
+	if tc.Type == "custom" {
+		return true
+	}
+	it, ok := callitems.Lookup(tc.Type, true)
+	return ok && it.FreeText
+}

@@ -236,3 +236,79 @@ func TestNoticeCutResponses(t *testing.T) {
 		}
 	}
 }
+
+// TestCutCallsAgreeWithFilter: the calls Result.CutCalls lists are the
+// calls a filter with Hold withholds at the reply's stop, in every API: a
+// gate that leaves them out never leaves out a call the agent gets.
+func TestCutCallsAgreeWithFilter(t *testing.T) {
+	chat := func(args, finish string) string {
+		head := `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[`
+		return "data: " + head + `{"index":0,"delta":{"role":"assistant","content":"Let me look."},"finish_reason":null}]}` + "\n\n" +
+			"data: " + head + `{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"Bash","arguments":""}}]},"finish_reason":null}]}` + "\n\n" +
+			"data: " + head + `{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":` + args + `}}]},"finish_reason":null}]}` + "\n\n" +
+			"data: " + head + `{"index":0,"delta":{},"finish_reason":"` + finish + `"}]}` + "\n\n" +
+			"data: [DONE]\n\n"
+	}
+	anthropic := func(args, stop string) string {
+		return "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n" +
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Bash\",\"input\":{}}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":" + args + "}}\n\n" +
+			"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"" + stop + "\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":20}}\n\n" +
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	}
+	responses := func(args string, cut bool) string {
+		ev := func(typ, data string) string {
+			return "event: " + typ + "\ndata: {\"type\":\"" + typ + "\"," + data + "}\n\n"
+		}
+		end := ev("response.completed", `"sequence_number":4,"response":{"id":"resp_1","status":"completed","output":[{"id":"fc_1","type":"function_call","status":"completed","arguments":`+args+`,"call_id":"call_1","name":"Bash"}]}`)
+		if cut {
+			end = ev("response.incomplete", `"sequence_number":4,"response":{"id":"resp_1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"id":"fc_1","type":"function_call","status":"completed","arguments":`+args+`,"call_id":"call_1","name":"Bash"}]}`)
+		}
+		return ev("response.created", `"sequence_number":0,"response":{"id":"resp_1","status":"in_progress","output":[]}`) +
+			ev("response.output_item.added", `"sequence_number":1,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_1","name":"Bash"}`) +
+			ev("response.function_call_arguments.delta", `"sequence_number":2,"output_index":0,"item_id":"fc_1","delta":`+args) +
+			ev("response.function_call_arguments.done", `"sequence_number":3,"output_index":0,"item_id":"fc_1","arguments":`+args) + end
+	}
+	const half, whole = `"{\"command\": \"grep -rn"`, `"{\"command\": \"grep -rn x\"}"`
+	tests := []struct {
+		name   string
+		api    API
+		stream string
+		cut    bool
+	}{
+		{"anthropic cut", APIAnthropic, anthropic(half, "max_tokens"), true},
+		{"anthropic context window", APIAnthropic, anthropic(half, "model_context_window_exceeded"), true},
+		{"anthropic whole at the limit", APIAnthropic, anthropic(whole, "max_tokens"), false},
+		{"anthropic tool_use", APIAnthropic, anthropic(whole, "tool_use"), false},
+		{"chat cut", APIChat, chat(half, "length"), true},
+		{"chat whole at the limit", APIChat, chat(whole, "length"), false},
+		{"chat tool_calls", APIChat, chat(whole, "tool_calls"), false},
+		{"responses cut", APIResponses, responses(half, true), true},
+		{"responses whole at the limit", APIResponses, responses(whole, true), false},
+		{"responses completed", APIResponses, responses(whole, false), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dec := dialects[tc.api].NewDecoder()
+			if err := sse.Each([]byte(tc.stream), func(ev *sse.Event) error { dec.Decode(ev); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			res := dec.Finish()
+			if res.Unparsed > 0 || res.Truncated || len(res.ClientToolCalls()) != 1 {
+				t.Fatalf("decoded %d unparsed, truncated %v, calls %v", res.Unparsed, res.Truncated, res.ClientToolCalls())
+			}
+			f, _ := cutThrough(t, tc.api, tc.stream, true)
+			var cut, withheld []string
+			for _, c := range res.CutCalls() {
+				cut = append(cut, c.ID)
+			}
+			for _, c := range f.Withheld() {
+				withheld = append(withheld, c.ID)
+			}
+			if fmt.Sprint(cut) != fmt.Sprint(withheld) || (len(cut) == 1) != tc.cut {
+				t.Errorf("CutCalls %v, the filter withheld %v; want cut %v", cut, withheld, tc.cut)
+			}
+		})
+	}
+}

@@ -271,6 +271,10 @@ func (s *server) startApprovals(ctx context.Context, cfg *config.Config, store a
 	if err != nil {
 		return nil, err // loadConfig has already reported it
 	}
+	// Every call to the approvals store, the Slack hook's replay guard
+	// and the proxy's hold lookups among them, waits at most
+	// store.timeout, as the record store's do.
+	store = approvals.Bounded(store, cfg.Store.Timeout.Std())
 	notifiers, slack, err := approvals.Channels(cfg.Approvals, store, s.log)
 	if err != nil {
 		return nil, err

@@ -347,8 +347,10 @@ func (e *Escrow) withdraw(ctx context.Context, h *approvals.Hold, reason string,
 // for approval (or having just released one), for the held turn of key.
 // It returns the hold the request re-attaches to; nil and no error when
 // the record holds no turn of this key (admission goes on as usual); an
-// *Answer when the request is refused (the turn's reply was delivered
-// already, or the approvals store failed). opening: the record is calling
+// *Answer when the request is refused because the turn's reply was
+// delivered already; the approvals store's error, wrapped, when it could
+// not be read (the store is unavailable: no hold is at stake, and
+// admission answers as for any store outage). opening: the record is calling
 // the model, and only a hold still undecided and undelivered (the call in
 // flight's own) is this turn's: an earlier one of the same conversation
 // is not.
@@ -362,7 +364,7 @@ func (e *Escrow) Find(ctx context.Context, id, key string, opening bool) (*appro
 		err == nil && opening && (h.Delivered || h.State != approvals.Holding):
 		return nil, nil
 	case err != nil:
-		return nil, ApprovalsDown(err)
+		return nil, fmt.Errorf("looking for the held turn of record %s: %w", id, err)
 	case h.Delivered:
 		return nil, Delivered()
 	}

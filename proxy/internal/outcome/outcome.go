@@ -2,6 +2,7 @@ package outcome
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -203,6 +204,23 @@ func (o Turn) Price(prices *meter.Table, model string) meter.Charge {
 		return meter.Charge{}
 	}
 	return prices.Cost(model, o.Usage)
+}
+
+// Uncharged says why the turn charges nothing: the provider refused the
+// call (its status), the call got no key capacity, or no reply of the
+// provider came; "" for a turn that is charged.
+func (o Turn) Uncharged() string {
+	switch {
+	case !o.Upstream:
+		return ""
+	case o.RateLimited:
+		return "no key capacity; the call was not sent"
+	case o.Status > 0:
+		return fmt.Sprintf("the provider answered %d", o.Status)
+	case o.Detail != "":
+		return "no reply from the provider: " + o.Detail
+	}
+	return "no reply from the provider"
 }
 
 // EventData is what a turn's event says of it: call is its id, model the

@@ -3,6 +3,7 @@ package replybody
 import (
 	"fmt"
 	"io"
+	"slices"
 
 	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/escrow"
@@ -26,6 +27,7 @@ func (b *Stream) takeHeld(ev *sse.Event) error {
 	if h.Phase() != escrow.Forward {
 		return nil
 	}
+	var cut []escrow.Gated // gated calls cut at the output limit, which this stop drops
 	if res := b.dec.Result(); len(res.Stops) > stops && b.s.Filter.Holding() {
 		if g := b.gated(res); len(g) > 0 {
 			h.Escrow(g)
@@ -35,17 +37,46 @@ func (b *Stream) takeHeld(ev *sse.Event) error {
 			}
 			return nil
 		}
+		cut = b.s.Gates.Escrow.Gated(res, b.s.Gates.Input, b.s.Gates.Withheld)
 	}
 	mark := len(b.out)
 	b.forward(ev)
+	if b.cutKept(cut) {
+		// Fail closed: a call left out of the gates as cut must be one the
+		// filter withheld at this stop.
+		b.out = b.out[:mark]
+		b.endHeld(apierr.ApprovalRefused, "the reply carries a tool call that needs approval and whose input gatekeeper could not read as the agent would; the call was not delivered")
+		return nil
+	}
 	h.Forwarded(b.out[mark:])
 	return nil
 }
 
-// gated is the reply's calls that some gate matches.
+// gated is the reply's calls that some gate matches. A call the reply was
+// still writing when it stopped at its output limit is not judged: the
+// filter withholds it at that stop, the truncation notice in its place
+// (streaming.Result.CutCalls), and nobody is asked to approve half a call.
 func (b *Stream) gated(res *streaming.Result) []escrow.Gated {
 	g := b.s.Gates
-	return g.Escrow.Gated(res, g.Input, g.Withheld)
+	cut := res.CutCalls()
+	return g.Escrow.Gated(res, g.Input, func(id string) bool {
+		return g.Withheld(id) || slices.ContainsFunc(cut, func(c streaming.ToolCall) bool { return c.ID == id })
+	})
+}
+
+// cutKept reports whether some call of cut, gated calls left out of the
+// gates as cut at the output limit, was not withheld by the filter.
+func (b *Stream) cutKept(cut []escrow.Gated) bool {
+	if len(cut) == 0 {
+		return false
+	}
+	withheld := b.s.Filter.Withheld()
+	for _, g := range cut {
+		if !slices.ContainsFunc(withheld, func(c streaming.ToolCall) bool { return c.ID == g.Call.ID }) {
+			return true
+		}
+	}
+	return false
 }
 
 // holding reports whether the escrow owns the rest of the reply.

@@ -71,6 +71,9 @@ func (s *Retrier) Retry(log *slog.Logger, w Write, settle func(context.Context) 
 			case err == nil:
 				log.LogAttrs(s.ctx, slog.LevelInfo, w.done+" after the store came back", attrs...)
 				return
+			case errors.Is(err, trajectory.ErrNotFound) && w.gone != "":
+				log.LogAttrs(s.ctx, slog.LevelInfo, w.gone, attrs...)
+				return
 			case !errors.Is(err, trajectory.ErrUnavailable) && s.ctx.Err() == nil:
 				log.LogAttrs(s.ctx, slog.LevelError, w.lost, append(attrs, slog.String("error", err.Error()))...)
 				return
@@ -93,13 +96,16 @@ func (s *Retrier) Close(ctx context.Context) {
 }
 
 // Write names, for the log, what a retried write does: what it is, what
-// its success says and what its loss says.
-type Write struct{ what, done, lost string }
+// its success says and what its loss says; and, when its record may be
+// gone (a store restarted without its data), what that says: nothing is
+// left to write, and no later sweep has anything to do.
+type Write struct{ what, done, lost, gone string }
 
 // The writes retried.
 var (
 	WriteCharge  = Write{what: "the turn's charge", done: "turn charge recorded", lost: "charge not recorded"}
 	WriteRelease = Write{what: "the release of an abandoned admission", done: "abandoned admission cleared (released if it had been written)",
-		lost: "abandoned admission not released (the sweeper reclaims it)"}
+		lost: "abandoned admission not released (the sweeper reclaims it)",
+		gone: "abandoned admission's record no longer exists; nothing to release"}
 	WriteTenant = Write{what: "the tenant's charge", done: "tenant charge recorded", lost: "tenant charge not recorded"}
 )

@@ -3,8 +3,11 @@ package settle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,4 +74,49 @@ func TestRetryStopsOnClose(t *testing.T) {
 	if got := n.Load(); got != 0 {
 		t.Fatalf("%d attempts after Close, want 0", got)
 	}
+}
+
+// TestRetryReleaseOfAGoneRecord: a release whose record no longer exists
+// (a store restarted without its data) is logged as having nothing to
+// release, never as left for the sweeper, which has no record to reclaim.
+func TestRetryReleaseOfAGoneRecord(t *testing.T) {
+	var buf syncLog
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	r := NewRetrier()
+	r.sleep = func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+	var n atomic.Int32
+	r.Retry(log, WriteRelease, func(context.Context) error {
+		if n.Add(1) == 1 {
+			return trajectory.ErrUnavailable
+		}
+		return fmt.Errorf("record run-1: %w", trajectory.ErrNotFound)
+	}, []slog.Attr{slog.String("trajectory", "run-1")})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r.Close(ctx)
+	got := buf.String()
+	if strings.Contains(got, "sweeper") || !strings.Contains(got, "record no longer exists; nothing to release") {
+		t.Errorf("log of a release whose record is gone:\n%s", got)
+	}
+	if n.Load() != 2 {
+		t.Errorf("%d attempts, want 2", n.Load())
+	}
+}
+
+// syncLog is a log sink a retry's goroutine may write to.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncLog) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncLog) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -41,6 +41,9 @@ type Turn struct {
 	Retries *Retrier // retries a settle the store could not take
 	Log     *slog.Logger
 	Attrs   []slog.Attr // the turn's log fields, with its figures
+	// Uncharged says why the turn charges nothing (the provider refused
+	// the call or was never reached); "" for a turn charged.
+	Uncharged string
 }
 
 // Apply is the settle's step on the turn's chain, inside a store update.
@@ -128,6 +131,17 @@ func (p *Turn) wrote(ctx context.Context, err error) {
 		p.lost(ctx, err)
 		return
 	}
+	p.logSaved(ctx)
+}
+
+// logSaved logs a settle saved: "turn" for a charge written, "turn not
+// charged" with its reason for a call the provider refused or never saw,
+// whose settle only ended the call.
+func (p *Turn) logSaved(ctx context.Context) {
+	if p.Uncharged != "" {
+		p.Log.LogAttrs(ctx, slog.LevelInfo, "turn not charged", append(p.Attrs, slog.String("reason", p.Uncharged))...)
+		return
+	}
 	p.Log.LogAttrs(ctx, slog.LevelInfo, "turn", p.Attrs...)
 }
 
@@ -137,7 +151,7 @@ func (p *Turn) Done(ctx context.Context, evs []trajectory.Event, err error) {
 	switch {
 	case err == nil:
 		p.Observe(evs)
-		p.Log.LogAttrs(ctx, slog.LevelInfo, "turn", p.Attrs...)
+		p.logSaved(ctx)
 	case errors.Is(err, outcome.ErrSettled):
 	default:
 		p.lost(ctx, err)
