@@ -114,8 +114,18 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, _ caller) err
 		cancel()
 		switch {
 		case err == nil:
-			if writeEvent(w, ev) != nil {
+			if writeEvent(w, &ev) != nil {
 				return nil
+			}
+			// What else is already there goes out with it, in one flush.
+			for range streamBatch {
+				ev, ok := sub.TryNext()
+				if !ok {
+					break
+				}
+				if writeEvent(w, &ev) != nil {
+					return nil
+				}
 			}
 		case errors.Is(err, feed.ErrDropped):
 			writeControl(w, feed.KindDropped, map[string]string{
@@ -137,14 +147,23 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, _ caller) err
 
 // writeEvent writes ev as one SSE event: its id, its kind as the event
 // name and the whole event as data (JSON on one line).
-func writeEvent(w io.Writer, ev feed.Event) error {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	_, err = io.WriteString(w, "id: "+ev.ID+"\nevent: "+string(ev.Kind)+"\ndata: "+string(b)+"\n\n")
+// The feed encodes an event once for all of its subscribers.
+func writeEvent(w io.Writer, ev *feed.Event) error {
+	data := ev.JSON()
+	b := make([]byte, 0, len("id: \nevent: \ndata: \n\n")+len(ev.ID)+len(ev.Kind)+len(data))
+	b = append(b, "id: "...)
+	b = append(b, ev.ID...)
+	b = append(b, "\nevent: "...)
+	b = append(b, ev.Kind...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...)
+	b = append(b, "\n\n"...)
+	_, err := w.Write(b)
 	return err
 }
+
+// streamBatch bounds the events written between two flushes.
+const streamBatch = 64
 
 // writeControl writes an event meant for this subscriber alone. It
 // carries no id: a client's Last-Event-ID stays the last real event's.

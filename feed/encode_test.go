@@ -54,3 +54,25 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestEventJSON: what a subscriber receives is encoding/json's Event,
+// whether the feed encoded it for its subscribers or not.
+func TestEventJSON(t *testing.T) {
+	at := time.Date(2026, 12, 7, 14, 0, 0, 42, time.UTC)
+	for _, e := range []Event{
+		{ID: "1-2", Kind: KindRecord, At: at, Tenant: "t<1>", Trajectory: "run-1", Data: json.RawMessage(`{"a":[1,2]}`)},
+		{ID: "3-0", Kind: KindKeys, At: at},
+	} {
+		want, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.JSON(); !bytes.Equal(got, want) {
+			t.Fatalf("JSON:\n got %s\nwant %s", got, want)
+		}
+		e.enc = appendEvent(nil, &e)
+		if got := e.JSON(); !bytes.Equal(got, want) {
+			t.Fatalf("JSON once encoded:\n got %s\nwant %s", got, want)
+		}
+	}
+}

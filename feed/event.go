@@ -60,7 +60,27 @@ type Event struct {
 	Trajectory string          `json:"trajectory,omitempty"`
 	Data       json.RawMessage `json:"data"`
 
-	id ID // parsed ID
+	id  ID     // parsed ID
+	enc []byte // the event's JSON, once encoded for subscribers (JSON)
+}
+
+// JSON is the event as a subscriber receives it, encoding/json's bytes
+// for Event. The feed encodes each event once for all of its
+// subscribers; an event not from the feed is encoded here.
+func (e *Event) JSON() []byte {
+	if e.enc != nil {
+		return e.enc
+	}
+	return appendEvent(nil, e)
+}
+
+// appendEvent appends e's JSON, written as appendEntry writes an entry,
+// with its id first.
+func appendEvent(b []byte, e *Event) []byte {
+	b = append(b, `{"id":`...)
+	b = trajectory.AppendJSONString(b, e.ID)
+	b = append(b, ',')
+	return appendFields(b, e)
 }
 
 // entry is an Event as the log stores it: without its ID, which is the
@@ -83,7 +103,12 @@ var errEntry = errors.New("feed: malformed log entry")
 // Data again. Data empty is null. A time RFC 3339 cannot say is written
 // as the zero time, which decodes.
 func appendEntry(b []byte, e *Event) []byte {
-	b = append(b, `{"kind":`...)
+	return appendFields(append(b, '{'), e)
+}
+
+// appendFields appends the members of an entry and its closing brace.
+func appendFields(b []byte, e *Event) []byte {
+	b = append(b, `"kind":`...)
 	b = trajectory.AppendJSONString(b, string(e.Kind))
 	b = append(b, `,"at":`...)
 	var ok bool

@@ -300,6 +300,9 @@ func (f *Feed) dispatch(e *Event) {
 		if !s.filter.Match(e) {
 			continue
 		}
+		if e.enc == nil {
+			e.enc = appendEvent(nil, e) // once, for every subscriber
+		}
 		select {
 		case s.ch <- *e:
 		default:
@@ -427,6 +430,32 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 			return e, nil
 		case <-ctx.Done():
 			return Event{}, ctx.Err()
+		}
+	}
+}
+
+// TryNext returns the next event if one is already there, without
+// waiting, so that a subscriber writes what came together in one go.
+func (s *Subscription) TryNext() (Event, bool) {
+	if len(s.backlog) > 0 {
+		e := s.backlog[0]
+		s.backlog = s.backlog[1:]
+		s.last = e.id
+		return e, true
+	}
+	for {
+		select {
+		case e, ok := <-s.ch:
+			if !ok {
+				return Event{}, false
+			}
+			if !s.last.Less(e.id) {
+				continue
+			}
+			s.last = e.id
+			return e, true
+		default:
+			return Event{}, false
 		}
 	}
 }
