@@ -50,16 +50,36 @@ const settledKeptMs = 3600000
 
 var settledKeptLua = strconv.Itoa(settledKeptMs)
 
-// ledgerLua reads the clock, drops the buckets that left the windows
-// (once an hour) and the reservations that lapsed, and reads the sums of
-// the calls in flight; every ledger script but endScript starts with it.
-// At most lapseBatch lapsed reservations leave per script: the rest leave
-// in the next, and until then count as held, which errs toward refusing.
-const ledgerLua = `
+// clockLua names the tenant's keys and reads the clock; every ledger
+// script but endScript starts with it.
+const clockLua = `
 local spend, held, lapses, live, started = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local t = redis.call('TIME')
 local nowms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local hour, day = math.floor(tonumber(t[1]) / 3600), math.floor(tonumber(t[1]) / 86400)
+`
+
+// unholdLua defines unhold, which forgets a call's reservation. Sums go
+// down by 0 - x, never -x: Redis reads the "-0" that -0 formats to as no
+// integer.
+const unholdLua = `
+-- unhold forgets the reservation of call id, if it has one.
+local function unhold(id)
+  local v = redis.call('HGET', held, id)
+  if not v then return end
+  local m, tk = string.match(v, '^(%S+) (%S+)$')
+  redis.call('HDEL', held, id)
+  redis.call('ZREM', lapses, id)
+  redis.call('HINCRBY', held, '#m', 0 - tonumber(m))
+  redis.call('HINCRBY', held, '#t', 0 - tonumber(tk))
+  redis.call('HINCRBY', held, '#n', -1)
+end
+`
+
+// bucketsLua drops the buckets that left the windows, once an hour: the
+// spend hash then holds at most the windows' buckets, however long a
+// tenant lives.
+const bucketsLua = `
 if redis.call('HGET', spend, 'swept') ~= tostring(hour) then
   for _, k in ipairs(redis.call('HKEYS', spend)) do
     local kind, idx = string.match(k, '^(%a):(%d+):')
@@ -70,6 +90,15 @@ if redis.call('HGET', spend, 'swept') ~= tostring(hour) then
   end
   redis.call('HSET', spend, 'swept', tostring(hour))
 end
+`
+
+// ledgerLua is what a script that reads the ledger starts with: the
+// clock, unhold and the buckets, then it drops the reservations that
+// lapsed, reads the sums of the calls in flight, and defines window. At
+// most 256 lapsed reservations leave per script: the rest leave in the
+// next, and until then count as held, which errs toward refusing. A settle reads nothing and starts with the
+// clock, unhold and the buckets alone.
+const ledgerLua = clockLua + unholdLua + bucketsLua + `
 -- Sums go down by 0 - x, never -x: Redis reads the "-0" that -0 formats
 -- to as no integer.
 local lapsed = redis.call('ZRANGEBYSCORE', lapses, '-inf', nowms, 'LIMIT', 0, 256)
@@ -108,17 +137,6 @@ local function window(kind, cur, n)
     m, tk = m + vm, tk + vt
   end
   return out, m, tk
-end
--- unhold forgets the reservation of call id, if it has one.
-local function unhold(id)
-  local v = redis.call('HGET', held, id)
-  if not v then return end
-  local m, tk = string.match(v, '^(%S+) (%S+)$')
-  redis.call('HDEL', held, id)
-  redis.call('ZREM', lapses, id)
-  redis.call('HINCRBY', held, '#m', 0 - tonumber(m))
-  redis.call('HINCRBY', held, '#t', 0 - tonumber(tk))
-  redis.call('HINCRBY', held, '#n', -1)
 end
 `
 
@@ -166,7 +184,7 @@ return 1
 // settleScript ends call ARGV[1] ("" for none), unless already settled
 // (KEYS[6], its mark, exists), and adds ARGV[2] micros and ARGV[3] tokens
 // to the current buckets.
-var settleScript = goredis.NewScript(ledgerLua + `
+var settleScript = goredis.NewScript(clockLua + unholdLua + bucketsLua + `
 if ARGV[1] ~= '' then
   if not redis.call('SET', KEYS[6], '1', 'PX', ` + settledKeptLua + `, 'NX') then return 0 end
   unhold(ARGV[1])
