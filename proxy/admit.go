@@ -127,7 +127,7 @@ func (t *turn) abandon(id string, cause error) {
 // forks a sibling: a call is never blocked for that.
 func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	s := t.s
-	rid, err := rootID(r, t.req, t.pr)
+	rid, err := t.rootID(ctx, r)
 	if err != nil {
 		return err
 	}

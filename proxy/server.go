@@ -75,6 +75,7 @@ type Options struct {
 type Server struct {
 	cfg        *config.Config
 	store      trajectory.Store
+	links      trajectory.Links // nil: the store keeps none, and later turns go to their conversation's run
 	log        *slog.Logger
 	now        func() time.Time
 	keys       *wire.Keyring
@@ -167,6 +168,9 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("proxy: prices: %w", err)
 		}
 		s.prices = t
+	}
+	if l, ok := opts.Store.(trajectory.Links); ok {
+		s.links = deadline.Links(l, opts.Config.Store.Timeout.Std())
 	}
 	sigs := opts.Signals
 	if sigs == nil {
