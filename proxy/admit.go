@@ -127,10 +127,11 @@ func (t *turn) abandon(id string, cause error) {
 // forks a sibling: a call is never blocked for that.
 func (t *turn) admit(ctx context.Context, r *http.Request) error {
 	s := t.s
-	rid, err := rootID(r, t.req, t.pr)
+	rid, err := t.rootID(ctx, r)
 	if err != nil {
 		return err
 	}
+	t.req.run = rid
 	key, parentKey := threadid.Key(r.Header, t.pr.Fingerprint)
 	t.thread, t.root = key, rid
 	ids := make([]string, len(t.pr.ToolResults))
@@ -207,6 +208,7 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 			return storeErr(err)
 		}
 		t.recID, t.parentID = chain[0].ID, chain[0].ParentID
+		t.req.run = t.recID
 		t.adm = adm
 		if adm.Ended {
 			t.rate.DropRide(ctx)

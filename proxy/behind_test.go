@@ -330,8 +330,8 @@ func TestKeyTakeRefusedGivesBack(t *testing.T) {
 	if _, status, body := e.try(t, "keyed-refused"); status != http.StatusPaymentRequired {
 		t.Fatalf("second turn: %d %s, want 402", status, body)
 	}
-	if got := e.rt.Load() - before; got != 2 {
-		t.Errorf("the refused turn cost %d round trips, want 2 (the admission with its take, the give-back)", got)
+	if got := e.rt.Load() - before; got != 3 {
+		t.Errorf("the refused turn cost %d round trips, want 3 (the admission with its take, the give-back, the run's refused event)", got)
 	}
 	if h, err := e.buckets.Headroom(ctxT(t), e.key); err != nil || h < 0.45 {
 		t.Errorf("key headroom %.3f (%v) after the refused turn, want 1/2 still: the refusal consumed rate", h, err)

@@ -49,6 +49,7 @@ func (t *turn) gatedCalls(res *streaming.Result) []escrow.Gated {
 // openHold holds the turn's reply rep (decoded as res) for the gated
 // calls, and records the turn as held with outcome o (holdOpened).
 func (t *turn) openHold(ctx context.Context, res *streaming.Result, rep escrow.Reply, gated []escrow.Gated, o outcome.Turn) (*approvals.Hold, error) {
+	t.linkRun(res)
 	held := escrow.Turn{Trajectory: t.recID, Root: t.root, Thread: t.thread, Tenant: t.req.tenant.Name, Key: t.key,
 		API: t.req.api, Provider: t.req.up.cfg.Name, Model: t.pr.Model, Request: t.body, Continuations: t.conts,
 		Stage: t.adm.Decision.Stage, BudgetUsed: t.adm.Decision.Rho, Grant: t.req.tenant.ReadOnlyTools, Log: t.log}

@@ -3,7 +3,6 @@ package proxy
 import (
 	"net/http"
 
-	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/passthrough"
 	"gatekeeper/proxy/internal/wire"
 )
@@ -21,5 +20,5 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *reques
 	up := req.up
 	s.pass.Serve(w, r, passthrough.Call{Provider: up.cfg.Name, Allow: up.pass, Proxy: up.rp, Path: req.rest, Run: req.trajectoryID,
 		Tenant: req.tenant, KeyHash: req.keyHash, ID: req.id, Keys: s.sched.Turn(up.pool, req.tenant.Priority)},
-		func(w http.ResponseWriter, err error) { apierr.Write(w, up.api, admitted(keyRefused(err))) })
+		func(w http.ResponseWriter, err error) { s.writeError(w, r, up.api, req, admitted(keyRefused(err))) })
 }

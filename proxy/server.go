@@ -75,6 +75,7 @@ type Options struct {
 type Server struct {
 	cfg        *config.Config
 	store      trajectory.Store
+	links      trajectory.Links // nil: the store keeps none, and later turns go to their conversation's run
 	log        *slog.Logger
 	now        func() time.Time
 	keys       *wire.Keyring
@@ -105,6 +106,7 @@ type Server struct {
 	owner      string        // what this run writes as its calls' owner: replica#incarnation
 	sweeper    *sweep.Sweeper
 	pass       *passthrough.Gate
+	refusals   *refusalLimiter // when a run's next refused event is due
 }
 
 // upstream is one configured provider, with the reverse proxy of its
@@ -138,6 +140,7 @@ func New(opts Options) (*Server, error) {
 		stages:    meter.Thresholds(opts.Config.Stages),
 		hints:     admit.NewHints(1 << 16),
 		settles:   settle.NewRetrier(),
+		refusals:  newRefusalLimiter(refusalEvery),
 		live:      inflight.New[*turn](),
 		tel:       opts.Telemetry,
 		listening: make(chan struct{}),
@@ -167,6 +170,9 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("proxy: prices: %w", err)
 		}
 		s.prices = t
+	}
+	if l, ok := opts.Store.(trajectory.Links); ok {
+		s.links = deadline.Links(l, opts.Config.Store.Timeout.Std())
 	}
 	sigs := opts.Signals
 	if sigs == nil {
@@ -284,7 +290,7 @@ func (s *Server) Routes(r chi.Router) {
 	r.Head("/", ok200)
 	r.HandleFunc("/v1/*", func(w http.ResponseWriter, req *http.Request) {
 		if s.def == nil {
-			apierr.Write(w, dialect.Unclaimed().API, apierr.New(http.StatusNotFound, apierr.NotFound,
+			s.writeError(w, req, dialect.Unclaimed().API, nil, apierr.New(http.StatusNotFound, apierr.NotFound,
 				"no default provider is configured: use /{provider}/v1/..."))
 			return
 		}
@@ -302,14 +308,14 @@ func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "provider")
 	up, ok := s.providers[name]
 	if !ok {
-		apierr.Write(w, dialect.Unclaimed().API, apierr.New(http.StatusNotFound, apierr.NotFound,
+		s.writeError(w, r, dialect.Unclaimed().API, nil, apierr.New(http.StatusNotFound, apierr.NotFound,
 			fmt.Sprintf("no provider named %q is configured", name)))
 		return
 	}
 	tid := chi.URLParam(r, "trajectory")
 	rest, ok := wire.ProviderRest(r.URL.EscapedPath(), tid, name)
 	if !ok {
-		apierr.Write(w, up.api, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, "malformed path"))
+		s.writeError(w, r, up.api, nil, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, "malformed path"))
 		return
 	}
 	s.serveProvider(w, r, up, tid, rest)
@@ -324,21 +330,25 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 		// Every refusal before the body is read closes the connection: the
 		// server would otherwise wait for the rest of the body, however
 		// slowly it comes, before reading the next request.
-		apierr.Write(w, cmp.Or(api, up.api), apierr.Closing(err))
+		var known *request
+		if in.Tenant != nil {
+			known = &request{tenant: in.Tenant, id: requestID(r)}
+		}
+		s.writeError(w, r, cmp.Or(api, up.api), known, apierr.Closing(err))
 		return
 	}
 	if in.Probe {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	req := &request{up: up, rest: in.Path, tenant: in.Tenant, keyHash: in.KeyHash, trajectoryID: tid, api: api, id: requestID(r)}
+	req := &request{up: up, rest: in.Path, tenant: in.Tenant, keyHash: in.KeyHash, trajectoryID: tid, run: tid, api: api, id: requestID(r)}
 	w.Header().Set("X-Gatekeeper-Request-Id", req.id)
 	if api == "" {
 		s.passThrough(w, r, req)
 		return
 	}
 	if err := s.serveTurn(w, r, req); err != nil {
-		apierr.Write(w, api, err)
+		s.writeError(w, r, api, req, err)
 	}
 }
 
@@ -357,6 +367,7 @@ type request struct {
 	tenant       *config.Tenant
 	keyHash      [32]byte
 	trajectoryID string // from the path; "" when none
+	run          string // the record the request was placed on, once known; "" before
 	api          streaming.API
 	id           string // the request id in logs and X-Gatekeeper-Request-Id
 }

@@ -47,6 +47,9 @@ type replyTurn struct{ t *turn }
 var _ replybody.Turn = replyTurn{}
 
 func (r replyTurn) Settle(res *streaming.Result, status int, cause error) {
+	if status >= 200 && status <= 299 {
+		r.t.linkRun(res)
+	}
 	r.t.settle(r.t.outcomeOf(res, status, cause))
 }
 

@@ -80,6 +80,10 @@ type turn struct {
 	holdChecked bool            // admission looked for a hold of this turn and found none
 	hold        *approvals.Hold // the held turn this request re-attaches to
 	conts       int             // continuations before this call's reply (a continuation's sub-turn)
+
+	// linkReply: the turn's reply is to be linked to its run (linkRun), so
+	// that its conversation's later turns, which name no session, find it.
+	linkReply bool
 }
 
 // serveTurn runs one model call, top to bottom: read the agent's request,

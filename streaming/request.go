@@ -33,10 +33,21 @@ type Request struct {
 	// Fingerprint identifies the conversation: hex SHA-256 (first 16 bytes)
 	// of its stable prefix (API, system prompt, first user message, tool set).
 	Fingerprint string
-	// SessionHint is the client's own session id when the body carries one:
-	// Anthropic metadata.user_id (its session_id when it is a JSON object,
-	// else the whole value), Responses prompt_cache_key. "" otherwise.
+	// SessionHint is the client's own session id when the body carries one
+	// (at most MaxSessionHint bytes): the session part of Anthropic
+	// metadata.user_id (the session_id of the JSON object it holds, or
+	// what follows "_session_" in Claude Code's older form), Chat and
+	// Responses prompt_cache_key, Responses conversation. "" otherwise.
 	SessionHint string
+	// Replied says the conversation is past its first turn: it replays a
+	// reply of the model's (an assistant message, a model output item) or
+	// names history the provider keeps (previous_response_id,
+	// conversation).
+	Replied bool
+	// FirstReply is the mark of the model's first reply the conversation
+	// replays (CallMark of its first client tool call, else TextMark of its
+	// text); "" when there is none.
+	FirstReply string
 }
 
 // ErrNoConversation is returned by a dialect's AppendNotice and

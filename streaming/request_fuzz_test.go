@@ -44,6 +44,9 @@ func FuzzParseRequest(f *testing.F) {
 			`{"type":"computer_call_output","call_id":"f","output":{}},{"type":"foo\u005fcall_output","call_id":"g"}]}`,
 		`{"input":"hi","instructions":"be \u00e9 \ud83d\ude00 \ud800","prompt_cache_key":"k"}`,
 		`{"metadata":{"user_id":"{\"session_id\":\"s\",\"x\":[[[]]]}"}}`,
+		`{"metadata":{"user_id":"user_a_account__session_\u0073"},"messages":[{"role":"assistant","content":"hi \ud83d"}]}`,
+		`{"previous_response_id":"resp_1","conversation":{"id":"conv_1"},"input":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"x"}]}]}`,
+		`{"prompt_cache_key":"ses_1","messages":[{"role":"assistant","tool_calls":[{"id":"call_\u00e9"}],"content":[{"type":"text","text":"a"}]}]}`,
 		`{"system":[{"type":"text","text":"x-anthropic-billing-header: a"},{"type":"text","text":"b"}]}`,
 		`{"tools":[{"type":"namespace","tools":[{"name":"f"}]},{"type":"web_search"}],"input":[{"type":"additional_tools","tools":[{"type":"custom","name":"exec"}]}]}`,
 		`{"a":tru[[[}`, `{"a":1[]}`, `{"a" : [ 1 , { "b" : null } ] , }`, `{"\u006dodel":"m"}`, `{"model":"a\`,
@@ -115,6 +118,15 @@ func checkRequest(t *testing.T, api API, req *Request) {
 	case "max_tokens", "max_completion_tokens", "max_output_tokens":
 	default:
 		t.Errorf("MaxOutputField = %q", req.MaxOutputField)
+	}
+	if len(req.SessionHint) > MaxSessionHint {
+		t.Errorf("SessionHint of %d bytes, over MaxSessionHint", len(req.SessionHint))
+	}
+	if req.FirstReply != "" && !req.Replied {
+		t.Errorf("FirstReply %q of a first turn", req.FirstReply)
+	}
+	if m := req.FirstReply; m != "" && len(m) > 5+256 {
+		t.Errorf("FirstReply of %d bytes: a mark is bounded", len(m))
 	}
 	if req.IncludeUsage && !apis[api].streamOptions {
 		t.Errorf("IncludeUsage on %s", api)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
+
 	"gatekeeper/internal/fixturetest"
 	. "gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
@@ -43,7 +45,7 @@ func TestParseRequest(t *testing.T) {
 			name: "claude code tool results after the last assistant message",
 			api:  APIAnthropic, file: "anthropic-claude-code-turn2.json",
 			want: Request{
-				API: APIAnthropic, Model: "claude-sonnet-4-5-20250929", Stream: true,
+				Replied: true, FirstReply: "call:toolu_01A9kTq3H5mNdZ4eXr7bVwJc", API: APIAnthropic, Model: "claude-sonnet-4-5-20250929", Stream: true,
 				MaxOutputTokens: 64000, MaxOutputField: "max_tokens", Tools: claudeCodeTools,
 				ToolResults: []ToolResult{
 					{ID: "toolu_01BfW2nYp8cLs6RgT1uHqXeK", Type: "tool_result", IsError: true},
@@ -72,7 +74,7 @@ func TestParseRequest(t *testing.T) {
 				{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"ok"}]},
 				{"role":"assistant","content":"done"},
 				{"role":"user","content":"thanks, now the next one"}]}`,
-			want: Request{API: APIAnthropic},
+			want: Request{Replied: true, FirstReply: "call:toolu_1", API: APIAnthropic},
 		},
 		{
 			name: "anthropic results with no assistant message at all",
@@ -81,10 +83,48 @@ func TestParseRequest(t *testing.T) {
 			want: Request{API: APIAnthropic, ToolResults: []ToolResult{{ID: "toolu_9", Type: "tool_result"}}},
 		},
 		{
-			name: "anthropic user_id that is not JSON is the session hint",
+			name: "anthropic user_id in Claude Code's older form gives its session part",
 			api:  APIAnthropic,
 			body: `{"metadata":{"user_id":"user_2f6c_account__session_9a1b"},"system":"You are terse."}`,
-			want: Request{API: APIAnthropic, SessionHint: "user_2f6c_account__session_9a1b"},
+			want: Request{API: APIAnthropic, SessionHint: "9a1b"},
+		},
+		{
+			name: "anthropic user_id naming a user, not a session, gives no hint",
+			api:  APIAnthropic,
+			body: `{"metadata":{"user_id":"alice@example.com"}}`,
+			want: Request{API: APIAnthropic},
+		},
+		{
+			name: "chat prompt_cache_key is the session hint",
+			api:  APIChat,
+			body: `{"prompt_cache_key":"ses_7f3a","messages":[{"role":"user","content":"hi"}]}`,
+			want: Request{API: APIChat, SessionHint: "ses_7f3a"},
+		},
+		{
+			name: "responses conversation id is the session hint without prompt_cache_key",
+			api:  APIResponses,
+			body: `{"conversation":{"id":"conv_9"},"input":"hi"}`,
+			want: Request{API: APIResponses, SessionHint: "conv_9"},
+		},
+		{
+			name: "a session hint longer than MaxSessionHint is none",
+			api:  APIChat,
+			body: `{"prompt_cache_key":"` + strings.Repeat("k", MaxSessionHint+1) + `"}`,
+			want: Request{API: APIChat},
+		},
+		{
+			name: "chat first reply of text: its text's mark",
+			api:  APIChat,
+			body: `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"hel"},{"type":"text","text":"lo"}]},
+				{"role":"user","content":"more"},{"role":"assistant","tool_calls":[{"id":"call_later"}]}]}`,
+			want: Request{API: APIChat, Replied: true, FirstReply: TextMark(xxhash.Sum64String("hello"))},
+		},
+		{
+			name: "anthropic first reply: its first tool_use, not a server tool's",
+			api:  APIAnthropic,
+			body: `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"x"},
+				{"type":"server_tool_use","id":"srvtoolu_1"},{"type":"tool_use","id":"toolu_\u0041"}]}]}`,
+			want: Request{API: APIAnthropic, Replied: true, FirstReply: "call:toolu_A"},
 		},
 		{
 			name: "anthropic JSON user_id without session_id gives no hint",
@@ -98,7 +138,7 @@ func TestParseRequest(t *testing.T) {
 			body: `{"mod\u0065l":"claude-\u0033-haiku","stream":true,"messages":[{"role":"assistant","content":[]},
 				{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_\"q\"","is_error":true}]}]}`,
 			want: Request{
-				API: APIAnthropic, Model: "claude-3-haiku", Stream: true,
+				Replied: true, API: APIAnthropic, Model: "claude-3-haiku", Stream: true,
 				ToolResults: []ToolResult{{ID: `toolu_"q"`, Type: "tool_result", IsError: true}},
 			},
 		},
@@ -119,7 +159,7 @@ func TestParseRequest(t *testing.T) {
 			name: "openai sdk chat with parallel tool results",
 			api:  APIChat, file: "chat-openai-sdk-parallel-tools.json",
 			want: Request{
-				API: APIChat, Model: "gpt-4o-2024-08-06", Stream: true,
+				Replied: true, FirstReply: "call:call_5ZcN1rQ0pX8vT2mW", API: APIChat, Model: "gpt-4o-2024-08-06", Stream: true,
 				MaxOutputTokens: 2048, MaxOutputField: "max_completion_tokens", IncludeUsage: true,
 				Tools: []string{"get_weather", "get_time_zone", "run_sql"},
 				ToolResults: []ToolResult{
@@ -147,7 +187,7 @@ func TestParseRequest(t *testing.T) {
 				{"role":"user","content":"weather?"},
 				{"role":"assistant","content":null,"function_call":{"name":"get_weather","arguments":"{}"}},
 				{"role":"function","name":"get_weather","content":"sunny"}]}`,
-			want: Request{API: APIChat, Model: "gpt-3.5-turbo-0613", Tools: []string{"get_weather"}},
+			want: Request{Replied: true, API: APIChat, Model: "gpt-3.5-turbo-0613", Tools: []string{"get_weather"}},
 		},
 		{
 			name: "chat tool results of earlier turns are not the tail",
@@ -155,13 +195,13 @@ func TestParseRequest(t *testing.T) {
 			body: `{"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}},{"type":"x","name":"h"}],
 				"messages":[{"role":"assistant","tool_calls":[{"id":"call_1"}]},{"role":"tool","tool_call_id":"call_1","content":"a"},
 				{"role":"assistant","content":"which file?"},{"role":"user","content":"main.go"}]}`,
-			want: Request{API: APIChat, Tools: []string{"f", "g", "h"}},
+			want: Request{Replied: true, FirstReply: "call:call_1", API: APIChat, Tools: []string{"f", "g", "h"}},
 		},
 		{
 			name: "codex responses with a function call tail",
 			api:  APIResponses, file: "responses-codex-exec.json",
 			want: Request{
-				API: APIResponses, Model: "gpt-5-codex", Stream: true,
+				Replied: true, FirstReply: "call:call_qH3vX9mT1bR5nW2k", API: APIResponses, Model: "gpt-5-codex", Stream: true,
 				Tools: []string{"exec_command", "write_stdin", "apply_patch", "search_docs", "fetch_doc", "web_search"},
 				ToolResults: []ToolResult{
 					{ID: "call_Tz1kU6wE3rY8oP4s", Type: "function_call_output"},
@@ -174,7 +214,7 @@ func TestParseRequest(t *testing.T) {
 			name: "codex code mode tools come from additional_tools",
 			api:  APIResponses, file: "responses-codex-code-mode.json",
 			want: Request{
-				API: APIResponses, Model: "gpt-5.1-codex", Stream: true,
+				Replied: true, FirstReply: "call:call_Ex3cR7uN2mK9tW5q", API: APIResponses, Model: "gpt-5.1-codex", Stream: true,
 				MaxOutputTokens: 32000, MaxOutputField: "max_output_tokens",
 				Tools:       []string{"exec", "view_image"},
 				ToolResults: []ToolResult{{ID: "call_Ex3cR7uN2mK9tW5q", Type: "custom_tool_call_output"}},
@@ -185,7 +225,7 @@ func TestParseRequest(t *testing.T) {
 			name: "responses with previous_response_id: every output is the tail",
 			api:  APIResponses, file: "responses-previous-response-id.json",
 			want: Request{
-				API: APIResponses, Model: "gpt-4.1-mini", Tools: []string{"order_status"},
+				Replied: true, FirstReply: "resp:resp_68a1f0c2e4b8819c9a3e5d7f1b2c4d6e", API: APIResponses, Model: "gpt-4.1-mini", Tools: []string{"order_status"},
 				ToolResults: []ToolResult{
 					{ID: "call_Aa1Bb2Cc3Dd4Ee5F", Type: "function_call_output"},
 					{ID: "call_Gg6Hh7Ii8Jj9Kk0L", Type: "function_call_output"},
@@ -209,7 +249,7 @@ func TestParseRequest(t *testing.T) {
 				{"role":"assistant","content":"ok"},{"role":"user","content":"again"},
 				{"type":"custom_tool_call_output","call_id":"c2","output":"y"},
 				{"type":"shell_call","call_id":"c3"},{"type":"function_call_output","call_id":"c4","output":"z"}]}`,
-			want: Request{API: APIResponses, ToolResults: []ToolResult{{ID: "c4", Type: "function_call_output"}}},
+			want: Request{Replied: true, FirstReply: TextMark(0xfc6d24b916145cf9), API: APIResponses, ToolResults: []ToolResult{{ID: "c4", Type: "function_call_output"}}},
 		},
 	}
 	for _, tc := range tests {

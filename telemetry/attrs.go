@@ -50,6 +50,7 @@ const (
 	labelGate     = attribute.Key("gate")
 	labelOutcome  = attribute.Key("outcome")
 	labelClass    = attribute.Key("class")
+	labelReason   = attribute.Key("reason")
 )
 
 // Values of the operation and of the token types.

@@ -49,11 +49,12 @@ type instruments struct {
 	headroom         metric.Float64Gauge
 	keyRetries       metric.Int64Counter
 	rateLimited      metric.Int64Counter
+	refusals         metric.Int64Counter
 
 	// One bound per label that takes values from outside the config; the
 	// values a tenant's requests choose are bounded per tenant.
-	tenants, providers, servers, states, errTypes, gates, outcomes, classes, keys *bounded
-	models, stops                                                                 *perTenant
+	tenants, providers, servers, states, errTypes, gates, outcomes, classes, keys, reasons *bounded
+	models, stops                                                                          *perTenant
 
 	series *seriesCache
 }
@@ -69,7 +70,7 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		models: newPerTenant(), stops: newPerTenant(), tenants: newBounded(), providers: newBounded(), servers: newBounded(),
 		series: &seriesCache{},
 		states: newBounded(), errTypes: newBounded(), gates: newBounded(), outcomes: newBounded(), classes: newBounded(),
-		keys: newBounded(),
+		keys: newBounded(), reasons: newBounded(),
 	}
 	var err error
 	in.turns, err = m.Int64Counter("gatekeeper.turns",
@@ -128,6 +129,9 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	check(err)
 	in.rateLimited, err = m.Int64Counter("gatekeeper.ratelimit_rejections",
 		metric.WithDescription("Requests answered rate_limited after waiting rate_limits.max_wait for key capacity, by priority class."))
+	check(err)
+	in.refusals, err = m.Int64Counter("gatekeeper.refusals",
+		metric.WithDescription("Requests gatekeeper answered with an error of its own, by reason."))
 	check(err)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("telemetry: instruments: %w", errors.Join(errs...))
@@ -234,6 +238,19 @@ func (t *Telemetry) UpstreamError(provider, errType string) {
 	m.upstreamErrors.Add(context.Background(), 1, metric.WithAttributes(
 		labelProvider.String(m.providers.value(provider)),
 		labelType.String(m.errTypes.value(errType))))
+}
+
+// Refused counts a request of tenant (a configured tenant's name, "" when
+// none was known) that gatekeeper answered with an error of its own;
+// reason is one of a closed set the caller keeps.
+func (t *Telemetry) Refused(tenant, reason string) {
+	if t == nil {
+		return
+	}
+	m := t.m
+	m.refusals.Add(context.Background(), 1, metric.WithAttributes(
+		labelTenant.String(m.tenants.value(tenant)),
+		labelReason.String(m.reasons.value(reason))))
 }
 
 // ApprovalPending moves the gauge of held tool calls by delta.

@@ -35,6 +35,10 @@ const (
 	// EventLoop: the loop watchdog took a step (steer, restrict, pause,
 	// fail), with the evidence.
 	EventLoop EventType = "loop"
+	// EventRefused: gatekeeper refused a request of the run (402, 403,
+	// 429, 503...); written at most once per run every few seconds by each
+	// replica, with how many refusals it folded.
+	EventRefused EventType = "refused"
 )
 
 // Event is one entry of a trajectory's event log. Seq is assigned by the

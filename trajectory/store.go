@@ -1,6 +1,9 @@
 package trajectory
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store persists records and their event logs. It is the domain's port:
 // store/memory implements it for one process, a Redis store for replicas.
@@ -113,4 +116,16 @@ type Signals interface {
 	// when the channel is closed. A subscriber that falls behind loses
 	// signals rather than blocking publishers.
 	Subscribe(ctx context.Context) (<-chan Signal, error)
+}
+
+// Links keeps short-lived links from a key to a trajectory id: how a later
+// turn of a conversation that names no session finds the run its first
+// turn began (the key derives from the conversation and the model's first
+// reply, so that it is known only to turns that replay that reply).
+type Links interface {
+	// Link saves key → id for ttl, unless key links somewhere already:
+	// a first link is never moved.
+	Link(ctx context.Context, key, id string, ttl time.Duration) error
+	// Linked returns the id key links to, or ErrNotFound.
+	Linked(ctx context.Context, key string) (string, error)
 }

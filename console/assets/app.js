@@ -555,6 +555,7 @@ function describe(e) {
     }
     case "approval": return ["approval " + d.change, (d.tool || "") + " · " + d.state + " · " + d.id];
     case "created": return ["created", d.by ? "by " + d.by : ""];
+    case "refused": return ["refused " + d.status, d.reason + (d.folded ? " · " + d.folded + " more refused since the last" : "")];
     default: return [e.type, e.reason || (e.data ? JSON.stringify(e.data) : "")];
   }
 }

@@ -48,6 +48,7 @@ type Store struct {
 
 	mu      sync.RWMutex
 	entries map[string]*entry
+	links   map[string]link // trajectory.Links, each until it expires
 	closed  bool
 
 	sig signals
@@ -335,7 +336,7 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	s.entries = nil
+	s.entries, s.links = nil, nil
 	return nil
 }
 

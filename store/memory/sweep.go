@@ -36,6 +36,7 @@ func (s *Store) Sweep() int {
 		return 0
 	}
 	now := s.now()
+	s.sweepLinks(now)
 	type tree struct {
 		busy, idle bool // a record is busy (calling, paused...), or idle
 		newest     time.Time

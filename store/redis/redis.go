@@ -99,6 +99,8 @@ type rediser interface {
 	goredis.Scripter
 	Ping(ctx context.Context) *goredis.StatusCmd
 	HMGet(ctx context.Context, key string, fields ...string) *goredis.SliceCmd
+	Get(ctx context.Context, key string) *goredis.StringCmd
+	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *goredis.BoolCmd
 	ZRangeArgs(ctx context.Context, z goredis.ZRangeArgs) *goredis.StringSliceCmd
 	Pipeline() goredis.Pipeliner
 	Exists(ctx context.Context, keys ...string) *goredis.IntCmd

@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) trajectory.Store) {
 		{"JSONFieldNames", testJSONFieldNames},
 		{"CanceledContext", testCanceledContext},
 		{"Closed", testClosed},
+		{"Links", testLinks},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -35,8 +35,8 @@ const typeToolResult = "tool_result"
 // ParseRequest reads a Messages request body. It fails with an error
 // wrapping streaming.ErrInvalidJSON when body is not a JSON object.
 // Members of the wrong JSON type are taken as absent. Tools are named by
-// name (server tools too), else by type; SessionHint is metadata.user_id
-// (its session_id when it holds a JSON object).
+// name (server tools too), else by type; SessionHint is the session part
+// of metadata.user_id.
 //
 // The body is neither unmarshalled nor copied, and the Request shares no
 // memory with it: the caller may reuse body once ParseRequest returns.
@@ -55,6 +55,7 @@ func (Dialect) ParseRequest(body []byte) (*streaming.Request, error) {
 	}
 	req.ToolResults = toolResults(m[keyMessages])
 	req.SessionHint = claudeSession(m[keyMetadata])
+	req.Replied, req.FirstReply = firstReply(m[keyMessages])
 	req.Tools = request.CloneStrings(names)
 	req.Fingerprint = request.Fingerprint(streaming.APIAnthropic,
 		func(th *request.Hasher) { systemTexts(th, m[keySystem]) },
@@ -103,8 +104,11 @@ func systemTexts(th *request.Hasher, system string) {
 	}
 }
 
-// claudeSession reads Claude Code's session id out of metadata.user_id, a
-// string that holds a JSON object; other clients put an opaque id there.
+// claudeSession reads Claude Code's session id out of metadata.user_id:
+// a string holding a JSON object with a session_id (Claude Code today),
+// or "user_<hash>_account_<uuid>_session_<uuid>" (its older form). Any
+// other user_id names a user or a device, not a session: grouping every
+// session of that user into one run would be wrong, so it is none.
 func claudeSession(metadata string) string {
 	if !jsonscan.IsObject(metadata) {
 		return ""
@@ -113,11 +117,46 @@ func claudeSession(metadata string) string {
 	if !ok || uid == "" {
 		return ""
 	}
-	if request.CheckObject(uid, 0) != nil {
-		return strings.Clone(uid)
+	var sid string
+	if request.CheckObject(uid, 0) == nil {
+		sid, _ = jsonscan.StringValue(jsonscan.MemberRaw(uid, "session_id"))
+	} else if i := strings.LastIndex(uid, sessionMarker); i >= 0 {
+		sid = uid[i+len(sessionMarker):]
 	}
-	// A JSON user_id without a session names a user or a device, not a
-	// session: grouping every session of that user would be wrong.
-	sid, _ := jsonscan.StringValue(jsonscan.MemberRaw(uid, "session_id"))
+	if len(sid) > streaming.MaxSessionHint {
+		return ""
+	}
 	return strings.Clone(sid)
+}
+
+// sessionMarker precedes the session id in Claude Code's older user_id.
+const sessionMarker = "_session_"
+
+// firstReply reads whether messages replay a reply of the model's, and the
+// mark of the first: its first tool_use block's id, else its text blocks.
+func firstReply(messages string) (replied bool, mark string) {
+	it := jsonscan.NewArrayIter(messages)
+	for msg, ok := it.Next(); ok; msg, ok = it.Next() {
+		o := jsonscan.ReadObject(msg, "role", "content")
+		if !jsonscan.IsString(o[0], "assistant") {
+			continue
+		}
+		var mk request.Marker
+		if jsonscan.IsStringRaw(o[1]) {
+			mk.Text(o[1])
+			return true, mk.Mark()
+		}
+		blocks := jsonscan.NewArrayIter(o[1])
+		for blk, ok := blocks.Next(); ok; blk, ok = blocks.Next() {
+			b := jsonscan.ReadObject(blk, "type", "id", "text")
+			switch {
+			case jsonscan.IsString(b[0], "tool_use"):
+				mk.Call(b[1])
+			case jsonscan.IsString(b[0], "text"):
+				mk.Text(b[2])
+			}
+		}
+		return true, mk.Mark()
+	}
+	return false, ""
 }

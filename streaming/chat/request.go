@@ -14,7 +14,7 @@ import (
 // fingerprint hashes of it.
 
 // The top-level members ParseRequest reads, in keys' order.
-var keys = request.Keys("max_completion_tokens", "max_tokens", "stream_options", "tools", "functions", "messages")
+var keys = request.Keys("max_completion_tokens", "max_tokens", "stream_options", "tools", "functions", "messages", "prompt_cache_key")
 
 const (
 	keyMaxCompletionTokens = request.Stream + 1 + iota
@@ -23,6 +23,7 @@ const (
 	keyTools
 	keyFunctions
 	keyMessages
+	keyPromptCacheKey
 	nKeys
 )
 
@@ -34,7 +35,8 @@ const typeTool = "tool"
 // error wrapping streaming.ErrInvalidJSON when body is not a JSON object.
 // Members of the wrong JSON type are taken as absent. The output limit is
 // max_completion_tokens, else the legacy max_tokens; tools go by the
-// names toolName gives, then legacy functions[].name.
+// names toolName gives, then legacy functions[].name; SessionHint is
+// prompt_cache_key.
 //
 // The body is neither unmarshalled nor copied, and the Request shares no
 // memory with it: the caller may reuse body once ParseRequest returns.
@@ -60,6 +62,8 @@ func (Dialect) ParseRequest(body []byte) (*streaming.Request, error) {
 		names = request.AppendName(names, request.FirstName(jsonscan.MemberRaw(f, "name")))
 	}
 	req.ToolResults = toolResults(m[keyMessages])
+	req.SessionHint = request.SessionHint(m[keyPromptCacheKey])
+	req.Replied, req.FirstReply = firstReply(m[keyMessages])
 	req.Tools = request.CloneStrings(names)
 	req.Fingerprint = request.Fingerprint(streaming.APIChat,
 		func(th *request.Hasher) { systemTexts(th, m[keyMessages]) },
@@ -106,4 +110,24 @@ func systemTexts(th *request.Hasher, messages string) {
 		}
 		th.Content(o[1])
 	}
+}
+
+// firstReply reads whether messages replay a reply of the model's, and the
+// mark of the first: its first tool call's id, else its content's text.
+func firstReply(messages string) (replied bool, mark string) {
+	it := jsonscan.NewArrayIter(messages)
+	for msg, ok := it.Next(); ok; msg, ok = it.Next() {
+		o := jsonscan.ReadObject(msg, "role", "tool_calls", "content")
+		if !jsonscan.IsString(o[0], "assistant") {
+			continue
+		}
+		var mk request.Marker
+		calls := jsonscan.NewArrayIter(o[1])
+		for tc, ok := calls.Next(); ok; tc, ok = calls.Next() {
+			mk.Call(jsonscan.MemberRaw(tc, "id"))
+		}
+		mk.Content(o[2])
+		return true, mk.Mark()
+	}
+	return false, ""
 }

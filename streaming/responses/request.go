@@ -34,7 +34,7 @@ const (
 // wrapping streaming.ErrInvalidJSON when body is not a JSON object.
 // Members of the wrong JSON type are taken as absent. Function and custom
 // tools go by name, the functions of a namespace by theirs, hosted tools
-// by type; SessionHint is prompt_cache_key.
+// by type; SessionHint is prompt_cache_key, else the conversation's id.
 //
 // The body is neither unmarshalled nor copied, and the Request shares no
 // memory with it: the caller may reuse body once ParseRequest returns.
@@ -48,8 +48,15 @@ func (Dialect) ParseRequest(body []byte) (*streaming.Request, error) {
 	var refs [32]string // names pointing into the body, copied out at the end
 	names := toolNames(refs[:0], m[keyTools])
 	names, req.ToolResults = readInput(names, m[keyInput])
-	if v, ok := jsonscan.StringValue(m[keyPromptCacheKey]); ok {
-		req.SessionHint = strings.Clone(v)
+	req.SessionHint = request.SessionHint(m[keyPromptCacheKey])
+	if req.SessionHint == "" {
+		req.SessionHint = conversationID(m[keyConversation])
+	}
+	req.Replied, req.FirstReply = firstReply(m[keyInput])
+	if prev, ok := jsonscan.StringValue(m[keyPreviousResponseID]); ok && prev != "" {
+		// The history is the provider's: the turn goes on from the reply
+		// it names.
+		req.Replied, req.FirstReply = true, streaming.ResponseMark(prev)
 	}
 	req.Tools = request.CloneStrings(names)
 	req.Fingerprint = request.Fingerprint(streaming.APIResponses,
@@ -186,4 +193,39 @@ func firstUserTexts(th *request.Hasher, m *[nKeys]string) {
 			return
 		}
 	}
+}
+
+// conversationID is the id of the conversation member (a string, or an
+// object's id), bounded as a session hint is.
+func conversationID(conv string) string {
+	if jsonscan.IsObject(conv) {
+		conv = jsonscan.MemberRaw(conv, "id")
+	}
+	return request.SessionHint(conv)
+}
+
+// firstReply reads whether input replays output of the model's, and the
+// mark of its first reply (the first run of model output items): the call
+// id of its first client call item, else the text of its assistant
+// messages.
+func firstReply(input string) (replied bool, mark string) {
+	var mk request.Marker
+	it := jsonscan.NewArrayIter(input)
+	for item, ok := it.Next(); ok; item, ok = it.Next() {
+		o := jsonscan.ReadObject(item, "type", "call_id", "content")
+		typ, _ := jsonscan.StringValue(o[0])
+		if !isModelOutput(typ, item) {
+			if replied {
+				break // the first reply ended
+			}
+			continue
+		}
+		replied = true
+		if ci, ok := callitems.Lookup(typ, o[1] != ""); ok && !ci.Hosted {
+			mk.Call(o[1])
+		} else if typ == "message" || typ == "" {
+			mk.Content(o[2])
+		}
+	}
+	return replied, mk.Mark()
 }

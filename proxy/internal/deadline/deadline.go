@@ -246,3 +246,26 @@ func (l ledger) LiveRuns(ctx context.Context, name string) ([]string, error) {
 func (l ledger) EndRuns(ctx context.Context, name string, ids ...string) error {
 	return do(ctx, l.d, func(ctx context.Context) error { return l.Ledger.EndRuns(ctx, name, ids...) })
 }
+
+// links bounds every call to the links it wraps.
+type links struct {
+	trajectory.Links
+	d time.Duration
+}
+
+// Links wraps l so that each call waits at most d; a d of zero or less,
+// or a nil l, leaves it as it is.
+func Links(l trajectory.Links, d time.Duration) trajectory.Links {
+	if d <= 0 || l == nil {
+		return l
+	}
+	return links{Links: l, d: d}
+}
+
+func (l links) Link(ctx context.Context, key, id string, ttl time.Duration) error {
+	return do(ctx, l.d, func(ctx context.Context) error { return l.Links.Link(ctx, key, id, ttl) })
+}
+
+func (l links) Linked(ctx context.Context, key string) (string, error) {
+	return within(ctx, l.d, func(ctx context.Context) (string, error) { return l.Links.Linked(ctx, key) })
+}

@@ -1,6 +1,7 @@
 package threadid
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -17,9 +18,13 @@ const MaxSiblings = 32
 // ErrInvalidHeader: X-Gatekeeper-Trajectory is not a valid trajectory id.
 var ErrInvalidHeader = errors.New("X-Gatekeeper-Trajectory must be 1-128 characters of A-Z a-z 0-9 . _ : -")
 
-// sessionHeaders are the session headers real agents send (Claude Code,
-// Codex).
-var sessionHeaders = []string{"X-Claude-Code-Session-Id", "Session-Id", "Thread-Id"}
+// sessionHeaders are the session headers real agents send: Claude Code
+// (and the Claude Agent SDK), Codex, opencode.
+var sessionHeaders = []string{"X-Claude-Code-Session-Id", "Session-Id", "Thread-Id", "X-Session-Id", "X-Session-Affinity"}
+
+// maxSessionHeader bounds a session header's value taken as a session id;
+// a longer value is taken as none (the request is not refused for it).
+const maxSessionHeader = 512
 
 // FromHeaders is the run h names: X-Gatekeeper-Trajectory, else the
 // client's own session id scoped to its virtual key (keyHash); "" when
@@ -32,21 +37,40 @@ func FromHeaders(h http.Header, keyHash [32]byte) (string, error) {
 		return id, nil
 	}
 	for _, name := range sessionHeaders {
-		if v := h.Get(name); v != "" {
-			return "s-" + scoped(keyHash, "session", v), nil
+		if v := h.Get(name); v != "" && len(v) <= maxSessionHeader {
+			return Session(keyHash, v), nil
 		}
 	}
 	return "", nil
 }
 
-// Implicit is the run of a request that names none: its client's session
-// (sessionHint, from the body), else one run per virtual key and
-// conversation (fingerprint).
-func Implicit(keyHash [32]byte, sessionHint, fingerprint string) string {
-	if sessionHint != "" {
-		return "s-" + scoped(keyHash, "session", sessionHint)
-	}
-	return "c-" + scoped(keyHash, "conversation", fingerprint)
+// Session is the run of the client's own session id hint, scoped to its
+// virtual key: the same whether the id came in a header or in the body.
+func Session(keyHash [32]byte, hint string) string {
+	return "s-" + scoped(keyHash, "session", hint)
+}
+
+// Fresh is a new run for a conversation's first turn that names no
+// session: two conversations that begin alike are two runs.
+func Fresh() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return "c-" + hex.EncodeToString(b[:])
+}
+
+// Link is the key under which a conversation's later turns find the run
+// of the reply marked mark (streaming.ReplyMark, ResponseMark), scoped to
+// the virtual key: the marks are the provider's ids of that reply.
+func Link(keyHash [32]byte, mark string) string {
+	return scoped(keyHash, "link", mark)
+}
+
+// Conversation is the run of a later turn whose first turn's run is not
+// known (its link expired or was never written): one run per virtual key,
+// conversation (fingerprint) and first reply (mark), so that two
+// conversations that began alike still part at the reply.
+func Conversation(keyHash [32]byte, fingerprint, mark string) string {
+	return "c-" + scoped(keyHash, "conversation", fingerprint+"\x00"+mark)
 }
 
 // scoped derives an id from a client-chosen value so that two virtual

@@ -3,7 +3,10 @@ package threadid
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
+
+	"gatekeeper/trajectory"
 )
 
 func TestIDs(t *testing.T) {
@@ -27,14 +30,28 @@ func TestIDs(t *testing.T) {
 	if s1 == "" || s1 == s2 {
 		t.Fatalf("one session id under two keys gave %q and %q: want two runs", s1, s2)
 	}
-	if got := Implicit(k1, "s", "fp"); got != s1 {
+	if got := Session(k1, "s"); got != s1 {
 		t.Fatalf("the session hint gave %q, the session header %q: want one run", got, s1)
+	}
+	for _, name := range []string{"X-Claude-Code-Session-Id", "Session-Id", "Thread-Id", "X-Session-Id", "X-Session-Affinity"} {
+		if got, _ := FromHeaders(hdr(name, "s"), k1); got != s1 {
+			t.Errorf("FromHeaders with %s = %q, want the session's run %q", name, got, s1)
+		}
+	}
+	if got, _ := FromHeaders(hdr("X-Session-Id", strings.Repeat("s", maxSessionHeader+1)), k1); got != "" {
+		t.Errorf("an oversized session header gave %q, want none", got)
 	}
 	if none, err := FromHeaders(http.Header{}, k1); none != "" || err != nil {
 		t.Fatalf("no headers gave %q, %v", none, err)
 	}
-	if a, b := Implicit(k1, "", "fp1"), Implicit(k1, "", "fp2"); a == b || a[:2] != "c-" {
-		t.Fatalf("two conversations gave %q and %q", a, b)
+	if a, b := Fresh(), Fresh(); a == b || a[:2] != "c-" || !trajectory.ValidID(a) {
+		t.Fatalf("two first turns gave %q and %q: want two new runs", a, b)
+	}
+	if a, b := Conversation(k1, "fp", "call:1"), Conversation(k1, "fp", "call:2"); a == b || a[:2] != "c-" || a != Conversation(k1, "fp", "call:1") {
+		t.Fatalf("two first replies of one conversation gave %q and %q: want two runs, each stable", a, b)
+	}
+	if Link(k1, "call:1") == Link(k2, "call:1") {
+		t.Fatal("one reply's link under two keys is one key: want one per virtual key")
 	}
 
 	if key, parent := Key(hdr("X-Claude-Code-Agent-Id", "a", "X-Claude-Code-Parent-Agent-Id", "p"), "fp"); key != "agent:a" || parent != "agent:p" {
