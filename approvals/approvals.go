@@ -54,6 +54,10 @@ var (
 	ErrDecided        = errors.New("approvals: already decided")
 	ErrExpired        = errors.New("approvals: expired")
 	ErrInvalidArgs    = errors.New("approvals: tool arguments are not valid JSON")
+	// ErrRepeatedKey: an object of the arguments names a key twice, or
+	// two keys equal under case folding; it comes wrapped with
+	// ErrInvalidArgs.
+	ErrRepeatedKey = errors.New("approvals: tool arguments repeat a key")
 	ErrTooManyPending = errors.New("approvals: too many pending requests for this trajectory")
 )
 

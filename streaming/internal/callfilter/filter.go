@@ -58,10 +58,10 @@ type Filter struct {
 	// granted: allow is a grant, which never covers a call of an unknown
 	// type (Grant), nor a call of an ambiguous reply.
 	granted bool
-	// Ambiguous: an event or the body of the reply repeated a member
+	// repeated: an event or the body of the reply repeated a member
 	// (streaming.ValidJSON rewrote it into one reading). From then on a
 	// grant permits no call.
-	Ambiguous bool
+	repeated bool
 
 	Held Holds
 	Seen bool // an event came
@@ -144,7 +144,7 @@ func (f *Filter) AppendEvent(dst []byte, ev sse.Event) []byte {
 		// Checked here when no decoder read the event first: the rules
 		// read, and forward, what it rewrote.
 		if streaming.Repeated(&f.ev) {
-			f.Ambiguous = true
+			f.repeated = true
 		}
 		dst = f.rules.FilterEvent(dst, &f.ev)
 		f.ev = sse.Event{} // the rules keep nothing of it
@@ -160,7 +160,7 @@ func (f *Filter) Body(body []byte) ([]byte, error) {
 	// A reply repeating a member goes out in the one reading the decoders
 	// read (streaming.Unrepeated).
 	body, repeated := streaming.Unrepeated(body)
-	f.Ambiguous = f.Ambiguous || repeated
+	f.repeated = f.repeated || repeated
 	js, err := reshape.ReplyObject(f.rules.API(), body)
 	if err != nil {
 		return nil, err
@@ -177,7 +177,7 @@ func (f *Filter) Body(body []byte) ([]byte, error) {
 
 // Refuse records a withheld call and returns the text that replaces it.
 func (f *Filter) Refuse(tc streaming.ToolCall) string {
-	tc.Ambiguous = f.Ambiguous
+	tc.Ambiguous = f.repeated
 	var text string
 	if f.IsCut(tc.ID) {
 		text = f.CutNotice(tc)
@@ -188,6 +188,10 @@ func (f *Filter) Refuse(tc streaming.ToolCall) string {
 	f.Texts = append(f.Texts, text)
 	return text
 }
+
+// Ambiguous reports whether an event or the body of the reply so far
+// repeated a member (streaming.CallFilter.Ambiguous).
+func (f *Filter) Ambiguous() bool { return f.repeated }
 
 // Grant marks allow as a grant (streaming.CallFilter.Grant).
 func (f *Filter) Grant() { f.granted = true }
@@ -230,7 +234,7 @@ func (f *Filter) PermitsCall(id string, names ...string) bool {
 // call of an ambiguous reply is permitted: read-only or not, it is
 // withheld.
 func (f *Filter) Permits(names ...string) bool {
-	if f.Ambiguous && f.granted {
+	if f.repeated && f.granted {
 		return false
 	}
 	named := false

@@ -111,15 +111,20 @@ func keyFoldEqual(a, b string) bool {
 	return strings.EqualFold(Unquote(a), Unquote(b))
 }
 
-// FoldKey is the key raw, as written, decoded and folded: two keys are
-// equal under simple case folding exactly when their FoldKeys are equal.
-// Each rune becomes the smallest rune of its folding orbit, as
-// encoding/json folds names.
+// FoldKey is the key raw, as written, decoded and folded (Fold): two keys
+// are equal under simple case folding exactly when their FoldKeys are
+// equal.
 func FoldKey(raw string) string {
-	s := raw
 	if strings.IndexByte(raw, '\\') >= 0 {
-		s = Unquote(raw)
+		return Fold(Unquote(raw))
 	}
+	return Fold(raw)
+}
+
+// Fold is s with each rune folded to the smallest rune of its simple
+// folding orbit, as encoding/json folds names: strings equal under
+// strings.EqualFold have one Fold.
+func Fold(s string) string {
 	b := make([]byte, 0, len(s))
 	for _, r := range s {
 		b = utf8.AppendRune(b, foldRune(r))
