@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -122,9 +121,12 @@ func repeatStreams(t *testing.T) map[API][][]byte {
 	return out
 }
 
-// callKey names a call by its id, tool and input.
+// callKey names a call by its id and tool. Its input is left out: a
+// Chat stream may send fragments of a call after its choice's finish,
+// which the decoder appends and the filter, having released the call
+// whole, does not; that holds with or without repeated members.
 func callKey(tc ToolCall) string {
-	return tc.ID + "\x00" + tc.Name + "\x00" + strconv.FormatUint(CallDigest(tc.Name, tc.Arguments), 16)
+	return tc.ID + "\x00" + tc.Name
 }
 
 // TestInjectRepeat: the injection repeats a member, in every API.
