@@ -47,13 +47,17 @@ const (
 
 // Sentinel errors.
 var (
-	ErrNotFound       = errors.New("approvals: not found")
-	ErrExists         = errors.New("approvals: already exists")
-	ErrNotApprover    = errors.New("approvals: not an approver of this gate")
-	ErrAlreadyVoted   = errors.New("approvals: already voted")
-	ErrDecided        = errors.New("approvals: already decided")
-	ErrExpired        = errors.New("approvals: expired")
-	ErrInvalidArgs    = errors.New("approvals: tool arguments are not valid JSON")
+	ErrNotFound     = errors.New("approvals: not found")
+	ErrExists       = errors.New("approvals: already exists")
+	ErrNotApprover  = errors.New("approvals: not an approver of this gate")
+	ErrAlreadyVoted = errors.New("approvals: already voted")
+	ErrDecided      = errors.New("approvals: already decided")
+	ErrExpired      = errors.New("approvals: expired")
+	ErrInvalidArgs  = errors.New("approvals: tool arguments are not valid JSON")
+	// ErrRepeatedKey: an object of the arguments names a key twice, or
+	// two keys equal under case folding; it comes wrapped with
+	// ErrInvalidArgs.
+	ErrRepeatedKey    = errors.New("approvals: tool arguments repeat a key")
 	ErrTooManyPending = errors.New("approvals: too many pending requests for this trajectory")
 )
 

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -32,7 +33,10 @@ const MaxDepth = 64
 // arguments) read as {}. It returns an error wrapping ErrInvalidArgs when
 // args is not one JSON value, nests deeper than MaxDepth, or repeats a key in
 // an object: with duplicate keys the gate and the tool could read different
-// values, so such a call is never canonical.
+// values, so such a call is never canonical. Keys equal under Unicode
+// simple case folding (command and Command) are duplicates too, and the
+// error then also wraps ErrRepeatedKey: a tool decoding its input with Go's
+// encoding/json matches keys that way, and runs the last.
 func Canonical(name string, args []byte) (Call, error) {
 	if len(bytes.TrimSpace(args)) == 0 {
 		return Call{Name: name, Input: json.RawMessage("{}")}, nil
@@ -45,7 +49,7 @@ func Canonical(name string, args []byte) (Call, error) {
 	var out []byte
 	out, err := canonicalValue(dec, out, 0)
 	if err != nil {
-		return Call{}, fmt.Errorf("%w: %v", ErrInvalidArgs, err)
+		return Call{}, fmt.Errorf("%w: %w", ErrInvalidArgs, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Call{}, fmt.Errorf("%w: data after the value", ErrInvalidArgs)
@@ -130,12 +134,19 @@ func canonicalObject(dec *json.Decoder, out []byte, depth int) ([]byte, error) {
 		return nil, err
 	}
 	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+	if len(members) > 1 {
+		folded := make(map[string]string, len(members))
+		for _, m := range members {
+			f := foldKey(m.key)
+			if prev, dup := folded[f]; dup {
+				return nil, fmt.Errorf("%w: %q and %q", ErrRepeatedKey, prev, m.key)
+			}
+			folded[f] = m.key
+		}
+	}
 	out = append(out, '{')
 	for i, m := range members {
 		if i > 0 {
-			if m.key == members[i-1].key {
-				return nil, fmt.Errorf("duplicate key %q", m.key)
-			}
 			out = append(out, ',')
 		}
 		out = appendString(out, m.key)
@@ -160,6 +171,25 @@ func canonicalArray(dec *json.Decoder, out []byte, depth int) ([]byte, error) {
 		return nil, err
 	}
 	return append(out, ']'), nil
+}
+
+// foldKey is key with each rune folded to the smallest of its simple
+// folding orbit, as encoding/json folds names: keys equal under
+// strings.EqualFold have one foldKey.
+func foldKey(key string) string {
+	b := make([]byte, 0, len(key))
+	for _, r := range key {
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
+		}
+		b = utf8.AppendRune(b, r)
+	}
+	return string(b)
 }
 
 // appendString writes s as a JSON string with the minimal escapes: quote,

@@ -41,6 +41,11 @@ func TestCanonicalRejects(t *testing.T) {
 		{"trailing data", `{"a":1} {"b":2}`},
 		{"duplicate key", `{"a":1,"a":2}`},
 		{"duplicate key nested", `{"x":{"a":1,"b":0,"a":2}}`},
+		{"case variant", `{"command":"ls","Command":"rm -rf /"}`},
+		{"case variant apart", `{"Command":"rm","b":0,"command":"ls"}`},
+		{"case variant nested", `{"x":[{"path":"a","PATH":"b"}]}`},
+		{"kelvin sign", "{\"kind\":1,\"\u212aind\":2}"},
+		{"long s", "{\"s\":1,\"\u017f\":2}"},
 		{"too deep", strings.Repeat("[", MaxDepth+2) + strings.Repeat("]", MaxDepth+2)},
 		{"invalid UTF-8", "{\"a\":\"\xff\"}"},
 		{"bare word", `rm`},
@@ -50,6 +55,10 @@ func TestCanonicalRejects(t *testing.T) {
 			_, err := Canonical("Bash", []byte(tt.args))
 			if !errors.Is(err, ErrInvalidArgs) {
 				t.Fatalf("err = %v, want ErrInvalidArgs", err)
+			}
+			if repeated := strings.Contains(tt.name, "duplicate") || strings.Contains(tt.name, "case") ||
+				strings.Contains(tt.name, "sign") || strings.Contains(tt.name, "long s"); repeated != errors.Is(err, ErrRepeatedKey) {
+				t.Fatalf("err = %v: ErrRepeatedKey %v, want %v", err, errors.Is(err, ErrRepeatedKey), repeated)
 			}
 		})
 	}

@@ -216,8 +216,15 @@ func (gate *Gate) applies(tenant string) bool {
 // unknown and is false only when every result is definitely false. The
 // tenant and tool name given override in's.
 func (g *Gates) CouldMatch(tenant, toolName string, in Input) bool {
+	return g.FirstCouldMatch(tenant, toolName, in) != nil
+}
+
+// FirstCouldMatch is the first gate of tenant that could match a call to
+// toolName whatever its input (as CouldMatch judges), nil when none: the
+// gate that holds a call whose input cannot be read one way.
+func (g *Gates) FirstCouldMatch(tenant, toolName string, in Input) *Gate {
 	if g == nil {
-		return false
+		return nil
 	}
 	in.Tenant, in.ToolName = tenant, toolName
 	var vars cel.PartialActivation // the same for every gate: built once, at the first that applies
@@ -228,18 +235,18 @@ func (g *Gates) CouldMatch(tenant, toolName string, in Input) bool {
 		if vars == nil {
 			var err error
 			if vars, err = cel.PartialVars(in.vars(false), cel.AttributePattern("tool").QualString("input")); err != nil {
-				return true
+				return gate
 			}
 		}
 		out, _, err := gate.partial.Eval(vars)
 		if err != nil || out == nil {
-			return true
+			return gate
 		}
 		if b, ok := out.Value().(bool); !ok || b || types.IsUnknown(out) {
-			return true
+			return gate
 		}
 	}
-	return false
+	return nil
 }
 
 // Match returns the first gate of in.Tenant that matches in, with why: its

@@ -42,7 +42,14 @@ func (t *turn) gateInput() approvals.Input {
 }
 
 // gatedCalls is the calls of the turn's reply res that some gate matches.
+//
+// A reply the call filter forwarded rewritten into one reading (it
+// repeated a member) is ambiguous even when res was decoded from what the
+// filter forwarded, which repeats nothing.
 func (t *turn) gatedCalls(res *streaming.Result) []escrow.Gated {
+	if t.filter != nil && t.filter.Ambiguous() {
+		res.Ambiguous = true
+	}
 	return t.s.esc.Gated(res, t.gateInput(), t.withheld)
 }
 

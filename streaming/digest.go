@@ -7,6 +7,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 // Digests of tool calls and tool results, for the loop watchdog: equal
@@ -15,8 +17,9 @@ import (
 // for "no content".
 
 // CallDigest digests a tool call: its name and its input in canonical form
-// (object keys sorted, a key given twice keeping its last value as the
-// providers' decoders do, whitespace and escapes not counted, numbers as
+// (object keys sorted, a key given twice, or two keys equal under simple
+// case folding, keeping the last value as the providers' decoders and Go's
+// encoding/json do, whitespace and escapes not counted, numbers as
 // written), so that the same call written with its keys in another order
 // or spaced differently digests the same. An input that is not one JSON
 // value (a custom tool's free text) is digested as it is. Values nested
@@ -58,12 +61,10 @@ func writeCanonical(h *xxhash.Digest, v gjson.Result, depth int) {
 			ms = append(ms, member{k.Str, val})
 			return true
 		})
+		ms = lastOfFolded(ms)
 		slices.SortStableFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
 		_, _ = h.Write([]byte{'{'})
-		for i, m := range ms {
-			if i+1 < len(ms) && ms[i+1].key == m.key {
-				continue // the last of equal keys wins
-			}
+		for _, m := range ms {
 			writeString(h, m.key)
 			writeCanonical(h, m.val, depth+1)
 		}
@@ -88,6 +89,40 @@ func writeCanonical(h *xxhash.Digest, v gjson.Result, depth int) {
 	default:
 		_, _ = h.Write([]byte{'0'})
 	}
+}
+
+// lastOfFolded keeps, of members whose keys are equal under simple case
+// folding, the last (as Go's encoding/json, which matches keys so, and
+// the providers' decoders, which keep the last of equal keys, read them),
+// in their order. An object without such keys is returned as it is.
+func lastOfFolded(ms []member) []member {
+	dup := false
+	if len(ms) <= 32 {
+		for i := 0; i < len(ms) && !dup; i++ {
+			for j := i + 1; j < len(ms); j++ {
+				if strings.EqualFold(ms[i].key, ms[j].key) {
+					dup = true
+					break
+				}
+			}
+		}
+	} else {
+		dup = true // wide objects take the map below
+	}
+	if !dup {
+		return ms
+	}
+	last := make(map[string]int, len(ms))
+	for i, m := range ms {
+		last[jsonscan.Fold(m.key)] = i
+	}
+	out := ms[:0:0]
+	for i, m := range ms {
+		if last[jsonscan.Fold(m.key)] == i {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // writeString feeds s to h after its length.

@@ -43,7 +43,9 @@
 // What the client gets of a streamed reply through a CallFilter is, at every
 // moment, a prefix of the bytes the provider sent, but for the filter's
 // deliberate edits: a refused or withheld call (its events replaced by a
-// text or removed, and what refers to its place renumbered) and, from the
+// text or removed, and what refers to its place renumbered), an event
+// whose JSON repeats a member (rewritten into the one reading gatekeeper
+// and the agent then share: ValidJSON, Unrepeated) and, from the
 // proxy, usage it asked for on the agent's behalf and strips and its own
 // keepalives while a reply is held. Once a call is held (Hold), everything
 // after its first event is held too, and released in the provider's order

@@ -48,6 +48,7 @@ type FilterEngine interface {
 	Hold()
 	End(dst []byte, typ, msg string) []byte
 	Grant()
+	Ambiguous() bool
 	RefuseCalls(ids ...string)
 	NoticeCut(text func(call ToolCall) string)
 }
@@ -72,6 +73,13 @@ func (f *CallFilter) AppendEvent(dst []byte, ev sse.Event) []byte { return f.e.A
 // to withhold is returned as it came; one that is not a JSON object fails
 // with an error wrapping ErrInvalidJSON.
 func (f *CallFilter) Body(body []byte) ([]byte, error) { return f.e.Body(body) }
+
+// Ambiguous reports whether an event or the body of the reply so far
+// repeated a member: the filter forwarded it rewritten into one reading
+// (ValidJSON, Unrepeated), which the agent and a decoder of what it
+// forwarded read alike, but which is not the reply the provider sent. The
+// reply's calls count as ambiguous (Result.Ambiguous).
+func (f *CallFilter) Ambiguous() bool { return f.e.Ambiguous() }
 
 // Grant marks allow as a grant (a restrict stage's read-only tools): a
 // Responses call item of a type gatekeeper does not know (any "*_call"

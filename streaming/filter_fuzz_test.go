@@ -16,6 +16,7 @@ import (
 	"gatekeeper/internal/fixturetest"
 	"gatekeeper/internal/streamtest"
 	. "gatekeeper/streaming"
+	"gatekeeper/streaming/sse"
 )
 
 // fuzzAllow turns a byte into a policy: allow all, refuse all, or refuse
@@ -104,8 +105,8 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, en
 	if cut := holdChunks(t, filter(), end, fixturetest.RandomSplit(data, rng)...); !bytes.Equal(cut, out) {
 		fail("%s: output depends on the cuts", api)
 	}
-	if sel&3 == 0 && !hold && end < 0 && !bytes.Equal(out, data) {
-		fail("%s: allow all changed the stream", api)
+	if sel&3 == 0 && !hold && end < 0 && !bytes.Equal(out, unrepeatedStream(t, data)) {
+		fail("%s: allow all changed the stream (but for events repeating a member)", api)
 	}
 	res, err := streamtest.Decode(dialects[api], 0, fixturetest.Whole(out))
 	if err != nil {
@@ -229,6 +230,24 @@ func responsesCallIDs(t *testing.T, data []byte) map[string]map[string]bool {
 
 // repeatsMembers reports whether an event of the stream has an object
 // with a member name (decoded) twice.
+// unrepeatedStream is stream with every event that repeats a member
+// rewritten as ValidJSON rewrites it: stream itself when none does.
+func unrepeatedStream(t *testing.T, stream []byte) []byte {
+	var out []byte
+	repeated := false
+	err := sse.Each(stream, func(ev *sse.Event) error {
+		if ev.HasData && Repeated(ev) {
+			repeated = true
+		}
+		out = append(out, ev.Raw...)
+		return nil
+	})
+	if err != nil || !repeated {
+		return stream
+	}
+	return out
+}
+
 func repeatsMembers(t *testing.T, data []byte) bool {
 	for _, ev := range sseEvents(t, data) {
 		dec := json.NewDecoder(bytes.NewReader(ev.Data))
@@ -297,7 +316,7 @@ func FuzzCallFilterBody(f *testing.F) {
 				}
 				continue
 			}
-			if sel&3 == 0 && !cut && !bytes.Equal(out, body) {
+			if want, _ := Unrepeated(body); sel&3 == 0 && !cut && !bytes.Equal(out, want) {
 				t.Fatalf("%s: allow all changed the body", api)
 			}
 			if !gjson.ValidBytes(out) {

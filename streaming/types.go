@@ -5,6 +5,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"gatekeeper/streaming/internal/jsonscan"
 	"gatekeeper/streaming/sse"
 )
 
@@ -91,6 +92,9 @@ type ToolCall struct {
 	// Server is set for calls the provider runs itself (Anthropic
 	// server_tool_use): the client never executes or answers them.
 	Server bool
+	// Ambiguous is set on a call a filter withheld because its reply
+	// repeated a member (Result.Ambiguous).
+	Ambiguous bool
 }
 
 // Result is what a Decoder accumulated over a whole reply.
@@ -121,6 +125,14 @@ type Result struct {
 	// TextBytes counts the bytes of text and refusal alone: a reply with
 	// none said nothing to the user.
 	TextBytes int64
+	// Ambiguous is set when an event or the body of the reply repeated a
+	// member (two keys equal under case folding) in some object: readers
+	// that keep the first and readers that keep the last would read
+	// different replies. The reply was read as rewritten into one reading
+	// (ValidJSON, Unrepeated), and every client call in it counts as
+	// ambiguous: held by the gates that could match its tool, withheld
+	// at a restrict stage.
+	Ambiguous bool
 	// Unparsed counts events that could not be decoded; UnparsedErrors keeps
 	// the first few of their errors.
 	Unparsed       int
@@ -176,9 +188,17 @@ type Decoder interface {
 // first time an event is asked about: the decoder and the call filter read
 // the same event one after the other (sse.Event.JSON keeps the answer, in
 // the copy the filter gets too), so they scan it once and cannot disagree.
+//
+// Valid data in which an object repeats a member (keys equal under simple
+// case folding) reads one way to gatekeeper's readers, which take the
+// first, and another to an agent's, which take the last or match keys
+// case-insensitively. Such an event is rewritten in place, its Data and
+// Raw replaced by the one reading of jsonscan.Unrepeat (its event and data
+// lines framed anew), and marked sse.JSONRepeated: every reader after this
+// one, and the agent, read the same bytes. Only such events allocate.
 func ValidJSON(ev *sse.Event) bool {
 	switch ev.JSON {
-	case sse.JSONValid:
+	case sse.JSONValid, sse.JSONRepeated:
 		return true
 	case sse.JSONInvalid:
 		return false
@@ -187,8 +207,30 @@ func ValidJSON(ev *sse.Event) bool {
 	ev.JSON = sse.JSONInvalid
 	if ok {
 		ev.JSON = sse.JSONValid
+		if jsonscan.Repeats(jsonscan.View(ev.Data)) {
+			data := jsonscan.Unrepeat(nil, jsonscan.View(ev.Data))
+			ev.Raw = sse.AppendFrame(sse.KeepBOM(nil, ev), jsonscan.View(ev.Name), data)
+			ev.Data, ev.JSON = data, sse.JSONRepeated
+		}
 	}
 	return ok
+}
+
+// Repeated reports whether ev's data repeated a member (see ValidJSON),
+// checking it first if no reader did.
+func Repeated(ev *sse.Event) bool {
+	return ValidJSON(ev) && ev.JSON == sse.JSONRepeated
+}
+
+// Unrepeated is body, a whole reply, in one reading: rewritten as
+// ValidJSON rewrites an event when an object in it repeats a member
+// (repeated reports it), else body itself.
+func Unrepeated(body []byte) (out []byte, repeated bool) {
+	js := jsonscan.View(body)
+	if !gjson.Valid(js) || !jsonscan.Repeats(js) {
+		return body, false
+	}
+	return jsonscan.Unrepeat(nil, js), true
 }
 
 // DoneMarker is the data of the event that ends an OpenAI stream (the

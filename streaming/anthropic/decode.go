@@ -75,11 +75,14 @@ func (d *decoder) Decode(ev *sse.Event) {
 	if !ev.HasData {
 		return
 	}
-	data := ev.Data
 	if !streaming.ValidJSON(ev) {
 		d.res.AddUnparsed(fmt.Errorf("%w: anthropic %q event data", streaming.ErrInvalidJSON, ev.Name))
 		return
 	}
+	// The data as ValidJSON left it: rewritten into one reading when it
+	// repeated a member.
+	data := ev.Data
+	d.res.Ambiguous = d.res.Ambiguous || ev.JSON == sse.JSONRepeated
 	js := jsonscan.View(data)
 	// One pass over the top level finds what a content_block_delta, by far
 	// the most frequent event, needs; the rarer events use gjson paths.
@@ -356,6 +359,7 @@ func (d *decoder) blockStop(indexMember jsonscan.Member) error {
 // decodeJSON decodes a non-streaming Messages reply: a Message or
 // an error body.
 func decodeJSON(body []byte) (*streaming.Result, error) {
+	body, repeated := streaming.Unrepeated(body)
 	if !gjson.ValidBytes(body) {
 		return nil, fmt.Errorf("%w: anthropic reply body", streaming.ErrInvalidJSON)
 	}
@@ -364,7 +368,7 @@ func decodeJSON(body []byte) (*streaming.Result, error) {
 	if !root.IsObject() {
 		return nil, fmt.Errorf("%w: anthropic reply body is not an object", streaming.ErrInvalidJSON)
 	}
-	res := &streaming.Result{API: streaming.APIAnthropic}
+	res := &streaming.Result{API: streaming.APIAnthropic, Ambiguous: repeated}
 	content := root.Get("content")
 	switch typ := root.Get("type"); {
 	case typ.Str == "error":

@@ -55,6 +55,7 @@ func (d *decoder) Decode(ev *sse.Event) {
 		d.res.Done = true
 		return
 	}
+	d.res.Ambiguous = d.res.Ambiguous || ev.JSON == sse.JSONRepeated
 	errorEvent := string(ev.Name) == "error"
 	root, err := openai.EventObject(ev, data, "chat chunk")
 	switch {
@@ -355,11 +356,13 @@ func chatUsage(u gjson.Result) streaming.Usage {
 // decodeJSON decodes a non-streaming chat.completion body (or an error
 // body) into the Result its stream would give.
 func decodeJSON(body []byte) (*streaming.Result, error) {
+	body, repeated := streaming.Unrepeated(body)
 	root, err := openai.Object(bytes.TrimSpace(body), "chat completion")
 	if err != nil {
 		return nil, err
 	}
 	d := newDecoder()
+	d.res.Ambiguous = repeated
 	d.chunk(root, false)
 	d.res.Done = true
 	for i := range d.res.ToolCalls {

@@ -118,6 +118,7 @@ func (d *decoder) Decode(ev *sse.Event) {
 		// anyway, and it carries nothing.
 		return
 	}
+	d.res.Ambiguous = d.res.Ambiguous || ev.JSON == sse.JSONRepeated
 	root, err := openai.EventObject(ev, data, "responses event")
 	if err != nil {
 		if string(ev.Name) == "error" {
@@ -499,11 +500,13 @@ func responsesUsage(u gjson.Result) streaming.Usage {
 // decodeJSON decodes a non-streaming Response body (or an error
 // body) into the Result its stream would give.
 func decodeJSON(body []byte) (*streaming.Result, error) {
+	body, repeated := streaming.Unrepeated(body)
 	root, err := openai.Object(bytes.TrimSpace(body), "response")
 	if err != nil {
 		return nil, err
 	}
 	d := newDecoder()
+	d.res.Ambiguous = repeated
 	status := root.Get("status")
 	if e := root.Get("error"); e.IsObject() && !status.Exists() {
 		// An error body: {"error":{"message","type","param","code"}}.

@@ -57,6 +57,10 @@ const (
 	JSONUnchecked JSONCheck = iota
 	JSONValid
 	JSONInvalid
+	// JSONRepeated is valid JSON in which an object repeated a member: the
+	// reader that found it rewrote Data and Raw into the one reading every
+	// reader shares (streaming.ValidJSON).
+	JSONRepeated
 )
 
 // Reader splits a byte stream into Events incrementally. Feed it chunks as

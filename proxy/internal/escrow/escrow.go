@@ -155,7 +155,14 @@ type Gated struct {
 	Gate  *approvals.Gate
 	canon approvals.Call
 	why   string
+	// ambiguous: the call could be read two ways (its reply repeated a
+	// member, or its input a key): nobody is asked, it is refused.
+	ambiguous bool
 }
+
+// whyAmbiguous is the reason an ambiguous call is refused without asking.
+const whyAmbiguous = "the reply names a member twice (or its input two keys equal but for case), " +
+	"so gatekeeper and the agent could read different calls; such a call is never delivered"
 
 // Gated returns the complete client calls of res that some gate matches,
 // each judged on in (the turn's tenant, trajectory, stage, budget,
@@ -163,6 +170,14 @@ type Gated struct {
 // from the reply is not judged. A call whose arguments are not canonical
 // JSON is judged on its raw text, which no condition over tool.input can
 // read: the gate that could match it holds it (fail closed).
+//
+// A call that reads two ways (res.Ambiguous: the reply repeated a member;
+// or its input repeats a key, equal under case folding) is held by the
+// first gate that could match its tool whatever the input: what a
+// condition over its input says of one reading does not hold for the
+// other. Its tool's name is the one the agent reads (the reply was read
+// as rewritten into the agent's reading). Its request is refused at once
+// (Open): approving it could not make the agent run what was shown.
 func (e *Escrow) Gated(res *streaming.Result, in approvals.Input, withheld func(id string) bool) []Gated {
 	g := e.gates
 	var out []Gated
@@ -178,6 +193,7 @@ func (e *Escrow) Gated(res *streaming.Result, in approvals.Input, withheld func(
 			continue
 		}
 		call, err := approvals.Canonical(tc.Name, tc.Arguments)
+		ambiguous := res.Ambiguous || errors.Is(err, approvals.ErrRepeatedKey)
 		if err == nil {
 			in.ToolInput, err = call.Value()
 		}
@@ -185,6 +201,12 @@ func (e *Escrow) Gated(res *streaming.Result, in approvals.Input, withheld func(
 			raw, _ := json.Marshal(string(tc.Arguments)) // a string always marshals
 			call = approvals.Call{Name: tc.Name, Input: raw}
 			in.ToolInput = string(tc.Arguments)
+		}
+		if ambiguous {
+			if gate := g.FirstCouldMatch(in.Tenant, tc.Name, in); gate != nil {
+				out = append(out, Gated{Call: tc, Gate: gate, canon: call, why: whyAmbiguous, ambiguous: true})
+			}
+			continue
 		}
 		gate, why := g.Match(in)
 		if gate == nil {
@@ -230,7 +252,10 @@ func (e *Escrow) Open(ctx context.Context, t Turn, res *streaming.Result, rep Re
 		if t.Stage == meter.Restrict {
 			r.Observed.Grant = t.Grant
 		}
-		if prev, err := e.store.Recent(ctx, t.Trajectory, r.Digest); err == nil && refusedBefore(prev, now) {
+		if g.ambiguous {
+			r.State, r.Reason, r.DecidedAt = approvals.Withdrawn, whyAmbiguous, &now
+			r.Votes = nil
+		} else if prev, err := e.store.Recent(ctx, t.Trajectory, r.Digest); err == nil && refusedBefore(prev, now) {
 			r.State, r.Reason, r.DecidedAt = prev.State, "the same call was refused earlier ("+prev.ID+")", &now
 			r.Votes = nil
 		} else {

@@ -166,6 +166,10 @@ func Refusal(decision meter.Decision) func(call streaming.ToolCall) string {
 		if decision.Stage != meter.Restrict {
 			return notice.LoopRefusal(call)
 		}
+		if call.Ambiguous {
+			return fmt.Sprintf("[gatekeeper] The call to %s was withheld: the reply that carried it names a member twice, so it reads two ways, and this run's budget is nearly spent (%.0f%% of its %s budget), so only calls gatekeeper can read one way may run. Give your final answer.",
+				call.Name, decision.Rho*100, decision.Binding)
+		}
 		return fmt.Sprintf("[gatekeeper] The call to %s was withheld: this run's budget is nearly spent (%.0f%% of its %s budget), so only read-only tools may run. Give your final answer.",
 			call.Name, decision.Rho*100, decision.Binding)
 	}

@@ -56,8 +56,12 @@ type Filter struct {
 	// (RefuseCalls).
 	refuseIDs []string
 	// granted: allow is a grant, which never covers a call of an unknown
-	// type (Grant).
+	// type (Grant), nor a call of an ambiguous reply.
 	granted bool
+	// repeated: an event or the body of the reply repeated a member
+	// (streaming.ValidJSON rewrote it into one reading). From then on a
+	// grant permits no call.
+	repeated bool
 
 	Held Holds
 	Seen bool // an event came
@@ -137,6 +141,11 @@ func (f *Filter) AppendEvent(dst []byte, ev sse.Event) []byte {
 		dst = append(dst, ev.Raw...)
 	default:
 		f.ev = ev
+		// Checked here when no decoder read the event first: the rules
+		// read, and forward, what it rewrote.
+		if streaming.Repeated(&f.ev) {
+			f.repeated = true
+		}
 		dst = f.rules.FilterEvent(dst, &f.ev)
 		f.ev = sse.Event{} // the rules keep nothing of it
 	}
@@ -148,6 +157,10 @@ func (f *Filter) AppendEvent(dst []byte, ev sse.Event) []byte {
 
 // Body rewrites a whole non-streamed reply (streaming.CallFilter.Body).
 func (f *Filter) Body(body []byte) ([]byte, error) {
+	// A reply repeating a member goes out in the one reading the decoders
+	// read (streaming.Unrepeated).
+	body, repeated := streaming.Unrepeated(body)
+	f.repeated = f.repeated || repeated
 	js, err := reshape.ReplyObject(f.rules.API(), body)
 	if err != nil {
 		return nil, err
@@ -164,6 +177,7 @@ func (f *Filter) Body(body []byte) ([]byte, error) {
 
 // Refuse records a withheld call and returns the text that replaces it.
 func (f *Filter) Refuse(tc streaming.ToolCall) string {
+	tc.Ambiguous = f.repeated
 	var text string
 	if f.IsCut(tc.ID) {
 		text = f.CutNotice(tc)
@@ -174,6 +188,10 @@ func (f *Filter) Refuse(tc streaming.ToolCall) string {
 	f.Texts = append(f.Texts, text)
 	return text
 }
+
+// Ambiguous reports whether an event or the body of the reply so far
+// repeated a member (streaming.CallFilter.Ambiguous).
+func (f *Filter) Ambiguous() bool { return f.repeated }
 
 // Grant marks allow as a grant (streaming.CallFilter.Grant).
 func (f *Filter) Grant() { f.granted = true }
@@ -212,8 +230,13 @@ func (f *Filter) PermitsCall(id string, names ...string) bool {
 }
 
 // Permits judges the names a call carries: every one must be allowed, and a
-// call that names no tool is judged as the empty name.
+// call that names no tool is judged as the empty name. Under a grant, no
+// call of an ambiguous reply is permitted: read-only or not, it is
+// withheld.
 func (f *Filter) Permits(names ...string) bool {
+	if f.repeated && f.granted {
+		return false
+	}
 	named := false
 	for _, n := range names {
 		if n != "" {

@@ -25,10 +25,14 @@ func NonNegative(n int64) int64 { return max(n, 0) }
 // nothing to decode (no data field, or only spaces); done reports the
 // data: [DONE] that ends a Chat stream (and, needlessly, some compatible
 // servers' Responses streams).
+//
+// Data checks the event first (streaming.ValidJSON), so that an event
+// repeating a member is read, by every reader after, as rewritten.
 func Data(ev *sse.Event) (data []byte, done bool) {
 	if !ev.HasData {
 		return nil, false
 	}
+	streaming.ValidJSON(ev)
 	data = bytes.TrimSpace(ev.Data)
 	return data, bytes.HasPrefix(data, []byte(streaming.DoneMarker))
 }
