@@ -19,7 +19,8 @@ import (
 // rate limits, its store out...) is a log line with its tenant, run and
 // reason, a count in gatekeeper_refusals_total{tenant,reason}, and, at
 // most once per run every refusalEvery on this replica, a refused event on
-// the run's record counting those folded into it: an agent looping on
+// the run's record counting those folded into it (not for a 503: the store
+// that did not answer would be waited for again): an agent looping on
 // refusals shows on the console and the event stream.
 
 // refusalEvery is the least time between two refused events of one run
@@ -148,7 +149,9 @@ func (s *Server) refused(ctx context.Context, req *request, err error) {
 	s.log.LogAttrs(ctx, level, "request refused", slog.String("request_id", id), slog.String("tenant", tenant),
 		slog.String("trajectory", run), slog.String("reason", reason), slog.Int("status", he.Code), slog.String("message", he.Msg))
 	s.tel.Refused(tenant, reason)
-	if run == "" {
+	// A run's event needs the store: a refusal because the store did not
+	// answer (503) would only wait for it again, on the agent's time.
+	if run == "" || he.Code == http.StatusServiceUnavailable {
 		return
 	}
 	now := s.now()
