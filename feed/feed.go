@@ -408,26 +408,15 @@ func (f *Feed) register(ctx context.Context, s *Subscription) error {
 // where to resume) and ErrClosed once the Feed or the subscription is
 // closed.
 func (s *Subscription) Next(ctx context.Context) (Event, error) {
-	if len(s.backlog) > 0 {
-		e := s.backlog[0]
-		s.backlog = s.backlog[1:]
-		s.last = e.id
+	if e, ok := s.fromBacklog(); ok {
 		return e, nil
 	}
 	for {
 		select {
 		case e, ok := <-s.ch:
-			if !ok {
-				if s.dropped.Load() {
-					return Event{}, ErrDropped
-				}
-				return Event{}, ErrClosed
+			if e, err, done := s.received(e, ok); done {
+				return e, err
 			}
-			if !s.last.Less(e.id) {
-				continue // delivered from the backlog
-			}
-			s.last = e.id
-			return e, nil
 		case <-ctx.Done():
 			return Event{}, ctx.Err()
 		}
@@ -437,27 +426,44 @@ func (s *Subscription) Next(ctx context.Context) (Event, error) {
 // TryNext returns the next event if one is already there, without
 // waiting, so that a subscriber writes what came together in one go.
 func (s *Subscription) TryNext() (Event, bool) {
-	if len(s.backlog) > 0 {
-		e := s.backlog[0]
-		s.backlog = s.backlog[1:]
-		s.last = e.id
+	if e, ok := s.fromBacklog(); ok {
 		return e, true
 	}
 	for {
 		select {
 		case e, ok := <-s.ch:
-			if !ok {
-				return Event{}, false
+			if e, err, done := s.received(e, ok); done {
+				return e, err == nil
 			}
-			if !s.last.Less(e.id) {
-				continue
-			}
-			s.last = e.id
-			return e, true
 		default:
 			return Event{}, false
 		}
 	}
+}
+
+func (s *Subscription) fromBacklog() (Event, bool) {
+	if len(s.backlog) == 0 {
+		return Event{}, false
+	}
+	e := s.backlog[0]
+	s.backlog = s.backlog[1:]
+	s.last = e.id
+	return e, true
+}
+
+// received takes what the channel gave: an event to return, the end of
+// the subscription, or (not done) a repeat of one the backlog delivered.
+func (s *Subscription) received(e Event, ok bool) (_ Event, _ error, done bool) {
+	switch {
+	case !ok && s.dropped.Load():
+		return Event{}, ErrDropped, true
+	case !ok:
+		return Event{}, ErrClosed, true
+	case !s.last.Less(e.id):
+		return Event{}, nil, false
+	}
+	s.last = e.id
+	return e, nil, true
 }
 
 // Last is the id of the last event Next returned, or the one the
