@@ -429,3 +429,40 @@ func TestCompressedErrorReply(t *testing.T) {
 		})
 	}
 }
+
+// A held turn's continuation leaves through the same send: its reply,
+// compressed, is decoded and spliced after the refusal, and charged from
+// the usage the provider reported.
+func TestCompressedContinuation(t *testing.T) {
+	cont := mockprovider.TurnSpec{Kind: mockprovider.KindText, Text: "Understood, I will not delete anything.", Encoding: "zstd",
+		Usage: &mockprovider.Usage{InputTokens: new(int64(900)), OutputTokens: new(int64(77))}}
+	yes := true
+	script := &mockprovider.Script{Rules: []mockprovider.Rule{{When: mockprovider.Match{HasToolResults: &yes}, Turn: mockprovider.TurnRef{Spec: &cont}}}}
+	for _, stream := range []bool{false, true} {
+		t.Run(streamName(stream), func(t *testing.T) {
+			e := newEnv(t, envOpts{limits: gatesYAML("", ""), script: script})
+			done := make(chan error, 1)
+			var via any
+			go func() {
+				var err error
+				via, err = codedAPIs[0].call(ctxT(t), codedAPIs[0].base(e, "gz"), vkA, codedTurn("br"), stream)
+				done <- err
+			}()
+			r := e.pending(t, "gz", 1)[0]
+			if _, err := e.vote(t, r.ID, "carol", []string{"secops"}, false); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			m := via.(anthropic.Message)
+			if text := messageText(m); len(toolUses(m)) != 0 || !strings.Contains(text, "Understood, I will not delete anything.") {
+				t.Fatalf("reply after the refusal: %s", mustJSON(t, m))
+			}
+			rec := e.waitState(t, "gz", trajectory.Ready)
+			if rec.Turns != 2 || rec.Spend.InputTokens != 1200+900 || rec.Spend.OutputTokens != 345+77 || rec.Spend.Estimated {
+				t.Fatalf("turns %d, spend %+v, want the reported 2100 in, 422 out", rec.Turns, rec.Spend)
+			}
+		})
+	}
+}
