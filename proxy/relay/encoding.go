@@ -185,11 +185,13 @@ func (d *decoded) open() error {
 	return nil
 }
 
-// ended is the end of the decoded bytes: io.EOF, unless bytes follow the
-// stream. gzip, brotli and zstd read on past a stream themselves (another
-// member or frame, or an error); zlib stops at its stream's end.
+// errTrailing: bytes follow the end of a compressed stream.
 var errTrailing = errors.New("bytes follow the compressed stream")
 
+// ended is the end of the decoded bytes: io.EOF, unless the body was
+// empty or bytes follow the stream. gzip, brotli and zstd read on past a
+// stream themselves (another member or frame, or an error); zlib stops
+// at its stream's end.
 func (d *decoded) ended() error {
 	if d.in.n == 0 {
 		return io.ErrUnexpectedEOF // an empty body holds no stream (zstd takes it for one of no frames)
