@@ -17,7 +17,8 @@
 //   - rendering a turn (text, tool calls, truncation, refusal, thinking,
 //     errors in the stream or as HTTP statuses, cut connections, slow
 //     streams) into each API's event stream or JSON body, with realistic ids,
-//     headers and usage (about one token per four bytes);
+//     headers and usage (about one token per four bytes), compressed in the
+//     turn's encoding (gzip, deflate, br, zstd) or broken on purpose;
 //   - optionally (Options.RateLimit), a provider's rate limits per key:
 //     token buckets of requests, input and output tokens that answer 429
 //     with retry-after above them and report their levels in the

@@ -31,6 +31,7 @@ type exchange struct {
 	body      []byte
 	served    int64     // requests in the current rate-limit window
 	window    time.Time // its start
+	enc       encoder   // the turn's Encoding, once chosen
 }
 
 // headers sets what every reply of the provider carries, errors included.
@@ -194,6 +195,7 @@ func (x *exchange) turn(api API) {
 		x.fail(http.StatusBadRequest, "invalid_request_error", err.Error(), nil)
 		return
 	}
+	x.enc = encoder{coding: spec.Encoding, fault: spec.EncodingFault}
 
 	x.s.randMu.Lock()
 	p := buildPlan(spec, req, x.s.rnd, x.s.clock())
@@ -240,6 +242,7 @@ func (x *exchange) stream(p *plan, events []event) {
 	h := x.w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
+	ew := x.enc.events(h, x.w)
 	x.w.WriteHeader(http.StatusOK)
 	canceled := func() { x.s.update(x.rec, func(rec *RecordedRequest) { rec.Canceled = true }) }
 	for i, ev := range events {
@@ -253,7 +256,10 @@ func (x *exchange) stream(p *plan, events []event) {
 			canceled()
 			return
 		}
-		if _, err := x.w.Write(ev.appendTo(nil)); err != nil {
+		// A FaultCut stream ends, cleanly, halfway through the
+		// compressed bytes of its middle event.
+		cut := ew.cut && i == len(events)/2
+		if err := ew.write(ev.appendTo(nil), cut); err != nil {
 			canceled()
 			return
 		}
@@ -263,9 +269,15 @@ func (x *exchange) stream(p *plan, events []event) {
 		}
 		now := x.s.clock()
 		x.s.update(x.rec, func(rec *RecordedRequest) { rec.EventTimes = append(rec.EventTimes, now) })
+		if cut {
+			return
+		}
 	}
 	if p.fail == failDisconnect {
 		x.abort(nil)
+	}
+	if err := ew.close(); err != nil {
+		canceled()
 	}
 }
 

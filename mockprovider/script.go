@@ -104,6 +104,17 @@ type TurnSpec struct {
 	// call, sent with the same headers) goes on to the directive, the
 	// rules and the default ("Done: ...").
 	FirstOnly bool `yaml:"first_only,omitempty" json:"first_only,omitempty"`
+	// Encoding is the reply's Content-Encoding, streamed or not, error
+	// replies included, whatever the request accepts: gzip, deflate
+	// (zlib), br and zstd compress it, a stream event by event, each
+	// flushed; any other value is sent as the header over the reply as
+	// it is. Empty: a JSON body is gzipped when the request accepts gzip.
+	Encoding string `yaml:"encoding,omitempty" json:"encoding,omitempty"`
+	// EncodingFault breaks an Encoding reply: "cut" ends the body,
+	// cleanly, halfway through the compressed bytes (of a stream's
+	// middle event); "plain" sends the reply uncompressed under its
+	// Content-Encoding.
+	EncodingFault string `yaml:"encoding_fault,omitempty" json:"encoding_fault,omitempty"`
 }
 
 // ToolCall is one tool call of a tool turn. Input is encoded as the JSON
@@ -389,6 +400,14 @@ func (t *TurnSpec) validate(field string) error {
 	}
 	if t.Status != 0 && kind != KindHTTPError {
 		return bad(".status", "only an http_error turn has a status")
+	}
+	switch t.EncodingFault {
+	case "", FaultCut, FaultPlain:
+	default:
+		return bad(".encoding_fault", fmt.Sprintf("unknown fault %q (want %s or %s)", t.EncodingFault, FaultCut, FaultPlain))
+	}
+	if t.EncodingFault != "" && !slices.Contains(Codings, t.Encoding) {
+		return bad(".encoding_fault", "only a reply compressed in one of "+strings.Join(Codings, ", ")+" can be broken")
 	}
 	if u := t.Usage; u != nil {
 		for _, p := range []*int64{u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.ReasoningTokens} {

@@ -85,12 +85,15 @@ func renderBody(p *plan) []byte {
 	}
 }
 
-// writeJSON sends a JSON body, gzipped when the client accepts gzip, as
-// the providers do (streams are never compressed).
+// writeJSON sends a JSON body in the turn's Encoding, else gzipped when
+// the client accepts gzip, as the providers do (they never compress a
+// stream).
 func (x *exchange) writeJSON(status int, body []byte) {
 	h := x.w.Header()
 	h.Set("Content-Type", "application/json")
-	if acceptsGzip(x.r.Header.Get("Accept-Encoding")) {
+	if x.enc.coding != "" {
+		body = x.enc.body(h, body)
+	} else if acceptsGzip(x.r.Header.Get("Accept-Encoding")) {
 		var buf bytes.Buffer
 		zw := gzip.NewWriter(&buf)
 		_, _ = zw.Write(body) // writes to a bytes.Buffer do not fail

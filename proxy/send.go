@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,12 +22,41 @@ import (
 // query, the agent's query string), under the agent's headers hdr made the
 // provider's (outgoing), through the keyed transport, which moves a call
 // the provider refuses before any byte to another key of the pool.
+//
+// The reply comes decoded when the provider compressed it (relay.Decode),
+// so that what is metered and gated is what the agent gets. A reply in a
+// coding gatekeeper does not decode is refused (codingRefused); an error
+// reply in one keeps its status, its body replaced by the redaction that
+// cannot read it.
 func (t *turn) send(ctx context.Context, hdr http.Header, query string) (*http.Response, error) {
 	req, err := t.outgoing(ctx, hdr, query)
 	if err != nil {
 		return nil, err
 	}
-	return t.rate.Transport(t.s.transport, t.log, t.body).RoundTrip(req)
+	resp, err := t.rate.Transport(t.s.transport, t.log, t.body).RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := relay.Decode(resp); err != nil && resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		_ = resp.Body.Close()
+		return nil, t.codingRefused(err)
+	}
+	return resp, nil
+}
+
+// codingRefused is the agent's error for a reply in a content coding
+// gatekeeper does not decode (err, a *relay.CodingError): nothing of the
+// reply could be read, neither its calls nor its usage, so none of it is
+// delivered. The provider answered the same call in it once, so the
+// agent is told not to retry.
+func (t *turn) codingRefused(err error) *apierr.Error {
+	coding := ""
+	if ce, ok := errors.AsType[*relay.CodingError](err); ok {
+		coding = ce.Coding
+	}
+	return &apierr.Error{Code: http.StatusBadGateway, Type: apierr.Upstream, NoRetry: true, Err: err,
+		Msg: fmt.Sprintf("provider %s answered in content coding %q, which gatekeeper does not decode (it decodes gzip, deflate, br and zstd); the reply was not delivered",
+			t.req.up.cfg.Name, coding)}
 }
 
 // outgoing is the request send sends: a POST of t's body to the

@@ -2,10 +2,13 @@ package replybody
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+
+	"gatekeeper/proxy/relay"
 )
 
 // Filter reads the whole non-streamed reply resp, up to limit bytes, and
@@ -18,9 +21,13 @@ import (
 // cutOnly is a reply whose calls are only cut, none restricted: one too
 // large to check, or that check cannot read, goes on as it came (its
 // decoding, not its delivery, fails); raw is nil when it was not read
-// whole.
+// whole. A compressed reply whose bytes do not decode (relay.ErrDecode)
+// has no form to go on in: it is an error, cutOnly or not.
 func Filter(resp *http.Response, limit int64, check func([]byte) ([]byte, error), cutOnly bool) (raw []byte, err error) {
 	raw, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if errors.Is(err, relay.ErrDecode) {
+		cutOnly = false
+	}
 	if cutOnly && (err != nil || int64(len(raw)) > limit) {
 		resp.Body = readCloser{io.MultiReader(bytes.NewReader(raw), errReader{err}, resp.Body), resp.Body}
 		return nil, nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"gatekeeper/proxy/internal/replybody"
+	"gatekeeper/proxy/relay"
 )
 
 // closeBody is a reply body that remembers being closed.
@@ -20,12 +21,18 @@ type closeBody struct {
 
 func (b *closeBody) Close() error { b.closed = true; return nil }
 
+// failing fails every read with err.
+type failing struct{ err error }
+
+func (f failing) Read([]byte) (int, error) { return 0, f.err }
+
 func TestFilter(t *testing.T) {
 	upper := func(b []byte) ([]byte, error) { return bytes.ToUpper(b), nil }
 	unreadable := func([]byte) ([]byte, error) { return nil, errors.New("not JSON") }
 	cases := []struct {
 		name    string
 		reply   string
+		failed  error // the provider's body fails after reply with it
 		check   func([]byte) ([]byte, error)
 		cutOnly bool
 		raw     string // what Filter returns for the turn to decode
@@ -39,10 +46,17 @@ func TestFilter(t *testing.T) {
 		{name: "cut only, too large: as it came", reply: "abcdefghij", check: upper, cutOnly: true, body: "abcdefghij"},
 		{name: "unreadable", reply: "abc", check: unreadable, raw: "abc", wantErr: true, closed: true},
 		{name: "cut only, unreadable: as it came", reply: "abc", check: unreadable, cutOnly: true, raw: "abc", body: "abc", closed: true},
+		{name: "cut only, read failed: as it came", reply: "abc", failed: io.ErrUnexpectedEOF, check: upper, cutOnly: true, body: "abc"},
+		{name: "cut only, not decodable", reply: "abc", failed: relay.ErrDecode, check: upper, cutOnly: true, raw: "abc", wantErr: true, closed: true},
+		{name: "not decodable", reply: "abc", failed: relay.ErrDecode, check: upper, raw: "abc", wantErr: true, closed: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			src := &closeBody{Reader: strings.NewReader(tc.reply)}
+			var r io.Reader = strings.NewReader(tc.reply)
+			if tc.failed != nil {
+				r = io.MultiReader(r, failing{tc.failed})
+			}
+			src := &closeBody{Reader: r}
 			resp := &http.Response{Body: src, Header: http.Header{}, ContentLength: -1}
 			raw, err := replybody.Filter(resp, 8, tc.check, tc.cutOnly)
 			if (err != nil) != tc.wantErr {
@@ -58,8 +72,8 @@ func TestFilter(t *testing.T) {
 				return
 			}
 			got, err := io.ReadAll(resp.Body)
-			if err != nil || string(got) != tc.body {
-				t.Fatalf("agent reads %q (%v), want %q", got, err, tc.body)
+			if !errors.Is(err, tc.failed) || string(got) != tc.body {
+				t.Fatalf("agent reads %q (%v), want %q (%v)", got, err, tc.body, tc.failed)
 			}
 			if src.closed {
 				if resp.ContentLength != int64(len(tc.body)) || resp.Header.Get("Content-Length") != strconv.Itoa(len(tc.body)) {

@@ -2,12 +2,13 @@ package wire
 
 import (
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"io"
 	"net/http"
 	"slices"
 	"strconv"
+
+	"gatekeeper/proxy/relay"
 )
 
 // redactedKey replaces what an upstream error body shows of a provider key.
@@ -122,34 +123,22 @@ func endsWithTail(word []byte, keys []string) bool {
 	return false
 }
 
-// errUnreadableError: an upstream error body too large or encoded to check.
+// errUnreadableError: an upstream error body too large to check.
 var errUnreadableError = errors.New("wire: upstream error body cannot be checked for key fragments")
 
 // maxErrorBody bounds an upstream error body gatekeeper reads to redact.
 const maxErrorBody = 1 << 20
 
 // RedactErrorBody replaces an upstream error reply's body with its
-// redacted form. A body gatekeeper cannot read whole (too large, or in an
-// encoding other than gzip, which was not asked for) is replaced by
-// unreadable(status), a message of gatekeeper's own in the provider's
-// format.
+// redacted form, decoded when it came compressed (relay.Decode). A body
+// gatekeeper cannot read whole (too large once decoded, malformed, or in
+// a coding it does not decode) is replaced by unreadable(status), a
+// message of gatekeeper's own in the provider's format.
 func RedactErrorBody(resp *http.Response, keys []string, unreadable func(status int) []byte) {
-	var src io.Reader = resp.Body
-	enc := resp.Header.Get("Content-Encoding")
 	var raw []byte
-	var err error
-	switch enc {
-	case "", "identity":
-	case "gzip":
-		var zr *gzip.Reader
-		if zr, err = gzip.NewReader(resp.Body); err == nil {
-			src = zr
-		}
-	default:
-		err = errUnreadableError
-	}
+	err := relay.Decode(resp)
 	if err == nil {
-		raw, err = io.ReadAll(io.LimitReader(src, maxErrorBody+1))
+		raw, err = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
 	}
 	_ = resp.Body.Close()
 	if err == nil && len(raw) > maxErrorBody {

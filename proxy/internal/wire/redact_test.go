@@ -1,12 +1,17 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
 
+	"gatekeeper/mockprovider"
 	"gatekeeper/streaming"
 )
 
@@ -78,4 +83,50 @@ func FuzzCheckTurnBody(f *testing.F) {
 			t.Fatal("accepted a background response")
 		}
 	})
+}
+
+// A compressed error body is decoded, then redacted; one that cannot be
+// read whole once decoded (past maxErrorBody, malformed, or in a coding
+// gatekeeper does not decode) is replaced.
+func TestRedactErrorBodyCodings(t *testing.T) {
+	const key = "sk-proj-Q7xv2LmZ9aBcDeFgH1jK"
+	body := []byte(`{"error":{"message":"Incorrect API key provided: ` + key + `"}}`)
+	unreadable := func(status int) []byte {
+		return []byte(`{"error":{"message":"unreadable ` + strconv.Itoa(status) + `"}}`)
+	}
+	bomb := bytes.Repeat([]byte("a"), maxErrorBody+1)
+	type tc struct {
+		name, coding string
+		raw          []byte
+		want         string
+	}
+	var cases []tc
+	for _, c := range mockprovider.Codings {
+		z, err := mockprovider.Compress(c, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		big, err := mockprovider.Compress(c, bomb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases = append(cases,
+			tc{c, c, z, `{"error":{"message":"Incorrect API key provided: [redacted]"}}`},
+			tc{c + " past the bound decoded", c, big, `{"error":{"message":"unreadable 401"}}`},
+			tc{c + " cut", c, z[:len(z)/2], `{"error":{"message":"unreadable 401"}}`})
+	}
+	cases = append(cases, tc{"identity", "identity", body, `{"error":{"message":"Incorrect API key provided: [redacted]"}}`},
+		tc{"unknown", "foo", body, `{"error":{"message":"unreadable 401"}}`},
+		tc{"stacked", "gzip, br", body, `{"error":{"message":"unreadable 401"}}`})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp := &http.Response{StatusCode: 401, Header: http.Header{"Content-Encoding": {c.coding}, "Content-Length": {strconv.Itoa(len(c.raw))}},
+				Body: io.NopCloser(bytes.NewReader(c.raw))}
+			RedactErrorBody(resp, []string{key}, unreadable)
+			got, _ := io.ReadAll(resp.Body)
+			if string(got) != c.want || resp.Header.Get("Content-Encoding") != "" || resp.Header.Get("Content-Length") != strconv.Itoa(len(got)) {
+				t.Fatalf("body %.120s, headers %v", got, resp.Header)
+			}
+		})
+	}
 }
