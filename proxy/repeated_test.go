@@ -177,7 +177,11 @@ func sse(pairs ...string) string {
 
 // replayUpstream answers every turn with the recorded reply of its API and
 // form; the continuation of a refused call gets it again.
-func replayUpstream(t *testing.T) string {
+func replayUpstream(t *testing.T) string { return replayUpstreamLength(t, false) }
+
+// replayUpstreamLength is replayUpstream; with length, a stream comes with
+// a Content-Length, as some OpenAI-compatible servers send it.
+func replayUpstreamLength(t *testing.T, length bool) string {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		api := map[bool]string{true: "anthropic", false: "chat"}[strings.HasSuffix(r.URL.Path, "/messages")]
@@ -189,7 +193,10 @@ func replayUpstream(t *testing.T) string {
 			form, ct = "stream", "text/event-stream"
 		}
 		w.Header().Set("Content-Type", ct)
-		if form == "stream" {
+		if length {
+			w.Header().Set("Content-Length", fmt.Sprint(len(repeatedReplies[api+"/"+form])))
+		}
+		if form == "stream" && !length {
 			// Streamed as providers stream, without a length.
 			w.WriteHeader(http.StatusOK)
 			w.(http.Flusher).Flush()
@@ -220,6 +227,21 @@ func TestRepeatedMemberCallHeld(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A stream gatekeeper rewrites (here into one reading, with the refusal
+// in place of the call) reaches the agent whole even when the provider
+// sent it with a Content-Length: the agent's reply has no stale length.
+func TestRewrittenStreamWithLength(t *testing.T) {
+	for _, api := range repeatAPIs {
+		t.Run(api, func(t *testing.T) {
+			e := newEnv(t, envOpts{upstream: replayUpstreamLength(t, true), limits: gatesYAML("", "    on_refusal: end_turn")})
+			reply := repeatTurn(t, api, e.gk+"/t/len-"+api, "", true)
+			if deliveredBash(t, reply) || !strings.Contains(reply, "The call to Bash was refused") {
+				t.Fatalf("reply %s", reply)
+			}
+		})
 	}
 }
 

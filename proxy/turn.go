@@ -279,6 +279,11 @@ func (t *turn) attach(resp *http.Response) error {
 		t.filter.Hold()
 		t.filter.NoticeCut(notice.Cut)
 		resp.Body = t.streamBody(resp.Body)
+		// The filter may rewrite the stream (a notice, a call withheld,
+		// a repeated member read one way): a provider's length would
+		// cut it or leave it short.
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
 	default:
 		cutOnly := t.filter == nil
 		if cutOnly {
