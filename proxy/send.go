@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"gatekeeper/proxy/internal/apierr"
+	"gatekeeper/proxy/internal/coding"
 	"gatekeeper/proxy/internal/passthrough"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
@@ -23,7 +24,7 @@ import (
 // provider's (outgoing), through the keyed transport, which moves a call
 // the provider refuses before any byte to another key of the pool.
 //
-// The reply comes decoded when the provider compressed it (relay.Decode),
+// The reply comes decoded when the provider compressed it (coding.Decode),
 // so that what is metered and gated is what the agent gets. A reply in a
 // coding gatekeeper does not decode is refused (codingRefused); an error
 // reply in one keeps its status, its body replaced by the redaction that
@@ -37,7 +38,7 @@ func (t *turn) send(ctx context.Context, hdr http.Header, query string) (*http.R
 	if err != nil {
 		return nil, err
 	}
-	if err := relay.Decode(resp); err != nil && resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+	if err := coding.Decode(resp); err != nil && resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		_ = resp.Body.Close()
 		return nil, t.codingRefused(err)
 	}
@@ -45,18 +46,18 @@ func (t *turn) send(ctx context.Context, hdr http.Header, query string) (*http.R
 }
 
 // codingRefused is the agent's error for a reply in a content coding
-// gatekeeper does not decode (err, a *relay.CodingError): nothing of the
+// gatekeeper does not decode (err, a *coding.Error): nothing of the
 // reply could be read, neither its calls nor its usage, so none of it is
 // delivered. The provider answered the same call in it once, so the
 // agent is told not to retry.
 func (t *turn) codingRefused(err error) *apierr.Error {
-	coding := ""
-	if ce, ok := errors.AsType[*relay.CodingError](err); ok {
-		coding = ce.Coding
+	name := ""
+	if ce, ok := errors.AsType[*coding.Error](err); ok {
+		name = ce.Coding
 	}
 	return &apierr.Error{Code: http.StatusBadGateway, Type: apierr.Upstream, NoRetry: true, Err: err,
 		Msg: fmt.Sprintf("provider %s answered in content coding %q, which gatekeeper does not decode (it decodes gzip, deflate, br and zstd); the reply was not delivered",
-			t.req.up.cfg.Name, coding)}
+			t.req.up.cfg.Name, name)}
 }
 
 // outgoing is the request send sends: a POST of t's body to the

@@ -3,10 +3,10 @@
 // either direction), and the copy loop that hands a reply to the agent
 // (its headers, its status, then its body written and flushed at once
 // each time its source yields, so that every server-sent event reaches
-// the agent as soon as it is whole), the pool of buffers replies are
-// read and copied with, and the decoding of a reply the provider
-// compressed (Decode), so that everything above reads, and the agent
-// gets, the decoded bytes.
+// the agent as soon as it is whole), and the pool of buffers replies are
+// read and copied with. A reply the provider compressed is decoded
+// before it gets here (proxy/internal/coding): relay stays on the
+// standard library.
 //
 // What the agent gets of a reply (which events, filtered how, held how
 // long) is decided by the reply's Source, which the proxy builds per turn;

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"gatekeeper/proxy/relay"
+	"gatekeeper/proxy/internal/coding"
 )
 
 // Filter reads the whole non-streamed reply resp, up to limit bytes, and
@@ -21,11 +21,11 @@ import (
 // cutOnly is a reply whose calls are only cut, none restricted: one too
 // large to check, or that check cannot read, goes on as it came (its
 // decoding, not its delivery, fails); raw is nil when it was not read
-// whole. A compressed reply whose bytes do not decode (relay.ErrDecode)
+// whole. A compressed reply whose bytes do not decode (coding.ErrDecode)
 // has no form to go on in: it is an error, cutOnly or not.
 func Filter(resp *http.Response, limit int64, check func([]byte) ([]byte, error), cutOnly bool) (raw []byte, err error) {
 	raw, err = io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if errors.Is(err, relay.ErrDecode) {
+	if errors.Is(err, coding.ErrDecode) {
 		cutOnly = false
 	}
 	if cutOnly && (err != nil || int64(len(raw)) > limit) {

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"gatekeeper/proxy/internal/coding"
 	"gatekeeper/proxy/internal/replybody"
-	"gatekeeper/proxy/relay"
 )
 
 // closeBody is a reply body that remembers being closed.
@@ -47,8 +47,8 @@ func TestFilter(t *testing.T) {
 		{name: "unreadable", reply: "abc", check: unreadable, raw: "abc", wantErr: true, closed: true},
 		{name: "cut only, unreadable: as it came", reply: "abc", check: unreadable, cutOnly: true, raw: "abc", body: "abc", closed: true},
 		{name: "cut only, read failed: as it came", reply: "abc", failed: io.ErrUnexpectedEOF, check: upper, cutOnly: true, body: "abc"},
-		{name: "cut only, not decodable", reply: "abc", failed: relay.ErrDecode, check: upper, cutOnly: true, raw: "abc", wantErr: true, closed: true},
-		{name: "not decodable", reply: "abc", failed: relay.ErrDecode, check: upper, raw: "abc", wantErr: true, closed: true},
+		{name: "cut only, not decodable", reply: "abc", failed: coding.ErrDecode, check: upper, cutOnly: true, raw: "abc", wantErr: true, closed: true},
+		{name: "not decodable", reply: "abc", failed: coding.ErrDecode, check: upper, raw: "abc", wantErr: true, closed: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strconv"
 
-	"gatekeeper/proxy/relay"
+	"gatekeeper/proxy/internal/coding"
 )
 
 // redactedKey replaces what an upstream error body shows of a provider key.
@@ -130,13 +130,13 @@ var errUnreadableError = errors.New("wire: upstream error body cannot be checked
 const maxErrorBody = 1 << 20
 
 // RedactErrorBody replaces an upstream error reply's body with its
-// redacted form, decoded when it came compressed (relay.Decode). A body
+// redacted form, decoded when it came compressed (coding.Decode). A body
 // gatekeeper cannot read whole (too large once decoded, malformed, or in
 // a coding it does not decode) is replaced by unreadable(status), a
 // message of gatekeeper's own in the provider's format.
 func RedactErrorBody(resp *http.Response, keys []string, unreadable func(status int) []byte) {
 	var raw []byte
-	err := relay.Decode(resp)
+	err := coding.Decode(resp)
 	if err == nil {
 		raw, err = io.ReadAll(io.LimitReader(resp.Body, maxErrorBody+1))
 	}

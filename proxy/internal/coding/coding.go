@@ -1,4 +1,8 @@
-package relay
+// Package coding reads a reply that a provider compressed: it decodes the
+// content codings gatekeeper knows (gzip, deflate, br, zstd) as the reply
+// is read, bounded by what its reader takes, and refuses any other, so
+// that gatekeeper and the agent read the same bytes.
+package coding
 
 import (
 	"bufio"
@@ -25,15 +29,15 @@ import (
 var (
 	// ErrCoding: the reply names a content coding gatekeeper does not
 	// decode, or several stacked.
-	ErrCoding = errors.New("relay: reply in a content coding gatekeeper does not decode")
+	ErrCoding = errors.New("coding: reply in a content coding gatekeeper does not decode")
 	// ErrDecode: the reply's bytes are not valid in the content coding
 	// it names.
-	ErrDecode = errors.New("relay: reply bytes malformed for their content coding")
+	ErrDecode = errors.New("coding: reply bytes malformed for their content coding")
 )
 
-// CodingError is a reply's Content-Encoding that gatekeeper does not
+// Error is a reply's Content-Encoding that gatekeeper does not
 // decode.
-type CodingError struct {
+type Error struct {
 	Coding string // as the provider wrote it, cut to maxCodingShown bytes
 }
 
@@ -41,11 +45,11 @@ type CodingError struct {
 // error repeats.
 const maxCodingShown = 64
 
-func (e *CodingError) Error() string {
-	return fmt.Sprintf("relay: reply in content coding %q, which gatekeeper does not decode", e.Coding)
+func (e *Error) Error() string {
+	return fmt.Sprintf("coding: reply in content coding %q, which gatekeeper does not decode", e.Coding)
 }
 
-func (e *CodingError) Unwrap() error { return ErrCoding }
+func (e *Error) Unwrap() error { return ErrCoding }
 
 // The content codings gatekeeper decodes, by the names Coding returns.
 const (
@@ -61,8 +65,8 @@ const maxZstdWindow = 8 << 20
 
 // Coding is the content coding h's Content-Encoding names: "" for none
 // (or identity), else Gzip, Deflate, Brotli or Zstd. Anything else, a
-// list of several codings included, is a *CodingError.
-func Coding(h http.Header) (string, error) {
+// list of several codings included, is a *Error.
+func Of(h http.Header) (string, error) {
 	var codings []string
 	for _, v := range h.Values("Content-Encoding") {
 		for c := range strings.SplitSeq(v, ",") {
@@ -88,14 +92,14 @@ func Coding(h http.Header) (string, error) {
 	if len(shown) > maxCodingShown {
 		shown = shown[:maxCodingShown]
 	}
-	return "", &CodingError{Coding: shown}
+	return "", &Error{Coding: shown}
 }
 
 // Decode makes resp's body its decoded bytes when its Content-Encoding
 // names a coding gatekeeper decodes: the header goes, and with it
 // Content-Length, which counted the encoded bytes. A reply without
 // Content-Encoding, or in identity, is left as it is. Any other coding
-// returns a *CodingError (ErrCoding) and leaves resp as it is.
+// returns a *Error (ErrCoding) and leaves resp as it is.
 //
 // Decoding streams: the body's first Read reads the coding's header, and
 // each Read hands out what the provider's bytes decode to so far, so an
@@ -108,7 +112,7 @@ func Coding(h http.Header) (string, error) {
 // ends. Close closes the provider's body only, and may be called while a
 // Read runs (Upstream's read aside).
 func Decode(resp *http.Response) error {
-	coding, err := Coding(resp.Header)
+	coding, err := Of(resp.Header)
 	if err != nil || coding == "" {
 		return err
 	}

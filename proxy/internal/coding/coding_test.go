@@ -1,4 +1,4 @@
-package relay
+package coding
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/zstd"
+
+	"gatekeeper/proxy/relay"
 )
 
 var codings = []string{Gzip, Deflate, Brotli, Zstd}
@@ -72,7 +74,7 @@ func reply(enc string, body []byte) *http.Response {
 	return &http.Response{StatusCode: 200, Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body))}
 }
 
-func TestCoding(t *testing.T) {
+func TestOf(t *testing.T) {
 	for _, tc := range []struct {
 		name, header string // "\n" separates header lines
 		want         string
@@ -102,19 +104,19 @@ func TestCoding(t *testing.T) {
 			if tc.header != "" {
 				h["Content-Encoding"] = strings.Split(tc.header, "\n")
 			}
-			got, err := Coding(h)
-			var ce *CodingError
+			got, err := Of(h)
+			var ce *Error
 			if tc.refused != errors.As(err, &ce) || tc.refused != errors.Is(err, ErrCoding) {
-				t.Fatalf("Coding(%q) error %v, refused %v", tc.header, err, tc.refused)
+				t.Fatalf("Of(%q) error %v, refused %v", tc.header, err, tc.refused)
 			}
 			if got != tc.want {
-				t.Fatalf("Coding(%q) = %q, want %q", tc.header, got, tc.want)
+				t.Fatalf("Of(%q) = %q, want %q", tc.header, got, tc.want)
 			}
 		})
 	}
 	long := strings.Repeat("x", 500)
-	_, err := Coding(http.Header{"Content-Encoding": {long}})
-	var ce *CodingError
+	_, err := Of(http.Header{"Content-Encoding": {long}})
+	var ce *Error
 	if !errors.As(err, &ce) || len(ce.Coding) != maxCodingShown {
 		t.Fatalf("a long coding is shown whole: %v", err)
 	}
@@ -310,8 +312,8 @@ func TestDecodeCloseDuringRead(t *testing.T) {
 			if err := Decode(resp); err != nil {
 				t.Fatal(err)
 			}
-			u := NewUpstream(resp.Body, make([]byte, 512))
-			if _, err := u.Read(10 * time.Millisecond); !errors.Is(err, ErrQuiet) {
+			u := relay.NewUpstream(resp.Body, make([]byte, 512))
+			if _, err := u.Read(10 * time.Millisecond); !errors.Is(err, relay.ErrQuiet) {
 				t.Fatalf("read of a silent provider: %v", err)
 			}
 			done := make(chan struct{})
