@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -139,32 +137,7 @@ func TestMetricsMatchSpend(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
-	}
-	sum := func(name string, match map[string]string) float64 {
-		f, ok := fams[name]
-		if !ok {
-			t.Fatalf("no metric %s in:\n%s", name, body)
-		}
-		var v float64
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			ok := true
-			for k, want := range match {
-				ok = ok && labels[k] == want
-			}
-			if ok {
-				v += m.GetCounter().GetValue()
-			}
-		}
-		return v
-	}
+	sum := func(name string, match map[string]string) float64 { return scrapeCounter(t, tel, name, match) }
 	team := map[string]string{"tenant": "team-a", "model": "claude-sonnet-4-5"}
 	if got := sum("gatekeeper_turns_total", team); got != float64(turns) {
 		t.Errorf("turns %v, records %d", got, turns)
