@@ -39,10 +39,11 @@ func (t *turn) holdOpened(o outcome.Turn, approvalID string) {
 }
 
 // record writes the turn's outcome to its thread record (through behind.go
-// on Redis, or at once), with a context that outlives the agent: a turn
-// whose client went away is still charged.
+// on Redis, or at once), with the request's context detached from its
+// cancellation: a turn whose client went away is still charged, in the
+// turn's span and with the request's values.
 func (t *turn) record(o outcome.Turn) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(context.Background()), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 10*time.Second)
 	defer cancel()
 	t.write(ctx, o)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -151,5 +152,45 @@ func TestMetricsMatchSpend(t *testing.T) {
 	}
 	if strings.Contains(string(body), "m-1") {
 		t.Error("a trajectory id is a label")
+	}
+}
+
+// spanStore records the trace of every chain update it is asked for.
+type spanStore struct {
+	trajectory.Store
+	mu     sync.Mutex
+	traces []trace.TraceID
+}
+
+func (s *spanStore) UpdateChain(ctx context.Context, id string, fn func([]*trajectory.Record) ([]trajectory.Event, error)) ([]*trajectory.Record, error) {
+	s.mu.Lock()
+	s.traces = append(s.traces, trace.SpanContextFromContext(ctx).TraceID())
+	s.mu.Unlock()
+	return s.Store.UpdateChain(ctx, id, fn)
+}
+
+// TestSettleCarriesTheTurnsTrace: the write that records a turn, which
+// outlives the agent's request, still runs in the turn's trace (and with
+// the request's values), detached from its cancellation only.
+func TestSettleCarriesTheTurnsTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tel, err := telemetry.New(context.Background(), telemetry.Options{SpanExporter: exp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	st := &spanStore{}
+	e := newEnv(t, envOpts{tel: tel, wrap: func(s trajectory.Store) trajectory.Store { st.Store = s; return st }})
+	readAll(t, e.do(t, "POST", "/t/span-settle/anthropic/v1/messages", anthropicReq(false, "hello"), "x-api-key", vkA,
+		"content-type", "application/json", "anthropic-version", "2023-06-01",
+		"traceparent", "00-"+agentTrace+"-00f067aa0ba902b7-01", "X-Mock-Turn", `{"kind":"text"}`))
+	waitFor(t, "the turn recorded", func() bool { return e.record(t, "span-settle").Turns == 1 })
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.traces) < 2 {
+		t.Fatalf("%d chain updates, want the admission and the settle", len(st.traces))
+	}
+	if got := st.traces[len(st.traces)-1].String(); got != agentTrace {
+		t.Fatalf("the settle's update ran in trace %q, want the turn's %s (all: %v)", got, agentTrace, st.traces)
 	}
 }

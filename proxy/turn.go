@@ -198,6 +198,8 @@ func (t *turn) begin(r *http.Request) (ctx context.Context, end func()) {
 		Trajectory: t.recID, Parent: t.parentID, Tenant: req.tenant.Name, Stage: string(t.adm.Decision.Stage),
 		ServerAddress: req.up.target.Host})
 	t.tt = tt
+	// From here the turn's work (its settle too) runs in its span.
+	t.ctx = sctx
 	t.observe(t.admitEvents)
 	uctx, cancel := context.WithCancel(sctx)
 	t.cancelUp = cancel
