@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -161,31 +160,11 @@ log: {level: info, format: text}
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "-config", cfg}, env("GATEKEEPER_LISTEN", "127.0.0.1:0"), logs, logs)
-	}()
-	defer func() {
-		rl.pause(false)
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("serve did not stop")
-		}
-	}()
-	addrRe := regexp.MustCompile(`msg="gatekeeper listening" addr=(\S+)`)
-	var base string
-	for i := 0; i < 500 && base == ""; i++ {
-		if m := addrRe.FindStringSubmatch(logs.String()); m != nil {
-			base = "http://" + m[1]
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if base == "" {
-		t.Fatalf("gatekeeper did not start:\n%s", logs)
-	}
+	defer cancel()
+	// Let the replica reach Redis again when the test ends (cleanups run
+	// after defers): it stops as it would in production.
+	defer rl.pause(false)
+	base := startReplica(t, cfg).base
 	hc := &http.Client{Timeout: 15 * time.Second}
 	defer hc.CloseIdleConnections()
 	send := func(ctx context.Context, traj, spec string, stream bool) (*http.Response, error) {
