@@ -108,13 +108,14 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, _ caller) err
 	if rc.Flush() != nil {
 		return nil
 	}
+	var buf []byte // the events' framing, reused
 	for {
 		nctx, cancel := context.WithTimeout(ctx, streamKeepalive)
 		ev, err := sub.Next(nctx)
 		cancel()
 		switch {
 		case err == nil:
-			if writeEvent(w, &ev) != nil {
+			if buf, err = writeEvent(w, buf[:0], &ev); err != nil {
 				return nil
 			}
 			// What else is already there goes out with it, in one flush.
@@ -123,7 +124,7 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, _ caller) err
 				if !ok {
 					break
 				}
-				if writeEvent(w, &ev) != nil {
+				if buf, err = writeEvent(w, buf[:0], &ev); err != nil {
 					return nil
 				}
 			}
@@ -148,9 +149,9 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, _ caller) err
 // writeEvent writes ev as one SSE event: its id, its kind as the event
 // name and the whole event as data (JSON on one line).
 // The feed encodes an event once for all of its subscribers.
-func writeEvent(w io.Writer, ev *feed.Event) error {
+// It is framed in b, the subscriber's scratch buffer, which it returns.
+func writeEvent(w io.Writer, b []byte, ev *feed.Event) ([]byte, error) {
 	data := ev.JSON()
-	b := make([]byte, 0, len("id: \nevent: \ndata: \n\n")+len(ev.ID)+len(ev.Kind)+len(data))
 	b = append(b, "id: "...)
 	b = append(b, ev.ID...)
 	b = append(b, "\nevent: "...)
@@ -159,7 +160,7 @@ func writeEvent(w io.Writer, ev *feed.Event) error {
 	b = append(b, data...)
 	b = append(b, "\n\n"...)
 	_, err := w.Write(b)
-	return err
+	return b, err
 }
 
 // streamBatch bounds the events written between two flushes.
