@@ -1,6 +1,6 @@
 package config
 
-// Watchdog configures the loop watchdog (README.md, Loop watchdog): per
+// Watchdog configures the loop watchdog (docs/guide/watchdog.md): per
 // thread, the signals that a run repeats itself and the steps it takes
 // when one reaches its threshold. The top-level block applies to every
 // tenant; tenants[].watchdog overrides the fields it sets. A threshold of

@@ -13,7 +13,7 @@ import (
 )
 
 // heldDeliveredMsg is the one answer a request of a held turn gets once
-// another request of the turn took the decided reply (README, "How a held
+// another request of the turn took the decided reply (docs/guide/approvals.md, "How a held
 // call behaves": 409, invalid_request_error, x-should-retry false; an
 // error event when its stream is open).
 const heldDeliveredMsg = "this turn's reply, held for approval, was already delivered to another request of the same turn; continue from it"

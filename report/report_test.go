@@ -216,7 +216,7 @@ func equalJSON(t *testing.T, a, b Report) bool {
 // TestExample regenerates the worked example's runs and checks them and
 // every output format against the committed files (go test -update
 // rewrites them): testdata/runs.jsonl, testdata/example.{txt,json,csv,svg}
-// and docs/cost-report.svg, which README shows.
+// and docs/cost-report.svg, which docs/guide/outcomes.md shows.
 func TestExample(t *testing.T) {
 	var runs bytes.Buffer
 	for _, r := range example() {
@@ -251,15 +251,15 @@ func TestExample(t *testing.T) {
 		golden(t, f.file, b.Bytes())
 	}
 
-	// README's worked example shows the text report as it is.
-	readme, err := os.ReadFile("../README.md")
+	// The guide's worked example shows the text report as it is.
+	guide, err := os.ReadFile("../docs/guide/outcomes.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var text bytes.Buffer
 	_ = WriteText(&text, rep)
-	if !bytes.Contains(readme, append(append([]byte("```\n"), text.Bytes()...), "```"...)) {
-		t.Error("README.md's worked example is not the text report of testdata/runs.jsonl: paste testdata/example.txt into it")
+	if !bytes.Contains(guide, append(append([]byte("```\n"), text.Bytes()...), "```"...)) {
+		t.Error("docs/guide/outcomes.md's worked example is not the text report of testdata/runs.jsonl: paste testdata/example.txt into it")
 	}
 
 	// The JSON is the admin API's answer: decoding it gives the report back.

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The JSON form is the admin API's (README.md, Admin API): snake_case, parent_id, exit_reason,
+// The JSON form is the admin API's (docs/reference/admin-api.md): snake_case, parent_id, exit_reason,
 // approval_id and control null when empty, children and tool_calls always
 // arrays. Wire structs keep the Go types free of pointer-for-null fields.
 // UnmarshalJSON reads them; AppendJSON (json_append.go) writes what

@@ -67,7 +67,7 @@ type Record struct {
 	// CallInput the call's input estimate in tokens and CallOutput the
 	// output that had streamed by the last beat, in tokens estimated from
 	// its bytes. A call whose beat is too old is taken for lost and
-	// charged from these (README.md, Reliability).
+	// charged from these (docs/guide/budgets.md, "Calls in flight cannot leak").
 	CallOwner  string
 	CallBeat   time.Time
 	CallInput  int64

@@ -16,7 +16,7 @@ import (
 )
 
 // exampleGateCalls are spellings the example gate of config.yaml and of
-// the README must hold, and must let through.
+// the approvals guide must hold, and must let through.
 var exampleGateCalls = []struct {
 	name, tool, command string
 	held                bool
@@ -61,11 +61,11 @@ var exampleGateCalls = []struct {
 	{"another tool", "Read", "rm -rf /", false},
 }
 
-// readmeGates returns the gates of the README's first YAML example
-// under "## Approval gates".
-func readmeGates(t *testing.T) []config.Gate {
+// guideGates returns the gates of the first YAML example under
+// "## Approval gates" in docs/guide/approvals.md.
+func guideGates(t *testing.T) []config.Gate {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/guide/approvals.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func readmeGates(t *testing.T) []config.Gate {
 	_, block, ok2 := strings.Cut(section, "```yaml\n")
 	block, _, ok3 := strings.Cut(block, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("README has no YAML example under ## Approval gates")
+		t.Fatal("docs/guide/approvals.md has no YAML example under ## Approval gates")
 	}
 	var doc struct {
 		Gates []config.Gate `yaml:"gates"`
@@ -89,7 +89,7 @@ func TestExampleGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sources := map[string][]config.Gate{"config.yaml": cfg.Gates, "README": readmeGates(t)}
+	sources := map[string][]config.Gate{"config.yaml": cfg.Gates, "guide": guideGates(t)}
 	for source, gs := range sources {
 		gates, err := approvals.Compile(gs)
 		if err != nil {

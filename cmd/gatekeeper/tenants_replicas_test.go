@@ -320,7 +320,7 @@ log: {level: info, format: json}
 	}
 	for _, tn := range []string{"team-a", "team-b"} {
 		// A turn's settle reaches Redis up to store.settle_window after
-		// its reply (README, "A turn's round trips"), later when a loaded
+		// its reply (docs/operations/redis.md, "A turn's round trips"), later when a loaded
 		// machine delays the write-behind queue or its retries: the record
 		// is read until it holds every turn, for 30 s at most, and what
 		// was read on the way is reported if it never does.

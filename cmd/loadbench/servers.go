@@ -375,7 +375,7 @@ const (
 // every request it serves (the bare proxy's too) in one-minute windows and
 // reports what is left of the limit it advertises; a provider reporting
 // less left than a burst lowers the key's buckets to that on every turn
-// (README "Rate limits and key pools"), which is not the roomy key this
+// (docs/guide/keys.md, "Slices"), which is not the roomy key this
 // benchmark means. The headers keep their count and size, so gatekeeper
 // still reads them as it would a real provider's.
 func roomyLimits(next http.Handler) http.Handler {

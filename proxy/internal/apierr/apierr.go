@@ -11,7 +11,7 @@ import (
 	"gatekeeper/streaming"
 )
 
-// Error types agents receive, in their provider's error format (README.md).
+// Error types agents receive, in their provider's error format (docs/operations/troubleshooting.md).
 const (
 	Authentication     = "authentication_error"
 	Permission         = "permission_error"
@@ -23,7 +23,7 @@ const (
 	BudgetExceeded     = "budget_exceeded"
 	RateLimited        = "rate_limited"
 	// ApprovalRefused: a gated call was refused where no reply can carry
-	// the refusal (README.md, "How a held call behaves").
+	// the refusal (docs/guide/approvals.md, "How a held call behaves").
 	ApprovalRefused = "approval_refused"
 	// Internal: gatekeeper could not handle the request (its store is out,
 	// or an error without an agent's form).

@@ -10,7 +10,7 @@ import (
 	"gatekeeper/trajectory"
 )
 
-// Exit reasons of runs these rules end (README.md).
+// Exit reasons of runs these rules end (docs/guide/budgets.md, docs/guide/watchdog.md).
 const (
 	ExitBudgetExceeded = "BUDGET_EXCEEDED"
 	ExitTruncationLoop = "TRUNCATION_LOOP"

@@ -9,7 +9,7 @@ import (
 )
 
 // TestAwaitedAnswer pins what the agent gets for every end of a wait on a
-// held turn, in each form (README, "How a held call behaves"): the same
+// held turn, in each form (docs/guide/approvals.md, "How a held call behaves"): the same
 // error whatever the form, except that gatekeeper shutting down drops a
 // stream (its agent retries elsewhere) and answers a JSON request 503.
 func TestAwaitedAnswer(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package watchdog owns the loop watchdog's checks of one thread's turn
-// (README.md, Loop watchdog): at admission, the results a request brings
+// (docs/guide/watchdog.md): at admission, the results a request brings
 // are read into the thread record's Watch and the thread's step applied
 // to the request (a notice, the read-only restriction, or a pause or the
 // run's end in place of the call); at the settle, the calls a reply
