@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -51,6 +53,48 @@ The admin verbs read GATEKEEPER_URL (default http://127.0.0.1:8080) and
 GATEKEEPER_ADMIN_TOKEN, and print JSON with -json.
 `
 
+// command is one entry of the CLI's dispatch table.
+type command struct {
+	name string
+	// verbs are what the command takes as its first argument; none when
+	// it takes flags only.
+	verbs []string
+	run   func(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error
+}
+
+// commands is the CLI's dispatch table. docs/reference/cli.md documents
+// every command and verb here, and a test holds the two to each other.
+var commands = []command{
+	{name: "serve", run: func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, _, stderr io.Writer) error {
+		return runServe(ctx, args, getenv, stderr)
+	}},
+	{name: "mock-provider", run: func(ctx context.Context, args []string, _ func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
+		return runMock(ctx, args, stdout, stderr)
+	}},
+	{name: "check-config", run: func(_ context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
+		return runCheckConfig(args, getenv, stdout, stderr)
+	}},
+	{name: "trajectories", verbs: []string{"ls", "show", "pause", "resume", "cancel", "kill", "finish", "interrupt", "budget"},
+		run: func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
+			return runTrajectories(ctx, args, getenv, stdout, stderr)
+		}},
+	{name: "tenants", run: func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
+		return runTenants(ctx, args, getenv, stdout, stderr)
+	}},
+	{name: "approvals", verbs: []string{"ls", "show", "approve", "deny"},
+		run: func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
+			return runApprovals(ctx, args, getenv, stdout, stderr)
+		}},
+	{name: "report", verbs: []string{"costs"},
+		run: func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
+			return runReport(ctx, args, getenv, stdout, stderr)
+		}},
+	{name: "gates", verbs: []string{"test"},
+		run: func(_ context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+			return runGates(args, getenv, stdin, stdout, stderr)
+		}},
+}
+
 // run is the whole program; main only wires the process to it.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -58,26 +102,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return flag.ErrHelp
 	}
 	switch args[0] {
-	case "serve":
-		return runServe(ctx, args[1:], getenv, stderr)
-	case "mock-provider":
-		return runMock(ctx, args[1:], stdout, stderr)
-	case "check-config":
-		return runCheckConfig(args[1:], getenv, stdout, stderr)
-	case "trajectories":
-		return runTrajectories(ctx, args[1:], getenv, stdout, stderr)
-	case "tenants":
-		return runTenants(ctx, args[1:], getenv, stdout, stderr)
-	case "approvals":
-		return runApprovals(ctx, args[1:], getenv, stdout, stderr)
-	case "report":
-		return runReport(ctx, args[1:], getenv, stdout, stderr)
-	case "gates":
-		return runGates(args[1:], getenv, os.Stdin, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		// A command's own usage answers a missing verb; an unknown one is
+		// refused here, for every command alike.
+		if len(c.verbs) > 0 && len(args) > 1 && !slices.Contains(c.verbs, args[1]) {
+			return fmt.Errorf("unknown verb %q: use %s", args[1], orList(c.verbs))
+		}
+		return c.run(ctx, args[1:], getenv, os.Stdin, stdout, stderr)
+	}
 	fmt.Fprintf(stderr, "gatekeeper: unknown command %q\n\n%s", args[0], usage)
 	return flag.ErrHelp
+}
+
+// orList writes words as "a, b or c".
+func orList(words []string) string {
+	if len(words) == 1 {
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
 }
