@@ -421,3 +421,10 @@ func TestDocLinks(t *testing.T) {
 		t.Errorf("checked %d links", links)
 	}
 }
+
+// TestReadmeIsAFrontDoor: README.md stays short, the rest lives in docs/.
+func TestReadmeIsAFrontDoor(t *testing.T) {
+	if n := strings.Count(readDoc(t, "README.md"), "\n"); n > 250 {
+		t.Errorf("README.md has %d lines; keep it at most 250 and move the rest into docs/", n)
+	}
+}
