@@ -41,7 +41,10 @@ type Gates struct {
 
 // Input is what a condition sees: tool.name and tool.input, trajectory.id,
 // .tenant, .stage and .budget_used, request.provider and .model. The model's
-// own description of the call is deliberately absent.
+// own description of the call is deliberately absent. From the name and
+// input come tool.class, tool.command, tool.path and tool.url (Classify):
+// strings, "" when they do not apply; the last three are unset when the
+// input of a tool that takes JSON is not JSON.
 type Input struct {
 	ToolName   string
 	ToolInput  any // parsed JSON: maps, slices, strings, float64, bool, nil
@@ -60,7 +63,15 @@ func (in Input) vars(withInput bool) map[string]any {
 		if input == nil {
 			input = map[string]any{}
 		}
-		tool["input"] = input
+		c := Classify(in.ToolName, input)
+		tool["input"], tool["class"] = input, c.Name
+		if _, text := input.(string); !text || FreeText(in.ToolName) {
+			// Input that is not JSON, of a tool whose input should be,
+			// leaves these unset: reading them fails, and holds the call.
+			tool["command"], tool["path"], tool["url"] = c.Command, c.Path, c.URL
+		}
+	} else if c := ClassOfName(in.ToolName); c != "" {
+		tool["class"] = c // known by its name; otherwise its input may make it a shell
 	}
 	return map[string]any{
 		"tool": tool,
@@ -234,7 +245,15 @@ func (g *Gates) FirstCouldMatch(tenant, toolName string, in Input) *Gate {
 		}
 		if vars == nil {
 			var err error
-			if vars, err = cel.PartialVars(in.vars(false), cel.AttributePattern("tool").QualString("input")); err != nil {
+			v := in.vars(false)
+			unknown := []*cel.AttributePatternType{
+				cel.AttributePattern("tool").QualString("input"), cel.AttributePattern("tool").QualString("command"),
+				cel.AttributePattern("tool").QualString("path"), cel.AttributePattern("tool").QualString("url"),
+			}
+			if _, known := v["tool"].(map[string]any)["class"]; !known {
+				unknown = append(unknown, cel.AttributePattern("tool").QualString("class"))
+			}
+			if vars, err = cel.PartialVars(v, unknown...); err != nil {
 				return gate
 			}
 		}

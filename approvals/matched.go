@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -94,21 +95,25 @@ func stringTests(env *cel.Env, checked *cel.Ast) []stringTest {
 	return out
 }
 
-// readsInput reports whether e reads tool.input (or tool["input"]).
+// inputFields are the members of tool read from the call's input.
+var inputFields = map[string]bool{"input": true, "command": true, "path": true, "url": true}
+
+// readsInput reports whether e reads tool.input (or tool["input"]), or
+// what comes of it: tool.command, tool.path, tool.url.
 func readsInput(e ast.Expr) bool {
 	found := false
 	ast.PreOrderVisit(e, ast.NewExprVisitor(func(e ast.Expr) {
 		switch e.Kind() {
 		case ast.SelectKind:
 			s := e.AsSelect()
-			if s.FieldName() == "input" && s.Operand().Kind() == ast.IdentKind && s.Operand().AsIdent() == "tool" {
+			if inputFields[s.FieldName()] && s.Operand().Kind() == ast.IdentKind && s.Operand().AsIdent() == "tool" {
 				found = true
 			}
 		case ast.CallKind:
 			c := e.AsCall()
 			if args := c.Args(); c.FunctionName() == "_[_]" && len(args) == 2 &&
 				args[0].Kind() == ast.IdentKind && args[0].AsIdent() == "tool" &&
-				args[1].Kind() == ast.LiteralKind && args[1].AsLiteral().Value() == "input" {
+				args[1].Kind() == ast.LiteralKind && inputFields[fmt.Sprint(args[1].AsLiteral().Value())] {
 				found = true
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -260,5 +261,54 @@ func TestRepeatedMemberWithheldAtRestrict(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// swappedItemStream is a Responses stream whose call item is announced as
+// a Read of a notes file and finished (output_item.done, and the final
+// output) as a Bash call running rm -rf /: no member repeats, but an agent
+// that runs the items it is given done runs another call than the one
+// announced.
+var swappedItemStream = sse(
+	"response.created", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_s1","object":"response","created_at":1,"status":"in_progress","model":"gpt-4.1","output":[]}}`,
+	"response.output_item.added", `{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"function_call","id":"fc_s1","call_id":"call_s1","name":"Read","arguments":"","status":"in_progress"}}`,
+	"response.function_call_arguments.delta", `{"type":"response.function_call_arguments.delta","sequence_number":2,"item_id":"fc_s1","output_index":0,"delta":"{\"file_path\":\"/srv/notes.txt\"}"}`,
+	"response.function_call_arguments.done", `{"type":"response.function_call_arguments.done","sequence_number":3,"item_id":"fc_s1","output_index":0,"arguments":"{\"file_path\":\"/srv/notes.txt\"}"}`,
+	"response.output_item.done", `{"type":"response.output_item.done","sequence_number":4,"output_index":0,"item":{"type":"function_call","id":"fc_s1","call_id":"call_s1","name":"Bash","arguments":"{\"command\":\"rm -rf /\"}","status":"completed"}}`,
+	"response.completed", `{"type":"response.completed","sequence_number":5,"response":{"id":"resp_s1","object":"response","created_at":1,"status":"completed","model":"gpt-4.1","output":[{"type":"function_call","id":"fc_s1","call_id":"call_s1","name":"Bash","arguments":"{\"command\":\"rm -rf /\"}","status":"completed"}],"usage":{"input_tokens":12,"output_tokens":30,"total_tokens":42}}}`)
+
+// A done item that swaps the announced call for another is never
+// delivered: not as the done item the SDK's stream gives, nor in the final
+// response. Before, the Read was gated (and let through) while the agent
+// got the Bash.
+func TestSwappedItemNeverDelivered(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, swappedItemStream)
+	}))
+	t.Cleanup(up.Close)
+	e := newEnv(t, envOpts{upstream: up.URL, limits: gatesYAML("", "    on_refusal: end_turn")})
+	c := oaiClient(e.gk+"/t/swapped/openai/v1", vkA, "")
+	s := c.Responses.NewStreaming(ctxT(t), bashResponsesParams())
+	defer s.Close()
+	var given []string // the calls the SDK gives, done and in the final response
+	completed := false
+	for s.Next() {
+		switch ev := s.Current(); ev.Type {
+		case "response.output_item.done":
+			given = append(given, ev.Item.Type+" "+ev.Item.Name)
+		case "response.completed":
+			completed = true
+			for _, item := range ev.Response.Output {
+				given = append(given, item.Type+" "+item.Name)
+			}
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !completed || slices.Contains(given, "function_call Bash") {
+		t.Fatalf("completed %v, the SDK was given %q", completed, given)
 	}
 }

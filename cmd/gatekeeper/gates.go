@@ -123,7 +123,10 @@ func parseTestCalls(data []byte) ([]testCallInput, error) {
 
 // gateTestResult is what the gates make of one call.
 type gateTestResult struct {
-	Call     approvals.Call      `json:"call"`
+	Call approvals.Call `json:"call"`
+	// Class is what the call is taken to do (tool.class, tool.command,
+	// tool.path, tool.url as a condition sees them).
+	Class    classJSON           `json:"class"`
 	Verdicts []approvals.Verdict `json:"gates"`
 	HeldBy   string              `json:"held_by,omitempty"` // the gate that holds the call; empty: not held
 }
@@ -142,7 +145,8 @@ func testCall(gates *approvals.Gates, in approvals.Input, c testCallInput) gateT
 		call = approvals.Call{Name: c.Name, Input: raw}
 		in.ToolInput = string(c.Input)
 	}
-	r := gateTestResult{Call: call, Verdicts: gates.Explain(in)}
+	class := approvals.Classify(in.ToolName, in.ToolInput)
+	r := gateTestResult{Call: call, Class: classJSON{class.Name, class.Command, class.Path, class.URL}, Verdicts: gates.Explain(in)}
 	for _, v := range r.Verdicts {
 		if v.Decides {
 			r.HeldBy = v.Gate
@@ -151,8 +155,28 @@ func testCall(gates *approvals.Gates, in approvals.Input, c testCallInput) gateT
 	return r
 }
 
+// classJSON is approvals.Class as `gates test -json` prints it.
+type classJSON struct {
+	Name    string `json:"name"`
+	Command string `json:"command,omitempty"`
+	Path    string `json:"path,omitempty"`
+	URL     string `json:"url,omitempty"`
+}
+
 func printGateTest(w io.Writer, n int, r gateTestResult) {
 	fmt.Fprintf(w, "call %d: %s\n", n, approvals.Preview(r.Call))
+	switch c := r.Class; {
+	case c.Name == "":
+		fmt.Fprintln(w, "  class: none (tool.class is \"\")")
+	case c.Command != "":
+		fmt.Fprintf(w, "  class: %s, command: %s\n", c.Name, approvals.Excerpt(c.Command, 200, nil))
+	case c.Path != "":
+		fmt.Fprintf(w, "  class: %s, path: %s\n", c.Name, approvals.Excerpt(c.Path, 200, nil))
+	case c.URL != "":
+		fmt.Fprintf(w, "  class: %s, url: %s\n", c.Name, approvals.Excerpt(c.URL, 200, nil))
+	default:
+		fmt.Fprintf(w, "  class: %s\n", c.Name)
+	}
 	for _, v := range r.Verdicts {
 		var what string
 		switch {

@@ -61,6 +61,27 @@ var exampleGateCalls = []struct {
 	{"another tool", "Read", "rm -rf /", false},
 }
 
+// exampleGateAgentCalls are other agents' shells, as they call them: the
+// example gate reads each one's command through tool.class and
+// tool.command.
+var exampleGateAgentCalls = []struct {
+	name, tool, input string
+	held              bool
+}{
+	{"Codex shell", "shell", `{"command":["bash","-lc","rm -rf /srv"],"workdir":"/w"}`, true},
+	{"Codex shell, harmless", "shell", `{"command":["bash","-lc","ls -la"]}`, false},
+	{"Codex shell_command", "shell_command", `{"command":"rm -fr build"}`, true},
+	{"Codex exec_command", "exec_command", `{"cmd":"kubectl -n prod delete pod x","yield_time_ms":1000}`, true},
+	{"Codex write_stdin", "write_stdin", `{"session_id":1,"chars":"rm -r -f /\n"}`, true},
+	{"Codex local_shell", "local_shell", `{"type":"exec","command":["rm","-rf","/"]}`, true},
+	{"Gemini CLI", "run_shell_command", `{"command":"rm -rf /","description":"wipe"}`, true},
+	{"Qwen Code, harmless", "run_shell_command", `{"command":"git status"}`, false},
+	{"opencode", "bash", `{"command":"psql -c \"DROP TABLE users\"","description":"d"}`, true},
+	{"an SDK app's shell", "run_in_sandbox", `{"command":"rm -rf /"}`, true},
+	{"a file write", "Write", `{"file_path":"/tmp/rm -rf","content":"rm -rf /"}`, false},
+	{"Bash input that is not JSON", "Bash", `{"command": "ls", oops`, true},
+}
+
 // guideGates returns the gates of the first YAML example under
 // "## Approval gates" in docs/guide/approvals.md.
 func guideGates(t *testing.T) []config.Gate {
@@ -110,6 +131,28 @@ func TestExampleGate(t *testing.T) {
 	}
 }
 
+func TestExampleGateEveryAgentsShell(t *testing.T) {
+	cfg, err := config.Load("../../config.yaml", env())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string][]config.Gate{"config.yaml": cfg.Gates, "guide": guideGates(t)}
+	for source, gs := range sources {
+		gates, err := approvals.Compile(gs)
+		if err != nil {
+			t.Fatalf("%s: %v", source, err)
+		}
+		for _, c := range exampleGateAgentCalls {
+			t.Run(source+"/"+c.name, func(t *testing.T) {
+				r := testCall(gates, approvals.Input{Tenant: "team-a"}, testCallInput{Name: c.tool, Input: []byte(c.input)})
+				if held := r.HeldBy == "destructive-shell"; held != c.held {
+					t.Errorf("%s %s: held %v, want %v (class %+v, verdicts %+v)", c.tool, c.input, held, c.held, r.Class, r.Verdicts)
+				}
+			})
+		}
+	}
+}
+
 func TestGatesTestVerb(t *testing.T) {
 	stdin := strings.NewReader(`{"name": "bash", "input": {"command": "rm -r  -f /srv"}}
 {"name": "Bash", "input": "{\"command\": \"ls\"}"}
@@ -122,6 +165,7 @@ func TestGatesTestVerb(t *testing.T) {
 	text := out.String()
 	for _, want := range []string{
 		`call 1: bash {"command":"rm -r  -f /srv"}`,
+		"class: shell, command: rm -r  -f /srv",
 		"gate destructive-shell: MATCHES: holds the call",
 		"⟦rm -r  -f⟧ /srv",
 		"→ held by destructive-shell",

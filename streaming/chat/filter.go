@@ -490,6 +490,11 @@ func (f *callFilter) edit(dst []byte, js string, body bool) []byte {
 			case "content":
 				return chatContent(dst, m.Val, dp)
 			}
+			if (dp.mode == chatTextSet || dp.mode == chatTextAppend) && strings.EqualFold(m.Name(), "content") {
+				// A case variant of the content the filter writes: kept,
+				// the agent would read two contents.
+				return dst, jsonscan.Drop
+			}
 			return dst, jsonscan.Keep
 		}, func(dst []byte, sep bool) []byte {
 			if dp.hasContent || (dp.mode != chatTextSet && dp.mode != chatTextAppend) {

@@ -326,10 +326,17 @@ func (f *callFilter) call(dst []byte, ev *sse.Event, at int, call streaming.Tool
 			if c.held >= 0 {
 				// Once delivered whole (or dropped), what comes for the
 				// call is withheld.
-				if call.ItemID != "" && call.ItemID != f.itemID(c) {
+				read := call
+				if e.item == "" {
+					read.Type = "" // an arguments event: its type is implied, not read
+				}
+				if call.ItemID != "" && call.ItemID != f.itemID(c) || swaps(&f.Held.Calls[c.held].TC, read) {
 					// Taken for the call by its place in the output, under
 					// another item's id: once places change, the decoder
-					// may take it for another call.
+					// may take it for another call. Or the event names
+					// another tool, call_id or item type than the call
+					// was held as: the decoder keeps the first, an agent
+					// that runs the items it is given done runs the last.
 					f.Held.Calls[c.held].Doubt = true
 				}
 				return f.keepHeld(dst, ev, c.held, e), true
@@ -354,6 +361,15 @@ func (f *callFilter) call(dst []byte, ev *sse.Event, at int, call streaming.Tool
 	pos := len(f.RefusedCalls) - 1
 	f.add(call.Index, call.ItemID, pos, false)
 	return f.messageEvents(sse.KeepBOM(dst, ev), ev, pos, e.seqNum, e.numbered), true
+}
+
+// swaps reports whether an event's reading of a call names another tool,
+// call_id or item type than the call was held as. A member the event does
+// not carry swaps nothing (the arguments events carry no call_id, nor an
+// item type).
+func swaps(held *streaming.ToolCall, ev streaming.ToolCall) bool {
+	differs := func(a, b string) bool { return a != "" && b != "" && a != b }
+	return differs(held.Name, ev.Name) || differs(held.ID, ev.ID) || differs(held.Type, ev.Type)
 }
 
 // responsesMessageID is the id of the message item that replaces a call.
@@ -485,6 +501,20 @@ func (f *callFilter) planItem(item string, pos int, final bool) int {
 	at := f.findAt(itemID, pos, !f.Held.On || !f.pos.Moved())
 	if (at < 0 || f.itemID(f.calls[at]) != itemID) && f.droppedItem(itemID) {
 		return dropItem
+	}
+	if at < 0 && itemID != "" {
+		if by := f.findAt("", pos, true); by >= 0 && f.itemID(f.calls[by]) != itemID {
+			// The decoder pairs the item with the call at its place, which
+			// had another id: it read that call, the agent would take this
+			// item. Neither reading can be trusted.
+			return dropItem
+		}
+	}
+	if at >= 0 && f.calls[at].held >= 0 {
+		read := streaming.ToolCall{Type: ci.Typ, ID: jsonscan.Text(fields[2]), Name: name}
+		if swaps(&f.Held.Calls[f.calls[at].held].TC, read) {
+			return dropItem // another call than was held (see call)
+		}
 	}
 	switch {
 	case at >= 0:

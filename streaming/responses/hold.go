@@ -127,7 +127,15 @@ func (f *callFilter) closeFromOutput(output string) {
 		if itemID == "" || at < 0 || f.calls[at].held < 0 || f.Renames(ci.CallName(fields[2])) {
 			continue
 		}
-		if c := &f.Held.Calls[f.calls[at].held]; c.State == callfilter.StateHeld && !c.Closed {
+		c := &f.Held.Calls[f.calls[at].held]
+		if c.State != callfilter.StateHeld {
+			continue
+		}
+		if swaps(&c.TC, streaming.ToolCall{Type: ci.Typ, ID: jsonscan.Text(fields[3]), Name: ci.CallName(fields[2])}) {
+			c.Doubt = true // see call: the output names another call than was held
+			continue
+		}
+		if !c.Closed {
 			f.closeItem(c, item)
 		}
 	}
