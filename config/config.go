@@ -346,21 +346,26 @@ const (
 	DefaultListen        = "127.0.0.1:8080"
 	DefaultRetention     = 168 * time.Hour
 	DefaultIdleRetention = 24 * time.Hour
-	DefaultMaxChildren   = 1000
-	DefaultStoreTimeout  = 2 * time.Second
-	DefaultHeartbeat     = 10 * time.Second
-	DefaultSettleWindow  = 2 * time.Millisecond
-	DefaultShutdownGrace = 30 * time.Second
-	DefaultMaxBodyBytes  = 32 << 20
-	DefaultMaxEventBytes = 16 << 20
-	DefaultToolDeadline  = 30 * time.Minute
-	DefaultPauseHold     = 240 * time.Second
-	DefaultBodyTimeout   = 60 * time.Second
-	DefaultHeaderTimeout = 30 * time.Second
-	DefaultIdleTimeout   = 5 * time.Minute
-	DefaultServiceName   = "gatekeeper"
-	DefaultMaxWait       = 30 * time.Second
-	DefaultOutputTokens  = 4096
+	// A tenant whose limits do not name max_live_trajectories or
+	// new_trajectories_per_hour is bounded by these; a written 0 means no
+	// bound.
+	DefaultMaxLiveTrajectories    = 5000
+	DefaultNewTrajectoriesPerHour = 1000
+	DefaultMaxChildren            = 1000
+	DefaultStoreTimeout           = 2 * time.Second
+	DefaultHeartbeat              = 10 * time.Second
+	DefaultSettleWindow           = 2 * time.Millisecond
+	DefaultShutdownGrace          = 30 * time.Second
+	DefaultMaxBodyBytes           = 32 << 20
+	DefaultMaxEventBytes          = 16 << 20
+	DefaultToolDeadline           = 30 * time.Minute
+	DefaultPauseHold              = 240 * time.Second
+	DefaultBodyTimeout            = 60 * time.Second
+	DefaultHeaderTimeout          = 30 * time.Second
+	DefaultIdleTimeout            = 5 * time.Minute
+	DefaultServiceName            = "gatekeeper"
+	DefaultMaxWait                = 30 * time.Second
+	DefaultOutputTokens           = 4096
 	// DefaultBudgetMinOutputTokens is budget_min_output_tokens' default.
 	DefaultBudgetMinOutputTokens = 1024
 	// DefaultMaxTruncations is tenants[].max_truncations' default.

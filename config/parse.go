@@ -125,6 +125,7 @@ func Parse(data []byte, getenv func(string) string) (*Config, error) {
 		return nil, &ParseError{Problems: capProblems(w.problems)}
 	}
 	c.applyElementDefaults()
+	c.applyRunLimitDefaults(&root)
 	if len(w.env) > 0 {
 		c.env = w.env
 	}
@@ -398,4 +399,79 @@ func typeWord(t reflect.Type) string {
 		return "number"
 	}
 	return t.String()
+}
+
+// applyRunLimitDefaults bounds the runs of each tenant whose limits do not
+// name max_live_trajectories or new_trajectories_per_hour by the defaults:
+// a tenant without config cannot start runs without bound. Only a written
+// 0 means none. Whether a key is written is read from the file's tree as
+// the decoder reads it (aliases, merge keys), since a decoded 0 cannot
+// tell.
+func (c *Config) applyRunLimitDefaults(root *yaml.Node) {
+	tenants := deref(member(deref(root), "tenants", 0))
+	for i := range c.Tenants {
+		var limits *yaml.Node
+		if tenants != nil && tenants.Kind == yaml.SequenceNode && i < len(tenants.Content) {
+			limits = member(tenants.Content[i], "limits", 0)
+		}
+		lim := &c.Tenants[i].Limits
+		if member(limits, "max_live_trajectories", 0) == nil {
+			lim.MaxLiveTrajectories = DefaultMaxLiveTrajectories
+		}
+		if member(limits, "new_trajectories_per_hour", 0) == nil {
+			lim.NewTrajectoriesPerHour = DefaultNewTrajectoriesPerHour
+		}
+	}
+}
+
+// maxMergeDepth bounds member's walk through merge keys.
+const maxMergeDepth = 16
+
+// deref is n, or what an alias n names; a document's content.
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && i < maxMergeDepth; i++ {
+		switch {
+		case n.Kind == yaml.AliasNode:
+			n = n.Alias
+		case n.Kind == yaml.DocumentNode && len(n.Content) == 1:
+			n = n.Content[0]
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+// member is the value of key in the mapping n as the decoder reads it:
+// the mapping's own key, else the first merged mapping (<<) that has it.
+// nil when n is no mapping or none has it.
+func member(n *yaml.Node, key string, depth int) *yaml.Node {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode || depth > maxMergeDepth {
+		return nil
+	}
+	var merged []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if isMergeKey(k) {
+			merged = append(merged, v)
+			continue
+		}
+		if k.Kind == yaml.ScalarNode && k.Value == key {
+			return v
+		}
+	}
+	for _, m := range merged {
+		m = deref(m)
+		items := []*yaml.Node{m}
+		if m != nil && m.Kind == yaml.SequenceNode {
+			items = m.Content
+		}
+		for _, it := range items {
+			if v := member(it, key, depth+1); v != nil {
+				return v
+			}
+		}
+	}
+	return nil
 }

@@ -66,7 +66,8 @@ func TestLoadFullExample(t *testing.T) {
 				Watchdog:     &Watchdog{Enabled: &enabled, OnLoop: OnLoopFail}},
 			{Name: "nightly", Keys: []string{"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"},
 				Priority: "standard", Budget: Budget{Turns: 50, WallClock: Duration(90 * time.Minute)},
-				AnthropicBeta: []string{"prompt-caching-2024-07-31"}, MaxTruncations: DefaultMaxTruncations, Trajectories: TrajectoriesAgents},
+				AnthropicBeta: []string{"prompt-caching-2024-07-31"}, MaxTruncations: DefaultMaxTruncations, Trajectories: TrajectoriesAgents,
+				Limits: TenantLimits{MaxLiveTrajectories: DefaultMaxLiveTrajectories, NewTrajectoriesPerHour: DefaultNewTrajectoriesPerHour}},
 		},
 		Admin: Admin{Tokens: []AdminToken{
 			{Name: "alice", Token: "alice-admin-token-0004", Roles: []string{"operator", "approver"}},
@@ -145,7 +146,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := DefaultConfig()
-	want.Tenants = []Tenant{{Name: "a", Keys: []string{"k"}, Priority: PriorityStandard, MaxTruncations: DefaultMaxTruncations, Trajectories: TrajectoriesAgents}}
+	want.Tenants = []Tenant{{Name: "a", Keys: []string{"k"}, Priority: PriorityStandard, MaxTruncations: DefaultMaxTruncations, Trajectories: TrajectoriesAgents,
+		Limits: TenantLimits{MaxLiveTrajectories: DefaultMaxLiveTrajectories, NewTrajectoriesPerHour: DefaultNewTrajectoriesPerHour}}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got %+v\nwant %+v", c, want)
 	}
@@ -583,5 +585,36 @@ func TestAliasesAreBounded(t *testing.T) {
 	}
 	if len(pe.Problems) > maxProblems+1 || !strings.Contains(err.Error(), "excessive aliasing") {
 		t.Errorf("%d problems:\n%v", len(pe.Problems), err)
+	}
+}
+
+// A tenant's run limits default to a bound unless written: absent (no
+// limits, or limits without the key) is the default, a written 0 none,
+// read as the decoder reads the file (anchors, aliases, merge keys).
+func TestRunLimitDefaults(t *testing.T) {
+	def, defHour := DefaultMaxLiveTrajectories, DefaultNewTrajectoriesPerHour
+	for _, c := range []struct {
+		name, yaml    string
+		live, perHour int
+	}{
+		{"no limits", "tenants: [{name: a, keys: [k]}]", def, defHour},
+		{"empty limits", "tenants: [{name: a, keys: [k], limits: {}}]", def, defHour},
+		{"other limits only", "tenants: [{name: a, keys: [k], limits: {dollars_per_day: 5}}]", def, defHour},
+		{"written", "tenants: [{name: a, keys: [k], limits: {max_live_trajectories: 7, new_trajectories_per_hour: 9}}]", 7, 9},
+		{"written 0: none", "tenants: [{name: a, keys: [k], limits: {max_live_trajectories: 0, new_trajectories_per_hour: 0}}]", 0, 0},
+		{"one written", "tenants: [{name: a, keys: [k], limits: {new_trajectories_per_hour: 0}}]", def, 0},
+		{"an aliased limits", "tenants: [{name: a, keys: [k], limits: &l {max_live_trajectories: 0}}, {name: b, keys: [k2], limits: *l}]", 0, defHour},
+		{"merged limits", "tenants: [{name: a, keys: [k], limits: &l {max_live_trajectories: 0}}, {name: b, keys: [k2], limits: {<<: *l, new_trajectories_per_hour: 3}}]", 0, 3},
+		{"merged tenant", "tenants: [&t {name: a, keys: [k], limits: {new_trajectories_per_hour: 0}}, {<<: *t, name: b, keys: [k2]}]", def, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(c.yaml), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.Tenants[len(cfg.Tenants)-1].Limits; got.MaxLiveTrajectories != c.live || got.NewTrajectoriesPerHour != c.perHour {
+				t.Errorf("limits %+v, want max_live_trajectories %d, new_trajectories_per_hour %d", got, c.live, c.perHour)
+			}
+		})
 	}
 }

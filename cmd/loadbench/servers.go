@@ -229,7 +229,9 @@ func gatekeeperConfig(p params, mockURL, sinkURL string) string {
 		traces = fmt.Sprintf("{enabled: true, otlp_endpoint: %q, sample_ratio: %s}",
 			sinkURL+"/v1/traces", strconv.FormatFloat(p.traceRatio, 'g', -1, 64))
 	}
-	limits := "    limits: {}"
+	// Without tenant limits the runs are unbounded too: written 0s, since
+	// absent run limits take their defaults.
+	limits := "    limits: {max_live_trajectories: 0, new_trajectories_per_hour: 0}"
 	if p.tenantLimits {
 		limits = "    limits: {dollars_per_day: 100000000, dollars_per_month: 1000000000, max_live_trajectories: 10000000, new_trajectories_per_hour: 100000000}"
 	}
