@@ -112,7 +112,9 @@ rate_limits: %s
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	opts := proxy.Options{Config: cfg, Store: st}
+	// The tenant's run limits take their defaults, kept in Redis as the
+	// binary keeps them.
+	opts := proxy.Options{Config: cfg, Store: st, Ledger: st.Ledger()}
 	if limits != "" {
 		e.buckets = ratelimit.NewRedis(counted, "gk:")
 		e.key = ratelimit.Key{ID: "anthropic/k", Limits: keyLimits(cfg.Providers[0].Keys[0])}

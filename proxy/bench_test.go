@@ -91,7 +91,7 @@ gates:
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-		px, err := proxy.New(proxy.Options{Config: c, Store: st, Telemetry: tel, Approvals: svc})
+		px, err := proxy.New(proxy.Options{Config: c, Store: st, Ledger: memory.NewLedger(nil), Telemetry: tel, Approvals: svc})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -115,7 +115,7 @@ gates:
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-		px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Telemetry: tel})
+		px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Ledger: memory.NewLedger(nil), Telemetry: tel})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -60,7 +60,7 @@ admin:
 		b.Fatal(err)
 	}
 	replica := func(b *testing.B, st trajectory.Store) string {
-		px, err := proxy.New(proxy.Options{Config: cfg, Store: st})
+		px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Ledger: memory.NewLedger(nil)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -58,7 +58,7 @@ approvals:
 	replica := func(b *testing.B, st trajectory.Store, apst approvals.Store) (*approvals.Service, string) {
 		svc := approvals.NewService(approvals.ServiceOptions{Store: apst, Gates: gates, Signals: st.(trajectory.Signals),
 			Logger: slog.New(slog.DiscardHandler)})
-		px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Approvals: svc})
+		px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Ledger: memory.NewLedger(nil), Approvals: svc})
 		if err != nil {
 			b.Fatal(err)
 		}

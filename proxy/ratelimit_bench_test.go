@@ -55,7 +55,7 @@ tenants:
 			b.Fatal(err)
 		}
 		st := memory.New(memory.Options{})
-		px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Telemetry: tel, Buckets: buckets})
+		px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Ledger: memory.NewLedger(nil), Telemetry: tel, Buckets: buckets})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -101,7 +101,7 @@ rate_limits: {max_wait: %s}
 		t.Cleanup(func() { _ = st.Close() })
 		e.store = st
 	}
-	e.px, err = proxy.New(proxy.Options{Config: cfg, Store: e.store, Telemetry: e.tel, Buckets: o.buckets})
+	e.px, err = proxy.New(proxy.Options{Config: cfg, Store: e.store, Ledger: memory.NewLedger(nil), Telemetry: e.tel, Buckets: o.buckets})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +406,7 @@ tenants:
 		t.Fatal(err)
 	}
 	st := memory.New(memory.Options{})
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: st})
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Ledger: memory.NewLedger(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
