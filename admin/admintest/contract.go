@@ -264,3 +264,29 @@ func (c *Contract) Statuses() []int {
 	slices.Sort(out)
 	return out
 }
+
+// Samples are paths of the operation with its parameters filled in: every
+// value of an enumerated parameter, "x" for the others.
+func (o *Operation) Samples() []string {
+	paths := []string{""}
+	for _, s := range o.segs[1:] {
+		vals := []string{s}
+		if name, ok := strings.CutPrefix(s, "{"); ok {
+			vals = []string{"x"}
+			if p := o.op.Parameters.GetByInAndName("path", strings.TrimSuffix(name, "}")); p != nil && p.Schema != nil && p.Schema.Value != nil && len(p.Schema.Value.Enum) > 0 {
+				vals = vals[:0]
+				for _, e := range p.Schema.Value.Enum {
+					vals = append(vals, fmt.Sprint(e))
+				}
+			}
+		}
+		var next []string
+		for _, p := range paths {
+			for _, v := range vals {
+				next = append(next, p+"/"+v)
+			}
+		}
+		paths = next
+	}
+	return paths
+}
