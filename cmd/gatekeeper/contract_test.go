@@ -243,6 +243,7 @@ func contractScenario(ctx context.Context, t *testing.T, c *admintest.Contract, 
 	cc.want(200, "GET", "/admin/v1/trajectories?tenant=team-a&limit=10", op, nil)
 	cc.want(200, "GET", "/admin/v1/trajectories/run-c", apr, nil)
 	cc.want(200, "GET", "/admin/v1/trajectories/run-c%2Fsub?tenant=team-a", op, nil)
+	cc.want(200, "GET", "/admin/v1/trajectories/team-a%2Frun-c", op, nil)
 	cc.want(200, "GET", "/admin/v1/trajectories/run-c/events?limit=100", op, nil)
 	cc.want(200, "GET", "/admin/v1/trajectories/run-c/events?after=2", op, nil)
 
