@@ -154,3 +154,58 @@ func TestStreamResetMatchesSchema(t *testing.T) {
 		t.Errorf("stream resumed from a lost event brought %v, want %v", kinds, want)
 	}
 }
+
+// TestStreamDroppedMatchesSchema: a subscriber that stops reading while
+// events go on is dropped with a last dropped event, which validates
+// against the events' schema, as every event before it does.
+func TestStreamDroppedMatchesSchema(t *testing.T) {
+	c, err := admintest.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f, err := feed.New(ctx, feed.Options{Buffer: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close(context.Background())
+	st := feed.NewRecords(memory.New(memory.Options{}), f)
+	r := chi.NewRouter()
+	admin.New(testConfig(t), st, nil, nil, admin.WithStream(f, feed.NewKeys(f, nil))).Routes(r)
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/admin/v1/stream?kind=record", nil)
+	req.Header.Set("Authorization", "Bearer "+apprToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	// Not read while the records are written: the connection's buffers
+	// fill, then the subscriber's.
+	const runs = 3000
+	for i := range runs {
+		createRun(t, st, fmt.Sprintf("run-%04d-%s", i, strings.Repeat("x", 100)))
+	}
+	rd := bufio.NewReader(res.Body)
+	var last string
+	n := 0
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			break
+		}
+		data, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "data: ")
+		if !ok {
+			continue
+		}
+		if err := c.CheckEvent([]byte(data)); err != nil {
+			t.Error(err)
+		}
+		last, n = data, n+1
+	}
+	if !strings.Contains(last, `"kind":"dropped"`) || n >= runs {
+		t.Fatalf("after %d events the stream ended with %s; want a dropped event before all %d", n, last, runs)
+	}
+}
