@@ -5,7 +5,9 @@
 // finish, interrupt), which it records on a trajectory and its whole
 // subtree and signals to every replica; marking a run's outcome, and the
 // cost-vs-success report of the runs so marked. Every call needs a bearer
-// token from admin.tokens; tokens are compared in constant time.
+// token from admin.tokens (tokens are compared in constant time), but for
+// the API's own contract: its OpenAPI document and the event stream's
+// JSON Schema (openapi.go).
 package admin
 
 import (
@@ -141,6 +143,8 @@ func (a *API) Routes(r chi.Router) {
 		r.Get("/whoami", a.handle(a.whoami, ""))
 		r.Get("/reports/costs", a.handle(a.costReport, ""))
 		a.tenantRoutes(r)
+		r.Get("/openapi.json", document(openAPIDoc, "application/json"))
+		r.Get("/events.schema.json", document(eventsSchema, "application/schema+json"))
 	})
 }
 
