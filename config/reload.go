@@ -3,6 +3,7 @@ package config
 import (
 	"reflect"
 	"slices"
+	"strings"
 )
 
 // fixed are the parts of the config a running process cannot change: the
@@ -50,4 +51,23 @@ func Fixed() []string {
 		out[i] = f.field
 	}
 	return slices.Clip(out)
+}
+
+// Changed lists the top-level sections (their YAML names) where c differs
+// from old, in file order.
+func (c *Config) Changed(old *Config) []string {
+	var out []string
+	a, b := reflect.ValueOf(c).Elem(), reflect.ValueOf(old).Elem()
+	t := a.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			out = append(out, name)
+		}
+	}
+	return out
 }

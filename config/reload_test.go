@@ -47,3 +47,16 @@ func TestRestarts(t *testing.T) {
 		})
 	}
 }
+
+func TestChanged(t *testing.T) {
+	old, next := validConfig(t), validConfig(t)
+	if got := next.Changed(old); got != nil {
+		t.Errorf("Changed of the same file = %v, want none", got)
+	}
+	next.Tenants[1].Limits.TokensPerDay = 10
+	next.Prices["m"] = Price{Input: 3}
+	next.Listen = "127.0.0.1:1"
+	if got, want := next.Changed(old), []string{"listen", "prices", "tenants"}; !slices.Equal(got, want) {
+		t.Errorf("Changed = %v, want %v", got, want)
+	}
+}
