@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -137,8 +138,9 @@ type server struct {
 	path      string
 	getenv    func(string) string
 	admin     *admin.API
-	mockURL   string     // the built-in mock's base URL; "" when none runs
-	reloading sync.Mutex // one reload at a time
+	mockURL   string       // the built-in mock's base URL; "" when none runs
+	cert      *certificate // the listener's, with tls; nil for plain HTTP
+	reloading sync.Mutex   // one reload at a time
 }
 
 // newServer builds gatekeeper from a validated config. Providers whose
@@ -146,6 +148,13 @@ type server struct {
 // loopback port, so the quick start works offline.
 func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv func(string) string) (*server, error) {
 	s := &server{log: log, limits: cfg.Limits, grace: cfg.ShutdownGrace.Std(), getenv: getenv}
+	if cfg.TLS.On() {
+		cert, err := newCertificate(cfg.TLS, log)
+		if err != nil {
+			return nil, err
+		}
+		s.cert = cert
+	}
 	ctx, s.stop = context.WithCancel(ctx)
 	if err := s.startMock(ctx, cfg); err != nil {
 		s.stop()
@@ -361,7 +370,16 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	// Last-Event-ID on another replica.
 	hs.RegisterOnShutdown(s.feed.EndSubscriptions)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	if s.cert != nil {
+		// HTTPS on HTTP/1.1 only: an empty TLSNextProto keeps the server
+		// from offering HTTP/2, on which a refusal cannot close its
+		// connection as it does here, nor a body stream full duplex.
+		hs.TLSConfig = s.cert.tlsConfig()
+		hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		go func() { errc <- hs.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- hs.Serve(ln) }()
+	}
 	select {
 	case err := <-errc:
 		return err
