@@ -219,9 +219,10 @@ func New(opts Options) (*Server, error) {
 // from now on. A request already begun keeps the rules it began with to
 // its end: its stream, its hold, its settle. A provider key kept by name
 // keeps its rate-limit state; a removed key's calls in flight settle on
-// it and nothing new goes to it. The fields that cannot change while the
-// process runs (listen, store, telemetry, admin, approvals, rate_limits)
-// are the caller's to keep: Reload reads none of them from cfg.
+// it and nothing new goes to it. The store, the rate-limit scheduler and
+// the approvals service stay those New was given, whatever cfg says of
+// them: the caller refuses a cfg that changes the fields only a restart
+// changes (config.Restarts).
 func (s *Server) Reload(cfg *config.Config, gates *approvals.Gates) error {
 	s.reloading.Lock()
 	defer s.reloading.Unlock()
