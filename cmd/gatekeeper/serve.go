@@ -371,9 +371,10 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	hs.RegisterOnShutdown(s.feed.EndSubscriptions)
 	errc := make(chan error, 1)
 	if s.cert != nil {
-		// HTTPS on HTTP/1.1 only: an empty TLSNextProto keeps the server
-		// from offering HTTP/2, on which a refusal cannot close its
-		// connection as it does here, nor a body stream full duplex.
+		// HTTPS on HTTP/1.1 only, the protocol the plain listener speaks
+		// and every behaviour is tested on: an empty TLSNextProto keeps
+		// the server from offering HTTP/2, where a refusal before the body
+		// could not close its connection.
 		hs.TLSConfig = s.cert.tlsConfig()
 		hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 		go func() { errc <- hs.ServeTLS(ln, "", "") }()
