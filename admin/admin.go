@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -85,7 +86,7 @@ func WithStateObserver(o StateObserver) Option {
 // API is the admin handler.
 type API struct {
 	store  Store
-	cfg    *config.Config
+	cfg    atomic.Pointer[config.Config] // SetConfig swaps it; admin.tokens stay New's
 	tokens []token
 	log    *slog.Logger
 	now    func() time.Time
@@ -98,6 +99,8 @@ type API struct {
 	stream EventStream
 	keys   KeysView
 	ledger TenantLedger // nil without WithLedger
+	// reloader is nil without WithReloader.
+	reloader Reloader
 }
 
 type token struct {
@@ -108,7 +111,8 @@ type token struct {
 
 // New builds the admin API.
 func New(cfg *config.Config, store Store, log *slog.Logger, now func() time.Time, opts ...Option) *API {
-	a := &API{store: store, cfg: cfg, log: log, now: now}
+	a := &API{store: store, log: log, now: now}
+	a.cfg.Store(cfg)
 	for _, o := range opts {
 		o(a)
 	}
@@ -123,6 +127,15 @@ func New(cfg *config.Config, store Store, log *slog.Logger, now func() time.Time
 	}
 	return a
 }
+
+// config is the config the API answers with: New's, or SetConfig's.
+func (a *API) config() *config.Config { return a.cfg.Load() }
+
+// SetConfig makes cfg, a reloaded config, the one the API reads tenants,
+// budget stages, providers and approvers from; a request already begun
+// keeps what it read. The admin tokens stay New's: a reload does not
+// change them.
+func (a *API) SetConfig(cfg *config.Config) { a.cfg.Store(cfg) }
 
 // Routes mounts the admin API under /admin/v1.
 func (a *API) Routes(r chi.Router) {
@@ -145,6 +158,9 @@ func (a *API) Routes(r chi.Router) {
 		a.tenantRoutes(r)
 		r.Get("/openapi.json", document(openAPIDoc, "application/json"))
 		r.Get("/events.schema.json", document(eventsSchema, "application/schema+json"))
+		if a.reloader != nil {
+			r.Post("/config/reload", a.handle(a.reload, RoleOperator))
+		}
 	})
 }
 
@@ -341,9 +357,10 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, c caller) error {
 		return badRequest("body must be a JSON object {id?, tenant, parent_id?, budget?}: " + err.Error())
 	}
 	var tenant *config.Tenant
-	for i := range a.cfg.Tenants {
-		if a.cfg.Tenants[i].Name == req.Tenant {
-			tenant = &a.cfg.Tenants[i]
+	tenants := a.config().Tenants
+	for i := range tenants {
+		if tenants[i].Name == req.Tenant {
+			tenant = &tenants[i]
 		}
 	}
 	if tenant == nil {

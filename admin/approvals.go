@@ -111,7 +111,7 @@ func (a *API) voteApproval(w http.ResponseWriter, r *http.Request, c caller) err
 		return badRequest("body must be empty or a JSON object {reason?}: " + err.Error())
 	}
 	// One identity across channels: the person the token belongs to.
-	who := approvals.NewDirectory(a.cfg.Approvals).Admin(c.name, c.roles)
+	who := approvals.NewDirectory(a.config().Approvals).Admin(c.name, c.roles)
 	v := approvals.Vote{Approver: who.Name, Roles: who.Roles, Approve: approve, Reason: body.Reason, Via: approvals.ViaAdmin,
 		Credential: who.Credential}
 	req, err := a.approvals.Vote(r.Context(), chi.URLParam(r, "id"), v)

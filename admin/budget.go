@@ -68,7 +68,7 @@ func (a *API) patchBudget(w http.ResponseWriter, r *http.Request, c caller) erro
 	}
 	ctx := r.Context()
 	now := a.now()
-	th := meter.Thresholds(a.cfg.Stages)
+	th := meter.Thresholds(a.config().Stages)
 	var resumed bool
 	var moves []trajectory.Transition
 	rec, err := a.store.Update(ctx, id, func(rec *trajectory.Record) ([]trajectory.Event, error) {

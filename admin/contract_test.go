@@ -32,7 +32,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := chi.NewRouter()
-	admin.New(testConfig(t), memory.New(memory.Options{}), nil, nil).Routes(r)
+	admin.New(testConfig(t), memory.New(memory.Options{}), nil, nil, admin.WithReloader(noReloads{})).Routes(r)
 	routed := map[string]bool{}
 	err = chi.Walk(r, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		if strings.HasPrefix(route, "/admin/v1/") {
@@ -208,4 +208,11 @@ func TestStreamDroppedMatchesSchema(t *testing.T) {
 	if !strings.Contains(last, `"kind":"dropped"`) || n >= runs {
 		t.Fatalf("after %d events the stream ended with %s; want a dropped event before all %d", n, last, runs)
 	}
+}
+
+// noReloads is a Reloader for tests that only walk the routes.
+type noReloads struct{}
+
+func (noReloads) ReloadConfig(context.Context, string) (admin.Reloaded, error) {
+	return admin.Reloaded{}, &admin.ReloadRefused{Problems: []string{"no config file"}}
 }

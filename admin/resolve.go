@@ -79,7 +79,7 @@ func (a *API) tenantID(ctx context.Context, id, tenant string) (string, error) {
 // scoped id.
 func (a *API) scopedHolders(ctx context.Context, id string) ([]string, error) {
 	var out []string
-	for _, t := range a.cfg.Tenants {
+	for _, t := range a.config().Tenants {
 		_, err := a.store.Get(ctx, trajectory.TenantScoped(id, t.Name))
 		switch {
 		case err == nil:
@@ -92,7 +92,7 @@ func (a *API) scopedHolders(ctx context.Context, id string) ([]string, error) {
 }
 
 func (a *API) knownTenant(name string) bool {
-	for _, t := range a.cfg.Tenants {
+	for _, t := range a.config().Tenants {
 		if t.Name == name {
 			return true
 		}

@@ -181,7 +181,7 @@ func (a *API) whoami(w http.ResponseWriter, _ *http.Request, c caller) error {
 	if roles == nil {
 		roles = []string{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": c.name, "roles": roles, "budget_stages": a.cfg.Stages})
+	writeJSON(w, http.StatusOK, map[string]any{"name": c.name, "roles": roles, "budget_stages": a.config().Stages})
 	return nil
 }
 
@@ -202,7 +202,7 @@ func (a *API) keysHeadroom(w http.ResponseWriter, _ *http.Request, _ caller) err
 	}
 	snap := a.keys.Snapshot()
 	keys := []keyView{}
-	for _, p := range a.cfg.Providers {
+	for _, p := range a.config().Providers {
 		for _, k := range p.Keys {
 			v := keyView{Key: p.Name + "/" + k.Name, RPM: k.RPM, InputTPM: k.InputTPM, OutputTPM: k.OutputTPM}
 			if h, ok := snap.Headroom[v.Key]; ok {

@@ -69,9 +69,10 @@ func (a *API) tenantRoutes(r chi.Router) {
 }
 
 func (a *API) listTenants(w http.ResponseWriter, r *http.Request, _ caller) error {
-	out := make([]tenantView, 0, len(a.cfg.Tenants))
-	for i := range a.cfg.Tenants {
-		v, err := a.tenantView(r.Context(), &a.cfg.Tenants[i])
+	tenants := a.config().Tenants
+	out := make([]tenantView, 0, len(tenants))
+	for i := range tenants {
+		v, err := a.tenantView(r.Context(), &tenants[i])
 		if err != nil {
 			return err
 		}
@@ -86,9 +87,10 @@ func (a *API) showTenant(w http.ResponseWriter, r *http.Request, _ caller) error
 	if err != nil {
 		return badRequest("tenant name is not a valid path segment")
 	}
-	for i := range a.cfg.Tenants {
-		if a.cfg.Tenants[i].Name == name {
-			v, err := a.tenantView(r.Context(), &a.cfg.Tenants[i])
+	tenants := a.config().Tenants
+	for i := range tenants {
+		if tenants[i].Name == name {
+			v, err := a.tenantView(r.Context(), &tenants[i])
 			if err != nil {
 				return err
 			}

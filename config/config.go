@@ -5,7 +5,9 @@ import "time"
 // Config is the whole of config.yaml. Field names in YAML and JSON are
 // snake_case; a Config marshalled either way reads back as the same file.
 type Config struct {
-	Listen    string           `yaml:"listen" json:"listen"`
+	Listen string `yaml:"listen" json:"listen"`
+	// TLS, when set, makes gatekeeper serve HTTPS on Listen.
+	TLS       TLS              `yaml:"tls" json:"tls"`
 	Store     Store            `yaml:"store" json:"store"`
 	Providers []Provider       `yaml:"providers" json:"providers"`
 	Prices    map[string]Price `yaml:"prices" json:"prices"`
@@ -34,6 +36,17 @@ type Config struct {
 	// "empty". It holds variable names only, never values.
 	env map[string]envSource
 }
+
+// TLS is the listener's certificate and key, PEM files both set or both
+// empty (plain HTTP). The files are read again when they change, without
+// a restart.
+type TLS struct {
+	CertFile string `yaml:"cert_file" json:"cert_file"`
+	KeyFile  string `yaml:"key_file" json:"key_file"`
+}
+
+// On reports whether the listener serves HTTPS.
+func (t TLS) On() bool { return t.CertFile != "" || t.KeyFile != "" }
 
 // Store kinds.
 const (

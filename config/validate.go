@@ -59,6 +59,7 @@ var (
 func (c *Config) Validate() error {
 	v := validator{env: c.env, reported: map[string]bool{}}
 	v.listen(c.Listen)
+	v.tls(c.TLS)
 	v.store(c.Store)
 	if c.ShutdownGrace < 0 {
 		v.add("shutdown_grace", "must not be negative")
@@ -174,6 +175,18 @@ func (v *validator) listen(addr string) {
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		v.add(field, "port must be a number from 0 to 65535")
+	}
+}
+
+// tls checks the listener's files are named together. Whether they hold
+// a certificate and its key is read when the listener starts: Validate
+// reads no file.
+func (v *validator) tls(t TLS) {
+	switch {
+	case t.CertFile != "" && t.KeyFile == "":
+		v.add("tls.key_file", "empty: tls.cert_file is set, and HTTPS needs both")
+	case t.CertFile == "" && t.KeyFile != "":
+		v.add("tls.cert_file", "empty: tls.key_file is set, and HTTPS needs both")
 	}
 }
 

@@ -74,6 +74,9 @@ func TestValidateRules(t *testing.T) {
 		{"listen port not a number", func(c *Config) { c.Listen = "127.0.0.1:http" }, "listen", "port must be a number"},
 		{"listen on all interfaces", func(c *Config) { c.Listen = ":8080" }, "", ""},
 		{"listen on an ephemeral port", func(c *Config) { c.Listen = "127.0.0.1:0" }, "", ""},
+		{"tls cert without key", func(c *Config) { c.TLS.CertFile = "cert.pem" }, "tls.key_file", "needs both"},
+		{"tls key without cert", func(c *Config) { c.TLS.KeyFile = "key.pem" }, "tls.cert_file", "needs both"},
+		{"tls both", func(c *Config) { c.TLS = TLS{CertFile: "cert.pem", KeyFile: "key.pem"} }, "", ""},
 
 		{"store kind unknown", func(c *Config) { c.Store.Kind = "etcd" }, "store.kind", `unknown kind "etcd"`},
 		{"store kind empty", func(c *Config) { c.Store.Kind = "" }, "store.kind", "empty"},

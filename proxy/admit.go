@@ -66,7 +66,7 @@ func (t *turn) admitCall() admit.Call {
 		t.call = admit.NewCallID()
 	}
 	if t.worst == nil {
-		w := admit.Worst(t.s.prices, t.pr.Model, t.body)
+		w := admit.Worst(t.req.rules.prices, t.pr.Model, t.body)
 		t.worst = &w
 	}
 	return admit.Call{ID: t.call, Worst: *t.worst, MaxOut: t.maxOut, AgentSet: t.pr.MaxOutputTokens > 0}
@@ -76,7 +76,7 @@ func (t *turn) admitCall() admit.Call {
 // (admit.Ceilings.Reserve), lowering its output limit to what the tenant
 // has left.
 func (t *turn) reserveTenant(ctx context.Context) error {
-	h, err := t.s.ceilings.Reserve(ctx, t.req.tenant, t.admitCall())
+	h, err := t.req.rules.ceilings.Reserve(ctx, t.req.tenant, t.admitCall())
 	if err != nil {
 		return admitted(err)
 	}
@@ -95,7 +95,7 @@ func (t *turn) settleTenant(ctx context.Context, charge meter.Charge, o outcome.
 	if !o.Upstream {
 		micros, usage = charge.Micros, o.Usage
 	}
-	t.s.ceilings.Settle(ctx, t.log, t.req.tenant, &t.ceil, admit.Amount(micros, usage))
+	t.req.rules.ceilings.Settle(ctx, t.log, t.req.tenant, &t.ceil, admit.Amount(micros, usage))
 }
 
 // abandon gives back, in the background, a reservation the turn may have
@@ -150,7 +150,7 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 		s.hints.Drop(hintKey)
 	}
 	named := t.req.trajectoryID != "" || r.Header.Get("X-Gatekeeper-Trajectory") != ""
-	root, h, shared, err := s.records.Place(ctx, rid, named, t.req.tenant, key, parentKey)
+	root, h, shared, err := t.req.rules.records.Place(ctx, rid, named, t.req.tenant, key, parentKey)
 	if shared {
 		t.shared, t.sharedNew = true, true
 	}
@@ -179,7 +179,7 @@ func (t *turn) admit(ctx context.Context, r *http.Request) error {
 // (admit.Records.Thread): its own child id, or, once parent has
 // limits.max_children children, the last of them, shared.
 func (t *turn) child(ctx context.Context, parent, id, key string) (string, error) {
-	id, shared, err := t.s.records.Thread(ctx, parent, t.req.tenant.Name, id, key)
+	id, shared, err := t.req.rules.records.Thread(ctx, parent, t.req.tenant.Name, id, key)
 	if shared {
 		t.shared, t.sharedNew = true, true
 	}
@@ -190,7 +190,7 @@ func (t *turn) child(ctx context.Context, parent, id, key string) (string, error
 // it when base (and each earlier sibling) already has a call in flight
 // (admit.Records.Fork).
 func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []string) error {
-	return t.s.records.Fork(ctx, parent, base, t.req.tenant.Name, key, func(id string) error {
+	return t.req.rules.records.Fork(ctx, parent, base, t.req.tenant.Name, key, func(id string) error {
 		chain, adm, err := t.admitWaiting(ctx, id, key, ids)
 		if errors.Is(err, admit.ErrAwaiting) {
 			// The record holds a reply for approval, or has just released
@@ -231,7 +231,7 @@ func (t *turn) admitOn(ctx context.Context, parent, base, key string, ids []stri
 // again; an update whose answer was lost is sent again once.
 func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) ([]*trajectory.Record, admit.Admission, error) {
 	var adm admit.Admission
-	w := admit.Waiter{Tenant: t.req.tenant.Name, Store: t.s.store, PauseHold: t.s.cfg.Limits.PauseHold.Std(), Resumes: t.s.live}
+	w := admit.Waiter{Tenant: t.req.tenant.Name, Store: t.s.store, PauseHold: t.req.rules.cfg.Limits.PauseHold.Std(), Resumes: t.s.live}
 	if t.s.behind != nil {
 		w.BusyStep = max(t.s.behind.Window(), time.Millisecond)
 	}
@@ -317,10 +317,10 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) (admit.Admission, []trajectory.Event, error) {
 	at := &admit.Turn{Tenant: t.req.tenant.Name, Thread: key, IDs: ids, Results: t.pr.ToolResults,
 		Call: t.admitCall(), Input: outcome.EstimateTokens(int64(len(t.body))), Provider: t.req.up.cfg.Name, Model: t.pr.Model,
-		Ceil: &t.ceil, Gated: t.gated, HoldChecked: t.holdChecked, Shared: t.shared, MaxChildren: t.s.cfg.Limits.MaxChildren,
-		Watchdog: t.s.cfg.WatchdogFor(t.req.tenant), ReadOnly: t.req.tenant.ReadOnlyTools, Sweep: t.s.sweeper,
+		Ceil: &t.ceil, Gated: t.gated, HoldChecked: t.holdChecked, Shared: t.shared, MaxChildren: t.req.rules.cfg.Limits.MaxChildren,
+		Watchdog: t.req.rules.cfg.WatchdogFor(t.req.tenant), ReadOnly: t.req.tenant.ReadOnlyTools, Sweep: t.s.sweeper,
 		Tried: t.tried, SharedNew: t.sharedNew, Interrupt: t.interrupt, Truncated: t.truncated, Loop: t.loop}
-	adm, evs, err := t.s.budget.Chain(chain, at, t.s.now())
+	adm, evs, err := t.req.rules.budget.Chain(chain, at, t.s.now())
 	t.tried, t.sharedNew, t.busyElsewhere = at.Tried, at.SharedNew, at.BusyElsewhere
 	t.interrupt, t.truncated, t.loop = at.Interrupt, at.Truncated, at.Loop
 	return adm, evs, err

@@ -25,7 +25,7 @@ func (t *turn) pendingSettle(o outcome.Turn, charge meter.Charge, data outcome.T
 			return t.settleRules().Chain(chain, o, charge, data, now)
 		},
 		Observe: t.observe, Keys: t.rate, Used: keyUsed(o),
-		Spends:  t.s.ceilings.Spends(t.req.tenant),
+		Spends:  t.req.rules.ceilings.Spends(t.req.tenant),
 		Tenant:  func(ctx context.Context) { t.settleTenant(ctx, charge, o) },
 		Retries: t.s.settles, Log: t.log, Attrs: o.Attrs(t.adm.Call, charge), Uncharged: o.Uncharged()}
 }

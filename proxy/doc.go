@@ -17,6 +17,11 @@
 // Upstream error bodies lose every fragment of a provider key on the way
 // back.
 //
+// What the config decides of a request (tenants and their keys, providers
+// and their key pools, prices, budget stages, gates, limits, the watchdog)
+// is one rules value, read once when the request arrives and kept to its
+// end; Reload swaps in a new one for the requests after it.
+//
 // A reply whose tool call an approval gate matches is held in escrow
 // (proxy/internal/escrow; escrow*.go here are the turn's side of it) until
 // its approval requests are decided, and a retry of the same turn, on any

@@ -50,7 +50,7 @@ func (t *turn) gatedCalls(res *streaming.Result) []escrow.Gated {
 	if t.filter != nil && t.filter.Ambiguous() {
 		res.Ambiguous = true
 	}
-	return t.s.esc.Gated(res, t.gateInput(), t.withheld)
+	return t.req.rules.esc.Gated(res, t.gateInput(), t.withheld)
 }
 
 // openHold holds the turn's reply rep (decoded as res) for the gated
@@ -60,5 +60,5 @@ func (t *turn) openHold(ctx context.Context, res *streaming.Result, rep escrow.R
 	held := escrow.Turn{Trajectory: t.recID, Root: t.root, Thread: t.thread, Tenant: t.req.tenant.Name, Key: t.key,
 		API: t.req.api, Provider: t.req.up.cfg.Name, Model: t.pr.Model, Request: t.body, Continuations: t.conts,
 		Stage: t.adm.Decision.Stage, BudgetUsed: t.adm.Decision.Rho, Grant: t.req.tenant.ReadOnlyTools, Log: t.log}
-	return t.s.esc.Open(ctx, held, res, rep, gated, func(approvalID string) { t.holdOpened(o, approvalID) })
+	return t.req.rules.esc.Open(ctx, held, res, rep, gated, func(approvalID string) { t.holdOpened(o, approvalID) })
 }

@@ -29,7 +29,7 @@ func (s *Server) continuer(req *request, hdr http.Header, log *slog.Logger) escr
 		if err != nil {
 			return nil, nil, err
 		}
-		return s.esc.Continue(ctx, &continuation{t: sub, hdr: hdr}, sub.req.api, form)
+		return req.rules.esc.Continue(ctx, &continuation{t: sub, hdr: hdr}, sub.req.api, form)
 	}
 }
 
@@ -37,7 +37,7 @@ func (s *Server) continuer(req *request, hdr http.Header, log *slog.Logger) escr
 // client req, admitted on the hold's record.
 func (s *Server) admitContinuation(ctx context.Context, req *request, log *slog.Logger, h *approvals.Hold, body []byte) (*turn, error) {
 	api := streaming.API(h.API)
-	up, ok := s.providers[h.Provider]
+	up, ok := req.rules.providers[h.Provider]
 	if !ok {
 		return nil, fmt.Errorf("provider %s of the held turn is no longer configured", h.Provider)
 	}
@@ -45,7 +45,7 @@ func (s *Server) admitContinuation(ctx context.Context, req *request, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	sub := &turn{s: s, req: &request{up: up, rest: dialect.Of(api).Path, tenant: req.tenant, keyHash: req.keyHash, api: api, id: req.id}, rate: s.sched.Turn(up.pool, req.tenant.Priority),
+	sub := &turn{s: s, req: &request{rules: req.rules, up: up, rest: dialect.Of(api).Path, tenant: req.tenant, keyHash: req.keyHash, api: api, id: req.id}, rate: req.rules.sched.Turn(up.pool, req.tenant.Priority),
 		pr: pr, body: body, started: s.now(), ctx: ctx, log: log, recID: h.Trajectory, root: h.Root, key: h.Key, gated: true,
 		conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
 	var adm admit.Admission

@@ -22,7 +22,7 @@ import (
 // answered from the hold (t.hold is set: it re-attaches) or refused (err).
 // When the record holds no turn of this key, admission goes on as usual.
 func (t *turn) findHold(ctx context.Context, id string, opening bool) (found bool, err error) {
-	h, err := t.s.esc.Find(ctx, id, t.key, opening)
+	h, err := t.req.rules.esc.Find(ctx, id, t.key, opening)
 	switch {
 	case err != nil:
 		// The approvals store unread is the store unavailable: the
@@ -55,9 +55,9 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 	}
 	wait := &escrow.Wait{Hold: t.hold, Client: c}
 	if c.Form == escrow.FormStream {
-		return s.esc.WriteRetryStream(r.Context(), w, wait)
+		return t.req.rules.esc.WriteRetryStream(r.Context(), w, wait)
 	}
-	err := s.esc.WriteRetryJSON(r.Context(), w, wait)
+	err := t.req.rules.esc.WriteRetryJSON(r.Context(), w, wait)
 	if err != nil && r.Context().Err() != nil {
 		return apierr.ErrClientGone
 	}
@@ -68,7 +68,7 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 // of it reaches the agent (escrow.HoldJSON): a reply with a gated call is
 // held and replaced by the decided reply; any other goes out as it came.
 func (t *turn) holdJSON(resp *http.Response) error {
-	limit := t.s.cfg.Limits.MaxBodyBytes
+	limit := t.req.rules.cfg.Limits.MaxBodyBytes
 	raw, err := escrow.ReadWhole(resp.Body, limit)
 	_ = resp.Body.Close()
 	if err != nil {
@@ -78,7 +78,7 @@ func (t *turn) holdJSON(resp *http.Response) error {
 	}
 	c := t.client(escrow.FormJSON)
 	c.Allow, c.Refusal = t.allowPolicy(), shape.Refusal(t.adm.Decision)
-	out, held, err := t.s.esc.HoldJSON(t.ctx, heldJSON{t: t, status: resp.StatusCode}, c, raw)
+	out, held, err := t.req.rules.esc.HoldJSON(t.ctx, heldJSON{t: t, status: resp.StatusCode}, c, raw)
 	switch {
 	case err != nil:
 		return answerError(err)

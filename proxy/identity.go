@@ -78,7 +78,7 @@ func (t *turn) linkRun(res *streaming.Result) {
 		}
 	}
 	ctx := context.WithoutCancel(t.ctx)
-	ttl := t.s.cfg.Store.Retention.Std()
+	ttl := t.req.rules.cfg.Store.Retention.Std()
 	for _, m := range marks {
 		if err := t.s.links.Link(ctx, threadid.Link(t.req.keyHash, m), t.root, ttl); err != nil {
 			t.log.LogAttrs(ctx, slog.LevelWarn, "linking a reply to its run failed; the conversation's later turns go to a run of their own",

@@ -51,7 +51,7 @@ func (t *turn) record(o outcome.Turn) {
 func (t *turn) write(ctx context.Context, o outcome.Turn) {
 	now := t.s.now()
 	model := o.Ran(t.pr.Model)
-	charge := o.Price(t.s.prices, model)
+	charge := o.Price(t.req.rules.prices, model)
 	data := o.EventData(t.adm.Call, model, t.req.up.cfg.Name, now.Sub(t.started), charge)
 	shape.Note(&data, t.adm.Decision.Stage, t.removed, t.loop.Step)
 	defer t.endSpan(o, charge)
@@ -71,9 +71,9 @@ func (t *turn) write(ctx context.Context, o outcome.Turn) {
 // settle is applied: an operator's cancel may have come since its reply
 // ended.
 func (t *turn) settleRules() outcome.Settle {
-	return outcome.Settle{Call: t.adm.Call, ToolDeadline: t.s.cfg.Limits.ToolDeadline.Std(),
-		MaxTruncations: t.req.tenant.MaxTruncations, Watchdog: t.s.cfg.WatchdogFor(t.req.tenant),
-		Stages: t.s.stages, Canceled: t.stopReason() == stopCancel}
+	return outcome.Settle{Call: t.adm.Call, ToolDeadline: t.req.rules.cfg.Limits.ToolDeadline.Std(),
+		MaxTruncations: t.req.tenant.MaxTruncations, Watchdog: t.req.rules.cfg.WatchdogFor(t.req.tenant),
+		Stages: t.req.rules.stages, Canceled: t.stopReason() == stopCancel}
 }
 
 // chargeUndelivered records a reply the provider produced, and billed,
@@ -90,7 +90,7 @@ func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome
 // outcomeFacts is what the turn knows of its call that its outcome reads.
 func (t *turn) outcomeFacts() outcome.Facts {
 	f := outcome.Facts{ClientGone: t.clientGone(), BodyBytes: int64(len(t.body)), Extras: t.extras,
-		Watchdog: t.s.cfg.WatchdogFor(t.req.tenant), Proposed: t.proposed}
+		Watchdog: t.req.rules.cfg.WatchdogFor(t.req.tenant), Proposed: t.proposed}
 	switch t.stopReason() {
 	case stopCancel, stopKill:
 		f.Stopped = outcome.ByOperator

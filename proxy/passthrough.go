@@ -18,7 +18,7 @@ func (up *upstream) allowsBackground() bool {
 // (passthrough.Gate.Serve), its refusals in up's error form.
 func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *request) {
 	up := req.up
-	s.pass.Serve(w, r, passthrough.Call{Provider: up.cfg.Name, Allow: up.pass, Proxy: up.rp, Path: req.rest, Run: req.trajectoryID,
-		Tenant: req.tenant, KeyHash: req.keyHash, ID: req.id, Keys: s.sched.Turn(up.pool, req.tenant.Priority)},
+	req.rules.pass.Serve(w, r, passthrough.Call{Provider: up.cfg.Name, Allow: up.pass, Proxy: up.rp, Path: req.rest, Run: req.trajectoryID,
+		Tenant: req.tenant, KeyHash: req.keyHash, ID: req.id, Keys: req.rules.sched.Turn(up.pool, req.tenant.Priority)},
 		func(w http.ResponseWriter, err error) { s.writeError(w, r, up.api, req, admitted(keyRefused(err))) })
 }

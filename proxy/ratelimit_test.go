@@ -69,25 +69,8 @@ func newRLEnv(t testing.TB, o rlOpts) *rlEnv {
 		t.Cleanup(ts.Close)
 		e.mockURL = ts.URL
 	}
-	doc := fmt.Sprintf(`
-providers:
-  - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: %s}
-tenants:
-  - {name: live, keys: [%s], priority: interactive}
-  - {name: std, keys: [%s], priority: standard}
-  - {name: bulk, keys: [%s], priority: batch}
-rate_limits: {max_wait: %s}
-`, e.mockURL, o.keys, vkLive, vkStd, vkBulk, o.maxWait)
-	if o.storeTimeout != "" {
-		doc += fmt.Sprintf("store: {timeout: %s}\n", o.storeTimeout)
-	}
-	cfg, err := config.Parse([]byte(doc), func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := rlConfig(t, e.mockURL, o)
+	var err error
 	e.tel, err = telemetry.New(context.Background(), telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +100,31 @@ rate_limits: {max_wait: %s}
 	})
 	e.gk = gk.URL
 	return e
+}
+
+// rlConfig is the rate-limit tests' config, on the mock at mockURL.
+func rlConfig(t testing.TB, mockURL string, o rlOpts) *config.Config {
+	t.Helper()
+	doc := fmt.Sprintf(`
+providers:
+  - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: %s}
+tenants:
+  - {name: live, keys: [%s], priority: interactive}
+  - {name: std, keys: [%s], priority: standard}
+  - {name: bulk, keys: [%s], priority: batch}
+rate_limits: {max_wait: %s}
+`, mockURL, o.keys, vkLive, vkStd, vkBulk, o.maxWait)
+	if o.storeTimeout != "" {
+		doc += fmt.Sprintf("store: {timeout: %s}\n", o.storeTimeout)
+	}
+	cfg, err := config.Parse([]byte(doc), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // rlAnswer is what an agent got for one turn.

@@ -130,7 +130,7 @@ func (t *turn) sendError(ctx context.Context, err error) error {
 func (t *turn) relay(ctx context.Context, w http.ResponseWriter, resp *http.Response) error {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// Forwarded, but never with a fragment of a provider key in it.
-		passthrough.RedactErrorBody(resp, t.req.up.cfg.Name, t.req.up.api, t.s.secrets)
+		passthrough.RedactErrorBody(resp, t.req.up.cfg.Name, t.req.up.api, t.req.rules.secrets)
 	}
 	if err := t.attach(resp); err != nil {
 		_ = resp.Body.Close()

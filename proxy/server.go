@@ -3,11 +3,13 @@ package proxy
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,40 +75,58 @@ type Options struct {
 
 // Server serves the agent-facing routes.
 type Server struct {
-	cfg        *config.Config
+	// rules are what the config decides of turns, swapped whole by
+	// Reload; a request reads them once and keeps them to its end.
+	rules      atomic.Pointer[rules]
+	reloading  sync.Mutex // one Reload at a time
+	opts       Options    // what New was given, for Reload's builds
 	store      trajectory.Store
 	links      trajectory.Links // nil: the store keeps none, and later turns go to their conversation's run
 	log        *slog.Logger
 	now        func() time.Time
-	keys       *wire.Keyring
-	providers  map[string]*upstream
-	def        *upstream
 	transport  http.RoundTripper
 	bufs       *relay.BufferPool
-	prices     *meter.Table
-	stages     meter.Thresholds
 	hints      *admit.Hints
-	records    *admit.Records  // the run and thread records a turn is admitted on
-	ceilings   *admit.Ceilings // the turns' reservations against their tenants' ceilings
-	budget     *admit.Budget   // the turns' admission against their chains' budgets
 	settles    *settle.Retrier
 	behind     *settle.Behind[*settle.Turn] // settles written behind their replies; nil: each at once
 	live       *inflight.Registry[*turn]
 	tel        *telemetry.Telemetry
-	sched      *keys.Scheduler // nil when no provider key has a limit
 	stopListen context.CancelFunc
 	listening  chan struct{}
 	closing    chan struct{} // closed by EndHolds: held waits end
 	endHolds   sync.Once
-	ending     atomic.Bool // EndStreams began: a call that goes live after is ended at once
-	esc        *escrow.Escrow
-	secrets    []string      // every provider key, redacted from upstream error bodies
+	ending     atomic.Bool   // EndStreams began: a call that goes live after is ended at once
 	ledger     tenant.Ledger // nil when no tenant has limits
 	replica    string        // Options.Replica
 	owner      string        // what this run writes as its calls' owner: replica#incarnation
 	sweeper    *sweep.Sweeper
-	pass       *passthrough.Gate
 	refusals   *refusalLimiter // when a run's next refused event is due
+}
+
+// rules are one config's part in the proxy: the tenants and their
+// virtual keys, the providers and their key pools, the prices, the budget
+// stages, the gates, the limits and the watchdog, with what is built from
+// them. A value is never changed: Reload builds a new one and swaps it in.
+type rules struct {
+	cfg       *config.Config
+	keys      *wire.Keyring
+	providers map[string]*upstream
+	def       *upstream
+	prices    *meter.Table
+	stages    meter.Thresholds
+	esc       *escrow.Escrow
+	records   *admit.Records  // the run and thread records a turn is admitted on
+	ceilings  *admit.Ceilings // the turns' reservations against their tenants' ceilings
+	budget    *admit.Budget   // the turns' admission against their chains' budgets
+	pass      *passthrough.Gate
+	// sched is the one rate-limit scheduler of the provider keys, kept
+	// across reloads so that a key kept by name keeps its buckets and its
+	// waiting turns; nil while no key has a limit.
+	sched *keys.Scheduler
+	// secrets are every provider key any config of this process named,
+	// redacted from upstream error bodies: a removed key's calls may
+	// still be in flight.
+	secrets []string
 }
 
 // upstream is one configured provider, with the reverse proxy of its
@@ -128,16 +148,12 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("proxy: config and store are required")
 	}
 	s := &Server{
-		cfg:       opts.Config,
+		opts:      opts,
 		store:     deadline.Store(opts.Store, opts.Config.Store.Timeout.Std()),
 		log:       opts.Logger,
 		now:       opts.Clock,
-		keys:      wire.NewKeyring(opts.Config.Tenants),
-		providers: make(map[string]*upstream),
 		transport: opts.Transport,
 		bufs:      relay.NewBufferPool(),
-		prices:    opts.Prices,
-		stages:    meter.Thresholds(opts.Config.Stages),
 		hints:     admit.NewHints(1 << 16),
 		settles:   settle.NewRetrier(),
 		refusals:  newRefusalLimiter(refusalEvery),
@@ -147,30 +163,10 @@ func New(opts Options) (*Server, error) {
 		replica:   opts.Replica,
 		ledger:    deadline.Ledger(opts.Ledger, opts.Config.Store.Timeout.Std()),
 	}
-	for _, tn := range opts.Config.Tenants {
-		if tn.Limits != (config.TenantLimits{}) && s.ledger == nil {
-			return nil, fmt.Errorf("proxy: tenant %s has limits, which need a Ledger", tn.Name)
-		}
-	}
 	if s.replica == "" {
 		s.replica = "replica-" + admit.NewCallID()
 	}
 	s.owner = s.replica + "#" + admit.NewCallID()
-	minOutput := opts.Config.BudgetMinOutputTokens
-	if minOutput <= 0 {
-		minOutput = config.DefaultBudgetMinOutputTokens
-	}
-	if s.prices == nil {
-		over := make(map[string]meter.Price, len(opts.Config.Prices))
-		for k, p := range opts.Config.Prices {
-			over[k] = meter.Price(p)
-		}
-		t, err := meter.DefaultTable().With(over)
-		if err != nil {
-			return nil, fmt.Errorf("proxy: prices: %w", err)
-		}
-		s.prices = t
-	}
 	if l, ok := opts.Store.(trajectory.Links); ok {
 		s.links = deadline.Links(l, opts.Config.Store.Timeout.Std())
 	}
@@ -178,8 +174,6 @@ func New(opts Options) (*Server, error) {
 	if sigs == nil {
 		sigs, _ = opts.Store.(trajectory.Signals)
 	}
-	var ctx context.Context
-	ctx, s.stopListen = context.WithCancel(context.Background())
 	s.closing = make(chan struct{})
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -187,25 +181,24 @@ func New(opts Options) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.esc = escrow.New(escrow.Config{Service: opts.Approvals, Gates: opts.Gates, Approvals: opts.Config.Approvals, Records: s.store,
-		Stages: s.stages, ToolDeadline: opts.Config.Limits.ToolDeadline.Std(), ReadOnly: escrow.ReadOnly(s.cfg.Tenants), Dialect: dialect.Stream,
-		Signals: s.live, Closing: s.closing, Clock: s.now, Log: s.log, Metrics: s.tel})
 	if s.transport == nil {
 		s.transport = passthrough.NewTransport()
 	}
-	s.records = &admit.Records{Store: s.store, Ledger: s.ledger, Now: s.now, Log: s.log, Tel: s.tel, MaxChildren: opts.Config.Limits.MaxChildren}
-	s.ceilings = &admit.Ceilings{Ledger: s.ledger, MinOutput: minOutput, Settles: s.settles}
-	s.pass = &passthrough.Gate{Store: s.store, Scoped: s.records.Scoped, MaxBody: s.cfg.Limits.MaxBodyBytes,
-		BodyTimeout: s.cfg.Limits.BodyTimeout.Std(), Logger: s.log}
-	s.budget = &admit.Budget{Stages: s.stages, MinOutput: minOutput, Owner: s.owner}
+	ru, err := s.build(opts.Config, opts.Gates, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.rules.Store(ru)
 	if w := opts.Config.Store.SettleWindow.Std(); w > 0 && opts.Config.Store.Kind == config.StoreRedis {
 		s.behind = settle.NewBehind[*settle.Turn](w, s.store, s.log)
 	}
-	s.sweeper = sweep.New(sweep.Options{Store: s.store, Config: s.cfg, Clock: s.now, Logger: s.log, Prices: s.prices, Stages: s.stages,
+	s.sweeper = sweep.New(sweep.Options{Store: s.store, Config: ru.cfg, Clock: s.now, Logger: s.log, Prices: ru.prices, Stages: ru.stages,
 		Replica: s.replica, Owner: s.owner, Calls: s.liveCalls, StaleCall: admit.StaleAfter,
 		Charge: func(ctx context.Context, name, call string, used tenant.Amount) {
-			s.ceilings.Charge(ctx, s.log, name, call, used)
+			s.rules.Load().ceilings.Charge(ctx, s.log, name, call, used)
 		}})
+	var ctx context.Context
+	ctx, s.stopListen = context.WithCancel(context.Background())
 	go func() {
 		defer close(s.listening)
 		done := make(chan struct{})
@@ -218,31 +211,106 @@ func New(opts Options) (*Server, error) {
 		}
 		<-done
 	}()
-	for i := range opts.Config.Providers {
-		p := &opts.Config.Providers[i]
+	return s, nil
+}
+
+// Reload makes cfg, already validated, with gates, its compiled gates
+// (nil: the approvals Service's), the rules of every request that begins
+// from now on. A request already begun keeps the rules it began with to
+// its end: its stream, its hold, its settle. A provider key kept by name
+// keeps its rate-limit state; a removed key's calls in flight settle on
+// it and nothing new goes to it. The store, the rate-limit scheduler and
+// the approvals service stay those New was given, whatever cfg says of
+// them: the caller refuses a cfg that changes the fields only a restart
+// changes (config.Restarts).
+func (s *Server) Reload(cfg *config.Config, gates *approvals.Gates) error {
+	s.reloading.Lock()
+	defer s.reloading.Unlock()
+	old := s.rules.Load()
+	ru, err := s.build(cfg, gates, old)
+	if err != nil {
+		return err
+	}
+	s.rules.Store(ru)
+	s.sweeper.Use(ru.cfg, ru.prices, ru.stages)
+	return nil
+}
+
+// build makes the rules of cfg, keeping old's rate-limit scheduler and
+// redacting old's secrets too; old is nil at start.
+func (s *Server) build(cfg *config.Config, gates *approvals.Gates, old *rules) (*rules, error) {
+	opts := s.opts
+	for _, tn := range cfg.Tenants {
+		if tn.Limits != (config.TenantLimits{}) && s.ledger == nil {
+			return nil, fmt.Errorf("proxy: tenant %s has limits, which need a Ledger", tn.Name)
+		}
+	}
+	ru := &rules{cfg: cfg, keys: wire.NewKeyring(cfg.Tenants), providers: make(map[string]*upstream), stages: meter.Thresholds(cfg.Stages)}
+	minOutput := cfg.BudgetMinOutputTokens
+	if minOutput <= 0 {
+		minOutput = config.DefaultBudgetMinOutputTokens
+	}
+	ru.prices = opts.Prices
+	if ru.prices == nil {
+		over := make(map[string]meter.Price, len(cfg.Prices))
+		for k, p := range cfg.Prices {
+			over[k] = meter.Price(p)
+		}
+		t, err := meter.DefaultTable().With(over)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: prices: %w", err)
+		}
+		ru.prices = t
+	}
+	if old != nil {
+		ru.secrets = slices.Clone(old.secrets)
+	}
+	for i := range cfg.Providers {
+		p := &cfg.Providers[i]
 		b, err := passthrough.Build(p, passthrough.Shared{Transport: s.transport, Buffers: s.bufs, Logger: s.log,
-			Secrets: func() []string { return s.secrets }})
+			Secrets: func() []string { return s.rules.Load().secrets }})
 		if err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
 		up := &upstream{cfg: p, target: b.Target, api: b.API, pool: b.Pool, pass: b.Allow, rp: b.Proxy}
 		for j := range p.Keys {
-			s.secrets = append(s.secrets, p.Keys[j].Key)
+			if !slices.Contains(ru.secrets, p.Keys[j].Key) {
+				ru.secrets = append(ru.secrets, p.Keys[j].Key)
+			}
 		}
-		s.providers[p.Name] = up
+		ru.providers[p.Name] = up
 		if p.Default {
-			s.def = up
+			ru.def = up
 		}
 	}
-	ko := keys.Options{Buckets: opts.Buckets, StoreTimeout: s.cfg.Store.Timeout.Std(), RateLimits: s.cfg.RateLimits, Clock: s.now, Logger: s.log}
-	for _, up := range s.providers {
-		ko.Pools = append(ko.Pools, up.pool)
+	if old != nil {
+		ru.sched = old.sched
 	}
-	if s.tel != nil {
-		ko.Observer = s.tel
+	if ru.sched == nil {
+		// The first config with a limited key starts the scheduler; the
+		// rate_limits it reads stay those the process started with.
+		ko := keys.Options{Buckets: opts.Buckets, StoreTimeout: opts.Config.Store.Timeout.Std(), RateLimits: opts.Config.RateLimits,
+			Clock: s.now, Logger: s.log}
+		for _, up := range ru.providers {
+			ko.Pools = append(ko.Pools, up.pool)
+		}
+		if s.tel != nil {
+			ko.Observer = s.tel
+		}
+		ru.sched = keys.NewScheduler(ko)
 	}
-	s.sched = keys.NewScheduler(ko)
-	return s, nil
+	if opts.Approvals == nil && gates != nil && !gates.Empty() {
+		return nil, errors.New("proxy: gates need the approvals service, which this process started without")
+	}
+	ru.esc = escrow.New(escrow.Config{Service: opts.Approvals, Gates: gates, Approvals: cfg.Approvals, Records: s.store,
+		Stages: ru.stages, ToolDeadline: cfg.Limits.ToolDeadline.Std(), ReadOnly: escrow.ReadOnly(cfg.Tenants), Dialect: dialect.Stream,
+		Signals: s.live, Closing: s.closing, Clock: s.now, Log: s.log, Metrics: s.tel})
+	ru.records = &admit.Records{Store: s.store, Ledger: s.ledger, Now: s.now, Log: s.log, Tel: s.tel, MaxChildren: cfg.Limits.MaxChildren}
+	ru.ceilings = &admit.Ceilings{Ledger: s.ledger, MinOutput: minOutput, Settles: s.settles}
+	ru.pass = &passthrough.Gate{Store: s.store, Scoped: ru.records.Scoped, MaxBody: cfg.Limits.MaxBodyBytes,
+		BodyTimeout: cfg.Limits.BodyTimeout.Std(), Logger: s.log}
+	ru.budget = &admit.Budget{Stages: ru.stages, MinOutput: minOutput, Owner: s.owner}
+	return ru, nil
 }
 
 // Close waits, until ctx ends, for the charges still being retried to
@@ -254,7 +322,7 @@ func (s *Server) Close(ctx context.Context) {
 	// The settles waiting behind replies are written before the key
 	// buckets they correct close.
 	s.behind.Close(ctx)
-	s.sched.Close()
+	s.rules.Load().sched.Close()
 	s.settles.Close(ctx)
 }
 
@@ -289,12 +357,13 @@ func (s *Server) EndHolds() { s.endHolds.Do(func() { close(s.closing) }) }
 func (s *Server) Routes(r chi.Router) {
 	r.Head("/", ok200)
 	r.HandleFunc("/v1/*", func(w http.ResponseWriter, req *http.Request) {
-		if s.def == nil {
+		ru := s.rules.Load()
+		if ru.def == nil {
 			s.writeError(w, req, dialect.Unclaimed().API, nil, apierr.New(http.StatusNotFound, apierr.NotFound,
 				"no default provider is configured: use /{provider}/v1/..."))
 			return
 		}
-		s.serveProvider(w, req, s.def, "", req.URL.EscapedPath())
+		s.serveProvider(w, req, ru, ru.def, "", req.URL.EscapedPath())
 	})
 	r.HandleFunc("/t/{trajectory}/{provider}", s.routeProvider)
 	r.HandleFunc("/t/{trajectory}/{provider}/*", s.routeProvider)
@@ -306,7 +375,8 @@ func ok200(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK
 
 func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "provider")
-	up, ok := s.providers[name]
+	ru := s.rules.Load()
+	up, ok := ru.providers[name]
 	if !ok {
 		s.writeError(w, r, dialect.Unclaimed().API, nil, apierr.New(http.StatusNotFound, apierr.NotFound,
 			fmt.Sprintf("no provider named %q is configured", name)))
@@ -318,13 +388,14 @@ func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, up.api, nil, apierr.New(http.StatusBadRequest, apierr.InvalidRequest, "malformed path"))
 		return
 	}
-	s.serveProvider(w, r, up, tid, rest)
+	s.serveProvider(w, r, ru, up, tid, rest)
 }
 
 // serveProvider handles one request for provider up; rest is the escaped
-// path below the provider prefix ("/v1/messages"), as the agent spelled it.
-func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstream, tid, rest string) {
-	in, err := wire.Check(r, s.keys, up.cfg.API, tid, rest)
+// path below the provider prefix ("/v1/messages"), as the agent spelled it;
+// up is one of ru's providers, and ru the request's rules to its end.
+func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, ru *rules, up *upstream, tid, rest string) {
+	in, err := wire.Check(r, ru.keys, up.cfg.API, tid, rest)
 	api := turnAPI(up, r.Method, in.Path)
 	if err != nil {
 		// Every refusal before the body is read closes the connection: the
@@ -332,7 +403,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 		// slowly it comes, before reading the next request.
 		var known *request
 		if in.Tenant != nil {
-			known = &request{tenant: in.Tenant, id: requestID(r)}
+			known = &request{rules: ru, tenant: in.Tenant, id: requestID(r)}
 		}
 		s.writeError(w, r, cmp.Or(api, up.api), known, apierr.Closing(err))
 		return
@@ -341,7 +412,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, up *upstr
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	req := &request{up: up, rest: in.Path, tenant: in.Tenant, keyHash: in.KeyHash, trajectoryID: tid, run: tid, api: api, id: requestID(r)}
+	req := &request{rules: ru, up: up, rest: in.Path, tenant: in.Tenant, keyHash: in.KeyHash, trajectoryID: tid, run: tid, api: api, id: requestID(r)}
 	w.Header().Set("X-Gatekeeper-Request-Id", req.id)
 	if api == "" {
 		s.passThrough(w, r, req)
@@ -362,6 +433,7 @@ func turnAPI(up *upstream, method, rest string) streaming.API {
 
 // request is what routing learned about one agent request.
 type request struct {
+	rules        *rules // the config's rules the request began under
 	up           *upstream
 	rest         string // canonical escaped path below the provider prefix
 	tenant       *config.Tenant

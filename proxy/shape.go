@@ -41,7 +41,7 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 // any of it reaches the agent (replybody.Filter). A reply that cannot be
 // checked is charged, undelivered.
 func (t *turn) filterJSON(resp *http.Response, cutOnly bool) error {
-	raw, err := replybody.Filter(resp, t.s.cfg.Limits.MaxBodyBytes, t.filter.Body, cutOnly)
+	raw, err := replybody.Filter(resp, t.req.rules.cfg.Limits.MaxBodyBytes, t.filter.Body, cutOnly)
 	if err != nil {
 		// The provider produced the reply: it is charged, undelivered.
 		res, _ := dialect.Stream(t.req.api).DecodeJSON(raw)
@@ -52,7 +52,7 @@ func (t *turn) filterJSON(resp *http.Response, cutOnly bool) error {
 		// The decoder reads what the agent receives; the watchdog counts
 		// what the model proposed.
 		if res, err := dialect.Stream(t.req.api).DecodeJSON(raw); err == nil {
-			t.proposed = watchdog.See(t.s.cfg.WatchdogFor(t.req.tenant), res)
+			t.proposed = watchdog.See(t.req.rules.cfg.WatchdogFor(t.req.tenant), res)
 		}
 	}
 	return nil

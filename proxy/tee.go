@@ -29,10 +29,10 @@ func (t *turn) jsonBody(src io.ReadCloser, status int, limit int64) io.ReadClose
 
 // streamBody is the streamed reply body of the turn, read from src.
 func (t *turn) streamBody(src io.ReadCloser) io.ReadCloser {
-	s := replybody.Streamed{Filter: t.filter, StripUsage: t.stripUsage, Keepalive: t.s.keepaliveEvery(),
-		MaxEventBytes: int(t.s.cfg.Limits.MaxEventBytes), Buf: t.s.bufs.Get(), Release: t.s.bufs.Put, Output: &t.streamed}
+	s := replybody.Streamed{Filter: t.filter, StripUsage: t.stripUsage, Keepalive: t.req.rules.keepaliveEvery(),
+		MaxEventBytes: int(t.req.rules.cfg.Limits.MaxEventBytes), Buf: t.s.bufs.Get(), Release: t.s.bufs.Put, Output: &t.streamed}
 	if t.gated {
-		s.Gates = &replybody.Gates{Escrow: t.s.esc, Input: t.gateInput(), Withheld: t.withheld, Ctx: t.ctx}
+		s.Gates = &replybody.Gates{Escrow: t.req.rules.esc, Input: t.gateInput(), Withheld: t.withheld, Ctx: t.ctx}
 	}
 	return replybody.NewStream(t.reply(), src, s)
 }
@@ -101,8 +101,8 @@ func upstreamErrorDetail(api streaming.API, body []byte) string {
 
 // keepaliveEvery is the period of keepalives on a held stream, and the
 // longest a held call's stream leaves the agent without one.
-func (s *Server) keepaliveEvery() time.Duration {
-	if d := s.cfg.Approvals.Keepalive.Std(); d > 0 {
+func (ru *rules) keepaliveEvery() time.Duration {
+	if d := ru.cfg.Approvals.Keepalive.Std(); d > 0 {
 		return d
 	}
 	return config.DefaultKeepalive

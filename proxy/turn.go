@@ -128,7 +128,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, req *request)
 // and checked; and its mark headers. Nothing is admitted yet.
 func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) (*turn, trajectory.Mark, error) {
 	var mark trajectory.Mark
-	body, err := wire.ReadBody(w, r, s.cfg.Limits.MaxBodyBytes, s.cfg.Limits.BodyTimeout.Std())
+	body, err := wire.ReadBody(w, r, req.rules.cfg.Limits.MaxBodyBytes, req.rules.cfg.Limits.BodyTimeout.Std())
 	if err != nil {
 		return nil, mark, err
 	}
@@ -152,9 +152,9 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 		// Budgets change only through config or the admin API.
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "ignored agent-supplied budget header", slog.String("tenant", req.tenant.Name))
 	}
-	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log, rate: s.sched.Turn(req.up.pool, req.tenant.Priority),
+	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log, rate: req.rules.sched.Turn(req.up.pool, req.tenant.Priority),
 		maxOut: shape.ClampOutput(pr.MaxOutputTokens, req.tenant.CallLimits.MaxOutputTokens)}
-	if s.esc != nil && s.esc.ForTenant(req.tenant.Name) {
+	if esc := req.rules.esc; esc != nil && esc.ForTenant(req.tenant.Name) {
 		t.gated, t.key, t.hdr = true, escrow.TurnKey(req.api, dialect.Of(req.api).TurnFields, body), r.Header
 	}
 	return t, mark, nil
@@ -171,7 +171,7 @@ func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 	t.rate.Ride(outcome.EstimateTokens(int64(len(t.body))), t.maxOut)
 	if err := t.admit(ctx, r); err != nil {
 		t.rate.DropRide(ctx)
-		t.s.ceilings.Release(context.WithoutCancel(ctx), t.log, t.req.tenant.Name, &t.ceil)
+		t.req.rules.ceilings.Release(context.WithoutCancel(ctx), t.log, t.req.tenant.Name, &t.ceil)
 		return admitted(err)
 	}
 	t.log = t.s.log.With(slog.String("request_id", t.req.id), slog.String("trajectory", t.recID), slog.String("tenant", t.req.tenant.Name),
@@ -181,7 +181,7 @@ func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 	}
 	if t.hold != nil {
 		t.rate.DropRide(ctx)
-		t.s.ceilings.Release(context.WithoutCancel(ctx), t.log, t.req.tenant.Name, &t.ceil)
+		t.req.rules.ceilings.Release(context.WithoutCancel(ctx), t.log, t.req.tenant.Name, &t.ceil)
 	}
 	return nil
 }
@@ -303,7 +303,7 @@ func (t *turn) attach(resp *http.Response) error {
 		if t.gated {
 			return t.holdJSON(resp)
 		}
-		resp.Body = t.jsonBody(resp.Body, resp.StatusCode, t.s.cfg.Limits.MaxBodyBytes)
+		resp.Body = t.jsonBody(resp.Body, resp.StatusCode, t.req.rules.cfg.Limits.MaxBodyBytes)
 	}
 	return nil
 }

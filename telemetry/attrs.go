@@ -49,6 +49,7 @@ const (
 	labelTo       = attribute.Key("to")
 	labelGate     = attribute.Key("gate")
 	labelOutcome  = attribute.Key("outcome")
+	labelResult   = attribute.Key("result")
 	labelClass    = attribute.Key("class")
 	labelReason   = attribute.Key("reason")
 )

@@ -50,6 +50,7 @@ type instruments struct {
 	keyRetries       metric.Int64Counter
 	rateLimited      metric.Int64Counter
 	refusals         metric.Int64Counter
+	configReloads    metric.Int64Counter
 
 	// One bound per label that takes values from outside the config; the
 	// values a tenant's requests choose are bounded per tenant.
@@ -132,6 +133,9 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	check(err)
 	in.refusals, err = m.Int64Counter("gatekeeper.refusals",
 		metric.WithDescription("Requests gatekeeper answered with an error of its own, by reason."))
+	check(err)
+	in.configReloads, err = m.Int64Counter("gatekeeper.config_reloads",
+		metric.WithDescription("Config reloads, by result: applied, or refused with the running config kept."))
 	check(err)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("telemetry: instruments: %w", errors.Join(errs...))
@@ -270,6 +274,21 @@ func (t *Telemetry) ApprovalDecided(gate, outcome string, latency time.Duration)
 	m.approvalDecision.Record(context.Background(), latency.Seconds(), metric.WithAttributes(
 		labelGate.String(m.gates.value(gate)),
 		labelOutcome.String(m.outcomes.value(outcome))))
+}
+
+// Config reload results (ConfigReloaded).
+const (
+	ReloadApplied = "applied"
+	ReloadRefused = "refused"
+)
+
+// ConfigReloaded counts a config reload by its result, ReloadApplied or
+// ReloadRefused.
+func (t *Telemetry) ConfigReloaded(result string) {
+	if t == nil {
+		return
+	}
+	t.m.configReloads.Add(context.Background(), 1, metric.WithAttributes(labelResult.String(result)))
 }
 
 // QueueWait records how long a request of a priority class waited for

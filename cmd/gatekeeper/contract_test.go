@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -58,6 +60,11 @@ func contractServer(t *testing.T, yaml string) string {
 	}
 	s, err := newServer(context.Background(), cfg, slog.New(slog.DiscardHandler), env())
 	if err != nil {
+		t.Fatal(err)
+	}
+	// A config file to reload: the same config, so a reload changes nothing.
+	s.path = filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(s.path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(s.handler)
@@ -211,6 +218,8 @@ func contractScenario(ctx context.Context, t *testing.T, c *admintest.Contract, 
 	cc.want(200, "GET", "/admin/v1/openapi.json", "", nil)
 	cc.want(200, "GET", "/admin/v1/events.schema.json", "", nil)
 	cc.want(200, "GET", "/admin/v1/whoami", op, nil)
+	cc.want(200, "POST", "/admin/v1/config/reload", op, nil)
+	cc.want(403, "POST", "/admin/v1/config/reload", apr, nil)
 
 	// A run created ahead of time, and a child under it.
 	cc.want(201, "POST", "/admin/v1/trajectories", op, map[string]any{"id": "run-c", "tenant": "team-a",

@@ -218,7 +218,7 @@ func samplePaths(p string) []string {
 
 func TestAdminAPIReferenceMatchesRouter(t *testing.T) {
 	r := chi.NewRouter()
-	admin.New(config.DefaultConfig(), nil, nil, nil).Routes(r)
+	admin.New(config.DefaultConfig(), nil, nil, nil, admin.WithReloader(&server{})).Routes(r)
 	routes := map[string]bool{} // "METHOD pattern" the router serves
 	if err := chi.Walk(r, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		routes[method+" "+route] = false

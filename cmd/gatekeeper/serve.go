@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -49,11 +52,15 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer srv.close()
+	srv.path = *path
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
 	}
-	log.Info("gatekeeper listening", slog.String("addr", ln.Addr().String()), slog.String("store", cfg.Store.Kind))
+	log.Info("gatekeeper listening", slog.String("addr", ln.Addr().String()), slog.String("store", cfg.Store.Kind),
+		slog.Bool("tls", cfg.TLS.On()))
+	stopHUP := srv.reloadOnHUP(ctx)
+	defer stopHUP()
 	return srv.serve(ctx, ln)
 }
 
@@ -123,13 +130,31 @@ type server struct {
 	keysDone chan struct{} // closed when the keys publisher has returned
 
 	grace time.Duration // shutdown_grace
+
+	// The config file and what reads it again (reload.go): cfg is the
+	// running config, path its file ("" when the server was built from a
+	// config in memory: nothing to reload).
+	cfg       atomic.Pointer[config.Config]
+	path      string
+	getenv    func(string) string
+	admin     *admin.API
+	mockURL   string       // the built-in mock's base URL; "" when none runs
+	cert      *certificate // the listener's, with tls; nil for plain HTTP
+	reloading sync.Mutex   // one reload at a time
 }
 
 // newServer builds gatekeeper from a validated config. Providers whose
 // base_url is "mock" are served by a mock provider started here on a
 // loopback port, so the quick start works offline.
 func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv func(string) string) (*server, error) {
-	s := &server{log: log, limits: cfg.Limits, grace: cfg.ShutdownGrace.Std()}
+	s := &server{log: log, limits: cfg.Limits, grace: cfg.ShutdownGrace.Std(), getenv: getenv}
+	if cfg.TLS.On() {
+		cert, err := newCertificate(cfg.TLS, log)
+		if err != nil {
+			return nil, err
+		}
+		s.cert = cert
+	}
 	ctx, s.stop = context.WithCancel(ctx)
 	if err := s.startMock(ctx, cfg); err != nil {
 		s.stop()
@@ -221,14 +246,16 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	if s.approvals != nil {
 		opts = append(opts, admin.WithApprovals(s.approvals))
 	}
-	opts = append(opts, admin.WithStream(s.feed, keys), admin.WithLedger(ledger))
+	opts = append(opts, admin.WithStream(s.feed, keys), admin.WithLedger(ledger), admin.WithReloader(s))
 	if slack != nil {
 		r.Method(http.MethodPost, approvals.SlackInteractionsPath, slack.Handler(s.approvals))
 	}
 	console.Routes(r)
-	admin.New(cfg, s.store, log, nil, opts...).Routes(r)
+	s.admin = admin.New(cfg, s.store, log, nil, opts...)
+	s.admin.Routes(r)
 	px.Routes(r)
 	s.handler = r
+	s.cfg.Store(cfg)
 	return s, nil
 }
 
@@ -316,9 +343,10 @@ func (s *server) startMock(ctx context.Context, cfg *config.Config) error {
 	}()
 	select {
 	case addr := <-ready:
+		s.mockURL = "http://" + addr
 		for i := range cfg.Providers {
 			if cfg.Providers[i].BaseURL == "mock" {
-				cfg.Providers[i].BaseURL = "http://" + addr
+				cfg.Providers[i].BaseURL = s.mockURL
 			}
 		}
 		s.log.Info("built-in mock provider serving", slog.String("addr", addr))
@@ -342,7 +370,17 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	// Last-Event-ID on another replica.
 	hs.RegisterOnShutdown(s.feed.EndSubscriptions)
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	if s.cert != nil {
+		// HTTPS on HTTP/1.1 only, the protocol the plain listener speaks
+		// and every behaviour is tested on: an empty TLSNextProto keeps
+		// the server from offering HTTP/2, where a refusal before the body
+		// could not close its connection.
+		hs.TLSConfig = s.cert.tlsConfig()
+		hs.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+		go func() { errc <- hs.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- hs.Serve(ln) }()
+	}
 	select {
 	case err := <-errc:
 		return err

@@ -18,7 +18,7 @@ var errNotIdle = errors.New("sweep: record not idle")
 
 // SweepIdle finishes the idle runs it finds; it returns how many.
 func (s *Sweeper) SweepIdle(ctx context.Context) int {
-	idle := s.o.Config.Limits.IdleFinish.Std()
+	idle := s.rules.Load().cfg.Limits.IdleFinish.Std()
 	if idle <= 0 {
 		return 0
 	}
@@ -56,7 +56,7 @@ func (s *Sweeper) SweepIdle(ctx context.Context) int {
 // every 30 s) until ctx ends; it returns at once when runs never finish
 // idle.
 func (s *Sweeper) FinishIdle(ctx context.Context) {
-	idle := s.o.Config.Limits.IdleFinish.Std()
+	idle := s.rules.Load().cfg.Limits.IdleFinish.Std()
 	if idle <= 0 {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gatekeeper/config"
@@ -49,7 +50,8 @@ type Options struct {
 // calls and idle runs.
 type Sweeper struct {
 	o     Options
-	swept chan struct{} // closed once the start's sweep of this replica's calls is done
+	rules atomic.Pointer[rules] // the config's current part: Options' until Use
+	swept chan struct{}         // closed once the start's sweep of this replica's calls is done
 
 	mu sync.Mutex
 	// down says this sweeper's last store operation found the store
@@ -62,7 +64,22 @@ type Sweeper struct {
 
 // New builds a sweeper; WatchCalls and FinishIdle run it.
 func New(o Options) *Sweeper {
-	return &Sweeper{o: o, swept: make(chan struct{})}
+	s := &Sweeper{o: o, swept: make(chan struct{})}
+	s.Use(o.Config, o.Prices, o.Stages)
+	return s
+}
+
+// rules are what a reloaded config changes of the sweeps.
+type rules struct {
+	cfg    *config.Config // limits.idle_finish, tenants
+	prices *meter.Table
+	stages meter.Thresholds
+}
+
+// Use makes cfg's limits and tenants, prices and stages those of the
+// sweeps from now on (a config reload); store.heartbeat stays Options'.
+func (s *Sweeper) Use(cfg *config.Config, prices *meter.Table, stages meter.Thresholds) {
+	s.rules.Store(&rules{cfg: cfg, prices: prices, stages: stages})
 }
 
 // Swept is closed once the start's sweep of this replica's own calls is
@@ -164,7 +181,7 @@ func (s *Sweeper) answered(ctx context.Context, err error) {
 // tenant is the config of a tenant by name; an empty one when the config
 // no longer has it.
 func (s *Sweeper) tenant(name string) *config.Tenant {
-	ts := s.o.Config.Tenants
+	ts := s.rules.Load().cfg.Tenants
 	for i := range ts {
 		if ts[i].Name == name {
 			return &ts[i]
@@ -245,6 +262,7 @@ func (s *Sweeper) sweepCall(ctx context.Context, id, call string, mine bool) boo
 	var data map[string]any
 	var owner string
 	var used tenant.Amount
+	ru := s.rules.Load()
 	_, err := s.o.Store.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 		now := s.o.Clock()
 		rec := chain[0]
@@ -252,7 +270,7 @@ func (s *Sweeper) sweepCall(ctx context.Context, id, call string, mine bool) boo
 			return nil, errNotLost
 		}
 		usage := trajectory.Usage{InputTokens: rec.CallInput, OutputTokens: rec.CallOutput}
-		charge := s.o.Prices.Cost(rec.Model, usage)
+		charge := ru.prices.Cost(rec.Model, usage)
 		owner, used = rec.Tenant, tenant.Amount{Micros: charge.Micros, Tokens: trajectory.Spend{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}.Tokens()}
 		dollars := charge.Dollars()
 		why := "its replica stopped beating"
@@ -267,7 +285,7 @@ func (s *Sweeper) sweepCall(ctx context.Context, id, call string, mine bool) boo
 			return nil, err
 		}
 		ls := chainrule.Levels(chain, now, true)
-		return append(evs, chainrule.ReadStages(chain, ls, meter.Check(ls, s.o.Stages), s.o.Stages, now)...), nil
+		return append(evs, chainrule.ReadStages(chain, ls, meter.Check(ls, ru.stages), ru.stages, now)...), nil
 	})
 	s.answered(ctx, err)
 	switch {
