@@ -205,7 +205,8 @@ func New(opts Options) (*Server, error) {
 		Replica: s.replica, Owner: s.owner, Calls: s.liveCalls, StaleCall: admit.StaleAfter,
 		Charge: func(ctx context.Context, name, call string, used tenant.Amount) {
 			s.ceilings.Charge(ctx, s.log, name, call, used)
-		}})
+		},
+		Swept: s.tel.CallsSwept})
 	go func() {
 		defer close(s.listening)
 		done := make(chan struct{})

@@ -50,6 +50,7 @@ type instruments struct {
 	keyRetries       metric.Int64Counter
 	rateLimited      metric.Int64Counter
 	refusals         metric.Int64Counter
+	ops              *operations
 
 	// One bound per label that takes values from outside the config; the
 	// values a tenant's requests choose are bounded per tenant.
@@ -133,9 +134,14 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	in.refusals, err = m.Int64Counter("gatekeeper.refusals",
 		metric.WithDescription("Requests gatekeeper answered with an error of its own, by reason."))
 	check(err)
+	in.ops, err = newOperations(m)
+	check(err)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("telemetry: instruments: %w", errors.Join(errs...))
 	}
+	// The held calls' gauge exists at 0 before the first hold, so that an
+	// alert on it sees a value on every replica.
+	in.approvalsPending.Add(context.Background(), 0)
 	return in, nil
 }
 
