@@ -46,6 +46,8 @@ const usage = `usage: gatekeeper COMMAND [flags]
   report costs   [-tenant T] [-class C] [-since D]      cost-vs-success curves, knees and suggested ceilings
                  [-format text|json|csv|svg]            of the runs marked accepted or rejected (admin API)
   gates test     [-config config.yaml] < calls.json     which gates hold sample tool calls, and why
+  probe          [-url http://127.0.0.1:8080/healthz] [-timeout 5s]
+                 exit 0 when the URL answers 2xx (a container's healthcheck)
 
 The admin verbs read GATEKEEPER_URL (default http://127.0.0.1:8080) and
 GATEKEEPER_ADMIN_TOKEN, and print JSON with -json.
@@ -74,6 +76,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runReport(ctx, args[1:], getenv, stdout, stderr)
 	case "gates":
 		return runGates(args[1:], getenv, os.Stdin, stdout, stderr)
+	case "probe":
+		return runProbe(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
