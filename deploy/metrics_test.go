@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -122,10 +123,15 @@ func get(t *testing.T, base, path string) (int, string) {
 // turn, a failed turn and a refused request (so that the series a turn
 // creates exist) every metric the alert rules and the dashboard query is
 // on its /metrics, and /healthz and /readyz answer as the probes expect.
+// Then the operations metrics move as the alerts need: a call the config's
+// gate holds is pending and waiting; with Redis stopped the replica stays
+// alive (/healthz), is not ready (/readyz 503), refuses a turn with 503 and
+// counts store errors.
 func TestMetricsServed(t *testing.T) {
+	redis := redistest.StartServer(t)
 	env := map[string]string{
 		"GATEKEEPER_LISTEN":    "127.0.0.1:0",
-		"GATEKEEPER_REDIS_URL": redistest.Start(t),
+		"GATEKEEPER_REDIS_URL": redis.URL,
 		"ANTHROPIC_UPSTREAM":   "mock",
 		"OPENAI_UPSTREAM":      "mock",
 	}
@@ -201,4 +207,64 @@ func TestMetricsServed(t *testing.T) {
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", exposition)
 	}
+
+	// The operations metrics move on a real gatekeeper: a call held by the
+	// config's gate shows as pending, and waiting.
+	params := anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 1024,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("clean the build"))},
+		Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "Bash",
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"command": map[string]any{"type": "string"}}}}}}}
+	held := anthropic.NewClient(option.WithBaseURL(g.base+"/anthropic"), option.WithAPIKey(key), option.WithMaxRetries(0),
+		option.WithHeader("X-Mock-Turn", `{"kind":"tool","text":"Cleaning up.","tools":[{"name":"Bash","input":{"command":"rm -rf ./build"}}]}`))
+	hctx, hcancel := context.WithCancel(ctx)
+	stream := held.Messages.NewStreaming(hctx, params)
+	for stream.Next() {
+		if ev := stream.Current(); ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
+			break
+		}
+	}
+	waited := 0.0
+	for i := 0; i < 100 && waited <= 0; i++ {
+		time.Sleep(100 * time.Millisecond)
+		_, exposition = get(t, g.base, "/metrics")
+		waited, _ = sample(exposition, "gatekeeper_approvals_oldest_pending_seconds")
+	}
+	if waited <= 0 {
+		t.Errorf("gatekeeper_approvals_oldest_pending_seconds %v with a call held for 10 s", waited)
+	}
+	if n, _ := sample(exposition, "gatekeeper_approvals_pending"); n != 1 {
+		t.Errorf("gatekeeper_approvals_pending %v with one call held", n)
+	}
+	hcancel()
+	stream.Close()
+
+	// Redis goes away: the replica is alive but not ready (the probes'
+	// contract), refuses turns with 503, and counts its store errors.
+	if err := redis.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(t, g.base, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz %d without Redis: a liveness probe would restart every replica in an outage", code)
+	}
+	if code, body := get(t, g.base, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz %d %q without Redis, want 503", code, body)
+	}
+	if err := turn(key, "hello"); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("a turn without Redis: %v, want 503", err)
+	}
+	_, exposition = get(t, g.base, "/metrics")
+	if n, ok := sample(exposition, "gatekeeper_store_errors_total"); n < 1 {
+		t.Errorf("gatekeeper_store_errors_total %v (served: %t) after Redis stopped", n, ok)
+	}
+}
+
+// sample is the value of an unlabeled series in an exposition.
+func sample(exposition, name string) (float64, bool) {
+	for _, line := range strings.Split(exposition, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
 }
