@@ -245,6 +245,29 @@ func (s *Service) Sweep(ctx context.Context) int {
 	return n
 }
 
+// OldestPending reports how long the oldest request still pending has
+// waited (0 when none is), across every replica sharing the store. It looks
+// at the sweepBatch requests that expire first, which hold the oldest
+// whenever fewer are pending, or every gate has one expiry.
+func (s *Service) OldestPending(ctx context.Context) (time.Duration, error) {
+	now := s.now()
+	reqs, err := s.o.Store.Due(ctx, now.Add(pendingHorizon), sweepBatch)
+	if err != nil {
+		return 0, err
+	}
+	var oldest time.Duration
+	for _, r := range reqs {
+		if r.State == Pending {
+			oldest = max(oldest, now.Sub(r.CreatedAt))
+		}
+	}
+	return oldest, nil
+}
+
+// pendingHorizon is past every request's expiry: Due then lists the
+// pending requests whatever their expiry.
+const pendingHorizon = 100 * 365 * 24 * time.Hour
+
 // finished tells everyone a request was decided: the replica holding its
 // turn (signal), the telemetry hook and the channels.
 func (s *Service) finished(ctx context.Context, r *Request) {

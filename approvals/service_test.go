@@ -352,3 +352,50 @@ func TestServiceRedis(t *testing.T) {
 		t.Errorf("read back: %+v, %v", r, err)
 	}
 }
+
+// OldestPending is the wait of the oldest request still pending, across
+// every replica sharing the store (a second Service on the same store sees
+// the same); decided requests do not count; 0 when none is pending.
+func TestServiceOldestPending(t *testing.T) {
+	stores := map[string]func(t *testing.T) approvals.Store{
+		"memory": func(*testing.T) approvals.Store { return memory.NewApprovals(memory.ApprovalsOptions{}) },
+		"redis": func(t *testing.T) approvals.Store {
+			client, err := redisstore.NewClient(redistest.Start(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = client.Close() })
+			return redisstore.NewApprovals(redisstore.ApprovalsOptions{Client: client})
+		},
+	}
+	for name, newStore := range stores {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, newStore(t), 0)
+			ctx := context.Background()
+			oldest := func(want time.Duration) {
+				t.Helper()
+				other := approvals.NewService(approvals.ServiceOptions{Store: f.store, Gates: f.svc.Gates(), Clock: f.clock.Now})
+				for _, svc := range []*approvals.Service{f.svc, other} {
+					if got, err := svc.OldestPending(ctx); err != nil || got != want {
+						t.Fatalf("OldestPending = %v, %v; want %v", got, err, want)
+					}
+				}
+			}
+			oldest(0)
+			_, first, err := f.open(t, "run-1", "turn-1", "rm -rf /a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.clock.Add(3 * time.Minute)
+			if _, _, err := f.open(t, "run-2", "turn-1", "rm -rf /b"); err != nil {
+				t.Fatal(err)
+			}
+			f.clock.Add(time.Minute)
+			oldest(4 * time.Minute)
+			if _, err := f.svc.Vote(ctx, first[0].ID, vote("carol", false, "secops")); err != nil {
+				t.Fatal(err)
+			}
+			oldest(time.Minute)
+		})
+	}
+}

@@ -196,7 +196,8 @@ func New(opts Options) (*Server, error) {
 		Replica: s.replica, Owner: s.owner, Calls: s.liveCalls, StaleCall: admit.StaleAfter,
 		Charge: func(ctx context.Context, name, call string, used tenant.Amount) {
 			s.rules.Load().ceilings.Charge(ctx, s.log, name, call, used)
-		}})
+		},
+		Swept: s.tel.CallsSwept})
 	var ctx context.Context
 	ctx, s.stopListen = context.WithCancel(context.Background())
 	go func() {

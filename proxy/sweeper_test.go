@@ -8,6 +8,7 @@ import (
 
 	"gatekeeper/config"
 	"gatekeeper/meter"
+	"gatekeeper/telemetry"
 	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
@@ -183,5 +184,33 @@ func TestSweepBeforeRequestReclaims(t *testing.T) {
 	}
 	if found != 1 {
 		t.Errorf("%d estimated turn events for the silent call, want 1", found)
+	}
+}
+
+// TestSweptCallsCounted: each call a sweep reclaims and charges is counted
+// in gatekeeper_swept_calls_total, once; the counter is there at 0 before.
+func TestSweptCallsCounted(t *testing.T) {
+	tel, err := telemetry.New(context.Background(), telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	e := newEnv(t, envOpts{tel: tel})
+	e.px.StartSwept()
+	ctx := context.Background()
+	if n := scrapeCounter(t, tel, "gatekeeper_swept_calls_total", nil); n != 0 {
+		t.Fatalf("swept calls before any sweep: %v", n)
+	}
+	now := e.clk.Now()
+	res := trajectory.Reservation{Calls: 1, Tokens: 9000, Micros: 120000}
+	e.strand(t, "lost-a", "", "replica-gone", "call-a", now.Add(-time.Hour), res)
+	e.strand(t, "lost-b", "", "replica-gone", "call-b", now.Add(-time.Hour), res)
+	e.strand(t, "alive", "", "replica-alive", "call-c", now.Add(time.Hour), res)
+	if n := e.px.SweepCalls(ctx, false); n != 2 {
+		t.Fatalf("sweep reclaimed %d calls, want 2", n)
+	}
+	e.px.SweepCalls(ctx, false)
+	if n := scrapeCounter(t, tel, "gatekeeper_swept_calls_total", nil); n != 2 {
+		t.Errorf("gatekeeper_swept_calls_total = %v after two sweeps of two lost calls, want 2", n)
 	}
 }

@@ -51,6 +51,7 @@ type instruments struct {
 	rateLimited      metric.Int64Counter
 	refusals         metric.Int64Counter
 	configReloads    metric.Int64Counter
+	ops              *operations
 
 	// One bound per label that takes values from outside the config; the
 	// values a tenant's requests choose are bounded per tenant.
@@ -137,9 +138,14 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	in.configReloads, err = m.Int64Counter("gatekeeper.config_reloads",
 		metric.WithDescription("Config reloads, by result: applied, or refused with the running config kept."))
 	check(err)
+	in.ops, err = newOperations(m)
+	check(err)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("telemetry: instruments: %w", errors.Join(errs...))
 	}
+	// The held calls' gauge exists at 0 before the first hold, so that an
+	// alert on it sees a value on every replica.
+	in.approvalsPending.Add(context.Background(), 0)
 	return in, nil
 }
 

@@ -95,6 +95,7 @@ func TestMetricNames(t *testing.T) {
 
 	want := []string{
 		"gatekeeper_approval_decision_seconds_count", "gatekeeper_approval_decision_seconds_sum",
+		"gatekeeper_approvals_oldest_pending_seconds",
 		"gatekeeper_approvals_pending",
 		"gatekeeper_budget_stage_transitions_total",
 		"gatekeeper_dollars_total",
@@ -103,6 +104,8 @@ func TestMetricNames(t *testing.T) {
 		"gatekeeper_ratelimit_queue_length",
 		"gatekeeper_ratelimit_queue_wait_seconds_count", "gatekeeper_ratelimit_queue_wait_seconds_sum",
 		"gatekeeper_ratelimit_rejections_total",
+		"gatekeeper_store_errors_total",
+		"gatekeeper_swept_calls_total",
 		"gatekeeper_time_to_first_token_seconds_count", "gatekeeper_time_to_first_token_seconds_sum",
 		"gatekeeper_tokens_total",
 		"gatekeeper_trajectories",

@@ -48,6 +48,8 @@ const usage = `usage: gatekeeper COMMAND [flags]
   report costs   [-tenant T] [-class C] [-since D]      cost-vs-success curves, knees and suggested ceilings
                  [-format text|json|csv|svg]            of the runs marked accepted or rejected (admin API)
   gates test     [-config config.yaml] < calls.json     which gates hold sample tool calls, and why
+  probe          [-url http://127.0.0.1:8080/healthz] [-timeout 5s]
+                 exit 0 when the URL answers 2xx (a container's healthcheck)
 
 The admin verbs read GATEKEEPER_URL (default http://127.0.0.1:8080) and
 GATEKEEPER_ADMIN_TOKEN, and print JSON with -json.
@@ -93,6 +95,9 @@ var commands = []command{
 		run: func(_ context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return runGates(args, getenv, stdin, stdout, stderr)
 		}},
+	{name: "probe", run: func(ctx context.Context, args []string, _ func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
+		return runProbe(ctx, args, stdout, stderr)
+	}},
 }
 
 // run is the whole program; main only wires the process to it.

@@ -160,6 +160,12 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		s.stop()
 		return nil, err
 	}
+	tel, err := telemetry.New(ctx, telemetry.Options{Config: cfg.Telemetry, Getenv: getenv})
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	s.tel = tel
 	var aprStore approvals.Store
 	var buckets ratelimit.Buckets // in the proxy's memory unless Redis is shared
 	var ledger tenant.Ledger
@@ -181,6 +187,8 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 			return nil, fmt.Errorf("store.kind redis: store.redis_url: %w", err)
 		}
 		s.redis = client
+		// Every call that does not get Redis's answer, whoever made it.
+		redisstore.CountFailures(client, tel.StoreFailed)
 		// A replica that cannot reach the shared store must not start
 		// serving: it would refuse every turn.
 		octx, cancel := context.WithTimeout(ctx, redisOpenTimeout)
@@ -196,15 +204,9 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		// Every replica draws on one budget per provider key.
 		buckets = ratelimit.NewRedis(client, redisKeyPrefix)
 	default:
-		s.stop()
+		s.close()
 		return nil, fmt.Errorf("store.kind %q is not available in this build; use memory or redis", cfg.Store.Kind)
 	}
-	tel, err := telemetry.New(ctx, telemetry.Options{Config: cfg.Telemetry, Getenv: getenv})
-	if err != nil {
-		s.close()
-		return nil, fmt.Errorf("telemetry: %w", err)
-	}
-	s.tel = tel
 	keys, err := s.startFeed(ctx)
 	if err != nil {
 		s.close()
@@ -219,6 +221,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	var gates *approvals.Gates
 	if s.approvals != nil {
 		gates = s.approvals.Gates()
+		tel.WatchApprovals(s.approvals.OldestPending)
 	}
 	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel, Approvals: s.approvals, Gates: gates,
 		Buckets: buckets, Ledger: ledger, Replica: replicaName(cfg, getenv)})

@@ -44,6 +44,8 @@ type Options struct {
 	// Charge charges a reclaimed call to its tenant's ledger; nil when no
 	// tenant keeps one.
 	Charge func(ctx context.Context, tenant, call string, used tenant.Amount)
+	// Swept hears how many calls a sweep reclaimed and charged; nil: no one.
+	Swept func(n int)
 }
 
 // Sweeper beats for this replica's calls and sweeps the store's lost
@@ -248,6 +250,9 @@ func (s *Sweeper) SweepCalls(ctx context.Context, own bool) int {
 		if s.sweepCall(ctx, rec.ID, rec.Call, mine) {
 			n++
 		}
+	}
+	if n > 0 && s.o.Swept != nil {
+		s.o.Swept(n)
 	}
 	return n
 }
