@@ -1,100 +1,38 @@
 package deploy_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
+	"gatekeeper/internal/gkproc"
 	"gatekeeper/internal/redistest"
 )
 
 // gatekeeper is a gatekeeper process started by a test.
 type gatekeeper struct {
 	base string
-	logs *strings.Builder
-	mu   *sync.Mutex
+	p    *gkproc.Process
 }
 
-func (g *gatekeeper) log() string { g.mu.Lock(); defer g.mu.Unlock(); return g.logs.String() }
+func (g *gatekeeper) log() string { return g.p.Log() }
 
 // startGatekeeper builds cmd/gatekeeper and serves the deploy config with
 // env, on a free loopback port, until the test ends; it is stopped by its
 // PID.
 func startGatekeeper(t *testing.T, env map[string]string) *gatekeeper {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is not on PATH: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "gatekeeper")
-	runTool(t, "..", nil, goBin, "build", "-o", bin, "./cmd/gatekeeper")
-	cmd := exec.Command(bin, "serve", "-config", configPath)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	g := &gatekeeper{logs: &strings.Builder{}, mu: &sync.Mutex{}}
-	addrc := make(chan string, 1)
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		re := regexp.MustCompile(`"msg":"gatekeeper listening".*"addr":"([^"]+)"`)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			g.mu.Lock()
-			g.logs.WriteString(sc.Text() + "\n")
-			g.mu.Unlock()
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case addrc <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		<-read
-	})
-	select {
-	case addr := <-addrc:
-		g.base = "http://" + addr
-	case <-read:
-		t.Fatalf("gatekeeper exited:\n%s", g.log())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("gatekeeper did not start within 30 s:\n%s", g.log())
-	}
-	return g
+	p := gkproc.Start(t, gkproc.Build(t), configPath, env)
+	return &gatekeeper{base: p.Base, p: p}
 }
 
 // get fetches path and returns its status and body.
