@@ -177,6 +177,11 @@ type Tenant struct {
 	// tenant's requests may carry; a request naming another is refused.
 	// Empty (the default) forwards every beta, as Claude Code needs.
 	AnthropicBeta []string `yaml:"anthropic_beta" json:"anthropic_beta"`
+	// MaxInputTokens is the input a call is taken to have when its body
+	// references content by id or URL, or history the provider keeps, so
+	// that its size says nothing of its input: its worst case counts this
+	// many input tokens at least. 0: DefaultHiddenInputTokens.
+	MaxInputTokens int64 `yaml:"max_input_tokens" json:"max_input_tokens"`
 	// MaxTruncations ends a run whose replies were cut at their output
 	// limit that many times in a row (exit reason TRUNCATION_LOOP); 0 means
 	// the default, a negative value never ends a run for it.
@@ -362,6 +367,9 @@ const (
 	// A tenant whose limits do not name max_live_trajectories or
 	// new_trajectories_per_hour is bounded by these; a written 0 means no
 	// bound.
+	// DefaultHiddenInputTokens is a tenant's max_input_tokens when it sets
+	// none: the largest context window of the models priced.
+	DefaultHiddenInputTokens      = 1_048_576
 	DefaultMaxLiveTrajectories    = 5000
 	DefaultNewTrajectoriesPerHour = 1000
 	DefaultMaxChildren            = 1000

@@ -473,6 +473,7 @@ func (v *validator) tenants(ts []Tenant) map[[32]byte]keyOwner {
 			v.add(fieldPath(at, "priority"), "unknown priority %s (want interactive, standard or batch)", v.show(fieldPath(at, "priority"), t.Priority))
 		}
 
+		v.nonNegative(fieldPath(at, "max_input_tokens"), t.MaxInputTokens)
 		b := fieldPath(at, "budget")
 		v.nonNegative(fieldPath(b, "turns"), int64(t.Budget.Turns))
 		v.nonNegative(fieldPath(b, "tokens"), t.Budget.Tokens)

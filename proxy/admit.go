@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"gatekeeper/config"
 	"gatekeeper/internal/ride"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
@@ -66,7 +67,11 @@ func (t *turn) admitCall() admit.Call {
 		t.call = admit.NewCallID()
 	}
 	if t.worst == nil {
-		w := admit.Worst(t.req.rules.prices, t.pr.Model, t.body)
+		hidden := t.req.tenant.MaxInputTokens
+		if hidden <= 0 {
+			hidden = config.DefaultHiddenInputTokens
+		}
+		w := admit.Worst(t.req.rules.prices, t.pr.Model, t.body, hidden)
 		t.worst = &w
 	}
 	return admit.Call{ID: t.call, Worst: *t.worst, MaxOut: t.maxOut, AgentSet: t.pr.MaxOutputTokens > 0}

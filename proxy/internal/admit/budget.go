@@ -164,9 +164,15 @@ func Halted(rec *trajectory.Record, adm Admission) error {
 
 // Worst is a call's worst case (meter.Worst, in the service tier its body
 // asks for): the tenant's ceilings and every attempt at admitting the
-// call against its budgets weigh the same call.
-func Worst(prices *meter.Table, model string, body []byte) meter.Worst {
-	return prices.Worst(model, int64(len(body))).InTier(prices, model, gjson.GetBytes(body, "service_tier").String())
+// call against its budgets weigh the same call. A body whose input the
+// provider reads from elsewhere (HiddenInput) is weighed as hidden input
+// tokens at least, whatever its size.
+func Worst(prices *meter.Table, model string, body []byte, hidden int64) meter.Worst {
+	size := int64(len(body))
+	if hidden > 0 && HiddenInput(body) {
+		size = max(size, 4*hidden) // meter.ApproxTokens: 4 bytes a token
+	}
+	return prices.Worst(model, size).InTier(prices, model, gjson.GetBytes(body, "service_tier").String())
 }
 
 // NewCallID is a new random call id.

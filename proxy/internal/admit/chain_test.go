@@ -24,7 +24,7 @@ func (s silence) Silent(*trajectory.Record, time.Time) bool { return bool(s) }
 var _ Sweep = silence(false)
 
 func chainTurn() *Turn {
-	w := Worst(meter.DefaultTable(), "claude-sonnet-4-5", make([]byte, 4000))
+	w := Worst(meter.DefaultTable(), "claude-sonnet-4-5", make([]byte, 4000), 0)
 	return &Turn{Tenant: "team-a", Thread: "k", Call: Call{ID: "c1", Worst: w, MaxOut: 4000}, Input: 1000,
 		Provider: "anthropic", Model: "claude-sonnet-4-5", Ceil: &Hold{}, MaxChildren: 4,
 		Watchdog: (&config.Config{}).WatchdogFor(nil), Sweep: silence(false)}
