@@ -113,18 +113,29 @@ func TestMetricsServed(t *testing.T) {
 		t.Fatalf("a turn with an unknown key: %v, want 401", err)
 	}
 
-	code, exposition := get(t, g.base, "/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("GET /metrics: %d", code)
-	}
+	// A turn's metrics are recorded as it settles, which may come just
+	// after its answer: scrape until the failed turn's count is there (at
+	// most 10 s), then check every query against that scrape.
+	var exposition string
 	served := map[string]bool{}
-	for _, line := range strings.Split(exposition, "\n") {
-		if line == "" || line[0] == '#' {
-			continue
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var code int
+		code, exposition = get(t, g.base, "/metrics")
+		if code != http.StatusOK {
+			t.Fatalf("GET /metrics: %d", code)
 		}
-		name, _, _ := strings.Cut(line, "{")
-		name, _, _ = strings.Cut(name, " ")
-		served[name] = true
+		clear(served)
+		for _, line := range strings.Split(exposition, "\n") {
+			if line == "" || line[0] == '#' {
+				continue
+			}
+			name, _, _ := strings.Cut(line, "{")
+			name, _, _ = strings.Cut(name, " ")
+			served[name] = true
+		}
+		if served["gatekeeper_upstream_errors_total"] || time.Now().After(deadline) {
+			break
+		}
 	}
 
 	queries := dashboardQueries(t)
