@@ -68,9 +68,12 @@ func (a *API) tenantRoutes(r chi.Router) {
 	r.Get("/tenants/{name}", a.handle(a.showTenant, RoleOperator))
 }
 
-func (a *API) listTenants(w http.ResponseWriter, r *http.Request, _ caller) error {
+func (a *API) listTenants(w http.ResponseWriter, r *http.Request, c caller) error {
 	out := make([]tenantView, 0, len(a.cfg.Tenants))
 	for i := range a.cfg.Tenants {
+		if !c.sees(a.cfg.Tenants[i].Name) {
+			continue
+		}
 		v, err := a.tenantView(r.Context(), &a.cfg.Tenants[i])
 		if err != nil {
 			return err
@@ -81,13 +84,13 @@ func (a *API) listTenants(w http.ResponseWriter, r *http.Request, _ caller) erro
 	return nil
 }
 
-func (a *API) showTenant(w http.ResponseWriter, r *http.Request, _ caller) error {
+func (a *API) showTenant(w http.ResponseWriter, r *http.Request, c caller) error {
 	name, err := url.PathUnescape(chi.URLParam(r, "name"))
 	if err != nil {
 		return badRequest("tenant name is not a valid path segment")
 	}
 	for i := range a.cfg.Tenants {
-		if a.cfg.Tenants[i].Name == name {
+		if a.cfg.Tenants[i].Name == name && c.sees(name) {
 			v, err := a.tenantView(r.Context(), &a.cfg.Tenants[i])
 			if err != nil {
 				return err

@@ -239,6 +239,10 @@ type AdminToken struct {
 	Name  string   `yaml:"name" json:"name"`
 	Token string   `yaml:"token" json:"token"`
 	Roles []string `yaml:"roles" json:"roles"`
+	// Tenants, when set, are the only tenants whose runs, approvals,
+	// events and reports the token sees or acts on; another tenant's are
+	// absent to it. Unset: every tenant.
+	Tenants []string `yaml:"tenants" json:"tenants,omitempty"`
 }
 
 // Limits bound what gatekeeper accepts from outside.
