@@ -27,6 +27,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"gatekeeper/config"
+	"gatekeeper/internal/conncap"
 	"gatekeeper/trajectory"
 )
 
@@ -193,6 +194,8 @@ func (a *API) handle(fn func(http.ResponseWriter, *http.Request, caller) error, 
 		var err error
 		switch {
 		case !ok:
+			// The body of a refused call is not waited for.
+			w.Header().Set("Connection", "close")
 			err = &Error{Code: http.StatusUnauthorized, Type: "authentication_error", Msg: "missing or invalid admin bearer token"}
 		case role != "" && !c.has(role):
 			err = &Error{Code: http.StatusForbidden, Type: "permission_error", Msg: "this call needs the " + role + " role"}
@@ -221,6 +224,7 @@ func (a *API) authenticate(r *http.Request) (caller, bool) {
 	if found == nil {
 		return caller{}, false
 	}
+	conncap.Trust(r.Context())
 	return caller{name: found.name, roles: found.roles, tenants: found.tenants}, true
 }
 

@@ -592,6 +592,9 @@ func (v *validator) limits(l Limits) {
 	if l.BodyTimeout <= 0 {
 		v.add("limits.body_timeout", "must be positive")
 	}
+	if l.MaxPendingConnections < 0 {
+		v.add("limits.max_pending_connections", "must be >= 0 (0: a quarter of the open-file limit)")
+	}
 	if l.HeaderTimeout <= 0 {
 		v.add("limits.header_timeout", "must be positive")
 	}

@@ -97,6 +97,8 @@ func TestValidateRules(t *testing.T) {
 		{"retention zero", func(c *Config) { c.Store.Retention = 0 }, "store.retention", "must be positive"},
 		{"idle retention zero", func(c *Config) { c.Store.IdleRetention = 0 }, "store.idle_retention", "must be positive"},
 		{"max children zero", func(c *Config) { c.Limits.MaxChildren = 0 }, "limits.max_children", "must be positive"},
+		{"max pending connections negative", func(c *Config) { c.Limits.MaxPendingConnections = -1 }, "limits.max_pending_connections", "must be >= 0"},
+		{"max pending connections set", func(c *Config) { c.Limits.MaxPendingConnections = 64 }, "", ""},
 
 		{"no providers", func(c *Config) { c.Providers = nil }, "providers", "at least one provider"},
 		{"provider name empty", func(c *Config) { c.Providers[1].Name = "" }, "providers[1].name", "empty"},
