@@ -43,7 +43,8 @@ func NewListener(ln net.Listener, n int, log *slog.Logger) *Listener {
 }
 
 // Accept accepts the next connection as pending. When that makes more
-// pending connections than the cap, the oldest pending one is closed: a
+// pending connections than the cap, the oldest pending one not answering
+// a request it has received whole is closed: a
 // client that has not authenticated gives way to a newer one, so that
 // slow or idle clients cannot keep the server from taking new
 // connections (a probe, an agent) however many they open.
@@ -57,8 +58,19 @@ func (l *Listener) Accept() (net.Conn, error) {
 	l.mu.Lock()
 	cc.elem = l.pending.PushBack(cc)
 	if l.pending.Len() > l.max {
-		oldest = l.pending.Remove(l.pending.Front()).(*Conn)
-		oldest.elem = nil
+		// A connection whose request has all arrived and is being
+		// answered (a probe of /healthz) finishes first: it holds its
+		// descriptor for as long as a handler takes, not as long as a
+		// client likes.
+		// The cap may be passed by those alone, never by idle ones.
+		for e := l.pending.Front(); e != cc.elem; e = e.Next() {
+			if c := e.Value.(*Conn); c.busy == 0 {
+				oldest = c
+				l.pending.Remove(e)
+				c.elem = nil
+				break
+			}
+		}
 	}
 	l.mu.Unlock()
 	if oldest != nil {
@@ -90,6 +102,20 @@ type Conn struct {
 	net.Conn
 	l    *Listener
 	elem *list.Element // nil once trusted or closed
+	busy int           // requests received whole being answered; guarded by l.mu
+}
+
+// serving counts a request of c received whole, and being answered, until
+// its done.
+func (c *Conn) serving(d int) {
+	c.l.mu.Lock()
+	c.busy += d
+	c.l.mu.Unlock()
+}
+
+func connOf(ctx context.Context) *Conn {
+	cc, _ := ctx.Value(connKey{}).(*Conn)
+	return cc
 }
 
 func (c *Conn) trust() {
@@ -122,7 +148,7 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 // authenticated: it is no longer counted as pending nor closed for a newer
 // one. Without a capped connection in ctx it does nothing.
 func Trust(ctx context.Context) {
-	if cc, ok := ctx.Value(connKey{}).(*Conn); ok {
+	if cc := connOf(ctx); cc != nil {
 		cc.trust()
 	}
 }
@@ -134,17 +160,24 @@ func Trust(ctx context.Context) {
 // came, even after the handler answered without reading it (a refusal
 // before authentication). The deadline is lifted once the body has been
 // read to its end, so a long answer (an event stream) is not cut. A
-// request without a body is left alone.
+// request without a body is left alone. While a request received whole
+// is answered, its connection is not closed for a newer one (Listener).
 func Bound(timeout time.Duration, progress int) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			cc := connOf(r.Context())
 			if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+				if cc != nil {
+					cc.serving(1)
+					defer cc.serving(-1)
+				}
 				next.ServeHTTP(w, r)
 				return
 			}
-			b := &body{src: r.Body, rc: http.NewResponseController(w), timeout: timeout, progress: progress}
+			b := &body{src: r.Body, rc: http.NewResponseController(w), timeout: timeout, progress: progress, conn: cc}
 			b.extend()
 			r.Body = b
+			defer b.answered()
 			next.ServeHTTP(w, r)
 		})
 	}
@@ -158,20 +191,43 @@ type body struct {
 	timeout  time.Duration
 	progress int
 	since    int
-	ended    bool
+	conn     *Conn // nil without a capped connection
+
+	// The body may be read on another goroutine than the handler's (a
+	// request streamed upstream): mu orders its end with the answer's.
+	mu       sync.Mutex
+	ended    bool // read to its end
+	finished bool // the handler returned
 }
 
 func (b *body) Read(p []byte) (int, error) {
 	n, err := b.src.Read(p)
 	b.since += n
 	switch {
-	case errors.Is(err, io.EOF) && !b.ended:
-		b.ended = true
-		_ = b.rc.SetReadDeadline(time.Time{})
+	case errors.Is(err, io.EOF):
+		b.mu.Lock()
+		if !b.ended && !b.finished {
+			b.ended = true
+			_ = b.rc.SetReadDeadline(time.Time{})
+			if b.conn != nil {
+				b.conn.serving(1)
+			}
+		}
+		b.mu.Unlock()
 	case err == nil && b.since >= b.progress:
 		b.extend()
 	}
 	return n, err
+}
+
+// answered is called when the handler has returned.
+func (b *body) answered() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.finished = true
+	if b.ended && b.conn != nil {
+		b.conn.serving(-1)
+	}
 }
 
 func (b *body) Close() error { return b.src.Close() }

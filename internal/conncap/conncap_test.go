@@ -106,6 +106,33 @@ func TestOldestPendingGivesWay(t *testing.T) {
 	}
 }
 
+// A connection answering a request it received whole (a probe) is not
+// closed for a newer one; the next oldest idle one is.
+func TestAnsweringConnectionStays(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := conncap.Bound(time.Second, 16)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow-answer" {
+			close(entered)
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	addr, l := serve(t, 2, h)
+	probe := dial(t, addr)
+	_, _ = io.WriteString(probe, "GET /slow-answer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	<-entered
+	idle := dial(t, addr)
+	waitPending(t, l, 2)
+	dial(t, addr)
+	if !closed(idle, 5*time.Second) {
+		t.Error("the idle connection was kept past the cap")
+	}
+	close(release)
+	if res, err := http.ReadResponse(bufio.NewReader(probe), nil); err != nil || res.StatusCode != 200 {
+		t.Errorf("the connection being answered was closed: %v %v", res, err)
+	}
+}
+
 func TestBoundClosesSlowBodies(t *testing.T) {
 	const timeout = 300 * time.Millisecond
 	read := make(chan error, 4)
