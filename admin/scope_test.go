@@ -278,13 +278,32 @@ func TestScopedStream(t *testing.T) {
 			t.Errorf("%s stream of a team-a token missed team-a's changes: %v", name, seen)
 		}
 	}
+	// Every admin action is an event naming who took it.
+	actions := map[string]string{
+		"control": `"type":"control","data":{"kind":"pause","by":"root"`,
+		"budget":  `"type":"budget","data":{"by":"root"`,
+		"outcome": `"type":"outcome","data":{"by":"root","source":"admin"`,
+		"vote":    `"approver":"root"`,
+		"created": `"type":"created","to":"READY","data":{"by":"root"}`,
+	}
 	for name, next := range map[string]func() sse{"live": liveAll, "replayed": replayAll} {
 		var b bool
-		for ev := next(); ev.data.Trajectory != "a-last"; ev = next() {
+		var all strings.Builder
+		for ev := next(); ; ev = next() {
 			b = b || ev.data.Tenant == "team-b"
+			raw, _ := json.Marshal(ev.data)
+			all.Write(raw)
+			if ev.data.Trajectory == "a-last" {
+				break
+			}
 		}
 		if !b {
 			t.Errorf("%s stream of an unscoped token carries no team-b event", name)
+		}
+		for action, want := range actions {
+			if !strings.Contains(all.String(), want) {
+				t.Errorf("%s stream: no %s event naming who took it (%s)", name, action, want)
+			}
 		}
 	}
 }
