@@ -5,7 +5,9 @@
 // finish, interrupt), which it records on a trajectory and its whole
 // subtree and signals to every replica; marking a run's outcome, and the
 // cost-vs-success report of the runs so marked. Every call needs a bearer
-// token from admin.tokens; tokens are compared in constant time.
+// token from admin.tokens; tokens are compared in constant time. A token
+// scoped to tenants sees and acts on theirs alone: another tenant's
+// objects are absent to it.
 package admin
 
 import (
