@@ -7,7 +7,8 @@
 // cost-vs-success report of the runs so marked. Every call needs a bearer
 // token from admin.tokens (tokens are compared in constant time), but for
 // the API's own contract: its OpenAPI document and the event stream's
-// JSON Schema (openapi.go).
+// JSON Schema (openapi.go). A token scoped to tenants sees and acts on
+// theirs alone: another tenant's objects are absent to it.
 package admin
 
 import (
@@ -21,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,6 +31,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"gatekeeper/config"
+	"gatekeeper/internal/conncap"
 	"gatekeeper/trajectory"
 )
 
@@ -104,9 +107,10 @@ type API struct {
 }
 
 type token struct {
-	hash  [32]byte
-	name  string
-	roles []string
+	hash    [32]byte
+	name    string
+	roles   []string
+	tenants []string // nil: every tenant
 }
 
 // New builds the admin API.
@@ -117,7 +121,7 @@ func New(cfg *config.Config, store Store, log *slog.Logger, now func() time.Time
 		o(a)
 	}
 	for _, t := range cfg.Admin.Tokens {
-		a.tokens = append(a.tokens, token{hash: sha256.Sum256([]byte(t.Token)), name: t.Name, roles: t.Roles})
+		a.tokens = append(a.tokens, token{hash: sha256.Sum256([]byte(t.Token)), name: t.Name, roles: t.Roles, tenants: t.Tenants})
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -178,7 +182,21 @@ func (e *Error) Unwrap() error { return e.Err }
 type caller struct {
 	name  string
 	roles []string
+	// tenants are the only tenants the caller sees (admin.tokens[].tenants);
+	// nil: every tenant. Another tenant's runs, approvals, events and
+	// figures are absent to the caller: lists leave them out and a path
+	// naming one answers 404, as for an id that does not exist.
+	tenants []string
 }
+
+// sees reports whether the caller may see tenant's objects.
+func (c caller) sees(tenant string) bool {
+	return c.tenants == nil || slices.Contains(c.tenants, tenant)
+}
+
+// errAbsent is what a caller gets for a run outside its tenants: the
+// answer for a run that does not exist.
+var errAbsent = fmt.Errorf("%w: not among the caller's tenants", trajectory.ErrNotFound)
 
 func (c caller) has(role string) bool {
 	for _, r := range c.roles {
@@ -197,6 +215,8 @@ func (a *API) handle(fn func(http.ResponseWriter, *http.Request, caller) error, 
 		var err error
 		switch {
 		case !ok:
+			// The body of a refused call is not waited for.
+			w.Header().Set("Connection", "close")
 			err = &Error{Code: http.StatusUnauthorized, Type: "authentication_error", Msg: "missing or invalid admin bearer token"}
 		case role != "" && !c.has(role):
 			err = &Error{Code: http.StatusForbidden, Type: "permission_error", Msg: "this call needs the " + role + " role"}
@@ -225,7 +245,8 @@ func (a *API) authenticate(r *http.Request) (caller, bool) {
 	if found == nil {
 		return caller{}, false
 	}
-	return caller{name: found.name, roles: found.roles}, true
+	conncap.Trust(r.Context())
+	return caller{name: found.name, roles: found.roles, tenants: found.tenants}, true
 }
 
 func (a *API) writeErr(w http.ResponseWriter, r *http.Request, err error) {
@@ -255,9 +276,9 @@ func badRequest(msg string) error {
 	return &Error{Code: http.StatusBadRequest, Type: "invalid_request_error", Msg: msg}
 }
 
-func (a *API) list(w http.ResponseWriter, r *http.Request, _ caller) error {
+func (a *API) list(w http.ResponseWriter, r *http.Request, c caller) error {
 	q := r.URL.Query()
-	f := trajectory.Filter{State: trajectory.State(q.Get("state")), Tenant: q.Get("tenant"), Limit: defaultListLimit}
+	f := trajectory.Filter{State: trajectory.State(q.Get("state")), Tenant: q.Get("tenant"), Tenants: c.tenants, Limit: defaultListLimit}
 	if f.State != "" && !f.State.Valid() {
 		return badRequest("unknown state " + strconv.Quote(q.Get("state")))
 	}
@@ -286,7 +307,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, _ caller) error {
 	return nil
 }
 
-func (a *API) show(w http.ResponseWriter, r *http.Request, _ caller) error {
+func (a *API) show(w http.ResponseWriter, r *http.Request, c caller) error {
 	id, err := url.PathUnescape(chi.URLParam(r, "*"))
 	if err != nil || id == "" {
 		return badRequest("missing trajectory id")
@@ -295,7 +316,7 @@ func (a *API) show(w http.ResponseWriter, r *http.Request, _ caller) error {
 	if rest, ok := strings.CutSuffix(id, "/events"); ok {
 		id, events = rest, true
 	}
-	if id, err = a.resolve(r.Context(), id, r.URL.Query().Get("tenant")); err != nil {
+	if id, err = a.resolve(r.Context(), c, id, r.URL.Query().Get("tenant")); err != nil {
 		return err
 	}
 	if events {
@@ -363,7 +384,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, c caller) error {
 			tenant = &tenants[i]
 		}
 	}
-	if tenant == nil {
+	if tenant == nil || !c.sees(tenant.Name) {
 		return badRequest("unknown tenant " + strconv.Quote(req.Tenant))
 	}
 	if req.ID == "" {
@@ -402,6 +423,9 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, c caller) error {
 	}
 	if req.ParentID != "" {
 		p, err := a.store.Get(r.Context(), req.ParentID)
+		if err == nil && !c.sees(p.Tenant) {
+			err = errAbsent
+		}
 		if err != nil {
 			if errors.Is(err, trajectory.ErrNotFound) {
 				return badRequest("parent trajectory " + strconv.Quote(req.ParentID) + " does not exist")

@@ -48,12 +48,13 @@ func (a *API) approvalRoutes(r chi.Router) {
 
 var errApprovalsOff = &Error{Code: http.StatusNotFound, Type: "not_found_error", Msg: "approvals are not configured"}
 
-func (a *API) listApprovals(w http.ResponseWriter, r *http.Request, _ caller) error {
+func (a *API) listApprovals(w http.ResponseWriter, r *http.Request, c caller) error {
 	if a.approvals == nil {
 		return errApprovalsOff
 	}
 	q := r.URL.Query()
-	f := approvals.Filter{State: approvals.State(q.Get("state")), Trajectory: q.Get("trajectory"), Root: q.Get("root"), Limit: defaultListLimit}
+	f := approvals.Filter{State: approvals.State(q.Get("state")), Trajectory: q.Get("trajectory"), Root: q.Get("root"),
+		Tenants: c.tenants, Limit: defaultListLimit}
 	if f.State != "" && !f.State.Valid() {
 		return badRequest("unknown state " + strconv.Quote(q.Get("state")) + " (want pending, approved, denied, expired, stale or withdrawn)")
 	}
@@ -75,16 +76,29 @@ func (a *API) listApprovals(w http.ResponseWriter, r *http.Request, _ caller) er
 	return nil
 }
 
-func (a *API) showApproval(w http.ResponseWriter, r *http.Request, _ caller) error {
+func (a *API) showApproval(w http.ResponseWriter, r *http.Request, c caller) error {
 	if a.approvals == nil {
 		return errApprovalsOff
 	}
-	req, err := a.approvals.Store().Get(r.Context(), chi.URLParam(r, "id"))
+	req, err := a.approval(r.Context(), c, chi.URLParam(r, "id"))
 	if err != nil {
-		return approvalErr(err)
+		return err
 	}
 	writeJSON(w, http.StatusOK, req)
 	return nil
+}
+
+// approval reads the request id, absent (404) when it is another tenant's
+// than the caller's.
+func (a *API) approval(ctx context.Context, c caller, id string) (*approvals.Request, error) {
+	req, err := a.approvals.Store().Get(ctx, id)
+	if err == nil && !c.sees(req.Tenant) {
+		err = fmt.Errorf("%w: not among the caller's tenants", approvals.ErrNotFound)
+	}
+	if err != nil {
+		return nil, approvalErr(err)
+	}
+	return req, nil
 }
 
 // voteBody is the body of POST /admin/v1/approvals/{id}/{approve,deny}.
@@ -110,10 +124,16 @@ func (a *API) voteApproval(w http.ResponseWriter, r *http.Request, c caller) err
 	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
 		return badRequest("body must be empty or a JSON object {reason?}: " + err.Error())
 	}
-	// One identity across channels: the person the token belongs to.
+	// The token's tenants first: a request outside them is absent, and
+	// the vote's answer must not tell more of it.
+	if _, err := a.approval(r.Context(), c, chi.URLParam(r, "id")); err != nil {
+		return err
+	}
+	// One identity across channels: the person the token belongs to,
+	// within the person's tenants.
 	who := approvals.NewDirectory(a.config().Approvals).Admin(c.name, c.roles)
 	v := approvals.Vote{Approver: who.Name, Roles: who.Roles, Approve: approve, Reason: body.Reason, Via: approvals.ViaAdmin,
-		Credential: who.Credential}
+		Credential: who.Credential, Tenants: who.Tenants}
 	req, err := a.approvals.Vote(r.Context(), chi.URLParam(r, "id"), v)
 	if err != nil {
 		return approvalErr(err)

@@ -59,7 +59,7 @@ func (a *API) patchBudget(w http.ResponseWriter, r *http.Request, c caller) erro
 	if err != nil || id == "" {
 		return badRequest("missing trajectory id")
 	}
-	if id, err = a.resolve(r.Context(), id, r.URL.Query().Get("tenant")); err != nil {
+	if id, err = a.resolve(r.Context(), c, id, r.URL.Query().Get("tenant")); err != nil {
 		return err
 	}
 	req, err := readBudget(w, r)

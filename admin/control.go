@@ -90,7 +90,7 @@ func (a *API) control(w http.ResponseWriter, r *http.Request, c caller) error {
 	if err != nil || id == "" {
 		return badRequest("missing trajectory id")
 	}
-	if id, err = a.resolve(r.Context(), id, r.URL.Query().Get("tenant")); err != nil {
+	if id, err = a.resolve(r.Context(), c, id, r.URL.Query().Get("tenant")); err != nil {
 		return err
 	}
 	req, err := readControl(w, r, kind)

@@ -73,7 +73,7 @@ func (a *API) markOutcome(w http.ResponseWriter, r *http.Request, c caller, raw 
 	if err != nil || id == "" {
 		return badRequest("missing trajectory id")
 	}
-	if id, err = a.resolve(r.Context(), id, r.URL.Query().Get("tenant")); err != nil {
+	if id, err = a.resolve(r.Context(), c, id, r.URL.Query().Get("tenant")); err != nil {
 		return err
 	}
 	if root, _, child := strings.Cut(id, "/"); child {

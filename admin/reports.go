@@ -21,7 +21,7 @@ var finishedStates = []trajectory.State{trajectory.Completed, trajectory.Failed,
 // trajectory.MaxListLimit of the newest runs in each finished state
 // (runs, not their subagents, whose spend their run's already holds), and
 // says so in scope.truncated when that bound cut the scan short.
-func (a *API) costReport(w http.ResponseWriter, r *http.Request, _ caller) error {
+func (a *API) costReport(w http.ResponseWriter, r *http.Request, c caller) error {
 	q := r.URL.Query()
 	scope := report.Scope{Tenant: q.Get("tenant"), Class: q.Get("class"), Since: q.Get("since")}
 	var opts report.Options
@@ -47,7 +47,7 @@ func (a *API) costReport(w http.ResponseWriter, r *http.Request, _ caller) error
 		}
 		opts.Slope = x
 	}
-	runs, err := a.finishedRuns(r.Context(), &scope, cutoff)
+	runs, err := a.finishedRuns(r.Context(), &scope, c.tenants, cutoff)
 	if err != nil {
 		return err
 	}
@@ -60,13 +60,14 @@ func (a *API) costReport(w http.ResponseWriter, r *http.Request, _ caller) error
 	return nil
 }
 
-// finishedRuns lists the judged, finished runs the scope names, newest
-// first, counting what it read in scope.
-func (a *API) finishedRuns(ctx context.Context, scope *report.Scope, cutoff time.Time) ([]report.Run, error) {
+// finishedRuns lists the judged, finished runs the scope names among
+// tenants' (nil: every tenant's), newest first, counting what it read in
+// scope.
+func (a *API) finishedRuns(ctx context.Context, scope *report.Scope, tenants []string, cutoff time.Time) ([]report.Run, error) {
 	roots := ""
 	var runs []report.Run
 	for _, st := range finishedStates {
-		recs, err := a.store.List(ctx, trajectory.Filter{State: st, Tenant: scope.Tenant, ParentID: &roots, Limit: trajectory.MaxListLimit})
+		recs, err := a.store.List(ctx, trajectory.Filter{State: st, Tenant: scope.Tenant, Tenants: tenants, ParentID: &roots, Limit: trajectory.MaxListLimit})
 		if err != nil {
 			return nil, err
 		}

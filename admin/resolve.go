@@ -19,35 +19,44 @@ import (
 
 // resolve returns the store id of the run an admin path names: id as it
 // is, or id of tenant (the ?tenant= parameter, or a first path segment
-// naming a tenant).
-func (a *API) resolve(ctx context.Context, id, tenant string) (string, error) {
+// naming a tenant). Runs of tenants outside the caller's are absent: they
+// neither resolve nor make an id ambiguous, and naming one is ErrNotFound.
+func (a *API) resolve(ctx context.Context, c caller, id, tenant string) (string, error) {
 	if tenant != "" {
-		if !a.knownTenant(tenant) {
+		if !a.knownTenant(tenant) || !c.sees(tenant) {
 			return "", &Error{Code: http.StatusNotFound, Type: "not_found_error", Msg: "no tenant " + strconv.Quote(tenant)}
 		}
 		return a.tenantID(ctx, id, tenant)
 	}
-	_, err := a.store.Get(ctx, id)
+	rec, err := a.store.Get(ctx, id)
 	switch {
 	case err == nil:
+		visible := c.sees(rec.Tenant)
 		if root, _, _ := strings.Cut(id, "/"); strings.Contains(root, "@") {
+			if !visible {
+				return "", errAbsent
+			}
 			return id, nil
 		}
-		holders, err := a.scopedHolders(ctx, id)
-		if err != nil {
+		holders, err := a.scopedHolders(ctx, c, id)
+		switch {
+		case err != nil:
 			return "", err
-		}
-		if len(holders) > 0 {
+		case visible && len(holders) > 0, len(holders) > 1:
 			return "", collide(id, holders)
+		case visible:
+			return id, nil
+		case len(holders) == 1:
+			return trajectory.TenantScoped(id, holders[0]), nil
 		}
-		return id, nil
+		return "", errAbsent
 	case !errors.Is(err, trajectory.ErrNotFound):
 		return "", err
 	}
-	if tn, rest, ok := strings.Cut(id, "/"); ok && a.knownTenant(tn) {
+	if tn, rest, ok := strings.Cut(id, "/"); ok && a.knownTenant(tn) && c.sees(tn) {
 		return a.tenantID(ctx, rest, tn)
 	}
-	holders, err := a.scopedHolders(ctx, id)
+	holders, err := a.scopedHolders(ctx, c, id)
 	switch {
 	case err != nil:
 		return "", err
@@ -75,11 +84,14 @@ func (a *API) tenantID(ctx context.Context, id, tenant string) (string, error) {
 	return id, nil
 }
 
-// scopedHolders are the tenants that keep a run named id under their
-// scoped id.
-func (a *API) scopedHolders(ctx context.Context, id string) ([]string, error) {
+// scopedHolders are the tenants the caller sees that keep a run named id
+// under their scoped id.
+func (a *API) scopedHolders(ctx context.Context, c caller, id string) ([]string, error) {
 	var out []string
 	for _, t := range a.config().Tenants {
+		if !c.sees(t.Name) {
+			continue
+		}
 		_, err := a.store.Get(ctx, trajectory.TenantScoped(id, t.Name))
 		switch {
 		case err == nil:

@@ -76,7 +76,7 @@ func jsonQuote(s string) string {
 // opens with a reset event. A subscriber that falls too far behind gets a
 // final dropped event naming the last event it got, and can resume from
 // it.
-func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, _ caller) error {
+func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, c caller) error {
 	if a.stream == nil {
 		return errStreamOff
 	}
@@ -84,6 +84,9 @@ func (a *API) streamEvents(w http.ResponseWriter, r *http.Request, _ caller) err
 	if err != nil {
 		return err
 	}
+	// Replayed or live, another tenant's events never reach a scoped
+	// token: the feed filters both with the scope.
+	f.Scope = c.tenants
 	var after feed.ID
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		if after, err = feed.ParseID(v); err != nil {
@@ -173,7 +176,8 @@ func writeControl(w io.Writer, k feed.Kind, data map[string]string) {
 	_, _ = io.WriteString(w, "event: "+string(k)+"\ndata: "+string(b)+"\n\n")
 }
 
-// whoami answers the calling token's name and roles, so that the console
+// whoami answers the calling token's name, roles and tenants (when it is
+// scoped to some), so that the console
 // offers only the actions the token may take, and the budget stages'
 // thresholds it draws on budget bars.
 func (a *API) whoami(w http.ResponseWriter, _ *http.Request, c caller) error {
@@ -181,7 +185,11 @@ func (a *API) whoami(w http.ResponseWriter, _ *http.Request, c caller) error {
 	if roles == nil {
 		roles = []string{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": c.name, "roles": roles, "budget_stages": a.config().Stages})
+	out := map[string]any{"name": c.name, "roles": roles, "budget_stages": a.config().Stages}
+	if c.tenants != nil {
+		out["tenants"] = c.tenants
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -56,6 +56,13 @@ func openStream(t *testing.T, base, query, lastID string) func() sse {
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
+	return readStream(t, req)
+}
+
+// readStream sends req and returns a function reading the stream's next
+// event (keepalive comments skipped).
+func readStream(t *testing.T, req *http.Request) func() sse {
+	t.Helper()
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

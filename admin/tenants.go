@@ -68,10 +68,13 @@ func (a *API) tenantRoutes(r chi.Router) {
 	r.Get("/tenants/{name}", a.handle(a.showTenant, RoleOperator))
 }
 
-func (a *API) listTenants(w http.ResponseWriter, r *http.Request, _ caller) error {
+func (a *API) listTenants(w http.ResponseWriter, r *http.Request, c caller) error {
 	tenants := a.config().Tenants
 	out := make([]tenantView, 0, len(tenants))
 	for i := range tenants {
+		if !c.sees(tenants[i].Name) {
+			continue
+		}
 		v, err := a.tenantView(r.Context(), &tenants[i])
 		if err != nil {
 			return err
@@ -82,14 +85,14 @@ func (a *API) listTenants(w http.ResponseWriter, r *http.Request, _ caller) erro
 	return nil
 }
 
-func (a *API) showTenant(w http.ResponseWriter, r *http.Request, _ caller) error {
+func (a *API) showTenant(w http.ResponseWriter, r *http.Request, c caller) error {
 	name, err := url.PathUnescape(chi.URLParam(r, "name"))
 	if err != nil {
 		return badRequest("tenant name is not a valid path segment")
 	}
 	tenants := a.config().Tenants
 	for i := range tenants {
-		if tenants[i].Name == name {
+		if tenants[i].Name == name && c.sees(name) {
 			v, err := a.tenantView(r.Context(), &tenants[i])
 			if err != nil {
 				return err

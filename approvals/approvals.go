@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
 	"time"
 
 	"gatekeeper/trajectory"
@@ -75,6 +76,10 @@ type Vote struct {
 	// "slack user <id>".
 	Credential string    `json:"credential,omitempty"`
 	At         time.Time `json:"at"`
+	// Tenants, when set, are the only tenants whose requests the voter
+	// may vote on: another tenant's request is absent to them
+	// (ErrNotFound). Not stored.
+	Tenants []string `json:"-"`
 }
 
 // Observed are the preconditions observed when the call was held; release
@@ -166,7 +171,16 @@ type Filter struct {
 	State      State
 	Trajectory string
 	Root       string
-	Limit      int
+	// Tenants, when set, keeps the requests of these tenants only (an
+	// admin token's scope).
+	Tenants []string
+	Limit   int
+}
+
+// Match reports whether r passes every condition of f (Limit aside).
+func (f Filter) Match(r *Request) bool {
+	return (f.State == "" || r.State == f.State) && (f.Trajectory == "" || r.Trajectory == f.Trajectory) &&
+		(f.Root == "" || r.Root == f.Root) && (f.Tenants == nil || slices.Contains(f.Tenants, r.Tenant))
 }
 
 // Store keeps holds and requests. Implementations: store/memory (Approvals)

@@ -14,6 +14,9 @@ type Approver struct {
 	// Credential says what the vote arrived with, for the record: "admin
 	// token <name>" or "slack user <id>".
 	Credential string
+	// Tenants are the only tenants whose requests the person may vote on
+	// (approvals.people[].tenants); nil: every tenant.
+	Tenants []string
 }
 
 // Directory maps the credentials votes arrive with to the people who cast
@@ -59,7 +62,7 @@ func (d *Directory) Admin(token string, roles []string) Approver {
 	cred := "admin token " + token
 	if d != nil {
 		if p, ok := d.byToken[token]; ok {
-			return Approver{Name: p.Name, Roles: slices.Clone(p.Roles), Credential: cred}
+			return Approver{Name: p.Name, Roles: slices.Clone(p.Roles), Credential: cred, Tenants: p.Tenants}
 		}
 	}
 	return Approver{Name: token, Roles: slices.Clone(roles), Credential: cred}
@@ -73,7 +76,7 @@ func (d *Directory) Slack(id string) (Approver, bool) {
 	}
 	cred := "slack user " + id
 	if p, ok := d.bySlack[id]; ok {
-		return Approver{Name: p.Name, Roles: slices.Clone(p.Roles), Credential: cred}, true
+		return Approver{Name: p.Name, Roles: slices.Clone(p.Roles), Credential: cred, Tenants: p.Tenants}, true
 	}
 	if u, ok := d.slack[id]; ok {
 		return Approver{Name: u.Name, Roles: slices.Clone(u.Roles), Credential: cred}, true

@@ -49,7 +49,8 @@ func (r *Request) Approving() int {
 // Decided reports whether r is no longer pending.
 func (r *Request) Decided() bool { return r.State != Pending }
 
-// Cast applies one vote at now: ErrNotApprover (no required role),
+// Cast applies one vote at now: ErrNotFound (a request of a tenant outside
+// v.Tenants), ErrNotApprover (no required role),
 // ErrAlreadyVoted (same approver twice), ErrDecided (not pending),
 // ErrExpired (now ≥ ExpiresAt: the request becomes Expired and the vote is
 // not counted; check r.State). A deny decides Denied; approvals decide
@@ -57,6 +58,11 @@ func (r *Request) Decided() bool { return r.State != Pending }
 // counted approver covers a different required role). Returns whether the
 // request was decided by this vote.
 func (r *Request) Cast(v Vote, now time.Time) (decided bool, err error) {
+	if v.Tenants != nil && !slices.Contains(v.Tenants, r.Tenant) {
+		// Outside the voter's tenants the request does not exist for
+		// them: nothing about it is told, its state included.
+		return false, fmt.Errorf("%w: no request %s among the voter's tenants", ErrNotFound, r.ID)
+	}
 	if r.State != Pending {
 		return false, fmt.Errorf("%w: request is %s", ErrDecided, r.State)
 	}

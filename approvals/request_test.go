@@ -13,7 +13,7 @@ var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 func pending(roles []string, quorum int, distinct bool) *Request {
 	c, _ := Canonical("Bash", []byte(`{"command":"rm -rf /srv"}`))
 	return &Request{
-		ID: "apr_1", Call: c, Digest: c.Digest(), Gate: "destructive-shell",
+		ID: "apr_1", Tenant: "team-a", Call: c, Digest: c.Digest(), Gate: "destructive-shell",
 		Roles: roles, Quorum: quorum, DistinctRoles: distinct,
 		CreatedAt: t0, ExpiresAt: t0.Add(15 * time.Minute), State: Pending,
 	}
@@ -53,6 +53,10 @@ func TestCast(t *testing.T) {
 			{vote: approve("carol", "secops")},
 			{vote: approve("carol", "secops"), err: ErrAlreadyVoted},
 		}, Pending},
+		{"voter of other tenants", []string{"secops"}, 1, false, []step{
+			{vote: Vote{Approver: "carol", Roles: []string{"secops"}, Approve: true, Tenants: []string{"team-b"}}, err: ErrNotFound},
+			{vote: Vote{Approver: "carol", Roles: []string{"secops"}, Approve: true, Tenants: []string{"team-b", "team-a"}}, decided: true},
+		}, Approved},
 		{"admin role form", []string{"secops"}, 1, false, []step{
 			{vote: approve("carol", "operator", "approver:secops"), decided: true},
 		}, Approved},

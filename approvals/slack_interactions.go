@@ -193,6 +193,7 @@ func (s *Slack) interact(ctx context.Context, v Voter, in *interaction) string {
 		Via:        ViaSlack,
 		Credential: user.Credential,
 		At:         s.now(),
+		Tenants:    user.Tenants,
 	}
 	vctx, cancel := context.WithTimeout(ctx, slackVoteTime)
 	defer cancel()

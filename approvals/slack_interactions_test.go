@@ -333,3 +333,39 @@ func TestChannelsLogNoSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestSlackVoteOutsideThePersonsTenants: a person scoped to other tenants
+// (approvals.people[].tenants) pressing a button of team-a's request is
+// told there is no such request, and no vote is cast; scoped to team-a,
+// the same press counts.
+func TestSlackVoteOutsideThePersonsTenants(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		tenants []string
+		want    string
+		votes   int
+	}{
+		{"other tenant", []string{"team-b"}, "No such approval request.", 0},
+		{"own tenant", []string{"team-b", "team-a"}, "Your approval of apr_vote is recorded (1 of 2).", 1},
+		{"every tenant", nil, "Your approval of apr_vote is recorded (1 of 2).", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newChanFixture(t)
+			cfg := f.api.config()
+			cfg.Users = nil
+			people := NewDirectory(config.Approvals{Slack: &cfg, People: []config.Person{
+				{Name: "carol", SlackID: "UCAROL", Roles: []string{"secops"}, Tenants: tc.tenants}}})
+			f.slack = NewSlack(cfg, f.st, WithSlackClock(func() time.Time { return chanNow }), WithSlackWait((&chanWaits{}).wait),
+				WithSlackPeople(people))
+			f.handler = f.slack.Handler(f.voter)
+			body := chanPayload("UCAROL", "approve", "apr_vote", "")
+			code, ans := chanPost(t, f.handler, chanSign(chanSigningSecret, chanNow.Unix(), body), body)
+			if code != http.StatusOK || ans.Text != tc.want {
+				t.Errorf("answer %d %q, want %q", code, ans.Text, tc.want)
+			}
+			if got := len(f.votes(t)); got != tc.votes {
+				t.Errorf("%d votes recorded, want %d", got, tc.votes)
+			}
+		})
+	}
+}

@@ -58,6 +58,9 @@ type Person struct {
 	// Roles are approval groups, as gates name them (secops or
 	// approver:secops).
 	Roles []string `yaml:"roles" json:"roles"`
+	// Tenants, when set, are the only tenants whose approval requests
+	// this person may vote on, through any channel. Unset: every tenant.
+	Tenants []string `yaml:"tenants" json:"tenants,omitempty"`
 }
 
 // Slack is the Slack channel approval requests are posted to, and who the

@@ -86,6 +86,8 @@ func TestValidateApprovals(t *testing.T) {
 		{"gate role approver:operator", func(c *Config) { c.Gates[1].Approvers.Roles = []string{"approver:operator"} }, "gates[1].approvers.roles[0]", "reserved"},
 		{"slack user role operator", func(c *Config) { c.Approvals.Slack.Users[0].Roles = []string{"operator"} }, "approvals.slack.users[0].roles[0]", "reserved"},
 		{"people", withPeople(), "", ""},
+		{"person scoped", withPeople(func(p []Person) { p[0].Tenants = []string{"team-a"} }), "", ""},
+		{"person scoped to an unknown tenant", withPeople(func(p []Person) { p[0].Tenants = []string{"nobody"} }), "approvals.people[0].tenants[0]", `no tenant is named "nobody"`},
 		{"person role reserved", withPeople(func(p []Person) { p[0].Roles = []string{"approver"} }), "approvals.people[0].roles[0]", "reserved"},
 		{"person without roles", withPeople(func(p []Person) { p[0].Roles = nil }), "approvals.people[0].roles", "at least one role"},
 		{"person name empty", withPeople(func(p []Person) { p[1].Name = "" }), "approvals.people[1].name", "empty"},

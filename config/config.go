@@ -257,6 +257,10 @@ type AdminToken struct {
 	Name  string   `yaml:"name" json:"name"`
 	Token string   `yaml:"token" json:"token"`
 	Roles []string `yaml:"roles" json:"roles"`
+	// Tenants, when set, are the only tenants whose runs, approvals,
+	// events and reports the token sees or acts on; another tenant's are
+	// absent to it. Unset: every tenant.
+	Tenants []string `yaml:"tenants" json:"tenants,omitempty"`
 }
 
 // Limits bound what gatekeeper accepts from outside.
@@ -278,6 +282,10 @@ type Limits struct {
 	// how long a keep-alive connection may wait for its next request.
 	HeaderTimeout Duration `yaml:"header_timeout" json:"header_timeout"`
 	IdleTimeout   Duration `yaml:"idle_timeout" json:"idle_timeout"`
+	// MaxPendingConnections caps the connections on which no request has
+	// authenticated yet; past it the oldest is closed. 0: a quarter of
+	// the process's open-file limit (between 16 and 4096).
+	MaxPendingConnections int `yaml:"max_pending_connections" json:"max_pending_connections"`
 	// MaxChildren bounds a record's child records (threads, subagents);
 	// further threads share its last child.
 	MaxChildren int `yaml:"max_children" json:"max_children"`

@@ -68,6 +68,7 @@ func (c *Config) Validate() error {
 	v.prices(c.Prices)
 	keys := v.tenants(c.Tenants)
 	v.admin(c.Admin, keys)
+	v.scopes(c)
 	v.limits(c.Limits)
 	v.stages(c.Stages)
 	if c.BudgetMinOutputTokens < 1 {
@@ -559,6 +560,37 @@ func (v *validator) admin(a Admin, virtualKeys map[[32]byte]keyOwner) {
 	}
 }
 
+// scopes checks the tenants admin tokens and approvers are scoped to:
+// each names a configured tenant once, and a list, when written, is not
+// empty (which would see nothing; leaving it out means every tenant).
+func (v *validator) scopes(c *Config) {
+	known := map[string]bool{}
+	for _, t := range c.Tenants {
+		known[t.Name] = true
+	}
+	check := func(at string, tenants []string) {
+		if tenants != nil && len(tenants) == 0 {
+			v.add(at, "empty: it would see no tenant; leave it out to see every tenant")
+		}
+		seen := map[string]bool{}
+		for j, t := range tenants {
+			switch {
+			case !known[t]:
+				v.add(indexPath(at, j), "no tenant is named %s", v.show(indexPath(at, j), t))
+			case seen[t]:
+				v.add(indexPath(at, j), "duplicate tenant")
+			}
+			seen[t] = true
+		}
+	}
+	for i, tok := range c.Admin.Tokens {
+		check(fieldPath(indexPath("admin.tokens", i), "tenants"), tok.Tenants)
+	}
+	for i, p := range c.Approvals.People {
+		check(fieldPath(indexPath("approvals.people", i), "tenants"), p.Tenants)
+	}
+}
+
 func (v *validator) limits(l Limits) {
 	if l.MaxBodyBytes <= 0 {
 		v.add("limits.max_body_bytes", "must be positive")
@@ -573,6 +605,9 @@ func (v *validator) limits(l Limits) {
 	v.nonNegativeDuration("limits.pause_hold", l.PauseHold)
 	if l.BodyTimeout <= 0 {
 		v.add("limits.body_timeout", "must be positive")
+	}
+	if l.MaxPendingConnections < 0 {
+		v.add("limits.max_pending_connections", "must be >= 0 (0: a quarter of the open-file limit)")
 	}
 	if l.HeaderTimeout <= 0 {
 		v.add("limits.header_timeout", "must be positive")

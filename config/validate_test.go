@@ -100,6 +100,8 @@ func TestValidateRules(t *testing.T) {
 		{"retention zero", func(c *Config) { c.Store.Retention = 0 }, "store.retention", "must be positive"},
 		{"idle retention zero", func(c *Config) { c.Store.IdleRetention = 0 }, "store.idle_retention", "must be positive"},
 		{"max children zero", func(c *Config) { c.Limits.MaxChildren = 0 }, "limits.max_children", "must be positive"},
+		{"max pending connections negative", func(c *Config) { c.Limits.MaxPendingConnections = -1 }, "limits.max_pending_connections", "must be >= 0"},
+		{"max pending connections set", func(c *Config) { c.Limits.MaxPendingConnections = 64 }, "", ""},
 
 		{"no providers", func(c *Config) { c.Providers = nil }, "providers", "at least one provider"},
 		{"provider name empty", func(c *Config) { c.Providers[1].Name = "" }, "providers[1].name", "empty"},
@@ -206,6 +208,10 @@ func TestValidateRules(t *testing.T) {
 		{"admin token empty", func(c *Config) { c.Admin.Tokens[0].Token = "" }, "admin.tokens[0].token", "empty"},
 		{"admin token short", func(c *Config) { c.Admin.Tokens[0].Token = "fifteen-chars-x" }, "admin.tokens[0].token", "at least 16 characters"},
 		{"admin token sixteen characters", func(c *Config) { c.Admin.Tokens[0].Token = "sixteen-chars-xy" }, "", ""},
+		{"admin token scoped", func(c *Config) { c.Admin.Tokens[0].Tenants = []string{"team-b", "team-a"} }, "", ""},
+		{"admin token scoped to no tenant", func(c *Config) { c.Admin.Tokens[0].Tenants = []string{} }, "admin.tokens[0].tenants", "leave it out"},
+		{"admin token scoped to an unknown tenant", func(c *Config) { c.Admin.Tokens[0].Tenants = []string{"team-a", "team-c"} }, "admin.tokens[0].tenants[1]", `no tenant is named "team-c"`},
+		{"admin token scoped twice", func(c *Config) { c.Admin.Tokens[0].Tenants = []string{"team-a", "team-a"} }, "admin.tokens[0].tenants[1]", "duplicate tenant"},
 		{"admin token duplicate", func(c *Config) {
 			c.Admin.Tokens = append(c.Admin.Tokens, AdminToken{Name: "bob", Token: "alice-token-0123456789", Roles: []string{"approver"}})
 		}, "admin.tokens[1].token", "same token as admin.tokens[0]"},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -185,6 +186,9 @@ func ParseID(s string) (ID, error) {
 // tenant or trajectory).
 type Filter struct {
 	Tenant string
+	// Scope, when set, keeps the events of these tenants only (an admin
+	// token's scope), and the events that name no tenant (keys).
+	Scope []string
 	// Trajectory keeps the events of that record and of every record
 	// under it ("run-42" keeps "run-42/3f9a").
 	Trajectory string
@@ -194,6 +198,9 @@ type Filter struct {
 // Match reports whether e passes f.
 func (f Filter) Match(e *Event) bool {
 	if f.Tenant != "" && e.Tenant != f.Tenant {
+		return false
+	}
+	if f.Scope != nil && e.Tenant != "" && !slices.Contains(f.Scope, e.Tenant) {
 		return false
 	}
 	if f.Trajectory != "" && e.Trajectory != f.Trajectory && !strings.HasPrefix(e.Trajectory, f.Trajectory+"/") {

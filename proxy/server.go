@@ -19,6 +19,7 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/config"
 	"gatekeeper/internal/clock"
+	"gatekeeper/internal/conncap"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/apierr"
@@ -412,6 +413,11 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, ru *rules
 	if in.Probe {
 		w.WriteHeader(http.StatusOK)
 		return
+	}
+	if in.Tenant != nil {
+		// A virtual key: the connection is an agent's, no longer one of
+		// those capped for not having authenticated.
+		conncap.Trust(r.Context())
 	}
 	req := &request{rules: ru, up: up, rest: in.Path, tenant: in.Tenant, keyHash: in.KeyHash, trajectoryID: tid, run: tid, api: api, id: requestID(r)}
 	w.Header().Set("X-Gatekeeper-Request-Id", req.id)

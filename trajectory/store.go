@@ -2,6 +2,7 @@ package trajectory
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -61,8 +62,11 @@ const (
 
 // Filter selects records for List. Zero fields match everything.
 type Filter struct {
-	State         State
-	Tenant        string
+	State  State
+	Tenant string
+	// Tenants, when set, keeps the records of these tenants only (an
+	// admin token's scope); Tenant narrows within them.
+	Tenants       []string
 	MinBudgetUsed float64
 	// ParentID, when set, keeps the children of that record; pointing at
 	// "" keeps root records only.
@@ -76,6 +80,8 @@ func (f Filter) Match(r *Record) bool {
 	case f.State != "" && r.State != f.State:
 		return false
 	case f.Tenant != "" && r.Tenant != f.Tenant:
+		return false
+	case f.Tenants != nil && !slices.Contains(f.Tenants, r.Tenant):
 		return false
 	case r.BudgetUsed < f.MinBudgetUsed:
 		return false

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,8 +33,24 @@ import (
 // gatekeeper itself: the replica tests start real gatekeeper processes.
 const processEnv = "GATEKEEPER_TEST_PROCESS"
 
+// noFileEnv, set in a child's environment, is the open-file limit it runs
+// under.
+const noFileEnv = "GATEKEEPER_TEST_NOFILE"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(processEnv) == "serve" {
+		if v := os.Getenv(noFileEnv); v != "" {
+			// The child's own open-file limit, soft and hard, as an
+			// operator's ulimit -n would set it.
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err == nil {
+				err = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n})
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "setting the open-file limit:", err)
+				os.Exit(1)
+			}
+		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 		stop()

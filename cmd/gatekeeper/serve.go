@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -23,6 +25,7 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/console"
 	"gatekeeper/feed"
+	"gatekeeper/internal/conncap"
 	"gatekeeper/mockprovider"
 	"gatekeeper/proxy"
 	"gatekeeper/ratelimit"
@@ -231,6 +234,10 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	}
 	s.proxy = px
 	r := chi.NewRouter()
+	// Every route's body comes within limits.body_timeout per 4 KiB, or
+	// its connection is closed (turns also answer 408 in the provider's
+	// format when their body is late).
+	r.Use(conncap.Bound(cfg.Limits.BodyTimeout.Std(), config.BodyProgressBytes))
 	r.Handle("/metrics", tel.Handler())
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -251,7 +258,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	}
 	opts = append(opts, admin.WithStream(s.feed, keys), admin.WithLedger(ledger), admin.WithReloader(s))
 	if slack != nil {
-		r.Method(http.MethodPost, approvals.SlackInteractionsPath, slack.Handler(s.approvals))
+		r.Method(http.MethodPost, approvals.SlackInteractionsPath, trustSigned(cfg.Approvals.Slack.SigningSecret, slack.Handler(s.approvals)))
 	}
 	console.Routes(r)
 	s.admin = admin.New(cfg, s.store, log, nil, opts...)
@@ -360,11 +367,15 @@ func (s *server) startMock(ctx context.Context, cfg *config.Config) error {
 }
 
 func (s *server) serve(ctx context.Context, ln net.Listener) error {
+	pending := cmp.Or(s.limits.MaxPendingConnections, conncap.DefaultMax())
+	s.log.Info("connections without authentication capped", slog.Int("max_pending_connections", pending))
+	ln = conncap.NewListener(ln, pending, s.log)
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.limits.HeaderTimeout.Std(),
 		IdleTimeout:       s.limits.IdleTimeout.Std(),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ConnContext:       conncap.ConnContext,
 	}
 	// Shutdown does not end requests; a turn held for approval may wait
 	// for minutes, and its hold outlives this process for the retry.
@@ -414,6 +425,26 @@ func (s *server) serve(ctx context.Context, ln net.Listener) error {
 	// take are logged with their figures.
 	s.proxy.Close(fctx)
 	return err
+}
+
+// trustSigned marks the connection of a Slack delivery signed with secret
+// as authenticated (see conncap.Trust) before next reads it again and
+// acts on it. The body is read here within SlackMaxBody; next gets the
+// same bytes, and answers an unsigned or oversized one as it always has.
+func trustSigned(secret string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, approvals.SlackMaxBody+1))
+		if err != nil {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "cannot read request body", http.StatusBadRequest)
+			return
+		}
+		if approvals.VerifySlack(secret, r.Header, body, time.Now()) == nil {
+			conncap.Trust(r.Context())
+		}
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
+		next.ServeHTTP(w, r)
+	})
 }
 
 // finalWrites bounds, past shutdown_grace, the ending of streams and the

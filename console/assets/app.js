@@ -89,7 +89,7 @@ async function signIn(token) {
   const me = await api("GET", "/whoami");
   state.me = me;
   sessionStorage.setItem(TOKEN_KEY, token);
-  $("#who").textContent = me.name + " · " + (me.roles.join(", ") || "read only");
+  $("#who").textContent = me.name + " · " + (me.roles.join(", ") || "read only") + (me.tenants ? " · " + me.tenants.join(", ") : "");
   $("#nav").hidden = false;
   $("#signout").hidden = false;
   await Promise.all([loadRuns(), loadApprovals(), loadKeys()]);

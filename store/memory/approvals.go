@@ -182,8 +182,7 @@ func (a *Approvals) List(ctx context.Context, f approvals.Filter) ([]*approvals.
 	a.mu.Lock()
 	var out []*approvals.Request
 	for _, r := range a.reqs {
-		if (f.State == "" || r.State == f.State) && (f.Trajectory == "" || r.Trajectory == f.Trajectory) &&
-			(f.Root == "" || r.Root == f.Root) {
+		if f.Match(r) {
 			out = append(out, r)
 		}
 	}

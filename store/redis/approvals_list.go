@@ -80,8 +80,7 @@ func (a *Approvals) List(ctx context.Context, f approvals.Filter) ([]*approvals.
 			return nil, err
 		}
 		for _, r := range reqs {
-			if (f.State == "" || r.State == f.State) && (f.Trajectory == "" || r.Trajectory == f.Trajectory) &&
-				(f.Root == "" || r.Root == f.Root) && len(out) < limit {
+			if f.Match(r) && len(out) < limit {
 				out = append(out, r)
 			}
 		}

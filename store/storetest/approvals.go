@@ -401,6 +401,7 @@ func testApprovalsList(t *testing.T, s approvals.Store) {
 	h1, r1 := heldTurn(t, "run-1/agent-1", "k", 2, at0)
 	create(t, s, h1, r1)
 	h2, r2 := heldTurn(t, "run-2", "k", 1, at0.Add(time.Minute))
+	h2.Tenant, r2[0].Tenant = "team-b", "team-b"
 	create(t, s, h2, r2)
 	h3, r3 := heldTurn(t, "run-1/agent-2", "k", 1, at0.Add(2*time.Minute))
 	create(t, s, h3, r3)
@@ -425,6 +426,9 @@ func testApprovalsList(t *testing.T, s approvals.Store) {
 		{"root", approvals.Filter{Root: "run-1"}, []string{r3[0].ID, min(r1[0].ID, r1[1].ID), max(r1[0].ID, r1[1].ID)}},
 		{"root and state", approvals.Filter{Root: "run-1", State: approvals.Pending}, []string{r3[0].ID, r1[1].ID}},
 		{"limit", approvals.Filter{Limit: 2}, []string{r3[0].ID, r2[0].ID}},
+		{"tenants", approvals.Filter{Tenants: []string{"team-b"}}, []string{r2[0].ID}},
+		{"tenants and state", approvals.Filter{Tenants: []string{"team-c", "team-a"}, State: approvals.Pending}, []string{r3[0].ID, r1[1].ID}},
+		{"tenants none", approvals.Filter{Tenants: []string{"team-c"}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
