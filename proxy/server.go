@@ -364,6 +364,7 @@ func turnAPI(up *upstream, method, rest string) streaming.API {
 type request struct {
 	up           *upstream
 	rest         string // canonical escaped path below the provider prefix
+	query        string // a continuation's query; "" for an agent's request, whose own is forwarded
 	tenant       *config.Tenant
 	keyHash      [32]byte
 	trajectoryID string // from the path; "" when none

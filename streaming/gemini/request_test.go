@@ -309,3 +309,31 @@ func FuzzGeminiRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestTurnPath(t *testing.T) {
+	tests := []struct {
+		rest, model string
+		stream, ok  bool
+	}{
+		{"/v1beta/models/gemini-2.5-pro:streamGenerateContent", "gemini-2.5-pro", true, true},
+		{"/v1beta/models/gemini-2.5-flash:generateContent", "gemini-2.5-flash", false, true},
+		{"/v1/models/gemini-2.5-flash-lite:generateContent", "gemini-2.5-flash-lite", false, true},
+		{"/v1beta/models/gemini-2.5-pro:countTokens", "", false, false},
+		{"/v1beta/models/a%2Fb:generateContent", "", false, false},
+		{"/v1beta/models/:generateContent", "", false, false},
+		{"/v1beta/tunedModels/x:generateContent", "", false, false},
+		{"/v1beta/models/x/y:generateContent", "", false, false},
+	}
+	for _, tc := range tests {
+		model, stream, ok := gemini.TurnPath(tc.rest)
+		if model != tc.model || stream != tc.stream || ok != tc.ok {
+			t.Errorf("TurnPath(%q) = %q, %v, %v", tc.rest, model, stream, ok)
+		}
+		if ok {
+			rest, query := gemini.TurnRest(model, stream)
+			if m, s, ok := gemini.TurnPath(rest); m != model || s != stream || !ok || (query == "alt=sse") != stream {
+				t.Errorf("TurnRest(%q, %v) = %q, %q", model, stream, rest, query)
+			}
+		}
+	}
+}
