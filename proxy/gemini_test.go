@@ -289,3 +289,32 @@ func TestGeminiCancelMidStream(t *testing.T) {
 		t.Errorf("after cancel: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestGeminiCompressed: a Gemini reply the provider compressed is
+// decoded, metered at the usage it reports, its call recorded as awaited;
+// the agent gets it uncompressed.
+func TestGeminiCompressed(t *testing.T) {
+	for _, coding := range []string{"gzip", "br", "zstd", "deflate"} {
+		t.Run(coding, func(t *testing.T) {
+			e := newEnv(t, envOpts{limits: gatesYAML("", "")})
+			spec := fmt.Sprintf(`{"kind":"tool","first_only":true,"text":"Checking.","tools":[{"name":"Bash","input":{"command":"ls"}}],`+
+				`"usage":{"input_tokens":1200,"output_tokens":345,"cache_read_tokens":0,"cache_write_tokens":0,"reasoning_tokens":0},"encoding":%q}`, coding)
+			resp, b := e.gemini(t, "/t/gem-z"+gemStream, gemBody("look"), "x-goog-api-key", vkA, "X-Mock-Turn", spec)
+			if resp.StatusCode != 200 || resp.Header.Get("Content-Encoding") != "" {
+				t.Fatalf("%d %v: %q", resp.StatusCode, resp.Header, b)
+			}
+			res := gemRead(t, b)
+			if len(res.ToolCalls) != 1 || res.Usage.InputTokens != 1200 || res.Usage.OutputTokens != 345 {
+				t.Fatalf("reply %+v", res)
+			}
+			var rec *trajectory.Record
+			waitFor(t, "the turn charged", func() bool { rec = e.record(t, "gem-z"); return rec.Spend.Turns == 1 })
+			if rec.Spend.InputTokens != 1200 || rec.Spend.OutputTokens != 345 || rec.Spend.Estimated {
+				t.Errorf("spend %+v", rec.Spend)
+			}
+			if rec.State != trajectory.WaitingTool {
+				t.Errorf("state %s", rec.State)
+			}
+		})
+	}
+}

@@ -206,3 +206,25 @@ func FuzzGeminiFilter(f *testing.F) {
 		}
 	})
 }
+
+// TestFilterRepeatedMember: a chunk that repeats a member goes to the agent
+// in the one reading the decoders read (the last name); under a grant no
+// call of such a reply is let through, read-only or not.
+func TestFilterRepeatedMember(t *testing.T) {
+	d := gemini.Dialect{}
+	stream := []byte("data: {\"candidates\":[{\"content\":{\"role\":\"model\",\"parts\":[{\"functionCall\":{\"name\":\"read_file\",\"name\":\"run_shell_command\",\"args\":{}}}]},\"finishReason\":\"STOP\"}],\"responseId\":\"r\"}\n\n")
+	f, _ := d.NewCallFilter(func(n string) bool { return n == "run_shell_command" }, refusal)
+	out := filter(t, f, stream)
+	if !f.Ambiguous() || bytes.Contains(out, []byte("read_file")) {
+		t.Fatalf("ambiguous %v, out %s", f.Ambiguous(), out)
+	}
+	if res := streamtest.MustDecode(t, d, out); len(res.ToolCalls) != 1 || res.ToolCalls[0].Name != "run_shell_command" {
+		t.Fatalf("the agent reads %+v", res.ToolCalls)
+	}
+	f, _ = d.NewCallFilter(func(string) bool { return true }, refusal)
+	f.Grant()
+	out = filter(t, f, stream)
+	if res := streamtest.MustDecode(t, d, out); len(res.ToolCalls) != 0 || len(f.Refused()) != 1 || !f.Refused()[0].Ambiguous {
+		t.Fatalf("under a grant: %+v, refused %+v", res.ToolCalls, f.Refused())
+	}
+}
