@@ -24,7 +24,9 @@ func TestRealGeminiCLI(t *testing.T) {
 	if !ok {
 		t.Skip("SKIPPED: gemini is not on PATH; install it to run the real-client tests (see .ci/run)")
 	}
-	mock := mockprovider.New(mockprovider.Options{})
+	mock := mockprovider.New(mockprovider.Options{Script: &mockprovider.Script{Turns: map[string]mockprovider.TurnSpec{
+		"crawl": {Kind: mockprovider.KindText, Text: strings.Repeat("Still working on it. ", 200), EventDelay: mockprovider.Duration(100 * time.Millisecond)},
+	}}})
 	ms := httptest.NewServer(mock)
 	t.Cleanup(ms.Close)
 	cfg := fmt.Sprintf(`
@@ -44,11 +46,11 @@ log: {level: info, format: json}
 	}
 	gk := startReplica(t, p)
 
-	run := func(traj, key string) (string, error) {
+	start := func(traj, key, prompt string) (*syncBuffer, <-chan error) {
 		t.Helper()
 		home := t.TempDir()
 		cmd := geminiRun(t, bin, gk.base, traj, home)
-		cmd.Args[2] = "Say hello to the team."
+		cmd.Args[2] = prompt
 		for i, kv := range cmd.Env {
 			if strings.HasPrefix(kv, "GEMINI_API_KEY=") {
 				cmd.Env[i] = "GEMINI_API_KEY=" + key
@@ -56,23 +58,32 @@ log: {level: info, format: json}
 		}
 		cmd.Dir = t.TempDir()
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		var out syncBuffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
+		out := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
+		t.Cleanup(func() {
+			// The agent's process group, by its id; one that exited is
+			// not found.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		})
+		return out, done
+	}
+	wait := func(out *syncBuffer, done <-chan error) (string, error) {
+		t.Helper()
 		select {
 		case err := <-done:
 			return out.String(), err
-		case <-ctx.Done():
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-			return out.String(), ctx.Err()
+		case <-time.After(3 * time.Minute):
+			return out.String(), context.DeadlineExceeded
 		}
+	}
+	run := func(traj, key string) (string, error) {
+		t.Helper()
+		return wait(start(traj, key, "Say hello to the team."))
 	}
 
 	out, err := run("gem-plain", clientKey)
@@ -97,5 +108,37 @@ log: {level: info, format: json}
 	}
 	if n := len(mock.Requests()) - before; n != 0 {
 		t.Errorf("%d requests reached the provider for a run over budget", n)
+	}
+
+	// Canceled mid-stream: the CLI gets the error chunk gatekeeper ends
+	// the stream with and exits failed; the run takes no more turns.
+	out2, done := start("gem-cancel", clientKey, "Write a long report. mock:crawl")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		var r struct {
+			State string `json:"state"`
+		}
+		if code, _ := adminJSON(ctx, "GET", gk.base+"/admin/v1/trajectories/gem-cancel", &r); code == 200 && r.State == "CALLING_MODEL" {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the CLI exited (%v) before its stream could be canceled:\n%s", err, tail(out2.String()))
+		case <-ctx.Done():
+			t.Fatal("the run never called the model")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // a few chunks out
+	if code, err := adminJSON(ctx, "POST", gk.base+"/admin/v1/trajectories/gem-cancel/cancel", nil); err != nil || code != 202 {
+		t.Fatalf("cancel: %d %v", code, err)
+	}
+	out, err = wait(out2, done)
+	if err == nil || !strings.Contains(out, "ABORTED") && !strings.Contains(strings.ToLower(out), "cancel") {
+		t.Fatalf("after cancel the CLI exited %v:\n%s", err, tail(out))
+	}
+	if reqs := mock.Requests(); !reqs[len(reqs)-1].Canceled && !reqs[len(reqs)-1].Aborted {
+		t.Errorf("the provider's stream was not closed: %+v", reqs[len(reqs)-1])
 	}
 }
