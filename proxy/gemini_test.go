@@ -104,6 +104,8 @@ func TestGeminiTurn(t *testing.T) {
 	}{
 		{"no key", gemStream, gemBody("x"), nil, 401, "UNAUTHENTICATED"},
 		{"stream without alt=sse", strings.TrimSuffix(gemStream, "?alt=sse"), gemBody("x"), []string{"x-goog-api-key", vkA}, 400, "INVALID_ARGUMENT"},
+		{"alt twice", gemStream + "&alt=json", gemBody("x"), []string{"x-goog-api-key", vkA}, 400, "INVALID_ARGUMENT"},
+		{"whole reply as SSE", gemWhole + "?alt=sse", gemBody("x"), []string{"x-goog-api-key", vkA}, 400, "INVALID_ARGUMENT"},
 		{"string limit", gemStream, `{"contents":[],"generationConfig":{"maxOutputTokens":"9"}}`, []string{"x-goog-api-key", vkA}, 400, "INVALID_ARGUMENT"},
 		{"unknown route", "/gemini/v1beta/models/m:embedContent", gemBody("x"), []string{"x-goog-api-key", vkA}, 404, "NOT_FOUND"},
 	} {

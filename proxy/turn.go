@@ -174,8 +174,12 @@ func routeTurn(pr *streaming.Request, req *request, q url.Values) error {
 		return nil
 	}
 	pr.Model, pr.Stream, _ = d.Route(req.rest)
-	if pr.Stream && q.Get("alt") != "sse" {
-		return apierr.BadRequest("gatekeeper streams Gemini replies as server-sent events only: add alt=sse to the query")
+	alt := q["alt"]
+	switch {
+	case pr.Stream && (len(alt) != 1 || alt[0] != "sse"):
+		return apierr.BadRequest("gatekeeper streams Gemini replies as server-sent events only: send alt=sse, once, in the query")
+	case !pr.Stream && len(alt) > 0 && (len(alt) != 1 || alt[0] != "json"):
+		return apierr.BadRequest("gatekeeper reads a generateContent reply as one JSON body: send no alt, or alt=json")
 	}
 	return nil
 }
