@@ -3,6 +3,8 @@ package wire
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 
 	"gatekeeper/config"
@@ -60,4 +62,29 @@ func TestGeminiOutputLimit(t *testing.T) {
 			t.Errorf("%s: %v", body, err)
 		}
 	}
+}
+
+// FuzzForwardQuery: whatever the query, what goes to the provider names no
+// key parameter, however escaped, and keeps every other one as it came.
+func FuzzForwardQuery(f *testing.F) {
+	for _, s := range []string{"alt=sse&key=vk", "k%65y=vk", "key", "a=1&&b=2", "%zz=1&key=2", "KEY=1;key=2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		out := ForwardQuery(raw)
+		var want []string
+		for part := range strings.SplitSeq(raw, "&") {
+			name, _, _ := strings.Cut(part, "=")
+			if n, err := url.QueryUnescape(name); (err == nil && n == "key") || name == "key" {
+				continue
+			}
+			want = append(want, part)
+		}
+		if strings.Join(want, "&") != out && out != raw {
+			t.Fatalf("ForwardQuery(%q) = %q", raw, out)
+		}
+		if q, err := url.ParseQuery(out); err == nil && q.Has("key") {
+			t.Fatalf("ForwardQuery(%q) = %q still names a key", raw, out)
+		}
+	})
 }
