@@ -26,8 +26,9 @@ func statusOf(typ string) (int, string) {
 	case "not_found_error":
 		return 404, "NOT_FOUND"
 	case "budget_exceeded":
-		// 402 is not a status Google sends; its clients retry neither it
-		// nor FAILED_PRECONDITION.
+		// 402 is not a status Google sends; FAILED_PRECONDITION says a
+		// condition of the call is not met, which no retry changes
+		// (RESOURCE_EXHAUSTED is Google's quota, which clients wait out).
 		return 402, "FAILED_PRECONDITION"
 	case "rate_limited":
 		return 429, "RESOURCE_EXHAUSTED"
