@@ -320,3 +320,29 @@ func TestGeminiCompressed(t *testing.T) {
 		})
 	}
 }
+
+// TestGeminiOutputClamp: the tenant's output ceiling is set in the
+// request's generation config as the agent spelled it, never as a second
+// config in the other spelling.
+func TestGeminiOutputClamp(t *testing.T) {
+	e := newEnv(t, envOpts{teamAExtra: "    call_limits: {max_output_tokens: 100}"})
+	for _, tc := range []struct{ config, path string }{
+		{`"generation_config":{"temperature":0}`, "generation_config.max_output_tokens"},
+		{`"generationConfig":{"maxOutputTokens":5000}`, "generationConfig.maxOutputTokens"},
+		{`"systemInstruction":{"parts":[{"text":"x"}]}`, "generationConfig.maxOutputTokens"},
+	} {
+		body := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}],` + tc.config + `}`
+		if resp, b := e.gemini(t, "/t/gem-clamp"+gemWhole, body, "x-goog-api-key", vkA); resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", tc.config, resp.StatusCode, b)
+		}
+		reqs := e.mock.Requests()
+		up := reqs[len(reqs)-1].Body
+		other := "generationConfig"
+		if strings.HasPrefix(tc.path, "generationConfig") {
+			other = "generation_config"
+		}
+		if gjson.GetBytes(up, tc.path).Int() != 100 || gjson.GetBytes(up, other).Exists() {
+			t.Errorf("%s: upstream body %s", tc.config, up)
+		}
+	}
+}

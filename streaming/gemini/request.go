@@ -50,11 +50,7 @@ func (Dialect) ParseRequest(body []byte) (*streaming.Request, error) {
 		return nil, err
 	}
 	req.Model, req.Stream = "", false
-	gen := lastOf(m[keyGeneration], m[keyGenerationSnake])
-	if jsonscan.IsObject(gen) {
-		lim := lastOf(jsonscan.MemberRaw(gen, "maxOutputTokens"), jsonscan.MemberRaw(gen, "max_output_tokens"))
-		request.SetMaxOutput(req, OutputField, lim)
-	}
+	readLimit(req, m[keyGeneration], m[keyGenerationSnake])
 	var refs [32]string
 	names := refs[:0]
 	it := jsonscan.NewArrayIter(m[keyTools])
@@ -70,6 +66,31 @@ func (Dialect) ParseRequest(body []byte) (*streaming.Request, error) {
 		func(th *request.Hasher) { firstUser(th, m[keyContents]) },
 		req.Tools)
 	return req, nil
+}
+
+// readLimit reads the output limit of the generation config, and where a
+// limit set on the request's behalf goes: MaxOutputField is the path of
+// the limit as the request spells the config and the limit
+// ("generationConfig.maxOutputTokens", "generation_config.max_output_tokens"...),
+// set for a snake_case config without a limit too, so that a limit added
+// there does not make a second config in the other spelling. (A request
+// naming both spellings is refused before it is shaped.)
+func readLimit(req *streaming.Request, camel, snake string) {
+	outer, gen, inner := "generationConfig", camel, OutputField
+	if snake != "" {
+		outer, gen, inner = "generation_config", snake, "max_output_tokens"
+	}
+	if !jsonscan.IsObject(gen) {
+		return
+	}
+	for _, k := range [...]string{OutputField, "max_output_tokens"} {
+		if raw := jsonscan.MemberRaw(gen, k); raw != "" && request.SetMaxOutput(req, outer+"."+k, raw) {
+			return
+		}
+	}
+	if snake != "" {
+		req.MaxOutputField = outer + "." + inner
+	}
 }
 
 // lastOf is the last of raws that is present.

@@ -32,7 +32,7 @@ func TestParseRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req.API != streaming.APIGemini || req.MaxOutputTokens != 8192 || req.MaxOutputField != gemini.OutputField || req.Model != "" || req.Stream {
+	if req.API != streaming.APIGemini || req.MaxOutputTokens != 8192 || req.MaxOutputField != "generationConfig.maxOutputTokens" || req.Model != "" || req.Stream {
 		t.Errorf("req = %+v", req)
 	}
 	if want := []string{"run_shell_command", "read_file", "write_file", "googleSearch"}; !slices.Equal(req.Tools, want) {
@@ -54,8 +54,20 @@ func TestParseRequest(t *testing.T) {
 	}
 	// snake_case, as the proto JSON accepts it.
 	snake, err := d.ParseRequest([]byte(`{"contents":[],"generation_config":{"max_output_tokens":5},"tools":[{"function_declarations":[{"name":"x"}]}]}`))
-	if err != nil || snake.MaxOutputTokens != 5 || !slices.Equal(snake.Tools, []string{"x"}) {
+	if err != nil || snake.MaxOutputTokens != 5 || snake.MaxOutputField != "generation_config.max_output_tokens" || !slices.Equal(snake.Tools, []string{"x"}) {
 		t.Errorf("snake_case: %+v %v", snake, err)
+	}
+	// A limit set on the request's behalf goes into the config as it is
+	// spelled, not into a second one.
+	for body, field := range map[string]string{
+		`{"contents":[],"generation_config":{"temperature":0}}`: "generation_config.max_output_tokens",
+		`{"contents":[],"generationConfig":{"temperature":0}}`:  "",
+		`{"contents":[]}`: "",
+	} {
+		r, err := d.ParseRequest([]byte(body))
+		if err != nil || r.MaxOutputField != field || r.MaxOutputTokens != 0 {
+			t.Errorf("%s: field %q, %v", body, r.MaxOutputField, err)
+		}
 	}
 	if _, err := d.ParseRequest([]byte(`[1]`)); !errors.Is(err, streaming.ErrInvalidJSON) {
 		t.Errorf("an array parsed: %v", err)
