@@ -91,6 +91,7 @@ const LostBeats = 3
 const (
 	APIAnthropic = "anthropic"
 	APIOpenAI    = "openai"
+	APIGemini    = "gemini"
 )
 
 // MockBaseURL as a provider's base_url means the built-in mock provider,

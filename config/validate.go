@@ -292,11 +292,11 @@ func (v *validator) providers(ps []Provider) {
 		}
 
 		switch p.API {
-		case APIAnthropic, APIOpenAI:
+		case APIAnthropic, APIOpenAI, APIGemini:
 		case "":
-			v.add(fieldPath(at, "api"), "empty (want anthropic or openai)")
+			v.add(fieldPath(at, "api"), "empty (want anthropic, openai or gemini)")
 		default:
-			v.add(fieldPath(at, "api"), "unknown API %s (want anthropic or openai)", v.show(fieldPath(at, "api"), p.API))
+			v.add(fieldPath(at, "api"), "unknown API %s (want anthropic, openai or gemini)", v.show(fieldPath(at, "api"), p.API))
 		}
 
 		v.baseURL(fieldPath(at, "base_url"), p.BaseURL)

@@ -114,7 +114,7 @@ func TestValidateRules(t *testing.T) {
 		{"provider name reserved metrics", func(c *Config) { c.Providers[1].Name = "metrics" }, "providers[1].name", `"metrics" is reserved`},
 		{"provider name duplicate", func(c *Config) { c.Providers[1].Name = "anthropic" }, "providers[1].name", "duplicate provider name (also providers[0])"},
 		{"provider api empty", func(c *Config) { c.Providers[1].API = "" }, "providers[1].api", "empty"},
-		{"provider api unknown", func(c *Config) { c.Providers[1].API = "gemini" }, "providers[1].api", `unknown API "gemini"`},
+		{"provider api unknown", func(c *Config) { c.Providers[1].API = "bedrock" }, "providers[1].api", `unknown API "bedrock"`},
 		{"base_url empty", func(c *Config) { c.Providers[1].BaseURL = "" }, "providers[1].base_url", "empty"},
 		{"base_url relative", func(c *Config) { c.Providers[1].BaseURL = "/v1" }, "providers[1].base_url", "absolute http:// or https://"},
 		{"base_url other scheme", func(c *Config) { c.Providers[1].BaseURL = "ftp://example.test" }, "providers[1].base_url", "absolute http:// or https://"},
@@ -286,7 +286,7 @@ func TestValidateListsEveryProblem(t *testing.T) {
 store: {kind: redis}
 providers:
   - name: Admin
-    api: gemini
+    api: bedrock
     base_url: api.example.test
     default: true
     keys: [{name: k, key: "${PROVIDER_KEY}", rpm: -5}]
@@ -314,7 +314,7 @@ log: {level: loud}
 		{"listen", "must be host:port, e.g. 127.0.0.1:8080"},
 		{"store.redis_url", "required when store.kind is redis"},
 		{"providers[0].name", `"Admin" must match [a-z0-9-]+ (it is a URL path prefix)`},
-		{"providers[0].api", `unknown API "gemini" (want anthropic or openai)`},
+		{"providers[0].api", `unknown API "bedrock" (want anthropic, openai or gemini)`},
 		{"providers[0].base_url", "must be an absolute http:// or https:// URL, or mock"},
 		{"providers[0].keys[0].key", "empty (PROVIDER_KEY is not set)"},
 		{"providers[0].keys[0].rpm", "must be >= 0"},

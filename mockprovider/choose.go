@@ -66,7 +66,7 @@ func (m Match) matches(req *turnRequest) bool {
 	switch m.API {
 	case "":
 	case "openai":
-		if req.api == APIAnthropic {
+		if req.api != APIChat && req.api != APIResponses {
 			return false
 		}
 	default:

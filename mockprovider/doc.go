@@ -1,6 +1,6 @@
 // Package mockprovider is a scripted fake model provider. It answers the
-// Anthropic Messages API and the OpenAI Chat Completions and Responses APIs
-// with the providers' exact wire formats, streaming and not, so that the
+// Anthropic Messages API, the OpenAI Chat Completions and Responses APIs
+// and the Gemini API (gemini.go) with the providers' exact wire formats, streaming and not, so that the
 // official SDKs, real agents (Claude Code, Codex) and gatekeeper itself can
 // be driven end to end without a network or a key.
 //

@@ -11,11 +11,15 @@ type family int
 const (
 	familyAnthropic family = iota
 	familyOpenAI
+	familyGemini
 )
 
 func (a API) family() family {
-	if a == APIAnthropic {
+	switch a {
+	case APIAnthropic:
 		return familyAnthropic
+	case APIGemini:
+		return familyGemini
 	}
 	return familyOpenAI
 }
@@ -35,6 +39,9 @@ func errorShape(api API, status int, typ, msg string) (int, string, string) {
 }
 
 func statusError(fam family, status int) (string, string) {
+	if fam == familyGemini {
+		return geminiStatus(status)
+	}
 	if fam == familyAnthropic {
 		switch status {
 		case 400:
@@ -93,6 +100,9 @@ func openAICode(status int) any {
 // midstreamError is the error event's type and message for a stream that
 // fails half way.
 func midstreamError(api API, typ, msg string) (string, string) {
+	if api == APIGemini {
+		return orDefault(typ, "UNAVAILABLE"), orDefault(msg, "The model is overloaded. Please try again later.")
+	}
 	if api == APIAnthropic {
 		return orDefault(typ, "overloaded_error"), orDefault(msg, "Overloaded")
 	}

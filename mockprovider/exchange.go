@@ -1,6 +1,7 @@
 package mockprovider
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"fmt"
 	"net/http"
@@ -32,6 +33,7 @@ type exchange struct {
 	served    int64     // requests in the current rate-limit window
 	window    time.Time // its start
 	enc       encoder   // the turn's Encoding, once chosen
+	gemini    geminiTurn
 }
 
 // headers sets what every reply of the provider carries, errors included.
@@ -40,6 +42,9 @@ func (x *exchange) headers() {
 	limit := strconv.FormatInt(x.s.rpm, 10)
 	remaining := strconv.FormatInt(max(0, x.s.rpm-x.served), 10)
 	tokensLeft := strconv.FormatInt(max(0, x.s.tpm-tokens(len(x.body))), 10)
+	if x.fam == familyGemini {
+		return // Google sends no rate-limit headers
+	}
 	if x.fam == familyAnthropic {
 		reset := x.window.Add(time.Minute).UTC().Format(time.RFC3339)
 		h.Set("request-id", x.requestID)
@@ -73,12 +78,15 @@ func (x *exchange) failAfter(status int, typ, msg string, param any, retryAfter 
 		h.Set("retry-after", strconv.FormatInt(int64((retryAfter+time.Second-1)/time.Second), 10))
 	}
 	var body obj
-	if x.fam == familyAnthropic {
+	switch x.fam {
+	case familyGemini:
+		body = geminiError(status, typ, msg)
+	case familyAnthropic:
 		if status == 429 || status >= 500 {
 			h.Set("x-should-retry", "true")
 		}
 		body = anthropicError(typ, msg, x.requestID)
-	} else {
+	default:
 		body = openAIError(typ, msg, param, openAICode(status))
 	}
 	x.writeJSON(status, appendJSON(nil, body))
@@ -87,8 +95,11 @@ func (x *exchange) failAfter(status int, typ, msg string, param any, retryAfter 
 // authenticate checks the provider's auth header and records the key.
 func (x *exchange) authenticate() bool {
 	key := ""
-	if x.fam == familyAnthropic {
+	switch x.fam {
+	case familyAnthropic:
 		key = x.r.Header.Get("x-api-key")
+	case familyGemini:
+		key = cmp.Or(x.r.Header.Get("x-goog-api-key"), x.r.URL.Query().Get("key"))
 	}
 	if key == "" {
 		if v, ok := strings.CutPrefix(x.r.Header.Get("Authorization"), "Bearer "); ok {
@@ -97,9 +108,12 @@ func (x *exchange) authenticate() bool {
 	}
 	x.s.update(x.rec, func(rec *RecordedRequest) { rec.APIKey = key })
 	if key == "" {
-		if x.fam == familyAnthropic {
+		switch x.fam {
+		case familyGemini:
+			x.fail(http.StatusForbidden, "PERMISSION_DENIED", "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.", nil)
+		case familyAnthropic:
 			x.fail(http.StatusUnauthorized, "authentication_error", "x-api-key header is required", nil)
-		} else {
+		default:
 			x.fail(http.StatusUnauthorized, "authentication_error",
 				"You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).", nil)
 		}
@@ -107,6 +121,10 @@ func (x *exchange) authenticate() bool {
 	}
 	if len(x.s.keys) > 0 && !keyAllowed(x.s.keys, key) {
 		_, msg := statusError(x.fam, http.StatusUnauthorized)
+		if x.fam == familyGemini {
+			x.fail(http.StatusBadRequest, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", nil)
+			return false
+		}
 		if x.fam == familyOpenAI {
 			// OpenAI's own 401 shows the key's first and last characters.
 			msg = "Incorrect API key provided: " + maskKey(key) + ". You can find your API key in your account settings."
@@ -138,6 +156,10 @@ func keyAllowed(keys []string, key string) bool {
 func (x *exchange) validJSON() bool {
 	if !gjson.ValidBytes(x.body) || !gjson.ParseBytes(x.body).IsObject() {
 		msg := "We could not parse the JSON body of your request."
+		if x.fam == familyGemini {
+			x.fail(http.StatusBadRequest, "INVALID_ARGUMENT", "Invalid JSON payload received.", nil)
+			return false
+		}
 		if x.fam == familyAnthropic {
 			msg = "There was an error parsing the body: the request body is not a JSON object."
 		}
@@ -154,6 +176,8 @@ func (x *exchange) require(api API, fields ...string) bool {
 			continue
 		}
 		switch {
+		case api == APIGemini:
+			x.fail(http.StatusBadRequest, "INVALID_ARGUMENT", "* GenerateContentRequest."+f+": contents is not specified", nil)
 		case api == APIAnthropic:
 			x.fail(http.StatusBadRequest, "invalid_request_error", f+": Field required", nil)
 		case api == APIChat && f == "model":
@@ -185,8 +209,15 @@ func (x *exchange) turn(api API) {
 		if !x.require(api, "model") {
 			return
 		}
+	case APIGemini:
+		if !x.require(api, "contents") {
+			return
+		}
 	}
 	req := parseTurnRequest(api, x.body)
+	if api == APIGemini {
+		req.model, req.stream = x.gemini.model, x.gemini.stream // the path says them
+	}
 	name, spec, err := x.s.chooseTurn(x.r.Header, req)
 	x.s.update(x.rec, func(rec *RecordedRequest) {
 		rec.Turn, rec.Model, rec.Stream = name, req.model, req.stream
@@ -343,6 +374,10 @@ func (x *exchange) models() {
 }
 
 func (x *exchange) notFound() {
+	if x.fam == familyGemini {
+		x.fail(http.StatusNotFound, "NOT_FOUND", "Requested entity was not found.", nil)
+		return
+	}
 	if x.fam == familyAnthropic {
 		x.fail(http.StatusNotFound, "not_found_error", "Not Found", nil)
 		return

@@ -120,6 +120,8 @@ func buildPlan(spec TurnSpec, req *turnRequest, rnd *rand.Rand, now time.Time) *
 	case APIResponses:
 		p.id = "resp_" + hexString(rnd, 48)
 		p.itemID = "msg_" + hexString(rnd, 48)
+	case APIGemini:
+		p.id = geminiResponseID(rnd)
 	}
 
 	kind := spec.Kind

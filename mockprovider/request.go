@@ -15,6 +15,7 @@ const (
 	APIAnthropic API = "anthropic" // POST /v1/messages
 	APIChat      API = "chat"      // POST /v1/chat/completions
 	APIResponses API = "responses" // POST /v1/responses
+	APIGemini    API = "gemini"    // POST /v1beta/models/{model}:generateContent, :streamGenerateContent
 )
 
 // declaredTool is a tool the request offers the model.
@@ -92,6 +93,8 @@ func parseTurnRequest(api API, body []byte) *turnRequest {
 		r.promptCacheKey = root.Get("prompt_cache_key")
 		r.safetyIdentifier = root.Get("safety_identifier")
 		r.readResponses(root)
+	case APIGemini:
+		r.readGemini(root)
 	}
 	return r
 }

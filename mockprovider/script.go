@@ -311,9 +311,9 @@ func (s *Script) Validate() error {
 	for i, r := range s.Rules {
 		field := fmt.Sprintf("rules[%d]", i)
 		switch r.When.API {
-		case "", string(APIAnthropic), string(APIChat), string(APIResponses), "openai":
+		case "", string(APIAnthropic), string(APIChat), string(APIResponses), string(APIGemini), "openai":
 		default:
-			return &ScriptError{Field: field + ".when.api", Msg: fmt.Sprintf("unknown api %q (want anthropic, chat, responses or openai)", r.When.API)}
+			return &ScriptError{Field: field + ".when.api", Msg: fmt.Sprintf("unknown api %q (want anthropic, chat, responses, gemini or openai)", r.When.API)}
 		}
 		switch {
 		case r.Turn.Spec != nil:

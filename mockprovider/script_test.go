@@ -109,7 +109,7 @@ func TestParseScriptErrors(t *testing.T) {
 		{"bad turn name", "turns:\n  'a b': {}\n", "turns.a b", "letters, digits"},
 		{"rule naming no turn", "rules:\n  - {when: {}, turn: nothing}\n", "rules[0].turn", `no turn named "nothing"`},
 		{"rule without turn", "rules:\n  - {when: {api: chat}}\n", "rules[0].turn", "missing"},
-		{"rule with unknown api", "rules:\n  - {when: {api: gemini}, turn: text}\n", "rules[0].when.api", `unknown api "gemini"`},
+		{"rule with unknown api", "rules:\n  - {when: {api: bedrock}, turn: text}\n", "rules[0].when.api", `unknown api "bedrock"`},
 		{"inline spec with unknown field", "rules:\n  - {when: {}, turn: {kind: text, speed: 3}}\n", "", "field speed not found"},
 		{"inline spec invalid", "rules:\n  - {when: {}, turn: {kind: nope}}\n", "rules[0].turn.kind", "unknown kind"},
 		{"turn as a list", "rules:\n  - {when: {}, turn: [a]}\n", "", "must be a turn name or a turn spec"},

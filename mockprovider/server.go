@@ -305,6 +305,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.turn(APIResponses)
 	case r.Method == http.MethodPost && path == "/v1/messages/count_tokens":
 		x.countTokens()
+	case x.fam == familyGemini:
+		x.geminiRequest(path)
 	case r.Method == http.MethodGet && path == "/v1/models":
 		x.models()
 	default:
@@ -338,6 +340,10 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // routeFamily picks the dialect of a request: Anthropic for its paths or
 // when the client speaks like an Anthropic SDK, OpenAI otherwise.
 func routeFamily(r *http.Request) family {
+	if strings.HasPrefix(r.URL.Path, "/v1beta/") || strings.HasPrefix(r.URL.Path, "/v1/models/") && strings.Contains(r.URL.Path, ":") ||
+		r.Header.Get("x-goog-api-key") != "" {
+		return familyGemini
+	}
 	if strings.HasPrefix(r.URL.Path, "/v1/messages") {
 		return familyAnthropic
 	}

@@ -12,6 +12,7 @@ import (
 type event struct {
 	name    string // "event:" line; empty for Chat Completions
 	data    []byte
+	crlf    bool // lines end with CRLF, as Gemini's do
 	delta   bool // a content delta: text or tool-call arguments
 	trailer bool // part of the normal ending (stop, usage, terminator)
 }
@@ -24,6 +25,9 @@ func (e event) appendTo(b []byte) []byte {
 	}
 	b = append(b, "data: "...)
 	b = append(b, e.data...)
+	if e.crlf {
+		return append(b, "\r\n\r\n"...)
+	}
 	return append(b, '\n', '\n')
 }
 
@@ -38,6 +42,8 @@ func renderStream(p *plan, rnd *rand.Rand, requestID string) []event {
 		events = chatStream(p, rnd)
 	case APIResponses:
 		events = responsesStream(p, rnd)
+	case APIGemini:
+		events = geminiStream(p)
 	}
 	if p.fail == failNone {
 		return events
@@ -51,6 +57,8 @@ func renderStream(p *plan, rnd *rand.Rand, requestID string) []event {
 			events = append(events, chatErrorEvent(p))
 		case APIResponses:
 			events = append(events, responsesErrorEvents(p, len(events))...)
+		case APIGemini:
+			events = append(events, geminiErrorEvent(p))
 		}
 	}
 	return events
@@ -80,6 +88,8 @@ func renderBody(p *plan) []byte {
 		return appendJSON(nil, anthropicMessage(p))
 	case APIChat:
 		return appendJSON(nil, chatCompletion(p))
+	case APIGemini:
+		return appendJSON(nil, geminiResponse(p))
 	default:
 		return appendJSON(nil, responseObject(p, terminalStatus(p), responseOutput(p), responsesUsage(p), nil))
 	}

@@ -35,6 +35,7 @@ const (
 	vkB        = "vk-team-b-0123456789"
 	antKey     = "sk-ant-upstream-key-1"
 	oaiKey     = "sk-oai-upstream-key-1"
+	gemKey     = "goog-upstream-key-1"
 	adminToken = "admin-token-0123456789"
 	readToken  = "reader-token-0123456789"
 	// Approvers' tokens: the role "approver:X" votes as X.
@@ -113,7 +114,7 @@ type envOpts struct {
 }
 
 func newMock(t testing.TB, realClock bool, script *mockprovider.Script) (*mockprovider.Server, string) {
-	opts := mockprovider.Options{Rand: rand.New(rand.NewPCG(7, 11)), Keys: []string{antKey, oaiKey}, Script: script}
+	opts := mockprovider.Options{Rand: rand.New(rand.NewPCG(7, 11)), Keys: []string{antKey, oaiKey, gemKey}, Script: script}
 	if !realClock {
 		opts.Clock = newClock().Now
 	}
@@ -153,6 +154,10 @@ providers:
     base_url: %[1]s
     keys: %[12]s
 %[13]s
+  - name: gemini
+    api: gemini
+    base_url: %[1]s
+    keys: [{name: k1, key: %[16]s}]
 tenants:
   - name: team-a
     keys: [%[4]s]
@@ -169,7 +174,7 @@ admin:
     - {name: dave, token: %[10]s, roles: ["approver:secops"]}
     - {name: erin, token: %[11]s, roles: ["approver:sre"]}
 %[8]s
-`, up, antKey, oaiKey, vkA, vkB, adminToken, readToken, o.limits, carolToken, daveToken, erinToken, oaiKeys, o.openaiExtra, o.teamAExtra, readOnly)
+`, up, antKey, oaiKey, vkA, vkB, adminToken, readToken, o.limits, carolToken, daveToken, erinToken, oaiKeys, o.openaiExtra, o.teamAExtra, readOnly, gemKey)
 	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,11 @@ func (s *Server) admitContinuation(ctx context.Context, req *request, log *slog.
 	if err != nil {
 		return nil, err
 	}
-	sub := &turn{s: s, req: &request{rules: req.rules, up: up, rest: dialect.Of(api).Path, tenant: req.tenant, keyHash: req.keyHash, api: api, id: req.id}, rate: req.rules.sched.Turn(up.pool, req.tenant.Priority),
+	rest, query := dialect.Of(api).Rest(h.Model, h.Streamed)
+	if dialect.Of(api).Route != nil {
+		pr.Model, pr.Stream = h.Model, h.Streamed // the route names them, not the body
+	}
+	sub := &turn{s: s, req: &request{rules: req.rules, up: up, rest: rest, query: query, tenant: req.tenant, keyHash: req.keyHash, api: api, id: req.id}, rate: req.rules.sched.Turn(up.pool, req.tenant.Priority),
 		pr: pr, body: body, started: s.now(), ctx: ctx, log: log, recID: h.Trajectory, root: h.Root, key: h.Key, gated: true,
 		conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
 	var adm admit.Admission
@@ -90,7 +94,7 @@ func (c *continuation) Send(ctx context.Context) (*http.Response, error) {
 	// any byte (429, 529, 503, no connection) moves the continuation to
 	// another key with room, and the reply's rate-limit headers reach the
 	// key's settle.
-	resp, err := t.send(ctx, c.hdr, "")
+	resp, err := t.send(ctx, c.hdr, t.req.query)
 	if err == nil {
 		c.status = resp.StatusCode
 	}

@@ -443,6 +443,7 @@ type request struct {
 	rules        *rules // the config's rules the request began under
 	up           *upstream
 	rest         string // canonical escaped path below the provider prefix
+	query        string // a continuation's query; "" for an agent's request, whose own is forwarded
 	tenant       *config.Tenant
 	keyHash      [32]byte
 	trajectoryID string // from the path; "" when none

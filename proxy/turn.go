@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -140,6 +141,9 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 	if err := wire.CheckTurnBody(req.api, body, req.up.allowsBackground()); err != nil {
 		return nil, mark, err
 	}
+	if err := routeTurn(pr, req, r.URL.Query()); err != nil {
+		return nil, mark, err
+	}
 	if mark, err = wire.ReadMark(r.Header); err != nil {
 		return nil, mark, err
 	}
@@ -158,6 +162,26 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 		t.gated, t.key, t.hdr = true, escrow.TurnKey(req.api, dialect.Of(req.api).TurnFields, body), r.Header
 	}
 	return t, mark, nil
+}
+
+// routeTurn takes the model and the streaming of a turn from its path when
+// its API puts them there (Gemini). A stream in another form than SSE (a
+// Gemini stream without alt=sse is one JSON array) is refused: gatekeeper
+// reads replies as SSE events or whole bodies only.
+func routeTurn(pr *streaming.Request, req *request, q url.Values) error {
+	d := dialect.Of(req.api)
+	if d.Route == nil {
+		return nil
+	}
+	pr.Model, pr.Stream, _ = d.Route(req.rest)
+	alt := q["alt"]
+	switch {
+	case pr.Stream && (len(alt) != 1 || alt[0] != "sse"):
+		return apierr.BadRequest("gatekeeper streams Gemini replies as server-sent events only: send alt=sse, once, in the query")
+	case !pr.Stream && len(alt) > 0 && (len(alt) != 1 || alt[0] != "json"):
+		return apierr.BadRequest("gatekeeper reads a generateContent reply as one JSON body: send no alt, or alt=json")
+	}
+	return nil
 }
 
 // admitTurn holds the turn's share of its tenant's ceilings and admits it
@@ -243,7 +267,7 @@ func (t *turn) sendTurn(ctx context.Context, r *http.Request, h http.Header) (*h
 		}
 		return nil, err
 	}
-	return t.send(ctx, r.Header, r.URL.RawQuery)
+	return t.send(ctx, r.Header, wire.ForwardQuery(r.URL.RawQuery))
 }
 
 // settleUnrecorded is the settle of a turn whose reply never reached the

@@ -6,7 +6,7 @@ import "gatekeeper/streaming/sse"
 // how its requests read and are rewritten, how its held replies are
 // reshaped, and how a held stream of it stays alive. Each API is one package
 // below streaming with a Dialect value (anthropic.Dialect, chat.Dialect,
-// responses.Dialect); the proxy binds one per request from its table of
+// responses.Dialect, gemini.Dialect); the proxy binds one per request from its table of
 // APIs, so adding an API is one new package and one line there.
 type Dialect interface {
 	// API is the wire format the dialect speaks.

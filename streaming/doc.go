@@ -2,7 +2,7 @@
 // providers' APIs while gatekeeper forwards them byte for byte.
 //
 // Each API is a dialect: a package below this one whose Dialect value
-// (anthropic.Dialect, chat.Dialect, responses.Dialect) satisfies the
+// (anthropic.Dialect, chat.Dialect, responses.Dialect, gemini.Dialect) satisfies the
 // Dialect interface declared here (dialect.go). The proxy binds one per
 // request from its table of APIs and calls nothing else per API.
 //

@@ -22,7 +22,7 @@ type Request struct {
 	Model           string
 	Stream          bool
 	MaxOutputTokens int64  // 0 when the request sets none
-	MaxOutputField  string // "max_tokens", "max_completion_tokens" or "max_output_tokens"; "" when none
+	MaxOutputField  string // "max_tokens", "max_completion_tokens" or "max_output_tokens"; Gemini: the limit's path in its config (see gemini.Dialect.ParseRequest); "" when none
 	IncludeUsage    bool   // Chat: stream_options.include_usage is true
 	// Tools are the names of the declared tools in order (hosted and server
 	// tools: their name, else their type).

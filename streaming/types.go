@@ -17,6 +17,7 @@ const (
 	APIAnthropic API = "anthropic"        // Anthropic Messages
 	APIChat      API = "openai-chat"      // OpenAI Chat Completions (and compatible providers)
 	APIResponses API = "openai-responses" // OpenAI Responses
+	APIGemini    API = "gemini"           // Gemini generateContent and streamGenerateContent
 )
 
 // Sentinel errors.

@@ -25,7 +25,7 @@ import (
 // their shell tool and a decision long after the agents' own stream idle
 // watchdogs (300 s) would have given up on a silent stream.
 //
-// The agents are found on PATH (`claude`, `codex`); .ci/run installs the
+// The agents are found on PATH (`claude`, `codex`, `gemini`); .ci/run installs the
 // pinned versions. Without them the tests skip, except under CI (CI set),
 // where they fail. GATEKEEPER_CLIENT_HOLD overrides the 6 minute hold, to
 // try the tests quickly or to hold longer.
@@ -122,6 +122,32 @@ func codexBuiltinRun(t *testing.T, bin, base, traj, home string) *exec.Cmd {
 	return cmd
 }
 
+// geminiRun runs Gemini CLI non-interactively with every tool allowed
+// (--yolo), pointed at gatekeeper by GOOGLE_GEMINI_BASE_URL with the
+// virtual key as GEMINI_API_KEY. Its settings turn off what would leave
+// the machine (usage statistics, telemetry, update checks) and trust the
+// working directory.
+func geminiRun(t *testing.T, bin, base, traj, home string) *exec.Cmd {
+	t.Helper()
+	dir := filepath.Join(home, ".gemini")
+	settings := `{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},
+"general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false},"security":{"auth":{"selectedType":"gemini-api-key"},"folderTrust":{"enabled":false}}}`
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "settings.json"), []byte(settings), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", "Clean up the build directory. mock:held", "--yolo", "--model", "gemini-2.5-flash",
+		"--output-format", "json")
+	cmd.Env = agentEnv(home,
+		"GOOGLE_GEMINI_BASE_URL="+base+"/t/"+traj+"/gemini",
+		"GEMINI_API_KEY="+clientKey,
+		"GEMINI_CLI_TRUST_WORKSPACE=true",
+		"GEMINI_CLI_NO_RELAUNCH=true")
+	return cmd
+}
+
 // agentEnv is the agent's environment: this process's PATH, a home of its
 // own, no provider settings of the machine it runs on.
 func agentEnv(home string, kv ...string) []string {
@@ -146,11 +172,12 @@ listen: 127.0.0.1:0
 providers:
   - {name: anthropic, api: anthropic, base_url: %[1]q, keys: [{name: k, key: sk-upstream-0001}]}
   - {name: openai, api: openai, base_url: %[1]q, keys: [{name: k, key: sk-upstream-0002}]}
+  - {name: gemini, api: gemini, base_url: %[1]q, keys: [{name: k, key: goog-upstream-0003}]}
 tenants:
   - {name: agents, keys: [%[2]s]}
 gates:
   - name: shell-marker
-    when: '(tool.name == "Bash" && tool.input.command.contains("marker")) || (tool.name == "exec_command" && string(tool.input.cmd).contains("marker"))'
+    when: '((tool.name == "Bash" || tool.name == "run_shell_command") && tool.input.command.contains("marker")) || (tool.name == "exec_command" && string(tool.input.cmd).contains("marker"))'
     approvers: {roles: [secops]}
     expiry: 1h
 admin:
@@ -188,6 +215,8 @@ func TestRealClientsHoldPastWatchdog(t *testing.T) {
 		{"codex approve", "codex", codexRun, "exec_command", "cmd", true},
 		{"codex deny", "codex", codexRun, "exec_command", "cmd", false},
 		{"codex builtin approve", "codex", codexBuiltinRun, "exec_command", "cmd", true},
+		{"gemini approve", "gemini", geminiRun, "run_shell_command", "command", true},
+		{"gemini deny", "gemini", geminiRun, "run_shell_command", "command", false},
 	}
 	hold := clientHold(t)
 	held := make([]*heldCase, len(cases))

@@ -158,7 +158,7 @@ func TestCheckConfig(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	if err := os.WriteFile(bad, []byte(`
 providers:
-  - {name: admin, api: gemini, base_url: "ftp://x", keys: []}
+  - {name: admin, api: bedrock, base_url: "ftp://x", keys: []}
 tenants:
   - {name: a, keys: ["${MISSING_KEY}"], priority: urgent}
 `), 0o600); err != nil {

@@ -88,6 +88,7 @@ func pure(mod string) []struct {
 		{"streaming/anthropic", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
 		{"streaming/chat", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
 		{"streaming/responses", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
+		{"streaming/gemini", false, rule{module: mod, own: dialect, extra: jsonLibs, banned: ioStd}},
 		{"tenant", false, rule{module: mod, banned: ioStd}},
 		{"meter", false, rule{module: mod, own: []string{mod + "/trajectory"}, extra: []string{"go.yaml.in/yaml/v3"}, banned: ioStd}},
 		{"report", false, rule{module: mod, banned: ioStd}},

@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
 	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/streaming"
 )
@@ -105,7 +108,20 @@ func Write(w http.ResponseWriter, api streaming.API, err error) {
 		h.Set("X-Should-Retry", "false")
 	}
 	w.WriteHeader(he.Code)
-	_, _ = w.Write(Body(api, he.Type, he.Msg))
+	_, _ = w.Write(withCode(Body(api, he.Type, he.Msg), he.Code))
+}
+
+// withCode sets a numeric error.code of body (Gemini's google.rpc.Status
+// carries the HTTP status there) to the status the error is answered
+// with: a dialect's body knows the type, not the status of each answer.
+func withCode(body []byte, code int) []byte {
+	if gjson.GetBytes(body, "error.code").Type != gjson.Number {
+		return body
+	}
+	if out, err := sjson.SetBytes(body, "error.code", code); err == nil {
+		return out
+	}
+	return body
 }
 
 // Body renders an error in api's own format (its dialect's).

@@ -6,6 +6,7 @@ import (
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/anthropic"
 	"gatekeeper/streaming/chat"
+	"gatekeeper/streaming/gemini"
 	"gatekeeper/streaming/responses"
 )
 
@@ -18,6 +19,12 @@ type Dialect struct {
 	Stream   streaming.Dialect
 	Provider string // the providers' config api that serves it
 	Path     string // the turn's route below the provider's prefix
+	// Route, when set, reads the turn's route instead of Path, for an
+	// API whose path names the model and whether the reply streams: ok
+	// when rest is a turn. RouteOf is its inverse, the path and query of
+	// a turn of model (a continuation's).
+	Route   func(rest string) (model string, stream, ok bool)
+	RouteOf func(model string, stream bool) (rest, query string)
 	// OutputField is where a request takes the output limit the agent did
 	// not set.
 	OutputField string
@@ -62,6 +69,11 @@ var table = []*Dialect{
 		Background:  true,
 		HostedMCP:   true,
 	},
+	{
+		API: streaming.APIGemini, Stream: gemini.Dialect{}, Provider: "gemini", Route: gemini.TurnPath, RouteOf: gemini.TurnRest,
+		OutputField: "generationConfig." + gemini.OutputField,
+		TurnFields:  []string{"systemInstruction", "system_instruction", "contents", "tools"},
+	},
 }
 
 // Of is api's entry in the table. Every API the proxy handles came from
@@ -86,11 +98,29 @@ func Turn(provider, method, rest string) *Dialect {
 		return nil
 	}
 	for _, d := range table {
-		if d.Provider == provider && d.Path == rest {
+		if d.Provider != provider {
+			continue
+		}
+		if d.Route != nil {
+			if _, _, ok := d.Route(rest); ok {
+				return d
+			}
+			continue
+		}
+		if d.Path == rest {
 			return d
 		}
 	}
 	return nil
+}
+
+// Rest is the path and query of a turn of d for model: Path and none,
+// unless the route names the model (RouteOf).
+func (d *Dialect) Rest(model string, stream bool) (rest, query string) {
+	if d.RouteOf != nil {
+		return d.RouteOf(model, stream)
+	}
+	return d.Path, ""
 }
 
 // Family is the first dialect of provider family provider, whose error

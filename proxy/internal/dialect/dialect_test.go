@@ -19,11 +19,14 @@ func TestTable(t *testing.T) {
 		if Of(d.API) != d || Stream(d.API) != d.Stream {
 			t.Errorf("Of(%s) is not its entry", d.API)
 		}
-		if got := Turn(d.Provider, http.MethodPost, d.Path); got != d {
-			t.Errorf("Turn(%s, POST, %s) = %v", d.Provider, d.Path, got)
-		}
-		if got := Turn(d.Provider, http.MethodGet, d.Path); got != nil {
-			t.Errorf("Turn(%s, GET, %s) = %v, want nil", d.Provider, d.Path, got)
+		for _, stream := range []bool{false, true} {
+			path, _ := d.Rest("some-model", stream)
+			if got := Turn(d.Provider, http.MethodPost, path); got != d {
+				t.Errorf("Turn(%s, POST, %s) = %v", d.Provider, path, got)
+			}
+			if got := Turn(d.Provider, http.MethodGet, path); got != nil {
+				t.Errorf("Turn(%s, GET, %s) = %v, want nil", d.Provider, path, got)
+			}
 		}
 	}
 	tests := []struct {
@@ -32,6 +35,7 @@ func TestTable(t *testing.T) {
 	}{
 		{"anthropic", "anthropic", streaming.APIAnthropic},
 		{"openai answers as chat", "openai", streaming.APIChat},
+		{"gemini", "gemini", streaming.APIGemini},
 		{"unknown", "bedrock", ""},
 	}
 	for _, tc := range tests {
@@ -54,4 +58,20 @@ func TestTable(t *testing.T) {
 		}
 	}()
 	Of("bedrock")
+}
+
+// TestGeminiRoutes: a Gemini turn is routed by its model's path; its
+// other routes are no turn.
+func TestGeminiRoutes(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/v1beta/models/gemini-2.5-pro:streamGenerateContent": true,
+		"/v1beta/models/gemini-2.5-pro:generateContent":       true,
+		"/v1beta/models/gemini-2.5-pro:countTokens":           false,
+		"/v1beta/models": false,
+		"/v1/messages":   false,
+	} {
+		if got := Turn("gemini", http.MethodPost, path) != nil; got != want {
+			t.Errorf("Turn(gemini, POST, %s) = %v, want %v", path, got, want)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"gatekeeper/proxy/internal/keys"
+	"gatekeeper/proxy/internal/wire"
 )
 
 // Options are what one provider's reverse proxy is built from.
@@ -80,6 +81,7 @@ func (o Options) rewrite(pr *httputil.ProxyRequest) {
 		out.URL.Path, out.URL.RawPath = p, base+req.Path
 	}
 	out.Host = ""
+	out.URL.RawQuery = wire.ForwardQuery(out.URL.RawQuery)
 	ProviderHeader(out.Header, o.Pool, req.Keys.Key(), nil)
 }
 

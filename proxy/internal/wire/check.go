@@ -49,7 +49,7 @@ func Check(r *http.Request, kr *Keyring, api, tid, rest string) (Checked, error)
 	c.Tenant, c.KeyHash = kr.Lookup(PresentedKey(r))
 	if c.Tenant == nil {
 		return c, apierr.New(http.StatusUnauthorized, apierr.Authentication,
-			"invalid or missing gatekeeper virtual key: send the key your platform team issued as x-api-key or Authorization: Bearer")
+			"invalid or missing gatekeeper virtual key: send the key your platform team issued as x-api-key, Authorization: Bearer or x-goog-api-key")
 	}
 	if err := CheckBetas(c.Tenant.AnthropicBeta, api, r.Header); err != nil {
 		return c, err

@@ -22,6 +22,7 @@ var strippedHeaders = []string{"Cookie", "Openai-Organization", "Openai-Project"
 func StripAgentHeaders(h http.Header) {
 	h.Del("X-Api-Key")
 	h.Del("Authorization")
+	h.Del("X-Goog-Api-Key")
 	for _, k := range strippedHeaders {
 		h.Del(k)
 	}
@@ -36,9 +37,12 @@ func StripAgentHeaders(h http.Header) {
 // own auth header, with the key's organization and project when its
 // config (conf, nil when none) sets them.
 func SetProviderKey(h http.Header, api, key string, conf *config.ProviderKey) {
-	if api == config.APIAnthropic {
+	switch api {
+	case config.APIAnthropic:
 		h.Set("X-Api-Key", key)
-	} else {
+	case config.APIGemini:
+		h.Set("X-Goog-Api-Key", key)
+	default:
 		h.Set("Authorization", "Bearer "+key)
 	}
 	if conf == nil {

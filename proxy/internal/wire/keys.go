@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"gatekeeper/config"
@@ -46,8 +47,10 @@ func (kr *Keyring) Lookup(key string) (*config.Tenant, [32]byte) {
 }
 
 // PresentedKey is the credential an agent sent: x-api-key (Anthropic SDKs,
-// Claude Code) or Authorization: Bearer (OpenAI SDKs, Codex,
-// ANTHROPIC_AUTH_TOKEN).
+// Claude Code), Authorization: Bearer (OpenAI SDKs, Codex,
+// ANTHROPIC_AUTH_TOKEN), x-goog-api-key (Gemini SDKs, Gemini CLI), or the
+// query's key (the Gemini API's other way), which ForwardQuery never
+// forwards.
 func PresentedKey(r *http.Request) string {
 	if k := r.Header.Get("X-Api-Key"); k != "" {
 		return k
@@ -56,5 +59,30 @@ func PresentedKey(r *http.Request) string {
 	if a := r.Header.Get("Authorization"); len(a) > len(bearer) && strings.EqualFold(a[:len(bearer)], bearer) {
 		return strings.TrimSpace(a[len(bearer):])
 	}
-	return ""
+	if k := r.Header.Get("X-Goog-Api-Key"); k != "" {
+		return k
+	}
+	return r.URL.Query().Get(queryKey)
+}
+
+// queryKey is the query parameter the Gemini API takes a key in.
+const queryKey = "key"
+
+// ForwardQuery is the query rawQuery goes to a provider with: without any
+// key parameter, which carries the agent's virtual key (the provider key
+// goes in a header). The other parameters stay as the agent spelled
+// them.
+func ForwardQuery(rawQuery string) string {
+	if !strings.Contains(rawQuery, queryKey) && !strings.Contains(rawQuery, "%") {
+		return rawQuery
+	}
+	var kept []string
+	for part := range strings.SplitSeq(rawQuery, "&") {
+		name, _, _ := strings.Cut(part, "=")
+		if n, err := url.QueryUnescape(name); err == nil && n == queryKey || name == queryKey {
+			continue
+		}
+		kept = append(kept, part)
+	}
+	return strings.Join(kept, "&")
 }

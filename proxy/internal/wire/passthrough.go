@@ -25,6 +25,15 @@ var builtinPassthrough = map[string][]config.Passthrough{
 		{Method: http.MethodGet, Path: "/v1/models"},
 		{Method: http.MethodGet, Path: "/v1/models/*"},
 	},
+	// countTokens costs nothing at Google and generates nothing.
+	config.APIGemini: {
+		{Method: http.MethodGet, Path: "/v1beta/models"},
+		{Method: http.MethodGet, Path: "/v1beta/models/*"},
+		{Method: http.MethodPost, Path: "/v1beta/models/*:countTokens"},
+		{Method: http.MethodGet, Path: "/v1/models"},
+		{Method: http.MethodGet, Path: "/v1/models/*"},
+		{Method: http.MethodPost, Path: "/v1/models/*:countTokens"},
+	},
 }
 
 // Allowlist is a provider's pass-through allowlist: the built-in one of

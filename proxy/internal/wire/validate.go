@@ -46,7 +46,36 @@ func CheckTurnBody(api streaming.API, body []byte, allowBackground bool) error {
 		err = checkMember(name, value, refuseBackground)
 		return err == nil
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return checkGenerationConfig(body)
+}
+
+// The Gemini API's output limit is nested, and its JSON takes each
+// member in lowerCamelCase or snake_case: a limit gatekeeper reads must
+// be the one Google applies, so it is an integer, and the config is
+// named one way only.
+var generationConfigs = [...]string{"generationConfig", "generation_config"}
+
+func checkGenerationConfig(body []byte) error {
+	seen := ""
+	for _, name := range generationConfigs {
+		cfg := gjson.GetBytes(body, name)
+		if !cfg.Exists() {
+			continue
+		}
+		if seen != "" {
+			return apierr.BadRequest(fmt.Sprintf("the request names both %s and %s; send one", seen, name))
+		}
+		seen = name
+		for _, m := range [...]string{"maxOutputTokens", "max_output_tokens"} {
+			if v := cfg.Get(m); v.Exists() && v.Type != gjson.Null && !isInteger(v) {
+				return apierr.BadRequest(fmt.Sprintf("%s.%s must be a JSON integer, not %s", name, m, v.Raw))
+			}
+		}
+	}
+	return nil
 }
 
 func checkMember(name string, v gjson.Result, refuseBackground bool) error {
