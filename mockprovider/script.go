@@ -94,6 +94,11 @@ type TurnSpec struct {
 	// response headers.
 	EventDelay     Duration `yaml:"event_delay,omitempty" json:"event_delay,omitempty"`
 	FirstByteDelay Duration `yaml:"first_byte_delay,omitempty" json:"first_byte_delay,omitempty"`
+	// Stall is waited once, before the stream's event StallAt (counted
+	// from 0, the first event), on top of EventDelay: a model that pauses
+	// mid-reply.
+	Stall   Duration `yaml:"stall,omitempty" json:"stall,omitempty"`
+	StallAt int      `yaml:"stall_at,omitempty" json:"stall_at,omitempty"`
 	// Usage overrides the computed token counts.
 	Usage *Usage `yaml:"usage,omitempty" json:"usage,omitempty"`
 	// Model overrides the model named in the reply (default: the request's).
