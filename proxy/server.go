@@ -105,8 +105,12 @@ type Server struct {
 	replica    string        // Options.Replica
 	owner      string        // what this run writes as its calls' owner: replica#incarnation
 	sweeper    *sweep.Sweeper
-	pass       *passthrough.Gate
-	refusals   *refusalLimiter // when a run's next refused event is due
+	// waiting are the calls whose reply ended and whose charge waits for
+	// the store, by call id, for the sweeper's beats (waitingSettle).
+	waitingMu sync.Mutex
+	waiting   map[string]sweep.Call
+	pass      *passthrough.Gate
+	refusals  *refusalLimiter // when a run's next refused event is due
 }
 
 // upstream is one configured provider, with the reverse proxy of its
@@ -201,6 +205,7 @@ func New(opts Options) (*Server, error) {
 	if w := opts.Config.Store.SettleWindow.Std(); w > 0 && opts.Config.Store.Kind == config.StoreRedis {
 		s.behind = settle.NewBehind[*settle.Turn](w, s.store, s.log)
 	}
+	s.waiting = make(map[string]sweep.Call)
 	s.sweeper = sweep.New(sweep.Options{Store: s.store, Config: s.cfg, Clock: s.now, Logger: s.log, Prices: s.prices, Stages: s.stages,
 		Replica: s.replica, Owner: s.owner, Calls: s.liveCalls, StaleCall: admit.StaleAfter,
 		Charge: func(ctx context.Context, name, call string, used tenant.Amount) {

@@ -158,6 +158,16 @@ func KeepLost(lost []string, call string) []string {
 	return lost
 }
 
+// KeepSwept adds a call charged as estimated to a record's swept calls,
+// bounded as its lost calls are.
+func KeepSwept(swept []trajectory.SweptCall, c trajectory.SweptCall) []trajectory.SweptCall {
+	swept = append(swept, c)
+	if len(swept) > MaxLostCalls {
+		swept = slices.Delete(swept, 0, len(swept)-MaxLostCalls)
+	}
+	return swept
+}
+
 // ClearCall takes the call in flight off rec.
 func ClearCall(rec *trajectory.Record) {
 	rec.Call, rec.CallReserved = "", trajectory.Reservation{}
@@ -168,10 +178,14 @@ func ClearCall(rec *trajectory.Record) {
 // estimated: usage at charge, with data as its turn event. The
 // reservation goes back on the whole chain, the thread is READY again,
 // and every record is charged the call (the thread as its turn, each
-// ancestor in its spend).
+// ancestor in its spend). The thread remembers the call and its
+// estimate among its swept calls: should the call's reply still be
+// recorded, its real charge replaces the estimate (outcome.Settle).
 func ChargeLost(chain []*trajectory.Record, usage trajectory.Usage, charge meter.Charge, data map[string]any, now time.Time) ([]trajectory.Event, error) {
 	rec := chain[0]
 	dollars := charge.Dollars()
+	rec.SweptCalls = KeepSwept(rec.SweptCalls, trajectory.SweptCall{Call: rec.Call, InputTokens: usage.InputTokens,
+		OutputTokens: usage.OutputTokens, Dollars: dollars})
 	evs := []trajectory.Event{Event(rec.ID, now, trajectory.EventTurn, data)}
 	tr, err := rec.Transition(trajectory.Ready, "call_lost", now)
 	if err != nil {
