@@ -57,6 +57,9 @@ type faultExperiment struct {
 	// sweptOutput checks that the calls swept or reclaimed were charged
 	// the output their clients received, within 10%.
 	sweptOutput bool
+	// afterFault counts only the turns sent once the fault ended (the
+	// fault loses the records of the turns before).
+	afterFault bool
 }
 
 // turnSeen is what the load client saw of one turn.
@@ -66,6 +69,7 @@ type turnSeen struct {
 	complete bool // the reply's terminal event (or a whole JSON body) arrived
 	errEvent bool // the stream carried the provider's error event
 	toolUse  bool // the reply delivered a tool_use block
+	sent     time.Time
 	ended    time.Time
 	answered time.Duration // from sending to the status line
 	body     string        // a non-200 answer's body
@@ -210,6 +214,13 @@ func TestFaults(t *testing.T) {
 				if retried != recorded || strings.Contains(all, `"msg":"charge not recorded`) {
 					t.Errorf("%d charges retried, %d recorded; a charge not recorded: %v", retried, recorded, strings.Contains(all, `"msg":"charge not recorded`))
 				}
+			}},
+		{name: "redis-restart-without-data", turns: 400, conc: 8, pace: 100 * time.Millisecond, spec: text, afterFault: true,
+			inject: func(t *testing.T, r *faultRig) {
+				time.Sleep(2 * time.Second)
+				// FLUSHALL goes to the AOF too: the restart loads nothing.
+				r.redis.Flush(t)
+				r.redis = r.redis.Restart(t)
 			}},
 		{name: "sigterm-past-grace", turns: 10, conc: 10, onlyA: true, grace: "1s",
 			spec: func(int) (string, bool) { return `{"kind":"text","deltas":60,"event_delay":"100ms"}`, true },
@@ -419,7 +430,17 @@ log: {level: info, format: json}
 	if x.check != nil {
 		x.check(t, r, seen)
 	}
-	row := checkCharges(t, ctx, r, x.name, seen, recovery)
+	checked := seen
+	if x.afterFault {
+		checked = nil
+		for _, s := range seen {
+			if s.sent.After(ended) {
+				checked = append(checked, s)
+			}
+		}
+		t.Logf("%s: %d of %d turns sent after the fault are checked", x.name, len(checked), len(seen))
+	}
+	row := checkCharges(t, ctx, r, x.name, checked, recovery)
 	swept := "—"
 	if x.sweptOutput {
 		swept = checkSweptOutput(t, ctx, r, seen)
@@ -532,6 +553,7 @@ func sendTurn(ctx context.Context, base, traj, spec string, stream bool, streami
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	sent := time.Now()
+	s.sent = sent
 	resp, err := http.DefaultClient.Do(req.WithContext(cctx))
 	if err != nil {
 		return s
