@@ -120,10 +120,6 @@ func Exhaust(chain []*trajectory.Record, d meter.Decision, now time.Time) (evs [
 	return evs, policy == trajectory.OnExhaustPause, nil
 }
 
-// LostCall is the detail of a call reclaimed because no reply was
-// recorded.
-const LostCall = "call lost: no reply was recorded"
-
 // Reclaim ends a lost call on its thread record (chain[0]): its
 // reservation is released on the whole chain, uncharged, and the thread
 // is READY again. detail says why, in the event.
@@ -142,21 +138,10 @@ func Reclaim(chain []*trajectory.Record, now time.Time, detail string) ([]trajec
 	return append([]trajectory.Event{ev}, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
 }
 
-// MaxLostCalls bounds the lost calls a record remembers; an older one's
-// reply, should it still come, goes uncharged and is logged.
+// MaxLostCalls bounds the calls taken for lost a record remembers; an
+// older one's reply, should it still come, is not charged again and is
+// logged.
 const MaxLostCalls = 8
-
-// KeepLost adds a reclaimed call to a record's lost calls.
-func KeepLost(lost []string, call string) []string {
-	if call == "" {
-		return lost
-	}
-	lost = append(lost, call)
-	if len(lost) > MaxLostCalls {
-		lost = slices.Delete(lost, 0, len(lost)-MaxLostCalls)
-	}
-	return lost
-}
 
 // KeepSwept adds a call charged as estimated to a record's swept calls,
 // bounded as its lost calls are.
