@@ -277,8 +277,15 @@ func (x *exchange) stream(p *plan, events []event) {
 	x.w.WriteHeader(http.StatusOK)
 	canceled := func() { x.s.update(x.rec, func(rec *RecordedRequest) { rec.Canceled = true }) }
 	for i, ev := range events {
-		if i > 0 && p.eventDelay > 0 {
-			if err := x.s.sleep(ctx, p.eventDelay); err != nil {
+		wait := time.Duration(0)
+		if i > 0 {
+			wait = p.eventDelay
+		}
+		if i == p.stallAt {
+			wait += p.stall
+		}
+		if wait > 0 {
+			if err := x.s.sleep(ctx, wait); err != nil {
 				canceled()
 				return
 			}

@@ -64,6 +64,8 @@ type plan struct {
 
 	eventDelay     time.Duration
 	firstByteDelay time.Duration
+	stall          time.Duration // waited before event stallAt
+	stallAt        int
 }
 
 type planCall struct {
@@ -106,6 +108,8 @@ func buildPlan(spec TurnSpec, req *turnRequest, rnd *rand.Rand, now time.Time) *
 		created:        now,
 		eventDelay:     time.Duration(spec.EventDelay),
 		firstByteDelay: time.Duration(spec.FirstByteDelay),
+		stall:          time.Duration(spec.Stall),
+		stallAt:        spec.StallAt,
 		retryAfter:     time.Duration(spec.RetryAfter),
 	}
 	if spec.Model != "" {

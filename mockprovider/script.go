@@ -94,6 +94,11 @@ type TurnSpec struct {
 	// response headers.
 	EventDelay     Duration `yaml:"event_delay,omitempty" json:"event_delay,omitempty"`
 	FirstByteDelay Duration `yaml:"first_byte_delay,omitempty" json:"first_byte_delay,omitempty"`
+	// Stall is waited once, before the stream's event StallAt (counted
+	// from 0, the first event), on top of EventDelay: a model that pauses
+	// mid-reply.
+	Stall   Duration `yaml:"stall,omitempty" json:"stall,omitempty"`
+	StallAt int      `yaml:"stall_at,omitempty" json:"stall_at,omitempty"`
 	// Usage overrides the computed token counts.
 	Usage *Usage `yaml:"usage,omitempty" json:"usage,omitempty"`
 	// Model overrides the model named in the reply (default: the request's).
@@ -361,13 +366,13 @@ func (t *TurnSpec) validate(field string) error {
 		}
 		return bad(".kind", fmt.Sprintf("unknown kind %q (want one of %s)", t.Kind, strings.Join(ks, ", ")))
 	}
-	if t.Deltas < 0 || t.Parallel < 0 || t.MaxOutputTokens < 0 || t.AfterDeltas < 0 {
-		return bad("", "deltas, parallel, max_output_tokens and after_deltas cannot be negative")
+	if t.Deltas < 0 || t.Parallel < 0 || t.MaxOutputTokens < 0 || t.AfterDeltas < 0 || t.StallAt < 0 {
+		return bad("", "deltas, parallel, max_output_tokens, after_deltas and stall_at cannot be negative")
 	}
 	for _, d := range []struct {
 		field string
 		v     Duration
-	}{{".event_delay", t.EventDelay}, {".first_byte_delay", t.FirstByteDelay}, {".retry_after", t.RetryAfter}} {
+	}{{".event_delay", t.EventDelay}, {".first_byte_delay", t.FirstByteDelay}, {".retry_after", t.RetryAfter}, {".stall", t.Stall}} {
 		if d.v < 0 || time.Duration(d.v) > maxDelay {
 			return bad(d.field, fmt.Sprintf("must be between 0 and %s", maxDelay))
 		}

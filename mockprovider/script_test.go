@@ -97,6 +97,8 @@ func TestParseScriptErrors(t *testing.T) {
 		{"duration without unit", "turns:\n  a: {event_delay: 50}\n", "", `line 2: bad duration "50"`},
 		{"negative deltas", "turns:\n  a: {deltas: -1}\n", "turns.a", "cannot be negative"},
 		{"huge delay", "turns:\n  a: {event_delay: 2h}\n", "turns.a.event_delay", "between 0 and 10m0s"},
+		{"huge stall", "turns:\n  a: {stall: 2h, stall_at: 3}\n", "turns.a.stall", "between 0 and 10m0s"},
+		{"negative stall_at", "turns:\n  a: {stall: 1s, stall_at: -1}\n", "turns.a", "cannot be negative"},
 		{"status out of range", "turns:\n  a: {kind: http_error, status: 200}\n", "turns.a.status", "not an HTTP error status"},
 		{"status on a text turn", "turns:\n  a: {status: 500}\n", "turns.a.status", "only an http_error turn"},
 		{"tool without a name", "turns:\n  a: {kind: tool, tools: [{input: {x: 1}}]}\n", "turns.a.tools[0].name", "missing"},

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"gatekeeper/proxy/internal/sweep"
 	"log/slog"
 	"net/http"
 	"time"
@@ -283,6 +284,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		keys.Finish(context.WithoutCancel(ctx))
 		if err == nil {
 			t.admitEvents = evs
+			t.chargeReclaimed(ctx)
 			for i, p := range pend {
 				p.Done(ctx, pevs[i], perrs[i])
 			}
@@ -328,5 +330,19 @@ func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) 
 	adm, evs, err := t.req.rules.budget.Chain(chain, at, t.s.now())
 	t.tried, t.sharedNew, t.busyElsewhere = at.Tried, at.SharedNew, at.BusyElsewhere
 	t.interrupt, t.truncated, t.loop = at.Interrupt, at.Truncated, at.Loop
+	t.reclaimed = at.Reclaimed
 	return adm, evs, err
+}
+
+// chargeReclaimed logs the silent call the saved admission took for lost
+// and charged as estimated, and charges it to its tenant's ledger.
+func (t *turn) chargeReclaimed(ctx context.Context) {
+	l := t.reclaimed
+	if l.Call == "" {
+		return
+	}
+	t.reclaimed = sweep.Lost{}
+	t.s.sweeper.ChargeTenant(context.WithoutCancel(ctx), l)
+	t.s.log.LogAttrs(ctx, slog.LevelWarn, "lost call reclaimed by a request and charged as estimated", slog.String("trajectory", t.recID),
+		slog.String("call", l.Call), slog.Any("usage", l.Usage), slog.Float64("dollars", l.Dollars), slog.String("owner", l.Owner))
 }

@@ -27,5 +27,6 @@ func (t *turn) pendingSettle(o outcome.Turn, charge meter.Charge, data outcome.T
 		Observe: t.observe, Keys: t.rate, Used: keyUsed(o),
 		Spends:  t.req.rules.ceilings.Spends(t.req.tenant),
 		Tenant:  func(ctx context.Context) { t.settleTenant(ctx, charge, o) },
-		Retries: t.s.settles, Log: t.log, Attrs: o.Attrs(t.adm.Call, charge), Uncharged: o.Uncharged()}
+		Retries: t.s.settles, Log: t.log, Attrs: o.Attrs(t.adm.Call, charge), Uncharged: o.Uncharged(),
+		Waiting: func() func() { return t.s.waitingSettle(t.recID, t.adm.Call, o.Usage.OutputTokens) }}
 }

@@ -481,7 +481,8 @@ func TestParallelThreadsShareBudget(t *testing.T) {
 
 // TestLostCallIsReclaimed: a thread whose call has been in flight longer
 // than any call may run (the replica serving it died) gets its reservation
-// back and takes new calls.
+// back and takes new calls; the lost call is a turn charged as estimated
+// (here from no beat: nothing).
 func TestLostCallIsReclaimed(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	old := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)
@@ -498,7 +499,7 @@ func TestLostCallIsReclaimed(t *testing.T) {
 	if b := readAll(t, resp); resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}
-	waitFor(t, "the turn recorded", func() bool { rec = e.record(t, "lost"); return rec.Turns == 1 })
+	waitFor(t, "the turn recorded", func() bool { rec = e.record(t, "lost"); return rec.Turns == 2 })
 	if rec.Reserved != (trajectory.Reservation{}) || rec.Call != "" || rec.State != trajectory.Ready {
 		t.Errorf("record %s reserved %+v call %q", rec.State, rec.Reserved, rec.Call)
 	}

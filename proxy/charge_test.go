@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -62,8 +63,9 @@ func TestUncheckableReplyCharged(t *testing.T) {
 }
 
 // A call its thread took for lost (reclaimed by a later request after the
-// stale-call time) still settles when its reply ends: charged to the
-// record, with an event saying so, and only once.
+// stale-call time) is charged as estimated by that request, as a sweep
+// would charge it; when its reply still ends, the reply's charge replaces
+// the estimate, with an event saying so, once, and no second turn.
 func TestLateSettleOfReclaimedCall(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	// team-b has no wall-clock budget for the hour to spend.
@@ -94,10 +96,14 @@ func TestLateSettleOfReclaimedCall(t *testing.T) {
 	var reclaimed *trajectory.Record
 	waitFor(t, "the second call settled", func() bool {
 		reclaimed = e.record(t, "lost-1")
-		return reclaimed.Turns == 1 && reclaimed.State == trajectory.Ready
+		return reclaimed.Turns == 2 && reclaimed.State == trajectory.Ready
 	})
-	if len(reclaimed.LostCalls) != 1 {
-		t.Fatalf("the reclaimed call is not remembered: %+v", reclaimed.LostCalls)
+	if len(reclaimed.SweptCalls) != 1 || len(reclaimed.LostCalls) != 0 {
+		t.Fatalf("the reclaimed call is not remembered with its estimate: swept %+v lost %v", reclaimed.SweptCalls, reclaimed.LostCalls)
+	}
+	est := reclaimed.SweptCalls[0]
+	if est.InputTokens <= 0 || est.Dollars <= 0 {
+		t.Fatalf("the reclaimed call was not charged its estimate: %+v", est)
 	}
 	spent := reclaimed.Spend
 	for {
@@ -106,10 +112,26 @@ func TestLateSettleOfReclaimedCall(t *testing.T) {
 		}
 	}
 	var rec *trajectory.Record
-	waitFor(t, "the late settle", func() bool { rec = e.record(t, "lost-1"); return rec.Turns == 2 })
-	if rec.Spend.OutputTokens <= spent.OutputTokens || rec.Spend.Dollars <= spent.Dollars || len(rec.LostCalls) != 0 ||
+	waitFor(t, "the late settle", func() bool { rec = e.record(t, "lost-1"); return len(rec.SweptCalls) == 0 })
+	var real trajectory.Usage
+	for _, ev := range e.events(t, "lost-1") {
+		var d struct {
+			Late  bool             `json:"late"`
+			Usage trajectory.Usage `json:"usage"`
+		}
+		if ev.Type == trajectory.EventTurn && json.Unmarshal(ev.Data, &d) == nil && d.Late {
+			real = d.Usage
+		}
+	}
+	if real.OutputTokens == 0 {
+		t.Fatal("no late turn event with the reply's usage")
+	}
+	wantOut := spent.OutputTokens - est.OutputTokens + real.OutputTokens
+	wantIn := spent.InputTokens - est.InputTokens + real.InputTokens
+	if rec.Turns != 2 || rec.Spend.Turns != 2 || rec.Spend.OutputTokens != wantOut || rec.Spend.InputTokens != wantIn ||
 		rec.Reserved != (trajectory.Reservation{}) || rec.State != trajectory.Ready {
-		t.Fatalf("late reply not charged once: before %+v after %+v lost %v reserved %+v state %s", spent, rec.Spend, rec.LostCalls, rec.Reserved, rec.State)
+		t.Fatalf("late reply did not replace the estimate once: before %+v after %+v (want %d in, %d out, 2 turns) reserved %+v state %s",
+			spent, rec.Spend, wantIn, wantOut, rec.Reserved, rec.State)
 	}
 	late := 0
 	for _, ev := range e.events(t, "lost-1") {

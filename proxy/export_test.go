@@ -24,3 +24,6 @@ func (s *Server) StartSwept() { <-s.sweeper.Swept() }
 
 // Owner is what this run writes as its calls' owner.
 func (s *Server) Owner() string { return s.owner }
+
+// Beat runs one heartbeat of this replica's calls now.
+func (s *Server) Beat(ctx context.Context) { s.sweeper.Beat(ctx) }

@@ -101,7 +101,11 @@ type Server struct {
 	replica    string        // Options.Replica
 	owner      string        // what this run writes as its calls' owner: replica#incarnation
 	sweeper    *sweep.Sweeper
-	refusals   *refusalLimiter // when a run's next refused event is due
+	// waiting are the calls whose reply ended and whose charge waits for
+	// the store, by call id, for the sweeper's beats (waitingSettle).
+	waitingMu sync.Mutex
+	waiting   map[string]sweep.Call
+	refusals  *refusalLimiter // when a run's next refused event is due
 }
 
 // rules are one config's part in the proxy: the tenants and their
@@ -193,6 +197,7 @@ func New(opts Options) (*Server, error) {
 	if w := opts.Config.Store.SettleWindow.Std(); w > 0 && opts.Config.Store.Kind == config.StoreRedis {
 		s.behind = settle.NewBehind[*settle.Turn](w, s.store, s.log)
 	}
+	s.waiting = make(map[string]sweep.Call)
 	s.sweeper = sweep.New(sweep.Options{Store: s.store, Config: ru.cfg, Clock: s.now, Logger: s.log, Prices: ru.prices, Stages: ru.stages,
 		Replica: s.replica, Owner: s.owner, Calls: s.liveCalls, StaleCall: admit.StaleAfter,
 		Charge: func(ctx context.Context, name, call string, used tenant.Amount) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatekeeper/proxy/internal/sweep"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -43,6 +44,9 @@ type turn struct {
 	call  string
 	tried []admit.Admission
 	worst *meter.Worst // the call's worst case, once read (admitCall)
+	// reclaimed is the silent call of another replica that this turn's
+	// admission took for lost and charged.
+	reclaimed sweep.Lost
 	// streamed is the reply's output so far, in bytes, for the heartbeat.
 	streamed atomic.Int64
 

@@ -44,6 +44,7 @@ type recordJSON struct {
 	CallInput        int64       `json:"call_input_tokens,omitzero"`
 	CallOutput       int64       `json:"call_output_tokens,omitzero"`
 	LostCalls        []string    `json:"lost_calls,omitempty"`
+	SweptCalls       []SweptCall `json:"swept_calls,omitempty"`
 	FallbackPriced   bool        `json:"fallback_priced,omitempty"`
 	HeldSince        time.Time   `json:"held_since,omitzero"`
 	WaitedS          float64     `json:"waited_s,omitzero"`
@@ -128,6 +129,7 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		CallInput:      w.CallInput,
 		CallOutput:     w.CallOutput,
 		LostCalls:      w.LostCalls,
+		SweptCalls:     w.SweptCalls,
 		FallbackPriced: w.FallbackPriced,
 		HeldSince:      w.HeldSince,
 		WaitedS:        w.WaitedS,

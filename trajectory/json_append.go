@@ -35,6 +35,9 @@ func (r *Record) sizeJSON() int {
 	for _, c := range r.LostCalls {
 		n += len(c) + 3
 	}
+	for _, c := range r.SweptCalls {
+		n += len(c.Call) + 80
+	}
 	for _, c := range r.Pending.ToolCalls {
 		n += len(c.ID) + len(c.Name) + 80
 	}
@@ -132,6 +135,24 @@ func appendRecord(b []byte, r *Record, err *error) []byte {
 				b = append(b, ',')
 			}
 			b = AppendJSONString(b, c)
+		}
+		b = append(b, ']')
+	}
+	if len(r.SweptCalls) > 0 {
+		b = append(b, `,"swept_calls":[`...)
+		for i, c := range r.SweptCalls {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"call":`...)
+			b = AppendJSONString(b, c.Call)
+			b = append(b, `,"input_tokens":`...)
+			b = strconv.AppendInt(b, c.InputTokens, 10)
+			b = append(b, `,"output_tokens":`...)
+			b = strconv.AppendInt(b, c.OutputTokens, 10)
+			b = append(b, `,"dollars":`...)
+			b = appendFloat(b, c.Dollars, err)
+			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}

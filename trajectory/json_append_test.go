@@ -135,6 +135,7 @@ func fullRecord() *Record {
 	r.CallBeat = t0.Add(2 * time.Second)
 	r.CallInput, r.CallOutput = 31, 9
 	r.LostCalls = []string{"c0", "c-1"}
+	r.SweptCalls = []SweptCall{{Call: "c-2", InputTokens: 31, OutputTokens: 9, Dollars: 0.000228}, {Call: "c-3"}}
 	r.FallbackPriced = true
 	r.HeldSince = t0.Add(3 * time.Second)
 	r.WaitedS = 1e-9
@@ -352,6 +353,9 @@ func randomRecord(rng *rand.Rand) *Record {
 		HeldSince: tm(), WaitedS: float(), PauseReason: optStr(), Truncations: num(), TruncationsInRow: num(),
 		Outcome: optStr(), TaskClass: optStr(),
 	}
+	if rng.IntN(2) == 0 {
+		r.SweptCalls = []SweptCall{{Call: str(), InputTokens: num(), OutputTokens: num(), Dollars: float()}}
+	}
 	r.Pending.ApprovalID = optStr()
 	if n := rng.IntN(4); n > 0 {
 		r.Pending.ToolCalls = make([]PendingCall, n-1)
@@ -446,6 +450,9 @@ func FuzzRecordAppendJSON(f *testing.F) {
 		}
 		if on() {
 			r.LostCalls = []string{s3}
+		}
+		if on() {
+			r.SweptCalls = []SweptCall{{Call: s1, InputTokens: num(), OutputTokens: num(), Dollars: f2}}
 		}
 		if on() {
 			r.Pending = Pending{ToolCalls: []PendingCall{{ID: s1, Name: s2, Deadline: tm()}}, ApprovalID: str(s3)}

@@ -41,6 +41,7 @@ func marshalReflect(r *Record) ([]byte, error) {
 		CallInput:      r.CallInput,
 		CallOutput:     r.CallOutput,
 		LostCalls:      r.LostCalls,
+		SweptCalls:     r.SweptCalls,
 		FallbackPriced: r.FallbackPriced,
 		HeldSince:      r.HeldSince,
 		WaitedS:        r.WaitedS,

@@ -76,6 +76,12 @@ type Record struct {
 	// gone) and reclaimed, most recent last: a reply that still arrives
 	// for one of them is charged once, when its settle finds it here.
 	LostCalls []string
+	// SweptCalls are this record's calls taken for lost and charged as
+	// estimated (by a sweep, or by the request that found the call
+	// silent), most recent last: a reply that still arrives for one of
+	// them replaces the estimate by its real charge, once, when its
+	// settle finds it here.
+	SweptCalls []SweptCall
 	// FallbackPriced is set once a turn was charged at the fallback price
 	// because the price table does not know its model.
 	FallbackPriced bool
@@ -165,6 +171,15 @@ type Spend struct {
 	// Estimated is set once any charge was estimated (a stream cut before
 	// its usage arrived) rather than reported.
 	Estimated bool `json:"estimated"`
+}
+
+// SweptCall is a call taken for lost and the estimate it was charged:
+// its input estimate and the output its last heartbeat reported.
+type SweptCall struct {
+	Call         string  `json:"call"`
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	Dollars      float64 `json:"dollars"`
 }
 
 // Tokens is every token counted in s, the quantity the tokens ceiling bounds.
@@ -268,6 +283,7 @@ func (r *Record) Clone() *Record {
 	c.Children = slices.Clone(r.Children)
 	c.Pending.ToolCalls = slices.Clone(r.Pending.ToolCalls)
 	c.LostCalls = slices.Clone(r.LostCalls)
+	c.SweptCalls = slices.Clone(r.SweptCalls)
 	c.Watch = r.Watch.clone()
 	if r.Pending.Control != nil {
 		ctl := *r.Pending.Control

@@ -51,6 +51,15 @@ type faultExperiment struct {
 	inject func(t *testing.T, r *faultRig) // runs while the load runs; returns when the fault has ended
 	// check adds the experiment's own checks of what the clients saw.
 	check func(t *testing.T, r *faultRig, seen []turnSeen)
+	// relayA puts replica 0 behind a relay to Redis the experiment can
+	// pause (faultRig.relay): that replica alone is cut off.
+	relayA bool
+	// sweptOutput checks that the calls swept or reclaimed were charged
+	// the output their clients received, within 10%.
+	sweptOutput bool
+	// afterFault counts only the turns sent once the fault ended (the
+	// fault loses the records of the turns before).
+	afterFault bool
 }
 
 // turnSeen is what the load client saw of one turn.
@@ -60,15 +69,19 @@ type turnSeen struct {
 	complete bool // the reply's terminal event (or a whole JSON body) arrived
 	errEvent bool // the stream carried the provider's error event
 	toolUse  bool // the reply delivered a tool_use block
+	sent     time.Time
 	ended    time.Time
 	answered time.Duration // from sending to the status line
 	body     string        // a non-200 answer's body
+	text     int64         // the bytes of text the stream delivered
 }
 
 // faultRig is one experiment's processes.
 type faultRig struct {
 	redis *redistest.Server
+	relay *relay // replica 0's way to Redis, with relayA
 	cfg   string
+	cfgs  [2]string // each replica's config: cfg, or with relayA replica 0's through the relay
 	mu    sync.Mutex
 	reps  [2]*replica
 	all   []*replica // every replica started, restarts included
@@ -104,7 +117,7 @@ func (r *faultRig) statesOf(t *testing.T, seen []turnSeen, fn func(id, state str
 
 // restart starts replica i again under the same name.
 func (r *faultRig) restart(t *testing.T, i int) {
-	rep := startReplica(t, r.cfg, r.envs[i]...)
+	rep := startReplica(t, r.cfgs[i], r.envs[i]...)
 	r.mu.Lock()
 	r.reps[i] = rep
 	r.all = append(r.all, rep)
@@ -148,6 +161,66 @@ func TestFaults(t *testing.T) {
 				_, _ = a.cmd.Process.Wait()
 				time.Sleep(time.Second)
 				r.restart(t, 0)
+			}},
+		{name: "replica-sigkill-mid-stall", turns: 400, conc: 8, pace: 20 * time.Millisecond, sweptOutput: true,
+			spec: func(i int) (string, bool) {
+				if i%2 == 0 {
+					// Replica 0's streams pause mid-reply for longer than the
+					// sweeper's bound: the kill finds each past a beat that
+					// checkpointed all it had streamed.
+					return `{"kind":"text","text":"` + strings.Repeat("a word or two ", 150) + `","deltas":40,"event_delay":"10ms","stall":"20s","stall_at":24}`, true
+				}
+				return `{"kind":"text","deltas":6,"event_delay":"15ms"}`, true
+			},
+			inject: func(t *testing.T, r *faultRig) {
+				time.Sleep(4 * time.Second)
+				a := r.replica(0)
+				_ = a.cmd.Process.Kill()
+				_, _ = a.cmd.Process.Wait()
+			}},
+		{name: "replica-cut-off-from-redis-6s", turns: 400, conc: 8, pace: 50 * time.Millisecond, relayA: true,
+			spec: func(int) (string, bool) { return `{"kind":"text","deltas":20,"event_delay":"40ms"}`, true },
+			inject: func(t *testing.T, r *faultRig) {
+				time.Sleep(2 * time.Second)
+				r.relay.pause(true)
+				time.Sleep(6 * time.Second)
+				r.relay.pause(false)
+			},
+			check: func(t *testing.T, r *faultRig, seen []turnSeen) {
+				// The cut-off replica's calls are swept by the other, and
+				// their real charges, retried once Redis answers again,
+				// replace the estimates: each retried charge is recorded
+				// (within the retries' 10 s backoff), none refused.
+				logs := func() string {
+					var b strings.Builder
+					r.mu.Lock()
+					defer r.mu.Unlock()
+					for _, rep := range r.all {
+						b.WriteString(rep.logs.String())
+					}
+					return b.String()
+				}
+				var all string
+				for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+					all = logs()
+					if strings.Count(all, `"msg":"store unreachable; retrying the turn's charge"`) ==
+						strings.Count(all, `"msg":"turn charge recorded after the store came back"`)+strings.Count(all, `"msg":"charge not recorded`) {
+						break
+					}
+				}
+				retried := strings.Count(all, `"msg":"store unreachable; retrying the turn's charge"`)
+				recorded := strings.Count(all, `"msg":"turn charge recorded after the store came back"`)
+				t.Logf("%d charges retried, %d recorded after the store came back", retried, recorded)
+				if retried != recorded || strings.Contains(all, `"msg":"charge not recorded`) {
+					t.Errorf("%d charges retried, %d recorded; a charge not recorded: %v", retried, recorded, strings.Contains(all, `"msg":"charge not recorded`))
+				}
+			}},
+		{name: "redis-restart-without-data", turns: 400, conc: 8, pace: 100 * time.Millisecond, spec: text, afterFault: true,
+			inject: func(t *testing.T, r *faultRig) {
+				time.Sleep(2 * time.Second)
+				// FLUSHALL goes to the AOF too: the restart loads nothing.
+				r.redis.Flush(t)
+				r.redis = r.redis.Restart(t)
 			}},
 		{name: "sigterm-past-grace", turns: 10, conc: 10, onlyA: true, grace: "1s",
 			spec: func(int) (string, bool) { return `{"kind":"text","deltas":60,"event_delay":"100ms"}`, true },
@@ -219,7 +292,7 @@ func TestFaults(t *testing.T) {
 	var rows []string
 	t.Cleanup(func() {
 		sort.Strings(rows)
-		t.Logf("\n| experiment | turns | 200s | errors by status | lost | doubled | stuck | recovery |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n%s", strings.Join(rows, "\n"))
+		t.Logf("\n| experiment | turns | 200s | errors by status | lost | doubled | stuck | recovery | swept output, charged of streamed (tokens) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n%s", strings.Join(rows, "\n"))
 	})
 	for _, x := range experiments {
 		t.Run(x.name, func(t *testing.T) {
@@ -262,9 +335,18 @@ log: {level: info, format: json}
 	if err := os.WriteFile(r.cfg, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	r.cfgs = [2]string{r.cfg, r.cfg}
+	if x.relayA {
+		r.relay = startRelay(t, srv.Addr)
+		r.cfgs[0] = filepath.Join(t.TempDir(), "config-relayed.yaml")
+		relayed := strings.Replace(cfgText, srv.URL, "redis://"+r.relay.addr(), 1)
+		if err := os.WriteFile(r.cfgs[0], []byte(relayed), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := range r.reps {
 		r.envs[i] = []string{fmt.Sprintf("GATEKEEPER_REPLICA=%s-%d", x.name, i)}
-		r.reps[i] = startReplica(t, r.cfg, r.envs[i]...)
+		r.reps[i] = startReplica(t, r.cfgs[i], r.envs[i]...)
 		r.all = append(r.all, r.reps[i])
 	}
 
@@ -348,7 +430,79 @@ log: {level: info, format: json}
 	if x.check != nil {
 		x.check(t, r, seen)
 	}
-	return checkCharges(t, ctx, r, x.name, seen, recovery)
+	checked := seen
+	if x.afterFault {
+		checked = nil
+		for _, s := range seen {
+			if s.sent.After(ended) {
+				checked = append(checked, s)
+			}
+		}
+		t.Logf("%s: %d of %d turns sent after the fault are checked", x.name, len(checked), len(seen))
+	}
+	row := checkCharges(t, ctx, r, x.name, checked, recovery)
+	swept := "—"
+	if x.sweptOutput {
+		swept = checkSweptOutput(t, ctx, r, seen)
+	}
+	return row + " " + swept + " |"
+}
+
+// checkSweptOutput compares, per trajectory, the output charged to the
+// calls taken for lost (the turn events charged as estimated with a
+// "call lost" detail) with the output their clients received, the cut
+// 200s, estimated from their text as gatekeeper estimates it (a token
+// per 4 bytes): within 10%. It returns the figures for the table.
+func checkSweptOutput(t *testing.T, ctx context.Context, r *faultRig, seen []turnSeen) string {
+	t.Helper()
+	streamed := map[string]int64{}
+	for _, s := range seen {
+		if s.status == 200 && !s.complete {
+			streamed[s.traj] += (s.text + 3) / 4
+		}
+	}
+	base := r.replica(1).base
+	var totalCharged, totalStreamed int64
+	for traj, want := range streamed {
+		var root faultRecord
+		if code := adminCall(ctx, t, "GET", base+"/admin/v1/trajectories/"+traj, replicaAdmin, &root); code != 200 {
+			t.Errorf("%s: admin API %d", traj, code)
+			continue
+		}
+		var charged int64
+		for _, id := range append([]string{root.ID}, root.Children...) {
+			var page struct {
+				Events []struct {
+					Type string `json:"type"`
+					Data struct {
+						Estimated bool   `json:"estimated"`
+						Detail    string `json:"detail"`
+						Usage     struct {
+							OutputTokens int64 `json:"output_tokens"`
+						} `json:"usage"`
+					} `json:"data"`
+				} `json:"events"`
+			}
+			if code := adminCall(ctx, t, "GET", base+"/admin/v1/trajectories/"+id+"/events?limit=1000", replicaAdmin, &page); code != 200 {
+				t.Errorf("%s events: admin API %d", id, code)
+				continue
+			}
+			for _, ev := range page.Events {
+				if ev.Type == "turn" && ev.Data.Estimated && strings.HasPrefix(ev.Data.Detail, "call lost") {
+					charged += ev.Data.Usage.OutputTokens
+				}
+			}
+		}
+		totalCharged += charged
+		totalStreamed += want
+		if d := charged - want; d*10 > want || -d*10 > want {
+			t.Errorf("%s: the calls taken for lost were charged %d output tokens; their clients received %d", traj, charged, want)
+		}
+	}
+	if totalStreamed == 0 {
+		t.Errorf("no cut stream delivered any text: the experiment measured nothing")
+	}
+	return fmt.Sprintf("%d of %d", totalCharged, totalStreamed)
 }
 
 // fillJunk loads Redis with enough keys that loading them at a restart
@@ -399,6 +553,7 @@ func sendTurn(ctx context.Context, base, traj, spec string, stream bool, streami
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	sent := time.Now()
+	s.sent = sent
 	resp, err := http.DefaultClient.Do(req.WithContext(cctx))
 	if err != nil {
 		return s
@@ -440,6 +595,15 @@ func sendTurn(ctx context.Context, base, traj, spec string, stream bool, streami
 			s.errEvent = true
 		case strings.HasPrefix(line, "data: ") && strings.Contains(line, `"type":"tool_use"`):
 			s.toolUse = true
+		case strings.HasPrefix(line, "data: ") && strings.Contains(line, `"text_delta"`):
+			var ev struct {
+				Delta struct {
+					Text string `json:"text"`
+				} `json:"delta"`
+			}
+			if json.Unmarshal([]byte(line[len("data: "):]), &ev) == nil {
+				s.text += int64(len(ev.Delta.Text))
+			}
 		}
 	}
 	return s

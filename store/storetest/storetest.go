@@ -79,6 +79,8 @@ func full(id string) *trajectory.Record {
 		Control:    &trajectory.Control{Kind: trajectory.ControlInterrupt, Message: "wrap up", By: "alice", At: t0},
 	}
 	r.Thread, r.Provider, r.Model, r.StartedAt = "agent-1", "anthropic", "claude-sonnet-4-5", t0
+	r.LostCalls = []string{"c-old"}
+	r.SweptCalls = []trajectory.SweptCall{{Call: "c-swept", InputTokens: 31, OutputTokens: 9, Dollars: 0.000228}}
 	r.Watch = trajectory.Watch{Calls: []trajectory.Digest{0xfedcba9876543210, 2}, Result: 3, ResultsInRow: 2, ErrorsInRow: 1, IdleTurns: 1,
 		Step: trajectory.LoopSteer, StepTurn: 5, Notice: true, Signal: &trajectory.LoopSignal{Kind: trajectory.SignalRepeatedCall,
 			Tool: "Bash", Digest: 0xfedcba9876543210, Count: 5, Threshold: 5, Window: 8}}
@@ -259,7 +261,10 @@ func testCopiesIsolated(t *testing.T, s trajectory.Store) {
 	mustCreate(t, s, trajectory.New("root", "team-a", t0))
 	in := full("root/run-1")
 	in.ParentID = "root"
-	want := in.Clone()
+	// want is built apart from in: a clone would share what a shallow
+	// copy in the store shares, and change with it.
+	want := full("root/run-1")
+	want.ParentID = "root"
 	data := []byte(`{"n":1}`)
 	mustCreate(t, s, in, trajectory.Event{At: t0, Type: trajectory.EventCreated, Data: data})
 
@@ -270,6 +275,8 @@ func testCopiesIsolated(t *testing.T, s trajectory.Store) {
 		r.Pending.Control.Kind = trajectory.ControlKill
 		r.Spend.Dollars = 1e9
 		r.Children = append(r.Children, "ghost")
+		r.LostCalls[0] = "mutated"
+		r.SweptCalls[0].OutputTokens = 1e6
 	}
 	mutate(in)
 	data[2] = 'X'

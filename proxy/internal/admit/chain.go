@@ -3,6 +3,7 @@ package admit
 import (
 	"errors"
 	"fmt"
+	"gatekeeper/proxy/internal/sweep"
 	"time"
 
 	"gatekeeper/config"
@@ -34,9 +35,10 @@ var (
 )
 
 // Sweep tells a call in flight whose replica fell silent: a request on
-// its record takes it for lost.
+// its record takes it for lost, and charges it as the sweep would.
 type Sweep interface {
 	Silent(rec *trajectory.Record, now time.Time) bool
+	Reclaim(chain []*trajectory.Record, now time.Time) ([]trajectory.Event, sweep.Lost, error)
 }
 
 // Turn is what admission on a chain weighs of the request asking, and the
@@ -62,6 +64,9 @@ type Turn struct {
 	Watchdog           config.Watchdog
 	ReadOnly           []string // the tenant's read-only tools, for the watchdog's notice
 	Sweep              Sweep
+	// Reclaimed is the silent call admission took for lost and charged,
+	// for its tenant's ledger once the update is saved.
+	Reclaimed sweep.Lost
 
 	// Tried is what each attempt at admitting the call reserved; an
 	// attempt that reserves adds to it.
@@ -135,17 +140,18 @@ func (b *Budget) Chain(chain []*trajectory.Record, t *Turn, now time.Time) (Admi
 		evs = append(evs, chainrule.Event(chain[1].ID, now, trajectory.EventChildrenFull, map[string]any{
 			"thread": t.Thread, "shares": rec.ID, "max_children": t.MaxChildren}))
 	}
+	t.Reclaimed = sweep.Lost{}
 	if rec.State == trajectory.CallingModel {
-		// The call in flight outlived any call this tenant may make: the
-		// replica serving it is gone. Its reservation is given back, and
-		// its id kept: should its reply still arrive, it is charged.
-		lost := rec.Call
-		tev, err := chainrule.Reclaim(chain, now, chainrule.LostCall)
+		// The call in flight outlived its replica's beats: the replica
+		// serving it is gone. It is charged as the sweep would (its
+		// input estimate and the output of its last beat), its
+		// reservation given back, and its id kept: should its reply
+		// still arrive, the reply's charge replaces the estimate.
+		tev, lost, err := t.Sweep.Reclaim(chain, now)
 		if err != nil {
 			return Admission{}, nil, err
 		}
-		// The record remembers it, to charge its reply should it come.
-		rec.LostCalls = chainrule.KeepLost(rec.LostCalls, lost)
+		t.Reclaimed = lost
 		evs = append(evs, tev...)
 	}
 	check, ts, err := rec.AcceptToolResults(t.IDs, now)

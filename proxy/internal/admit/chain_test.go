@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"gatekeeper/proxy/internal/sweep"
 	"strings"
 	"testing"
 	"time"
@@ -16,10 +16,15 @@ import (
 	"gatekeeper/trajectory"
 )
 
-// silence is a Sweep that takes every call in flight for lost, or none.
+// silence is a Sweep that takes every call in flight for lost, or none;
+// it reclaims as the sweeper does.
 type silence bool
 
 func (s silence) Silent(*trajectory.Record, time.Time) bool { return bool(s) }
+
+func (s silence) Reclaim(chain []*trajectory.Record, now time.Time) ([]trajectory.Event, sweep.Lost, error) {
+	return sweep.New(sweep.Options{Config: &config.Config{}, Prices: meter.DefaultTable(), Stages: meter.DefaultThresholds(), Replica: "r"}).Reclaim(chain, now)
+}
 
 var _ Sweep = silence(false)
 
@@ -84,13 +89,24 @@ func TestBudgetChain(t *testing.T) {
 		}, wantErr: ErrBusy},
 		{name: "a silent call is reclaimed", prepare: func(c []*trajectory.Record, at *Turn) {
 			c[0].State, c[0].Call, c[0].CallReserved = trajectory.CallingModel, "c0", trajectory.Reservation{Calls: 1}
+			c[0].CallInput, c[0].CallOutput, c[0].Model = 1000, 250, "claude-sonnet-4-5"
 			for _, r := range c {
 				r.Reserved = trajectory.Reservation{Calls: 1}
 			}
 			at.Sweep = silence(true)
 		}, check: func(t *testing.T, c []*trajectory.Record, at *Turn, _ Admission) {
-			if !slices.Equal(c[0].LostCalls, []string{"c0"}) || c[0].Call != "c1" || c[0].Reserved.Calls != 1 {
-				t.Errorf("lost %q, record call %q reserved %+v; want c0 lost, c1 alone reserved", c[0].LostCalls, c[0].Call, c[0].Reserved)
+			if len(c[0].SweptCalls) != 1 || c[0].SweptCalls[0].Call != "c0" || c[0].Call != "c1" || c[0].Reserved.Calls != 1 {
+				t.Errorf("swept %+v, record call %q reserved %+v; want c0 swept, c1 alone reserved", c[0].SweptCalls, c[0].Call, c[0].Reserved)
+			}
+			// Charged as the sweep charges: its input estimate and the
+			// output of its last beat, on every record of the chain.
+			for _, r := range c {
+				if r.Spend.InputTokens != 1000 || r.Spend.OutputTokens != 250 || r.Spend.Turns != 1 || !r.Spend.Estimated || r.Spend.Dollars <= 0 {
+					t.Errorf("%s spend %+v after the reclaim; want 1000 in, 250 out, one estimated turn", r.ID, r.Spend)
+				}
+			}
+			if at.Reclaimed.Call != "c0" || at.Reclaimed.Usage.OutputTokens != 250 {
+				t.Errorf("reclaimed %+v; want c0 with its 250 output tokens, for the tenant's ledger", at.Reclaimed)
 			}
 		}},
 		{name: "an operator's message applies", prepare: func(c []*trajectory.Record, _ *Turn) {

@@ -120,10 +120,6 @@ func Exhaust(chain []*trajectory.Record, d meter.Decision, now time.Time) (evs [
 	return evs, policy == trajectory.OnExhaustPause, nil
 }
 
-// LostCall is the detail of a call reclaimed because no reply was
-// recorded.
-const LostCall = "call lost: no reply was recorded"
-
 // Reclaim ends a lost call on its thread record (chain[0]): its
 // reservation is released on the whole chain, uncharged, and the thread
 // is READY again. detail says why, in the event.
@@ -142,20 +138,19 @@ func Reclaim(chain []*trajectory.Record, now time.Time, detail string) ([]trajec
 	return append([]trajectory.Event{ev}, trajectory.EventsFor(rec.ID, []trajectory.Transition{tr})...), nil
 }
 
-// MaxLostCalls bounds the lost calls a record remembers; an older one's
-// reply, should it still come, goes uncharged and is logged.
+// MaxLostCalls bounds the calls taken for lost a record remembers; an
+// older one's reply, should it still come, is not charged again and is
+// logged.
 const MaxLostCalls = 8
 
-// KeepLost adds a reclaimed call to a record's lost calls.
-func KeepLost(lost []string, call string) []string {
-	if call == "" {
-		return lost
+// KeepSwept adds a call charged as estimated to a record's swept calls,
+// bounded as its lost calls are.
+func KeepSwept(swept []trajectory.SweptCall, c trajectory.SweptCall) []trajectory.SweptCall {
+	swept = append(swept, c)
+	if len(swept) > MaxLostCalls {
+		swept = slices.Delete(swept, 0, len(swept)-MaxLostCalls)
 	}
-	lost = append(lost, call)
-	if len(lost) > MaxLostCalls {
-		lost = slices.Delete(lost, 0, len(lost)-MaxLostCalls)
-	}
-	return lost
+	return swept
 }
 
 // ClearCall takes the call in flight off rec.
@@ -168,10 +163,14 @@ func ClearCall(rec *trajectory.Record) {
 // estimated: usage at charge, with data as its turn event. The
 // reservation goes back on the whole chain, the thread is READY again,
 // and every record is charged the call (the thread as its turn, each
-// ancestor in its spend).
+// ancestor in its spend). The thread remembers the call and its
+// estimate among its swept calls: should the call's reply still be
+// recorded, its real charge replaces the estimate (outcome.Settle).
 func ChargeLost(chain []*trajectory.Record, usage trajectory.Usage, charge meter.Charge, data map[string]any, now time.Time) ([]trajectory.Event, error) {
 	rec := chain[0]
 	dollars := charge.Dollars()
+	rec.SweptCalls = KeepSwept(rec.SweptCalls, trajectory.SweptCall{Call: rec.Call, InputTokens: usage.InputTokens,
+		OutputTokens: usage.OutputTokens, Dollars: dollars})
 	evs := []trajectory.Event{Event(rec.ID, now, trajectory.EventTurn, data)}
 	tr, err := rec.Transition(trajectory.Ready, "call_lost", now)
 	if err != nil {

@@ -63,7 +63,7 @@ func TestReclaim(t *testing.T) {
 		rec.Reserved = held
 	}
 	c[0].Call, c[0].CallReserved, c[0].CallOwner = "call-1", held, "replica#1"
-	evs, err := Reclaim(c, now.Add(time.Minute), LostCall)
+	evs, err := Reclaim(c, now.Add(time.Minute), "call lost: no reply was recorded")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,15 +152,12 @@ func TestSetStage(t *testing.T) {
 	}
 }
 
-func TestKeepLost(t *testing.T) {
-	var lost []string
-	if lost = KeepLost(lost, ""); lost != nil {
-		t.Fatalf("no call kept %v", lost)
-	}
+func TestKeepSwept(t *testing.T) {
+	var swept []trajectory.SweptCall
 	for i := range MaxLostCalls + 2 {
-		lost = KeepLost(lost, string(rune('a'+i)))
+		swept = KeepSwept(swept, trajectory.SweptCall{Call: string(rune('a' + i))})
 	}
-	if len(lost) != MaxLostCalls || lost[0] != "c" || lost[MaxLostCalls-1] != "j" {
-		t.Errorf("kept %v, want the last %d", lost, MaxLostCalls)
+	if len(swept) != MaxLostCalls || swept[0].Call != "c" || swept[MaxLostCalls-1].Call != "j" {
+		t.Errorf("kept %v, want the last %d", swept, MaxLostCalls)
 	}
 }

@@ -2,6 +2,7 @@ package outcome
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -49,6 +50,15 @@ func (d *TurnData) markLate() {
 	d.Late = true
 	d.Detail = strings.TrimPrefix(d.Detail+"; ", "; ") +
 		"the call had been taken for lost and its reservation released; its reply arrived later and is charged"
+}
+
+// markSwept marks d as the late reply of a call its thread took for lost
+// and charged as est.
+func (d *TurnData) markSwept(est trajectory.SweptCall) {
+	d.Late = true
+	d.Detail = strings.TrimPrefix(d.Detail+"; ", "; ") + fmt.Sprintf(
+		"the call had been taken for lost and charged as estimated (%d input and %d output tokens, $%g); its reply arrived later and its charge replaces the estimate",
+		est.InputTokens, est.OutputTokens, est.Dollars)
 }
 
 // MarshalJSON is AppendJSON's form of d.

@@ -42,6 +42,9 @@ type Settle struct {
 func (s Settle) Chain(chain []*trajectory.Record, o Turn, charge meter.Charge, data TurnData, now time.Time) ([]trajectory.Event, error) {
 	rec := chain[0]
 	if rec.Call == "" || rec.Call != s.Call {
+		if i := slices.IndexFunc(rec.SweptCalls, func(c trajectory.SweptCall) bool { return c.Call == s.Call }); i >= 0 {
+			return s.swept(chain, i, o, charge, data, now), nil
+		}
 		if i := slices.Index(rec.LostCalls, s.Call); i >= 0 {
 			return s.lost(chain, i, o, charge, data, now), nil
 		}
@@ -130,6 +133,40 @@ func (s Settle) lost(chain []*trajectory.Record, i int, o Turn, charge meter.Cha
 		l.AddSpend(o.Usage, dollars, o.Estimated)
 		l.Spend.Turns++
 		if !charge.Priced {
+			l.FallbackPriced = true
+		}
+	}
+	return append(evs, s.stages(chain, now)...)
+}
+
+// swept charges the late reply of a call taken for lost and charged as
+// estimated (chain[0].SweptCalls[i]): the reply's real charge replaces
+// the estimate, so every record of the chain gets the difference (less
+// when the estimate was more), and no second turn. A reply that never
+// came from the model (an upstream error) takes the estimate and its
+// turn back. Taking the call off the list makes it idempotent.
+func (s Settle) swept(chain []*trajectory.Record, i int, o Turn, charge meter.Charge, data TurnData, now time.Time) []trajectory.Event {
+	rec := chain[0]
+	est := rec.SweptCalls[i]
+	rec.SweptCalls = slices.Delete(rec.SweptCalls, i, i+1)
+	rec.SettledCall = s.Call
+	data.markSwept(est)
+	evs := []trajectory.Event{o.event(rec.ID, now, &data)}
+	diff := trajectory.Usage{InputTokens: -est.InputTokens, OutputTokens: -est.OutputTokens}
+	dollars := -est.Dollars
+	turns := int64(-1)
+	if !o.Upstream {
+		diff.InputTokens += o.Usage.InputTokens
+		diff.CachedInputTokens, diff.CacheWriteTokens = o.Usage.CachedInputTokens, o.Usage.CacheWriteTokens
+		diff.OutputTokens += o.Usage.OutputTokens
+		dollars += charge.Dollars()
+		turns = 0
+	}
+	rec.Turns += turns
+	for _, l := range chain {
+		l.AddSpend(diff, dollars, o.Estimated)
+		l.Spend.Turns += turns
+		if !o.Upstream && !charge.Priced {
 			l.FallbackPriced = true
 		}
 	}

@@ -44,16 +44,31 @@ func NewRetrier() *Retrier {
 // succeeds, fails for another reason than the store being unreachable, or
 // the proxy closes. Whatever is not recorded is logged with its figures.
 func (s *Retrier) Retry(log *slog.Logger, w Write, settle func(context.Context) error, attrs []slog.Attr) {
+	s.RetryThen(log, w, settle, attrs, nil)
+}
+
+// RetryThen is Retry, calling end, when not nil, once the retries are
+// over, whatever their outcome.
+func (s *Retrier) RetryThen(log *slog.Logger, w Write, settle func(context.Context) error, attrs []slog.Attr, end func()) {
 	select {
 	case s.sem <- struct{}{}:
 	default:
 		log.LogAttrs(s.ctx, slog.LevelError, w.lost+": too many writes waiting for the store", attrs...)
+		if end != nil {
+			end()
+		}
 		return
 	}
 	log.LogAttrs(s.ctx, slog.LevelWarn, "store unreachable; retrying "+w.what, attrs...)
 	s.wg.Add(1)
 	go func() {
-		defer func() { <-s.sem; s.wg.Done() }()
+		defer func() {
+			if end != nil {
+				end()
+			}
+			<-s.sem
+			s.wg.Done()
+		}()
 		wait := retryMin
 		for attempt := 1; ; attempt++ {
 			if err := s.sleep(s.ctx, wait); err != nil {

@@ -44,6 +44,11 @@ type Turn struct {
 	// Uncharged says why the turn charges nothing (the provider refused
 	// the call or was never reached); "" for a turn charged.
 	Uncharged string
+	// Waiting, when not nil, is told that the settle waits for the store
+	// (its retries begin) and returns what to call once they are over:
+	// the replica's heartbeat goes on for the call meanwhile, so that no
+	// sweep takes a call whose real charge is on its way for lost.
+	Waiting func() (over func())
 }
 
 // Apply is the settle's step on the turn's chain, inside a store update.
@@ -125,7 +130,11 @@ func (p *Turn) wrote(ctx context.Context, err error) {
 	if err != nil {
 		if errors.Is(err, trajectory.ErrUnavailable) {
 			// The reply went out; its charge must not be lost.
-			p.Retries.Retry(p.Log, WriteCharge, p.save, p.Attrs)
+			var over func()
+			if p.Waiting != nil {
+				over = p.Waiting()
+			}
+			p.Retries.RetryThen(p.Log, WriteCharge, p.save, p.Attrs, over)
 			return
 		}
 		p.lost(ctx, err)

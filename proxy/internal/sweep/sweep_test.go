@@ -259,7 +259,7 @@ func TestSweepAfterOutage(t *testing.T) {
 				if k == 5 {
 					st.set(false)
 				}
-				f.sw.beat(ctx)
+				f.sw.Beat(ctx)
 				n := f.sw.SweepCalls(ctx, false)
 				want := 0
 				if k == tc.sweptAt {
@@ -343,7 +343,7 @@ func TestBeat(t *testing.T) {
 	f.sw.o.Calls = func() []Call {
 		return []Call{{Record: "run", ID: "c1", Output: 777}, {Record: "run", ID: "gone", Output: 1}}
 	}
-	f.sw.beat(ctx)
+	f.sw.Beat(ctx)
 	r := f.get(t, "run")
 	if !r.CallBeat.Equal(f.clock()) || r.CallOutput != 777 {
 		t.Errorf("after the beat: beat %v output %d, want %v and 777", r.CallBeat, r.CallOutput, f.clock())

@@ -3,6 +3,7 @@ package sweep
 import (
 	"context"
 	"errors"
+	"gatekeeper/proxy/internal/deadline"
 	"log/slog"
 	"strings"
 	"sync"
@@ -110,24 +111,20 @@ func (s *Sweeper) Silent(rec *trajectory.Record, now time.Time) bool {
 
 // silent reports a call in flight on rec whose replica stopped beating:
 // its last beat is older than lostAfter. sweeping says the sweeper asks,
-// not a request on the record. A request waits one heartbeat more: a
-// sweep charges the call as estimated, a request reclaims it uncharged
-// (only its reply would be charged, and a crashed replica's never comes),
-// so the sweeps, which every replica runs each beat, come first even on
-// a loaded host.
+// not a request on the record. A request waits one heartbeat more: both
+// charge the call as estimated (Reclaim), but a sweep logs it and
+// reaches calls no request comes for, so the sweeps, which every replica
+// runs each beat, come first even on a loaded host.
 //
 // A sweep also counts silence only from when the store last answered
 // this sweeper again after it could not reach it (and finds nothing
 // silent while it cannot): during an outage no replica could beat, so a
 // beat older than the bound says nothing of the call, and charging it
 // would charge live calls, and admissions whose release is still being
-// sent again, as lost. A request keeps the plain bound: it reclaims
-// uncharged and a live call's reply is still charged, late and once, so
-// it does no harm to one, while counting from backAt would keep such a
-// thread busy for LostBeats+1 more beats after the outage.
-// The price: a call whose replica died during the outage, reclaimed by a
-// request before a sweep gets to it, goes uncharged, as does any call a
-// request reclaims first.
+// sent again, as lost. A request keeps the plain bound: a live call it
+// charges as estimated has its estimate replaced by its reply's charge,
+// late and once, while counting from backAt would keep such a thread
+// busy for LostBeats+1 more beats after the outage.
 func (s *Sweeper) silent(rec *trajectory.Record, now time.Time, sweeping bool) bool {
 	if rec.State != trajectory.CallingModel || rec.Call == "" {
 		return false
@@ -205,29 +202,44 @@ func (s *Sweeper) WatchCalls(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			s.beat(ctx)
+			s.Beat(ctx)
 			s.SweepCalls(ctx, false)
 		}
 	}
 }
 
-// beat tells the store that this replica's calls in flight are alive, and
-// how much output each has streamed.
-func (s *Sweeper) beat(ctx context.Context) {
-	for _, c := range s.o.Calls() {
-		_, err := s.o.Store.Update(ctx, c.Record, func(r *trajectory.Record) ([]trajectory.Event, error) {
+// Beat tells the store that this replica's calls in flight are alive, and
+// how much output each has streamed: one batch of updates for them all
+// (one round trip on Redis, deadline.UpdateChains), each a checkpoint of
+// its call's output.
+func (s *Sweeper) Beat(ctx context.Context) {
+	calls := s.o.Calls()
+	if len(calls) == 0 {
+		return
+	}
+	ids := make([]string, len(calls))
+	fns := make([]func([]*trajectory.Record) ([]trajectory.Event, error), len(calls))
+	for i, c := range calls {
+		ids[i] = c.Record
+		fns[i] = func(chain []*trajectory.Record) ([]trajectory.Event, error) {
+			r := chain[0]
 			if r.Call != c.ID || r.State != trajectory.CallingModel {
 				return nil, errNotLost
 			}
 			r.CallBeat, r.CallOutput = s.o.Clock(), c.Output
 			return nil, nil
-		})
-		s.answered(ctx, err)
-		if err != nil && !errors.Is(err, errNotLost) && ctx.Err() == nil {
-			s.o.Logger.LogAttrs(ctx, slog.LevelWarn, "heartbeat of a call in flight failed", slog.String("trajectory", c.Record),
-				slog.String("call", c.ID), slog.String("error", err.Error()))
 		}
 	}
+	errs := deadline.UpdateChains(ctx, s.o.Store, ids, fns)
+	var failed error
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, errNotLost) && ctx.Err() == nil {
+			failed = err
+			s.o.Logger.LogAttrs(ctx, slog.LevelWarn, "heartbeat of a call in flight failed", slog.String("trajectory", calls[i].Record),
+				slog.String("call", calls[i].ID), slog.String("error", err.Error()))
+		}
+	}
+	s.answered(ctx, failed)
 }
 
 // SweepCalls reclaims the calls in flight whose replica fell silent (and,
@@ -258,48 +270,33 @@ func (s *Sweeper) SweepCalls(ctx context.Context, own bool) int {
 }
 
 // sweepCall reclaims call on record id, if it is still there and still
-// lost, and charges it as estimated: its input estimate and the output its
-// replica last said had streamed. The reservation goes back on the whole
-// chain, the record is READY again, and the tenant's ledger, when its
-// ceilings keep one, is charged the same under the call's id (a settle
-// by the call's own replica, should it come after all, changes nothing).
+// lost, and charges it as estimated (charge). The tenant's ledger, when
+// its ceilings keep one, is charged the same under the call's id (a
+// settle by the call's own replica, should it come after all, changes
+// nothing there).
 func (s *Sweeper) sweepCall(ctx context.Context, id, call string, mine bool) bool {
-	var data map[string]any
-	var owner string
-	var used tenant.Amount
-	ru := s.rules.Load()
+	var lost Lost
+	why := "its replica stopped beating"
+	if mine {
+		why = "its replica restarted"
+	}
 	_, err := s.o.Store.UpdateChain(ctx, id, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 		now := s.o.Clock()
 		rec := chain[0]
 		if rec.Call != call || !(mine && s.leftBehind(rec)) && !s.silent(rec, now, true) {
 			return nil, errNotLost
 		}
-		usage := trajectory.Usage{InputTokens: rec.CallInput, OutputTokens: rec.CallOutput}
-		charge := ru.prices.Cost(rec.Model, usage)
-		owner, used = rec.Tenant, tenant.Amount{Micros: charge.Micros, Tokens: trajectory.Spend{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}.Tokens()}
-		dollars := charge.Dollars()
-		why := "its replica stopped beating"
-		if mine {
-			why = "its replica restarted"
-		}
-		data = map[string]any{"stop": "error", "estimated": true, "usage": usage, "dollars": dollars, "call": call,
-			"model": rec.Model, "provider": rec.Provider, "owner": rec.CallOwner, "swept_by": s.o.Replica,
-			"detail": "call lost: " + why + "; charged as estimated from its input and the output streamed by its last heartbeat"}
-		evs, err := chainrule.ChargeLost(chain, usage, charge, data, now)
-		if err != nil {
-			return nil, err
-		}
-		ls := chainrule.Levels(chain, now, true)
-		return append(evs, chainrule.ReadStages(chain, ls, meter.Check(ls, ru.stages), ru.stages, now)...), nil
+		var evs []trajectory.Event
+		var err error
+		evs, lost, err = s.charge(chain, now, why)
+		return evs, err
 	})
 	s.answered(ctx, err)
 	switch {
 	case err == nil:
-		if s.o.Charge != nil && ceiling.Limits(s.tenant(owner)).Spends() {
-			s.o.Charge(ctx, owner, call, used)
-		}
+		s.ChargeTenant(ctx, lost)
 		s.o.Logger.LogAttrs(ctx, slog.LevelWarn, "lost call reclaimed and charged as estimated", slog.String("trajectory", id),
-			slog.String("call", call), slog.Any("usage", data["usage"]), slog.Any("dollars", data["dollars"]), slog.Any("owner", data["owner"]))
+			slog.String("call", call), slog.Any("usage", lost.Usage), slog.Float64("dollars", lost.Dollars), slog.String("owner", lost.Owner))
 		return true
 	case errors.Is(err, errNotLost):
 	case ctx.Err() == nil:
@@ -307,6 +304,55 @@ func (s *Sweeper) sweepCall(ctx context.Context, id, call string, mine bool) boo
 			slog.String("call", call), slog.String("error", err.Error()))
 	}
 	return false
+}
+
+// Lost is a call taken for lost and what it was charged.
+type Lost struct {
+	Tenant, Call string
+	Owner        string // the replica that served it
+	Usage        trajectory.Usage
+	Dollars      float64
+	used         tenant.Amount
+}
+
+// Reclaim takes the call in flight on the thread record (chain[0]) for
+// lost, inside the store update of a request that found it silent, and
+// charges it as a sweep would; the caller charges the tenant's ledger
+// (ChargeTenant) once its update is saved.
+func (s *Sweeper) Reclaim(chain []*trajectory.Record, now time.Time) ([]trajectory.Event, Lost, error) {
+	return s.charge(chain, now, "no beat or reply came from its replica before the next request on its thread")
+}
+
+// ChargeTenant charges a call taken for lost to its tenant's ledger, when
+// the tenant's ceilings keep one.
+func (s *Sweeper) ChargeTenant(ctx context.Context, l Lost) {
+	if l.Call != "" && s.o.Charge != nil && ceiling.Limits(s.tenant(l.Tenant)).Spends() {
+		s.o.Charge(ctx, l.Tenant, l.Call, l.used)
+	}
+}
+
+// charge ends the call in flight on chain[0] charged as estimated: its
+// input estimate and the output its replica last said had streamed. The
+// reservation goes back on the whole chain, the record is READY again
+// and remembers the call with its estimate, so that a reply recorded
+// later replaces the estimate (chainrule.ChargeLost).
+func (s *Sweeper) charge(chain []*trajectory.Record, now time.Time, why string) ([]trajectory.Event, Lost, error) {
+	rec := chain[0]
+	ru := s.rules.Load()
+	usage := trajectory.Usage{InputTokens: rec.CallInput, OutputTokens: rec.CallOutput}
+	charge := ru.prices.Cost(rec.Model, usage)
+	dollars := charge.Dollars()
+	lost := Lost{Tenant: rec.Tenant, Call: rec.Call, Owner: rec.CallOwner, Usage: usage, Dollars: dollars,
+		used: tenant.Amount{Micros: charge.Micros, Tokens: trajectory.Spend{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}.Tokens()}}
+	data := map[string]any{"stop": "error", "estimated": true, "usage": usage, "dollars": dollars, "call": rec.Call,
+		"model": rec.Model, "provider": rec.Provider, "owner": rec.CallOwner, "swept_by": s.o.Replica,
+		"detail": "call lost: " + why + "; charged as estimated from its input and the output streamed by its last heartbeat"}
+	evs, err := chainrule.ChargeLost(chain, usage, charge, data, now)
+	if err != nil {
+		return nil, Lost{}, err
+	}
+	ls := chainrule.Levels(chain, now, true)
+	return append(evs, chainrule.ReadStages(chain, ls, meter.Check(ls, ru.stages), ru.stages, now)...), lost, nil
 }
 
 // leftBehind reports a call in flight on rec that an earlier run of this
