@@ -72,7 +72,7 @@ func (t *turn) admitCall() admit.Call {
 		if hidden <= 0 {
 			hidden = config.DefaultHiddenInputTokens
 		}
-		w := admit.Worst(t.req.rules.prices, t.pr.Model, t.body, hidden)
+		w := admit.Worst(t.req.rules.prices, t.req.api, t.pr.Model, t.body, hidden)
 		t.worst = &w
 	}
 	return admit.Call{ID: t.call, Worst: *t.worst, MaxOut: t.maxOut, AgentSet: t.pr.MaxOutputTokens > 0}

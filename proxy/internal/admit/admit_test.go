@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"gatekeeper/streaming"
 	"log/slog"
 	"strings"
 	"testing"
@@ -161,7 +162,7 @@ func TestChildMaxChildren(t *testing.T) {
 func TestCeilingsReserve(t *testing.T) {
 	prices := meter.DefaultTable()
 	body := []byte(`{"model":"claude-sonnet-4-5","max_tokens":8000,"messages":[]}`)
-	w := Worst(prices, "claude-sonnet-4-5", body, 0)
+	w := Worst(prices, streaming.APIAnthropic, "claude-sonnet-4-5", body, 0)
 	ctx := context.Background()
 	log := slog.New(slog.DiscardHandler)
 	// Room for the input and about 1,000 output tokens at the highest
@@ -251,7 +252,7 @@ func budgetChain(dollars float64) []*trajectory.Record {
 
 func TestBudgetReserve(t *testing.T) {
 	prices := meter.DefaultTable()
-	w := Worst(prices, "claude-sonnet-4-5", make([]byte, 4000), 0)
+	w := Worst(prices, streaming.APIAnthropic, "claude-sonnet-4-5", make([]byte, 4000), 0)
 	b := &Budget{Stages: meter.DefaultThresholds(), MinOutput: 256, Owner: "r#1"}
 	call := Call{ID: "c1", Worst: w, MaxOut: 4000}
 

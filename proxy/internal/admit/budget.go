@@ -12,6 +12,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/chainrule"
 	"gatekeeper/proxy/internal/notice"
+	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
 
@@ -167,9 +168,9 @@ func Halted(rec *trajectory.Record, adm Admission) error {
 // call against its budgets weigh the same call. A body whose input the
 // provider reads from elsewhere (HiddenInput) is weighed as hidden input
 // tokens at least, whatever its size.
-func Worst(prices *meter.Table, model string, body []byte, hidden int64) meter.Worst {
+func Worst(prices *meter.Table, api streaming.API, model string, body []byte, hidden int64) meter.Worst {
 	size := int64(len(body))
-	if hidden > 0 && HiddenInput(body) {
+	if hidden > 0 && HiddenInput(api, body) {
 		size = max(size, 4*hidden) // meter.ApproxTokens: 4 bytes a token
 	}
 	return prices.Worst(model, size).InTier(prices, model, gjson.GetBytes(body, "service_tier").String())

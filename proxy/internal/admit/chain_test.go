@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"gatekeeper/proxy/internal/sweep"
+	"gatekeeper/streaming"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func (s silence) Reclaim(chain []*trajectory.Record, now time.Time) ([]trajector
 var _ Sweep = silence(false)
 
 func chainTurn() *Turn {
-	w := Worst(meter.DefaultTable(), "claude-sonnet-4-5", make([]byte, 4000), 0)
+	w := Worst(meter.DefaultTable(), streaming.APIAnthropic, "claude-sonnet-4-5", make([]byte, 4000), 0)
 	return &Turn{Tenant: "team-a", Thread: "k", Call: Call{ID: "c1", Worst: w, MaxOut: 4000}, Input: 1000,
 		Provider: "anthropic", Model: "claude-sonnet-4-5", Ceil: &Hold{}, MaxChildren: 4,
 		Watchdog: (&config.Config{}).WatchdogFor(nil), Sweep: silence(false)}

@@ -5,13 +5,72 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"gatekeeper/streaming"
 )
 
-// hiddenMarkers are the member names without which a body references no
-// content it does not carry: a cheap test before the walk, on every turn.
-var hiddenMarkers = [][]byte{
-	[]byte(`"source"`), []byte(`"file_id"`), []byte(`"file_url"`), []byte(`"image_url"`),
-	[]byte(`"container_upload"`), []byte(`"previous_response_id"`), []byte(`"conversation"`), []byte(`"fileData"`),
+// underscored are the member names with an underscore that reference
+// content by id or URL, or history the provider keeps, split at it: a body
+// without one of them, nor an Anthropic url source, a Responses
+// conversation or a Gemini fileData part, references nothing (the test
+// before the walk, on every turn: one pass from underscore to underscore).
+var underscored = [][2]string{
+	{`"file`, `_id"`}, {`"file`, `_url"`}, {`"image`, `_url"`}, {`"container`, `_upload"`}, {`"previous_response`, `_id"`},
+}
+
+// marked reports whether body, a turn of api, may reference content it
+// does not carry.
+func marked(api streaming.API, body []byte) bool {
+	for i := 0; i < len(body); {
+		j := bytes.IndexByte(body[i:], '_')
+		if j < 0 {
+			break
+		}
+		at := i + j
+		for _, m := range underscored {
+			if bytes.HasSuffix(body[:at], []byte(m[0])) && bytes.HasPrefix(body[at:], []byte(m[1])) {
+				return true
+			}
+		}
+		i = at + 1
+	}
+	// A member name written with escapes (\u005f for _) hides from these
+	// tests: such a body is walked, its names decoded.
+	if bytes.Contains(body, []byte(`\u00`)) {
+		return true
+	}
+	// The rest, by API: an Anthropic source of type url (a url member
+	// with a string value; a tool's url parameter is an object), a
+	// Responses conversation, a Gemini fileData part.
+	switch api {
+	case streaming.APIAnthropic:
+		return stringURL(body)
+	case streaming.APIResponses:
+		return bytes.Contains(body, []byte(`"conversation"`))
+	case streaming.APIGemini:
+		return bytes.Contains(body, []byte(`"fileData"`))
+	}
+	return false
+}
+
+// stringURL reports whether body has a member "url" whose value is a
+// string, whatever the space around its colon.
+func stringURL(body []byte) bool {
+	key := []byte(`"url"`)
+	for i := 0; i < len(body); {
+		j := bytes.Index(body[i:], key)
+		if j < 0 {
+			return false
+		}
+		rest := bytes.TrimLeft(body[i+j+len(key):], " \t\r\n")
+		if len(rest) > 0 && rest[0] == ':' {
+			if rest = bytes.TrimLeft(rest[1:], " \t\r\n"); len(rest) > 0 && rest[0] == '"' {
+				return true
+			}
+		}
+		i += j + len(key)
+	}
+	return false
 }
 
 // maxHiddenDepth bounds the walk of a conversation's content.
@@ -25,76 +84,88 @@ const maxHiddenDepth = 12
 // a Gemini fileData part), or history the provider keeps (Responses
 // previous_response_id, conversation). Inline content (base64, data: URLs,
 // text) is in the body and counted by its size.
-func HiddenInput(body []byte) bool {
-	marked := false
-	for _, m := range hiddenMarkers {
-		if bytes.Contains(body, m) {
-			marked = true
-			break
-		}
-	}
-	if !marked {
+func HiddenInput(api streaming.API, body []byte) bool {
+	if !marked(api, body) {
 		return false
-	}
-	root := gjson.ParseBytes(body)
-	if root.Get("previous_response_id").String() != "" || root.Get("conversation").Exists() && root.Get("conversation").Type != gjson.Null {
-		return true
-	}
-	for _, conv := range []string{"messages", "input", "contents", "system"} {
-		if references(root.Get(conv), 0) {
-			return true
-		}
-	}
-	return false
-}
-
-// references walks v for a content part that references what the body
-// does not carry.
-func references(v gjson.Result, depth int) bool {
-	if depth > maxHiddenDepth || !v.IsObject() && !v.IsArray() {
-		return false
-	}
-	if v.IsObject() && referencing(v) {
-		return true
 	}
 	found := false
-	v.ForEach(func(_, el gjson.Result) bool {
-		found = references(el, depth+1)
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "previous_response_id":
+			found = v.String() != ""
+		case "conversation":
+			found = v.Exists() && v.Type != gjson.Null
+		case "messages", "input", "contents":
+			found = references(v, 0)
+		}
 		return !found
 	})
 	return found
 }
 
-// referencing reports whether the object part is one content part that
-// references content by id or URL.
-func referencing(part gjson.Result) bool {
+// references walks v for a content part that references what the body
+// does not carry, reading each object's members once.
+func references(v gjson.Result, depth int) bool {
+	if depth > maxHiddenDepth || !v.IsObject() && !v.IsArray() {
+		return false
+	}
+	found := false
+	if v.IsArray() {
+		v.ForEach(func(_, el gjson.Result) bool {
+			found = references(el, depth+1)
+			return !found
+		})
+		return found
+	}
+	var typ string
+	var source, file, fileID, fileURL, imageURL gjson.Result
+	v.ForEach(func(k, m gjson.Result) bool {
+		switch k.Str {
+		case "type":
+			typ = m.Str
+		case "source":
+			source = m
+		case "file":
+			file = m
+		case "file_id":
+			fileID = m
+		case "file_url":
+			fileURL = m
+		case "image_url":
+			imageURL = m
+		case "fileData":
+			found = m.IsObject() // Gemini
+		default:
+			found = (m.IsObject() || m.IsArray()) && references(m, depth+1)
+		}
+		return !found
+	})
+	if found {
+		return true
+	}
 	notData := func(u gjson.Result) bool {
 		return u.Type == gjson.String && !strings.HasPrefix(strings.TrimSpace(u.Str), "data:")
 	}
-	switch part.Get("type").Str {
+	switch typ {
 	case "container_upload":
 		return true
 	case "file": // Chat
-		return part.Get("file.file_id").String() != ""
+		return file.Get("file_id").String() != ""
 	case "image_url": // Chat
-		u := part.Get("image_url")
-		if u.IsObject() {
-			u = u.Get("url")
+		if imageURL.IsObject() {
+			imageURL = imageURL.Get("url")
 		}
-		return notData(u)
+		return notData(imageURL)
 	case "input_file": // Responses
-		return part.Get("file_id").String() != "" || notData(part.Get("file_url"))
+		return fileID.String() != "" || notData(fileURL)
 	case "input_image": // Responses
-		return part.Get("file_id").String() != "" || notData(part.Get("image_url"))
+		return fileID.String() != "" || notData(imageURL)
 	}
-	if src := part.Get("source"); src.IsObject() { // Anthropic image, document
-		switch src.Get("type").Str {
+	if source.IsObject() { // Anthropic image, document
+		switch source.Get("type").Str {
 		case "url", "file":
 			return true
 		}
-	}
-	if fd := part.Get("fileData"); fd.IsObject() { // Gemini
-		return true
 	}
 	return false
 }

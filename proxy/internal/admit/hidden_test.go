@@ -3,7 +3,10 @@ package admit
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
+
+	"gatekeeper/streaming"
 )
 
 func TestHiddenInput(t *testing.T) {
@@ -30,12 +33,28 @@ func TestHiddenInput(t *testing.T) {
 		{"Responses conversation null", `{"conversation":null,"input":"go on"}`, false},
 		{"Gemini fileData", `{"contents":[{"role":"user","parts":[{"fileData":{"fileUri":"https://example.com/d.pdf","mimeType":"application/pdf"}}]}]}`, true},
 		{"a tool's url parameter", `{"tools":[{"name":"WebFetch","input_schema":{"properties":{"url":{"type":"string"},"source":{"type":"object","properties":{"type":{"type":"string"}}}}}}],"messages":[{"role":"user","content":"hi"}]}`, false},
+		{"Anthropic image by URL, spaced", `{"messages":[{"role":"user","content":[{"type":"image","source":{"type" : "url", "url" :  "https://example.com/a.png"}}]}]}`, true},
+		{"Chat file by id, its name escaped", `{"messages":[{"role":"user","content":[{"type":"file","file":{"file\u005fid":"file-3"}}]}]}`, true},
+		{"Responses previous_response_id escaped", `{"previous\u005fresponse_id":"resp_1","input":"go on"}`, true},
 		{"the words in text", `{"messages":[{"role":"user","content":"what is a \"file_id\" or a \"source\"?"}]}`, false},
 	} {
-		if got := HiddenInput([]byte(c.body)); got != c.hidden {
+		if got := HiddenInput(apiOfCase(c.name), []byte(c.body)); got != c.hidden {
 			t.Errorf("%s: HiddenInput = %v, want %v", c.name, got, c.hidden)
 		}
 	}
+}
+
+// apiOfCase is the API a case's name begins with (Anthropic otherwise).
+func apiOfCase(name string) streaming.API {
+	switch {
+	case strings.HasPrefix(name, "Chat"):
+		return streaming.APIChat
+	case strings.HasPrefix(name, "Responses"):
+		return streaming.APIResponses
+	case strings.HasPrefix(name, "Gemini"):
+		return streaming.APIGemini
+	}
+	return streaming.APIAnthropic
 }
 
 func FuzzHiddenInput(f *testing.F) {
@@ -44,11 +63,13 @@ func FuzzHiddenInput(f *testing.F) {
 	f.Add([]byte(`{"messages":[[[[[[[[[[[[[[[[{"source":{"type":"url"}}]]]]]]]]]]]]]]]]}`))
 	// Any bytes are judged without a panic, and how a JSON body is laid out
 	// changes nothing: indented, it references the same content.
+	apis := []streaming.API{streaming.APIAnthropic, streaming.APIChat, streaming.APIResponses, streaming.APIGemini}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got := HiddenInput(body)
+		api := apis[len(body)%len(apis)]
+		got := HiddenInput(api, body)
 		var indented bytes.Buffer
 		if json.Valid(body) && json.Indent(&indented, body, "", "  ") == nil {
-			if again := HiddenInput(indented.Bytes()); again != got {
+			if again := HiddenInput(api, indented.Bytes()); again != got {
 				t.Fatalf("HiddenInput %v, indented %v: %s", got, again, body)
 			}
 		}
