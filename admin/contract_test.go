@@ -19,6 +19,7 @@ import (
 	"gatekeeper/admin/admintest"
 	"gatekeeper/feed"
 	"gatekeeper/store/memory"
+	"gatekeeper/trajectory"
 )
 
 // TestOpenAPIRoutes fails when a route of the admin router is not in the
@@ -106,16 +107,7 @@ func TestStreamResetMatchesSchema(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	f, err := feed.New(ctx, feed.Options{Retain: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close(context.Background())
-	st := feed.NewRecords(memory.New(memory.Options{}), f)
-	r := chi.NewRouter()
-	admin.New(testConfig(t), st, nil, nil, admin.WithStream(f, feed.NewKeys(f, nil))).Routes(r)
-	srv := httptest.NewServer(r)
-	defer srv.Close()
+	f, st, srv := streamServer(ctx, t, feed.Options{Retain: 2})
 	for i := range 4 {
 		createRun(t, st, fmt.Sprintf("run-%d", i))
 	}
@@ -165,16 +157,7 @@ func TestStreamDroppedMatchesSchema(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	f, err := feed.New(ctx, feed.Options{Buffer: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close(context.Background())
-	st := feed.NewRecords(memory.New(memory.Options{}), f)
-	r := chi.NewRouter()
-	admin.New(testConfig(t), st, nil, nil, admin.WithStream(f, feed.NewKeys(f, nil))).Routes(r)
-	srv := httptest.NewServer(r)
-	defer srv.Close()
+	_, st, srv := streamServer(ctx, t, feed.Options{Buffer: 4})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/admin/v1/stream?kind=record", nil)
 	req.Header.Set("Authorization", "Bearer "+apprToken)
 	res, err := http.DefaultClient.Do(req)
@@ -215,4 +198,21 @@ type noReloads struct{}
 
 func (noReloads) ReloadConfig(context.Context, string) (admin.Reloaded, error) {
 	return admin.Reloaded{}, &admin.ReloadRefused{Problems: []string{"no config file"}}
+}
+
+// streamServer serves the admin API over a memory store whose records
+// feed a live event stream made with o, until the test ends.
+func streamServer(ctx context.Context, t *testing.T, o feed.Options) (*feed.Feed, trajectory.Store, *httptest.Server) {
+	t.Helper()
+	f, err := feed.New(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close(context.Background()) })
+	st := feed.NewRecords(memory.New(memory.Options{}), f)
+	r := chi.NewRouter()
+	admin.New(testConfig(t), st, nil, nil, admin.WithStream(f, feed.NewKeys(f, nil))).Routes(r)
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return f, st, srv
 }
