@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"gatekeeper/proxy/internal/sweep"
 	"log/slog"
 	"net/http"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/internal/settle"
+	"gatekeeper/proxy/internal/sweep"
 	"gatekeeper/proxy/internal/threadid"
 	"gatekeeper/ratelimit"
 	"gatekeeper/trajectory"
