@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatekeeper/streaming"
 	"log/slog"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/store/memory"
+	"gatekeeper/streaming"
 	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )

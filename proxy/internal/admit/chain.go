@@ -3,12 +3,12 @@ package admit
 import (
 	"errors"
 	"fmt"
-	"gatekeeper/proxy/internal/sweep"
 	"time"
 
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/sweep"
 	"gatekeeper/proxy/internal/watchdog"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"

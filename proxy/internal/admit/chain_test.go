@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"gatekeeper/proxy/internal/sweep"
-	"gatekeeper/streaming"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +11,9 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/sweep"
 	"gatekeeper/proxy/internal/threadid"
+	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
 

@@ -3,7 +3,6 @@ package sweep
 import (
 	"context"
 	"errors"
-	"gatekeeper/proxy/internal/deadline"
 	"log/slog"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/ceiling"
 	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
 )
