@@ -68,8 +68,9 @@ type Store struct {
 	// idle (READY or WAITING_TOOL), is kept after its last write; it must
 	// be positive: records are free to create.
 	IdleRetention Duration `yaml:"idle_retention" json:"idle_retention"`
-	// Timeout bounds each store call on a request's path: a turn waits at
-	// most this for the store, then is told to retry (503).
+	// Timeout bounds the store calls on a request's path: a turn waits at
+	// most this for all the calls that admit it together, then is told to
+	// retry (503); every other store call waits at most this.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// Heartbeat is how often a replica says its calls in flight are alive
 	// (with the output streamed so far) and sweeps the store for calls

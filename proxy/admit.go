@@ -12,6 +12,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/apierr"
+	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/proxy/internal/sweep"
@@ -249,7 +250,8 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		tried := len(t.tried)
 		// The settles of the thread's earlier calls that wait behind their
 		// replies (behind.go) go in the same update, ahead of admission.
-		pend, err := t.s.behind.Take(ctx, id)
+		// Waiting for the flush of its settles is waiting on the store.
+		pend, err := deadline.Spend(ctx, func(ctx context.Context) ([]*settle.Turn, error) { return t.s.behind.Take(ctx, id) })
 		if err != nil {
 			return nil, adm, err
 		}
@@ -301,9 +303,9 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 		if errors.Is(err, trajectory.ErrUnavailable) && (len(t.tried) > tried || retried) {
 			// The reservation may have been saved with its answer lost.
 			// Admission is idempotent by the call id, so it is sent
-			// again once, unless the store took all of store.timeout to
-			// fail (the turn waits no longer); failing that, whatever was
-			// saved is given back.
+			// again once, in what is left of the turn's store time,
+			// unless the store took all of it to fail (the turn waits no
+			// longer); failing that, whatever was saved is given back.
 			if !retried && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 				retried = true
 				continue

@@ -10,6 +10,7 @@ import (
 
 	"gatekeeper/approvals"
 	"gatekeeper/proxy/internal/apierr"
+	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/shape"
@@ -22,7 +23,9 @@ import (
 // answered from the hold (t.hold is set: it re-attaches) or refused (err).
 // When the record holds no turn of this key, admission goes on as usual.
 func (t *turn) findHold(ctx context.Context, id string, opening bool) (found bool, err error) {
-	h, err := t.req.rules.esc.Find(ctx, id, t.key, opening)
+	h, err := deadline.Spend(ctx, func(ctx context.Context) (*approvals.Hold, error) {
+		return t.req.rules.esc.Find(ctx, id, t.key, opening)
+	})
 	switch {
 	case err != nil:
 		// The approvals store unread is the store unavailable: the

@@ -187,3 +187,56 @@ func TestAdmissionAnswerLostRetryRefusedReleases(t *testing.T) {
 		t.Errorf("%d requests forwarded", n)
 	}
 }
+
+// slowLostStore saves the first update and, after taking spend of the
+// store's time, says its answer was lost; it stalls the second until its
+// context ends, noting how long that context gave it.
+type slowLostStore struct {
+	trajectory.Store
+	spend time.Duration
+	n     atomic.Int64
+	given atomic.Int64 // the second update's time to its deadline, on arrival
+}
+
+func (s *slowLostStore) UpdateChain(ctx context.Context, id string, fn func([]*trajectory.Record) ([]trajectory.Event, error)) ([]*trajectory.Record, error) {
+	switch s.n.Add(1) {
+	case 1:
+		if _, err := s.Store.UpdateChain(ctx, id, fn); err != nil {
+			return nil, err
+		}
+		time.Sleep(s.spend)
+		return nil, fmt.Errorf("store: %w: reply lost", trajectory.ErrUnavailable)
+	case 2:
+		if d, ok := ctx.Deadline(); ok {
+			s.given.Store(int64(time.Until(d)))
+		}
+		<-ctx.Done()
+		return nil, fmt.Errorf("store: %w (%w)", trajectory.ErrUnavailable, ctx.Err())
+	}
+	return s.Store.UpdateChain(ctx, id, fn)
+}
+
+// TestStoreTimeoutBoundsAdmission: store.timeout bounds the store calls
+// that admit a turn together, not each: an admission whose answer was
+// lost after most of store.timeout is sent again with only what is left
+// of it, so the agent's 503 comes within store.timeout of its arrival,
+// not after two of them.
+func TestStoreTimeoutBoundsAdmission(t *testing.T) {
+	const timeout, spend = time.Second, 600 * time.Millisecond
+	ss := &slowLostStore{spend: spend}
+	e := newEnv(t, envOpts{storeTimeout: timeout,
+		wrap: func(s trajectory.Store) trajectory.Store { ss.Store = s; return ss }})
+	resp := e.do(t, "POST", "/t/one-budget/anthropic/v1/messages", anthropicReq(false, "hi"), hdr()...)
+	if b := readAll(t, resp); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	if ss.n.Load() != 2 {
+		t.Fatalf("%d admission updates, want the update and its one retry", ss.n.Load())
+	}
+	// What is left is store.timeout less the first update's time: the
+	// bound is half the time that update took short of store.timeout,
+	// so a slow machine's gaps between calls do not decide the test.
+	if given := time.Duration(ss.given.Load()); given <= 0 || given > timeout-spend/2 {
+		t.Errorf("the retried update was given %v of store time; want what the first left of store.timeout %v (at most %v)", given, timeout, timeout-spend/2)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/apierr"
+	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/keys"
@@ -193,11 +194,15 @@ func routeTurn(pr *streaming.Request, req *request, q url.Values) error {
 // re-attaches to a held one (t.hold) gives both back: it makes no call.
 func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 	ctx := r.Context()
-	if err := t.reserveTenant(ctx); err != nil {
+	// The store calls that admit the turn end store.timeout from here,
+	// together: a store that stopped answering is told to the agent on
+	// time.
+	actx := deadline.WithBudget(ctx, t.s.opts.Config.Store.Timeout.Std())
+	if err := t.reserveTenant(actx); err != nil {
 		return err
 	}
 	t.rate.Ride(outcome.EstimateTokens(int64(len(t.body))), t.maxOut)
-	if err := t.admit(ctx, r); err != nil {
+	if err := t.admit(actx, r); err != nil {
 		t.rate.DropRide(ctx)
 		t.req.rules.ceilings.Release(context.WithoutCancel(ctx), t.log, t.req.tenant.Name, &t.ceil)
 		return admitted(err)

@@ -292,7 +292,7 @@ func TestFaults(t *testing.T) {
 	var rows []string
 	t.Cleanup(func() {
 		sort.Strings(rows)
-		t.Logf("\n| experiment | turns | 200s | errors by status | lost | doubled | stuck | recovery | swept output, charged of streamed (tokens) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n%s", strings.Join(rows, "\n"))
+		t.Logf("\n| experiment | turns | 200s | errors by status | lost | doubled | stuck | recovery | swept output, charged of streamed (tokens) | slowest 503 (store.timeout 2s) |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n%s", strings.Join(rows, "\n"))
 	})
 	for _, x := range experiments {
 		t.Run(x.name, func(t *testing.T) {
@@ -424,8 +424,10 @@ log: {level: info, format: json}
 			slowest503 = max(slowest503, s.answered)
 		}
 	}
+	slow := "—"
 	if slowest503 > 0 {
-		t.Logf("%s: the slowest 503 took %v (store.timeout 2s)", x.name, slowest503.Round(10*time.Millisecond))
+		slow = slowest503.Round(10 * time.Millisecond).String()
+		t.Logf("%s: the slowest 503 took %v (store.timeout 2s)", x.name, slow)
 	}
 	if x.check != nil {
 		x.check(t, r, seen)
@@ -454,7 +456,7 @@ log: {level: info, format: json}
 	if x.sweptOutput {
 		swept = checkSweptOutput(t, ctx, r, seen)
 	}
-	return row + " " + swept + " |"
+	return row + " " + swept + " | " + slow + " |"
 }
 
 // checkSweptOutput compares, per trajectory, the output charged to the

@@ -12,6 +12,7 @@ import (
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/ceiling"
 	"gatekeeper/proxy/internal/chainrule"
+	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
@@ -109,6 +110,7 @@ func (c *Ceilings) Reserve(ctx context.Context, tn *config.Tenant, call Call) (H
 					Msg: fmt.Sprintf("the calls tenant %s has in flight hold the rest of its %s limit; retry when they finish", tn.Name, ceiling.Name(f))}
 			}
 			wait = min(wait*2, WaitStep)
+			deadline.Refill(ctx)
 			continue
 		}
 		out := min(asked, f.MaxOutput)

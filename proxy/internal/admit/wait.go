@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gatekeeper/internal/clock"
+	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/trajectory"
 )
 
@@ -64,6 +65,7 @@ func (w *Waiter) Wait(ctx context.Context, id string, err error, paused, busyEls
 		if clock.Sleep(ctx, step) != nil {
 			return false, ctx.Err()
 		}
+		deadline.Refill(ctx)
 		// The store's update refuses from this replica's copy of the
 		// record without asking Redis; a read makes the copy current.
 		if _, err := w.Store.Get(ctx, id); err != nil && !errors.Is(err, trajectory.ErrNotFound) {
@@ -80,6 +82,7 @@ func (w *Waiter) Wait(ctx context.Context, id string, err error, paused, busyEls
 				Msg: "the calls this run has in flight hold the rest of its budget; retry when they finish", Err: err}
 		}
 		w.budgetWait = min(w.budgetWait*2, WaitStep)
+		deadline.Refill(ctx)
 		return true, nil
 	case errors.Is(err, ErrPaused) || err == nil && paused:
 		// Held, not forwarded, until an operator resumes the run: a
@@ -100,6 +103,7 @@ func (w *Waiter) Wait(ctx context.Context, id string, err error, paused, busyEls
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
+		deadline.Refill(ctx)
 		return true, nil
 	}
 	return false, err

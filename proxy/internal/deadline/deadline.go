@@ -9,9 +9,13 @@ import (
 	"gatekeeper/trajectory"
 )
 
-// within runs call under a deadline d from now: the one shape of every
-// bounded call below.
+// within runs call under a deadline d from now, or sooner when ctx's
+// budget (WithBudget) ends sooner: the one shape of every bounded call
+// below. A budget past its deadline fails the call at once.
 func within[T any](ctx context.Context, d time.Duration, call func(context.Context) (T, error)) (T, error) {
+	if b := budgetOf(ctx); b != nil {
+		d = min(d, b.remaining())
+	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return call(ctx)
