@@ -60,6 +60,8 @@ type faultExperiment struct {
 	// afterFault counts only the turns sent once the fault ended (the
 	// fault loses the records of the turns before).
 	afterFault bool
+	// gated holds every Bash call for approval (approverToken votes).
+	gated bool
 }
 
 // turnSeen is what the load client saw of one turn.
@@ -122,6 +124,27 @@ func (r *faultRig) restart(t *testing.T, i int) {
 	r.reps[i] = rep
 	r.all = append(r.all, rep)
 	r.mu.Unlock()
+}
+
+// replaceAll starts one replica under a new name and sends every later
+// turn (and admin read) to it.
+func (r *faultRig) replaceAll(t *testing.T, name string) {
+	rep := startReplica(t, r.cfgs[1], "GATEKEEPER_REPLICA="+name)
+	r.mu.Lock()
+	r.reps = [2]*replica{rep, rep}
+	r.all = append(r.all, rep)
+	r.mu.Unlock()
+}
+
+// logs is every replica's log so far, those killed included.
+func (r *faultRig) logs() string {
+	var b strings.Builder
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rep := range r.all {
+		b.WriteString(rep.logs.String())
+	}
+	return b.String()
 }
 
 func TestFaults(t *testing.T) {
@@ -191,18 +214,9 @@ func TestFaults(t *testing.T) {
 				// their real charges, retried once Redis answers again,
 				// replace the estimates: each retried charge is recorded
 				// (within the retries' 10 s backoff), none refused.
-				logs := func() string {
-					var b strings.Builder
-					r.mu.Lock()
-					defer r.mu.Unlock()
-					for _, rep := range r.all {
-						b.WriteString(rep.logs.String())
-					}
-					return b.String()
-				}
 				var all string
 				for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
-					all = logs()
+					all = r.logs()
 					if strings.Count(all, `"msg":"store unreachable; retrying the turn's charge"`) ==
 						strings.Count(all, `"msg":"turn charge recorded after the store came back"`)+strings.Count(all, `"msg":"charge not recorded`) {
 						break
@@ -221,6 +235,68 @@ func TestFaults(t *testing.T) {
 				// FLUSHALL goes to the AOF too: the restart loads nothing.
 				r.redis.Flush(t)
 				r.redis = r.redis.Restart(t)
+			},
+			check: func(t *testing.T, r *faultRig, seen []turnSeen) {
+				// A write retried onto a record the restart lost says so;
+				// no line promises a sweep of a record that is gone.
+				if all := r.logs(); strings.Contains(all, "the sweeper reclaims it") {
+					t.Errorf("a log line promises a sweep after the records were lost: %s", lineWith(all, "the sweeper reclaims it"))
+				}
+			}},
+		{name: "both-replicas-sigkill-one-back-renamed", turns: 300, conc: 8, pace: 200 * time.Millisecond, sweptOutput: true,
+			spec: func(i int) (string, bool) {
+				if i < 8 {
+					// The first stream of each client pauses mid-reply
+					// past a beat that checkpointed what it had streamed:
+					// the kill finds each with its output on the record.
+					return `{"kind":"text","text":"` + strings.Repeat("a word or two ", 150) + `","deltas":40,"event_delay":"10ms","stall":"20s","stall_at":24}`, true
+				}
+				return `{"kind":"text","deltas":6,"event_delay":"15ms"}`, true
+			},
+			inject: func(t *testing.T, r *faultRig) {
+				time.Sleep(4 * time.Second)
+				for i := range 2 {
+					a := r.replica(i)
+					_ = a.cmd.Process.Kill()
+					_, _ = a.cmd.Process.Wait()
+				}
+				time.Sleep(time.Second)
+				// Neither name comes back: the calls of both are swept by
+				// a replica that never owned them.
+				r.replaceAll(t, "both-replicas-sigkill-one-back-renamed-new")
+			}},
+		{name: "slow-store-during-holds", turns: 300, conc: 6, pace: 100 * time.Millisecond, gated: true,
+			spec: func(int) (string, bool) {
+				return `{"kind":"tool","text":"Cleaning up.","tools":[{"name":"Bash","input":{"command":"rm -rf /tmp/scratch"}}]}`, true
+			},
+			inject: func(t *testing.T, r *faultRig) {
+				// An approver approves every pending call for as long as
+				// the experiment runs; meanwhile Redis answers slowly for
+				// 6 s, each stall shorter than store.timeout.
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				t.Cleanup(cancel)
+				go approveAll(ctx, r)
+				time.Sleep(2 * time.Second)
+				c := goredis.NewClient(&goredis.Options{Addr: r.redis.Addr, Password: r.redis.Password})
+				defer c.Close()
+				for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+					if err := c.Do(ctx, "DEBUG", "SLEEP", "0.5").Err(); err != nil {
+						t.Errorf("DEBUG SLEEP: %v", err)
+						return
+					}
+				}
+			},
+			check: func(t *testing.T, r *faultRig, seen []turnSeen) {
+				for _, s := range seen {
+					switch {
+					case s.status == 200 && (!s.complete || !s.toolUse):
+						t.Errorf("%s: an approved call's stream: complete %v tool_use %v", s.traj, s.complete, s.toolUse)
+					case s.status != 200 && s.status != 503:
+						t.Errorf("%s: status %d: %s", s.traj, s.status, s.body)
+					case strings.Contains(s.body, "no longer held") || strings.Contains(s.body, "could not hold"):
+						t.Errorf("%s: a false message: %s", s.traj, s.body)
+					}
+				}
 			}},
 		{name: "sigterm-past-grace", turns: 10, conc: 10, onlyA: true, grace: "1s",
 			spec: func(int) (string, bool) { return `{"kind":"text","deltas":60,"event_delay":"100ms"}`, true },
@@ -328,9 +404,19 @@ tenants:
     keys: [%s]
     max_truncations: -1
 admin:
-  tokens: [{name: ops, token: %s, roles: [operator]}]
+  tokens: [{name: ops, token: %s, roles: [operator]}, {name: carol, token: %s, roles: ["approver:secops"]}]
 log: {level: info, format: json}
-`, grace, srv.URL, faultBeat, mock.URL, replicaKey, replicaAdmin)
+`, grace, srv.URL, faultBeat, mock.URL, replicaKey, replicaAdmin, approverToken)
+	if x.gated {
+		cfgText += `
+gates:
+  - name: shell
+    when: 'tool.name == "Bash"'
+    approvers: {roles: [secops], quorum: 1}
+approvals:
+  keepalive: 50ms
+`
+	}
 	r := &faultRig{redis: srv, cfg: filepath.Join(t.TempDir(), "config.yaml")}
 	if err := os.WriteFile(r.cfg, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
@@ -391,7 +477,7 @@ log: {level: info, format: json}
 					rep = r.replica(0)
 				}
 				spec, stream := x.spec(i)
-				s := sendTurn(ctx, rep.base, traj, spec, stream, &r.streaming)
+				s := sendTurn(ctx, rep.base, traj, i, spec, stream, &r.streaming)
 				mu.Lock()
 				seen = append(seen, s)
 				mu.Unlock()
@@ -426,7 +512,7 @@ log: {level: info, format: json}
 	}
 	slow := "—"
 	if slowest503 > 0 {
-		slow = slowest503.Round(10 * time.Millisecond).String()
+		slow = slowest503.Round(time.Millisecond).String()
 		t.Logf("%s: the slowest 503 took %v (store.timeout 2s)", x.name, slow)
 	}
 	if x.check != nil {
@@ -549,10 +635,12 @@ func fillJunk(t *testing.T, srv *redistest.Server) {
 // sendTurn sends one turn of trajectory traj through base and reads its
 // whole answer; a stream counts itself in streaming once its first event
 // has arrived.
-func sendTurn(ctx context.Context, base, traj, spec string, stream bool, streaming *atomic.Int64) (s turnSeen) {
+func sendTurn(ctx context.Context, base, traj string, i int, spec string, stream bool, streaming *atomic.Int64) (s turnSeen) {
 	s.traj = traj
 	defer func() { s.ended = time.Now() }()
-	body := fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":256,"stream":%t,"messages":[{"role":"user","content":"work on %s"}]}`, stream, traj)
+	// Each turn's words differ: a turn with the same words as a held one
+	// would be its retry.
+	body := fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":256,"stream":%t,"messages":[{"role":"user","content":"work on %s, step %d"}]}`, stream, traj, i)
 	req, err := http.NewRequestWithContext(ctx, "POST", base+"/t/"+traj+"/anthropic/v1/messages", strings.NewReader(body))
 	if err != nil {
 		return s
@@ -807,4 +895,48 @@ func dumpFault(t *testing.T, r *faultRig, name string, seen []turnSeen, failed b
 		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%s-rep%d.log", name, stamp, i)), []byte(rep.logs.String()), 0o600)
 	}
 	t.Logf("answers and logs written to %s (%s)", dir, stamp)
+}
+
+// lineWith is the first line of logs that holds s.
+func lineWith(logs, s string) string {
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	return ""
+}
+
+// approveAll approves, as carol, every pending approval either replica
+// lists, until ctx ends.
+func approveAll(ctx context.Context, r *faultRig) {
+	for ctx.Err() == nil {
+		for i := range 2 {
+			base := r.replica(i).base
+			req, _ := http.NewRequestWithContext(ctx, "GET", base+"/admin/v1/approvals?state=pending", nil)
+			req.Header.Set("Authorization", "Bearer "+approverToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				continue
+			}
+			var list struct {
+				Approvals []struct {
+					ID string `json:"id"`
+				} `json:"approvals"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&list)
+			resp.Body.Close()
+			for _, a := range list.Approvals {
+				req, _ := http.NewRequestWithContext(ctx, "POST", base+"/admin/v1/approvals/"+a.ID+"/approve", nil)
+				req.Header.Set("Authorization", "Bearer "+approverToken)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
