@@ -499,6 +499,11 @@ func (v *validator) tenants(ts []Tenant) map[[32]byte]keyOwner {
 		default:
 			v.add(fieldPath(at, "trajectories"), "unknown value %s (want agents or operators)", v.show(fieldPath(at, "trajectories"), t.Trajectories))
 		}
+		switch t.Credentials {
+		case CredentialsPool, CredentialsForward:
+		default:
+			v.add(fieldPath(at, "credentials"), "unknown value %s (want pool or forward)", v.show(fieldPath(at, "credentials"), t.Credentials))
+		}
 
 		for j, tool := range t.ReadOnlyTools {
 			if tool == "" {

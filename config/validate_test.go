@@ -184,6 +184,8 @@ func TestValidateRules(t *testing.T) {
 		}, "", ""},
 		{"trajectories unknown", func(c *Config) { c.Tenants[0].Trajectories = "anyone" }, "tenants[0].trajectories", `unknown value "anyone"`},
 		{"trajectories operators", func(c *Config) { c.Tenants[0].Trajectories = TrajectoriesOperators }, "", ""},
+		{"credentials unknown", func(c *Config) { c.Tenants[0].Credentials = "own" }, "tenants[0].credentials", `unknown value "own"`},
+		{"credentials forward", func(c *Config) { c.Tenants[0].Credentials = CredentialsForward }, "", ""},
 		{"max_output_tokens negative", func(c *Config) { c.Tenants[0].CallLimits.MaxOutputTokens = -1 }, "tenants[0].call_limits.max_output_tokens", ">= 0"},
 		{"call_deadline negative", func(c *Config) { c.Tenants[0].CallLimits.CallDeadline = -1 }, "tenants[0].call_limits.call_deadline", "negative"},
 		{"read-only tool empty", func(c *Config) { c.Tenants[0].ReadOnlyTools = []string{"Read", ""} }, "tenants[0].read_only_tools[1]", "empty"},

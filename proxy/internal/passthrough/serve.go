@@ -40,6 +40,7 @@ type Call struct {
 	KeyHash  [32]byte // of the virtual key
 	ID       string   // the request id
 	Keys     *keys.Turn
+	Own      []string // the agent's own provider credentials, for a tenant with credentials: forward; else nil
 }
 
 // Serve forwards an allowed non-turn request with the key swapped, after
@@ -77,7 +78,7 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, c Call, fail func(h
 	g.Logger.LogAttrs(r.Context(), slog.LevelInfo, "pass-through", slog.String("request_id", c.ID),
 		slog.String("provider", c.Provider), slog.String("method", r.Method),
 		slog.String("path", c.Path), slog.String("tenant", c.Tenant.Name))
-	ctx := With(r.Context(), &Request{Path: c.Path, Keys: c.Keys})
+	ctx := With(r.Context(), &Request{Path: c.Path, Keys: c.Keys, Own: c.Own})
 	c.Proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 
