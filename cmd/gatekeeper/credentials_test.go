@@ -12,8 +12,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,11 +34,18 @@ const (
 	byoAdmin  = "byo-admin-token-0123456789"
 )
 
+// byoConfig is a config whose one tenant forwards its agents'
+// credentials, with providers at mockURL and the store in the Redis at
+// redisURL ("": the memory store).
 func byoConfig(t *testing.T, mockURL, redisURL string) string {
 	t.Helper()
+	store := "{kind: memory}"
+	if redisURL != "" {
+		store = fmt.Sprintf("{kind: redis, redis_url: %q}", redisURL)
+	}
 	text := fmt.Sprintf(`
 listen: 127.0.0.1:0
-store: {kind: redis, redis_url: %[2]q}
+store: %[2]s
 providers:
   - {name: anthropic, api: anthropic, base_url: %[1]q, keys: [{name: k, key: sk-ant-pool-0001, rpm: 1000}]}
   - {name: gemini, api: gemini, base_url: %[1]q, keys: [{name: k, key: goog-pool-0001}]}
@@ -53,7 +62,7 @@ admin:
   tokens:
     - {name: admin, token: %[4]s, roles: [operator, "approver:secops"]}
 log: {level: debug, format: json}
-`, mockURL, redisURL, byoKey, byoAdmin)
+`, mockURL, store, byoKey, byoAdmin)
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
@@ -310,4 +319,93 @@ func redisDump(t *testing.T, ctx context.Context, url string) string {
 	}
 	_ = w.Flush()
 	return b.String()
+}
+
+// TestRealClaudeCodeForwardedCredential: Claude Code, unmodified, with a
+// subscription's token (CLAUDE_CODE_OAUTH_TOKEN, as `claude setup-token`
+// makes, which it sends with its oauth beta; or ANTHROPIC_AUTH_TOKEN) and
+// naming its tenant with ANTHROPIC_CUSTOM_HEADERS, finishes a turn
+// through a forward tenant: every request it made reached the provider
+// with its own token (and its betas) and nothing of gatekeeper's, the run
+// is its tenant's, and the token is not in gatekeeper's log.
+func TestRealClaudeCodeForwardedCredential(t *testing.T) {
+	bin, ok := agentBinary(t, "claude")
+	if !ok {
+		t.Skip("SKIPPED: claude is not on PATH; install it to run the real-client tests (see .ci/run)")
+	}
+	for _, tc := range []struct{ name, env, beta string }{
+		{"oauth token", "CLAUDE_CODE_OAUTH_TOKEN", "oauth-2025-04-20"},
+		{"auth token", "ANTHROPIC_AUTH_TOKEN", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mock := mockprovider.New(mockprovider.Options{})
+			ms := httptest.NewServer(mock)
+			t.Cleanup(ms.Close)
+			gk := startReplica(t, byoConfig(t, ms.URL, ""))
+			dir, home := t.TempDir(), t.TempDir()
+			cmd := exec.Command(bin, "-p", "Say hello.", "--output-format", "stream-json", "--verbose", "--model", "claude-sonnet-4-5")
+			cmd.Env = agentEnv(home,
+				"ANTHROPIC_BASE_URL="+gk.base+"/t/byo-claude/anthropic",
+				tc.env+"="+byoOAuth,
+				"ANTHROPIC_CUSTOM_HEADERS=X-Gatekeeper-Key: "+byoKey,
+				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+				"IS_SANDBOX=1")
+			cmd.Dir = dir
+			stdout, stderr := &syncBuffer{}, &syncBuffer{}
+			cmd.Stdout, cmd.Stderr = stdout, stderr
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case err := <-exited:
+				if err != nil {
+					t.Fatalf("claude: %v\nstdout:\n%s\nstderr:\n%s\ngatekeeper:\n%s", err, tail(stdout.String()), tail(stderr.String()), tail(gk.logs.String()))
+				}
+			case <-time.After(3 * time.Minute):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the agent's process group, by its id
+				<-exited
+				t.Fatalf("claude did not finish\nstdout:\n%s\ngatekeeper:\n%s", tail(stdout.String()), tail(gk.logs.String()))
+			}
+			turns := 0
+			for _, r := range mock.Requests() {
+				if r.Header.Get("Authorization") != "Bearer "+byoOAuth || r.Header.Get("X-Api-Key") != "" {
+					t.Errorf("%s %s reached the provider with Authorization %q, x-api-key %q", r.Method, r.Path,
+						r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
+				}
+				if tc.beta != "" && !strings.Contains(r.Header.Get("Anthropic-Beta"), tc.beta) {
+					t.Errorf("%s %s reached the provider without its %s beta: %q", r.Method, r.Path, tc.beta, r.Header.Get("Anthropic-Beta"))
+				}
+				for k := range r.Header {
+					if strings.HasPrefix(strings.ToLower(k), "x-gatekeeper") {
+						t.Errorf("%s reached the provider", k)
+					}
+				}
+				if r.API != "" {
+					turns++
+				}
+			}
+			if turns == 0 {
+				t.Fatalf("Claude Code made no turn through gatekeeper\nstdout:\n%s", tail(stdout.String()))
+			}
+			var run struct {
+				Tenant string `json:"tenant"`
+				Turns  int    `json:"turns"`
+			}
+			if _, err := adminJSONAs(context.Background(), byoAdmin, "GET", gk.base+"/admin/v1/trajectories/byo-claude", &run); err != nil || run.Tenant != "byo" || run.Turns < 1 {
+				t.Errorf("run byo-claude: %+v %v", run, err)
+			}
+			for i := 0; i < 300 && !strings.Contains(gk.logs.String(), "byo-claude"); i++ {
+				time.Sleep(20 * time.Millisecond)
+			}
+			for _, s := range traces(byoOAuth) {
+				if strings.Contains(gk.logs.String(), s) {
+					t.Fatalf("gatekeeper's log holds the subscription token (as %q)", s)
+				}
+			}
+			t.Logf("Claude Code made %d turns, each with its own token at the provider", turns)
+		})
+	}
 }
