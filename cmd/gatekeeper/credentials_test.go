@@ -30,6 +30,7 @@ import (
 const (
 	byoOAuth  = "sk-ant-oat01-byo-Subscription-Token-7f3e9a1c5b2d"
 	byoGemKey = "AIzaByoOwnGeminiKey-4d8c2e6a0f"
+	byoOAIKey = "sk-proj-byo-Own-OpenAI-Key-2b7d1f9e3a"
 	byoKey    = "vk-byo-tenant-0001"
 	byoAdmin  = "byo-admin-token-0123456789"
 )
@@ -49,6 +50,7 @@ store: %[2]s
 providers:
   - {name: anthropic, api: anthropic, base_url: %[1]q, keys: [{name: k, key: sk-ant-pool-0001, rpm: 1000}]}
   - {name: gemini, api: gemini, base_url: %[1]q, keys: [{name: k, key: goog-pool-0001}]}
+  - {name: openai, api: openai, base_url: %[1]q, keys: [{name: k, key: sk-openai-pool-0001}]}
 prices:
   claude-sonnet-4-5: {input: 3.00, cached_input: 0.30, cache_write: 3.75, output: 15.00}
 tenants:
@@ -407,5 +409,78 @@ func TestRealClaudeCodeForwardedCredential(t *testing.T) {
 			}
 			t.Logf("Claude Code made %d turns, each with its own token at the provider", turns)
 		})
+	}
+}
+
+// TestRealCodexForwardedCredential: Codex CLI, unmodified, on a custom
+// provider with its own OpenAI API key (env_key) and the gatekeeper key in
+// env_http_headers, finishes a turn through a forward tenant with its key
+// at the provider and nothing of gatekeeper's.
+func TestRealCodexForwardedCredential(t *testing.T) {
+	bin, ok := agentBinary(t, "codex")
+	if !ok {
+		t.Skip("SKIPPED: codex is not on PATH; install it to run the real-client tests (see .ci/run)")
+	}
+	mock := mockprovider.New(mockprovider.Options{})
+	ms := httptest.NewServer(mock)
+	t.Cleanup(ms.Close)
+	gk := startReplica(t, byoConfig(t, ms.URL, ""))
+	dir, home := t.TempDir(), t.TempDir()
+	cfg := fmt.Sprintf(`model = "gpt-5.1-codex"
+model_provider = "gatekeeper"
+
+[model_providers.gatekeeper]
+name = "gatekeeper"
+base_url = "%s/t/byo-codex/openai/v1"
+wire_api = "responses"
+env_key = "OPENAI_API_KEY"
+env_http_headers = { "X-Gatekeeper-Key" = "GATEKEEPER_KEY" }
+`, gk.base)
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "Say hello.")
+	cmd.Env = agentEnv(home, "CODEX_HOME="+home, "OPENAI_API_KEY="+byoOAIKey, "GATEKEEPER_KEY="+byoKey)
+	cmd.Dir = dir
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("codex: %v\nstdout:\n%s\nstderr:\n%s\ngatekeeper:\n%s", err, tail(stdout.String()), tail(stderr.String()), tail(gk.logs.String()))
+		}
+	case <-time.After(3 * time.Minute):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the agent's process group, by its id
+		<-exited
+		t.Fatalf("codex did not finish\nstdout:\n%s\ngatekeeper:\n%s", tail(stdout.String()), tail(gk.logs.String()))
+	}
+	turns := 0
+	for _, r := range mock.Requests() {
+		if r.Header.Get("Authorization") != "Bearer "+byoOAIKey {
+			t.Errorf("%s %s reached the provider with Authorization %q", r.Method, r.Path, r.Header.Get("Authorization"))
+		}
+		for k := range r.Header {
+			if strings.HasPrefix(strings.ToLower(k), "x-gatekeeper") {
+				t.Errorf("%s reached the provider", k)
+			}
+		}
+		if r.API != "" {
+			turns++
+		}
+	}
+	if turns == 0 {
+		t.Fatalf("Codex made no turn through gatekeeper\nstdout:\n%s\nstderr:\n%s", tail(stdout.String()), tail(stderr.String()))
+	}
+	var run struct {
+		Tenant string `json:"tenant"`
+	}
+	if _, err := adminJSONAs(context.Background(), byoAdmin, "GET", gk.base+"/admin/v1/trajectories/byo-codex", &run); err != nil || run.Tenant != "byo" {
+		t.Errorf("run byo-codex: %+v %v", run, err)
 	}
 }
