@@ -1,14 +1,21 @@
 package proxy_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/tidwall/gjson"
 
+	"gatekeeper/config"
+	"gatekeeper/proxy"
+	"gatekeeper/store/memory"
 	"gatekeeper/trajectory"
 )
 
@@ -230,5 +237,51 @@ func TestChatGPTSignInRefused(t *testing.T) {
 	}
 	if n := len(e.mock.Requests()); n != 0 {
 		t.Errorf("the provider saw %d requests", n)
+	}
+}
+
+// TestForwardOnlyWithoutPoolKeys: when every tenant forwards its agents'
+// credentials, a provider may have no key at all, and its turns and
+// pass-through are served with the agents' own.
+func TestForwardOnlyWithoutPoolKeys(t *testing.T) {
+	mock, mockURL := newMock(t, false, nil)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+providers:
+  - {name: anthropic, api: anthropic, base_url: %q}
+tenants:
+  - {name: team-a, keys: [%s], credentials: forward}
+`, mockURL, vkA)), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: memory.New(memory.Options{}), Ledger: memory.NewLedger(time.Now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := chi.NewRouter()
+	px.Routes(r)
+	gk := httptest.NewServer(r)
+	t.Cleanup(func() {
+		gk.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		px.Close(ctx)
+	})
+	e := &env{gk: gk.URL, mock: mock}
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/anthropic/v1/messages", anthropicReq(true, "hi")},
+		{"GET", "/anthropic/v1/models", ""},
+	} {
+		resp := e.do(t, c.method, c.path, c.body, "X-Gatekeeper-Key", vkA, "x-api-key", ownAntKey, "anthropic-version", "2023-06-01")
+		if body := readAll(t, resp); resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, resp.StatusCode, body)
+		}
+		if got := mock.Requests()[len(mock.Requests())-1].APIKey; got != ownAntKey {
+			t.Errorf("%s %s reached the provider with %q", c.method, c.path, got)
+		}
 	}
 }
