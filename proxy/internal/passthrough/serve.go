@@ -43,10 +43,12 @@ type Call struct {
 	Own      []string // the agent's own provider credentials, for a tenant with credentials: forward; else nil
 }
 
-// Serve forwards an allowed non-turn request with the key swapped, after
-// the same checks as a turn: the virtual key (already), the run it names
-// (ended, paused or killed: refused), the body limit and deadline, and
-// the rate-limit scheduler (one request, no tokens). It is logged, not
+// Serve forwards an allowed non-turn request with the key swapped (or,
+// for a tenant that forwards its agents' credentials, with the agent's
+// own), after the same checks as a turn: the virtual key (already), the
+// run it names (ended, paused or killed: refused), the body limit and
+// deadline, and the rate-limit scheduler (one request, no tokens; none
+// for an agent's own credential). It is logged, not
 // metered. A refusal is written by fail: an *apierr.Error, an
 // *admit.Refusal, a *keys.Refusal or the context's error, for the caller
 // to put in the agent's error form.
