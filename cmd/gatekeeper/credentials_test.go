@@ -484,3 +484,63 @@ env_http_headers = { "X-Gatekeeper-Key" = "GATEKEEPER_KEY" }
 		t.Errorf("run byo-codex: %+v %v", run, err)
 	}
 }
+
+// TestRealGeminiCLIForwardedCredential: Gemini CLI, unmodified, with its
+// own API key (GEMINI_API_KEY) and the gatekeeper key in
+// GEMINI_CLI_CUSTOM_HEADERS, finishes a turn through a forward tenant with
+// its key at the provider and nothing of gatekeeper's.
+func TestRealGeminiCLIForwardedCredential(t *testing.T) {
+	bin, ok := agentBinary(t, "gemini")
+	if !ok {
+		t.Skip("SKIPPED: gemini is not on PATH; install it to run the real-client tests (see .ci/run)")
+	}
+	mock := mockprovider.New(mockprovider.Options{})
+	ms := httptest.NewServer(mock)
+	t.Cleanup(ms.Close)
+	gk := startReplica(t, byoConfig(t, ms.URL, ""))
+	dir, home := t.TempDir(), t.TempDir()
+	cmd := geminiRun(t, bin, gk.base, "byo-gemini-cli", home)
+	cmd.Args = []string{bin, "-p", "Say hello.", "--model", "gemini-2.5-flash", "--output-format", "json"}
+	for i, kv := range cmd.Env {
+		if strings.HasPrefix(kv, "GEMINI_API_KEY=") {
+			cmd.Env[i] = "GEMINI_API_KEY=" + byoGemKey
+		}
+	}
+	cmd.Env = append(cmd.Env, "GEMINI_CLI_CUSTOM_HEADERS=X-Gatekeeper-Key: "+byoKey)
+	cmd.Dir = dir
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("gemini: %v\nstdout:\n%s\nstderr:\n%s\ngatekeeper:\n%s", err, tail(stdout.String()), tail(stderr.String()), tail(gk.logs.String()))
+		}
+	case <-time.After(3 * time.Minute):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the agent's process group, by its id
+		<-exited
+		t.Fatalf("gemini did not finish\nstdout:\n%s\ngatekeeper:\n%s", tail(stdout.String()), tail(gk.logs.String()))
+	}
+	turns := 0
+	for _, r := range mock.Requests() {
+		if r.APIKey != byoGemKey {
+			t.Errorf("%s %s reached the provider with key %q", r.Method, r.Path, r.APIKey)
+		}
+		for k := range r.Header {
+			if strings.HasPrefix(strings.ToLower(k), "x-gatekeeper") {
+				t.Errorf("%s reached the provider", k)
+			}
+		}
+		if r.API != "" {
+			turns++
+		}
+	}
+	if turns == 0 {
+		t.Fatalf("Gemini CLI made no turn through gatekeeper\nstdout:\n%s\nstderr:\n%s", tail(stdout.String()), tail(stderr.String()))
+	}
+}
