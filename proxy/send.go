@@ -86,7 +86,7 @@ func (t *turn) outgoing(ctx context.Context, hdr http.Header, query string) (*ht
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	req.Header = relay.OutgoingHeader(hdr)
 	req.Header.Del("Content-Length")
-	if t.req.own != nil {
+	if t.req.tenant.Forwards() {
 		passthrough.ForwardedHeader(req.Header, t.tt.Inject)
 		return req, nil
 	}

@@ -272,7 +272,7 @@ func (t *turn) sendTurn(ctx context.Context, r *http.Request, h http.Header) (*h
 		return nil, err
 	}
 	q := r.URL.RawQuery
-	if t.req.own == nil {
+	if !t.req.tenant.Forwards() {
 		q = wire.ForwardQuery(q) // the virtual key may be in it
 	}
 	return t.send(ctx, r.Header, q)
