@@ -202,7 +202,23 @@ type Tenant struct {
 	// Watchdog, when set, overrides the fields of the top-level watchdog
 	// it sets, for this tenant's runs (Config.WatchdogFor).
 	Watchdog *Watchdog `yaml:"watchdog" json:"watchdog,omitempty"`
+	// Credentials says whose credential a tenant's calls reach the
+	// provider with: CredentialsPool (a key of the provider's pool, the
+	// default) or CredentialsForward (the agent's own, sent on
+	// unchanged; the tenant is then named by its virtual key in
+	// X-Gatekeeper-Key).
+	Credentials string `yaml:"credentials" json:"credentials"`
 }
+
+// Whose credential a tenant's calls use (tenants[].credentials).
+const (
+	CredentialsPool    = "pool"
+	CredentialsForward = "forward"
+)
+
+// Forwards reports whether the tenant's calls go to the provider with
+// the agent's own credential rather than a pool key.
+func (t *Tenant) Forwards() bool { return t.Credentials == CredentialsForward }
 
 // Who may start a tenant's runs (tenants[].trajectories).
 const (
@@ -463,6 +479,9 @@ func (c *Config) applyElementDefaults() {
 		}
 		if c.Tenants[i].Trajectories == "" {
 			c.Tenants[i].Trajectories = TrajectoriesAgents
+		}
+		if c.Tenants[i].Credentials == "" {
+			c.Tenants[i].Credentials = CredentialsPool
 		}
 	}
 	c.applyApprovalDefaults()

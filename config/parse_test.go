@@ -62,11 +62,11 @@ func TestLoadFullExample(t *testing.T) {
 				CallLimits:    CallLimits{MaxOutputTokens: 32000, CallDeadline: Duration(10 * time.Minute)},
 				ReadOnlyTools: []string{"Read", "Glob", "Grep", "LS"}, MaxTruncations: 5, RefuseUngatedMCP: true,
 				Limits:       TenantLimits{DollarsPerDay: 50, DollarsPerMonth: 600, TokensPerDay: 20000000, MaxLiveTrajectories: 20, NewTrajectoriesPerHour: 60},
-				Trajectories: TrajectoriesOperators,
-				Watchdog:     &Watchdog{Enabled: &enabled, OnLoop: OnLoopFail}},
+				Trajectories: TrajectoriesOperators, Credentials: CredentialsPool,
+				Watchdog: &Watchdog{Enabled: &enabled, OnLoop: OnLoopFail}},
 			{Name: "nightly", Keys: []string{"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"},
 				Priority: "standard", Budget: Budget{Turns: 50, WallClock: Duration(90 * time.Minute)},
-				AnthropicBeta: []string{"prompt-caching-2024-07-31"}, MaxTruncations: DefaultMaxTruncations, Trajectories: TrajectoriesAgents,
+				AnthropicBeta: []string{"prompt-caching-2024-07-31"}, MaxTruncations: DefaultMaxTruncations, Trajectories: TrajectoriesAgents, Credentials: CredentialsPool,
 				Limits: TenantLimits{MaxLiveTrajectories: DefaultMaxLiveTrajectories, NewTrajectoriesPerHour: DefaultNewTrajectoriesPerHour}},
 		},
 		Admin: Admin{Tokens: []AdminToken{
@@ -146,7 +146,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := DefaultConfig()
-	want.Tenants = []Tenant{{Name: "a", Keys: []string{"k"}, Priority: PriorityStandard, MaxTruncations: DefaultMaxTruncations, Trajectories: TrajectoriesAgents,
+	want.Tenants = []Tenant{{Name: "a", Keys: []string{"k"}, Priority: PriorityStandard, MaxTruncations: DefaultMaxTruncations, Trajectories: TrajectoriesAgents, Credentials: CredentialsPool,
 		Limits: TenantLimits{MaxLiveTrajectories: DefaultMaxLiveTrajectories, NewTrajectoriesPerHour: DefaultNewTrajectoriesPerHour}}}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("got %+v\nwant %+v", c, want)

@@ -64,7 +64,7 @@ func (c *Config) Validate() error {
 	if c.ShutdownGrace < 0 {
 		v.add("shutdown_grace", "must not be negative")
 	}
-	v.providers(c.Providers)
+	v.providers(c.Providers, allForward(c.Tenants))
 	v.prices(c.Prices)
 	keys := v.tenants(c.Tenants)
 	v.admin(c.Admin, keys)
@@ -268,7 +268,7 @@ func (v *validator) redisURL(field, raw string, cluster bool) {
 	}
 }
 
-func (v *validator) providers(ps []Provider) {
+func (v *validator) providers(ps []Provider, keyless bool) {
 	if len(ps) == 0 {
 		v.add("providers", "at least one provider is required")
 		return
@@ -308,7 +308,9 @@ func (v *validator) providers(ps []Provider) {
 				defaultAt = at
 			}
 		}
-		v.providerKeys(at, p.Keys)
+		if len(p.Keys) > 0 || !keyless {
+			v.providerKeys(at, p.Keys)
+		}
 		v.passthrough(fieldPath(at, "passthrough"), p.Passthrough)
 	}
 }
@@ -366,9 +368,21 @@ func (v *validator) baseURL(field, raw string) {
 	}
 }
 
+// allForward reports whether every tenant sends its agents' own
+// credentials (credentials: forward): then no call uses a provider key,
+// and a provider needs none.
+func allForward(ts []Tenant) bool {
+	for _, t := range ts {
+		if !t.Forwards() {
+			return false
+		}
+	}
+	return len(ts) > 0
+}
+
 func (v *validator) providerKeys(at string, keys []ProviderKey) {
 	if len(keys) == 0 {
-		v.add(fieldPath(at, "keys"), "at least one key is required")
+		v.add(fieldPath(at, "keys"), "at least one key is required (none only when every tenant has credentials: forward)")
 		return
 	}
 	names := map[string]string{}
@@ -498,6 +512,11 @@ func (v *validator) tenants(ts []Tenant) map[[32]byte]keyOwner {
 		case TrajectoriesAgents, TrajectoriesOperators:
 		default:
 			v.add(fieldPath(at, "trajectories"), "unknown value %s (want agents or operators)", v.show(fieldPath(at, "trajectories"), t.Trajectories))
+		}
+		switch t.Credentials {
+		case CredentialsPool, CredentialsForward:
+		default:
+			v.add(fieldPath(at, "credentials"), "unknown value %s (want pool or forward)", v.show(fieldPath(at, "credentials"), t.Credentials))
 		}
 
 		for j, tool := range t.ReadOnlyTools {

@@ -129,6 +129,16 @@ func TestValidateRules(t *testing.T) {
 		{"two defaults", func(c *Config) { c.Providers[1].Default = true }, "providers[1].default", "only one provider may be the default (providers[0] already is)"},
 		{"no default is fine", func(c *Config) { c.Providers[0].Default = false }, "", ""},
 		{"provider without keys", func(c *Config) { c.Providers[1].Keys = nil }, "providers[1].keys", "at least one key"},
+		{"provider without keys, one tenant forwarding", func(c *Config) {
+			c.Providers[1].Keys = nil
+			c.Tenants[0].Credentials = CredentialsForward
+		}, "providers[1].keys", "at least one key"},
+		{"provider without keys, every tenant forwarding", func(c *Config) {
+			c.Providers[1].Keys = nil
+			for i := range c.Tenants {
+				c.Tenants[i].Credentials = CredentialsForward
+			}
+		}, "", ""},
 		{"key name empty", func(c *Config) { c.Providers[0].Keys[0].Name = "" }, "providers[0].keys[0].name", "empty"},
 		{"key name duplicate", func(c *Config) {
 			c.Providers[0].Keys = append(c.Providers[0].Keys, ProviderKey{Name: "main", Key: "sk-2"})
@@ -184,6 +194,8 @@ func TestValidateRules(t *testing.T) {
 		}, "", ""},
 		{"trajectories unknown", func(c *Config) { c.Tenants[0].Trajectories = "anyone" }, "tenants[0].trajectories", `unknown value "anyone"`},
 		{"trajectories operators", func(c *Config) { c.Tenants[0].Trajectories = TrajectoriesOperators }, "", ""},
+		{"credentials unknown", func(c *Config) { c.Tenants[0].Credentials = "own" }, "tenants[0].credentials", `unknown value "own"`},
+		{"credentials forward", func(c *Config) { c.Tenants[0].Credentials = CredentialsForward }, "", ""},
 		{"max_output_tokens negative", func(c *Config) { c.Tenants[0].CallLimits.MaxOutputTokens = -1 }, "tenants[0].call_limits.max_output_tokens", ">= 0"},
 		{"call_deadline negative", func(c *Config) { c.Tenants[0].CallLimits.CallDeadline = -1 }, "tenants[0].call_limits.call_deadline", "negative"},
 		{"read-only tool empty", func(c *Config) { c.Tenants[0].ReadOnlyTools = []string{"Read", ""} }, "tenants[0].read_only_tools[1]", "empty"},
@@ -320,7 +332,7 @@ log: {level: loud}
 		{"providers[0].keys[0].rpm", "must be >= 0"},
 		{"providers[1].base_url", "must not have a query"},
 		{"providers[1].default", "only one provider may be the default (providers[0] already is)"},
-		{"providers[1].keys", "at least one key is required"},
+		{"providers[1].keys", "at least one key is required (none only when every tenant has credentials: forward)"},
 		{"tenants[0].keys[0]", "empty (TEAM_A_KEY is not set)"},
 		{"tenants[1].name", "duplicate tenant name (also tenants[0])"},
 		{"tenants[1].keys[0]", `virtual key already used by tenant "a" (tenants[0].keys[1]); each key must identify one tenant`},

@@ -178,6 +178,7 @@ providers:
   - {name: openai, api: openai, base_url: %[1]s, keys: [{name: k, key: %[3]s}]}
 tenants:
   - {name: team-a, keys: [%[4]s]}
+  - {name: byo, keys: [vk-conformance-byo-0001], credentials: forward}
 gates:
   - name: destructive-shell
     when: tool.class == "shell" && tool.command.matches(r'\brm\s')

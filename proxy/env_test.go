@@ -42,6 +42,12 @@ const (
 	carolToken = "carol-secops-token-0123456789"
 	daveToken  = "dave-secops-token-0123456789"
 	erinToken  = "erin-sre-token-0123456789"
+	// Agents' own provider credentials, which a tenant with credentials:
+	// forward sends on; the mock accepts them besides the pool keys.
+	ownAntKey   = "sk-ant-api03-own-agent-key-4242"
+	ownAntOAuth = "sk-ant-oat01-own-subscription-token-4242"
+	ownOaiKey   = "sk-proj-own-agent-key-4242"
+	ownGemKey   = "AIzaOwnAgentKey4242"
 )
 
 // clock is a test clock that moves one millisecond per reading.
@@ -114,7 +120,7 @@ type envOpts struct {
 }
 
 func newMock(t testing.TB, realClock bool, script *mockprovider.Script) (*mockprovider.Server, string) {
-	opts := mockprovider.Options{Rand: rand.New(rand.NewPCG(7, 11)), Keys: []string{antKey, oaiKey, gemKey}, Script: script}
+	opts := mockprovider.Options{Rand: rand.New(rand.NewPCG(7, 11)), Keys: []string{antKey, oaiKey, gemKey, ownAntKey, ownAntOAuth, ownOaiKey, ownGemKey}, Script: script}
 	if !realClock {
 		opts.Clock = newClock().Now
 	}

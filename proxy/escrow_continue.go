@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"gatekeeper/approvals"
 	"gatekeeper/meter"
@@ -13,6 +14,7 @@ import (
 	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/outcome"
+	"gatekeeper/proxy/internal/passthrough"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -49,7 +51,12 @@ func (s *Server) admitContinuation(ctx context.Context, req *request, log *slog.
 	if dialect.Of(api).Route != nil {
 		pr.Model, pr.Stream = h.Model, h.Streamed // the route names them, not the body
 	}
-	sub := &turn{s: s, req: &request{rules: req.rules, up: up, rest: rest, query: query, tenant: req.tenant, keyHash: req.keyHash, api: api, id: req.id}, rate: req.rules.sched.Turn(up.pool, req.tenant.Priority),
+	if req.ownQuery != "" {
+		// The agent's own key, when it came in the query, goes with it.
+		query = strings.TrimPrefix(query+"&"+req.ownQuery, "&")
+	}
+	sub := &turn{s: s, req: &request{rules: req.rules, up: up, rest: rest, query: query, tenant: req.tenant, keyHash: req.keyHash, api: api, id: req.id,
+		own: req.own, ownQuery: req.ownQuery}, rate: req.keyTurn(up),
 		pr: pr, body: body, started: s.now(), ctx: ctx, log: log, recID: h.Trajectory, root: h.Root, key: h.Key, gated: true,
 		conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
 	var adm admit.Admission
@@ -95,10 +102,16 @@ func (c *continuation) Send(ctx context.Context) (*http.Response, error) {
 	// another key with room, and the reply's rate-limit headers reach the
 	// key's settle.
 	resp, err := t.send(ctx, c.hdr, t.req.query)
-	if err == nil {
-		c.status = resp.StatusCode
+	if err != nil {
+		return nil, err
 	}
-	return resp, err
+	c.status = resp.StatusCode
+	if c.status < 200 || c.status > 299 {
+		// Its body goes to the turn's event as its error's detail: never
+		// with a fragment of a key in it.
+		passthrough.RedactErrorBody(resp, t.req.up.cfg.Name, t.req.up.api, t.req.redacted())
+	}
+	return resp, nil
 }
 
 func (c *continuation) Failed(err error) { c.t.failed(err) }

@@ -14,11 +14,12 @@ func (up *upstream) allowsBackground() bool {
 	return wire.Passes(up.pass, http.MethodGet, wire.RetrievalPath)
 }
 
-// passThrough forwards an allowed non-turn request with the key swapped
+// passThrough forwards an allowed non-turn request with the key swapped,
+// or with the agent's own credential for a tenant that forwards it
 // (passthrough.Gate.Serve), its refusals in up's error form.
 func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *request) {
 	up := req.up
 	req.rules.pass.Serve(w, r, passthrough.Call{Provider: up.cfg.Name, Allow: up.pass, Proxy: up.rp, Path: req.rest, Run: req.trajectoryID,
-		Tenant: req.tenant, KeyHash: req.keyHash, ID: req.id, Keys: req.rules.sched.Turn(up.pool, req.tenant.Priority)},
+		Tenant: req.tenant, KeyHash: req.keyHash, ID: req.id, Keys: req.keyTurn(up), Own: req.own},
 		func(w http.ResponseWriter, err error) { s.writeError(w, r, up.api, req, admitted(keyRefused(err))) })
 }

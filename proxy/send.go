@@ -64,7 +64,8 @@ func (t *turn) codingRefused(err error) *apierr.Error {
 // provider's base URL with t's path below it, in the canonical spelling
 // that was classified, and the agent's headers less the hop-by-hop and
 // forwarding ones (relay.OutgoingHeader) and less its own keys and
-// gatekeeper's headers, with the provider key put in (passthrough.ProviderHeader).
+// gatekeeper's headers, with the provider key put in (passthrough.ProviderHeader);
+// an agent that sends its own credential keeps it (passthrough.ForwardedHeader).
 // The request's length is its body's: the transports take it from the
 // body, never from a Content-Length header.
 func (t *turn) outgoing(ctx context.Context, hdr http.Header, query string) (*http.Request, error) {
@@ -85,6 +86,10 @@ func (t *turn) outgoing(ctx context.Context, hdr http.Header, query string) (*ht
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	req.Header = relay.OutgoingHeader(hdr)
 	req.Header.Del("Content-Length")
+	if t.req.tenant.Forwards() {
+		passthrough.ForwardedHeader(req.Header, t.tt.Inject)
+		return req, nil
+	}
 	passthrough.ProviderHeader(req.Header, up.pool, t.rate.Key(), t.tt.Inject)
 	return req, nil
 }
@@ -130,7 +135,7 @@ func (t *turn) sendError(ctx context.Context, err error) error {
 func (t *turn) relay(ctx context.Context, w http.ResponseWriter, resp *http.Response) error {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// Forwarded, but never with a fragment of a provider key in it.
-		passthrough.RedactErrorBody(resp, t.req.up.cfg.Name, t.req.up.api, t.req.rules.secrets)
+		passthrough.RedactErrorBody(resp, t.req.up.cfg.Name, t.req.up.api, t.req.redacted())
 	}
 	if err := t.attach(resp); err != nil {
 		_ = resp.Body.Close()

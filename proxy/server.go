@@ -425,6 +425,9 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, ru *rules
 		conncap.Trust(r.Context())
 	}
 	req := &request{rules: ru, up: up, rest: in.Path, tenant: in.Tenant, keyHash: in.KeyHash, trajectoryID: tid, run: tid, api: api, id: requestID(r)}
+	if in.Tenant.Forwards() {
+		req.own, req.ownQuery = wire.Credentials(r), wire.QueryCredential(r.URL.RawQuery)
+	}
 	w.Header().Set("X-Gatekeeper-Request-Id", req.id)
 	if api == "" {
 		s.passThrough(w, r, req)
@@ -455,6 +458,33 @@ type request struct {
 	run          string // the record the request was placed on, once known; "" before
 	api          streaming.API
 	id           string // the request id in logs and X-Gatekeeper-Request-Id
+	// own are the agent's provider credentials when its tenant sends them
+	// on (tenants[].credentials: forward; wire.Credentials), nil
+	// otherwise; ownQuery is the part of its query that carries one, for
+	// a held turn's continuation. Kept in memory only: they are redacted
+	// from the provider's error replies and never logged or stored.
+	own      []string
+	ownQuery string
+}
+
+// keyTurn is a call's use of provider up's key pool: none, for a tenant
+// whose agents send their own credential (the pool's limits count only
+// the keys gatekeeper holds; the provider's own 429s reach the agent as
+// usual), else a turn of the scheduler in the tenant's priority class.
+func (req *request) keyTurn(up *upstream) *keys.Turn {
+	if req.tenant.Forwards() {
+		return keys.Unscheduled(up.pool)
+	}
+	return req.rules.sched.Turn(up.pool, req.tenant.Priority)
+}
+
+// redacted are the credentials taken out of the provider's error replies
+// to req: every provider key of the config, and the agent's own.
+func (req *request) redacted() []string {
+	if req.own == nil {
+		return req.rules.secrets
+	}
+	return slices.Concat(req.rules.secrets, req.own)
 }
 
 // requestID is the agent's X-Request-Id when it is a plain token, else a

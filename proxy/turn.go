@@ -161,7 +161,7 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 		// Budgets change only through config or the admin API.
 		s.log.LogAttrs(r.Context(), slog.LevelWarn, "ignored agent-supplied budget header", slog.String("tenant", req.tenant.Name))
 	}
-	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log, rate: req.rules.sched.Turn(req.up.pool, req.tenant.Priority),
+	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log, rate: req.keyTurn(req.up),
 		maxOut: shape.ClampOutput(pr.MaxOutputTokens, req.tenant.CallLimits.MaxOutputTokens)}
 	if esc := req.rules.esc; esc != nil && esc.ForTenant(req.tenant.Name) {
 		t.gated, t.key, t.hdr = true, escrow.TurnKey(req.api, dialect.Of(req.api).TurnFields, body), r.Header
@@ -276,7 +276,11 @@ func (t *turn) sendTurn(ctx context.Context, r *http.Request, h http.Header) (*h
 		}
 		return nil, err
 	}
-	return t.send(ctx, r.Header, wire.ForwardQuery(r.URL.RawQuery))
+	q := r.URL.RawQuery
+	if !t.req.tenant.Forwards() {
+		q = wire.ForwardQuery(q) // the virtual key may be in it
+	}
+	return t.send(ctx, r.Header, q)
 }
 
 // settleUnrecorded is the settle of a turn whose reply never reached the

@@ -381,11 +381,16 @@ func (c *heldCase) decide(approve bool, hold time.Duration) error {
 // adminJSON sends an admin API request as the approver and decodes a 200
 // answer into out.
 func adminJSON(ctx context.Context, method, url string, out any) (int, error) {
+	return adminJSONAs(ctx, clientApprover, method, url, out)
+}
+
+// adminJSONAs is adminJSON with the admin token token.
+func adminJSONAs(ctx context.Context, token, method, url string, out any) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set("Authorization", "Bearer "+clientApprover)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err

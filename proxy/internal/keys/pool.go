@@ -50,8 +50,12 @@ func (p *Pool) Secret(id string) string { return p.secrets[id] }
 
 // Pick takes the pool's keys in turn, for requests the rate-limit
 // scheduler did not place on a key (pass-through requests, pools without
-// limits).
+// limits); "" for a pool without keys, which only tenants that send their
+// own credentials use (config.Validate).
 func (p *Pool) Pick() string {
+	if len(p.order) == 0 {
+		return ""
+	}
 	n := p.next.Add(1)
 	return p.order[int(n-1)%len(p.order)]
 }

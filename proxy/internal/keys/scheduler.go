@@ -87,6 +87,13 @@ func (s *Scheduler) Turn(pool *Pool, class string) *Turn {
 	return &Turn{s: s, pool: pool, class: class}
 }
 
+// Unscheduled is a call's use of pool when it goes on no key of it (its
+// agent's own credential): it waits for nothing, holds no grant and
+// settles nothing.
+func Unscheduled(pool *Pool) *Turn {
+	return &Turn{pool: pool}
+}
+
 // rateLimited counts a call of class answered rate_limited.
 func (s *Scheduler) rateLimited(class string) {
 	if s.obs != nil {

@@ -17,11 +17,24 @@ import (
 // rewrite go through it.
 func ProviderHeader(h http.Header, pool *keys.Pool, key string, trace func(http.Header)) {
 	wire.StripAgentHeaders(h)
+	pool.SetKey(h, key)
+	finishHeader(h, trace)
+}
+
+// ForwardedHeader is ProviderHeader for a tenant whose agents reach the
+// provider with their own credential (tenants[].credentials: forward):
+// the agent's provider-auth headers stay as they came
+// (wire.StripForwardedHeaders) and no pool key is put in.
+func ForwardedHeader(h http.Header, trace func(http.Header)) {
+	wire.StripForwardedHeaders(h)
+	finishHeader(h, trace)
+}
+
+func finishHeader(h http.Header, trace func(http.Header)) {
 	if trace != nil {
 		// The provider sees the turn's span as the caller of its call.
 		trace(h)
 	}
-	pool.SetKey(h, key)
 	h.Set("Accept-Encoding", "identity")
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = nil // send none rather than Go's default

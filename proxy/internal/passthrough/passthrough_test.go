@@ -106,7 +106,7 @@ func frontend(t *testing.T, target string, p *keys.Pool) (*httptest.Server, *syn
 	}
 	seen := &sync.Map{}
 	rp := NewProxy(Options{Provider: "prov", Target: u, Pool: p, Transport: http.DefaultTransport, Logger: discard,
-		Redact: func(resp *http.Response) {
+		Redact: func(resp *http.Response, _ []string) {
 			seen.Store("redacted", resp.StatusCode)
 			resp.Body = io.NopCloser(strings.NewReader("redacted"))
 			resp.ContentLength = -1

@@ -21,9 +21,10 @@ type Options struct {
 	Transport http.RoundTripper
 	Buffers   httputil.BufferPool
 	Logger    *slog.Logger
-	// Redact takes every fragment of a provider key out of an error
-	// reply, in place.
-	Redact func(*http.Response)
+	// Redact takes every fragment of a provider key, and of own (the
+	// credentials a forwarding agent sent), out of an error reply, in
+	// place.
+	Redact func(resp *http.Response, own []string)
 	// WriteError answers the agent with err (an *Error or ErrClientGone)
 	// in the provider's error form.
 	WriteError func(http.ResponseWriter, error)
@@ -34,6 +35,10 @@ type Options struct {
 type Request struct {
 	Path string     // the canonical escaped path below the provider prefix: the spelling that was classified
 	Keys *keys.Turn // the request's use of the pool's keys
+	// Own are the provider credentials of an agent of a tenant with
+	// credentials: forward (wire.Credentials), which go on unchanged in
+	// place of a pool key; nil for any other tenant.
+	Own []string
 }
 
 type ctxKey struct{}
@@ -69,8 +74,10 @@ func NewProxy(o Options) *httputil.ReverseProxy {
 
 // rewrite points a pass-through request at the provider and swaps the
 // agent's virtual key for a provider key (the grant's, when the scheduler
-// placed it on one). Everything else the agent sent (query, headers,
-// body) goes out as it came.
+// placed it on one), or, for an agent that sends its own credential,
+// drops gatekeeper's headers and leaves the credential as it came.
+// Everything else the agent sent (query, headers, body) goes out as it
+// came.
 func (o Options) rewrite(pr *httputil.ProxyRequest) {
 	req := from(pr.In.Context())
 	out := pr.Out
@@ -81,18 +88,22 @@ func (o Options) rewrite(pr *httputil.ProxyRequest) {
 		out.URL.Path, out.URL.RawPath = p, base+req.Path
 	}
 	out.Host = ""
+	if req.Own != nil {
+		ForwardedHeader(out.Header, nil)
+		return
+	}
 	out.URL.RawQuery = wire.ForwardQuery(out.URL.RawQuery)
 	ProviderHeader(out.Header, o.Pool, req.Keys.Key(), nil)
 }
 
 // modifyResponse keeps a pass-through reply's headers for its key's
 // settle and takes every fragment of a provider key out of an error reply.
-func modifyResponse(redact func(*http.Response)) func(*http.Response) error {
+func modifyResponse(redact func(*http.Response, []string)) func(*http.Response) error {
 	return func(resp *http.Response) error {
 		req := from(resp.Request.Context())
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
 			// Forwarded, but never with a fragment of a provider key in it.
-			redact(resp)
+			redact(resp, req.Own)
 		}
 		req.Keys.KeepHeader(resp.Header.Clone())
 		return nil

@@ -40,12 +40,15 @@ type Call struct {
 	KeyHash  [32]byte // of the virtual key
 	ID       string   // the request id
 	Keys     *keys.Turn
+	Own      []string // the agent's own provider credentials, for a tenant with credentials: forward; else nil
 }
 
-// Serve forwards an allowed non-turn request with the key swapped, after
-// the same checks as a turn: the virtual key (already), the run it names
-// (ended, paused or killed: refused), the body limit and deadline, and
-// the rate-limit scheduler (one request, no tokens). It is logged, not
+// Serve forwards an allowed non-turn request with the key swapped (or,
+// for a tenant that forwards its agents' credentials, with the agent's
+// own), after the same checks as a turn: the virtual key (already), the
+// run it names (ended, paused or killed: refused), the body limit and
+// deadline, and the rate-limit scheduler (one request, no tokens; none
+// for an agent's own credential). It is logged, not
 // metered. A refusal is written by fail: an *apierr.Error, an
 // *admit.Refusal, a *keys.Refusal or the context's error, for the caller
 // to put in the agent's error form.
@@ -77,7 +80,7 @@ func (g *Gate) Serve(w http.ResponseWriter, r *http.Request, c Call, fail func(h
 	g.Logger.LogAttrs(r.Context(), slog.LevelInfo, "pass-through", slog.String("request_id", c.ID),
 		slog.String("provider", c.Provider), slog.String("method", r.Method),
 		slog.String("path", c.Path), slog.String("tenant", c.Tenant.Name))
-	ctx := With(r.Context(), &Request{Path: c.Path, Keys: c.Keys})
+	ctx := With(r.Context(), &Request{Path: c.Path, Keys: c.Keys, Own: c.Own})
 	c.Proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 

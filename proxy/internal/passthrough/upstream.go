@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -51,7 +52,9 @@ func Build(p *config.Provider, sh Shared) (*Upstream, error) {
 	}
 	up := &Upstream{Target: u, API: family.API, Pool: keys.NewPool(p), Allow: wire.Allowlist(p)}
 	up.Proxy = NewProxy(Options{Provider: p.Name, Target: u, Pool: up.Pool, Transport: sh.Transport, Buffers: sh.Buffers, Logger: sh.Logger,
-		Redact:     func(resp *http.Response) { RedactErrorBody(resp, p.Name, up.API, sh.Secrets()) },
+		Redact: func(resp *http.Response, own []string) {
+			RedactErrorBody(resp, p.Name, up.API, slices.Concat(sh.Secrets(), own))
+		},
 		WriteError: func(w http.ResponseWriter, err error) { apierr.Write(w, up.API, AgentError(err)) }})
 	return up, nil
 }

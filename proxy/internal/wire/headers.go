@@ -26,6 +26,20 @@ func StripAgentHeaders(h http.Header) {
 	for _, k := range strippedHeaders {
 		h.Del(k)
 	}
+	stripGatekeeper(h)
+}
+
+// StripForwardedHeaders removes what an agent that reaches the provider
+// with its own credential (tenants[].credentials: forward) may not send
+// on: gatekeeper's headers, its virtual key's among them, and its
+// cookies. Its credential and its OpenAI organization and project go on
+// unchanged: they name its own account, which the provider bills.
+func StripForwardedHeaders(h http.Header) {
+	h.Del("Cookie")
+	stripGatekeeper(h)
+}
+
+func stripGatekeeper(h http.Header) {
 	for k := range h {
 		if strings.HasPrefix(strings.ToLower(k), "x-gatekeeper-") {
 			h.Del(k)

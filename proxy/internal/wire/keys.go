@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"gatekeeper/config"
@@ -46,6 +47,12 @@ func (kr *Keyring) Lookup(key string) (*config.Tenant, [32]byte) {
 	return found, h
 }
 
+// HeaderKey is the header a virtual key may come in for every tenant, and
+// must for a tenant whose agents send their own provider credential
+// (tenants[].credentials: forward): the provider's auth headers then
+// carry that credential. When it is sent, it alone names the tenant.
+const HeaderKey = "X-Gatekeeper-Key"
+
 // PresentedKey is the credential an agent sent: x-api-key (Anthropic SDKs,
 // Claude Code), Authorization: Bearer (OpenAI SDKs, Codex,
 // ANTHROPIC_AUTH_TOKEN), x-goog-api-key (Gemini SDKs, Gemini CLI), or the
@@ -63,6 +70,83 @@ func PresentedKey(r *http.Request) string {
 		return k
 	}
 	return r.URL.Query().Get(queryKey)
+}
+
+// virtualKey is the virtual key r presents, and whether it came in
+// HeaderKey: that header when sent, else the provider credential the
+// agent sent (PresentedKey).
+func virtualKey(r *http.Request) (string, bool) {
+	if k := r.Header.Get(HeaderKey); k != "" {
+		return k, true
+	}
+	return PresentedKey(r), false
+}
+
+// Credentials are the provider credentials r carries, each as the
+// provider reads it: every x-api-key and x-goog-api-key value, every
+// Authorization value (its token alone after a Bearer scheme) and every
+// key query parameter. A tenant with credentials: forward sends them on
+// unchanged; gatekeeper keeps them only in memory, to redact them from
+// the provider's error replies.
+func Credentials(r *http.Request) []string {
+	var out []string
+	add := func(v string) {
+		if v = strings.TrimSpace(v); v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	for _, v := range r.Header.Values("X-Api-Key") {
+		add(v)
+	}
+	for _, v := range r.Header.Values("Authorization") {
+		if scheme, token, ok := strings.Cut(strings.TrimSpace(v), " "); ok && strings.EqualFold(scheme, "bearer") {
+			v = token
+		}
+		add(v)
+	}
+	for _, v := range r.Header.Values("X-Goog-Api-Key") {
+		add(v)
+	}
+	for _, v := range queryValues(r.URL.RawQuery, queryKey) {
+		add(v)
+	}
+	return out
+}
+
+// queryValues are the values of every parameter of rawQuery named name,
+// however its name was escaped; a value that does not unescape is taken
+// as it is written.
+func queryValues(rawQuery, name string) []string {
+	var out []string
+	for part := range strings.SplitSeq(rawQuery, "&") {
+		n, v, _ := strings.Cut(part, "=")
+		if un, err := url.QueryUnescape(n); err == nil {
+			n = un
+		}
+		if n != name {
+			continue
+		}
+		if uv, err := url.QueryUnescape(v); err == nil {
+			v = uv
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// QueryCredential is the part of rawQuery that carries a provider key
+// (its key parameters, as the agent spelled them), "" when none: a
+// forward tenant's held turn continues with a query of gatekeeper's own,
+// to which its agent's key is added.
+func QueryCredential(rawQuery string) string {
+	var kept []string
+	for part := range strings.SplitSeq(rawQuery, "&") {
+		name, _, _ := strings.Cut(part, "=")
+		if n, err := url.QueryUnescape(name); err == nil && n == queryKey || name == queryKey {
+			kept = append(kept, part)
+		}
+	}
+	return strings.Join(kept, "&")
 }
 
 // queryKey is the query parameter the Gemini API takes a key in.
