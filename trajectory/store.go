@@ -16,6 +16,12 @@ type Store interface {
 	// that does not exist; the parent's Children gains rec.ID in the same
 	// atomic step.
 	Create(ctx context.Context, rec *Record, evs ...Event) error
+	// CreateChild is Create for a record with a parent, bounded: the
+	// parent gains rec.ID only while it has fewer than max children (0:
+	// no bound), checked and added in the same atomic step, so that
+	// children created at once never pass max. A parent that is full
+	// saves nothing and returns *ChildrenFullError.
+	CreateChild(ctx context.Context, rec *Record, max int, evs ...Event) error
 	// Get returns a copy of the record, or ErrNotFound.
 	Get(ctx context.Context, id string) (*Record, error)
 	// Update runs fn on a copy of the record under the store's lock or

@@ -25,6 +25,8 @@ func Run(t *testing.T, newStore func(t *testing.T) trajectory.Store) {
 		{"CreateGet", testCreateGet},
 		{"CreateRefused", testCreateRefused},
 		{"ParentChildren", testParentChildren},
+		{"CreateChildBounded", testCreateChildBounded},
+		{"CreateChildAtomic", testCreateChildAtomic},
 		{"CopiesIsolated", testCopiesIsolated},
 		{"UpdateSaves", testUpdateSaves},
 		{"UpdateAtomic", testUpdateAtomic},

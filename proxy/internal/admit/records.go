@@ -32,17 +32,6 @@ type Records struct {
 // agent, which must not learn that the other run exists.
 var ErrOtherTenant = errors.New("admit: the id names another tenant's run")
 
-// ChildrenFull: a parent has limits.max_children children, so a new
-// thread shares the last one.
-type ChildrenFull struct {
-	Parent, Last string
-	Max          int
-}
-
-func (e *ChildrenFull) Error() string {
-	return fmt.Sprintf("admit: %s has %d children", e.Parent, e.Max)
-}
-
 // Root returns the root record, creating it with the tenant's defaults
 // when it does not exist yet and the tenant may start a run. A root of
 // another tenant is refused (ErrOtherTenant). named says whether the
@@ -102,7 +91,9 @@ func (r *Records) Scoped(ctx context.Context, id, tenant string) (string, error)
 
 // Child makes sure the child record id of parent exists for a thread
 // key, creating it when missing, unless the parent has MaxChildren
-// children (*ChildrenFull).
+// children (*trajectory.ChildrenFullError): the store counts them in the
+// step that adds the child, so threads starting at once never pass the
+// bound.
 func (r *Records) Child(ctx context.Context, parent, tenant, id, key string) error {
 	_, err := r.Store.Get(ctx, id)
 	if err == nil {
@@ -111,24 +102,18 @@ func (r *Records) Child(ctx context.Context, parent, tenant, id, key string) err
 	if !errors.Is(err, trajectory.ErrNotFound) {
 		return unavailable(err)
 	}
-	if n := r.MaxChildren; n > 0 {
-		p, err := r.Store.Get(ctx, parent)
-		if err != nil {
-			return unavailable(err)
-		}
-		if len(p.Children) >= n {
-			return &ChildrenFull{Parent: parent, Last: p.Children[len(p.Children)-1], Max: n}
-		}
-	}
 	rec := NewRecord(id, parent, nil, r.Now())
 	rec.Tenant = tenant
 	rec.Budget = trajectory.Budget{} // the ancestors' ceilings bind a child
 	rec.Thread = key
-	err = r.Store.Create(ctx, rec, r.created(rec))
+	err = r.Store.CreateChild(ctx, rec, r.MaxChildren, r.created(rec))
 	if err == nil {
 		r.Tel.StateChanged(tenant, "", string(rec.State))
 	}
 	if err != nil && !errors.Is(err, trajectory.ErrExists) {
+		if errors.As(err, new(*trajectory.ChildrenFullError)) {
+			return err
+		}
 		return unavailable(err)
 	}
 	return nil
