@@ -2,6 +2,7 @@ package trajectory
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 )
@@ -54,6 +55,26 @@ type Store interface {
 	// Ping reports whether the store can serve (ErrClosed once closed).
 	Ping(ctx context.Context) error
 	Close() error
+}
+
+// Finished picks, of ids, the records st holds finished or no longer
+// holds (expired): what a tenant's ledger of live runs may forget.
+func Finished(ctx context.Context, st interface {
+	Get(ctx context.Context, id string) (*Record, error)
+}, ids []string) ([]string, error) {
+	var ended []string
+	for _, id := range ids {
+		rec, err := st.Get(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			ended = append(ended, id)
+		case err != nil:
+			return nil, err
+		case rec.State.Terminal():
+			ended = append(ended, id)
+		}
+	}
+	return ended, nil
 }
 
 // MaxDepth bounds a record's chain, itself and its ancestors: a tree of

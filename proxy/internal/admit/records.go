@@ -44,6 +44,7 @@ func (r *Records) Root(ctx context.Context, id string, named bool, tn *config.Te
 			return nil, err
 		}
 		rec = NewRecord(id, "", tn, r.Now())
+		rec.CreatedBy = trajectory.Creator{Kind: trajectory.CreatorAgent, Name: tn.Name}
 		err = r.Store.Create(ctx, rec, r.created(rec))
 		if err != nil && !errors.Is(err, trajectory.ErrExists) {
 			r.unstart(tn, id)
@@ -106,6 +107,7 @@ func (r *Records) Child(ctx context.Context, parent, tenant, id, key string) err
 	rec.Tenant = tenant
 	rec.Budget = trajectory.Budget{} // the ancestors' ceilings bind a child
 	rec.Thread = key
+	rec.CreatedBy = trajectory.Creator{Kind: trajectory.CreatorAgent, Name: tenant}
 	err = r.Store.CreateChild(ctx, rec, r.MaxChildren, r.created(rec))
 	if err == nil {
 		r.Tel.StateChanged(tenant, "", string(rec.State))
@@ -156,15 +158,9 @@ func (r *Records) mayStart(ctx context.Context, tn *config.Tenant, id string, na
 	if r.Ledger == nil || lim.MaxLive == 0 && lim.NewPerHour == 0 {
 		return nil
 	}
-	st, err := r.Ledger.StartRun(ctx, tn.Name, id, lim)
-	if err == nil && st.Refused == tenant.LimitLive {
-		// The ledger learns of finished runs only here: forget those
-		// and try again.
-		var n int
-		if n, err = r.pruneLive(ctx, tn.Name); err == nil && n > 0 {
-			st, err = r.Ledger.StartRun(ctx, tn.Name, id, lim)
-		}
-	}
+	st, err := tenant.StartRun(ctx, r.Ledger, tn.Name, id, lim, func(ctx context.Context, ids []string) ([]string, error) {
+		return trajectory.Finished(ctx, r.Store, ids)
+	})
 	if err != nil {
 		return unavailable(err)
 	}
@@ -192,26 +188,4 @@ func (r *Records) unstart(tn *config.Tenant, id string) {
 		r.Log.LogAttrs(ctx, slog.LevelWarn, "a run that did not start still counts as live", slog.String("tenant", tn.Name),
 			slog.String("trajectory", id), slog.String("error", err.Error()))
 	}
-}
-
-// pruneLive forgets the runs the ledger counts live that have finished
-// or expired, and returns how many.
-func (r *Records) pruneLive(ctx context.Context, name string) (int, error) {
-	ids, err := r.Ledger.LiveRuns(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	var ended []string
-	for _, id := range ids {
-		rec, err := r.Store.Get(ctx, id)
-		switch {
-		case errors.Is(err, trajectory.ErrNotFound):
-			ended = append(ended, id)
-		case err != nil:
-			return 0, err
-		case rec.State.Terminal():
-			ended = append(ended, id)
-		}
-	}
-	return len(ended), r.Ledger.EndRuns(ctx, name, ended...)
 }
