@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"gatekeeper/config"
 	"gatekeeper/internal/redistest"
 	"gatekeeper/store/memory"
@@ -81,5 +83,42 @@ func TestThreadsAtOnceKeepMaxChildren(t *testing.T) {
 					threads, bound, len(root.Children), root.Children, own)
 			}
 		})
+	}
+}
+
+// TestThreadChildRoundTrips: on Redis a new thread's child record costs
+// two round trips: the look for it, and its creation with the parent's
+// bound checked in the same script. The parent is not read first.
+func TestThreadChildRoundTrips(t *testing.T) {
+	rt := &redistest.RoundTrips{}
+	opt, err := goredis.ParseURL(redistest.Start(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := goredis.NewClient(opt)
+	t.Cleanup(func() { _ = client.Close() })
+	client.AddHook(rt)
+	ctx := context.Background()
+	st, err := redisstore.Open(ctx, redisstore.Options{Client: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	r := &Records{Store: st, Now: fixedNow, Log: slog.New(slog.DiscardHandler), MaxChildren: 3}
+	if _, err := r.Root(ctx, "run", true, &config.Tenant{Name: "team-a"}); err != nil {
+		t.Fatal(err)
+	}
+	// The first child loads the create script.
+	if _, _, err := r.Thread(ctx, "run", "team-a", "run/t0", "k0"); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int64{2, 2, 2} { // two with room, then one sharing the last
+		before := rt.Load()
+		if _, _, err := r.Thread(ctx, "run", "team-a", fmt.Sprintf("run/t%d", i+1), fmt.Sprintf("k%d", i+1)); err != nil {
+			t.Fatal(err)
+		}
+		if got := rt.Load() - before; got != want {
+			t.Errorf("thread %d cost %d round trips, want %d", i+1, got, want)
+		}
 	}
 }
