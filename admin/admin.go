@@ -53,6 +53,7 @@ const (
 // Store is what the admin API needs of the trajectory store.
 type Store interface {
 	Create(ctx context.Context, rec *trajectory.Record, evs ...trajectory.Event) error
+	CreateChild(ctx context.Context, rec *trajectory.Record, max int, evs ...trajectory.Event) error
 	Get(ctx context.Context, id string) (*trajectory.Record, error)
 	List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Record, error)
 	Events(ctx context.Context, id string, afterSeq int64, limit int) ([]trajectory.Event, error)
@@ -445,20 +446,32 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, c caller) error {
 			return badRequest("parent trajectory belongs to another tenant")
 		}
 	}
-	if req.ParentID == "" {
+	data, _ := json.Marshal(map[string]string{"by": c.name})
+	ev := trajectory.Event{At: now, Trajectory: rec.ID, Type: trajectory.EventCreated, To: rec.State, Data: data}
+	if req.ParentID != "" {
+		// A child counts against limits.max_children as a thread's does,
+		// in the store's step that adds it.
+		max := a.config().Limits.MaxChildren
+		err := a.store.CreateChild(r.Context(), rec, max, ev)
+		if _, ok := errors.AsType[*trajectory.ChildrenFullError](err); ok {
+			return &Error{Code: http.StatusConflict, Type: "conflict_error",
+				Msg: fmt.Sprintf("parent trajectory %s has %d children, its limit (limits.max_children); %s was not created", req.ParentID, max, rec.ID)}
+		}
+		if err != nil {
+			return err
+		}
+	} else {
 		// A run an operator starts counts against its tenant's live
 		// and hourly ceilings as an agent's does.
 		if err := a.startRun(r.Context(), tenant, rec.ID); err != nil {
 			return err
 		}
-	}
-	data, _ := json.Marshal(map[string]string{"by": c.name})
-	ev := trajectory.Event{At: now, Trajectory: rec.ID, Type: trajectory.EventCreated, To: rec.State, Data: data}
-	if err := a.store.Create(r.Context(), rec, ev); err != nil {
-		if req.ParentID == "" && !errors.Is(err, trajectory.ErrExists) {
-			a.unstart(tenant, rec.ID)
+		if err := a.store.Create(r.Context(), rec, ev); err != nil {
+			if !errors.Is(err, trajectory.ErrExists) {
+				a.unstart(tenant, rec.ID)
+			}
+			return err
 		}
-		return err
 	}
 	rec, err := a.store.Get(r.Context(), rec.ID)
 	if err != nil {

@@ -1,0 +1,48 @@
+package admin_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"gatekeeper/admin"
+	"gatekeeper/store/memory"
+)
+
+// TestCreateKeepsCreatorAndMaxChildren: a record created through the
+// admin API keeps the operator who created it, and a child counts toward
+// its parent's limits.max_children: past it, 409 conflict_error naming
+// the limit, and nothing created.
+func TestCreateKeepsCreatorAndMaxChildren(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Limits.MaxChildren = 2
+	st := memory.New(memory.Options{})
+	r := chi.NewRouter()
+	admin.New(cfg, st, nil, nil).Routes(r)
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	create := func(body string) (int, map[string]any) {
+		t.Helper()
+		return call(t, "POST", srv.URL+"/admin/v1/trajectories", opToken, body)
+	}
+	code, out := create(`{"id":"wide","tenant":"team-a"}`)
+	if by, _ := out["created_by"].(map[string]any); code != http.StatusCreated || by["kind"] != "operator" || by["name"] != "alice" {
+		t.Fatalf("create: %d %v, want created_by operator alice", code, out)
+	}
+	for _, id := range []string{"a", "b"} {
+		if code, out := create(`{"id":"` + id + `","tenant":"team-a","parent_id":"wide"}`); code != http.StatusCreated {
+			t.Fatalf("child %s under the limit: %d %v", id, code, out)
+		}
+	}
+	code, out = create(`{"id":"c","tenant":"team-a","parent_id":"wide"}`)
+	e, _ := out["error"].(map[string]any)
+	if msg, _ := e["message"].(string); code != http.StatusConflict || e["type"] != "conflict_error" || !strings.Contains(msg, "limits.max_children") {
+		t.Fatalf("a third child under max_children 2: %d %v, want 409 conflict_error naming limits.max_children", code, out)
+	}
+	if _, err := st.Get(t.Context(), "wide/c"); err == nil {
+		t.Fatal("the refused child was created")
+	}
+}
