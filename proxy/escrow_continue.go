@@ -85,6 +85,8 @@ func (s *Server) admitContinuation(ctx context.Context, req *request, log *slog.
 		sub.maxOut = adm.MaxOut
 	}
 	if sub.body, err = shape.LimitOutput(body, sub.outputField(), dialect.Of(api).Thinking, sub.maxOut, pr.MaxOutputTokens); err != nil {
+		sub.body = body
+		sub.failed(err) // admitted, never sent: its record and its tenant settle it
 		return nil, err
 	}
 	return sub, nil
