@@ -18,6 +18,8 @@ import (
 
 	"gatekeeper/internal/redistest"
 	"gatekeeper/mockprovider"
+	redisstore "gatekeeper/store/redis"
+	"gatekeeper/tenant"
 )
 
 // TestReplicasOperatorRuns runs two gatekeeper processes on one Redis
@@ -129,5 +131,107 @@ log: {level: info, format: json}
 		if err := call(rep.base, "op-1"); err != nil {
 			t.Fatalf("the operator's run through replica %d after the switch: %v", i, err)
 		}
+	}
+}
+
+// TestContinuationTenantCeilingOnRedis: gatekeeper serving on Redis (one
+// server and a cluster) holds a call for approval; while it waits, the
+// tenant's other runs spend all but a few of its tokens_per_day in the
+// shared ledger; the call is denied, and the continuation gatekeeper
+// would send after the refusal reserves against the tenant first, finds
+// no room and is not sent: the agent gets 402 naming the limit, and the
+// ledger holds nothing for it.
+func TestContinuationTenantCeilingOnRedis(t *testing.T) {
+	redistest.Each(t, testContinuationTenantCeiling)
+}
+
+func testContinuationTenantCeiling(t *testing.T, r redistest.Target) {
+	mock := mockprovider.New(mockprovider.Options{})
+	ms := httptest.NewServer(mock)
+	defer ms.Close()
+	const limit = 200_000
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+listen: 127.0.0.1:0
+store: %s
+providers:
+  - {name: anthropic, api: anthropic, base_url: %q, default: true, keys: [{name: k, key: sk-upstream-0001}]}
+tenants:
+  - name: fleet
+    keys: [%s]
+    limits: {tokens_per_day: %d}
+gates:
+  - name: shell-rm
+    when: 'tool.name == "Bash" && tool.input.command.matches("rm -rf")'
+    approvers: {roles: [secops], quorum: 1}
+approvals:
+  keepalive: 50ms
+admin:
+  tokens:
+    - {name: ops, token: %s, roles: [operator]}
+    - {name: carol, token: %s, roles: ["approver:secops"]}
+log: {level: info, format: json}
+`, storeYAML(r), ms.URL, replicaKey, limit, replicaAdmin, approverToken)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep := startReplica(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := redisstore.Open(ctx, redisstore.Options{URL: r.URL, Cluster: r.Cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ledger := st.Ledger()
+
+	done := make(chan error, 1)
+	go func() {
+		p := reloadParams("clean")
+		p.MaxTokens = 8000
+		c := reloadClient(rep.base, "held", `{"kind":"tool","first_only":true,"text":"Cleaning.","tools":[{"name":"Bash","input":{"command":"rm -rf ./build"}}]}`)
+		_, err := c.Messages.New(ctx, p)
+		done <- err
+	}()
+	var holds []struct {
+		ID   string `json:"id"`
+		Gate string `json:"gate"`
+	}
+	for i := 0; i < 400 && len(holds) == 0; i++ {
+		holds = pendingHolds(ctx, t, rep.base, "held")
+		time.Sleep(25 * time.Millisecond)
+	}
+	if len(holds) != 1 {
+		t.Fatalf("pending holds of the run: %+v", holds)
+	}
+	u, err := ledger.Usage(ctx, "fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.Settle(ctx, "fleet", "other-runs", tenant.Amount{Tokens: limit - u.Day().Tokens - u.Reserved.Tokens - 10}); err != nil {
+		t.Fatal(err)
+	}
+	if code := adminCall(ctx, t, "POST", rep.base+"/admin/v1/approvals/"+holds[0].ID+"/deny", approverToken, nil); code != http.StatusOK {
+		t.Fatalf("deny: %d", code)
+	}
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		t.Fatal("the held call got no answer")
+	}
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusPaymentRequired || !strings.Contains(ae.Error(), "tokens_per_day") {
+		t.Fatalf("the held call after the denial: %v, want 402 naming tokens_per_day", err)
+	}
+	turns := 0
+	for _, req := range mock.Requests() {
+		if req.API != "" {
+			turns++
+		}
+	}
+	if turns != 1 {
+		t.Fatalf("the provider saw %d turn requests; the refused continuation must not be sent", turns)
+	}
+	if u, err = ledger.Usage(ctx, "fleet"); err != nil || u.InFlight != 0 || u.Reserved != (tenant.Amount{}) || u.Day().Tokens > limit {
+		t.Fatalf("the tenant after the turn: %+v, %v; want nothing in flight, at most %d tokens spent", u, err, limit)
 	}
 }
