@@ -171,7 +171,7 @@ func (a *API) startRun(ctx context.Context, t *config.Tenant, id string) error {
 
 // unstart forgets a run counted live whose record could not be created.
 func (a *API) unstart(t *config.Tenant, id string) {
-	if t.Limits.MaxLiveTrajectories == 0 {
+	if a.ledger == nil || t.Limits.MaxLiveTrajectories == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
