@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"gatekeeper/admin"
 	"gatekeeper/store/memory"
+	"gatekeeper/trajectory"
 )
 
 // TestCreateKeepsCreatorAndMaxChildren: a record created through the
@@ -44,5 +46,31 @@ func TestCreateKeepsCreatorAndMaxChildren(t *testing.T) {
 	}
 	if _, err := st.Get(t.Context(), "wide/c"); err == nil {
 		t.Fatal("the refused child was created")
+	}
+}
+
+// failingCreates is a store whose Create fails as a store that cannot be
+// reached.
+type failingCreates struct{ *memory.Store }
+
+func (failingCreates) Create(context.Context, *trajectory.Record, ...trajectory.Event) error {
+	return trajectory.ErrUnavailable
+}
+
+// TestCreateFailsWithoutLedger: a run whose record the store cannot
+// create, on an API with no tenant ledger (its tenant's run limits set by
+// default), is answered 503 api_error.
+func TestCreateFailsWithoutLedger(t *testing.T) {
+	cfg := testConfig(t)
+	if cfg.Tenants[0].Limits.MaxLiveTrajectories == 0 {
+		t.Fatal("the test needs a tenant with max_live_trajectories")
+	}
+	r := chi.NewRouter()
+	admin.New(cfg, failingCreates{memory.New(memory.Options{})}, nil, nil).Routes(r)
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	code, out := call(t, "POST", srv.URL+"/admin/v1/trajectories", opToken, `{"id":"run-1","tenant":"team-a"}`)
+	if e, _ := out["error"].(map[string]any); code != http.StatusServiceUnavailable || e["type"] != "api_error" {
+		t.Fatalf("create on a failing store: %d %v, want 503 api_error", code, out)
 	}
 }
