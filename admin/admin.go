@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -52,6 +53,7 @@ const (
 // Store is what the admin API needs of the trajectory store.
 type Store interface {
 	Create(ctx context.Context, rec *trajectory.Record, evs ...trajectory.Event) error
+	CreateChild(ctx context.Context, rec *trajectory.Record, max int, evs ...trajectory.Event) error
 	Get(ctx context.Context, id string) (*trajectory.Record, error)
 	List(ctx context.Context, f trajectory.Filter) ([]*trajectory.Record, error)
 	Events(ctx context.Context, id string, afterSeq int64, limit int) ([]trajectory.Event, error)
@@ -174,6 +176,8 @@ type Error struct {
 	Type string
 	Msg  string
 	Err  error
+	// RetryAfter, when set, is sent as the Retry-After header.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%d %s: %s", e.Code, e.Type, e.Msg) }
@@ -260,6 +264,9 @@ func (a *API) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		a.log.LogAttrs(r.Context(), slog.LevelError, "admin call failed", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 		e = &Error{Code: http.StatusServiceUnavailable, Type: "api_error", Msg: "the store could not answer; see gatekeeper's logs"}
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(e.RetryAfter.Seconds())), 10))
 	}
 	writeJSON(w, e.Code, map[string]any{"error": map[string]string{"type": e.Type, "message": e.Msg}})
 }
@@ -401,10 +408,13 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, c caller) error {
 		// The name is another tenant's: this tenant's run of that name
 		// lives in its own namespace.
 		req.ID = trajectory.TenantScoped(req.ID, tenant.Name)
+	} else if err == nil {
+		// Not counted against the tenant's runs a second time.
+		return trajectory.ErrExists
 	}
 	now := a.now()
 	rec := &trajectory.Record{ID: req.ID, ParentID: req.ParentID, Tenant: tenant.Name, State: trajectory.Ready,
-		CreatedAt: now, UpdatedAt: now, Stage: "nominal",
+		CreatedAt: now, UpdatedAt: now, Stage: "nominal", CreatedBy: trajectory.Creator{Kind: trajectory.CreatorOperator, Name: c.name},
 		Budget: trajectory.Budget{Turns: int64(tenant.Budget.Turns), Tokens: tenant.Budget.Tokens,
 			WallClockS: int64(tenant.Budget.WallClock.Std().Seconds()), Dollars: tenant.Budget.Dollars,
 			OnExhaust: tenant.Budget.OnExhaust}}
@@ -438,8 +448,30 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, c caller) error {
 	}
 	data, _ := json.Marshal(map[string]string{"by": c.name})
 	ev := trajectory.Event{At: now, Trajectory: rec.ID, Type: trajectory.EventCreated, To: rec.State, Data: data}
-	if err := a.store.Create(r.Context(), rec, ev); err != nil {
-		return err
+	if req.ParentID != "" {
+		// A child counts against limits.max_children as a thread's does,
+		// in the store's step that adds it.
+		max := a.config().Limits.MaxChildren
+		err := a.store.CreateChild(r.Context(), rec, max, ev)
+		if _, ok := errors.AsType[*trajectory.ChildrenFullError](err); ok {
+			return &Error{Code: http.StatusConflict, Type: "conflict_error",
+				Msg: fmt.Sprintf("parent trajectory %s has %d children, its limit (limits.max_children); %s was not created", req.ParentID, max, rec.ID)}
+		}
+		if err != nil {
+			return err
+		}
+	} else {
+		// A run an operator starts counts against its tenant's live
+		// and hourly ceilings as an agent's does.
+		if err := a.startRun(r.Context(), tenant, rec.ID); err != nil {
+			return err
+		}
+		if err := a.store.Create(r.Context(), rec, ev); err != nil {
+			if !errors.Is(err, trajectory.ErrExists) {
+				a.unstart(tenant, rec.ID)
+			}
+			return err
+		}
 	}
 	rec, err := a.store.Get(r.Context(), rec.ID)
 	if err != nil {

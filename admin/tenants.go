@@ -2,6 +2,8 @@ package admin
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,14 +16,21 @@ import (
 	"gatekeeper/trajectory"
 )
 
-// TenantLedger is what the admin API reads of tenants' spend.
+// TenantLedger is what the admin API reads of tenants' spend, and where
+// the runs operators create are counted against their tenants' live and
+// hourly ceilings.
 type TenantLedger interface {
 	Usage(ctx context.Context, tenant string) (tenant.Usage, error)
+	tenant.Runs
 }
 
+var _ TenantLedger = tenant.Ledger(nil)
+
 // WithLedger shows each tenant's spend over its windows in
-// GET /admin/v1/tenants; without it (or with nil) only limits and live
-// runs are shown.
+// GET /admin/v1/tenants and counts the runs operators create against
+// their tenants' max_live_trajectories and new_trajectories_per_hour;
+// without it (or with nil) only limits and live runs are shown, and
+// nothing is counted.
 func WithLedger(l TenantLedger) Option {
 	return func(a *API) { a.ledger = l }
 }
@@ -49,8 +58,8 @@ type tenantSpend struct {
 		Calls int64 `json:"calls"`
 		windowSpend
 	} `json:"in_flight"` // what the calls in flight hold
-	// StartedLastHour counts the runs agents started in the last hour,
-	// kept while new_trajectories_per_hour is set.
+	// StartedLastHour counts the runs started in the last hour, by agents
+	// and operators, kept while new_trajectories_per_hour is set.
 	StartedLastHour int64 `json:"started_last_hour"`
 }
 
@@ -128,4 +137,47 @@ func (a *API) tenantView(ctx context.Context, t *config.Tenant) (tenantView, err
 	sp.InFlight.Calls, sp.InFlight.windowSpend = u.InFlight, spendOf(u.Reserved)
 	v.Spend = sp
 	return v, nil
+}
+
+// startRun counts run id, which an operator creates, against t's live
+// and hourly ceilings, as the proxy counts the runs agents start: with no
+// headroom of their own, since the ceilings bound what the tenant runs
+// whoever starts it (an operator who needs more raises them). Over a
+// ceiling it answers 429 tenant_limit_error.
+func (a *API) startRun(ctx context.Context, t *config.Tenant, id string) error {
+	lim := tenant.Limits{MaxLive: int64(t.Limits.MaxLiveTrajectories), NewPerHour: int64(t.Limits.NewTrajectoriesPerHour)}
+	if a.ledger == nil || lim.MaxLive == 0 && lim.NewPerHour == 0 {
+		return nil
+	}
+	st, err := tenant.StartRun(ctx, a.ledger, t.Name, id, lim, func(ctx context.Context, ids []string) ([]string, error) {
+		return trajectory.Finished(ctx, a.store, ids)
+	})
+	if err != nil {
+		return err
+	}
+	name := trajectory.Unscoped(id, t.Name)
+	switch st.Refused {
+	case tenant.LimitLive:
+		return &Error{Code: http.StatusTooManyRequests, Type: "tenant_limit_error",
+			Msg: fmt.Sprintf("tenant %s has reached its %s limit (%d runs not finished); trajectory %s was not created; finish or cancel one of its runs, or raise tenants[].limits.%s",
+				t.Name, tenant.LimitLive, lim.MaxLive, name, tenant.LimitLive)}
+	case tenant.LimitNewPerHour:
+		return &Error{Code: http.StatusTooManyRequests, Type: "tenant_limit_error", RetryAfter: max(st.Retry.Sub(a.now()), time.Second),
+			Msg: fmt.Sprintf("tenant %s has reached its %s limit (%d runs started in the last hour); trajectory %s was not created; it resets at %s",
+				t.Name, tenant.LimitNewPerHour, lim.NewPerHour, name, st.Retry.UTC().Format(time.RFC3339))}
+	}
+	return nil
+}
+
+// unstart forgets a run counted live whose record could not be created.
+func (a *API) unstart(t *config.Tenant, id string) {
+	if a.ledger == nil || t.Limits.MaxLiveTrajectories == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.ledger.EndRuns(ctx, t.Name, id); err != nil {
+		a.log.LogAttrs(ctx, slog.LevelWarn, "a run that was not created still counts as live", slog.String("tenant", t.Name),
+			slog.String("trajectory", id), slog.String("error", err.Error()))
+	}
 }

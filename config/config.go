@@ -236,7 +236,8 @@ type TenantLimits struct {
 	DollarsPerMonth float64 `yaml:"dollars_per_month" json:"dollars_per_month"`
 	TokensPerDay    int64   `yaml:"tokens_per_day" json:"tokens_per_day"`
 	// MaxLiveTrajectories bounds the runs not yet finished;
-	// NewTrajectoriesPerHour the runs agents start in the last hour.
+	// NewTrajectoriesPerHour the runs started in the last hour; the runs
+	// operators create count as agents' do.
 	MaxLiveTrajectories    int `yaml:"max_live_trajectories" json:"max_live_trajectories"`
 	NewTrajectoriesPerHour int `yaml:"new_trajectories_per_hour" json:"new_trajectories_per_hour"`
 }

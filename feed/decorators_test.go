@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -33,8 +34,14 @@ func TestRecordsPublishWhatTheStoreSaved(t *testing.T) {
 	}
 	child := trajectory.New("run-1/3f", "team-a", now)
 	child.ParentID = "run-1"
-	if err := st.Create(ctx, child); err != nil {
+	if err := st.CreateChild(ctx, child, 1); err != nil {
 		t.Fatal(err)
+	}
+	// A child refused by its bound publishes nothing.
+	other := trajectory.New("run-1/40", "team-a", now)
+	other.ParentID = "run-1"
+	if err := st.CreateChild(ctx, other, 1); !errors.As(err, new(*trajectory.ChildrenFullError)) {
+		t.Fatalf("a second child under a bound of 1: %v", err)
 	}
 	// An aborted update publishes nothing.
 	if _, err := st.Update(ctx, "run-1", func(*trajectory.Record) ([]trajectory.Event, error) { return nil, context.Canceled }); err == nil {

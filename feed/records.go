@@ -48,6 +48,15 @@ func (r *Records) Create(ctx context.Context, rec *trajectory.Record, evs ...tra
 	return nil
 }
 
+// CreateChild implements trajectory.Store.
+func (r *Records) CreateChild(ctx context.Context, rec *trajectory.Record, max int, evs ...trajectory.Event) error {
+	if err := r.SignalingStore.CreateChild(ctx, rec, max, evs...); err != nil {
+		return err
+	}
+	r.changed([]*trajectory.Record{rec}, evs)
+	return nil
+}
+
 // Update implements trajectory.Store.
 func (r *Records) Update(ctx context.Context, id string, fn func(*trajectory.Record) ([]trajectory.Event, error)) (*trajectory.Record, error) {
 	var evs []trajectory.Event // of the run that was saved: an optimistic store may run fn again

@@ -326,7 +326,7 @@ func (t *turn) admitWaiting(ctx context.Context, id, key string, ids []string) (
 func (t *turn) admitChain(chain []*trajectory.Record, key string, ids []string) (admit.Admission, []trajectory.Event, error) {
 	at := &admit.Turn{Tenant: t.req.tenant.Name, Thread: key, IDs: ids, Results: t.pr.ToolResults,
 		Call: t.admitCall(), Input: outcome.EstimateTokens(int64(len(t.body))), Provider: t.req.up.cfg.Name, Model: t.pr.Model,
-		Ceil: &t.ceil, Gated: t.gated, HoldChecked: t.holdChecked, Shared: t.shared, MaxChildren: t.req.rules.cfg.Limits.MaxChildren,
+		Ceil: &t.ceil, Gated: t.gated, HoldChecked: t.holdChecked, OperatorsOnly: t.req.tenant.Trajectories == config.TrajectoriesOperators, Shared: t.shared, MaxChildren: t.req.rules.cfg.Limits.MaxChildren,
 		Watchdog: t.req.rules.cfg.WatchdogFor(t.req.tenant), ReadOnly: t.req.tenant.ReadOnlyTools, Sweep: t.s.sweeper,
 		Tried: t.tried, SharedNew: t.sharedNew, Interrupt: t.interrupt, Truncated: t.truncated, Loop: t.loop}
 	adm, evs, err := t.req.rules.budget.Chain(chain, at, t.s.now())

@@ -540,6 +540,13 @@ func (s *downStore) Create(ctx context.Context, rec *trajectory.Record, evs ...t
 	return s.Store.Create(ctx, rec, evs...)
 }
 
+func (s *downStore) CreateChild(ctx context.Context, rec *trajectory.Record, max int, evs ...trajectory.Event) error {
+	if s.down.Load() {
+		return s.err()
+	}
+	return s.Store.CreateChild(ctx, rec, max, evs...)
+}
+
 func (s *downStore) UpdateChain(ctx context.Context, id string, fn func([]*trajectory.Record) ([]trajectory.Event, error)) ([]*trajectory.Record, error) {
 	if s.down.Load() {
 		return nil, s.err()

@@ -11,20 +11,27 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/meter"
 	"gatekeeper/proxy/internal/admit"
+	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/internal/passthrough"
+	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
 
 // continuer is the escrow's way to send, for client req (with its headers
 // hdr), the model call that continues a held turn after refused calls.
-// The call is admitted on the hold's record like a turn (budget checked,
-// estimate reserved, charged as a turn), sent to the same provider with
-// the client's headers, and read whole (escrow.Continue). A gated call in
-// its reply is held in turn: the next hold of the same turn.
+// The call is admitted like a turn: its worst case reserved against its
+// tenant's ceilings, then admitted on the hold's record (budget checked,
+// estimate reserved), its output limit clamped by either, and charged as
+// a turn, the charge settling its tenant's reservation. It is sent to the
+// same provider with the client's headers, and read whole
+// (escrow.Continue). A gated call in its reply is held in turn: the next
+// hold of the same turn. A continuation its tenant's ceilings refuse is
+// not sent: the client gets the refusal in its API's format, as an
+// *escrow.Answer.
 func (s *Server) continuer(req *request, hdr http.Header, log *slog.Logger) escrow.Continuer {
 	return func(ctx context.Context, h *approvals.Hold, body []byte, form escrow.Form) ([]byte, *approvals.Hold, error) {
 		sub, err := s.admitContinuation(ctx, req, log, h, body)
@@ -59,6 +66,9 @@ func (s *Server) admitContinuation(ctx context.Context, req *request, log *slog.
 		own: req.own, ownQuery: req.ownQuery}, rate: req.keyTurn(up),
 		pr: pr, body: body, started: s.now(), ctx: ctx, log: log, recID: h.Trajectory, root: h.Root, key: h.Key, gated: true,
 		conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
+	if err := sub.reserveTenant(ctx); err != nil {
+		return nil, refusedAnswer(err)
+	}
 	var adm admit.Admission
 	_, err = s.store.UpdateChain(ctx, h.Trajectory, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 		var evs []trajectory.Event
@@ -70,14 +80,34 @@ func (s *Server) admitContinuation(ctx context.Context, req *request, log *slog.
 		}
 		return evs, err
 	})
+	if err == nil && adm.Decision.Stage == meter.Halt {
+		err = errors.New("the run's budget is spent")
+	}
 	if err != nil {
+		req.rules.ceilings.Release(context.WithoutCancel(ctx), log, req.tenant.Name, &sub.ceil)
 		return nil, fmt.Errorf("admitting the continuation: %w", err)
 	}
 	sub.adm = adm
-	if adm.Decision.Stage == meter.Halt {
-		return nil, errors.New("the run's budget is spent")
+	if adm.MaxOut > 0 {
+		sub.maxOut = adm.MaxOut
+	}
+	if sub.body, err = shape.LimitOutput(body, sub.outputField(), dialect.Of(api).Thinking, sub.maxOut, pr.MaxOutputTokens); err != nil {
+		sub.body = body
+		sub.failed(err) // admitted, never sent: its record and its tenant settle it
+		return nil, err
 	}
 	return sub, nil
+}
+
+// refusedAnswer is a refusal of admission (admitted's *apierr.Error) as
+// the escrow's answer to the client of a held turn; any other error as it
+// is.
+func refusedAnswer(err error) error {
+	ae, ok := errors.AsType[*apierr.Error](err)
+	if !ok {
+		return err
+	}
+	return &escrow.Answer{Status: ae.Code, Type: ae.Type, Msg: ae.Msg, RetryAfter: ae.RetryAfter, NoRetry: ae.NoRetry, Err: err}
 }
 
 // continuation is the continuation turn's side of its model call.

@@ -16,11 +16,7 @@ import (
 // call filter that withholds calls outside the tenant's read-only grant.
 func (t *turn) shape(body []byte) ([]byte, error) {
 	api, tn := t.req.api, t.req.tenant
-	field := t.pr.MaxOutputField
-	if field == "" {
-		field = dialect.Of(api).OutputField
-	}
-	s, err := shape.Shape(t.ctx, t.log, body, shape.Request{Dialect: dialect.Stream(api), OutputField: field, Thinking: dialect.Of(api).Thinking,
+	s, err := shape.Shape(t.ctx, t.log, body, shape.Request{Dialect: dialect.Stream(api), OutputField: t.outputField(), Thinking: dialect.Of(api).Thinking,
 		AskUsage: dialect.Of(api).AskUsage && t.pr.Stream, MaxOut: t.maxOut, Asked: t.pr.MaxOutputTokens, Truncated: t.truncated,
 		Interrupt: t.interrupt, Decision: t.adm.Decision, Levels: t.adm.Levels, LoopNotice: t.loop.Notice, LoopRestrict: t.loop.Restrict,
 		ReadOnly: tn.ReadOnlyTools})
@@ -35,6 +31,15 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 		t.filter.Grant() // an unknown call type is no read-only tool
 	}
 	return s.Body, nil
+}
+
+// outputField is the field of the turn's body that holds its output
+// limit: the one the agent used, or its API's.
+func (t *turn) outputField() string {
+	if t.pr.MaxOutputField != "" {
+		return t.pr.MaxOutputField
+	}
+	return dialect.Of(t.req.api).OutputField
 }
 
 // filterJSON applies the call filter to a whole non-streamed reply before

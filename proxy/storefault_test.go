@@ -42,6 +42,13 @@ func (s *stallStore) Create(ctx context.Context, rec *trajectory.Record, evs ...
 	return s.Store.Create(ctx, rec, evs...)
 }
 
+func (s *stallStore) CreateChild(ctx context.Context, rec *trajectory.Record, max int, evs ...trajectory.Event) error {
+	if s.stalled.Load() {
+		return s.stall(ctx)
+	}
+	return s.Store.CreateChild(ctx, rec, max, evs...)
+}
+
 func (s *stallStore) UpdateChain(ctx context.Context, id string, fn func([]*trajectory.Record) ([]trajectory.Event, error)) ([]*trajectory.Record, error) {
 	if s.stalled.Load() {
 		return nil, s.stall(ctx)

@@ -11,7 +11,7 @@ type Limits struct {
 	MicrosPerMonth int64 // dollars over the last 30 days, in micro-dollars
 	TokensPerDay   int64 // tokens over the last 24 hours
 	MaxLive        int64 // runs not finished
-	NewPerHour     int64 // runs started by agents over the last hour
+	NewPerHour     int64 // runs started over the last hour, by agents or operators
 }
 
 // Spends reports whether any ceiling bounds the tenant's spend, so that
@@ -50,7 +50,7 @@ type Usage struct {
 	Reserved Amount
 	InFlight int64
 	// Live is how many runs the ledger counts as not finished (kept only
-	// while max_live_trajectories is set), Started the runs agents started
+	// while max_live_trajectories is set), Started the runs started
 	// in the last hour and OldestStart the first of them.
 	Live        int64
 	Started     int64

@@ -7,8 +7,8 @@ import (
 )
 
 // Sentinel errors. Stores return ErrNotFound, ErrExists, ErrInvalidRecord,
-// ErrClosed and, when what they keep records in cannot be reached,
-// ErrUnavailable (wrapped or not); the state machine returns
+// ErrClosed, *ChildrenFullError (CreateChild) and, when what they keep
+// records in cannot be reached, ErrUnavailable (wrapped or not); the state machine returns
 // *TransitionError, which matches ErrIllegalTransition and, when the record
 // was already finished, ErrTerminal; RequestControl refuses a malformed
 // request with ErrInvalidControl.
@@ -24,6 +24,18 @@ var (
 	// an unknown kind, or an interrupt without a message.
 	ErrInvalidControl = errors.New("trajectory: invalid control request")
 )
+
+// ChildrenFullError is CreateChild's refusal of a child whose parent
+// already has Max children: nothing was saved. Last is the parent's last
+// child, which a thread that found no room may share.
+type ChildrenFullError struct {
+	Parent, Last string
+	Max          int
+}
+
+func (e *ChildrenFullError) Error() string {
+	return fmt.Sprintf("trajectory %q has %d children, its limit", e.Parent, e.Max)
+}
 
 // TransitionError reports a state change the LEGAL table does not allow.
 // The record it was asked of is left untouched.

@@ -24,6 +24,7 @@ type recordJSON struct {
 	LastStopReason   string      `json:"last_stop_reason"`
 	CreatedAt        time.Time   `json:"created_at"`
 	UpdatedAt        time.Time   `json:"updated_at"`
+	CreatedBy        Creator     `json:"created_by,omitzero"`
 	Budget           Budget      `json:"budget"`
 	Spend            Spend       `json:"spend"`
 	BudgetUsed       float64     `json:"budget_used"`
@@ -106,6 +107,7 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		LastStopReason:   w.LastStopReason,
 		CreatedAt:        w.CreatedAt,
 		UpdatedAt:        w.UpdatedAt,
+		CreatedBy:        w.CreatedBy,
 		Budget:           w.Budget,
 		Spend:            w.Spend,
 		BudgetUsed:       w.BudgetUsed,

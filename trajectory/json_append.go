@@ -28,7 +28,7 @@ func (r *Record) AppendJSON(dst []byte) ([]byte, error) {
 // about 900 bytes, to which its strings add theirs.
 func (r *Record) sizeJSON() int {
 	n := 900 + len(r.ID) + len(r.ParentID) + len(r.Tenant) + len(r.ExitReason) + len(r.LastStopReason) +
-		len(r.Thread) + len(r.Provider) + len(r.Model) + len(r.Call) + len(r.SettledCall) + len(r.CallOwner)
+		len(r.CreatedBy.Name) + len(r.Thread) + len(r.Provider) + len(r.Model) + len(r.Call) + len(r.SettledCall) + len(r.CallOwner)
 	for _, c := range r.Children {
 		n += len(c) + 3
 	}
@@ -69,6 +69,13 @@ func appendRecord(b []byte, r *Record, err *error) []byte {
 	b = appendTime(b, r.CreatedAt, err)
 	b = append(b, `,"updated_at":`...)
 	b = appendTime(b, r.UpdatedAt, err)
+	if r.CreatedBy != (Creator{}) {
+		b = append(b, `,"created_by":{"kind":`...)
+		b = AppendJSONString(b, r.CreatedBy.Kind)
+		b = append(b, `,"name":`...)
+		b = AppendJSONString(b, r.CreatedBy.Name)
+		b = append(b, '}')
+	}
 
 	b = append(b, `,"budget":{"turns":`...)
 	b = strconv.AppendInt(b, r.Budget.Turns, 10)

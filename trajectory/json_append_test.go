@@ -142,6 +142,7 @@ func fullRecord() *Record {
 	r.PauseReason = PauseBudget
 	r.Truncations, r.TruncationsInRow = 4, 2
 	r.Outcome, r.TaskClass = OutcomeAccepted, "refactor"
+	r.CreatedBy = Creator{Kind: CreatorOperator, Name: "ops-alice"}
 	r.Watch = Watch{
 		Calls: []Digest{0, 1, 0xdeadbeefcafef00d}, Result: 0xffffffffffffffff, ResultsInRow: 2, ErrorsInRow: 1,
 		IdleTurns: 3, Step: LoopStep("restrict"), StepTurn: 6, Notice: true,
@@ -237,6 +238,7 @@ func setStrings(r *Record, s string) {
 	r.Thread, r.Provider, r.Model, r.Call, r.SettledCall, r.CallOwner = s, s, s, s, s, s
 	r.LostCalls = []string{s}
 	r.PauseReason, r.Outcome, r.TaskClass = s, s, s
+	r.CreatedBy = Creator{Kind: s, Name: s}
 	r.Watch.Step = LoopStep(s)
 	r.Watch.Signal = &LoopSignal{Kind: s, Tool: s}
 }
@@ -351,7 +353,7 @@ func randomRecord(rng *rand.Rand) *Record {
 		Reserved: res(), Call: optStr(), CallReserved: res(), SettledCall: optStr(), CallOwner: optStr(),
 		CallBeat: tm(), CallInput: num(), CallOutput: num(), LostCalls: strs(), FallbackPriced: pick(),
 		HeldSince: tm(), WaitedS: float(), PauseReason: optStr(), Truncations: num(), TruncationsInRow: num(),
-		Outcome: optStr(), TaskClass: optStr(),
+		Outcome: optStr(), TaskClass: optStr(), CreatedBy: Creator{Kind: optStr(), Name: optStr()},
 	}
 	if rng.IntN(2) == 0 {
 		r.SweptCalls = []SweptCall{{Call: str(), InputTokens: num(), OutputTokens: num(), Dollars: float()}}
@@ -440,7 +442,7 @@ func FuzzRecordAppendJSON(f *testing.F) {
 			Reserved: Reservation{Calls: num(), Tokens: num()}, Call: str(s1), CallReserved: Reservation{Micros: num()},
 			SettledCall: str(s2), CallOwner: str(s3), CallBeat: tm(), CallInput: num(), CallOutput: num(),
 			FallbackPriced: on(), HeldSince: tm(), PauseReason: str(s1), Truncations: num(), TruncationsInRow: num(),
-			Outcome: str(s2), TaskClass: str(s3),
+			Outcome: str(s2), TaskClass: str(s3), CreatedBy: Creator{Kind: str(s1), Name: str(s3)},
 		}
 		if on() {
 			r.WaitedS = f1

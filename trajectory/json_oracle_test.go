@@ -16,6 +16,7 @@ func marshalReflect(r *Record) ([]byte, error) {
 		LastStopReason:   r.LastStopReason,
 		CreatedAt:        r.CreatedAt,
 		UpdatedAt:        r.UpdatedAt,
+		CreatedBy:        r.CreatedBy,
 		Budget:           r.Budget,
 		Spend:            r.Spend,
 		BudgetUsed:       r.BudgetUsed,

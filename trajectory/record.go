@@ -28,6 +28,10 @@ type Record struct {
 	LastStopReason string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// CreatedBy is who created the record: an agent's request or an
+	// operator through the admin API. A record saved before records kept
+	// it has the zero Creator.
+	CreatedBy Creator
 
 	Budget           Budget
 	Spend            Spend
@@ -111,6 +115,20 @@ type Record struct {
 	// Watch is the loop watchdog's state of this thread (watch.go).
 	Watch Watch
 }
+
+// Creator is who created a record: an agent's request (Kind
+// CreatorAgent, Name the tenant of its virtual key) or an operator
+// through the admin API (CreatorOperator, Name the admin token's name).
+type Creator struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// The kinds of Creator.
+const (
+	CreatorAgent    = "agent"
+	CreatorOperator = "operator"
+)
 
 // Reservation is what calls in flight hold against a budget: their count,
 // their estimated input plus output limit in tokens, and its price in

@@ -2,6 +2,7 @@ package trajectory
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 )
@@ -16,6 +17,12 @@ type Store interface {
 	// that does not exist; the parent's Children gains rec.ID in the same
 	// atomic step.
 	Create(ctx context.Context, rec *Record, evs ...Event) error
+	// CreateChild is Create for a record with a parent, bounded: the
+	// parent gains rec.ID only while it has fewer than max children (0:
+	// no bound), checked and added in the same atomic step, so that
+	// children created at once never pass max. A parent that is full
+	// saves nothing and returns *ChildrenFullError.
+	CreateChild(ctx context.Context, rec *Record, max int, evs ...Event) error
 	// Get returns a copy of the record, or ErrNotFound.
 	Get(ctx context.Context, id string) (*Record, error)
 	// Update runs fn on a copy of the record under the store's lock or
@@ -48,6 +55,26 @@ type Store interface {
 	// Ping reports whether the store can serve (ErrClosed once closed).
 	Ping(ctx context.Context) error
 	Close() error
+}
+
+// Finished picks, of ids, the records st holds finished or no longer
+// holds (expired): what a tenant's ledger of live runs may forget.
+func Finished(ctx context.Context, st interface {
+	Get(ctx context.Context, id string) (*Record, error)
+}, ids []string) ([]string, error) {
+	var ended []string
+	for _, id := range ids {
+		rec, err := st.Get(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			ended = append(ended, id)
+		case err != nil:
+			return nil, err
+		case rec.State.Terminal():
+			ended = append(ended, id)
+		}
+	}
+	return ended, nil
 }
 
 // MaxDepth bounds a record's chain, itself and its ancestors: a tree of

@@ -273,6 +273,9 @@ func printRecord(w io.Writer, raw json.RawMessage, asJSON bool) error {
 	row("id", r.ID)
 	row("parent", dash(r.ParentID))
 	row("tenant", r.Tenant)
+	if c := r.CreatedBy; c.Kind != "" {
+		row("created by", c.Kind+" "+c.Name)
+	}
 	row("state", string(r.State))
 	if r.PauseReason != "" {
 		row("paused for", r.PauseReason)

@@ -56,6 +56,7 @@ func TestTrajectoryControlVerbs(t *testing.T) {
 			r.ParentID = id[:i]
 		}
 		r.State = s
+		r.CreatedBy = trajectory.Creator{Kind: trajectory.CreatorOperator, Name: "alice"}
 		if err := st.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +111,7 @@ func TestTrajectoryControlVerbs(t *testing.T) {
 		{name: "cancel while calling is pending, with a reason", args: []string{"cancel", "run-m", "-reason", "runaway"}, getenv: operator,
 			outHas: []string{`(?m)^state\s+CALLING_MODEL$`, `(?m)^pending control\s+cancel by alice`}},
 		{name: "kill", args: []string{"kill", "run-k"}, getenv: operator,
-			outHas: []string{`(?m)^state\s+FAILED$`, `(?m)^exit reason\s+KILLED$`}},
+			outHas: []string{`(?m)^created by\s+operator alice$`, `(?m)^state\s+FAILED$`, `(?m)^exit reason\s+KILLED$`}},
 		{name: "finish", args: []string{"finish", "run-i"}, getenv: operator,
 			outHas: []string{`(?m)^state\s+COMPLETED$`, `(?m)^exit reason\s+FINISHED$`}},
 		{name: "a finished run", args: []string{"kill", "run-done"}, getenv: operator,

@@ -406,6 +406,7 @@ function renderRun() {
     item("Tenant", r.tenant), item("Stage", el("span", { class: "stage-" + r.stage, text: r.stage })),
     item("Turns", String(r.spend.turns)), item("Dollars", dollars(r.spend.dollars)),
     item("Model", r.model || "—"), item("Last stop", r.last_stop_reason || "—"), item("Age", age(r.created_at)),
+    item("Created by", r.created_by ? r.created_by.kind + " " + r.created_by.name : "—"),
     item("Parent", parent), item("Children", el("span", {}, kids))));
   renderBudget(r);
   renderPending(r);

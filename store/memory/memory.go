@@ -117,6 +117,21 @@ func (s *Store) lookup(id string) (*entry, error) {
 
 // Create implements trajectory.Store.
 func (s *Store) Create(ctx context.Context, rec *trajectory.Record, evs ...trajectory.Event) error {
+	return s.create(ctx, rec, 0, evs)
+}
+
+// CreateChild implements trajectory.Store: the parent's count is checked
+// under the lock that adds the child.
+func (s *Store) CreateChild(ctx context.Context, rec *trajectory.Record, max int, evs ...trajectory.Event) error {
+	if rec.ParentID == "" {
+		return fmt.Errorf("%w: child record %q names no parent", trajectory.ErrInvalidRecord, rec.ID)
+	}
+	return s.create(ctx, rec, max, evs)
+}
+
+// create saves rec, a child only while its parent has fewer than max
+// children (0: no bound).
+func (s *Store) create(ctx context.Context, rec *trajectory.Record, max int, evs []trajectory.Event) error {
 	if err := rec.Validate(); err != nil {
 		return err
 	}
@@ -136,6 +151,9 @@ func (s *Store) Create(ctx context.Context, rec *trajectory.Record, evs ...traje
 		p, err := s.lookup(rec.ParentID)
 		if err != nil {
 			return fmt.Errorf("parent of %q: %w", rec.ID, err)
+		}
+		if kids := p.rec.Children; max > 0 && len(kids) >= max {
+			return &trajectory.ChildrenFullError{Parent: rec.ParentID, Last: kids[len(kids)-1], Max: max}
 		}
 		parent = p
 	}

@@ -393,6 +393,22 @@ func (s *Store) readOne(ctx context.Context, id string) (*entry, error) {
 // that the id is free and the parent exists, then saves the record, its
 // events, its index entry and the parent's new child.
 func (s *Store) Create(ctx context.Context, rec *trajectory.Record, evs ...trajectory.Event) error {
+	return s.create(ctx, rec, 0, evs)
+}
+
+// CreateChild implements trajectory.Store in the same round trip as
+// Create: the script that adds the child counts the parent's children
+// first.
+func (s *Store) CreateChild(ctx context.Context, rec *trajectory.Record, max int, evs ...trajectory.Event) error {
+	if rec.ParentID == "" {
+		return fmt.Errorf("%w: child record %q names no parent", trajectory.ErrInvalidRecord, rec.ID)
+	}
+	return s.create(ctx, rec, max, evs)
+}
+
+// create saves rec, a child only while its parent has fewer than
+// maxChildren children (0: no bound).
+func (s *Store) create(ctx context.Context, rec *trajectory.Record, maxChildren int, evs []trajectory.Event) error {
 	if err := rec.Validate(); err != nil {
 		return err
 	}
@@ -429,7 +445,7 @@ func (s *Store) Create(ctx context.Context, rec *trajectory.Record, evs ...traje
 		retention, expireAt = s.idle.Milliseconds(), s.now().Add(s.idle).UnixMilli()
 	}
 	gen := strconv.FormatUint(s.newGen(), 36)
-	args, err := eventArgs([]any{js, child, m, retention, expireAt, s.maxEvents, gen}, evs)
+	args, err := eventArgs([]any{js, child, m, retention, expireAt, s.maxEvents, gen, max(maxChildren, 0)}, evs)
 	if err != nil {
 		return err
 	}
@@ -471,6 +487,15 @@ func (s *Store) Create(ctx context.Context, rec *trajectory.Record, evs ...traje
 		return fmt.Errorf("%w: %q", trajectory.ErrExists, rec.ID)
 	case replyNoParent:
 		return fmt.Errorf("parent of %q: %w: %q", rec.ID, trajectory.ErrNotFound, rec.ParentID)
+	case replyChildrenFull:
+		var last string
+		if len(rest) == 1 {
+			last, _ = rest[0].(string)
+		}
+		if last == "" {
+			return fmt.Errorf("%w: create %s: children full without the last child", errReply, rec.ID)
+		}
+		return &trajectory.ChildrenFullError{Parent: rec.ParentID, Last: last, Max: maxChildren}
 	}
 	return fmt.Errorf("%w: create %s: script answered %d", errReply, rec.ID, code)
 }

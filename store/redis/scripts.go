@@ -13,6 +13,7 @@ const (
 	replyVersionMoved  = 4 // chain: another writer saved first
 	replyFieldsMissing = 5 // chain: a record hash lacks its version
 	replyTooLate       = 6 // chain: its sender had stopped waiting
+	replyChildrenFull  = 7 // create: the parent has its limit of children
 )
 
 // logLua defines what writes a record's event log. xadd numbers the
@@ -60,13 +61,16 @@ end
 // createScript saves a new record, its first events, its entry in the
 // created index and, for a child, the child's id in its parent's list, in
 // one step. It answers {0} for a root and {0, parent gen, parent ver} for
-// a child, so the caller can keep its copy of the parent current.
+// a child, so the caller can keep its copy of the parent current; {7,
+// the parent's last child} when the parent already has the most children
+// it may have (the bound is checked in the step that adds the child).
 //
 // KEYS: rec, ev, parent rec (rec again for a root), created index, expires
 // index. ARGV: record JSON, child id as a JSON string ("" for a root),
 // index member, TTL ms (the retention for a finished record, the idle
 // retention for an idle one, 0 for none), expiry time ms,
-// maxlen, gen, then the events.
+// maxlen, gen, the most children the parent may have (0: no bound), then
+// the events.
 var createScript = goredis.NewScript(appendLua + `
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return {1}
@@ -75,10 +79,20 @@ local child = ARGV[2]
 if child ~= '' and redis.call('EXISTS', KEYS[3]) == 0 then
   return {2}
 end
+local kids = false
+if child ~= '' then
+  kids = redis.call('HGET', KEYS[3], 'kids')
+  local most = tonumber(ARGV[8])
+  if most > 0 and kids then
+    local ids = cjson.decode(kids)
+    if #ids >= most then
+      return {7, ids[#ids]}
+    end
+  end
+end
 redis.call('HSET', KEYS[1], 'json', ARGV[1], 'ver', 1, 'seq', 0, 'gen', ARGV[7])
 local out = {0}
 if child ~= '' then
-  local kids = redis.call('HGET', KEYS[3], 'kids')
   if kids then
     kids = string.sub(kids, 1, -2) .. ',' .. child .. ']'
   else
@@ -93,7 +107,7 @@ if tonumber(ARGV[4]) > 0 then
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
   redis.call('ZADD', KEYS[5], ARGV[5], ARGV[3])
 end
-append(KEYS[1], KEYS[2], ARGV[6], 8, #ARGV)
+append(KEYS[1], KEYS[2], ARGV[6], 9, #ARGV)
 return out
 `)
 

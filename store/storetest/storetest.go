@@ -25,6 +25,8 @@ func Run(t *testing.T, newStore func(t *testing.T) trajectory.Store) {
 		{"CreateGet", testCreateGet},
 		{"CreateRefused", testCreateRefused},
 		{"ParentChildren", testParentChildren},
+		{"CreateChildBounded", testCreateChildBounded},
+		{"CreateChildAtomic", testCreateChildAtomic},
 		{"CopiesIsolated", testCopiesIsolated},
 		{"UpdateSaves", testUpdateSaves},
 		{"UpdateAtomic", testUpdateAtomic},
@@ -79,6 +81,7 @@ func full(id string) *trajectory.Record {
 		Control:    &trajectory.Control{Kind: trajectory.ControlInterrupt, Message: "wrap up", By: "alice", At: t0},
 	}
 	r.Thread, r.Provider, r.Model, r.StartedAt = "agent-1", "anthropic", "claude-sonnet-4-5", t0
+	r.CreatedBy = trajectory.Creator{Kind: trajectory.CreatorOperator, Name: "ops-alice"}
 	r.LostCalls = []string{"c-old"}
 	r.SweptCalls = []trajectory.SweptCall{{Call: "c-swept", InputTokens: 31, OutputTokens: 9, Dollars: 0.000228}}
 	r.Watch = trajectory.Watch{Calls: []trajectory.Digest{0xfedcba9876543210, 2}, Result: 3, ResultsInRow: 2, ErrorsInRow: 1, IdleTurns: 1,

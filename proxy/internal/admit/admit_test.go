@@ -153,9 +153,9 @@ func TestChildMaxChildren(t *testing.T) {
 	if err := r.Child(ctx, "run", "team-a", "run/c0", "k0"); err != nil {
 		t.Fatalf("an existing child: %v", err)
 	}
-	var full *ChildrenFull
+	var full *trajectory.ChildrenFullError
 	if err := r.Child(ctx, "run", "team-a", "run/c2", "k2"); !errors.As(err, &full) || full.Last != "run/c1" || full.Max != 2 {
-		t.Fatalf("a third child: %v, want ChildrenFull sharing run/c1", err)
+		t.Fatalf("a third child: %v, want ChildrenFullError sharing run/c1", err)
 	}
 }
 

@@ -59,11 +59,15 @@ type Turn struct {
 	// Gated: some gate applies to the tenant; HoldChecked: admission
 	// looked for a hold of this turn and found none.
 	Gated, HoldChecked bool
-	Shared             bool // the thread shares a last child: its parent has MaxChildren
-	MaxChildren        int  // limits.max_children, for the children_full event
-	Watchdog           config.Watchdog
-	ReadOnly           []string // the tenant's read-only tools, for the watchdog's notice
-	Sweep              Sweep
+	// OperatorsOnly: the tenant's runs are started by operators only
+	// (tenants[].trajectories: operators); a run an agent started takes no
+	// more turns.
+	OperatorsOnly bool
+	Shared        bool // the thread shares a last child: its parent has MaxChildren
+	MaxChildren   int  // limits.max_children, for the children_full event
+	Watchdog      config.Watchdog
+	ReadOnly      []string // the tenant's read-only tools, for the watchdog's notice
+	Sweep         Sweep
 	// Reclaimed is the silent call admission took for lost and charged,
 	// for its tenant's ledger once the update is saved.
 	Reclaimed sweep.Lost
@@ -105,6 +109,12 @@ func (b *Budget) Chain(chain []*trajectory.Record, t *Turn, now time.Time) (Admi
 		if r.State.Terminal() {
 			return Admission{}, nil, Ended(r)
 		}
+	}
+	if t.OperatorsOnly && root.CreatedBy.Kind == trajectory.CreatorAgent {
+		// The tenant was switched to operators' runs after an agent
+		// started this one: the switch reaches runs already going, at
+		// their next turn, checked in the update that admits it.
+		return Admission{}, nil, AgentRun(root)
 	}
 	for _, r := range chain[1:] {
 		if r.State == trajectory.Paused {
@@ -229,6 +239,14 @@ func Ended(rec *trajectory.Record) error {
 	}
 	return &Refusal{Kind: RunEnded,
 		Msg: fmt.Sprintf("trajectory %s has ended (%s %s); start a new trajectory to continue", trajectory.Unscoped(rec.ID, rec.Tenant), rec.State, rec.ExitReason)}
+}
+
+// AgentRun is the refusal of a turn of run root, which an agent started,
+// once its tenant's runs are started by operators only.
+func AgentRun(root *trajectory.Record) error {
+	return &Refusal{Kind: OperatorsOnly,
+		Msg: fmt.Sprintf("tenant %s's runs are now started by operators only (tenants[].trajectories: operators), and trajectory %s was started by an agent, so it takes no more turns; ask an operator to create a trajectory through the admin API and send its id in X-Gatekeeper-Trajectory",
+			root.Tenant, trajectory.Unscoped(root.ID, root.Tenant))}
 }
 
 // toolResults is a tool_results event's data, and unknownResults a

@@ -36,6 +36,14 @@ func chainTurn() *Turn {
 		Watchdog: (&config.Config{}).WatchdogFor(nil), Sweep: silence(false)}
 }
 
+// calling checks that the thread record was admitted: it is calling the
+// model.
+func calling(t *testing.T, chain []*trajectory.Record, _ *Turn, _ Admission) {
+	if chain[0].State != trajectory.CallingModel {
+		t.Errorf("thread record %s, want CALLING_MODEL", chain[0].State)
+	}
+}
+
 func TestBudgetChain(t *testing.T) {
 	b := &Budget{Stages: meter.DefaultThresholds(), MinOutput: 256, Owner: "r#1"}
 	tests := []struct {
@@ -58,6 +66,16 @@ func TestBudgetChain(t *testing.T) {
 			wantErr: trajectory.ErrNotFound},
 		{name: "a finished run refuses", prepare: func(c []*trajectory.Record, _ *Turn) { c[1].State = trajectory.Canceled },
 			kind: RunEnded},
+		{name: "an agent's run of a tenant switched to operators refuses", prepare: func(c []*trajectory.Record, at *Turn) {
+			c[1].CreatedBy, at.OperatorsOnly = trajectory.Creator{Kind: trajectory.CreatorAgent, Name: "team-a"}, true
+		}, kind: OperatorsOnly},
+		{name: "an operator's run of a tenant switched to operators admits", prepare: func(c []*trajectory.Record, at *Turn) {
+			c[1].CreatedBy, at.OperatorsOnly = trajectory.Creator{Kind: trajectory.CreatorOperator, Name: "alice"}, true
+			c[0].CreatedBy = trajectory.Creator{Kind: trajectory.CreatorAgent, Name: "team-a"} // its thread, an agent's
+		}, check: calling},
+		{name: "a run saved before records kept their creator admits", prepare: func(c []*trajectory.Record, at *Turn) {
+			at.OperatorsOnly = true
+		}, check: calling},
 		{name: "a paused run makes its threads wait", prepare: func(c []*trajectory.Record, _ *Turn) { c[1].State = trajectory.Paused },
 			wantErr: ErrPaused},
 		{name: "another conversation's record", prepare: func(c []*trajectory.Record, _ *Turn) { c[0].Thread = "other" },

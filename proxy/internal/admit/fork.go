@@ -18,7 +18,7 @@ import (
 // children, the last of them, shared.
 func (r *Records) Thread(ctx context.Context, parent, tenant, id, key string) (rid string, shared bool, err error) {
 	err = r.Child(ctx, parent, tenant, id, key)
-	var full *ChildrenFull
+	var full *trajectory.ChildrenFullError
 	if errors.As(err, &full) {
 		r.Log.LogAttrs(ctx, slog.LevelWarn, "record has limits.max_children children; the thread shares the last",
 			slog.String("trajectory", parent), slog.String("shares", full.Last))
@@ -39,7 +39,7 @@ func (r *Records) Fork(ctx context.Context, parent, base, tenant, key string, tr
 			// A sibling is a child of the busy thread's parent (of the
 			// root when the busy thread is the root itself).
 			candidate = threadid.Sibling(parent, base, n)
-			var full *ChildrenFull
+			var full *trajectory.ChildrenFullError
 			if err := r.Child(ctx, parent, tenant, candidate, key); errors.As(err, &full) {
 				break
 			} else if err != nil {

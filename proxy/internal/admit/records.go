@@ -32,17 +32,6 @@ type Records struct {
 // agent, which must not learn that the other run exists.
 var ErrOtherTenant = errors.New("admit: the id names another tenant's run")
 
-// ChildrenFull: a parent has limits.max_children children, so a new
-// thread shares the last one.
-type ChildrenFull struct {
-	Parent, Last string
-	Max          int
-}
-
-func (e *ChildrenFull) Error() string {
-	return fmt.Sprintf("admit: %s has %d children", e.Parent, e.Max)
-}
-
 // Root returns the root record, creating it with the tenant's defaults
 // when it does not exist yet and the tenant may start a run. A root of
 // another tenant is refused (ErrOtherTenant). named says whether the
@@ -55,6 +44,7 @@ func (r *Records) Root(ctx context.Context, id string, named bool, tn *config.Te
 			return nil, err
 		}
 		rec = NewRecord(id, "", tn, r.Now())
+		rec.CreatedBy = trajectory.Creator{Kind: trajectory.CreatorAgent, Name: tn.Name}
 		err = r.Store.Create(ctx, rec, r.created(rec))
 		if err != nil && !errors.Is(err, trajectory.ErrExists) {
 			r.unstart(tn, id)
@@ -102,7 +92,9 @@ func (r *Records) Scoped(ctx context.Context, id, tenant string) (string, error)
 
 // Child makes sure the child record id of parent exists for a thread
 // key, creating it when missing, unless the parent has MaxChildren
-// children (*ChildrenFull).
+// children (*trajectory.ChildrenFullError): the store counts them in the
+// step that adds the child, so threads starting at once never pass the
+// bound.
 func (r *Records) Child(ctx context.Context, parent, tenant, id, key string) error {
 	_, err := r.Store.Get(ctx, id)
 	if err == nil {
@@ -111,24 +103,19 @@ func (r *Records) Child(ctx context.Context, parent, tenant, id, key string) err
 	if !errors.Is(err, trajectory.ErrNotFound) {
 		return unavailable(err)
 	}
-	if n := r.MaxChildren; n > 0 {
-		p, err := r.Store.Get(ctx, parent)
-		if err != nil {
-			return unavailable(err)
-		}
-		if len(p.Children) >= n {
-			return &ChildrenFull{Parent: parent, Last: p.Children[len(p.Children)-1], Max: n}
-		}
-	}
 	rec := NewRecord(id, parent, nil, r.Now())
 	rec.Tenant = tenant
 	rec.Budget = trajectory.Budget{} // the ancestors' ceilings bind a child
 	rec.Thread = key
-	err = r.Store.Create(ctx, rec, r.created(rec))
+	rec.CreatedBy = trajectory.Creator{Kind: trajectory.CreatorAgent, Name: tenant}
+	err = r.Store.CreateChild(ctx, rec, r.MaxChildren, r.created(rec))
 	if err == nil {
 		r.Tel.StateChanged(tenant, "", string(rec.State))
 	}
 	if err != nil && !errors.Is(err, trajectory.ErrExists) {
+		if errors.As(err, new(*trajectory.ChildrenFullError)) {
+			return err
+		}
 		return unavailable(err)
 	}
 	return nil
@@ -171,15 +158,9 @@ func (r *Records) mayStart(ctx context.Context, tn *config.Tenant, id string, na
 	if r.Ledger == nil || lim.MaxLive == 0 && lim.NewPerHour == 0 {
 		return nil
 	}
-	st, err := r.Ledger.StartRun(ctx, tn.Name, id, lim)
-	if err == nil && st.Refused == tenant.LimitLive {
-		// The ledger learns of finished runs only here: forget those
-		// and try again.
-		var n int
-		if n, err = r.pruneLive(ctx, tn.Name); err == nil && n > 0 {
-			st, err = r.Ledger.StartRun(ctx, tn.Name, id, lim)
-		}
-	}
+	st, err := tenant.StartRun(ctx, r.Ledger, tn.Name, id, lim, func(ctx context.Context, ids []string) ([]string, error) {
+		return trajectory.Finished(ctx, r.Store, ids)
+	})
 	if err != nil {
 		return unavailable(err)
 	}
@@ -207,26 +188,4 @@ func (r *Records) unstart(tn *config.Tenant, id string) {
 		r.Log.LogAttrs(ctx, slog.LevelWarn, "a run that did not start still counts as live", slog.String("tenant", tn.Name),
 			slog.String("trajectory", id), slog.String("error", err.Error()))
 	}
-}
-
-// pruneLive forgets the runs the ledger counts live that have finished
-// or expired, and returns how many.
-func (r *Records) pruneLive(ctx context.Context, name string) (int, error) {
-	ids, err := r.Ledger.LiveRuns(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	var ended []string
-	for _, id := range ids {
-		rec, err := r.Store.Get(ctx, id)
-		switch {
-		case errors.Is(err, trajectory.ErrNotFound):
-			ended = append(ended, id)
-		case err != nil:
-			return 0, err
-		case rec.State.Terminal():
-			ended = append(ended, id)
-		}
-	}
-	return len(ended), r.Ledger.EndRuns(ctx, name, ended...)
 }

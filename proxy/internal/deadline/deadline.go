@@ -51,6 +51,10 @@ func (s store) Create(ctx context.Context, rec *trajectory.Record, evs ...trajec
 	return do(ctx, s.d, func(ctx context.Context) error { return s.Store.Create(ctx, rec, evs...) })
 }
 
+func (s store) CreateChild(ctx context.Context, rec *trajectory.Record, max int, evs ...trajectory.Event) error {
+	return do(ctx, s.d, func(ctx context.Context) error { return s.Store.CreateChild(ctx, rec, max, evs...) })
+}
+
 func (s store) Get(ctx context.Context, id string) (*trajectory.Record, error) {
 	return within(ctx, s.d, func(ctx context.Context) (*trajectory.Record, error) { return s.Store.Get(ctx, id) })
 }

@@ -31,6 +31,11 @@ func (s spyStore) Create(ctx context.Context, rec *trajectory.Record, evs ...tra
 	return s.Store.Create(ctx, rec, evs...)
 }
 
+func (s spyStore) CreateChild(ctx context.Context, rec *trajectory.Record, max int, evs ...trajectory.Event) error {
+	s.mark("CreateChild", ctx)
+	return s.Store.CreateChild(ctx, rec, max, evs...)
+}
+
 func (s spyStore) Get(ctx context.Context, id string) (*trajectory.Record, error) {
 	s.mark("Get", ctx)
 	return s.Store.Get(ctx, id)
@@ -94,6 +99,10 @@ func TestBounded(t *testing.T) {
 	if err := st.Create(ctx, rec); err != nil {
 		t.Fatalf("Create: %v", err)
 	}
+	kid := &trajectory.Record{ID: "run/1", ParentID: "run", State: trajectory.Ready, CreatedAt: now, UpdatedAt: now}
+	if err := st.CreateChild(ctx, kid, 1); err != nil {
+		t.Fatalf("CreateChild: %v", err)
+	}
 	got, err := st.Get(ctx, "run")
 	if err != nil || got.ID != "run" {
 		t.Fatalf("Get = %v, %v; want the record", got, err)
@@ -127,7 +136,7 @@ func TestBounded(t *testing.T) {
 	}
 	end := time.Now()
 
-	for _, name := range []string{"Create", "Get", "UpdateChain", "Ping", "Usage", "Take", "TakeBatch", "Settle"} {
+	for _, name := range []string{"Create", "CreateChild", "Get", "UpdateChain", "Ping", "Usage", "Take", "TakeBatch", "Settle"} {
 		at, ok := sn.at[name]
 		switch {
 		case !ok:

@@ -42,6 +42,7 @@ const (
 	Elsewhere               // another request of the turn took the decided reply
 	StoreDown               // the approvals or record store failed
 	Unrenderable            // the decided reply could not be put in the client's form
+	Refused                 // the continuation after a refusal was refused: the *Answer is Err
 )
 
 // Awaited is the end of one step of a wait.
@@ -85,6 +86,11 @@ func (a Awaited) Answer(form Form) (ans *Answer, drop bool) {
 	case Elsewhere:
 		return Delivered(), false
 	case StoreDown:
+		return ApprovalsDown(a.Err), false
+	case Refused:
+		if ans, ok := errors.AsType[*Answer](a.Err); ok {
+			return ans, false
+		}
 		return ApprovalsDown(a.Err), false
 	case Unrenderable:
 		return &Answer{Status: http.StatusInternalServerError, Type: apierr.Upstream, NoRetry: true, Err: a.Err,
@@ -155,6 +161,8 @@ func (e *Escrow) Await(ctx context.Context, w *Wait) Awaited {
 	case dr.Next != nil:
 		w.Hold = dr.Next // the continuation made a gated call of its own
 		return Awaited{End: Pending}
+	case dr.Refused != nil:
+		return Awaited{End: Refused, Err: dr.Refused}
 	}
 	out, err := Render(e.dialect(w.Client.API), dr, w.Client)
 	if err != nil {

@@ -45,7 +45,9 @@ type Client struct {
 // refusal) to the hold's provider, admitted and charged on the hold's
 // record like a turn, read whole. It returns the reply in form; or, when
 // the reply makes a gated call of its own, the hold it opened for it (the
-// next hold of the same turn).
+// next hold of the same turn). An error that is (or wraps) an *Answer is
+// the continuation refused as any call would be (its tenant's ceilings):
+// the client gets that answer rather than a reply.
 type Continuer func(ctx context.Context, h *approvals.Hold, body []byte, form Form) (reply []byte, next *approvals.Hold, err error)
 
 // Decision is a decided held turn: the reply that goes out, and the calls
@@ -57,6 +59,10 @@ type Decision struct {
 	Refuse []string          // client call ids the client does not get
 	Texts  map[string]string // what replaces each of them
 	Next   *approvals.Hold
+	// Refused, when set, is the answer the client gets instead of a
+	// reply: the continuation after a refusal was refused in turn, as
+	// any call over its tenant's ceilings is.
+	Refused *Answer
 }
 
 // settle turns a held turn whose requests are all decided into the reply
@@ -237,6 +243,11 @@ func (e *Escrow) refusal(ctx context.Context, h *approvals.Hold, base Reply, req
 		return endTurnReply
 	}
 	dr, err := e.continueHeld(ctx, h, base, results, c)
+	if ans, ok := errors.AsType[*Answer](err); ok {
+		c.Log.LogAttrs(ctx, slog.LevelInfo, "continuation after a refused call was refused; the client gets the refusal",
+			slog.String("hold", h.ID), slog.String("error", err.Error()))
+		return &Decision{Refused: ans}
+	}
 	if err != nil {
 		c.Log.LogAttrs(ctx, slog.LevelWarn, "continuation after a refused call failed; the turn ends with the refusal",
 			slog.String("hold", h.ID), slog.String("error", err.Error()))

@@ -64,6 +64,26 @@ func (r *Request) Restricts() bool {
 	return r.Decision.Stage == meter.Restrict || r.LoopRestrict
 }
 
+// LimitOutput sets body's output limit (field) to maxOut when a clamp
+// made it differ from asked, what the request asked (0: nothing), and,
+// for an API with a thinking budget (thinking), keeps that budget under
+// it.
+func LimitOutput(body []byte, field string, thinking bool, maxOut, asked int64) ([]byte, error) {
+	if maxOut <= 0 || maxOut == asked {
+		return body, nil
+	}
+	out, err := sjson.SetBytes(body, field, maxOut)
+	if err != nil {
+		return nil, apierr.BadRequest("could not set the output limit: " + err.Error())
+	}
+	if thinking {
+		if out, _, err = wire.ThinkingBelow(out, maxOut); err != nil {
+			return nil, apierr.BadRequest("could not fit the thinking budget under the output limit: " + err.Error())
+		}
+	}
+	return out, nil
+}
+
 // Shape rewrites an admitted request for its budget stage, the loop
 // watchdog's step and metering, minimally and at the end:
 //   - steer: a budget notice is appended as the last content;
@@ -79,17 +99,9 @@ func (r *Request) Restricts() bool {
 // logged, and the request forwarded without it.
 func Shape(ctx context.Context, log *slog.Logger, body []byte, r Request) (Shaped, error) {
 	d := r.Dialect
-	if r.MaxOut > 0 && r.MaxOut != r.Asked {
-		out, err := sjson.SetBytes(body, r.OutputField, r.MaxOut)
-		if err != nil {
-			return Shaped{}, apierr.BadRequest("could not set the output limit: " + err.Error())
-		}
-		body = out
-		if r.Thinking {
-			if body, _, err = wire.ThinkingBelow(out, r.MaxOut); err != nil {
-				return Shaped{}, apierr.BadRequest("could not fit the thinking budget under the output limit: " + err.Error())
-			}
-		}
+	body, err := LimitOutput(body, r.OutputField, r.Thinking, r.MaxOut, r.Asked)
+	if err != nil {
+		return Shaped{}, err
 	}
 	if r.Truncated > 0 {
 		if out, err := d.AppendNotice(body, notice.Truncation(r.Truncated)); err == nil {
