@@ -39,6 +39,13 @@ func NewRecords(s SignalingStore, f *Feed) *Records {
 	return &Records{SignalingStore: s, pub: f}
 }
 
+// InProcess reports whether the store r wraps waits on nothing outside
+// the process; publishing never waits.
+func (r *Records) InProcess() bool {
+	ip, ok := r.SignalingStore.(interface{ InProcess() bool })
+	return ok && ip.InProcess()
+}
+
 // Create implements trajectory.Store.
 func (r *Records) Create(ctx context.Context, rec *trajectory.Record, evs ...trajectory.Event) error {
 	if err := r.SignalingStore.Create(ctx, rec, evs...); err != nil {

@@ -320,6 +320,10 @@ func (s *Store) Events(ctx context.Context, id string, afterSeq int64, limit int
 	return out, nil
 }
 
+// InProcess reports that the store's calls wait on nothing outside the
+// process (only on its lock): they need no deadline of their own.
+func (s *Store) InProcess() bool { return true }
+
 // Ping implements trajectory.Store.
 func (s *Store) Ping(ctx context.Context) error {
 	s.mu.RLock()
