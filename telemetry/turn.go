@@ -118,7 +118,7 @@ func (tt *Turn) FirstByte() {
 		return
 	}
 	now := tt.t.now()
-	tt.t.m.ttft.Record(context.Background(), now.Sub(tt.start).Seconds(), tt.series.base)
+	tt.t.m.ttft.Record(context.Background(), now.Sub(tt.start).Seconds(), tt.series.base.rec...)
 	if tt.span.IsRecording() {
 		tt.span.AddEvent("gatekeeper.first_byte", trace.WithTimestamp(now))
 	}
@@ -178,26 +178,26 @@ func (tt *Turn) record(e TurnEnd, input int64, d time.Duration) {
 	ctx := context.Background()
 	m, s := tt.t.m, tt.series
 
-	m.turns.Add(ctx, 1, s.stop(tt.key, m.stops.value(tt.key.tenant, e.Stop)))
+	m.turns.Add(ctx, 1, s.stop(tt.key, m.stops.value(tt.key.tenant, e.Stop)).add...)
 	for i, n := range [4]int64{e.InputTokens, e.CachedInputTokens, e.CacheWriteTokens, e.OutputTokens} {
 		if n > 0 {
-			m.tokens.Add(ctx, n, s.tokens[i])
+			m.tokens.Add(ctx, n, s.tokens[i].add...)
 		}
 	}
 	if e.Dollars > 0 {
-		m.dollars.Add(ctx, e.Dollars, s.base)
+		m.dollars.Add(ctx, e.Dollars, s.base.add...)
 	}
-	m.turnDuration.Record(ctx, d.Seconds(), s.base)
+	m.turnDuration.Record(ctx, d.Seconds(), s.base.rec...)
 
 	if e.ErrorType == "" {
-		m.operation.Record(ctx, d.Seconds(), s.operation)
+		m.operation.Record(ctx, d.Seconds(), s.operation.rec...)
 	} else {
 		m.operation.Record(ctx, d.Seconds(), metric.WithAttributes(
 			append(s.genAI[:len(s.genAI):len(s.genAI)], keyErrorType.String(m.errTypes.value(e.ErrorType)))...))
 	}
 	// A failed call reports the tokens it used, when the provider said.
 	if input > 0 || e.OutputTokens > 0 {
-		m.tokenUsage.Record(ctx, input, s.usageIn)
-		m.tokenUsage.Record(ctx, e.OutputTokens, s.usageOut)
+		m.tokenUsage.Record(ctx, input, s.usageIn.rec...)
+		m.tokenUsage.Record(ctx, e.OutputTokens, s.usageOut.rec...)
 	}
 }
