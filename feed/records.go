@@ -1,7 +1,9 @@
 package feed
 
 import (
+	"bytes"
 	"context"
+	"sync"
 
 	"gatekeeper/trajectory"
 )
@@ -106,6 +108,31 @@ func appendRecordData(b []byte, rec *trajectory.Record, evs []trajectory.Event) 
 	return append(b, "]}"...), nil
 }
 
+// recordBufs hold the encodings of records before their data is copied
+// out at its size: grown from nothing, a record's kilobyte took eight
+// allocations, three records a turn.
+var recordBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledRecordBuf bounds the buffers kept for the next record: one
+// record far larger than the rest is not kept.
+const maxPooledRecordBuf = 64 << 10
+
+// encodeRecordData is appendRecordData into a buffer of its own.
+func encodeRecordData(rec *trajectory.Record, evs []trajectory.Event) ([]byte, error) {
+	bp := recordBufs.Get().(*[]byte)
+	b, err := appendRecordData((*bp)[:0], rec, evs)
+	if err != nil {
+		recordBufs.Put(bp)
+		return nil, err
+	}
+	data := bytes.Clone(b)
+	if cap(b) <= maxPooledRecordBuf {
+		*bp = b
+		recordBufs.Put(bp)
+	}
+	return data, nil
+}
+
 // changed publishes the records a write saved and the entries it logged.
 // An entry with no trajectory belongs to the first record, as the store
 // files it.
@@ -122,7 +149,7 @@ func (r *Records) changed(recs []*trajectory.Record, evs []trajectory.Event) {
 			}
 		}
 		at := rec.UpdatedAt
-		data, err := appendRecordData(nil, rec, mine)
+		data, err := encodeRecordData(rec, mine)
 		if err != nil {
 			r.pub.Lost(KindRecord, err)
 			continue
