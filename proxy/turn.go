@@ -202,8 +202,8 @@ func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 		t.req.rules.ceilings.Release(context.WithoutCancel(ctx), t.log, t.req.tenant.Name, &t.ceil)
 		return admitted(err)
 	}
-	t.log = t.s.log.With(slog.String("request_id", t.req.id), slog.String("trajectory", t.recID), slog.String("tenant", t.req.tenant.Name),
-		slog.String("model", t.pr.Model), slog.String("api", string(t.req.api)))
+	t.log = turnLogger(t.s.log, [turnLogAttrs]slog.Attr{slog.String("request_id", t.req.id), slog.String("trajectory", t.recID),
+		slog.String("tenant", t.req.tenant.Name), slog.String("model", t.pr.Model), slog.String("api", string(t.req.api))})
 	if !mark.Empty() {
 		t.recordMark(ctx, mark)
 	}
