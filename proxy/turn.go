@@ -282,8 +282,12 @@ func (t *turn) settleUnrecorded() {
 		t.failed(fmt.Errorf("aborted: %v", v))
 		panic(v)
 	}
-	t.failed(errors.New("reply not recorded"))
+	t.failed(errNotRecorded)
 }
+
+// errNotRecorded is the failure settleUnrecorded records, made once:
+// every turn's deferred call names it, and all but a lost one ignore it.
+var errNotRecorded = errors.New("reply not recorded")
 
 // attach takes over the upstream reply: it labels it with the trajectory
 // and tees its body through the decoder.
