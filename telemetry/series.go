@@ -41,6 +41,7 @@ type series struct {
 	usageIn   labels
 	usageOut  labels
 	stops     sync.Map // stop reason -> labels
+	spanName  string   // a turn's span name for the series' model
 }
 
 // seriesCache maps seriesKey to *series.
@@ -68,7 +69,7 @@ var tokenTypes = [4]string{tokenInput, tokenCached, tokenCacheWrite, tokenOutput
 
 func newSeries(k seriesKey) *series {
 	tenant, provider, model := labelTenant.String(k.tenant), labelProvider.String(k.provider), labelModel.String(k.model)
-	s := &series{base: newLabels(tenant, provider, model)}
+	s := &series{base: newLabels(tenant, provider, model), spanName: spanName(k.model)}
 	for i, typ := range tokenTypes {
 		s.tokens[i] = newLabels(tenant, provider, model, labelType.String(typ))
 	}

@@ -71,9 +71,19 @@ func (t *Telemetry) StartTurn(ctx context.Context, agentHeaders http.Header, s T
 		ctx = t.propagator.Extract(ctx, propagation.HeaderCarrier(agentHeaders))
 	}
 	start := t.now()
-	name := operationChat
-	if s.Model != "" {
-		name += " " + s.Model
+	m := t.m
+	tenant := m.tenants.value(s.Tenant)
+	key := seriesKey{
+		tenant:       tenant,
+		provider:     m.providers.value(s.Provider),
+		model:        m.models.value(tenant, s.Model),
+		providerName: m.providers.value(s.ProviderName),
+		server:       m.servers.value(s.ServerAddress),
+	}
+	series := m.series.get(key)
+	name := series.spanName // the model's, made once, unless its label is another
+	if key.model != s.Model {
+		name = spanName(s.Model)
 	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start)}
 	if t.tracing {
@@ -90,16 +100,15 @@ func (t *Telemetry) StartTurn(ctx context.Context, agentHeaders http.Header, s T
 		))
 	}
 	ctx, span := t.tracer.Start(ctx, name, opts...)
-	m := t.m
-	tenant := m.tenants.value(s.Tenant)
-	key := seriesKey{
-		tenant:       tenant,
-		provider:     m.providers.value(s.Provider),
-		model:        m.models.value(tenant, s.Model),
-		providerName: m.providers.value(s.ProviderName),
-		server:       m.servers.value(s.ServerAddress),
+	return ctx, &Turn{t: t, span: span, start: start, key: key, series: series}
+}
+
+// spanName is a turn's span name: "chat {model}", or "chat" without one.
+func spanName(model string) string {
+	if model == "" {
+		return operationChat
 	}
-	return ctx, &Turn{t: t, span: span, start: start, key: key, series: m.series.get(key)}
+	return operationChat + " " + model
 }
 
 // Inject writes the turn's trace context (its span's traceparent, with the
@@ -124,9 +133,14 @@ func (tt *Turn) FirstByte() {
 	}
 }
 
+// Recording reports whether the turn's span records what it is given: a
+// caller that builds a span event's attributes asks first, so that an
+// unsampled turn builds none.
+func (tt *Turn) Recording() bool { return tt != nil && tt.span.IsRecording() }
+
 // Event adds a span event, e.g. a state transition of the trajectory.
 func (tt *Turn) Event(name string, attrs ...attribute.KeyValue) {
-	if tt == nil || !tt.span.IsRecording() {
+	if !tt.Recording() {
 		return
 	}
 	tt.span.AddEvent(name, trace.WithTimestamp(tt.t.now()), trace.WithAttributes(attrs...))
