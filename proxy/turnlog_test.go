@@ -85,18 +85,20 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 // TestTurnLoggerCostsLittle: naming a turn costs the logger and its
 // handler, and its line (the settle's ten attributes) one slice more
 // than the base's own line, not the formatting of the turn's attributes
-// ahead of it (With's dozen allocations).
+// ahead of it (With's: 9 more in all, against 2). The process's other
+// goroutines count too (under the race detector, in a run of the whole
+// package, 4 were seen), hence the margin.
 func TestTurnLoggerCostsLittle(t *testing.T) {
 	base := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	line := []slog.Attr{slog.String("call", "c"), slog.String("stop", "end_turn"), slog.Int("status", 200),
 		slog.Int64("input_tokens", 1), slog.Int64("cached_input_tokens", 2), slog.Int64("cache_write_tokens", 3),
 		slog.Int64("output_tokens", 4), slog.Float64("dollars", 0.5), slog.Bool("estimated", false), slog.Int("tool_calls", 0)}
 	ctx := context.Background()
-	baseLine := testing.AllocsPerRun(100, func() { base.LogAttrs(ctx, slog.LevelInfo, "turn", line...) })
-	turnLine := testing.AllocsPerRun(100, func() {
+	baseLine := testing.AllocsPerRun(1000, func() { base.LogAttrs(ctx, slog.LevelInfo, "turn", line...) })
+	turnLine := testing.AllocsPerRun(1000, func() {
 		turnLogger(base, turnAttrs).LogAttrs(ctx, slog.LevelInfo, "turn", line...)
 	})
-	if turnLine > baseLine+3 {
-		t.Errorf("a turn's logger and its line allocate %.0f times, the base's line %.0f; want at most 3 more", turnLine, baseLine)
+	if turnLine > baseLine+6 {
+		t.Errorf("a turn's logger and its line allocate %.0f times, the base's line %.0f; want at most 6 more", turnLine, baseLine)
 	}
 }
