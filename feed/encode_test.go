@@ -35,6 +35,18 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("record data:\n got %s\nwant %s", got, want)
 		}
+		// Encoded in a pooled buffer: the data handed out stays what it
+		// was after the buffer is used again.
+		first, err := encodeRecordData(rec, evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := encodeRecordData(&trajectory.Record{ID: "other", CreatedAt: at, UpdatedAt: at}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(first, want) {
+			t.Fatalf("pooled record data:\n got %s\nwant %s", first, want)
+		}
 	}
 	for _, e := range []Event{
 		{Kind: KindRecord, At: at, Tenant: "t", Trajectory: "run-1", Data: json.RawMessage(`{"a":1}`)},

@@ -157,7 +157,10 @@ type ID struct {
 // String is the ID as a subscriber sees it (and sends back in
 // Last-Event-ID).
 func (i ID) String() string {
-	return strconv.FormatUint(i.Ms, 10) + "-" + strconv.FormatUint(i.Seq, 10)
+	// Appended on the stack and made a string once: one allocation, not
+	// a number's and the concatenation's. Every event gets its id.
+	var b [41]byte
+	return string(strconv.AppendUint(append(strconv.AppendUint(b[:0], i.Ms, 10), '-'), i.Seq, 10))
 }
 
 // Less orders IDs.

@@ -219,10 +219,7 @@ func (f *Feed) appendBatch(ctx context.Context, batch []Event) {
 	if len(batch) == 0 {
 		return
 	}
-	actx, cancel := context.WithTimeout(ctx, appendTimeout)
-	err := f.log.append(actx, batch)
-	cancel()
-	if err != nil {
+	if err := f.log.append(ctx, batch); err != nil {
 		f.lost.Add(uint64(len(batch)))
 		f.logger.Error("feed: appending events to the log", slog.Int("events", len(batch)), slog.String("error", err.Error()))
 		return

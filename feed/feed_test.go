@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -320,6 +321,25 @@ func TestParseID(t *testing.T) {
 		if (err == nil) != tc.ok || got != tc.want {
 			t.Errorf("ParseID(%q) = %v, %v; want %v, ok %v", tc.in, got, err, tc.want, tc.ok)
 		}
+	}
+}
+
+func TestIDString(t *testing.T) {
+	for _, tc := range []struct {
+		id   ID
+		want string
+	}{
+		{ID{}, "0-0"},
+		{ID{Ms: 1733227200000, Seq: 3}, "1733227200000-3"},
+		{ID{Ms: math.MaxUint64, Seq: math.MaxUint64}, "18446744073709551615-18446744073709551615"},
+	} {
+		if got := tc.id.String(); got != tc.want {
+			t.Errorf("%#v.String() = %q, want %q", tc.id, got, tc.want)
+		}
+	}
+	id := ID{Ms: 1733227200000, Seq: 12345}
+	if n := testing.AllocsPerRun(100, func() { _ = id.String() }); n > 1 {
+		t.Errorf("String allocates %.0f times, want 1", n)
 	}
 }
 

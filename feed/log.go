@@ -20,7 +20,8 @@ type raw struct {
 // eventLog keeps the latest events, in order. store: memoryLog for one
 // process, redisLog for replicas.
 type eventLog interface {
-	// append stores events; the log assigns their ids.
+	// append stores events; the log assigns their ids. A log in another
+	// process waits at most appendTimeout for one append.
 	append(ctx context.Context, evs []Event) error
 	// last is the id of the newest entry, zero when there is none.
 	last(ctx context.Context) (ID, error)

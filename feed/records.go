@@ -1,7 +1,9 @@
 package feed
 
 import (
+	"bytes"
 	"context"
+	"sync"
 
 	"gatekeeper/trajectory"
 )
@@ -37,6 +39,13 @@ var _ SignalingStore = (*Records)(nil)
 // NewRecords wraps s.
 func NewRecords(s SignalingStore, f *Feed) *Records {
 	return &Records{SignalingStore: s, pub: f}
+}
+
+// InProcess reports whether the store r wraps waits on nothing outside
+// the process; publishing never waits.
+func (r *Records) InProcess() bool {
+	ip, ok := r.SignalingStore.(interface{ InProcess() bool })
+	return ok && ip.InProcess()
 }
 
 // Create implements trajectory.Store.
@@ -108,6 +117,31 @@ func appendRecordData(b []byte, rec *trajectory.Record, evs []trajectory.Event) 
 	return append(b, "]}"...), nil
 }
 
+// recordBufs hold the encodings of records before their data is copied
+// out at its size: grown from nothing, a record's kilobyte took eight
+// allocations, three records a turn.
+var recordBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledRecordBuf bounds the buffers kept for the next record: one
+// record far larger than the rest is not kept.
+const maxPooledRecordBuf = 64 << 10
+
+// encodeRecordData is appendRecordData into a buffer of its own.
+func encodeRecordData(rec *trajectory.Record, evs []trajectory.Event) ([]byte, error) {
+	bp := recordBufs.Get().(*[]byte)
+	b, err := appendRecordData((*bp)[:0], rec, evs)
+	if err != nil {
+		recordBufs.Put(bp)
+		return nil, err
+	}
+	data := bytes.Clone(b)
+	if cap(b) <= maxPooledRecordBuf {
+		*bp = b
+		recordBufs.Put(bp)
+	}
+	return data, nil
+}
+
 // changed publishes the records a write saved and the entries it logged.
 // An entry with no trajectory belongs to the first record, as the store
 // files it.
@@ -124,7 +158,7 @@ func (r *Records) changed(recs []*trajectory.Record, evs []trajectory.Event) {
 			}
 		}
 		at := rec.UpdatedAt
-		data, err := appendRecordData(nil, rec, mine)
+		data, err := encodeRecordData(rec, mine)
 		if err != nil {
 			r.pub.Lost(KindRecord, err)
 			continue

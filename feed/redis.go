@@ -44,6 +44,8 @@ var _ eventLog = (*redisLog)(nil)
 const entryField = "e"
 
 func (l *redisLog) append(ctx context.Context, evs []Event) error {
+	ctx, cancel := context.WithTimeout(ctx, appendTimeout)
+	defer cancel()
 	_, err := l.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		var buf []byte
 		for i := range evs {

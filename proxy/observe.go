@@ -26,9 +26,11 @@ func (t *turn) observe(evs []trajectory.Event) {
 		switch ev.Type {
 		case trajectory.EventTransition:
 			tel.StateChanged(tenant, string(ev.From), string(ev.To))
-			t.tt.Event("gatekeeper.transition", attribute.String("gatekeeper.trajectory.id", ev.Trajectory),
-				attribute.String("gatekeeper.from", string(ev.From)), attribute.String("gatekeeper.to", string(ev.To)),
-				attribute.String("gatekeeper.reason", ev.Reason))
+			if t.tt.Recording() { // an unsampled turn builds no attributes
+				t.tt.Event("gatekeeper.transition", attribute.String("gatekeeper.trajectory.id", ev.Trajectory),
+					attribute.String("gatekeeper.from", string(ev.From)), attribute.String("gatekeeper.to", string(ev.To)),
+					attribute.String("gatekeeper.reason", ev.Reason))
+			}
 		case trajectory.EventStage:
 			from, to := chainrule.StageChange(ev)
 			tel.StageChanged(tenant, from, to)

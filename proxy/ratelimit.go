@@ -19,8 +19,8 @@ import (
 // the rate_limited (429) or upstream_error (503) it describes; any other
 // error is returned as it is.
 func keyRefused(err error) error {
-	var r *keys.Refusal
-	if !errors.As(err, &r) {
+	r, ok := errors.AsType[*keys.Refusal](err) // no target on the heap: every turn asks
+	if !ok {
 		return err
 	}
 	typ := apierr.RateLimited

@@ -207,8 +207,8 @@ func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 		t.req.rules.ceilings.Release(context.WithoutCancel(ctx), t.log, t.req.tenant.Name, &t.ceil)
 		return admitted(err)
 	}
-	t.log = t.s.log.With(slog.String("request_id", t.req.id), slog.String("trajectory", t.recID), slog.String("tenant", t.req.tenant.Name),
-		slog.String("model", t.pr.Model), slog.String("api", string(t.req.api)))
+	t.log = turnLogger(t.s.log, [turnLogAttrs]slog.Attr{slog.String("request_id", t.req.id), slog.String("trajectory", t.recID),
+		slog.String("tenant", t.req.tenant.Name), slog.String("model", t.pr.Model), slog.String("api", string(t.req.api))})
 	if !mark.Empty() {
 		t.recordMark(ctx, mark)
 	}
@@ -291,8 +291,12 @@ func (t *turn) settleUnrecorded() {
 		t.failed(fmt.Errorf("aborted: %v", v))
 		panic(v)
 	}
-	t.failed(errors.New("reply not recorded"))
+	t.failed(errNotRecorded)
 }
+
+// errNotRecorded is the failure settleUnrecorded records, made once:
+// every turn's deferred call names it, and all but a lost one ignore it.
+var errNotRecorded = errors.New("reply not recorded")
 
 // attach takes over the upstream reply: it labels it with the trajectory
 // and tees its body through the decoder.

@@ -16,6 +16,10 @@ import (
 // SettleAll sends them. Queue and Finish are not called concurrently.
 type SettleRide struct {
 	groups []*settleGroup
+	// A ride's first group and its first settle, in place: most rides
+	// are one turn's settle of one key, which then costs one allocation.
+	first  settleGroup
+	firsts [1]*settleGroup
 }
 
 // settleGroup is a SettleRide's settles of one scheduler.
@@ -30,6 +34,10 @@ type settleGroup struct {
 	// script call (Fuse), whose reply is the take's; 0 for none.
 	fused    int
 	fusedCmd *goredis.Cmd
+	// The room of the first settle, before keys, deltas and rs grow.
+	key1   [1]Key
+	delta1 [1]Cost
+	r1     [1]Remaining
 }
 
 // RideSettles prepares Settle of each settlement (a nil Grant does
@@ -77,6 +85,14 @@ func (sr *SettleRide) group(s *Scheduler) *settleGroup {
 		if grp.s == s {
 			return grp
 		}
+	}
+	if len(sr.groups) == 0 {
+		grp := &sr.first
+		grp.s = s
+		grp.keys, grp.deltas, grp.rs = grp.key1[:0], grp.delta1[:0], grp.r1[:0]
+		sr.firsts[0] = grp
+		sr.groups = sr.firsts[:1]
+		return grp
 	}
 	grp := &settleGroup{s: s}
 	sr.groups = append(sr.groups, grp)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -59,7 +60,14 @@ type instruments struct {
 	models, stops                                                                          *perTenant
 
 	series *seriesCache
+	// The label sets of the metrics a turn moves outside its series.
+	trajectorySets labelCache[tenantState]
+	queueWaitSets  labelCache[string] // by class
+	headroomSets   labelCache[string] // by key
 }
+
+// tenantState is a trajectories gauge's series: a tenant and a state.
+type tenantState struct{ tenant, state string }
 
 func newInstruments(m metric.Meter) (*instruments, error) {
 	var errs []error
@@ -232,11 +240,19 @@ func (t *Telemetry) StateChanged(tenant, from, to string) {
 	m := t.m
 	tenant = m.tenants.value(tenant)
 	if from != "" {
-		m.trajectories.Add(context.Background(), -1, metric.WithAttributes(labelTenant.String(tenant), labelState.String(m.states.value(from))))
+		m.trajectories.Add(context.Background(), -1, m.trajectoryLabels(tenant, m.states.value(from)).add...)
 	}
 	if to != "" {
-		m.trajectories.Add(context.Background(), 1, metric.WithAttributes(labelTenant.String(tenant), labelState.String(m.states.value(to))))
+		m.trajectories.Add(context.Background(), 1, m.trajectoryLabels(tenant, m.states.value(to)).add...)
 	}
+}
+
+// trajectoryLabels is the trajectories gauge's label set of a tenant and
+// a state, both bounded.
+func (m *instruments) trajectoryLabels(tenant, state string) labels {
+	return m.trajectorySets.get(tenantState{tenant, state}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{labelTenant.String(tenant), labelState.String(state)}
+	})
 }
 
 // UpstreamError counts a failed upstream call.
@@ -304,5 +320,7 @@ func (t *Telemetry) QueueWait(class string, d time.Duration) {
 		return
 	}
 	m := t.m
-	m.queueWait.Record(context.Background(), d.Seconds(), metric.WithAttributes(labelClass.String(m.classes.value(class))))
+	class = m.classes.value(class)
+	l := m.queueWaitSets.get(class, func() []attribute.KeyValue { return []attribute.KeyValue{labelClass.String(class)} })
+	m.queueWait.Record(context.Background(), d.Seconds(), l.rec...)
 }

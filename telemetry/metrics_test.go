@@ -378,3 +378,25 @@ func TestMetricsToken(t *testing.T) {
 		})
 	}
 }
+
+// TestTurnMetricsAllocateNothing: once a series was seen, moving a turn's
+// metrics (its end, the trajectories gauge, the key's queue wait and
+// headroom) allocates nothing: the label sets and the option lists the
+// instruments take are built once.
+func TestTurnMetricsAllocateNothing(t *testing.T) {
+	c := newClock()
+	tel, _ := newTraced(t, c)
+	_, turn := tel.StartTurn(t.Context(), nil, sonnetStart)
+	end := TurnEnd{Stop: "end_turn", InputTokens: 10, CachedInputTokens: 5, CacheWriteTokens: 2, OutputTokens: 7, Dollars: 0.01}
+	record := func() {
+		tel.StateChanged("team-a", "READY", "CALLING_MODEL")
+		tel.QueueWait("interactive", time.Millisecond)
+		tel.Headroom("anthropic-eu/main", 0.5)
+		turn.record(end, 17, time.Second)
+		tel.StateChanged("team-a", "CALLING_MODEL", "READY")
+	}
+	record()
+	if n := testing.AllocsPerRun(100, record); n != 0 {
+		t.Errorf("a turn's metrics allocate %.1f times, want 0", n)
+	}
+}

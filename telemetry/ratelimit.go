@@ -49,7 +49,9 @@ func (t *Telemetry) Headroom(key string, fraction float64) {
 		t.rates.Headroom(key, fraction)
 	}
 	m := t.m
-	m.headroom.Record(context.Background(), fraction, metric.WithAttributes(labelKey.String(m.keys.value(key))))
+	key = m.keys.value(key)
+	l := m.headroomSets.get(key, func() []attribute.KeyValue { return []attribute.KeyValue{labelKey.String(key)} })
+	m.headroom.Record(context.Background(), fraction, l.rec...)
 }
 
 // KeyRetried counts a request sent again on another key of provider after

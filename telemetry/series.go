@@ -18,16 +18,30 @@ type seriesKey struct {
 	tenant, provider, model, providerName, server string
 }
 
+// labels is one label set as the option lists the instruments take,
+// made once: a list passed on as it is allocates nothing, where each
+// option written at the call is a new list per call.
+type labels struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+func newLabels(kvs ...attribute.KeyValue) labels {
+	o := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	return labels{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
+}
+
 // series holds the label sets of one seriesKey, built once: building an
 // attribute set (sort, dedup, hash) is most of what recording costs.
 type series struct {
-	base      metric.MeasurementOption // tenant, provider, model
-	tokens    [4]metric.MeasurementOption
+	base      labels // tenant, provider, model
+	tokens    [4]labels
 	genAI     []attribute.KeyValue
-	operation metric.MeasurementOption // gen_ai.* without error.type
-	usageIn   metric.MeasurementOption
-	usageOut  metric.MeasurementOption
-	stops     sync.Map // stop reason -> metric.MeasurementOption
+	operation labels // gen_ai.* without error.type
+	usageIn   labels
+	usageOut  labels
+	stops     sync.Map // stop reason -> labels
+	spanName  string   // a turn's span name for the series' model
 }
 
 // seriesCache maps seriesKey to *series.
@@ -55,9 +69,9 @@ var tokenTypes = [4]string{tokenInput, tokenCached, tokenCacheWrite, tokenOutput
 
 func newSeries(k seriesKey) *series {
 	tenant, provider, model := labelTenant.String(k.tenant), labelProvider.String(k.provider), labelModel.String(k.model)
-	s := &series{base: metric.WithAttributeSet(attribute.NewSet(tenant, provider, model))}
+	s := &series{base: newLabels(tenant, provider, model), spanName: spanName(k.model)}
 	for i, typ := range tokenTypes {
-		s.tokens[i] = metric.WithAttributeSet(attribute.NewSet(tenant, provider, model, labelType.String(typ)))
+		s.tokens[i] = newLabels(tenant, provider, model, labelType.String(typ))
 	}
 	s.genAI = []attribute.KeyValue{
 		keyOperationName.String(operationChat),
@@ -65,20 +79,41 @@ func newSeries(k seriesKey) *series {
 		keyRequestModel.String(k.model),
 		keyServerAddress.String(k.server),
 	}
-	s.operation = metric.WithAttributeSet(attribute.NewSet(s.genAI...))
-	s.usageIn = metric.WithAttributeSet(attribute.NewSet(append(s.genAI[:4:4], keyTokenType.String(tokenInput))...))
-	s.usageOut = metric.WithAttributeSet(attribute.NewSet(append(s.genAI[:4:4], keyTokenType.String(tokenOutput))...))
+	s.operation = newLabels(s.genAI...)
+	s.usageIn = newLabels(append(s.genAI[:4:4], keyTokenType.String(tokenInput))...)
+	s.usageOut = newLabels(append(s.genAI[:4:4], keyTokenType.String(tokenOutput))...)
 	return s
 }
 
 // stop returns the label set of gatekeeper_turns_total for a stop reason
 // (already bounded, so the map is too).
-func (s *series) stop(k seriesKey, stop string) metric.MeasurementOption {
+func (s *series) stop(k seriesKey, stop string) labels {
 	if o, ok := s.stops.Load(stop); ok {
-		return o.(metric.MeasurementOption)
+		return o.(labels)
 	}
-	o := metric.WithAttributeSet(attribute.NewSet(
-		labelTenant.String(k.tenant), labelProvider.String(k.provider), labelModel.String(k.model), labelStop.String(stop)))
+	o := newLabels(labelTenant.String(k.tenant), labelProvider.String(k.provider), labelModel.String(k.model), labelStop.String(stop))
 	s.stops.Store(stop, o)
 	return o
+}
+
+// labelCache keeps the label sets of a metric outside a turn's series by
+// their bounded values, built on first use, at most maxCachedSeries of
+// them (past it, sets are built per call, which is only slower).
+type labelCache[K comparable] struct {
+	m sync.Map // K -> labels
+	n atomic.Int64
+}
+
+func (c *labelCache[K]) get(k K, kvs func() []attribute.KeyValue) labels {
+	if l, ok := c.m.Load(k); ok {
+		return l.(labels)
+	}
+	l := newLabels(kvs()...)
+	if c.n.Load() >= maxCachedSeries {
+		return l
+	}
+	if _, loaded := c.m.LoadOrStore(k, l); !loaded {
+		c.n.Add(1)
+	}
+	return l
 }

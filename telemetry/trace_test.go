@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -363,5 +364,33 @@ func TestExporterOverridesSwitch(t *testing.T) {
 	defer tel.Shutdown(context.Background())
 	if !tel.tracing {
 		t.Error("an explicit exporter did not turn tracing on")
+	}
+}
+
+// TestSpanNameKeepsTheModel: the span is named for the model the request
+// named, also past the bound of the model label (whose value is then
+// "other"), and a series' name made once is the same as one made per
+// turn.
+func TestSpanNameKeepsTheModel(t *testing.T) {
+	c := newClock()
+	tel, exp := newTraced(t, c)
+	var want []string
+	for i := range maxLabelValues + 2 {
+		s := sonnetStart
+		s.Model = fmt.Sprintf("model-%d", i)
+		for range 2 { // the second turn of a model finds its series made
+			_, turn := tel.StartTurn(t.Context(), nil, s)
+			turn.End(TurnEnd{Stop: "end_turn"})
+			want = append(want, "chat "+s.Model)
+		}
+	}
+	got := spans(t, tel, exp)
+	if len(got) != len(want) {
+		t.Fatalf("%d spans, want %d", len(got), len(want))
+	}
+	for i, s := range got {
+		if s.Name != want[i] {
+			t.Errorf("span %d named %q, want %q", i, s.Name, want[i])
+		}
 	}
 }

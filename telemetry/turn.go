@@ -71,9 +71,19 @@ func (t *Telemetry) StartTurn(ctx context.Context, agentHeaders http.Header, s T
 		ctx = t.propagator.Extract(ctx, propagation.HeaderCarrier(agentHeaders))
 	}
 	start := t.now()
-	name := operationChat
-	if s.Model != "" {
-		name += " " + s.Model
+	m := t.m
+	tenant := m.tenants.value(s.Tenant)
+	key := seriesKey{
+		tenant:       tenant,
+		provider:     m.providers.value(s.Provider),
+		model:        m.models.value(tenant, s.Model),
+		providerName: m.providers.value(s.ProviderName),
+		server:       m.servers.value(s.ServerAddress),
+	}
+	series := m.series.get(key)
+	name := series.spanName // the model's, made once, unless its label is another
+	if key.model != s.Model {
+		name = spanName(s.Model)
 	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start)}
 	if t.tracing {
@@ -90,16 +100,15 @@ func (t *Telemetry) StartTurn(ctx context.Context, agentHeaders http.Header, s T
 		))
 	}
 	ctx, span := t.tracer.Start(ctx, name, opts...)
-	m := t.m
-	tenant := m.tenants.value(s.Tenant)
-	key := seriesKey{
-		tenant:       tenant,
-		provider:     m.providers.value(s.Provider),
-		model:        m.models.value(tenant, s.Model),
-		providerName: m.providers.value(s.ProviderName),
-		server:       m.servers.value(s.ServerAddress),
+	return ctx, &Turn{t: t, span: span, start: start, key: key, series: series}
+}
+
+// spanName is a turn's span name: "chat {model}", or "chat" without one.
+func spanName(model string) string {
+	if model == "" {
+		return operationChat
 	}
-	return ctx, &Turn{t: t, span: span, start: start, key: key, series: m.series.get(key)}
+	return operationChat + " " + model
 }
 
 // Inject writes the turn's trace context (its span's traceparent, with the
@@ -118,15 +127,20 @@ func (tt *Turn) FirstByte() {
 		return
 	}
 	now := tt.t.now()
-	tt.t.m.ttft.Record(context.Background(), now.Sub(tt.start).Seconds(), tt.series.base)
+	tt.t.m.ttft.Record(context.Background(), now.Sub(tt.start).Seconds(), tt.series.base.rec...)
 	if tt.span.IsRecording() {
 		tt.span.AddEvent("gatekeeper.first_byte", trace.WithTimestamp(now))
 	}
 }
 
+// Recording reports whether the turn's span records what it is given: a
+// caller that builds a span event's attributes asks first, so that an
+// unsampled turn builds none.
+func (tt *Turn) Recording() bool { return tt != nil && tt.span.IsRecording() }
+
 // Event adds a span event, e.g. a state transition of the trajectory.
 func (tt *Turn) Event(name string, attrs ...attribute.KeyValue) {
-	if tt == nil || !tt.span.IsRecording() {
+	if !tt.Recording() {
 		return
 	}
 	tt.span.AddEvent(name, trace.WithTimestamp(tt.t.now()), trace.WithAttributes(attrs...))
@@ -178,26 +192,26 @@ func (tt *Turn) record(e TurnEnd, input int64, d time.Duration) {
 	ctx := context.Background()
 	m, s := tt.t.m, tt.series
 
-	m.turns.Add(ctx, 1, s.stop(tt.key, m.stops.value(tt.key.tenant, e.Stop)))
+	m.turns.Add(ctx, 1, s.stop(tt.key, m.stops.value(tt.key.tenant, e.Stop)).add...)
 	for i, n := range [4]int64{e.InputTokens, e.CachedInputTokens, e.CacheWriteTokens, e.OutputTokens} {
 		if n > 0 {
-			m.tokens.Add(ctx, n, s.tokens[i])
+			m.tokens.Add(ctx, n, s.tokens[i].add...)
 		}
 	}
 	if e.Dollars > 0 {
-		m.dollars.Add(ctx, e.Dollars, s.base)
+		m.dollars.Add(ctx, e.Dollars, s.base.add...)
 	}
-	m.turnDuration.Record(ctx, d.Seconds(), s.base)
+	m.turnDuration.Record(ctx, d.Seconds(), s.base.rec...)
 
 	if e.ErrorType == "" {
-		m.operation.Record(ctx, d.Seconds(), s.operation)
+		m.operation.Record(ctx, d.Seconds(), s.operation.rec...)
 	} else {
 		m.operation.Record(ctx, d.Seconds(), metric.WithAttributes(
 			append(s.genAI[:len(s.genAI):len(s.genAI)], keyErrorType.String(m.errTypes.value(e.ErrorType)))...))
 	}
 	// A failed call reports the tokens it used, when the provider said.
 	if input > 0 || e.OutputTokens > 0 {
-		m.tokenUsage.Record(ctx, input, s.usageIn)
-		m.tokenUsage.Record(ctx, e.OutputTokens, s.usageOut)
+		m.tokenUsage.Record(ctx, input, s.usageIn.rec...)
+		m.tokenUsage.Record(ctx, e.OutputTokens, s.usageOut.rec...)
 	}
 }

@@ -297,6 +297,13 @@ func (r *Record) Validate() error {
 
 // Clone returns a deep copy: changing it never changes r.
 func (r *Record) Clone() *Record {
+	c := r.Copy()
+	return &c
+}
+
+// Copy is Clone as a value, for a caller that keeps it in place of
+// another (a store's own copy) rather than behind a pointer of its own.
+func (r *Record) Copy() Record {
 	c := *r
 	c.Children = slices.Clone(r.Children)
 	c.Pending.ToolCalls = slices.Clone(r.Pending.ToolCalls)
@@ -307,7 +314,7 @@ func (r *Record) Clone() *Record {
 		ctl := *r.Pending.Control
 		c.Pending.Control = &ctl
 	}
-	return &c
+	return c
 }
 
 // AddSpend adds usage and dollars without a state change: it rolls a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 )
 
 // Errors of a copy, by the side that failed: the caller answers neither
@@ -30,6 +31,14 @@ func Copy(w http.ResponseWriter, resp *http.Response, buf []byte) error {
 	h := w.Header()
 	RemoveHopHeaders(resp.Header)
 	for k, vv := range resp.Header {
+		// A name the agent's reply does not have yet takes the
+		// provider's values as they are, clipped so that a value added
+		// to either side later is appended to a copy: one slice less per
+		// header, and a reply carries a dozen.
+		if _, ok := h[k]; !ok {
+			h[k] = slices.Clip(vv)
+			continue
+		}
 		h[k] = append(h[k], vv...)
 	}
 	announced := len(resp.Trailer)

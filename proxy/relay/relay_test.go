@@ -153,6 +153,32 @@ func (w *failingWriter) Header() http.Header       { return w.h }
 func (w *failingWriter) Write([]byte) (int, error) { return 0, errors.New("connection reset") }
 func (w *failingWriter) WriteHeader(int)           {}
 
+// TestCopyHeadersStayApart: the reply's headers share the provider's
+// values without allocating, yet a value added to either side later is
+// not seen by the other, even where a value slice has room to grow.
+func TestCopyHeadersStayApart(t *testing.T) {
+	rec := httptest.NewRecorder()
+	rec.Header().Set("X-Gatekeeper-Run", "run-1")
+	roomy := make([]string, 1, 4)
+	roomy[0] = "a"
+	resp := &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("ok")),
+		Header: http.Header{"X-Provider": roomy, "X-Gatekeeper-Run": {"upstream"}}}
+	if err := Copy(rec, resp, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	rec.Header().Add("X-Provider", "added-to-the-reply")
+	resp.Header.Add("X-Provider", "added-to-the-response")
+	if got := rec.Header()["X-Provider"]; len(got) != 2 || got[0] != "a" || got[1] != "added-to-the-reply" {
+		t.Errorf("the reply's X-Provider = %q, want [a added-to-the-reply]", got)
+	}
+	if got := resp.Header["X-Provider"]; len(got) != 2 || got[1] != "added-to-the-response" {
+		t.Errorf("the response's X-Provider = %q, want [a added-to-the-response]", got)
+	}
+	if got := rec.Header()["X-Gatekeeper-Run"]; len(got) != 2 || got[0] != "run-1" || got[1] != "upstream" {
+		t.Errorf("a header the reply had already = %q, want its value then the provider's", got)
+	}
+}
+
 func TestCopyNamesTheSideThatFailed(t *testing.T) {
 	t.Run("read", func(t *testing.T) {
 		rec := httptest.NewRecorder()

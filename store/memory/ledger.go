@@ -147,6 +147,10 @@ func (b *book) usage(now time.Time) tenant.Usage {
 	return u
 }
 
+// InProcess reports that the ledger's calls wait on nothing outside the
+// process (only on its lock): they need no deadline of their own.
+func (l *Ledger) InProcess() bool { return true }
+
 // Usage implements tenant.Ledger.
 func (l *Ledger) Usage(ctx context.Context, name string) (tenant.Usage, error) {
 	if err := ctx.Err(); err != nil {

@@ -209,7 +209,7 @@ func (s *Store) Update(ctx context.Context, id string, fn func(*trajectory.Recor
 		return nil, err
 	}
 	// fn may have kept c; store a copy it cannot reach.
-	e.rec = *c.Clone()
+	e.rec = c.Copy()
 	s.append(e, evs)
 	return c, nil
 }
@@ -222,7 +222,8 @@ func (s *Store) UpdateChain(ctx context.Context, id string, fn func([]*trajector
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	var entries []*entry
+	var deep [4]*entry // most chains are a run and a thread or two
+	entries := deep[:0]
 	for cur := id; cur != ""; {
 		if len(entries) == trajectory.MaxDepth {
 			return nil, fmt.Errorf("%w: the chain of %q is deeper than %d", trajectory.ErrInvalidRecord, id, trajectory.MaxDepth)
@@ -256,7 +257,6 @@ func (s *Store) UpdateChain(ctx context.Context, id string, fn func([]*trajector
 			return nil, err
 		}
 	}
-	byID := make(map[string][]trajectory.Event, len(entries))
 	for _, ev := range evs {
 		to := ev.Trajectory
 		if to == "" {
@@ -265,12 +265,21 @@ func (s *Store) UpdateChain(ctx context.Context, id string, fn func([]*trajector
 		if !slices.ContainsFunc(entries, func(e *entry) bool { return e.rec.ID == to }) {
 			return nil, fmt.Errorf("%w: event for %q is outside the chain of %q", trajectory.ErrInvalidRecord, to, id)
 		}
-		byID[to] = append(byID[to], ev)
 	}
 	for i, e := range entries {
 		// fn may have kept its copies; store ones it cannot reach.
-		e.rec = *chain[i].Clone()
-		s.append(e, byID[e.rec.ID])
+		e.rec = chain[i].Copy()
+		if len(entries) == 1 {
+			s.append(e, evs) // every event is the one record's
+			continue
+		}
+		var mine []trajectory.Event
+		for _, ev := range evs {
+			if ev.Trajectory == e.rec.ID || ev.Trajectory == "" && e.rec.ID == id {
+				mine = append(mine, ev)
+			}
+		}
+		s.append(e, mine)
 	}
 	return chain, nil
 }
@@ -337,6 +346,10 @@ func (s *Store) Events(ctx context.Context, id string, afterSeq int64, limit int
 	}
 	return out, nil
 }
+
+// InProcess reports that the store's calls wait on nothing outside the
+// process (only on its lock): they need no deadline of their own.
+func (s *Store) InProcess() bool { return true }
 
 // Ping implements trajectory.Store.
 func (s *Store) Ping(ctx context.Context) error {

@@ -9,6 +9,20 @@ import (
 	"gatekeeper/trajectory"
 )
 
+// inProcess is a store whose calls wait on nothing outside the process:
+// the memory stores, whose only wait is their own lock, and a wrapper
+// that says of the store it wraps. They read their context once, so a
+// deadline could fail a call only after its wait, never spare the wait;
+// it would arm and stop a timer on every call for nothing. A store that
+// does not say so (Redis, any other wrapper) is bounded.
+type inProcess interface{ InProcess() bool }
+
+// unbounded reports whether v is a store a deadline cannot help.
+func unbounded(v any) bool {
+	ip, ok := v.(inProcess)
+	return ok && ip.InProcess()
+}
+
 // within runs call under a deadline d from now, or sooner when ctx's
 // budget (WithBudget) ends sooner: the one shape of every bounded call
 // below. A budget past its deadline fails the call at once.
@@ -38,10 +52,10 @@ var (
 	_ ChainsUpdater    = store{}
 )
 
-// Store wraps st so that each call waits at most d; a d of zero or less
-// leaves it as it is.
+// Store wraps st so that each call waits at most d; a d of zero or less,
+// or a store in the process, leaves it as it is.
 func Store(st trajectory.Store, d time.Duration) trajectory.Store {
-	if d <= 0 {
+	if d <= 0 || unbounded(st) {
 		return st
 	}
 	return store{Store: st, d: d}
@@ -222,10 +236,10 @@ type ledger struct {
 
 var _ tenant.Ledger = ledger{}
 
-// Ledger wraps l so that each call waits at most d; a nil l, or a d of
-// zero or less, leaves it as it is.
+// Ledger wraps l so that each call waits at most d; a nil l, a d of zero
+// or less, or a ledger in the process, leaves it as it is.
 func Ledger(l tenant.Ledger, d time.Duration) tenant.Ledger {
-	if l == nil || d <= 0 {
+	if l == nil || d <= 0 || unbounded(l) {
 		return l
 	}
 	return ledger{Ledger: l, d: d}
@@ -262,9 +276,9 @@ type links struct {
 }
 
 // Links wraps l so that each call waits at most d; a d of zero or less,
-// or a nil l, leaves it as it is.
+// a nil l, or links in the process, leaves it as it is.
 func Links(l trajectory.Links, d time.Duration) trajectory.Links {
-	if d <= 0 || l == nil {
+	if d <= 0 || l == nil || unbounded(l) {
 		return l
 	}
 	return links{Links: l, d: d}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"gatekeeper/feed"
 	"gatekeeper/proxy/internal/deadline"
 	"gatekeeper/ratelimit"
 	"gatekeeper/store/memory"
@@ -153,5 +154,42 @@ func TestBounded(t *testing.T) {
 	}
 	if deadline.Ledger(nil, d) != nil {
 		t.Error("Ledger of nil is not nil")
+	}
+}
+
+// TestInProcessUnbounded: the memory stores, alone or under the event
+// stream's decorator, are used as they are (their calls wait only on
+// their lock); a wrapper that does not say what it wraps is bounded.
+func TestInProcessUnbounded(t *testing.T) {
+	const d = time.Minute
+	mem := memory.New(memory.Options{})
+	f, err := feed.New(context.Background(), feed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := f.Close(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	rec := feed.NewRecords(mem, f)
+	led := memory.NewLedger(time.Now)
+	for _, tc := range []struct {
+		name      string
+		got, want any
+	}{
+		{"memory store", deadline.Store(mem, d), trajectory.Store(mem)},
+		{"memory store under the event stream", deadline.Store(rec, d), trajectory.Store(rec)},
+		{"memory links", deadline.Links(mem, d), trajectory.Links(mem)},
+		{"memory ledger", deadline.Ledger(led, d), tenant.Ledger(led)},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: wrapped (%T)", tc.name, tc.got)
+		}
+	}
+	if st := deadline.Store(spyStore{Store: mem, seen: &seen{}}, d); func() bool { _, ok := st.(spyStore); return ok }() {
+		t.Error("a wrapper of the memory store was left unbounded")
 	}
 }
