@@ -98,9 +98,13 @@ type Server struct {
 	endHolds   sync.Once
 	ending     atomic.Bool   // EndStreams began: a call that goes live after is ended at once
 	ledger     tenant.Ledger // nil when no tenant has limits
-	replica    string        // Options.Replica
-	owner      string        // what this run writes as its calls' owner: replica#incarnation
-	sweeper    *sweep.Sweeper
+	// admitBudget is the store time a turn's admission may take in all
+	// (deadline.WithBudget): store.timeout, or none on a store in the
+	// process.
+	admitBudget time.Duration
+	replica     string // Options.Replica
+	owner       string // what this run writes as its calls' owner: replica#incarnation
+	sweeper     *sweep.Sweeper
 	// waiting are the calls whose reply ended and whose charge waits for
 	// the store, by call id, for the sweeper's beats (waitingSettle).
 	waitingMu sync.Mutex
@@ -167,6 +171,8 @@ func New(opts Options) (*Server, error) {
 		listening: make(chan struct{}),
 		replica:   opts.Replica,
 		ledger:    deadline.Ledger(opts.Ledger, opts.Config.Store.Timeout.Std()),
+		// The stores in the process are not timed: no budget either.
+		admitBudget: deadline.Budgeted(opts.Store, opts.Config.Store.Timeout.Std()),
 	}
 	if s.replica == "" {
 		s.replica = "replica-" + admit.NewCallID()

@@ -197,7 +197,7 @@ func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 	// The store calls that admit the turn end store.timeout from here,
 	// together: a store that stopped answering is told to the agent on
 	// time.
-	actx := deadline.WithBudget(ctx, t.s.opts.Config.Store.Timeout.Std())
+	actx := deadline.WithBudget(ctx, t.s.admitBudget)
 	if err := t.reserveTenant(actx); err != nil {
 		return err
 	}

@@ -33,6 +33,16 @@ func WithBudget(ctx context.Context, d time.Duration) context.Context {
 	return context.WithValue(ctx, budgetKey{}, b)
 }
 
+// Budgeted is the budget a turn on st gets: d, or none when st waits on
+// nothing outside the process (its calls are not timed, so a budget
+// would bound nothing).
+func Budgeted(st any, d time.Duration) time.Duration {
+	if unbounded(st) {
+		return 0
+	}
+	return d
+}
+
 // budgetOf is ctx's budget, nil without one.
 func budgetOf(ctx context.Context) *budget {
 	b, _ := ctx.Value(budgetKey{}).(*budget)
