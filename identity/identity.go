@@ -2,7 +2,8 @@
 // OpenID Connect provider: the verification of the tokens they present
 // (by a maintained client library: signature against the issuer's JWKS,
 // issuer, audience, expiry), the person a token names, and the tenant the
-// person's groups map to.
+// person's groups map to. The person is a trajectory.Person, the form
+// records keep.
 package identity
 
 import (
@@ -19,24 +20,8 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 
 	"gatekeeper/config"
+	"gatekeeper/trajectory"
 )
-
-// Person is who a verified token names.
-type Person struct {
-	Subject string   `json:"subject"`
-	Name    string   `json:"name,omitempty"`
-	Email   string   `json:"email,omitempty"`
-	Groups  []string `json:"groups,omitempty"`
-}
-
-// Label is how logs and views name the person: the email, else the name,
-// else the subject.
-func (p *Person) Label() string {
-	if p == nil {
-		return ""
-	}
-	return firstOf(p.Email, p.Name, p.Subject)
-}
 
 func firstOf(s ...string) string {
 	for _, v := range s {
@@ -114,7 +99,7 @@ func (v *Verifier) discovered(ctx context.Context) (*oidc.IDTokenVerifier, error
 
 // Verify checks token and returns its person and the tenant the person's
 // groups map to. The error wraps ErrToken, ErrNoTenant or ErrIssuer.
-func (v *Verifier) Verify(ctx context.Context, token string) (*Person, string, error) {
+func (v *Verifier) Verify(ctx context.Context, token string) (*trajectory.Person, string, error) {
 	ver, err := v.discovered(ctx)
 	if err != nil {
 		return nil, "", err
@@ -127,7 +112,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Person, string, e
 	if err := it.Claims(&claims); err != nil {
 		return nil, "", fmt.Errorf("%w: %v", ErrToken, err)
 	}
-	p := &Person{
+	p := &trajectory.Person{
 		Subject: it.Subject,
 		Name:    clip(firstOf(stringClaim(claims, "name"), stringClaim(claims, "preferred_username"))),
 		Email:   clip(stringClaim(claims, "email")),

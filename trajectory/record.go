@@ -110,6 +110,9 @@ type Record struct {
 	TaskClass string
 	// Watch is the loop watchdog's state of this thread (watch.go).
 	Watch Watch
+	// Person started the run, when a person's token admitted it; nil for
+	// a virtual key (person.go).
+	Person *Person
 }
 
 // Reservation is what calls in flight hold against a budget: their count,
@@ -285,6 +288,7 @@ func (r *Record) Clone() *Record {
 	c.LostCalls = slices.Clone(r.LostCalls)
 	c.SweptCalls = slices.Clone(r.SweptCalls)
 	c.Watch = r.Watch.clone()
+	c.Person = r.Person.Clone()
 	if r.Pending.Control != nil {
 		ctl := *r.Pending.Control
 		c.Pending.Control = &ctl
