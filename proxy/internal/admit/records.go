@@ -43,8 +43,9 @@ func (e *ChildrenFull) Error() string {
 	return fmt.Sprintf("admit: %s has %d children", e.Parent, e.Max)
 }
 
-// Root returns the root record, creating it with the tenant's defaults
-// when it does not exist yet and the tenant may start a run. A root of
+// Root returns the root record, creating it with the tenant's defaults,
+// attributed to the person ctx carries (WithPerson), when it does not
+// exist yet and the tenant may start a run. A root of
 // another tenant is refused (ErrOtherTenant). named says whether the
 // request named the run (path or X-Gatekeeper-Trajectory) rather than
 // leaving it implicit.
@@ -55,6 +56,7 @@ func (r *Records) Root(ctx context.Context, id string, named bool, tn *config.Te
 			return nil, err
 		}
 		rec = NewRecord(id, "", tn, r.Now())
+		rec.Person = personOf(ctx)
 		err = r.Store.Create(ctx, rec, r.created(rec))
 		if err != nil && !errors.Is(err, trajectory.ErrExists) {
 			r.unstart(tn, id)

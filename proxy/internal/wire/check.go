@@ -20,6 +20,9 @@ type Checked struct {
 	Probe   bool
 	Tenant  *config.Tenant
 	KeyHash [32]byte
+	// Person is who signed in, when the key was a person's token; nil
+	// for a virtual key.
+	Person *trajectory.Person
 }
 
 // Check runs the checks every request to a provider of API api passes
@@ -46,7 +49,9 @@ func Check(r *http.Request, kr *Keyring, api, tid, rest string) (Checked, error)
 		return c, apierr.New(http.StatusBadRequest, apierr.InvalidRequest,
 			"trajectory id in the path must be 1-128 characters of A-Z a-z 0-9 . _ : -")
 	}
-	c.Tenant, c.KeyHash = kr.Lookup(PresentedKey(r))
+	if c.Tenant, c.KeyHash, c.Person, err = kr.Resolve(r.Context(), PresentedKey(r)); err != nil {
+		return c, err
+	}
 	if c.Tenant == nil {
 		return c, apierr.New(http.StatusUnauthorized, apierr.Authentication,
 			"invalid or missing gatekeeper virtual key: send the key your platform team issued as x-api-key, Authorization: Bearer or x-goog-api-key")
