@@ -73,8 +73,23 @@ func TestPersonTokenAdmitted(t *testing.T) {
 		t.Fatalf("the provider got the person's token or not its own key: %v", h)
 	}
 
+	// Another conversation on the run is a thread of its own, a child
+	// record, which names the person who started it too.
+	const child = `{"model":"claude-sonnet-4-5","max_tokens":256,"system":"You are an explore subagent.","messages":[{"role":"user","content":"find it"}]}`
+	resp := e.do(t, "POST", "/t/ada-run/anthropic/v1/messages", child,
+		"x-api-key", tok.AccessToken, "anthropic-version", "2023-06-01", "content-type", "application/json")
+	readAll(t, resp)
+	cid := resp.Header.Get("X-Gatekeeper-Trajectory")
+	if resp.StatusCode != 200 || !strings.HasPrefix(cid, "ada-run/") {
+		t.Fatalf("the subagent's turn: %d on %q", resp.StatusCode, cid)
+	}
+	waitFor(t, "the thread's turn recorded", func() bool { rec = e.record(t, cid); return rec.Turns == 1 })
+	if !samePerson(rec.Person, want) {
+		t.Fatalf("thread record person %+v", rec.Person)
+	}
+
 	// The admin API's record carries the person.
-	resp := e.do(t, "GET", "/admin/v1/trajectories/team-b/ada-run", "", "Authorization", "Bearer "+adminToken)
+	resp = e.do(t, "GET", "/admin/v1/trajectories/team-b/ada-run", "", "Authorization", "Bearer "+adminToken)
 	body := readAll(t, resp)
 	if resp.StatusCode != 200 || gjson.GetBytes(body, "person.email").String() != ada.Email || gjson.GetBytes(body, "person.groups.1").String() != "eng" {
 		t.Fatalf("admin record %d: %s", resp.StatusCode, body)
@@ -203,3 +218,25 @@ func samePerson(a, b *trajectory.Person) bool {
 }
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// TestIssuerDown: while the issuer cannot be reached, a person's token gets
+// 503 with Retry-After (the agent retries) and virtual keys work as ever.
+func TestIssuerDown(t *testing.T) {
+	idp := startIdP(t, testidp.Options{}, ada)
+	tok, err := idp.Token(ctxT(t), "ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOpts{identity: identityOf(idp)})
+	idp.Close()
+	resp := e.do(t, "POST", "/anthropic/v1/messages", anthropicReq(false, "hi"),
+		"x-api-key", tok.AccessToken, "anthropic-version", "2023-06-01", "content-type", "application/json")
+	body := readAll(t, resp)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || gjson.GetBytes(body, "type").String() != "error" {
+		t.Fatalf("%d retry-after %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	resp = e.do(t, "POST", "/anthropic/v1/messages", anthropicReq(false, "hi"), hdr()...)
+	if readAll(t, resp); resp.StatusCode != 200 {
+		t.Fatalf("a virtual key while the issuer is down: %d", resp.StatusCode)
+	}
+}

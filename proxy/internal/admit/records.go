@@ -103,7 +103,7 @@ func (r *Records) Scoped(ctx context.Context, id, tenant string) (string, error)
 }
 
 // Child makes sure the child record id of parent exists for a thread
-// key, creating it when missing, unless the parent has MaxChildren
+// key, creating it (attributed to the person ctx carries) when missing, unless the parent has MaxChildren
 // children (*ChildrenFull).
 func (r *Records) Child(ctx context.Context, parent, tenant, id, key string) error {
 	_, err := r.Store.Get(ctx, id)
@@ -124,6 +124,7 @@ func (r *Records) Child(ctx context.Context, parent, tenant, id, key string) err
 	}
 	rec := NewRecord(id, parent, nil, r.Now())
 	rec.Tenant = tenant
+	rec.Person = personOf(ctx)
 	rec.Budget = trajectory.Budget{} // the ancestors' ceilings bind a child
 	rec.Thread = key
 	err = r.Store.Create(ctx, rec, r.created(rec))
