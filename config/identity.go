@@ -22,9 +22,6 @@ type Identity struct {
 	// GroupsClaim names the claim holding the person's groups; default
 	// "groups".
 	GroupsClaim string `yaml:"groups_claim" json:"groups_claim"`
-	// Scopes are what `gatekeeper login` asks for; default openid,
-	// profile, email, offline_access.
-	Scopes []string `yaml:"scopes" json:"scopes"`
 	// Groups maps the provider's groups to tenants, first match wins: a
 	// person in none of them is refused.
 	Groups []GroupTenant `yaml:"groups" json:"groups"`
@@ -39,9 +36,8 @@ type GroupTenant struct {
 // The identity section's defaults.
 const DefaultGroupsClaim = "groups"
 
-// DefaultScopes are the scopes `gatekeeper login` asks for when the
-// identity section names none: an ID token, the person's name and email,
-// and a refresh token.
+// DefaultScopes are the scopes `gatekeeper login` asks for unless told
+// others: an ID token, the person's name and email, and a refresh token.
 var DefaultScopes = []string{"openid", "profile", "email", "offline_access"}
 
 // On reports whether people may sign in.
@@ -53,14 +49,6 @@ func (id Identity) TokenAudience() string {
 		return id.Audience
 	}
 	return id.ClientID
-}
-
-// LoginScopes are the scopes `gatekeeper login` asks for.
-func (id Identity) LoginScopes() []string {
-	if len(id.Scopes) > 0 {
-		return id.Scopes
-	}
-	return slices.Clone(DefaultScopes)
 }
 
 // mappedTenants are the tenants some group maps to.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,7 +54,8 @@ func runLogin(ctx context.Context, args []string, getenv func(string) string, st
 	fl.SetOutput(stderr)
 	issuer := fl.String("issuer", getenv("GATEKEEPER_ISSUER"), "the identity provider's issuer URL (default $GATEKEEPER_ISSUER)")
 	clientID := fl.String("client-id", getenv("GATEKEEPER_CLIENT_ID"), "the public client to sign in as (default $GATEKEEPER_CLIENT_ID)")
-	scopes := fl.String("scopes", strings.Join(config.DefaultScopes, " "), "the scopes to ask for, space-separated")
+	scopes := fl.String("scopes", cmp.Or(getenv("GATEKEEPER_SCOPES"), strings.Join(config.DefaultScopes, " ")),
+		"the scopes to ask for, space-separated (default $GATEKEEPER_SCOPES, else openid profile email offline_access)")
 	printToken := fl.Bool("print-token", false, "print a valid access token (refreshed when it expires within a minute) and exit; for an agent's key helper")
 	if err := fl.Parse(args); err != nil {
 		return err

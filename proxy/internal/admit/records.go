@@ -45,10 +45,9 @@ func (e *ChildrenFull) Error() string {
 
 // Root returns the root record, creating it with the tenant's defaults,
 // attributed to the person ctx carries (WithPerson), when it does not
-// exist yet and the tenant may start a run. A root of
-// another tenant is refused (ErrOtherTenant). named says whether the
-// request named the run (path or X-Gatekeeper-Trajectory) rather than
-// leaving it implicit.
+// exist yet and the tenant may start a run. A root of another tenant is
+// refused (ErrOtherTenant). named says whether the request named the run
+// (path or X-Gatekeeper-Trajectory) rather than leaving it implicit.
 func (r *Records) Root(ctx context.Context, id string, named bool, tn *config.Tenant) (*trajectory.Record, error) {
 	rec, err := r.Store.Get(ctx, id)
 	if errors.Is(err, trajectory.ErrNotFound) {
@@ -103,8 +102,8 @@ func (r *Records) Scoped(ctx context.Context, id, tenant string) (string, error)
 }
 
 // Child makes sure the child record id of parent exists for a thread
-// key, creating it (attributed to the person ctx carries) when missing, unless the parent has MaxChildren
-// children (*ChildrenFull).
+// key, creating it (attributed to the person ctx carries) when missing,
+// unless the parent has MaxChildren children (*ChildrenFull).
 func (r *Records) Child(ctx context.Context, parent, tenant, id, key string) error {
 	_, err := r.Store.Get(ctx, id)
 	if err == nil {
