@@ -240,3 +240,54 @@ func TestIssuerDown(t *testing.T) {
 		t.Fatalf("a virtual key while the issuer is down: %d", resp.StatusCode)
 	}
 }
+
+// TestIdentityReload: a reload that changes the group mapping applies to
+// the next request, and one that drops the identity section refuses
+// people's tokens while virtual keys go on.
+func TestIdentityReload(t *testing.T) {
+	idp := startIdP(t, testidp.Options{}, ada)
+	e := newEnv(t, envOpts{identity: identityOf(idp)})
+	tok, err := idp.Token(ctxT(t), "ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(run string) (int, string) {
+		resp := e.do(t, "POST", "/t/"+run+"/anthropic/v1/messages", anthropicReq(false, "hi"),
+			"x-api-key", tok.AccessToken, "anthropic-version", "2023-06-01", "content-type", "application/json")
+		readAll(t, resp)
+		return resp.StatusCode, resp.Header.Get("X-Gatekeeper-Trajectory")
+	}
+	if s, _ := send("before"); s != 200 {
+		t.Fatalf("before the reload: %d", s)
+	}
+	waitFor(t, "the first run recorded", func() bool { return e.record(t, "before").Turns == 1 })
+	if rec := e.record(t, "before"); rec.Tenant != "team-b" {
+		t.Fatalf("tenant %s", rec.Tenant)
+	}
+
+	next := *e.cfg
+	next.Identity.Groups = []config.GroupTenant{{Group: "eng", Tenant: "team-a"}}
+	if err := e.px.Reload(&next, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := send("after"); s != 200 {
+		t.Fatalf("after the remapping: %d", s)
+	}
+	waitFor(t, "the second run recorded", func() bool { return e.record(t, "after").Turns == 1 })
+	if rec := e.record(t, "after"); rec.Tenant != "team-a" {
+		t.Fatalf("after the remapping, tenant %s", rec.Tenant)
+	}
+
+	off := *e.cfg
+	off.Identity = config.Identity{GroupsClaim: config.DefaultGroupsClaim}
+	if err := e.px.Reload(&off, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := send("off"); s != 401 {
+		t.Fatalf("a person's token with identity off: %d", s)
+	}
+	resp := e.do(t, "POST", "/anthropic/v1/messages", anthropicReq(false, "hi"), hdr()...)
+	if readAll(t, resp); resp.StatusCode != 200 {
+		t.Fatalf("a virtual key after the reload: %d", resp.StatusCode)
+	}
+}
