@@ -26,6 +26,9 @@ type Config struct {
 	Approvals             Approvals  `yaml:"approvals" json:"approvals"`
 	// Watchdog is the loop watchdog of every tenant (watchdog.go).
 	Watchdog Watchdog `yaml:"watchdog" json:"watchdog"`
+	// Identity lets people sign in with an OpenID Connect provider
+	// (identity.go).
+	Identity Identity `yaml:"identity" json:"identity"`
 	// ShutdownGrace is how long a stopping gatekeeper lets open streams
 	// finish; past it they are ended as an operator's cancel ends them and
 	// charged as estimated.
@@ -460,6 +463,7 @@ func DefaultConfig() *Config {
 			MaxHeldBytes: DefaultMaxHeldBytes,
 		},
 		Watchdog: DefaultWatchdog(),
+		Identity: Identity{GroupsClaim: DefaultGroupsClaim},
 		RateLimits: RateLimits{
 			MaxWait:             Duration(DefaultMaxWait),
 			Weights:             DefaultWeights(),

@@ -98,6 +98,7 @@ func TestLoadFullExample(t *testing.T) {
 			Weights: map[string]int{"interactive": 4, "standard": 2, "batch": 2}},
 		Watchdog: Watchdog{RepeatedCalls: 6, CallWindow: 10, RepeatedResults: DefaultRepeatedResults,
 			ErrorResults: DefaultErrorResults, IdleTurns: -1, OnLoop: OnLoopPause},
+		Identity: Identity{GroupsClaim: DefaultGroupsClaim},
 	}
 	gotEnv := c.env
 	c.env = nil

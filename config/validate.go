@@ -66,7 +66,8 @@ func (c *Config) Validate() error {
 	}
 	v.providers(c.Providers, allForward(c.Tenants))
 	v.prices(c.Prices)
-	keys := v.tenants(c.Tenants)
+	keys := v.tenants(c.Tenants, c.Identity.mappedTenants())
+	v.identity(c.Identity, c.Tenants)
 	v.admin(c.Admin, keys)
 	v.scopes(c)
 	v.limits(c.Limits)
@@ -445,7 +446,9 @@ type keyOwner struct {
 
 // tenants checks the tenants and returns the hash of every well-formed
 // virtual key, so admin tokens can be checked against them.
-func (v *validator) tenants(ts []Tenant) map[[32]byte]keyOwner {
+// tenants checks the tenants; one that people reach through an identity
+// group (mapped) may have no virtual key.
+func (v *validator) tenants(ts []Tenant, mapped map[string]bool) map[[32]byte]keyOwner {
 	names := map[string]string{}
 	keys := map[[32]byte]keyOwner{}
 	for i, t := range ts {
@@ -463,8 +466,8 @@ func (v *validator) tenants(ts []Tenant) map[[32]byte]keyOwner {
 			names[t.Name] = at
 		}
 
-		if len(t.Keys) == 0 {
-			v.add(fieldPath(at, "keys"), "at least one virtual key is required")
+		if len(t.Keys) == 0 && !mapped[t.Name] {
+			v.add(fieldPath(at, "keys"), "at least one virtual key is required (or map an identity group to the tenant)")
 		}
 		for j, k := range t.Keys {
 			kat := indexPath(fieldPath(at, "keys"), j)

@@ -165,6 +165,21 @@ func TestValidateRules(t *testing.T) {
 		{"tenant name duplicate", func(c *Config) { c.Tenants[1].Name = "team-a" }, "tenants[1].name", "duplicate tenant name (also tenants[0])"},
 		{"tenant without keys", func(c *Config) { c.Tenants[1].Keys = nil }, "tenants[1].keys", "at least one virtual key"},
 		{"tenant key empty", func(c *Config) { c.Tenants[1].Keys = []string{""} }, "tenants[1].keys[0]", "empty"},
+		{"identity valid", func(c *Config) { c.Identity = testIdentity() }, "", ""},
+		{"tenant reached only through identity", func(c *Config) { c.Identity = testIdentity(); c.Tenants[1].Keys = nil }, "", ""},
+		{"identity without issuer", func(c *Config) { c.Identity = testIdentity(); c.Identity.Issuer = "" }, "identity.issuer", "required when"},
+		{"identity issuer over http", func(c *Config) { c.Identity = testIdentity(); c.Identity.Issuer = "http://idp.example.com" }, "identity.issuer", "must be https"},
+		{"identity issuer on loopback over http", func(c *Config) { c.Identity = testIdentity(); c.Identity.Issuer = "http://127.0.0.1:9000" }, "", ""},
+		{"identity issuer relative", func(c *Config) { c.Identity = testIdentity(); c.Identity.Issuer = "/idp" }, "identity.issuer", "absolute URL"},
+		{"identity without client", func(c *Config) { c.Identity = testIdentity(); c.Identity.ClientID = "" }, "identity.client_id", "required"},
+		{"identity without groups", func(c *Config) { c.Identity = testIdentity(); c.Identity.Groups = nil }, "identity.groups", "at least one group"},
+		{"identity group to no tenant", func(c *Config) { c.Identity = testIdentity(); c.Identity.Groups[0].Tenant = "nobody" }, "identity.groups[0].tenant", `no tenant named "nobody"`},
+		{"identity group twice", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Groups = append(c.Identity.Groups, GroupTenant{Group: "eng", Tenant: "team-a"})
+		}, "identity.groups[1].group", `duplicate group "eng"`},
+		{"identity groups claim empty", func(c *Config) { c.Identity = testIdentity(); c.Identity.GroupsClaim = "" }, "identity.groups_claim", "empty"},
+
 		{"sha256 key valid", func(c *Config) { c.Tenants[1].Keys = []string{sha256Foo} }, "", ""},
 		{"sha256 key uppercase", func(c *Config) { c.Tenants[1].Keys = []string{strings.ToUpper(sha256Foo[7:])} }, "", ""},
 		{"sha256 key uppercase hex", func(c *Config) { c.Tenants[1].Keys = []string{"sha256:" + strings.ToUpper(sha256Foo[7:])} }, "tenants[1].keys[0]", "64 lowercase hex"},
@@ -390,4 +405,9 @@ log: {level: "${S}", format: "${S}"}
 	if !strings.Contains(err.Error(), `log.level: unknown level the value of ${S}`) {
 		t.Errorf("the variable is not named:\n%v", err)
 	}
+}
+
+func testIdentity() Identity {
+	return Identity{Issuer: "https://idp.example.com", ClientID: "gatekeeper", GroupsClaim: DefaultGroupsClaim,
+		Groups: []GroupTenant{{Group: "eng", Tenant: "team-b"}}}
 }

@@ -29,6 +29,7 @@ func TestRecordsPublishWhatTheStoreSaved(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_800_000_000, 0).UTC()
 	root := trajectory.New("run-1", "team-a", now)
+	root.Person = &trajectory.Person{Subject: "00u1", Email: "ada@example.com", Groups: []string{"eng"}}
 	if err := st.Create(ctx, root, trajectory.Event{At: now, Trajectory: "run-1", Type: trajectory.EventCreated}); err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +82,9 @@ func TestRecordsPublishWhatTheStoreSaved(t *testing.T) {
 		}
 		if got := (seen{e.Kind, e.Trajectory, len(d.Events)}); got != want[i] {
 			t.Errorf("event %d = %+v, want %+v", i, got, want[i])
+		}
+		if e.Kind == KindRecord && e.Trajectory == "run-1" && (d.Record.Person == nil || d.Record.Person.Email != "ada@example.com" || d.Record.Person.Groups[0] != "eng") {
+			t.Errorf("event %d: the run's record event names person %+v, want the one who started it", i, d.Record.Person)
 		}
 		if i == 2 && d.Record.Spend.Dollars != 0.5 {
 			t.Errorf("the child's record event shows $%v spent, want the saved 0.5", d.Record.Spend.Dollars)

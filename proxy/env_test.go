@@ -117,6 +117,8 @@ type envOpts struct {
 	// idle, when set, is the memory store's idle retention, on
 	// gatekeeper's clock; only an explicit Sweep drops records.
 	idle time.Duration
+	// identity, when set, is the config's identity section.
+	identity config.Identity
 }
 
 func newMock(t testing.TB, realClock bool, script *mockprovider.Script) (*mockprovider.Server, string) {
@@ -184,6 +186,9 @@ admin:
 	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.identity.On() {
+		cfg.Identity = o.identity
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"gatekeeper/approvals"
 	"gatekeeper/config"
+	"gatekeeper/identity"
 	"gatekeeper/internal/clock"
 	"gatekeeper/internal/conncap"
 	"gatekeeper/meter"
@@ -119,6 +120,7 @@ type Server struct {
 type rules struct {
 	cfg       *config.Config
 	keys      *wire.Keyring
+	people    *identity.Verifier // nil unless people sign in (people.go)
 	providers map[string]*upstream
 	def       *upstream
 	prices    *meter.Table
@@ -259,6 +261,9 @@ func (s *Server) build(cfg *config.Config, gates *approvals.Gates, old *rules) (
 		}
 	}
 	ru := &rules{cfg: cfg, keys: wire.NewKeyring(cfg.Tenants), providers: make(map[string]*upstream), stages: meter.Thresholds(cfg.Stages)}
+	if ru.people = s.peopleVerifier(cfg, old); ru.people != nil {
+		ru.keys.AdmitPeople(ru.people, cfg.Tenants)
+	}
 	minOutput := cfg.BudgetMinOutputTokens
 	if minOutput <= 0 {
 		minOutput = config.DefaultBudgetMinOutputTokens
@@ -430,7 +435,10 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, ru *rules
 		// those capped for not having authenticated.
 		conncap.Trust(r.Context())
 	}
-	req := &request{rules: ru, up: up, rest: in.Path, tenant: in.Tenant, keyHash: in.KeyHash, trajectoryID: tid, run: tid, api: api, id: requestID(r)}
+	if in.Person != nil {
+		r = r.WithContext(admit.WithPerson(r.Context(), in.Person))
+	}
+	req := &request{rules: ru, up: up, rest: in.Path, tenant: in.Tenant, keyHash: in.KeyHash, person: in.Person, trajectoryID: tid, run: tid, api: api, id: requestID(r)}
 	if in.Tenant.Forwards() {
 		req.own, req.ownQuery = wire.Credentials(r), wire.QueryCredential(r.URL.RawQuery)
 	}
@@ -460,8 +468,9 @@ type request struct {
 	query        string // a continuation's query; "" for an agent's request, whose own is forwarded
 	tenant       *config.Tenant
 	keyHash      [32]byte
-	trajectoryID string // from the path; "" when none
-	run          string // the record the request was placed on, once known; "" before
+	person       *trajectory.Person // who signed in; nil for a virtual key
+	trajectoryID string             // from the path; "" when none
+	run          string             // the record the request was placed on, once known; "" before
 	api          streaming.API
 	id           string // the request id in logs and X-Gatekeeper-Request-Id
 	// own are the agent's provider credentials when its tenant sends them

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -209,6 +210,9 @@ func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 	}
 	t.log = turnLogger(t.s.log, [turnLogAttrs]slog.Attr{slog.String("request_id", t.req.id), slog.String("trajectory", t.recID),
 		slog.String("tenant", t.req.tenant.Name), slog.String("model", t.pr.Model), slog.String("api", string(t.req.api))})
+	if p := t.req.person; p != nil {
+		t.log = t.log.With(slog.String("person", p.Label()), slog.String("groups", strings.Join(p.Groups, ",")))
+	}
 	if !mark.Empty() {
 		t.recordMark(ctx, mark)
 	}

@@ -55,6 +55,7 @@ type recordJSON struct {
 	Outcome          string      `json:"outcome,omitempty"`
 	TaskClass        string      `json:"task_class,omitempty"`
 	Watch            *Watch      `json:"watch,omitempty"`
+	Person           *Person     `json:"person,omitempty"`
 }
 
 type pendingJSON struct {
@@ -141,6 +142,7 @@ func (r *Record) UnmarshalJSON(b []byte) error {
 		TruncationsInRow: w.TruncationsInRow,
 		Outcome:          w.Outcome,
 		TaskClass:        w.TaskClass,
+		Person:           w.Person,
 	}
 	if w.Watch != nil {
 		rec.Watch = *w.Watch

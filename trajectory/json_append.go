@@ -41,7 +41,7 @@ func (r *Record) sizeJSON() int {
 	for _, c := range r.Pending.ToolCalls {
 		n += len(c.ID) + len(c.Name) + 80
 	}
-	return n + 20*len(r.Watch.Calls)
+	return n + 20*len(r.Watch.Calls) + r.Person.sizeJSON()
 }
 
 // The appenders below return the slice rather than keep it in a struct:
@@ -179,6 +179,10 @@ func appendRecord(b []byte, r *Record, err *error) []byte {
 	if !r.Watch.IsZero() {
 		b = append(b, `,"watch":`...)
 		b = appendWatch(b, &r.Watch)
+	}
+	if r.Person != nil {
+		b = append(b, `,"person":`...)
+		b = appendPerson(b, r.Person)
 	}
 	return append(b, '}')
 }

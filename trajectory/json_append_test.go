@@ -148,6 +148,7 @@ func fullRecord() *Record {
 		IdleTurns: 3, Step: LoopStep("restrict"), StepTurn: 6, Notice: true,
 		Signal: &LoopSignal{Kind: SignalNoProgress, Tool: "Bash<1>", Digest: 42, Count: 5, Threshold: 4, Window: 8},
 	}
+	r.Person = &Person{Subject: "00u1&x", Name: "Ada \"L\"", Email: "ada@example.com", Groups: []string{"eng", "on<call>"}}
 	return r
 }
 
@@ -173,6 +174,9 @@ func TestAppendJSONTable(t *testing.T) {
 		{"watch with signal only", func(r *Record) { r.Watch = Watch{Signal: &LoopSignal{}} }},
 		{"watch with empty calls", func(r *Record) { r.Watch = Watch{Calls: []Digest{}, StepTurn: 1} }},
 		{"watch zero", func(r *Record) { r.Watch = Watch{} }},
+		{"person with subject only", func(r *Record) { r.Person = &Person{Subject: "s"} }},
+		{"person with empty groups", func(r *Record) { r.Person = &Person{Subject: "s", Groups: []string{}} }},
+		{"person with an empty subject", func(r *Record) { r.Person = &Person{Name: "n", Groups: []string{""}} }},
 		{"monotonic clock reading", func(r *Record) { r.UpdatedAt = time.Now(); r.CallBeat = time.Now() }},
 		{"local zone", func(r *Record) { r.CreatedAt = r.CreatedAt.Local() }},
 		{"zero time in a zone", func(r *Record) { r.StartedAt = time.Time{}.In(zones[1]) }},
@@ -369,6 +373,12 @@ func randomRecord(rng *rand.Rand) *Record {
 		r.Pending.Control = &Control{Kind: ControlKind(optStr()), Message: optStr(), By: optStr(), At: tm()}
 	}
 	if pick() {
+		r.Person = &Person{Subject: str(), Name: optStr(), Email: optStr()}
+		for range rng.IntN(3) {
+			r.Person.Groups = append(r.Person.Groups, str())
+		}
+	}
+	if pick() {
 		r.Watch = Watch{Result: digest(), ResultsInRow: num(), ErrorsInRow: num(), IdleTurns: num(), Step: LoopStep(optStr()), StepTurn: num(), Notice: pick()}
 		if n := rng.IntN(4); n > 0 {
 			r.Watch.Calls = make([]Digest, n-1)
@@ -461,6 +471,9 @@ func FuzzRecordAppendJSON(f *testing.F) {
 		}
 		if on() {
 			r.Pending.Control = &Control{Kind: ControlKind(s1), Message: str(s2), By: str(s3), At: tm()}
+		}
+		if on() {
+			r.Person = &Person{Subject: s1, Name: str(s2), Email: str(s3), Groups: []string{s2, s3}}
 		}
 		if on() {
 			r.Watch = Watch{Calls: []Digest{Digest(set), Digest(n)}, Result: Digest(num()), IdleTurns: num(), Step: LoopStep(str(s2)), Notice: on()}

@@ -52,6 +52,7 @@ func marshalReflect(r *Record) ([]byte, error) {
 		TruncationsInRow: r.TruncationsInRow,
 		Outcome:          r.Outcome,
 		TaskClass:        r.TaskClass,
+		Person:           r.Person,
 	}
 	if !r.Watch.IsZero() {
 		w.Watch = &r.Watch

@@ -121,6 +121,7 @@ func TestRecordJSONRoundTrip(t *testing.T) {
 	full.Spend = Spend{Turns: 1, InputTokens: 2, CachedInputTokens: 3, CacheWriteTokens: 4, OutputTokens: 5, Dollars: 0.125, WallClockS: 1.5, Estimated: true}
 	full.Thread, full.Provider, full.Model, full.StartedAt = "th", "openai", "gpt-5", t0
 	full.HeldSince, full.WaitedS = t0.Add(time.Second), 0.25
+	full.Person = &Person{Subject: "00u1", Name: "Ada", Email: "ada@example.com", Groups: []string{"eng", "oncall"}}
 	tests := []struct {
 		name string
 		rec  *Record

@@ -114,6 +114,9 @@ type Record struct {
 	TaskClass string
 	// Watch is the loop watchdog's state of this thread (watch.go).
 	Watch Watch
+	// Person started the run, when a person's token admitted it; nil for
+	// a virtual key (person.go).
+	Person *Person
 }
 
 // Creator is who created a record: an agent's request (Kind
@@ -310,6 +313,7 @@ func (r *Record) Copy() Record {
 	c.LostCalls = slices.Clone(r.LostCalls)
 	c.SweptCalls = slices.Clone(r.SweptCalls)
 	c.Watch = r.Watch.clone()
+	c.Person = r.Person.Clone()
 	if r.Pending.Control != nil {
 		ctl := *r.Pending.Control
 		c.Pending.Control = &ctl

@@ -48,6 +48,9 @@ const usage = `usage: gatekeeper COMMAND [flags]
   report costs   [-tenant T] [-class C] [-since D]      cost-vs-success curves, knees and suggested ceilings
                  [-format text|json|csv|svg]            of the runs marked accepted or rejected (admin API)
   gates test     [-config config.yaml] < calls.json     which gates hold sample tool calls, and why
+  login          [-issuer URL -client-id ID] [-scopes S]  sign in with the identity provider (device flow)
+                 -print-token                           print a valid access token, refreshed as needed
+  logout                                                revoke and forget the sign-in
   probe          [-url http://127.0.0.1:8080/healthz] [-timeout 5s]
                  exit 0 when the URL answers 2xx (a container's healthcheck)
 
@@ -95,6 +98,12 @@ var commands = []command{
 		run: func(_ context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return runGates(args, getenv, stdin, stdout, stderr)
 		}},
+	{name: "login", run: func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
+		return runLogin(ctx, args, getenv, stdout, stderr)
+	}},
+	{name: "logout", run: func(ctx context.Context, args []string, getenv func(string) string, _ io.Reader, _, stderr io.Writer) error {
+		return runLogout(ctx, args, getenv, stderr)
+	}},
 	{name: "probe", run: func(ctx context.Context, args []string, _ func(string) string, _ io.Reader, stdout, stderr io.Writer) error {
 		return runProbe(ctx, args, stdout, stderr)
 	}},

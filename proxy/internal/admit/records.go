@@ -32,11 +32,11 @@ type Records struct {
 // agent, which must not learn that the other run exists.
 var ErrOtherTenant = errors.New("admit: the id names another tenant's run")
 
-// Root returns the root record, creating it with the tenant's defaults
-// when it does not exist yet and the tenant may start a run. A root of
-// another tenant is refused (ErrOtherTenant). named says whether the
-// request named the run (path or X-Gatekeeper-Trajectory) rather than
-// leaving it implicit.
+// Root returns the root record, creating it with the tenant's defaults,
+// attributed to the person ctx carries (WithPerson), when it does not
+// exist yet and the tenant may start a run. A root of another tenant is
+// refused (ErrOtherTenant). named says whether the request named the run
+// (path or X-Gatekeeper-Trajectory) rather than leaving it implicit.
 func (r *Records) Root(ctx context.Context, id string, named bool, tn *config.Tenant) (*trajectory.Record, error) {
 	rec, err := r.Store.Get(ctx, id)
 	if errors.Is(err, trajectory.ErrNotFound) {
@@ -45,6 +45,7 @@ func (r *Records) Root(ctx context.Context, id string, named bool, tn *config.Te
 		}
 		rec = NewRecord(id, "", tn, r.Now())
 		rec.CreatedBy = trajectory.Creator{Kind: trajectory.CreatorAgent, Name: tn.Name}
+		rec.Person = personOf(ctx)
 		err = r.Store.Create(ctx, rec, r.created(rec))
 		if err != nil && !errors.Is(err, trajectory.ErrExists) {
 			r.unstart(tn, id)
@@ -91,10 +92,10 @@ func (r *Records) Scoped(ctx context.Context, id, tenant string) (string, error)
 }
 
 // Child makes sure the child record id of parent exists for a thread
-// key, creating it when missing, unless the parent has MaxChildren
-// children (*trajectory.ChildrenFullError): the store counts them in the
-// step that adds the child, so threads starting at once never pass the
-// bound.
+// key, creating it (attributed to the person ctx carries) when missing,
+// unless the parent has MaxChildren children
+// (*trajectory.ChildrenFullError): the store counts them in the step that
+// adds the child, so threads starting at once never pass the bound.
 func (r *Records) Child(ctx context.Context, parent, tenant, id, key string) error {
 	_, err := r.Store.Get(ctx, id)
 	if err == nil {
@@ -105,6 +106,7 @@ func (r *Records) Child(ctx context.Context, parent, tenant, id, key string) err
 	}
 	rec := NewRecord(id, parent, nil, r.Now())
 	rec.Tenant = tenant
+	rec.Person = personOf(ctx)
 	rec.Budget = trajectory.Budget{} // the ancestors' ceilings bind a child
 	rec.Thread = key
 	rec.CreatedBy = trajectory.Creator{Kind: trajectory.CreatorAgent, Name: tenant}

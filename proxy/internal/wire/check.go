@@ -21,6 +21,9 @@ type Checked struct {
 	Probe   bool
 	Tenant  *config.Tenant
 	KeyHash [32]byte
+	// Person is who signed in, when the key was a person's token; nil
+	// for a virtual key.
+	Person *trajectory.Person
 }
 
 // Check runs the checks every request to a provider of API api passes
@@ -56,7 +59,9 @@ func Check(r *http.Request, kr *Keyring, api, tid, rest string) (Checked, error)
 				"or a custom provider with env_key) and send the gatekeeper key as your platform team says")
 	}
 	vk, inHeader := virtualKey(r)
-	c.Tenant, c.KeyHash = kr.Lookup(vk)
+	if c.Tenant, c.KeyHash, c.Person, err = kr.Resolve(r.Context(), vk); err != nil {
+		return c, err
+	}
 	if c.Tenant == nil {
 		return c, apierr.New(http.StatusUnauthorized, apierr.Authentication,
 			"invalid or missing gatekeeper virtual key: send the key your platform team issued as x-api-key, Authorization: Bearer, x-goog-api-key or "+HeaderKey)

@@ -16,6 +16,7 @@ import (
 // time, so neither timing nor early exits tell which keys exist.
 type Keyring struct {
 	entries []keyEntry
+	people  *people // nil unless people may sign in (people.go)
 }
 
 type keyEntry struct {
