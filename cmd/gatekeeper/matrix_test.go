@@ -330,15 +330,13 @@ func (m *matrixCase) play(ctx context.Context, bin string) error {
 	if pending[0].Root == pending[1].Root {
 		return fmt.Errorf("two sessions with the same first prompt share one run: %+v", pending)
 	}
-	// Which session's call is which: the command runs in the session's
-	// own directory, so approvals are matched by the order decided: deny
-	// one, approve the other, then see whose marker was written.
+	// The admin API does not say which session's process a request is
+	// of: deny one, and the session that finishes is the denied one (the
+	// other is still held; were it not, the checks below fail).
 	deny, keep := pending[1], pending[0]
 	if code, err := adminJSON(ctx, "POST", m.gk.base+"/admin/v1/approvals/"+deny.ID+"/deny", nil); err != nil || code != 200 {
 		return fmt.Errorf("deny: %d %v", code, err)
 	}
-	// The denied session finishes; which one it was shows once the other
-	// is decided, so wait for either to exit.
 	var denied, approved *agentProc
 	select {
 	case <-a.exited:
