@@ -16,7 +16,7 @@ const { default: OpenAI } = await import(require.resolve('openai'));
 
 setTracingDisabled(true);
 setOpenAIAPI(process.env.AGENTS_API || 'responses');
-setDefaultOpenAIClient(new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: process.env.OPENAI_API_KEY, maxRetries: 0 }));
+setDefaultOpenAIClient(new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: process.env.OPENAI_API_KEY }));
 
 const runCommand = tool({
   name: 'run_command',
