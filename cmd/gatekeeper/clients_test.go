@@ -171,16 +171,16 @@ func agentEnv(home string, kv ...string) []string {
 
 // clientScript makes the mock answer the agent's first turn (the prompt,
 // the agent's shell declared, no tool results) with a call of its shell
-// that input describes, and every later turn, and side calls that declare
-// no tools (session titles), with its default text.
-func clientScript(tool string, input map[string]any) *mockprovider.Script {
+// (a.input), and every later turn, and side calls that declare no tools
+// (session titles), with its default text.
+func clientScript(a matrixAgent) *mockprovider.Script {
 	no := false
 	return &mockprovider.Script{Rules: []mockprovider.Rule{{
-		When: mockprovider.Match{LastUserContains: matrixPrompt, DeclaresTool: tool, HasToolResults: &no},
+		When: mockprovider.Match{LastUserContains: matrixPrompt, DeclaresTool: a.tool, HasToolResults: &no},
 		Turn: mockprovider.TurnRef{Name: "held"},
 	}}, Turns: map[string]mockprovider.TurnSpec{
-		"held": {Kind: mockprovider.KindTool, Text: "Cleaning up the build directory now.",
-			Tools: []mockprovider.ToolCall{{Name: tool, Input: input}}},
+		"held": {Kind: mockprovider.KindTool, Text: "Cleaning up the build directory now.", Thinking: a.thinking,
+			Tools: []mockprovider.ToolCall{{Name: a.tool, Input: a.input}}},
 	}}
 }
 
@@ -283,7 +283,7 @@ func startHeldCase(t *testing.T, bin string, a matrixAgent, traj string) *heldCa
 	t.Helper()
 	dir, home := t.TempDir(), t.TempDir()
 	c := &heldCase{traj: traj, marker: filepath.Join(dir, "marker"), stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan error, 1)}
-	c.mock = mockprovider.New(mockprovider.Options{Script: clientScript(a.tool, a.input)})
+	c.mock = mockprovider.New(mockprovider.Options{Script: clientScript(a)})
 	ms := httptest.NewServer(c.mock)
 	t.Cleanup(ms.Close)
 	c.gk = startReplica(t, clientConfig(t, ms.URL))

@@ -46,10 +46,11 @@ type matrixAgent struct {
 	// of it that appends "ran" to ./marker.
 	tool  string
 	input map[string]any
-	// named: each session is pointed at a run of its own name
-	// (/t/<name>/...), for an agent whose later turns gatekeeper cannot
-	// follow unnamed (see docs/guide/agents.md).
-	named bool
+	// thinking, when set, is the reply's thinking: Gemini's replies that
+	// call tools carry a thought signature with the call, which the mock
+	// sends with thinking, and which is how gatekeeper follows a Gemini
+	// CLI session (its calls have no ids of the provider's).
+	thinking string
 }
 
 func onPath(name string) func(t *testing.T) (string, bool) {
@@ -94,17 +95,17 @@ func shellCall(arg string) map[string]any {
 }
 
 var matrixAgents = []matrixAgent{
-	{"claude-code", onPath("claude"), claudeRun, "Bash", shellCall("command"), false},
-	{"claude-code-newest", inAgentsDir("node_modules/claude-code-newest/bin/claude.exe", ""), claudeRun, "Bash", shellCall("command"), false},
-	{"codex", onPath("codex"), codexRun, "exec_command", shellCall("cmd"), false},
-	{"gemini-cli", onPath("gemini"), geminiRun, "run_shell_command", shellCall("command"), true},
-	{"opencode-anthropic", onPath("opencode"), opencodeRun("anthropic"), "bash", opencodeCall(), false},
-	{"opencode-openai-compatible", onPath("opencode"), opencodeRun("openai-compatible"), "bash", opencodeCall(), false},
-	{"opencode-openai", onPath("opencode"), opencodeRun("openai"), "bash", opencodeCall(), false},
-	{"qwen-code", onPath("qwen"), qwenRun, "run_shell_command", shellCall("command"), false},
-	{"openai-agents-responses", inAgentsDir("node_modules/@openai/agents/package.json", "node"), openaiAgentsRun("responses"), "run_command", shellCall("command"), false},
-	{"openai-agents-chat", inAgentsDir("node_modules/@openai/agents/package.json", "node"), openaiAgentsRun("chat_completions"), "run_command", shellCall("command"), false},
-	{"claude-agent-sdk", inAgentsDir("node_modules/@anthropic-ai/claude-agent-sdk/package.json", "node"), claudeAgentSDKRun, "Bash", shellCall("command"), false},
+	{"claude-code", onPath("claude"), claudeRun, "Bash", shellCall("command"), ""},
+	{"claude-code-newest", inAgentsDir("node_modules/claude-code-newest/bin/claude.exe", ""), claudeRun, "Bash", shellCall("command"), ""},
+	{"codex", onPath("codex"), codexRun, "exec_command", shellCall("cmd"), ""},
+	{"gemini-cli", onPath("gemini"), geminiRun, "run_shell_command", shellCall("command"), "The build directory holds stale files."},
+	{"opencode-anthropic", onPath("opencode"), opencodeRun("anthropic"), "bash", opencodeCall(), ""},
+	{"opencode-openai-compatible", onPath("opencode"), opencodeRun("openai-compatible"), "bash", opencodeCall(), ""},
+	{"opencode-openai", onPath("opencode"), opencodeRun("openai"), "bash", opencodeCall(), ""},
+	{"qwen-code", onPath("qwen"), qwenRun, "run_shell_command", shellCall("command"), ""},
+	{"openai-agents-responses", inAgentsDir("node_modules/@openai/agents/package.json", "node"), openaiAgentsRun("responses"), "run_command", shellCall("command"), ""},
+	{"openai-agents-chat", inAgentsDir("node_modules/@openai/agents/package.json", "node"), openaiAgentsRun("chat_completions"), "run_command", shellCall("command"), ""},
+	{"claude-agent-sdk", inAgentsDir("node_modules/@anthropic-ai/claude-agent-sdk/package.json", "node"), claudeAgentSDKRun, "Bash", shellCall("command"), ""},
 }
 
 // opencodeCall is a call of opencode's bash tool, which wants a
@@ -272,7 +273,7 @@ type matrixCase struct {
 func startMatrix(t *testing.T, a matrixAgent) *matrixCase {
 	t.Helper()
 	m := &matrixCase{agent: a, t: t}
-	m.mock = mockprovider.New(mockprovider.Options{Script: clientScript(a.tool, a.input)})
+	m.mock = mockprovider.New(mockprovider.Options{Script: clientScript(a)})
 	ms := httptest.NewServer(m.mock)
 	t.Cleanup(ms.Close)
 	m.gk = startReplica(t, matrixConfig(t, ms.URL))
@@ -439,11 +440,7 @@ func (m *matrixCase) play(ctx context.Context, bin string) error {
 func (m *matrixCase) start(bin string) *agentProc {
 	m.t.Helper()
 	home := m.t.TempDir()
-	at := agentTarget{base: m.gk.base, prompt: matrixPrompt}
-	if m.agent.named {
-		at.traj = fmt.Sprintf("%s-%d", m.agent.name, len(m.sessions)+1)
-	}
-	cmd := m.agent.run(m.t, bin, at, home)
+	cmd := m.agent.run(m.t, bin, agentTarget{base: m.gk.base, prompt: matrixPrompt}, home)
 	p := startAgent(m.t, cmd, m.t.TempDir())
 	m.sessions = append(m.sessions, p)
 	return p
