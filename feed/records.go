@@ -18,10 +18,15 @@ type publisher interface {
 var _ publisher = (*Feed)(nil)
 
 // SignalingStore is a trajectory store that also carries signals between
-// replicas, as both of gatekeeper's stores do.
+// replicas and the links of conversations that name no session to their
+// runs, as both of gatekeeper's stores do. Records passes both through:
+// the proxy finds them on the store it is given, and a wrapper that hid
+// the links would send every such conversation's later turns to a run
+// apart from its first.
 type SignalingStore interface {
 	trajectory.Store
 	trajectory.Signals
+	trajectory.Links
 }
 
 // Records is a trajectory store that publishes every change it saves: a

@@ -80,6 +80,11 @@ func (m Match) matches(req *turnRequest) bool {
 	if m.HasToolResults != nil && *m.HasToolResults != (req.toolResults > 0) {
 		return false
 	}
+	if m.DeclaresTool != "" {
+		if _, ok := findTool(req.tools, m.DeclaresTool); !ok {
+			return false
+		}
+	}
 	if m.Model != "" {
 		if prefix, ok := strings.CutSuffix(m.Model, "*"); ok {
 			if !strings.HasPrefix(req.model, prefix) {

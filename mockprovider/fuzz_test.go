@@ -96,6 +96,7 @@ func FuzzParseScript(f *testing.F) {
 	}
 	f.Add([]byte("turns:\n  a: {kind: tool, tools: [{name: f, input: {x: [1, {y: z}]}}]}\nrules:\n  - {when: {api: chat}, turn: a}\n"))
 	f.Add([]byte("rules:\n  - when: {has_tool_results: false}\n    turn: {kind: disconnect, after_deltas: 1}\n"))
+	f.Add([]byte("rules:\n  - when: {declares_tool: Bash, last_user_contains: tidy}\n    turn: {kind: tool, tools: [{name: Bash, input: {command: ls}}]}\n"))
 	f.Add([]byte("turns:\n  a: {kind: tool, tools: [{name: f, input: {1: 2}}]}\n"))
 	f.Add([]byte("turns: {a: {event_delay: 1ms, retry_after: 0s}}"))
 	f.Fuzz(func(t *testing.T, data []byte) {

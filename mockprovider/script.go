@@ -219,6 +219,10 @@ type Match struct {
 	// Model matches the request's model exactly, or as a prefix when it
 	// ends in "*".
 	Model string `yaml:"model,omitempty"`
+	// DeclaresTool matches requests that declare a tool of this name: an
+	// agent's side calls (titles, summaries) declare none, so a rule that
+	// scripts a call of the agent's shell fires on its main turns only.
+	DeclaresTool string `yaml:"declares_tool,omitempty"`
 }
 
 // TurnRef is a rule's turn: the name of a script or built-in turn, or an

@@ -255,6 +255,8 @@ rules:
     turn: {kind: text, text: "Finished by rule."}
   - when: {api: openai, model: refuse-me}
     turn: refusal
+  - when: {last_user_contains: tidy, declares_tool: Bash}
+    turn: {kind: tool, tools: [{name: Bash, input: {command: ls}}]}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -297,6 +299,12 @@ rules:
 			`{"model":"gpt-4o","input":[{"role":"user","content":"mock:tool"},{"type":"function_call","call_id":"call_1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"call_1","output":"42"}]}`,
 			"", "default_tool_results",
 			map[string]string{"output.0.content.0.text": `Done: received 1 tool result (first: "42").`}},
+		{"rule by declared tool", "/v1/messages",
+			`{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"tidy up"}],"tools":[{"name":"Read","input_schema":{}},{"name":"Bash","input_schema":{}}]}`, "", "rules[3]",
+			map[string]string{"content.0.name": "Bash", "content.0.input.command": "ls", "stop_reason": "tool_use"}},
+		{"rule by declared tool skips a request without it", "/v1/messages",
+			`{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"tidy up"}],"tools":[{"name":"Read","input_schema":{}}]}`, "", "default",
+			map[string]string{"content.0.text": "You said: tidy up"}},
 		{"tool turn without declared tools answers text", "/v1/messages",
 			`{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"mock:tool"}]}`, "", "tool",
 			map[string]string{"content.0.text": noToolsText, "stop_reason": "end_turn"}},

@@ -273,3 +273,68 @@ func runOf(resp *http.Response) string {
 	run, _, _ := strings.Cut(resp.Header.Get("X-Gatekeeper-Trajectory"), "/")
 	return run
 }
+
+// respTurn sends input (a JSON array) as a Responses turn that names no
+// session, the mock answering with spec: the run the reply names and the
+// reply's output items.
+func respTurn(t *testing.T, base, input, spec string, stream bool) (run string, output json.RawMessage) {
+	t.Helper()
+	body := fmt.Sprintf(`{"model":"gpt-4.1","instructions":"Keep it tidy.","include":[],"stream":%t,"input":%s,
+	 "tools":[{"type":"function","name":"run_command","parameters":{"type":"object","properties":{"command":{"type":"string"}}}}]}`, stream, input)
+	req, err := http.NewRequestWithContext(ctxT(t), "POST", base+"/openai/v1/responses", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"Authorization": "Bearer " + vkA, "Content-Type": "application/json", "X-Mock-Turn": spec} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := readAll(t, resp)
+	if resp.StatusCode != 200 {
+		t.Fatalf("reply %d: %s", resp.StatusCode, b)
+	}
+	var m struct {
+		Output json.RawMessage `json:"output"`
+	}
+	if !stream {
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("reply %s: %v", b, err)
+		}
+	}
+	return resp.Header.Get("X-Gatekeeper-Trajectory"), m.Output
+}
+
+// A Responses conversation that names no session and keeps its history
+// itself (the OpenAI Agents SDK's default) replays the first reply's
+// output items, a message before the call among them: its later turn
+// joins the run of its first.
+func TestSessionsResponsesReplayJoinsItsRun(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	const user = `{"role":"user","content":"list the files"}`
+	const turn = `{"kind":"tool","first_only":true,"text":"Listing.","tools":[{"name":"run_command","input":{"command":"ls"}}]}`
+	run1, out := respTurn(t, e.gk, "["+user+"]", turn, false)
+	var items []struct {
+		Type   string `json:"type"`
+		CallID string `json:"call_id"`
+	}
+	if err := json.Unmarshal(out, &items); err != nil {
+		t.Fatal(err)
+	}
+	var results []string
+	for _, it := range items {
+		if it.Type == "function_call" {
+			results = append(results, fmt.Sprintf(`{"type":"function_call_output","call_id":%q,"output":"ok"}`, it.CallID))
+		}
+	}
+	if len(results) == 0 {
+		t.Fatalf("the first reply has no call: %s", out)
+	}
+	next := "[" + user + "," + strings.Trim(string(out), "[]") + "," + strings.Join(results, ",") + "]"
+	run2, _ := respTurn(t, e.gk, next, `{"kind":"text","text":"done"}`, false)
+	if run1 == "" || run2 != run1 {
+		t.Fatalf("the later turn went to run %q, want its first turn's %q", run2, run1)
+	}
+}

@@ -45,8 +45,9 @@ type Request struct {
 	// conversation).
 	Replied bool
 	// FirstReply is the mark of the model's first reply the conversation
-	// replays (CallMark of its first client tool call, else TextMark of its
-	// text); "" when there is none.
+	// replays (SignatureMark of its first call part's thought signature,
+	// Gemini; else CallMark of its first client tool call, else TextMark of
+	// its text); "" when there is none.
 	FirstReply string
 }
 

@@ -11,7 +11,9 @@ import (
 // false), and each later turn replays the model's first reply, which
 // Request.FirstReply names the way ReplyMark names a decoded reply. Two
 // conversations that began with the same prompt part at that reply: its
-// tool call ids are the provider's own, unique to it.
+// tool call ids are the provider's own, unique to it (a Gemini reply's
+// calls often have none; the thought signature of its first call part,
+// which the client sends back, is unique to it as well).
 
 // MaxSessionHint bounds the session id a body carries (SessionHint): a
 // longer value is no session id a real client sends, and is taken as
@@ -53,9 +55,24 @@ func ResponseMark(id string) string {
 	return "resp:" + id
 }
 
-// ReplyMark is the mark of the decoded reply res: its first client tool
-// call's id (of the first choice); "" when it has none.
+// SignatureMark is the mark of a Gemini reply whose first call part
+// carries the thought signature sig (always kept as its digest: a
+// signature runs to kilobytes).
+func SignatureMark(sig string) string {
+	if sig == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(sig))
+	return "sig#" + hex.EncodeToString(sum[:16])
+}
+
+// ReplyMark is the mark of the decoded reply res: the thought signature of
+// its first call part where it has one (Gemini), else its first client
+// tool call's id (of the first choice); "" when it has none.
 func ReplyMark(res *Result) string {
+	if res.CallSignature != "" {
+		return SignatureMark(res.CallSignature)
+	}
 	for _, tc := range res.ToolCalls {
 		if !tc.Server && tc.Choice == 0 && tc.ID != "" {
 			return CallMark(tc.ID)

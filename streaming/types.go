@@ -126,6 +126,11 @@ type Result struct {
 	// TextBytes counts the bytes of text and refusal alone: a reply with
 	// none said nothing to the user.
 	TextBytes int64
+	// CallSignature is the thoughtSignature of the first call part of a
+	// Gemini reply's first candidate, "" when it has none. The Gemini API's
+	// calls often carry no id (the client makes one up), but the client
+	// replays the signature with the call: it names the reply (ReplyMark).
+	CallSignature string
 	// Ambiguous is set when an event or the body of the reply repeated a
 	// member (two keys equal under case folding) in some object: readers
 	// that keep the first and readers that keep the last would read

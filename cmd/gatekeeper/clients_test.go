@@ -65,20 +65,36 @@ func clientHold(t *testing.T) time.Duration {
 	return d
 }
 
-// agentRun is one agent process: its command line and environment for a
-// gatekeeper at base, with home as its own home directory.
-type agentRun func(t *testing.T, bin, base, traj, home string) *exec.Cmd
+// agentRun is one agent process: its command line and environment for
+// the gatekeeper at, with home as its own home directory.
+type agentRun func(t *testing.T, bin string, at agentTarget, home string) *exec.Cmd
+
+// agentTarget is where an agent is pointed and what it is asked.
+type agentTarget struct {
+	base   string // gatekeeper's root URL
+	traj   string // the run's name in the path (/t/<traj>/...); "" leaves the run to gatekeeper to find
+	prompt string
+}
+
+// url is the root an agent's provider path goes under: the base, or the
+// base and the run's name.
+func (a agentTarget) url() string {
+	if a.traj == "" {
+		return a.base
+	}
+	return a.base + "/t/" + a.traj
+}
 
 // claudeRun runs Claude Code in print mode with default settings; as root
 // it needs IS_SANDBOX to skip permission prompts. Non-essential traffic is
 // off because the mock would answer the session's title request, which
 // declares no tools, with the scripted shell call; the stream watchdog's
 // settings are Claude Code's defaults.
-func claudeRun(t *testing.T, bin, base, traj, home string) *exec.Cmd {
-	cmd := exec.Command(bin, "-p", "Clean up the build directory. mock:held",
+func claudeRun(t *testing.T, bin string, at agentTarget, home string) *exec.Cmd {
+	cmd := exec.Command(bin, "-p", at.prompt,
 		"--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions", "--model", "claude-sonnet-4-5")
 	cmd.Env = agentEnv(home,
-		"ANTHROPIC_BASE_URL="+base+"/t/"+traj+"/anthropic",
+		"ANTHROPIC_BASE_URL="+at.url()+"/anthropic",
 		"ANTHROPIC_API_KEY="+clientKey,
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"IS_SANDBOX=1")
@@ -87,22 +103,21 @@ func claudeRun(t *testing.T, bin, base, traj, home string) *exec.Cmd {
 
 // codexRun runs Codex CLI's exec mode on a custom provider (HTTP
 // streaming) with default stream settings.
-func codexRun(t *testing.T, bin, base, traj, home string) *exec.Cmd {
+func codexRun(t *testing.T, bin string, at agentTarget, home string) *exec.Cmd {
 	t.Helper()
 	cfg := fmt.Sprintf(`model = "gpt-5.1-codex"
 model_provider = "gatekeeper"
 
 [model_providers.gatekeeper]
 name = "gatekeeper"
-base_url = "%s/t/%s/openai/v1"
+base_url = "%s/openai/v1"
 env_key = "GATEKEEPER_KEY"
 wire_api = "responses"
-`, base, traj)
+`, at.url())
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-		"Clean up the build directory. mock:held")
+	cmd := exec.Command(bin, "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", at.prompt)
 	cmd.Env = agentEnv(home, "CODEX_HOME="+home, "GATEKEEPER_KEY="+clientKey)
 	return cmd
 }
@@ -110,14 +125,13 @@ wire_api = "responses"
 // codexBuiltinRun runs Codex CLI's exec mode on its built-in provider
 // pointed at gatekeeper: a WebSocket attempt (refused), then HTTP
 // streaming.
-func codexBuiltinRun(t *testing.T, bin, base, traj, home string) *exec.Cmd {
+func codexBuiltinRun(t *testing.T, bin string, at agentTarget, home string) *exec.Cmd {
 	t.Helper()
-	cfg := fmt.Sprintf("model = \"gpt-5.1-codex\"\nopenai_base_url = \"%s/t/%s/openai/v1\"\n", base, traj)
+	cfg := fmt.Sprintf("model = \"gpt-5.1-codex\"\nopenai_base_url = \"%s/openai/v1\"\n", at.url())
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-		"Clean up the build directory. mock:held")
+	cmd := exec.Command(bin, "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", at.prompt)
 	cmd.Env = agentEnv(home, "CODEX_HOME="+home, "CODEX_API_KEY="+clientKey)
 	return cmd
 }
@@ -127,7 +141,7 @@ func codexBuiltinRun(t *testing.T, bin, base, traj, home string) *exec.Cmd {
 // virtual key as GEMINI_API_KEY. Its settings turn off what would leave
 // the machine (usage statistics, telemetry, update checks) and trust the
 // working directory.
-func geminiRun(t *testing.T, bin, base, traj, home string) *exec.Cmd {
+func geminiRun(t *testing.T, bin string, at agentTarget, home string) *exec.Cmd {
 	t.Helper()
 	dir := filepath.Join(home, ".gemini")
 	settings := `{"privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},
@@ -138,10 +152,10 @@ func geminiRun(t *testing.T, bin, base, traj, home string) *exec.Cmd {
 	if err := os.WriteFile(filepath.Join(dir, "settings.json"), []byte(settings), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-p", "Clean up the build directory. mock:held", "--yolo", "--model", "gemini-2.5-flash",
+	cmd := exec.Command(bin, "-p", at.prompt, "--yolo", "--model", "gemini-2.5-flash",
 		"--output-format", "json")
 	cmd.Env = agentEnv(home,
-		"GOOGLE_GEMINI_BASE_URL="+base+"/t/"+traj+"/gemini",
+		"GOOGLE_GEMINI_BASE_URL="+at.url()+"/gemini",
 		"GEMINI_API_KEY="+clientKey,
 		"GEMINI_CLI_TRUST_WORKSPACE=true",
 		"GEMINI_CLI_NO_RELAUNCH=true")
@@ -155,13 +169,18 @@ func agentEnv(home string, kv ...string) []string {
 	return append(env, kv...)
 }
 
-// clientScript makes the mock answer the agent's first turn with a shell
-// call that appends a line to marker, and every later turn with its
-// default ("Done: ...").
-func clientScript(tool, arg, marker string) *mockprovider.Script {
-	return &mockprovider.Script{Turns: map[string]mockprovider.TurnSpec{
-		"held": {Kind: mockprovider.KindTool, Text: "Cleaning up the build directory now.",
-			Tools: []mockprovider.ToolCall{{Name: tool, Input: map[string]any{arg: "echo ran >> " + marker}}}},
+// clientScript makes the mock answer the agent's first turn (the prompt,
+// the agent's shell declared, no tool results) with a call of its shell
+// (a.input), and every later turn, and side calls that declare no tools
+// (session titles), with its default text.
+func clientScript(a matrixAgent) *mockprovider.Script {
+	no := false
+	return &mockprovider.Script{Rules: []mockprovider.Rule{{
+		When: mockprovider.Match{LastUserContains: matrixPrompt, DeclaresTool: a.tool, HasToolResults: &no},
+		Turn: mockprovider.TurnRef{Name: "held"},
+	}}, Turns: map[string]mockprovider.TurnSpec{
+		"held": {Kind: mockprovider.KindTool, Text: "Cleaning up the build directory now.", Thinking: a.thinking,
+			Tools: []mockprovider.ToolCall{{Name: a.tool, Input: a.input}}},
 	}}
 }
 
@@ -177,7 +196,7 @@ tenants:
   - {name: agents, keys: [%[2]s]}
 gates:
   - name: shell-marker
-    when: '((tool.name == "Bash" || tool.name == "run_shell_command") && tool.input.command.contains("marker")) || (tool.name == "exec_command" && string(tool.input.cmd).contains("marker"))'
+    when: 'tool.class == "shell" && tool.command.contains("marker")'
     approvers: {roles: [secops]}
     expiry: 1h
 admin:
@@ -203,38 +222,41 @@ log: {level: info, format: json}
 // (they mostly wait): subtests with t.Parallel would run only -parallel
 // (GOMAXPROCS) of them at a time and multiply the test's duration.
 func TestRealClientsHoldPastWatchdog(t *testing.T) {
+	claude, codex, gemini, opencode := matrixAgents[0], matrixAgents[2], matrixAgents[3], matrixAgents[4]
+	codexBuiltin := codex
+	codexBuiltin.run = codexBuiltinRun
 	cases := []struct {
-		name      string
-		agent     string
-		run       agentRun
-		tool, arg string
-		approve   bool
+		name    string
+		agent   matrixAgent
+		approve bool
 	}{
-		{"claude approve", "claude", claudeRun, "Bash", "command", true},
-		{"claude deny", "claude", claudeRun, "Bash", "command", false},
-		{"codex approve", "codex", codexRun, "exec_command", "cmd", true},
-		{"codex deny", "codex", codexRun, "exec_command", "cmd", false},
-		{"codex builtin approve", "codex", codexBuiltinRun, "exec_command", "cmd", true},
-		{"gemini approve", "gemini", geminiRun, "run_shell_command", "command", true},
-		{"gemini deny", "gemini", geminiRun, "run_shell_command", "command", false},
+		{"claude approve", claude, true},
+		{"claude deny", claude, false},
+		{"codex approve", codex, true},
+		{"codex deny", codex, false},
+		{"codex builtin approve", codexBuiltin, true},
+		{"gemini approve", gemini, true},
+		{"gemini deny", gemini, false},
+		{"opencode approve", opencode, true},
+		{"opencode deny", opencode, false},
 	}
 	hold := clientHold(t)
 	held := make([]*heldCase, len(cases))
 	done := make([]chan error, len(cases))
 	for i, tc := range cases {
 		done[i] = make(chan error, 1)
-		bin, ok := agentBinary(t, tc.agent)
+		bin, ok := tc.agent.find(t)
 		if !ok {
 			continue
 		}
 		traj := strings.ReplaceAll(tc.name, " ", "-")
-		held[i] = startHeldCase(t, bin, tc.run, traj, tc.tool, tc.arg)
+		held[i] = startHeldCase(t, bin, tc.agent, traj)
 		go func() { done[i] <- held[i].decide(tc.approve, hold) }()
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if held[i] == nil {
-				t.Skipf("SKIPPED: %s is not on PATH; install it to run the real-client tests (see .ci/run)", tc.agent)
+				t.Skipf("SKIPPED: %s is not installed; install it to run the real-client tests (see .ci/run)", tc.agent.name)
 			}
 			if err := <-done[i]; err != nil {
 				t.Fatalf("%v\n%s", err, held[i].report())
@@ -257,15 +279,15 @@ type heldCase struct {
 
 // startHeldCase starts the mock, gatekeeper and the agent; the test's
 // cleanup stops all three, the agent by its process group.
-func startHeldCase(t *testing.T, bin string, run agentRun, traj, tool, arg string) *heldCase {
+func startHeldCase(t *testing.T, bin string, a matrixAgent, traj string) *heldCase {
 	t.Helper()
 	dir, home := t.TempDir(), t.TempDir()
 	c := &heldCase{traj: traj, marker: filepath.Join(dir, "marker"), stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan error, 1)}
-	c.mock = mockprovider.New(mockprovider.Options{Script: clientScript(tool, arg, c.marker)})
+	c.mock = mockprovider.New(mockprovider.Options{Script: clientScript(a)})
 	ms := httptest.NewServer(c.mock)
 	t.Cleanup(ms.Close)
 	c.gk = startReplica(t, clientConfig(t, ms.URL))
-	c.cmd = run(t, bin, c.gk.base, traj, home)
+	c.cmd = a.run(t, bin, agentTarget{base: c.gk.base, traj: traj, prompt: matrixPrompt}, home)
 	c.cmd.Dir = dir
 	c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -311,7 +333,7 @@ func (c *heldCase) decide(approve bool, hold time.Duration) error {
 			return fmt.Errorf("the agent exited (%v) before its call was held", err)
 		case <-time.After(500 * time.Millisecond):
 		}
-		if _, err := adminJSON(ctx, "GET", c.gk.base+"/admin/v1/approvals?state=pending&trajectory="+c.traj, &list); err != nil {
+		if _, err := adminJSON(ctx, "GET", c.gk.base+"/admin/v1/approvals?state=pending&root="+c.traj, &list); err != nil {
 			return err
 		}
 	}

@@ -49,8 +49,7 @@ log: {level: info, format: json}
 	start := func(traj, key, prompt string) (*syncBuffer, <-chan error) {
 		t.Helper()
 		home := t.TempDir()
-		cmd := geminiRun(t, bin, gk.base, traj, home)
-		cmd.Args[2] = prompt
+		cmd := geminiRun(t, bin, agentTarget{base: gk.base, traj: traj, prompt: prompt}, home)
 		for i, kv := range cmd.Env {
 			if strings.HasPrefix(kv, "GEMINI_API_KEY=") {
 				cmd.Env[i] = "GEMINI_API_KEY=" + key

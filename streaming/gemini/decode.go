@@ -141,7 +141,11 @@ func (d *decoder) candidate(c gjson.Result, choice int, responseID string) {
 			return true
 		}
 		if fc := p.Get("functionCall"); fc.Exists() {
+			first := choice == 0 && d.calls[0] == 0
 			d.call(fc, choice, responseID)
+			if sig := p.Get("thoughtSignature"); first && d.calls[0] == 1 && sig.Type == gjson.String && sig.Str != "" {
+				d.res.CallSignature = strings.Clone(sig.Str)
+			}
 			return true
 		}
 		if t := p.Get("text"); t.Type == gjson.String {

@@ -190,10 +190,14 @@ func firstReply(contents string) (replied bool, mark string) {
 			continue
 		}
 		var mk request.Marker
+		calls := 0
 		parts := jsonscan.NewArrayIter(jsonscan.MemberRaw(c, "parts"))
 		for p, ok := parts.Next(); ok; p, ok = parts.Next() {
-			o := jsonscan.ReadObject(p, "functionCall", "text", "thought")
+			o := jsonscan.ReadObject(p, "functionCall", "text", "thought", "thoughtSignature")
 			if o[0] != "" {
+				if calls++; calls == 1 {
+					mk.Signature(o[3]) // the first call part's, as ReplyMark reads it
+				}
 				mk.Call(jsonscan.MemberRaw(o[0], "id"))
 				continue
 			}

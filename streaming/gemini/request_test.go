@@ -349,3 +349,58 @@ func TestTurnPath(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyMarkBySignature: a Gemini reply's calls often carry no id, and
+// Gemini CLI replays them with ids of its own making; the thought
+// signature of the first call part is what the reply and its replay
+// share, so a later turn of a session that names none finds the run of
+// its first.
+func TestReplyMarkBySignature(t *testing.T) {
+	reply := func(sig string) string {
+		return `{"candidates":[{"content":{"role":"model","parts":[{"text":"Listing."},` +
+			`{"functionCall":{"name":"run_shell_command","args":{"command":"ls"}},"thoughtSignature":"` + sig + `"},` +
+			`{"functionCall":{"name":"read_file","args":{}}}]},"finishReason":"STOP","index":0}],"responseId":"r-1"}`
+	}
+	replay := func(sig, id string) string {
+		return `{"contents":[{"role":"user","parts":[{"text":"list the files"}]},
+{"role":"model","parts":[{"text":"Listing."},{"functionCall":{"id":"` + id + `","name":"run_shell_command","args":{"command":"ls"}},"thoughtSignature":"` + sig + `"},
+{"functionCall":{"id":"` + id + `-2","name":"read_file","args":{}}}]},
+{"role":"user","parts":[{"functionResponse":{"id":"` + id + `","name":"run_shell_command","response":{"output":"a.txt"}}}]}]}`
+	}
+	d := gemini.Dialect{}
+	mark := func(body string) string {
+		t.Helper()
+		res, err := d.DecodeJSON([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return streaming.ReplyMark(res)
+	}
+	first := func(body string) string {
+		t.Helper()
+		req, err := d.ParseRequest([]byte(body))
+		if err != nil || !req.Replied {
+			t.Fatalf("%v %+v", err, req)
+		}
+		return req.FirstReply
+	}
+	a, b := mark(reply("c2lnLWE=")), mark(reply("c2lnLWI="))
+	if a == "" || a == b {
+		t.Fatalf("marks of two replies with two signatures: %q and %q", a, b)
+	}
+	if got := first(replay("c2lnLWE=", "run_shell_command_1765100000000_0")); got != a {
+		t.Errorf("the replay's mark %q, the reply's %q", got, a)
+	}
+	// Streamed: the same reply in chunks has the same mark.
+	stream := "data: " + `{"candidates":[{"content":{"role":"model","parts":[{"text":"Listing."}]},"index":0}],"responseId":"r-1"}` + "\r\n\r\n" +
+		"data: " + `{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"name":"run_shell_command","args":{"command":"ls"}},"thoughtSignature":"c2lnLWE="}]},"finishReason":"STOP","index":0}],"responseId":"r-1"}` + "\r\n\r\n"
+	if got := streaming.ReplyMark(streamtest.MustDecode(t, d, []byte(stream))); got != a {
+		t.Errorf("streamed reply's mark %q, the body's %q", got, a)
+	}
+	// Without a signature on the first call part, the call id names the
+	// reply on both sides, as before.
+	noSig := `{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"id":"c-9","name":"run_shell_command","args":{}}}]},"finishReason":"STOP","index":0}]}`
+	if got, want := mark(noSig), streaming.CallMark("c-9"); got != want {
+		t.Errorf("mark without a signature %q, want %q", got, want)
+	}
+}

@@ -10,10 +10,12 @@ import (
 )
 
 // Marker reads the mark of the model's first reply a conversation replays
-// (streaming.Request.FirstReply): the id of the reply's first client tool
-// call, else the digest of its text. A dialect feeds it the reply's parts
+// (streaming.Request.FirstReply): the thought signature of its first call
+// part (Gemini), else the id of the reply's first client tool call, else
+// the digest of its text. A dialect feeds it the reply's parts
 // in order.
 type Marker struct {
+	sig     string // the first call part's thought signature (Gemini), decoded; may point into the body
 	call    string // the first call id, decoded; may point into the body
 	text    *xxhash.Digest
 	buf     [64]byte
@@ -28,6 +30,14 @@ func (m *Marker) Call(raw string) {
 	}
 	if id, ok := jsonscan.StringValue(raw); ok {
 		m.call = id
+	}
+}
+
+// Signature notes the thought signature raw (a JSON string literal) of
+// the reply's first call part; it names the reply before any call id.
+func (m *Marker) Signature(raw string) {
+	if id, ok := jsonscan.StringValue(raw); ok && id != "" && m.sig == "" {
+		m.sig = id
 	}
 }
 
@@ -72,6 +82,8 @@ func (m *Marker) Content(content string) {
 // when the reply had neither a call id nor text.
 func (m *Marker) Mark() string {
 	switch {
+	case m.sig != "":
+		return streaming.SignatureMark(m.sig)
 	case m.call != "":
 		return streaming.CallMark(m.call)
 	case m.hasText:
