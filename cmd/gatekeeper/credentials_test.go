@@ -499,7 +499,7 @@ func TestRealGeminiCLIForwardedCredential(t *testing.T) {
 	t.Cleanup(ms.Close)
 	gk := startReplica(t, byoConfig(t, ms.URL, ""))
 	dir, home := t.TempDir(), t.TempDir()
-	cmd := geminiRun(t, bin, gk.base, "byo-gemini-cli", home)
+	cmd := geminiRun(t, bin, agentTarget{base: gk.base, traj: "byo-gemini-cli", prompt: "Say hello."}, home)
 	cmd.Args = []string{bin, "-p", "Say hello.", "--model", "gemini-2.5-flash", "--output-format", "json"}
 	for i, kv := range cmd.Env {
 		if strings.HasPrefix(kv, "GEMINI_API_KEY=") {
