@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -352,25 +351,9 @@ func TestRealClaudeCodeForwardedCredential(t *testing.T) {
 				"ANTHROPIC_CUSTOM_HEADERS=X-Gatekeeper-Key: "+byoKey,
 				"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 				"IS_SANDBOX=1")
-			cmd.Dir = dir
-			stdout, stderr := &syncBuffer{}, &syncBuffer{}
-			cmd.Stdout, cmd.Stderr = stdout, stderr
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			select {
-			case err := <-exited:
-				if err != nil {
-					t.Fatalf("claude: %v\nstdout:\n%s\nstderr:\n%s\ngatekeeper:\n%s", err, tail(stdout.String()), tail(stderr.String()), tail(gk.logs.String()))
-				}
-			case <-time.After(3 * time.Minute):
-				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the agent's process group, by its id
-				<-exited
-				t.Fatalf("claude did not finish\nstdout:\n%s\ngatekeeper:\n%s", tail(stdout.String()), tail(gk.logs.String()))
-			}
+			p := startAgent(t, cmd, dir)
+			waitAgent(t, p, "claude", 3*time.Minute, gk.logs)
+			stdout := p.stdout
 			turns := 0
 			for _, r := range mock.Requests() {
 				if r.Header.Get("Authorization") != "Bearer "+byoOAuth || r.Header.Get("X-Api-Key") != "" {
@@ -441,25 +424,9 @@ env_http_headers = { "X-Gatekeeper-Key" = "GATEKEEPER_KEY" }
 	}
 	cmd := exec.Command(bin, "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "Say hello.")
 	cmd.Env = agentEnv(home, "CODEX_HOME="+home, "OPENAI_API_KEY="+byoOAIKey, "GATEKEEPER_KEY="+byoKey)
-	cmd.Dir = dir
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("codex: %v\nstdout:\n%s\nstderr:\n%s\ngatekeeper:\n%s", err, tail(stdout.String()), tail(stderr.String()), tail(gk.logs.String()))
-		}
-	case <-time.After(3 * time.Minute):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the agent's process group, by its id
-		<-exited
-		t.Fatalf("codex did not finish\nstdout:\n%s\ngatekeeper:\n%s", tail(stdout.String()), tail(gk.logs.String()))
-	}
+	p := startAgent(t, cmd, dir)
+	waitAgent(t, p, "codex", 3*time.Minute, gk.logs)
+	stdout, stderr := p.stdout, p.stderr
 	turns := 0
 	for _, r := range mock.Requests() {
 		if r.Header.Get("Authorization") != "Bearer "+byoOAIKey {
@@ -507,25 +474,9 @@ func TestRealGeminiCLIForwardedCredential(t *testing.T) {
 		}
 	}
 	cmd.Env = append(cmd.Env, "GEMINI_CLI_CUSTOM_HEADERS=X-Gatekeeper-Key: "+byoKey)
-	cmd.Dir = dir
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("gemini: %v\nstdout:\n%s\nstderr:\n%s\ngatekeeper:\n%s", err, tail(stdout.String()), tail(stderr.String()), tail(gk.logs.String()))
-		}
-	case <-time.After(3 * time.Minute):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the agent's process group, by its id
-		<-exited
-		t.Fatalf("gemini did not finish\nstdout:\n%s\ngatekeeper:\n%s", tail(stdout.String()), tail(gk.logs.String()))
-	}
+	p := startAgent(t, cmd, dir)
+	waitAgent(t, p, "gemini", 3*time.Minute, gk.logs)
+	stdout, stderr := p.stdout, p.stderr
 	turns := 0
 	for _, r := range mock.Requests() {
 		if r.APIKey != byoGemKey {
@@ -542,5 +493,19 @@ func TestRealGeminiCLIForwardedCredential(t *testing.T) {
 	}
 	if turns == 0 {
 		t.Fatalf("Gemini CLI made no turn through gatekeeper\nstdout:\n%s\nstderr:\n%s", tail(stdout.String()), tail(stderr.String()))
+	}
+}
+
+// waitAgent waits up to d for the agent p to exit; its failure, or its
+// running past d, fails the test with its output and gatekeeper's log.
+func waitAgent(t *testing.T, p *agentProc, name string, d time.Duration, gkLogs *syncBuffer) {
+	t.Helper()
+	select {
+	case <-p.exited:
+		if p.err != nil {
+			t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s\ngatekeeper:\n%s", name, p.err, tail(p.stdout.String()), tail(p.stderr.String()), tail(gkLogs.String()))
+		}
+	case <-time.After(d):
+		t.Fatalf("%s did not finish in %v\nstdout:\n%s\ngatekeeper:\n%s", name, d, tail(p.stdout.String()), tail(gkLogs.String()))
 	}
 }
