@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	. "gatekeeper/streaming"
+	"gatekeeper/streaming/internal/jsonscan"
 )
 
 func TestCallDigest(t *testing.T) {
@@ -106,10 +107,12 @@ func TestResultDigestsAndFailures(t *testing.T) {
 
 // FuzzCallDigest: the canonical digest of any input is deterministic, and
 // for a JSON input it does not change when the input's object keys are
-// written in another order or spaced otherwise.
+// written in another order or spaced otherwise. An input with keys equal
+// under case folding is left out of the second check: which of them counts
+// is the last, so their order is part of what the input says.
 func FuzzCallDigest(f *testing.F) {
 	for _, s := range []string{`{}`, `{"command":"ls","timeout":3}`, `{"a":{"b":[1,{"c":null,"d":true}]},"e":"\u00e9"}`,
-		`[1,2,3]`, `"text"`, `free text`, `{"a":1,"a":2}`, `{"x":1e400}`, `{"k":"\ud800"}`, ``, `{"a":`} {
+		`[1,2,3]`, `"text"`, `free text`, `{"a":1,"a":2}`, `{"x":1e400}`, `{"k":"\ud800"}`, ``, `{"a":`, `{"a0":0,"A":0,"a":0}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, args []byte) {
@@ -117,7 +120,7 @@ func FuzzCallDigest(f *testing.F) {
 		if d == 0 || d != CallDigest("tool", bytes.Clone(args)) {
 			t.Fatalf("digest %x not deterministic (or zero) for %q", d, args)
 		}
-		if !gjson.ValidBytes(args) {
+		if !gjson.ValidBytes(args) || jsonscan.Repeats(string(args)) {
 			return
 		}
 		dec := json.NewDecoder(bytes.NewReader(args))
