@@ -353,9 +353,7 @@ func TestRealClaudeCodeForwardedCredential(t *testing.T) {
 				"IS_SANDBOX=1")
 			p := startAgent(t, cmd, dir)
 			waitAgent(t, p, "claude", 3*time.Minute, gk.logs)
-			stdout := p.stdout
-			turns := 0
-			for _, r := range mock.Requests() {
+			turns := providerTurns(t, "Claude Code", p, mock.Requests(), func(r mockprovider.RecordedRequest) {
 				if r.Header.Get("Authorization") != "Bearer "+byoOAuth || r.Header.Get("X-Api-Key") != "" {
 					t.Errorf("%s %s reached the provider with Authorization %q, x-api-key %q", r.Method, r.Path,
 						r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"))
@@ -363,18 +361,7 @@ func TestRealClaudeCodeForwardedCredential(t *testing.T) {
 				if tc.beta != "" && !strings.Contains(r.Header.Get("Anthropic-Beta"), tc.beta) {
 					t.Errorf("%s %s reached the provider without its %s beta: %q", r.Method, r.Path, tc.beta, r.Header.Get("Anthropic-Beta"))
 				}
-				for k := range r.Header {
-					if strings.HasPrefix(strings.ToLower(k), "x-gatekeeper") {
-						t.Errorf("%s reached the provider", k)
-					}
-				}
-				if r.API != "" {
-					turns++
-				}
-			}
-			if turns == 0 {
-				t.Fatalf("Claude Code made no turn through gatekeeper\nstdout:\n%s", tail(stdout.String()))
-			}
+			})
 			var run struct {
 				Tenant string `json:"tenant"`
 				Turns  int    `json:"turns"`
@@ -426,24 +413,11 @@ env_http_headers = { "X-Gatekeeper-Key" = "GATEKEEPER_KEY" }
 	cmd.Env = agentEnv(home, "CODEX_HOME="+home, "OPENAI_API_KEY="+byoOAIKey, "GATEKEEPER_KEY="+byoKey)
 	p := startAgent(t, cmd, dir)
 	waitAgent(t, p, "codex", 3*time.Minute, gk.logs)
-	stdout, stderr := p.stdout, p.stderr
-	turns := 0
-	for _, r := range mock.Requests() {
+	providerTurns(t, "Codex", p, mock.Requests(), func(r mockprovider.RecordedRequest) {
 		if r.Header.Get("Authorization") != "Bearer "+byoOAIKey {
 			t.Errorf("%s %s reached the provider with Authorization %q", r.Method, r.Path, r.Header.Get("Authorization"))
 		}
-		for k := range r.Header {
-			if strings.HasPrefix(strings.ToLower(k), "x-gatekeeper") {
-				t.Errorf("%s reached the provider", k)
-			}
-		}
-		if r.API != "" {
-			turns++
-		}
-	}
-	if turns == 0 {
-		t.Fatalf("Codex made no turn through gatekeeper\nstdout:\n%s\nstderr:\n%s", tail(stdout.String()), tail(stderr.String()))
-	}
+	})
 	var run struct {
 		Tenant string `json:"tenant"`
 	}
@@ -476,24 +450,11 @@ func TestRealGeminiCLIForwardedCredential(t *testing.T) {
 	cmd.Env = append(cmd.Env, "GEMINI_CLI_CUSTOM_HEADERS=X-Gatekeeper-Key: "+byoKey)
 	p := startAgent(t, cmd, dir)
 	waitAgent(t, p, "gemini", 3*time.Minute, gk.logs)
-	stdout, stderr := p.stdout, p.stderr
-	turns := 0
-	for _, r := range mock.Requests() {
+	providerTurns(t, "Gemini CLI", p, mock.Requests(), func(r mockprovider.RecordedRequest) {
 		if r.APIKey != byoGemKey {
 			t.Errorf("%s %s reached the provider with key %q", r.Method, r.Path, r.APIKey)
 		}
-		for k := range r.Header {
-			if strings.HasPrefix(strings.ToLower(k), "x-gatekeeper") {
-				t.Errorf("%s reached the provider", k)
-			}
-		}
-		if r.API != "" {
-			turns++
-		}
-	}
-	if turns == 0 {
-		t.Fatalf("Gemini CLI made no turn through gatekeeper\nstdout:\n%s\nstderr:\n%s", tail(stdout.String()), tail(stderr.String()))
-	}
+	})
 }
 
 // waitAgent waits up to d for the agent p to exit; its failure, or its
@@ -508,4 +469,28 @@ func waitAgent(t *testing.T, p *agentProc, name string, d time.Duration, gkLogs 
 	case <-time.After(d):
 		t.Fatalf("%s did not finish in %v\nstdout:\n%s\ngatekeeper:\n%s", name, d, tail(p.stdout.String()), tail(gkLogs.String()))
 	}
+}
+
+// providerTurns checks each request the provider received with check (the
+// agent's own credential, as it sent it) and that no X-Gatekeeper header
+// reached the provider; an agent that made no turn at all fails the test
+// with its output. It returns the turns.
+func providerTurns(t *testing.T, agent string, p *agentProc, reqs []mockprovider.RecordedRequest, check func(r mockprovider.RecordedRequest)) int {
+	t.Helper()
+	turns := 0
+	for _, r := range reqs {
+		check(r)
+		for k := range r.Header {
+			if strings.HasPrefix(strings.ToLower(k), "x-gatekeeper") {
+				t.Errorf("%s reached the provider", k)
+			}
+		}
+		if r.API != "" {
+			turns++
+		}
+	}
+	if turns == 0 {
+		t.Fatalf("%s made no turn through gatekeeper\nstdout:\n%s\nstderr:\n%s", agent, tail(p.stdout.String()), tail(p.stderr.String()))
+	}
+	return turns
 }
