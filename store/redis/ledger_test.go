@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"gatekeeper/internal/redistest"
 	"gatekeeper/tenant"
 )
@@ -21,12 +19,7 @@ func TestLedgerKeepsOnlyCallsInFlight(t *testing.T) {
 	ctx := context.Background()
 	url := redistest.Start(t)
 	l := open(t, url, Options{}).Ledger()
-	opts, err := goredis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := goredis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := client(t, url)
 	keys := ledgerKeys("busy")
 	const calls = 500
 	for i := range calls {
@@ -76,12 +69,7 @@ func TestLedgerSumsFollowTheWindows(t *testing.T) {
 	ctx := context.Background()
 	url := redistest.Start(t)
 	l := open(t, url, Options{}).Ledger()
-	opts, err := goredis.ParseURL(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := goredis.NewClient(opts)
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := client(t, url)
 	now, err := rdb.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
