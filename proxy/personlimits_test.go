@@ -161,6 +161,17 @@ func TestGroupModelAllowlist(t *testing.T) {
 	if b := readAll(t, resp); resp.StatusCode != 200 {
 		t.Fatalf("a virtual key: %d %s", resp.StatusCode, b)
 	}
+	// A reload that lists gpt-4o for eng lets the person call it.
+	next := *e.cfg
+	next.Identity.Models = []config.GroupModels{{Group: "eng", Allow: []string{"gpt-4o"}}}
+	if err := e.px.Reload(&next, nil); err != nil {
+		t.Fatal(err)
+	}
+	resp = e.do(t, "POST", "/openai/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`,
+		"content-type", "application/json", "Authorization", "Bearer "+tok.AccessToken)
+	if b := readAll(t, resp); resp.StatusCode != 200 {
+		t.Fatalf("after the reload: %d %s", resp.StatusCode, b)
+	}
 }
 
 // TestSpendLimitsAdminAPI: a limit set through the admin API, in the
