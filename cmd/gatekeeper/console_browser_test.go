@@ -119,7 +119,13 @@ func until(t *testing.T, tab context.Context, what, expr string) {
 // consoleServer runs gatekeeper with the built-in mock provider and a gate.
 func consoleServer(t *testing.T) string {
 	t.Helper()
-	cfg, err := config.Parse([]byte(consoleYAML), func(string) string { return "" })
+	return consoleServerOf(t, consoleYAML)
+}
+
+// consoleServerOf runs gatekeeper with the config yaml.
+func consoleServerOf(t *testing.T, yaml string) string {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
