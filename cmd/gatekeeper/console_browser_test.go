@@ -318,7 +318,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		until(t, tab, "the run's row", `!!document.querySelector('#runs-table tr[data-id="run-live"]')`)
 		t.Logf("the run's row appeared %v after the SDK call started (ending with it)", time.Since(started).Round(time.Millisecond))
-		until(t, tab, "the row shows the turn", `document.querySelector('#runs-table tr[data-id="run-live"]').cells[6].textContent === "1"`)
+		// cells[7]: the Turns column, after Person.
+		until(t, tab, "the row shows the turn", `document.querySelector('#runs-table tr[data-id="run-live"]').cells[7].textContent === "1"`)
 		if !evaluate[bool](t, tab, `window.__noReload === true`) {
 			t.Fatal("the page reloaded")
 		}
