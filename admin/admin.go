@@ -49,6 +49,7 @@ const (
 	maxListLimit      = 1000
 	maxEventsLimit    = 1000
 	maxCreateBodySize = 64 << 10
+	maxPersonQuery    = 1024
 )
 
 // Store is what the admin API needs of the trajectory store.
@@ -296,9 +297,13 @@ func badRequest(msg string) error {
 
 func (a *API) list(w http.ResponseWriter, r *http.Request, c caller) error {
 	q := r.URL.Query()
-	f := trajectory.Filter{State: trajectory.State(q.Get("state")), Tenant: q.Get("tenant"), Tenants: c.tenants, Limit: defaultListLimit}
+	f := trajectory.Filter{State: trajectory.State(q.Get("state")), Tenant: q.Get("tenant"), Tenants: c.tenants,
+		Person: q.Get("person"), Limit: defaultListLimit}
 	if f.State != "" && !f.State.Valid() {
 		return badRequest("unknown state " + strconv.Quote(q.Get("state")))
+	}
+	if len(f.Person) > maxPersonQuery {
+		return badRequest(fmt.Sprintf("person is at most %d bytes", maxPersonQuery))
 	}
 	if v := q.Get("min_budget_used"); v != "" {
 		x, err := strconv.ParseFloat(v, 64)

@@ -145,6 +145,29 @@ func (id Identity) TokenAudience() string {
 	return id.ClientID
 }
 
+// GroupOf is the group of groups (a person's) that admits the person: the
+// first of id.Groups the person is in, whose tenant the person is admitted
+// as; "" when none is.
+func (id Identity) GroupOf(groups []string) string {
+	for _, g := range id.Groups {
+		if slices.Contains(groups, g.Group) {
+			return g.Group
+		}
+	}
+	return ""
+}
+
+// TenantOf is the tenant the person in groups is admitted as (GroupOf's);
+// "" when none.
+func (id Identity) TenantOf(groups []string) string {
+	for _, g := range id.Groups {
+		if slices.Contains(groups, g.Group) {
+			return g.Tenant
+		}
+	}
+	return ""
+}
+
 // mappedTenants are the tenants some group maps to.
 func (id Identity) mappedTenants() map[string]bool {
 	m := map[string]bool{}
