@@ -35,6 +35,7 @@ import (
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/ratelimit"
+	"gatekeeper/signin"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
 	"gatekeeper/tenant"
@@ -73,6 +74,10 @@ type Options struct {
 	// Ledger keeps tenants' spend and live runs against tenants[].limits;
 	// required when a tenant has limits. Replicas share a Redis one.
 	Ledger tenant.Ledger
+	// Revocations are the tokens revoked at the gateway sign-in; a
+	// person's token found there is refused while identity.gateway is
+	// enabled. Nil: none are checked.
+	Revocations signin.Revocations
 }
 
 // Server serves the agent-facing routes.
@@ -262,7 +267,11 @@ func (s *Server) build(cfg *config.Config, gates *approvals.Gates, old *rules) (
 	}
 	ru := &rules{cfg: cfg, keys: wire.NewKeyring(cfg.Tenants), providers: make(map[string]*upstream), stages: meter.Thresholds(cfg.Stages)}
 	if ru.people = s.peopleVerifier(cfg, old); ru.people != nil {
-		ru.keys.AdmitPeople(ru.people, cfg.Tenants)
+		var revoked signin.Revocations
+		if cfg.Identity.Gateway.Enabled {
+			revoked = s.opts.Revocations
+		}
+		ru.keys.AdmitPeople(ru.people, cfg.Tenants, revoked)
 	}
 	minOutput := cfg.BudgetMinOutputTokens
 	if minOutput <= 0 {

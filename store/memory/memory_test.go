@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"gatekeeper/signin"
 	"gatekeeper/store/storetest"
 	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
@@ -260,5 +261,11 @@ func TestLedgerContract(t *testing.T) {
 func TestIdleRetention(t *testing.T) {
 	storetest.RunIdle(t, 200*time.Millisecond, func(t *testing.T) trajectory.Store {
 		return New(Options{IdleRetention: 200 * time.Millisecond, SweepEvery: 10 * time.Millisecond})
+	})
+}
+
+func TestRevocationsContract(t *testing.T) {
+	storetest.RunRevocations(t, func(t *testing.T, now func() time.Time) signin.Revocations {
+		return NewRevocations(now)
 	})
 }
