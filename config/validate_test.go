@@ -109,6 +109,7 @@ func TestValidateRules(t *testing.T) {
 		{"provider name reserved t", func(c *Config) { c.Providers[1].Name = "t" }, "providers[1].name", `"t" is reserved`},
 		{"provider name reserved v1", func(c *Config) { c.Providers[1].Name = "v1" }, "providers[1].name", `"v1" is reserved`},
 		{"provider name reserved admin", func(c *Config) { c.Providers[1].Name = "admin" }, "providers[1].name", `"admin" is reserved`},
+		{"provider name reserved oauth", func(c *Config) { c.Providers[1].Name = "oauth" }, "providers[1].name", `"oauth" is reserved`},
 		{"provider name reserved healthz", func(c *Config) { c.Providers[1].Name = "healthz" }, "providers[1].name", `"healthz" is reserved`},
 		{"provider name reserved readyz", func(c *Config) { c.Providers[1].Name = "readyz" }, "providers[1].name", `"readyz" is reserved`},
 		{"provider name reserved metrics", func(c *Config) { c.Providers[1].Name = "metrics" }, "providers[1].name", `"metrics" is reserved`},
