@@ -33,6 +33,9 @@ type Identity struct {
 	// Models restrict the models a group's members may call: a person
 	// whose groups have lists may call a model some list allows.
 	Models []GroupModels `yaml:"models" json:"models"`
+	// Gateway serves Claude Code's gateway sign-in (its /login against a
+	// gateway URL) on the agent listener, brokered to Issuer.
+	Gateway Gateway `yaml:"gateway" json:"gateway"`
 }
 
 // PersonLimit caps the spend of each person its scope names over its
@@ -121,6 +124,34 @@ func MatchModel(pattern, model string) bool {
 	return p == len(pattern)
 }
 
+// Gateway is Claude Code's gateway sign-in as gatekeeper serves it: the
+// OAuth discovery document, the device authorization and token endpoints
+// (relayed to the issuer as ClientID), revocation, and managed settings
+// per group.
+type Gateway struct {
+	// Enabled serves the sign-in endpoints; off, they are not found.
+	Enabled bool `yaml:"enabled" json:"enabled"`
+	// PublicURL is the URL developers' Claude Code is given as the
+	// gateway (forceLoginGatewayUrl); the discovery document names its
+	// endpoints under it. Default: the scheme and host the request came
+	// to.
+	PublicURL string `yaml:"public_url" json:"public_url"`
+	// Scopes are what the device authorization asks the issuer for;
+	// default DefaultScopes.
+	Scopes []string `yaml:"scopes" json:"scopes"`
+	// Settings are the managed settings pushed to signed-in clients, by
+	// group: the first entry whose group the person is in wins; a person
+	// in none gets none (404).
+	Settings []GroupSettings `yaml:"settings" json:"settings"`
+}
+
+// GroupSettings are the managed settings (Claude Code's
+// managed-settings.json keys) of the people in one group.
+type GroupSettings struct {
+	Group    string         `yaml:"group" json:"group"`
+	Settings map[string]any `yaml:"settings" json:"settings"`
+}
+
 // GroupTenant maps one provider group to one tenant.
 type GroupTenant struct {
 	Group  string `yaml:"group" json:"group"`
@@ -179,7 +210,7 @@ func (id Identity) mappedTenants() map[string]bool {
 
 func (v *validator) identity(id Identity, tenants []Tenant) {
 	if !id.On() {
-		if id.ClientID != "" || id.Audience != "" || len(id.Groups) > 0 || len(id.Limits) > 0 || len(id.Models) > 0 {
+		if id.ClientID != "" || id.Audience != "" || len(id.Groups) > 0 || len(id.Limits) > 0 || len(id.Models) > 0 || id.Gateway.Enabled {
 			v.add("identity.issuer", "required when the identity section sets anything else")
 		}
 		return
@@ -200,6 +231,7 @@ func (v *validator) identity(id Identity, tenants []Tenant) {
 	if len(id.Groups) == 0 {
 		v.add("identity.groups", "map at least one group to a tenant")
 	}
+	v.gateway(id.Gateway)
 	seen := map[string]bool{}
 	for i, g := range id.Groups {
 		at := indexPath("identity.groups", i)
@@ -274,4 +306,27 @@ func (v *validator) groupModels(models []GroupModels) {
 
 func isLoopbackHost(h string) bool {
 	return h == "localhost" || h == "127.0.0.1" || h == "::1"
+}
+
+func (v *validator) gateway(gw Gateway) {
+	if gw.PublicURL != "" {
+		u, err := url.Parse(gw.PublicURL)
+		switch {
+		case err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || (u.Path != "" && u.Path != "/"):
+			v.add("identity.gateway.public_url", "must be a scheme and host (and port), without path, query or fragment")
+		case u.Scheme != "https" && !(u.Scheme == "http" && isLoopbackHost(u.Hostname())):
+			// Claude Code refuses a plain-http gateway off loopback.
+			v.add("identity.gateway.public_url", "must be https (http only on a loopback host)")
+		}
+	}
+	seen := map[string]bool{}
+	for i, s := range gw.Settings {
+		at := indexPath("identity.gateway.settings", i)
+		if s.Group == "" {
+			v.add(fieldPath(at, "group"), "empty")
+		} else if seen[s.Group] {
+			v.add(fieldPath(at, "group"), "duplicate group %q", s.Group)
+		}
+		seen[s.Group] = true
+	}
 }

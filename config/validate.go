@@ -47,7 +47,7 @@ const MinAdminTokenLen = 16
 
 // reservedNames are the first path segments gatekeeper routes itself, so no
 // provider may take them as its prefix.
-var reservedNames = []string{"t", "v1", "admin", "healthz", "readyz", "metrics"}
+var reservedNames = []string{"t", "v1", "admin", "healthz", "readyz", "metrics", "oauth", "managed"}
 
 var (
 	providerNameRE = regexp.MustCompile(`^[a-z0-9-]+$`)

@@ -109,6 +109,7 @@ func TestValidateRules(t *testing.T) {
 		{"provider name reserved t", func(c *Config) { c.Providers[1].Name = "t" }, "providers[1].name", `"t" is reserved`},
 		{"provider name reserved v1", func(c *Config) { c.Providers[1].Name = "v1" }, "providers[1].name", `"v1" is reserved`},
 		{"provider name reserved admin", func(c *Config) { c.Providers[1].Name = "admin" }, "providers[1].name", `"admin" is reserved`},
+		{"provider name reserved oauth", func(c *Config) { c.Providers[1].Name = "oauth" }, "providers[1].name", `"oauth" is reserved`},
 		{"provider name reserved healthz", func(c *Config) { c.Providers[1].Name = "healthz" }, "providers[1].name", `"healthz" is reserved`},
 		{"provider name reserved readyz", func(c *Config) { c.Providers[1].Name = "readyz" }, "providers[1].name", `"readyz" is reserved`},
 		{"provider name reserved metrics", func(c *Config) { c.Providers[1].Name = "metrics" }, "providers[1].name", `"metrics" is reserved`},
@@ -166,6 +167,23 @@ func TestValidateRules(t *testing.T) {
 		{"tenant without keys", func(c *Config) { c.Tenants[1].Keys = nil }, "tenants[1].keys", "at least one virtual key"},
 		{"tenant key empty", func(c *Config) { c.Tenants[1].Keys = []string{""} }, "tenants[1].keys[0]", "empty"},
 		{"identity valid", func(c *Config) { c.Identity = testIdentity() }, "", ""},
+		{"gateway valid", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Gateway = Gateway{Enabled: true, PublicURL: "https://gk.example.com", Settings: []GroupSettings{{Group: "eng", Settings: map[string]any{"model": "x"}}}}
+		}, "", ""},
+		{"gateway without issuer", func(c *Config) { c.Identity.Gateway.Enabled = true }, "identity.issuer", "required when"},
+		{"gateway public url over http", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Gateway = Gateway{Enabled: true, PublicURL: "http://gk.example.com"}
+		}, "identity.gateway.public_url", "must be https"},
+		{"gateway public url with a path", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Gateway = Gateway{Enabled: true, PublicURL: "https://gk.example.com/anthropic"}
+		}, "identity.gateway.public_url", "without path"},
+		{"gateway settings group twice", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Gateway = Gateway{Enabled: true, Settings: []GroupSettings{{Group: "eng"}, {Group: "eng"}}}
+		}, "identity.gateway.settings[1].group", `duplicate group "eng"`},
 		{"tenant reached only through identity", func(c *Config) { c.Identity = testIdentity(); c.Tenants[1].Keys = nil }, "", ""},
 		{"identity without issuer", func(c *Config) { c.Identity = testIdentity(); c.Identity.Issuer = "" }, "identity.issuer", "required when"},
 		{"identity issuer over http", func(c *Config) { c.Identity = testIdentity(); c.Identity.Issuer = "http://idp.example.com" }, "identity.issuer", "must be https"},

@@ -9,6 +9,8 @@ package identity
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -177,4 +179,29 @@ func groupsClaim(v any) []string {
 		}
 	}
 	return out
+}
+
+// Expiry reads the exp claim of a JWT without checking its signature: for
+// how long to remember a token that is being revoked, never whether to
+// accept one.
+func Expiry(token string) (time.Time, bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return time.Time{}, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return time.Time{}, false
+	}
+	var c struct {
+		Exp json.Number `json:"exp"`
+	}
+	if json.Unmarshal(raw, &c) != nil {
+		return time.Time{}, false
+	}
+	secs, err := c.Exp.Int64()
+	if err != nil || secs <= 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(secs, 0), true
 }

@@ -35,6 +35,7 @@ import (
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/ratelimit"
+	"gatekeeper/signin"
 	"gatekeeper/spendlimit"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
@@ -77,6 +78,10 @@ type Options struct {
 	// SpendLimits keeps the admin API's spend limits on people, read
 	// beside identity.limits; nil for config's alone.
 	SpendLimits spendlimit.Store
+	// Revocations are the tokens revoked at the gateway sign-in; a
+	// person's token found there is refused while identity.gateway is
+	// enabled. Nil: none are checked.
+	Revocations signin.Revocations
 }
 
 // Server serves the agent-facing routes.
@@ -269,7 +274,11 @@ func (s *Server) build(cfg *config.Config, gates *approvals.Gates, old *rules) (
 	}
 	ru := &rules{cfg: cfg, keys: wire.NewKeyring(cfg.Tenants), providers: make(map[string]*upstream), stages: meter.Thresholds(cfg.Stages)}
 	if ru.people = s.peopleVerifier(cfg, old); ru.people != nil {
-		ru.keys.AdmitPeople(ru.people, cfg.Tenants)
+		var revoked signin.Revocations
+		if cfg.Identity.Gateway.Enabled {
+			revoked = s.opts.Revocations
+		}
+		ru.keys.AdmitPeople(ru.people, cfg.Tenants, revoked)
 	}
 	minOutput := cfg.BudgetMinOutputTokens
 	if minOutput <= 0 {

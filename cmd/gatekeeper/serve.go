@@ -29,6 +29,7 @@ import (
 	"gatekeeper/mockprovider"
 	"gatekeeper/proxy"
 	"gatekeeper/ratelimit"
+	"gatekeeper/signin"
 	"gatekeeper/spendlimit"
 	"gatekeeper/store/memory"
 	redisstore "gatekeeper/store/redis"
@@ -174,8 +175,10 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	var buckets ratelimit.Buckets // in the proxy's memory unless Redis is shared
 	var ledger tenant.Ledger
 	var spend spendlimit.Store
+	var revocations signin.Revocations // tokens revoked at the gateway sign-in
 	switch cfg.Store.Kind {
 	case config.StoreMemory:
+		revocations = memory.NewRevocations(nil)
 		s.store = memory.New(memory.Options{Retention: cfg.Store.Retention.Std(), IdleRetention: cfg.Store.IdleRetention.Std()})
 		ledger = memory.NewLedger(nil)
 		spend = memory.NewSpendLimits()
@@ -208,6 +211,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		ledger = rs.Ledger()
 		spend = rs.SpendLimits()
 		aprStore = redisstore.NewApprovals(redisstore.ApprovalsOptions{Client: client, Retention: cfg.Store.Retention.Std()})
+		revocations = redisstore.NewRevocations(client, nil)
 		// Every replica draws on one budget per provider key.
 		buckets = ratelimit.NewRedis(client, redisKeyPrefix)
 	default:
@@ -231,7 +235,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		tel.WatchApprovals(s.approvals.OldestPending)
 	}
 	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel, Approvals: s.approvals, Gates: gates,
-		Buckets: buckets, Ledger: ledger, SpendLimits: spend, Replica: replicaName(cfg, getenv)})
+		Buckets: buckets, Ledger: ledger, SpendLimits: spend, Replica: replicaName(cfg, getenv), Revocations: revocations})
 	if err != nil {
 		s.close()
 		return nil, err
@@ -265,6 +269,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		r.Method(http.MethodPost, approvals.SlackInteractionsPath, trustSigned(cfg.Approvals.Slack.SigningSecret, slack.Handler(s.approvals)))
 	}
 	console.Routes(r)
+	signin.New(signin.Options{Config: s.cfg.Load, Revocations: revocations, Logger: log}).Routes(r)
 	s.admin = admin.New(cfg, s.store, log, nil, opts...)
 	s.admin.Routes(r)
 	px.Routes(r)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"gatekeeper/signin"
 	"gatekeeper/spendlimit"
 	"gatekeeper/store/storetest"
 	"gatekeeper/tenant"
@@ -266,4 +267,10 @@ func TestIdleRetention(t *testing.T) {
 
 func TestSpendLimitsContract(t *testing.T) {
 	storetest.RunSpendLimits(t, func(t *testing.T) spendlimit.Store { return NewSpendLimits() })
+}
+
+func TestRevocationsContract(t *testing.T) {
+	storetest.RunRevocations(t, func(t *testing.T, now func() time.Time) signin.Revocations {
+		return NewRevocations(now)
+	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"gatekeeper/approvals"
 	"gatekeeper/internal/redistest"
+	"gatekeeper/signin"
 	"gatekeeper/store/storetest"
 )
 
@@ -106,4 +107,13 @@ func TestApprovalsAcrossReplicas(t *testing.T) {
 	if got.State != approvals.Approved || len(got.Votes) != 2 {
 		t.Errorf("after two votes on two replicas: state %s, %d votes", got.State, len(got.Votes))
 	}
+}
+
+func TestRevocationsContract(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Target) {
+		storetest.RunRevocations(t, func(t *testing.T, now func() time.Time) signin.Revocations {
+			r.Flush(t)
+			return NewRevocations(r.Client(t), now)
+		})
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"gatekeeper/config"
 	"gatekeeper/identity"
 	"gatekeeper/proxy/internal/apierr"
+	"gatekeeper/signin"
 	"gatekeeper/trajectory"
 )
 
@@ -18,12 +19,22 @@ import (
 type people struct {
 	verifier *identity.Verifier
 	tenants  map[string]*config.Tenant
+	revoked  revocations
 }
 
+// revocations is what Resolve asks of the sign-in's revocation store.
+type revocations interface {
+	Revoked(ctx context.Context, key string) (bool, error)
+}
+
+var _ revocations = signin.Revocations(nil)
+
 // AdmitPeople makes kr accept, besides virtual keys, the tokens v
-// verifies, each as the tenant of tenants its person's groups map to.
-func (kr *Keyring) AdmitPeople(v *identity.Verifier, tenants []config.Tenant) {
-	p := &people{verifier: v, tenants: make(map[string]*config.Tenant, len(tenants))}
+// verifies, each as the tenant of tenants its person's groups map to;
+// with revoked (non-nil), a token revoked at the gateway sign-in is
+// refused too.
+func (kr *Keyring) AdmitPeople(v *identity.Verifier, tenants []config.Tenant, revoked revocations) {
+	p := &people{verifier: v, tenants: make(map[string]*config.Tenant, len(tenants)), revoked: revoked}
 	for i := range tenants {
 		p.tenants[tenants[i].Name] = &tenants[i]
 	}
@@ -52,7 +63,20 @@ func (kr *Keyring) Resolve(ctx context.Context, key string) (*config.Tenant, [32
 			Msg: "gatekeeper cannot reach the identity provider to check your sign-in token; retry shortly"}
 	case err != nil:
 		return nil, h, nil, &apierr.Error{Code: http.StatusUnauthorized, Type: apierr.Authentication, NoRetry: true, Err: err,
-			Msg: "your sign-in token was refused (expired, revoked, or not issued for this gatekeeper); sign in again with `gatekeeper login`"}
+			Msg: "your sign-in token was refused (expired, revoked, or not issued for this gatekeeper); sign in again (/login in Claude Code, or `gatekeeper login`)"}
+	}
+	if kr.people.revoked != nil {
+		// One store read per turn of a person, none for virtual keys:
+		// what makes a revocation hold on every replica at once.
+		gone, err := kr.people.revoked.Revoked(ctx, signin.TokenKey(key))
+		switch {
+		case err != nil:
+			return nil, h, nil, &apierr.Error{Code: http.StatusServiceUnavailable, Type: apierr.Internal, RetryAfter: 5 * time.Second, Err: err,
+				Msg: "gatekeeper cannot check your sign-in now; retry shortly"}
+		case gone:
+			return nil, h, nil, &apierr.Error{Code: http.StatusUnauthorized, Type: apierr.Authentication, NoRetry: true,
+				Msg: "your sign-in was revoked; sign in again (/login in Claude Code, or `gatekeeper login`)"}
+		}
 	}
 	tn = kr.people.tenants[name]
 	if tn == nil {

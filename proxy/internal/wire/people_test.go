@@ -12,6 +12,8 @@ import (
 	"gatekeeper/identity"
 	"gatekeeper/internal/testidp"
 	"gatekeeper/proxy/internal/apierr"
+	"gatekeeper/signin"
+	"gatekeeper/store/memory"
 )
 
 var eng = testidp.User{Subject: "ada", Name: "Ada", Email: "ada@example.com", Groups: []string{"eng"}}
@@ -35,7 +37,7 @@ func peopleKeyring(t testing.TB) (*Keyring, string) {
 	tenants := []config.Tenant{{Name: "team-a", Keys: []string{"vk-team-a"}}, {Name: "team-b"}}
 	kr := NewKeyring(tenants)
 	kr.AdmitPeople(identity.New(config.Identity{Issuer: idp.Issuer(), ClientID: testidp.ClientID, GroupsClaim: testidp.GroupsClaim,
-		Groups: []config.GroupTenant{{Group: "eng", Tenant: "team-b"}}}, nil, nil), tenants)
+		Groups: []config.GroupTenant{{Group: "eng", Tenant: "team-b"}}}, nil, nil), tenants, memory.NewRevocations(nil))
 	return kr, tok.AccessToken
 }
 
@@ -59,6 +61,15 @@ func TestResolve(t *testing.T) {
 	var ae *apierr.Error
 	if _, _, _, err := kr.Resolve(ctx, token[:len(token)-3]+"xyz"); !errors.As(err, &ae) || ae.Code != 401 || strings.Contains(ae.Msg, token) {
 		t.Fatalf("tampered token: %v", err)
+	}
+
+	// A token revoked at the gateway sign-in is refused, finally, while
+	// its signature is still good; the person's other tokens are not.
+	if err := kr.people.revoked.(*memory.Revocations).Revoke(ctx, signin.TokenKey(token), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if tn, _, p, err := kr.Resolve(ctx, token); !errors.As(err, &ae) || ae.Code != 401 || !ae.NoRetry || tn != nil || p != nil {
+		t.Fatalf("revoked token: %v %v %+v", tn, err, p)
 	}
 }
 
