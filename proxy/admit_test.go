@@ -33,8 +33,8 @@ func TestAdmitted(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var he *apierr.Error
-			if !errors.As(admitted(tc.err), &he) {
-				t.Fatalf("admitted(%v) is no apierr.Error", tc.err)
+			if !errors.As(agentError(tc.err), &he) {
+				t.Fatalf("agentError(%v) is no apierr.Error", tc.err)
 			}
 			if he.Code != tc.code || he.Type != tc.typ || he.NoRetry != tc.noRetry || he.RetryAfter != tc.retryAfter {
 				t.Errorf("admitted = %d %s noRetry %v retry after %s; want %d %s %v %s", he.Code, he.Type, he.NoRetry, he.RetryAfter,
@@ -42,10 +42,10 @@ func TestAdmitted(t *testing.T) {
 			}
 		})
 	}
-	if admitted(plain) != plain || admitted(nil) != nil {
+	if agentError(plain) != plain || agentError(nil) != nil {
 		t.Error("admitted changed an error that is no refusal")
 	}
-	if err := admitted(&admit.Refusal{Kind: admit.Unavailable, Err: trajectory.ErrUnavailable}); !errors.Is(err, trajectory.ErrUnavailable) {
+	if err := agentError(&admit.Refusal{Kind: admit.Unavailable, Err: trajectory.ErrUnavailable}); !errors.Is(err, trajectory.ErrUnavailable) {
 		t.Errorf("a store failure's cause is lost: %v", err)
 	}
 }

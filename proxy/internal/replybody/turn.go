@@ -65,7 +65,7 @@ type Reply struct {
 
 // Gates is what a streamed reply of a tenant with gates is held with.
 type Gates struct {
-	Escrow   *escrow.Escrow
+	Escrow   *escrow.Keeper
 	Input    approvals.Input      // what the gates judge a call on, besides the call
 	Withheld func(id string) bool // the call filter withheld the call
 	// Ctx is the agent's request: the wait for a decision ends with it.

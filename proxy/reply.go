@@ -38,7 +38,7 @@ func (t *turn) streamBody(src io.ReadCloser) io.ReadCloser {
 }
 
 func (t *turn) reply() replybody.Reply {
-	return replybody.Reply{Turn: replyTurn{t}, Dialect: dialect.Stream(t.req.api), Span: t.tt, Extras: &t.extras}
+	return replybody.Reply{Turn: replyTurn{t}, Dialect: t.req.dialect.Stream, Span: t.tt, Extras: &t.extras}
 }
 
 // replyTurn is the turn as its reply's body sees it.
@@ -87,13 +87,13 @@ func (r replyTurn) OpenHold(res *streaming.Result, rep escrow.Reply, gated []esc
 // settleUpstreamError records the turn from the provider's error reply:
 // its status and its body (nil when it passed the body's limit).
 func (t *turn) settleUpstreamError(status int, body []byte) {
-	t.settle(outcome.Turn{Stop: "error", Status: status, Upstream: true, Detail: upstreamErrorDetail(t.req.api, body)})
+	t.settle(outcome.Turn{Stop: "error", Status: status, Upstream: true, Detail: upstreamErrorDetail(t.req.dialect, body)})
 }
 
 // upstreamErrorDetail picks the provider's error type out of an error body
 // for the event log; the body itself reaches the agent unchanged.
-func upstreamErrorDetail(api streaming.API, body []byte) string {
-	if res, err := dialect.Stream(api).DecodeJSON(body); err == nil && len(res.Errors) > 0 {
+func upstreamErrorDetail(d *dialect.Spec, body []byte) string {
+	if res, err := d.Stream.DecodeJSON(body); err == nil && len(res.Errors) > 0 {
 		return res.Errors[0].Type + ": " + res.Errors[0].Message
 	}
 	return ""
