@@ -56,19 +56,10 @@ func (r replyTurn) Settle(res *streaming.Result, status int, cause error) {
 func (r replyTurn) SettleError(status int, body []byte) { r.t.settleUpstreamError(status, body) }
 
 func (r replyTurn) Stopped() replybody.Stop {
-	var st replybody.Stop
-	switch r.t.stopReason() {
-	case stopNone:
-		return st
-	case stopCancel:
-		st.Kind = replybody.Canceled
-	case stopKill:
-		st.Kind = replybody.Killed
-		return st
-	case stopDeadline, stopShutdown:
-		st.Kind = replybody.Expired
+	st := replybody.Stop{Kind: r.t.stopReason()}
+	if st.Kind != outcome.NotStopped && st.Kind != outcome.Killed {
+		st.Type, st.Msg = r.t.stopError()
 	}
-	st.Type, st.Msg = r.t.stopError()
 	return st
 }
 

@@ -29,6 +29,7 @@ import (
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/inflight"
 	"gatekeeper/proxy/internal/keys"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/internal/passthrough"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/proxy/internal/sweep"
@@ -354,7 +355,7 @@ func (s *Server) Close(ctx context.Context) {
 func (s *Server) EndStreams(ctx context.Context) int {
 	s.ending.Store(true)
 	for _, t := range s.live.All() {
-		t.stop(stopShutdown)
+		t.stop(outcome.Shutdown)
 	}
 	for {
 		left := len(s.live.All())

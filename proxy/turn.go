@@ -67,7 +67,7 @@ type turn struct {
 	shared        bool // the thread shares a last child: its parent has limits.max_children
 	sharedNew     bool // and learned so in this request: a children_full event is due
 
-	stopped  stopKind           // why the call was stopped early; set once
+	stopped  outcome.Stop       // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
 	recorded bool               // the turn was recorded (settle, holdOpened): only once
 
@@ -242,11 +242,11 @@ func (t *turn) begin(r *http.Request) (ctx context.Context, end func()) {
 	s.live.Add(t)
 	if s.ending.Load() {
 		// Admitted while EndStreams ran: ended as those it found were.
-		t.stop(stopShutdown)
+		t.stop(outcome.Shutdown)
 	}
 	var timer *time.Timer
 	if d := req.tenant.CallLimits.CallDeadline.Std(); d > 0 {
-		timer = time.AfterFunc(d, func() { t.stop(stopDeadline) })
+		timer = time.AfterFunc(d, func() { t.stop(outcome.Deadline) })
 	}
 	return uctx, func() {
 		if timer != nil {
