@@ -33,6 +33,7 @@ import (
 
 	"gatekeeper/config"
 	"gatekeeper/internal/conncap"
+	"gatekeeper/spendlimit"
 	"gatekeeper/trajectory"
 )
 
@@ -106,6 +107,8 @@ type API struct {
 	ledger TenantLedger // nil without WithLedger
 	// reloader is nil without WithReloader.
 	reloader Reloader
+	// spendLimits is nil without WithSpendLimits.
+	spendLimits spendlimit.Store
 }
 
 type token struct {
@@ -162,6 +165,7 @@ func (a *API) Routes(r chi.Router) {
 		r.Get("/whoami", a.handle(a.whoami, ""))
 		r.Get("/reports/costs", a.handle(a.costReport, ""))
 		a.tenantRoutes(r)
+		a.spendLimitRoutes(r)
 		r.Get("/openapi.json", document(openAPIDoc, "application/json"))
 		r.Get("/events.schema.json", document(eventsSchema, "application/schema+json"))
 		if a.reloader != nil {
@@ -236,10 +240,17 @@ func (a *API) handle(fn func(http.ResponseWriter, *http.Request, caller) error, 
 func (a *API) authenticate(r *http.Request) (caller, bool) {
 	const bearer = "bearer "
 	h := r.Header.Get("Authorization")
-	if len(h) <= len(bearer) || !strings.EqualFold(h[:len(bearer)], bearer) {
+	var tok string
+	switch {
+	case len(h) > len(bearer) && strings.EqualFold(h[:len(bearer)], bearer):
+		tok = h[len(bearer):]
+	case h == "" && r.Header.Get("X-Api-Key") != "":
+		// As Anthropic's Admin API clients send their key.
+		tok = r.Header.Get("X-Api-Key")
+	default:
 		return caller{}, false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(h[len(bearer):])))
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 	var found *token
 	for i := range a.tokens {
 		if subtle.ConstantTimeCompare(sum[:], a.tokens[i].hash[:]) == 1 {

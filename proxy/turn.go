@@ -149,6 +149,9 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 	if err := routeTurn(pr, req, r.URL.Query()); err != nil {
 		return nil, mark, err
 	}
+	if err := modelAllowed(req, pr.Model); err != nil {
+		return nil, mark, err
+	}
 	if mark, err = wire.ReadMark(r.Header); err != nil {
 		return nil, mark, err
 	}

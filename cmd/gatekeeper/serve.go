@@ -29,6 +29,7 @@ import (
 	"gatekeeper/mockprovider"
 	"gatekeeper/proxy"
 	"gatekeeper/ratelimit"
+	"gatekeeper/spendlimit"
 	"gatekeeper/store/memory"
 	redisstore "gatekeeper/store/redis"
 	"gatekeeper/telemetry"
@@ -172,10 +173,12 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	var aprStore approvals.Store
 	var buckets ratelimit.Buckets // in the proxy's memory unless Redis is shared
 	var ledger tenant.Ledger
+	var spend spendlimit.Store
 	switch cfg.Store.Kind {
 	case config.StoreMemory:
 		s.store = memory.New(memory.Options{Retention: cfg.Store.Retention.Std(), IdleRetention: cfg.Store.IdleRetention.Std()})
 		ledger = memory.NewLedger(nil)
+		spend = memory.NewSpendLimits()
 		aprStore = memory.NewApprovals(memory.ApprovalsOptions{Retention: cfg.Store.Retention.Std()})
 	case config.StoreRedis:
 		var client goredis.UniversalClient
@@ -203,6 +206,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		}
 		s.store = rs
 		ledger = rs.Ledger()
+		spend = rs.SpendLimits()
 		aprStore = redisstore.NewApprovals(redisstore.ApprovalsOptions{Client: client, Retention: cfg.Store.Retention.Std()})
 		// Every replica draws on one budget per provider key.
 		buckets = ratelimit.NewRedis(client, redisKeyPrefix)
@@ -227,7 +231,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		tel.WatchApprovals(s.approvals.OldestPending)
 	}
 	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel, Approvals: s.approvals, Gates: gates,
-		Buckets: buckets, Ledger: ledger, Replica: replicaName(cfg, getenv)})
+		Buckets: buckets, Ledger: ledger, SpendLimits: spend, Replica: replicaName(cfg, getenv)})
 	if err != nil {
 		s.close()
 		return nil, err
@@ -256,7 +260,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	if s.approvals != nil {
 		opts = append(opts, admin.WithApprovals(s.approvals))
 	}
-	opts = append(opts, admin.WithStream(s.feed, keys), admin.WithLedger(ledger), admin.WithReloader(s))
+	opts = append(opts, admin.WithStream(s.feed, keys), admin.WithLedger(ledger), admin.WithSpendLimits(spend), admin.WithReloader(s))
 	if slack != nil {
 		r.Method(http.MethodPost, approvals.SlackInteractionsPath, trustSigned(cfg.Approvals.Slack.SigningSecret, slack.Handler(s.approvals)))
 	}
