@@ -26,37 +26,14 @@ import (
 // record (with the settles and the key take that ride along), and
 // admission's refusals in the agent's error form.
 
-// admitted is err in the agent's error form: an *admit.Refusal becomes
-// the apierr.Error it describes (a store failure, storeErr's); any other
-// error, an apierr.Error above all, is returned as it is.
-func admitted(err error) error {
-	var r *admit.Refusal
-	if errors.As(err, new(*apierr.Error)) || !errors.As(err, &r) {
-		return err
-	}
-	switch r.Kind {
-	case admit.Exhausted:
-		return &apierr.Error{Code: http.StatusPaymentRequired, Type: apierr.BudgetExceeded, NoRetry: true, Msg: r.Msg, Err: r.Err}
-	case admit.Contended:
-		return &apierr.Error{Code: http.StatusTooManyRequests, Type: apierr.RateLimited, RetryAfter: r.RetryAfter, Msg: r.Msg, Err: r.Err}
-	case admit.OperatorsOnly:
-		return &apierr.Error{Code: http.StatusForbidden, Type: apierr.Permission, NoRetry: true, Msg: r.Msg, Err: r.Err}
-	case admit.RunEnded:
-		return &apierr.Error{Code: http.StatusForbidden, Type: apierr.TrajectoryCanceled, NoRetry: true, Msg: r.Msg, Err: r.Err}
-	case admit.Paused:
-		return &apierr.Error{Code: http.StatusServiceUnavailable, Type: apierr.TrajectoryPaused, RetryAfter: r.RetryAfter, Msg: r.Msg, Err: r.Err}
-	}
-	return storeErr(r.Err)
-}
-
-// storeErr turns a store failure into the agent's answer: fail closed.
-// An apierr.Error, or a refusal (admitted's to render), is returned as it is.
+// storeErr is a store failure of an admission as the agent is told it
+// (agentError): fail closed, a 503 that asks for a retry. An
+// apierr.Error, or a refusal, is returned as it is.
 func storeErr(err error) error {
 	if errors.As(err, new(*apierr.Error)) || errors.As(err, new(*admit.Refusal)) {
 		return err
 	}
-	return &apierr.Error{Code: http.StatusServiceUnavailable, Type: apierr.Internal,
-		Msg: "gatekeeper's store is unavailable, so no new turn can be admitted; retry shortly", RetryAfter: 5e9, Err: err}
+	return agentError(&admit.Refusal{Kind: admit.Unavailable, Err: err})
 }
 
 // admitCall is the turn's call as admission weighs it: its id, drawn
@@ -85,7 +62,7 @@ func (t *turn) admitCall() admit.Call {
 func (t *turn) reserveTenant(ctx context.Context) error {
 	h, err := t.req.rules.ceilings.Reserve(ctx, t.req.tenant, t.admitCall())
 	if err != nil {
-		return admitted(err)
+		return agentError(err)
 	}
 	t.ceil = h
 	if h.MaxOut > 0 {

@@ -2,10 +2,8 @@ package proxy
 
 import (
 	"context"
-	"errors"
 
 	"gatekeeper/approvals"
-	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/streaming"
@@ -19,20 +17,6 @@ import (
 // the model call (escrow_continue.go), a retry's re-attachment and the
 // non-streamed turn's side of its hold (escrow_retry.go); the streamed
 // turn's side is in its reply body (proxy/internal/replybody).
-
-// answerError is the escrow's answer as the error apierr.Write writes; any
-// other error as it is.
-func answerError(err error) error {
-	var a *escrow.Answer
-	if !errors.As(err, &a) {
-		return err
-	}
-	return httpAnswer(a)
-}
-
-func httpAnswer(a *escrow.Answer) *apierr.Error {
-	return &apierr.Error{Code: a.Status, Type: a.Type, Msg: a.Msg, RetryAfter: a.RetryAfter, NoRetry: a.NoRetry, Err: a.Err}
-}
 
 // gateInput is what the gates judge a call of the turn's reply on,
 // besides the call itself.
@@ -57,7 +41,7 @@ func (t *turn) gatedCalls(res *streaming.Result) []escrow.Gated {
 // calls, and records the turn as held with outcome o (holdOpened).
 func (t *turn) openHold(ctx context.Context, res *streaming.Result, rep escrow.Reply, gated []escrow.Gated, o outcome.Turn) (*approvals.Hold, error) {
 	t.linkRun(res)
-	held := escrow.Turn{Trajectory: t.recID, Root: t.root, Thread: t.thread, Tenant: t.req.tenant.Name, Key: t.key,
+	held := escrow.Turn{Trajectory: t.recID, Root: t.root, Thread: t.thread, Tenant: t.req.tenant.Name, Key: t.turnHash,
 		API: t.req.api, Provider: t.req.up.cfg.Name, Model: t.pr.Model, Request: t.body, Continuations: t.conts,
 		Stage: t.adm.Decision.Stage, BudgetUsed: t.adm.Decision.Rho, Grant: t.req.tenant.ReadOnlyTools, Log: t.log}
 	return t.req.rules.esc.Open(ctx, held, res, rep, gated, func(approvalID string) { t.holdOpened(o, approvalID) })

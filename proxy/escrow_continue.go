@@ -50,21 +50,22 @@ func (s *Server) admitContinuation(ctx context.Context, req *request, log *slog.
 	if !ok {
 		return nil, fmt.Errorf("provider %s of the held turn is no longer configured", h.Provider)
 	}
-	pr, err := dialect.Stream(api).ParseRequest(body)
+	d := dialect.Of(api)
+	pr, err := d.Stream.ParseRequest(body)
 	if err != nil {
 		return nil, err
 	}
-	rest, query := dialect.Of(api).Rest(h.Model, h.Streamed)
-	if dialect.Of(api).Route != nil {
+	rest, query := d.Rest(h.Model, h.Streamed)
+	if d.Route != nil {
 		pr.Model, pr.Stream = h.Model, h.Streamed // the route names them, not the body
 	}
 	if req.ownQuery != "" {
 		// The agent's own key, when it came in the query, goes with it.
 		query = strings.TrimPrefix(query+"&"+req.ownQuery, "&")
 	}
-	sub := &turn{s: s, req: &request{rules: req.rules, up: up, rest: rest, query: query, tenant: req.tenant, keyHash: req.keyHash, api: api, id: req.id,
+	sub := &turn{s: s, req: &request{rules: req.rules, up: up, rest: rest, query: query, tenant: req.tenant, keyHash: req.keyHash, api: api, dialect: d, id: req.id,
 		own: req.own, ownQuery: req.ownQuery}, rate: req.keyTurn(up),
-		pr: pr, body: body, started: s.now(), ctx: ctx, log: log, recID: h.Trajectory, root: h.Root, key: h.Key, gated: true,
+		pr: pr, body: body, started: s.now(), ctx: ctx, log: log, recID: h.Trajectory, root: h.Root, turnHash: h.Key, gated: true,
 		conts: h.Continuations + 1, maxOut: pr.MaxOutputTokens}
 	if err := sub.reserveTenant(ctx); err != nil {
 		return nil, refusedAnswer(err)
@@ -91,7 +92,7 @@ func (s *Server) admitContinuation(ctx context.Context, req *request, log *slog.
 	if adm.MaxOut > 0 {
 		sub.maxOut = adm.MaxOut
 	}
-	if sub.body, err = shape.LimitOutput(body, sub.outputField(), dialect.Of(api).Thinking, sub.maxOut, pr.MaxOutputTokens); err != nil {
+	if sub.body, err = shape.LimitOutput(body, sub.outputField(), d.Thinking, sub.maxOut, pr.MaxOutputTokens); err != nil {
 		sub.body = body
 		sub.failed(err) // admitted, never sent: its record and its tenant settle it
 		return nil, err
@@ -99,7 +100,7 @@ func (s *Server) admitContinuation(ctx context.Context, req *request, log *slog.
 	return sub, nil
 }
 
-// refusedAnswer is a refusal of admission (admitted's *apierr.Error) as
+// refusedAnswer is a refusal of admission (agentError's *apierr.Error) as
 // the escrow's answer to the client of a held turn; any other error as it
 // is.
 func refusedAnswer(err error) error {
@@ -124,7 +125,7 @@ var _ escrow.Call = (*continuation)(nil)
 // settling it corrects the estimate.
 func (c *continuation) Send(ctx context.Context) (*http.Response, error) {
 	t := c.t
-	if err := keyRefused(t.rate.Acquire(ctx, outcome.EstimateTokens(int64(len(t.body))), t.maxOut, nil)); err != nil {
+	if err := agentError(t.rate.Acquire(ctx, outcome.EstimateTokens(int64(len(t.body))), t.maxOut, nil)); err != nil {
 		return nil, err
 	}
 	// The same transport as the turn's own call: a provider refusal before

@@ -11,7 +11,6 @@ import (
 	"gatekeeper/approvals"
 	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/deadline"
-	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/streaming"
@@ -24,13 +23,13 @@ import (
 // When the record holds no turn of this key, admission goes on as usual.
 func (t *turn) findHold(ctx context.Context, id string, opening bool) (found bool, err error) {
 	h, err := deadline.Spend(ctx, func(ctx context.Context) (*approvals.Hold, error) {
-		return t.req.rules.esc.Find(ctx, id, t.key, opening)
+		return t.req.rules.esc.Find(ctx, id, t.turnHash, opening)
 	})
 	switch {
 	case err != nil:
 		// The approvals store unread is the store unavailable: the
 		// agent hears that, not that a call needs approval.
-		return true, storeErr(answerError(err))
+		return true, storeErr(agentError(err))
 	case h == nil:
 		t.holdChecked = true
 		return false, nil
@@ -53,7 +52,7 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 	t.log.LogAttrs(r.Context(), slog.LevelInfo, "request re-attached to a held turn", slog.String("hold", t.hold.ID), slog.Bool("stream", t.pr.Stream))
 	w.Header().Set("X-Gatekeeper-Trajectory", t.recID)
 	c := t.client(escrow.FormOf(t.pr.Stream))
-	if c.Form == escrow.FormStream && dialect.Of(t.req.api).AskUsage {
+	if c.Form == escrow.FormStream && t.req.dialect.AskUsage {
 		_, c.Strip, _ = streaming.EnsureIncludeUsage(t.body)
 	}
 	wait := &escrow.Wait{Hold: t.hold, Client: c}
@@ -64,7 +63,7 @@ func (s *Server) serveReattach(w http.ResponseWriter, r *http.Request, t *turn) 
 	if err != nil && r.Context().Err() != nil {
 		return apierr.ErrClientGone
 	}
-	return answerError(err)
+	return agentError(err)
 }
 
 // holdJSON decides a non-streamed reply of a tenant with gates before any
@@ -84,7 +83,7 @@ func (t *turn) holdJSON(resp *http.Response) error {
 	out, held, err := t.req.rules.esc.HoldJSON(t.ctx, heldJSON{t: t, status: resp.StatusCode}, c, raw)
 	switch {
 	case err != nil:
-		return answerError(err)
+		return agentError(err)
 	case held:
 		// Recorded when its hold opened: the reply goes out as it is.
 		resp.Body = io.NopCloser(bytes.NewReader(out))

@@ -73,7 +73,7 @@ func (t *turn) write(ctx context.Context, o outcome.Turn) {
 func (t *turn) settleRules() outcome.Settle {
 	return outcome.Settle{Call: t.adm.Call, ToolDeadline: t.req.rules.cfg.Limits.ToolDeadline.Std(),
 		MaxTruncations: t.req.tenant.MaxTruncations, Watchdog: t.req.rules.cfg.WatchdogFor(t.req.tenant),
-		Stages: t.req.rules.stages, Canceled: t.stopReason() == stopCancel}
+		Stages: t.req.rules.stages, Canceled: t.stopReason() == outcome.Canceled}
 }
 
 // chargeUndelivered records a reply the provider produced, and billed,
@@ -90,15 +90,7 @@ func (t *turn) outcomeOf(res *streaming.Result, status int, cause error) outcome
 // outcomeFacts is what the turn knows of its call that its outcome reads.
 func (t *turn) outcomeFacts() outcome.Facts {
 	f := outcome.Facts{ClientGone: t.clientGone(), BodyBytes: int64(len(t.body)), Extras: t.extras,
-		Watchdog: t.req.rules.cfg.WatchdogFor(t.req.tenant), Proposed: t.proposed}
-	switch t.stopReason() {
-	case stopCancel, stopKill:
-		f.Stopped = outcome.ByOperator
-	case stopDeadline:
-		f.Stopped = outcome.AtDeadline
-	case stopShutdown:
-		f.Stopped = outcome.AtShutdown
-	}
+		Watchdog: t.req.rules.cfg.WatchdogFor(t.req.tenant), Proposed: t.proposed, Stopped: t.stopReason()}
 	if t.filter != nil {
 		f.Withheld = t.filter.Withheld()
 	}

@@ -21,5 +21,5 @@ func (s *Server) passThrough(w http.ResponseWriter, r *http.Request, req *reques
 	up := req.up
 	req.rules.pass.Serve(w, r, passthrough.Call{Provider: up.cfg.Name, Allow: up.pass, Proxy: up.rp, Path: req.rest, Run: req.trajectoryID,
 		Tenant: req.tenant, KeyHash: req.keyHash, ID: req.id, Keys: req.keyTurn(up), Own: req.own},
-		func(w http.ResponseWriter, err error) { s.writeError(w, r, up.api, req, admitted(keyRefused(err))) })
+		func(w http.ResponseWriter, err error) { s.writeError(w, r, up.api, req, agentError(err)) })
 }

@@ -15,21 +15,6 @@ import (
 // a turn's outcome, the settles waiting behind replies, and the agent's
 // error form.
 
-// keyRefused is err in the agent's error form: a *keys.Refusal becomes
-// the rate_limited (429) or upstream_error (503) it describes; any other
-// error is returned as it is.
-func keyRefused(err error) error {
-	r, ok := errors.AsType[*keys.Refusal](err) // no target on the heap: every turn asks
-	if !ok {
-		return err
-	}
-	typ := apierr.RateLimited
-	if r.Status != http.StatusTooManyRequests {
-		typ = apierr.Upstream
-	}
-	return &apierr.Error{Code: r.Status, Type: typ, RetryAfter: r.RetryAfter, Msg: r.Msg, Err: r.Err}
-}
-
 // keyUsed is what the turn's outcome o used of its key.
 func keyUsed(o outcome.Turn) ratelimit.Cost { return keys.Used(o.Upstream, o.Usage) }
 

@@ -9,7 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/apierr"
+	"gatekeeper/proxy/internal/escrow"
+	"gatekeeper/proxy/internal/keys"
 	"gatekeeper/streaming"
 	"gatekeeper/trajectory"
 )
@@ -121,6 +124,53 @@ type refusedData struct {
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, api streaming.API, req *request, err error) {
 	s.refused(r.Context(), req, err)
 	apierr.Write(w, api, err)
+}
+
+// agentError is err in the agent's error form, apierr.Write's: the one
+// mapping of the refusals of the packages under proxy, kept beside the
+// writer. An *admit.Refusal, a *keys.Refusal and an *escrow.Answer become
+// the apierr.Error they describe (an admission refusal of no other kind
+// is the store failing, a 503 to retry); any other error, an
+// apierr.Error above all, is returned as it is. Every turn asks (with
+// nil, mostly): it looks for no target on the heap.
+func agentError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if a, ok := errors.AsType[*escrow.Answer](err); ok {
+		return &apierr.Error{Code: a.Status, Type: a.Type, Msg: a.Msg, RetryAfter: a.RetryAfter, NoRetry: a.NoRetry, Err: a.Err}
+	}
+	if _, ok := errors.AsType[*apierr.Error](err); ok {
+		return err
+	}
+	if r, ok := errors.AsType[*keys.Refusal](err); ok {
+		typ := apierr.RateLimited
+		if r.Status != http.StatusTooManyRequests {
+			typ = apierr.Upstream
+		}
+		return &apierr.Error{Code: r.Status, Type: typ, RetryAfter: r.RetryAfter, Msg: r.Msg, Err: r.Err}
+	}
+	r, ok := errors.AsType[*admit.Refusal](err)
+	if !ok {
+		return err
+	}
+	switch r.Kind {
+	case admit.Exhausted:
+		return &apierr.Error{Code: http.StatusPaymentRequired, Type: apierr.BudgetExceeded, NoRetry: true, Msg: r.Msg, Err: r.Err}
+	case admit.Contended:
+		return &apierr.Error{Code: http.StatusTooManyRequests, Type: apierr.RateLimited, RetryAfter: r.RetryAfter, Msg: r.Msg, Err: r.Err}
+	case admit.OperatorsOnly:
+		return &apierr.Error{Code: http.StatusForbidden, Type: apierr.Permission, NoRetry: true, Msg: r.Msg, Err: r.Err}
+	case admit.RunEnded:
+		return &apierr.Error{Code: http.StatusForbidden, Type: apierr.TrajectoryCanceled, NoRetry: true, Msg: r.Msg, Err: r.Err}
+	case admit.Paused:
+		return &apierr.Error{Code: http.StatusServiceUnavailable, Type: apierr.TrajectoryPaused, RetryAfter: r.RetryAfter, Msg: r.Msg, Err: r.Err}
+	}
+	if errors.As(r.Err, new(*apierr.Error)) || errors.As(r.Err, new(*admit.Refusal)) {
+		return r.Err
+	}
+	return &apierr.Error{Code: http.StatusServiceUnavailable, Type: apierr.Internal,
+		Msg: "gatekeeper's store is unavailable, so no new turn can be admitted; retry shortly", RetryAfter: 5e9, Err: r.Err}
 }
 
 // refused logs, counts and records the refusal err of req: everything

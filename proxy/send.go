@@ -13,6 +13,7 @@ import (
 
 	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/coding"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/internal/passthrough"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
@@ -101,20 +102,20 @@ func (t *turn) outgoing(ctx context.Context, hdr http.Header, query string) (*ht
 // agent went away, else the provider is unreachable. The turn is settled
 // as failed unless it was recorded already.
 func (t *turn) sendError(ctx context.Context, err error) error {
-	if why := t.stopReason(); why != stopNone {
+	if why := t.stopReason(); why != outcome.NotStopped {
 		t.settle(t.outcomeOf(&streaming.Result{}, 0, err))
-		if why == stopKill {
+		if why == outcome.Killed {
 			return http.ErrAbortHandler // a killed run gets no answer
 		}
 		typ, msg := t.stopError()
 		code := http.StatusForbidden
 		switch why {
-		case stopDeadline:
+		case outcome.Deadline:
 			code = http.StatusGatewayTimeout
-		case stopShutdown:
+		case outcome.Shutdown:
 			code = http.StatusServiceUnavailable
 		}
-		return &apierr.Error{Code: code, Type: typ, Msg: msg, NoRetry: why == stopCancel}
+		return &apierr.Error{Code: code, Type: typ, Msg: msg, NoRetry: why == outcome.Canceled}
 	}
 	t.failed(err)
 	var he *apierr.Error

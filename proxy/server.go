@@ -29,6 +29,7 @@ import (
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/inflight"
 	"gatekeeper/proxy/internal/keys"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/internal/passthrough"
 	"gatekeeper/proxy/internal/settle"
 	"gatekeeper/proxy/internal/sweep"
@@ -134,7 +135,7 @@ type rules struct {
 	def       *upstream
 	prices    *meter.Table
 	stages    meter.Thresholds
-	esc       *escrow.Escrow
+	esc       *escrow.Keeper
 	records   *admit.Records  // the run and thread records a turn is admitted on
 	ceilings  *admit.Ceilings // the turns' reservations against their tenants' ceilings
 	budget    *admit.Budget   // the turns' admission against their chains' budgets
@@ -373,7 +374,7 @@ func (s *Server) Close(ctx context.Context) {
 func (s *Server) EndStreams(ctx context.Context) int {
 	s.ending.Store(true)
 	for _, t := range s.live.All() {
-		t.stop(stopShutdown)
+		t.stop(outcome.Shutdown)
 	}
 	for {
 		left := len(s.live.All())
@@ -433,7 +434,11 @@ func (s *Server) routeProvider(w http.ResponseWriter, r *http.Request) {
 // up is one of ru's providers, and ru the request's rules to its end.
 func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, ru *rules, up *upstream, tid, rest string) {
 	in, err := wire.Check(r, ru.keys, up.cfg.API, tid, rest)
-	api := turnAPI(up, r.Method, in.Path)
+	d := dialect.Turn(up.cfg.API, r.Method, in.Path)
+	var api streaming.API
+	if d != nil {
+		api = d.API
+	}
 	if err != nil {
 		// Every refusal before the body is read closes the connection: the
 		// server would otherwise wait for the rest of the body, however
@@ -457,7 +462,7 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, ru *rules
 	if in.Person != nil {
 		r = r.WithContext(admit.WithPerson(r.Context(), in.Person))
 	}
-	req := &request{rules: ru, up: up, rest: in.Path, tenant: in.Tenant, keyHash: in.KeyHash, person: in.Person, trajectoryID: tid, run: tid, api: api, id: requestID(r)}
+	req := &request{rules: ru, up: up, rest: in.Path, tenant: in.Tenant, keyHash: in.KeyHash, person: in.Person, trajectoryID: tid, run: tid, api: api, dialect: d, id: requestID(r)}
 	if in.Tenant.Forwards() {
 		req.own, req.ownQuery = wire.Credentials(r), wire.QueryCredential(r.URL.RawQuery)
 	}
@@ -469,14 +474,6 @@ func (s *Server) serveProvider(w http.ResponseWriter, r *http.Request, ru *rules
 	if err := s.serveTurn(w, r, req); err != nil {
 		s.writeError(w, r, api, req, err)
 	}
-}
-
-// turnAPI says which turn API a request is, or "" when it is not a turn.
-func turnAPI(up *upstream, method, rest string) streaming.API {
-	if d := dialect.Turn(up.cfg.API, method, rest); d != nil {
-		return d.API
-	}
-	return ""
 }
 
 // request is what routing learned about one agent request.
@@ -491,7 +488,10 @@ type request struct {
 	trajectoryID string             // from the path; "" when none
 	run          string             // the record the request was placed on, once known; "" before
 	api          streaming.API
-	id           string // the request id in logs and X-Gatekeeper-Request-Id
+	// dialect is api's row of the turn APIs' table, looked up once when
+	// the request is routed; nil for a request that is no turn.
+	dialect *dialect.Spec
+	id      string // the request id in logs and X-Gatekeeper-Request-Id
 	// own are the agent's provider credentials when its tenant sends them
 	// on (tenants[].credentials: forward; wire.Credentials), nil
 	// otherwise; ownQuery is the part of its query that carries one, for

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"slices"
 
-	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/replybody"
 	"gatekeeper/proxy/internal/shape"
 	"gatekeeper/proxy/internal/watchdog"
@@ -15,9 +14,9 @@ import (
 // watchdog's step (shape.Shape); a restricted turn's reply goes through a
 // call filter that withholds calls outside the tenant's read-only grant.
 func (t *turn) shape(body []byte) ([]byte, error) {
-	api, tn := t.req.api, t.req.tenant
-	s, err := shape.Shape(t.ctx, t.log, body, shape.Request{Dialect: dialect.Stream(api), OutputField: t.outputField(), Thinking: dialect.Of(api).Thinking,
-		AskUsage: dialect.Of(api).AskUsage && t.pr.Stream, MaxOut: t.maxOut, Asked: t.pr.MaxOutputTokens, Truncated: t.truncated,
+	d, tn := t.req.dialect, t.req.tenant
+	s, err := shape.Shape(t.ctx, t.log, body, shape.Request{Dialect: d.Stream, OutputField: t.outputField(), Thinking: d.Thinking,
+		AskUsage: d.AskUsage && t.pr.Stream, MaxOut: t.maxOut, Asked: t.pr.MaxOutputTokens, Truncated: t.truncated,
 		Interrupt: t.interrupt, Decision: t.adm.Decision, Levels: t.adm.Levels, LoopNotice: t.loop.Notice, LoopRestrict: t.loop.Restrict,
 		ReadOnly: tn.ReadOnlyTools})
 	if err != nil {
@@ -25,7 +24,7 @@ func (t *turn) shape(body []byte) ([]byte, error) {
 	}
 	t.removed, t.stripUsage = s.Removed, s.StripUsage
 	if s.Restricted {
-		if t.filter, err = dialect.Stream(api).NewCallFilter(shape.Grant(tn.ReadOnlyTools), shape.Refusal(t.adm.Decision)); err != nil {
+		if t.filter, err = d.Stream.NewCallFilter(shape.Grant(tn.ReadOnlyTools), shape.Refusal(t.adm.Decision)); err != nil {
 			return nil, err
 		}
 		t.filter.Grant() // an unknown call type is no read-only tool
@@ -39,7 +38,7 @@ func (t *turn) outputField() string {
 	if t.pr.MaxOutputField != "" {
 		return t.pr.MaxOutputField
 	}
-	return dialect.Of(t.req.api).OutputField
+	return t.req.dialect.OutputField
 }
 
 // filterJSON applies the call filter to a whole non-streamed reply before
@@ -49,14 +48,14 @@ func (t *turn) filterJSON(resp *http.Response, cutOnly bool) error {
 	raw, err := replybody.Filter(resp, t.req.rules.cfg.Limits.MaxBodyBytes, t.filter.Body, cutOnly)
 	if err != nil {
 		// The provider produced the reply: it is charged, undelivered.
-		res, _ := dialect.Stream(t.req.api).DecodeJSON(raw)
+		res, _ := t.req.dialect.Stream.DecodeJSON(raw)
 		t.chargeUndelivered(res, int64(len(raw)), err)
 		return err
 	}
 	if len(t.filter.Withheld()) > 0 {
 		// The decoder reads what the agent receives; the watchdog counts
 		// what the model proposed.
-		if res, err := dialect.Stream(t.req.api).DecodeJSON(raw); err == nil {
+		if res, err := t.req.dialect.Stream.DecodeJSON(raw); err == nil {
 			t.proposed = watchdog.See(t.req.rules.cfg.WatchdogFor(t.req.tenant), res)
 		}
 	}

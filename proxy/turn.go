@@ -16,7 +16,6 @@ import (
 	"gatekeeper/proxy/internal/admit"
 	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/deadline"
-	"gatekeeper/proxy/internal/dialect"
 	"gatekeeper/proxy/internal/escrow"
 	"gatekeeper/proxy/internal/keys"
 	"gatekeeper/proxy/internal/notice"
@@ -68,7 +67,7 @@ type turn struct {
 	shared        bool // the thread shares a last child: its parent has limits.max_children
 	sharedNew     bool // and learned so in this request: a children_full event is due
 
-	stopped  stopKind           // why the call was stopped early; set once
+	stopped  outcome.Stop       // why the call was stopped early; set once
 	cancelUp context.CancelFunc // aborts the upstream call
 	recorded bool               // the turn was recorded (settle, holdOpened): only once
 
@@ -80,7 +79,7 @@ type turn struct {
 
 	// Escrow (escrow.go); zero for a tenant without gates.
 	gated       bool            // some gate applies to the tenant
-	key         string          // the turn key, over the agent's body as it came
+	turnHash    string          // the turn hash (escrow.TurnKey), over the agent's body as it came
 	thread      string          // the thread key
 	root        string          // the root trajectory id
 	hdr         http.Header     // the agent's headers, which a continuation sends on
@@ -139,7 +138,7 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 	if err != nil {
 		return nil, mark, err
 	}
-	pr, err := dialect.Stream(req.api).ParseRequest(body)
+	pr, err := req.dialect.Stream.ParseRequest(body)
 	if err != nil {
 		return nil, mark, apierr.New(http.StatusBadRequest, apierr.InvalidRequest,
 			"request body is not a valid JSON object: "+err.Error())
@@ -156,7 +155,7 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 	if mark, err = wire.ReadMark(r.Header); err != nil {
 		return nil, mark, err
 	}
-	if req.tenant.RefuseUngatedMCP && dialect.Of(req.api).HostedMCP {
+	if req.tenant.RefuseUngatedMCP && req.dialect.HostedMCP {
 		if err := wire.CheckHostedMCP(body); err != nil {
 			return nil, mark, err
 		}
@@ -168,7 +167,7 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 	t := &turn{s: s, req: req, pr: pr, body: body, started: s.now(), ctx: r.Context(), log: s.log, rate: req.keyTurn(req.up),
 		maxOut: shape.ClampOutput(pr.MaxOutputTokens, req.tenant.CallLimits.MaxOutputTokens)}
 	if esc := req.rules.esc; esc != nil && esc.ForTenant(req.tenant.Name) {
-		t.gated, t.key, t.hdr = true, escrow.TurnKey(req.api, dialect.Of(req.api).TurnFields, body), r.Header
+		t.gated, t.turnHash, t.hdr = true, escrow.TurnKey(req.api, req.dialect.TurnFields, body), r.Header
 	}
 	return t, mark, nil
 }
@@ -178,7 +177,7 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 // Gemini stream without alt=sse is one JSON array) is refused: gatekeeper
 // reads replies as SSE events or whole bodies only.
 func routeTurn(pr *streaming.Request, req *request, q url.Values) error {
-	d := dialect.Of(req.api)
+	d := req.dialect
 	if d.Route == nil {
 		return nil
 	}
@@ -209,7 +208,7 @@ func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 	if err := t.admit(actx, r); err != nil {
 		t.rate.DropRide(ctx)
 		t.req.rules.ceilings.Release(context.WithoutCancel(ctx), t.log, t.req.tenant.Name, &t.ceil)
-		return admitted(err)
+		return agentError(err)
 	}
 	t.log = turnLogger(t.s.log, [turnLogAttrs]slog.Attr{slog.String("request_id", t.req.id), slog.String("trajectory", t.recID),
 		slog.String("tenant", t.req.tenant.Name), slog.String("model", t.pr.Model), slog.String("api", string(t.req.api))})
@@ -250,11 +249,11 @@ func (t *turn) begin(r *http.Request) (ctx context.Context, end func()) {
 	s.live.Add(t)
 	if s.ending.Load() {
 		// Admitted while EndStreams ran: ended as those it found were.
-		t.stop(stopShutdown)
+		t.stop(outcome.Shutdown)
 	}
 	var timer *time.Timer
 	if d := req.tenant.CallLimits.CallDeadline.Std(); d > 0 {
-		timer = time.AfterFunc(d, func() { t.stop(stopDeadline) })
+		timer = time.AfterFunc(d, func() { t.stop(outcome.Deadline) })
 	}
 	return uctx, func() {
 		if timer != nil {
@@ -281,7 +280,7 @@ func (t *turn) shapeBody() error {
 // provider. A turn that got no capacity is settled here: never sent, not
 // charged.
 func (t *turn) sendTurn(ctx context.Context, r *http.Request, h http.Header) (*http.Response, error) {
-	if err := keyRefused(t.rate.Acquire(ctx, outcome.EstimateTokens(int64(len(t.body))), t.maxOut, h)); err != nil {
+	if err := agentError(t.rate.Acquire(ctx, outcome.EstimateTokens(int64(len(t.body))), t.maxOut, h)); err != nil {
 		if ctx.Err() == nil {
 			t.settle(rateLimitedOutcome(err))
 		}
@@ -323,7 +322,7 @@ func (t *turn) attach(resp *http.Response) error {
 	case isEventStream(ct):
 		if t.filter == nil {
 			var err error
-			if t.filter, err = dialect.Stream(t.req.api).NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
+			if t.filter, err = t.req.dialect.Stream.NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
 				return err
 			}
 		}
@@ -342,7 +341,7 @@ func (t *turn) attach(resp *http.Response) error {
 		cutOnly := t.filter == nil
 		if cutOnly {
 			var err error
-			if t.filter, err = dialect.Stream(t.req.api).NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
+			if t.filter, err = t.req.dialect.Stream.NewCallFilter(allowAll, shape.Refusal(t.adm.Decision)); err != nil {
 				return err
 			}
 		}

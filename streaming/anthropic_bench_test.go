@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/anthropic"
 	"gatekeeper/streaming/sse"
 )
@@ -104,7 +104,7 @@ func BenchmarkAnthropicDecode(b *testing.B) {
 // TestBenchAnthropicStreams keeps the benchmark inputs honest: they decode
 // to what they were built from.
 func TestBenchAnthropicStreams(t *testing.T) {
-	res, _ := mustDecode(t, APIAnthropic, benchToolStream())
+	res, _ := mustDecode(t, streaming.APIAnthropic, benchToolStream())
 	if len(res.ToolCalls) != 1 || !res.ToolCalls[0].Complete || !json.Valid(res.ToolCalls[0].Arguments) || res.Unparsed != 0 {
 		t.Fatalf("tool stream: %+v", res)
 	}
@@ -112,7 +112,7 @@ func TestBenchAnthropicStreams(t *testing.T) {
 	if err := json.Unmarshal(res.ToolCalls[0].Arguments, &in); err != nil || !strings.Contains(in.Content, `Println("hello\tworld")`) {
 		t.Fatalf("tool stream arguments: %v", err)
 	}
-	res, said := mustDecode(t, APIAnthropic, benchTextStream())
+	res, said := mustDecode(t, streaming.APIAnthropic, benchTextStream())
 	text := said.Text
 	if !res.Done || res.OutputBytes != int64(len(text)) || !strings.HasPrefix(text, "The every proxy event ") {
 		t.Fatalf("text stream: done %v output %d text %.40q", res.Done, res.OutputBytes, text)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // TestAssembleJSON turns every whole reply stream into a body and reads it
@@ -40,21 +40,21 @@ func TestAssembleJSON(t *testing.T) {
 func TestAssembleJSONErrors(t *testing.T) {
 	tests := []struct {
 		name   string
-		api    API
+		api    streaming.API
 		stream string
 		want   error
 	}{
-		{"anthropic no stop", APIAnthropic, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"content\":[]}}\n\n", ErrIncompleteStream},
-		{"anthropic error event", APIAnthropic, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"content\":[]}}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n", ErrIncompleteStream},
-		{"anthropic not JSON", APIAnthropic, "event: message_start\ndata: {\"type\":\n\n", ErrInvalidJSON},
-		{"anthropic cut input", APIAnthropic, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"content\":[]}}\n\n" +
+		{"anthropic no stop", streaming.APIAnthropic, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"content\":[]}}\n\n", streaming.ErrIncompleteStream},
+		{"anthropic error event", streaming.APIAnthropic, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"content\":[]}}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n", streaming.ErrIncompleteStream},
+		{"anthropic not JSON", streaming.APIAnthropic, "event: message_start\ndata: {\"type\":\n\n", streaming.ErrInvalidJSON},
+		{"anthropic cut input", streaming.APIAnthropic, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"content\":[]}}\n\n" +
 			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"Bash\",\"input\":{}}}\n\n" +
 			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\"}}\n\n" +
-			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\"},\"usage\":{\"output_tokens\":3}}\n\n", ErrInvalidJSON},
-		{"chat no finish", APIChat, "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n", ErrIncompleteStream},
-		{"chat error", APIChat, "data: {\"error\":{\"message\":\"boom\"}}\n\n", ErrIncompleteStream},
-		{"responses no terminal", APIResponses, "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\"}}\n\n", ErrIncompleteStream},
-		{"empty", APIChat, "", ErrIncompleteStream},
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\"},\"usage\":{\"output_tokens\":3}}\n\n", streaming.ErrInvalidJSON},
+		{"chat no finish", streaming.APIChat, "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n", streaming.ErrIncompleteStream},
+		{"chat error", streaming.APIChat, "data: {\"error\":{\"message\":\"boom\"}}\n\n", streaming.ErrIncompleteStream},
+		{"responses no terminal", streaming.APIResponses, "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\"}}\n\n", streaming.ErrIncompleteStream},
+		{"empty", streaming.APIChat, "", streaming.ErrIncompleteStream},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 const refusedResult = `{"status":"REFUSED","reason":"APPROVAL_DENIED","call":"Bash","message":"denied by carol"}`
@@ -19,10 +19,10 @@ const refusedResult = `{"status":"REFUSED","reason":"APPROVAL_DENIED","call":"Ba
 // conversation gains the reply and one result per call, and nothing else
 // of the request changes.
 func TestContinuation(t *testing.T) {
-	requests := map[API][]string{
-		APIAnthropic: {"anthropic-claude-code-turn1.json", "anthropic-claude-code-turn2.json"},
-		APIChat:      {"chat-openai-sdk-parallel-tools.json"},
-		APIResponses: {"responses-codex-exec.json", "responses-previous-response-id.json", "string-input"},
+	requests := map[streaming.API][]string{
+		streaming.APIAnthropic: {"anthropic-claude-code-turn1.json", "anthropic-claude-code-turn2.json"},
+		streaming.APIChat:      {"chat-openai-sdk-parallel-tools.json"},
+		streaming.APIResponses: {"responses-codex-exec.json", "responses-previous-response-id.json", "string-input"},
 	}
 	stringInput := []byte(`{"model":"gpt-5","input":"list the files","stream":true,"tools":[{"type":"function","name":"Bash"}]}`)
 	for _, api := range escrowAPIs {
@@ -54,7 +54,7 @@ func TestContinuation(t *testing.T) {
 	}
 }
 
-func checkContinuation(t *testing.T, api API, key string, req, out, reply []byte, calls []ToolCall, results map[string][]byte) {
+func checkContinuation(t *testing.T, api streaming.API, key string, req, out, reply []byte, calls []streaming.ToolCall, results map[string][]byte) {
 	t.Helper()
 	if !gjson.ValidBytes(out) {
 		t.Fatalf("not JSON: %s", out)
@@ -115,17 +115,17 @@ func TestContinuationErrors(t *testing.T) {
 	reply := []byte(`{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}`)
 	tests := []struct {
 		name    string
-		api     API
+		api     streaming.API
 		req     []byte
 		reply   []byte
 		results map[string][]byte
 		want    error
 	}{
-		{"no result", APIAnthropic, req, reply, map[string][]byte{"toolu_2": []byte("x")}, ErrNoToolResult},
-		{"request not JSON", APIAnthropic, []byte(`{"messages":[`), reply, map[string][]byte{"": nil}, ErrInvalidJSON},
-		{"no messages", APIAnthropic, []byte(`{"model":"m"}`), reply, map[string][]byte{"": nil}, ErrNoConversation},
-		{"reply not JSON", APIAnthropic, req, []byte(`{"content":[`), map[string][]byte{"": nil}, ErrInvalidJSON},
-		{"chat string messages", APIChat, []byte(`{"messages":"hi"}`), []byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}]}`), nil, ErrNoConversation},
+		{"no result", streaming.APIAnthropic, req, reply, map[string][]byte{"toolu_2": []byte("x")}, streaming.ErrNoToolResult},
+		{"request not JSON", streaming.APIAnthropic, []byte(`{"messages":[`), reply, map[string][]byte{"": nil}, streaming.ErrInvalidJSON},
+		{"no messages", streaming.APIAnthropic, []byte(`{"model":"m"}`), reply, map[string][]byte{"": nil}, streaming.ErrNoConversation},
+		{"reply not JSON", streaming.APIAnthropic, req, []byte(`{"content":[`), map[string][]byte{"": nil}, streaming.ErrInvalidJSON},
+		{"chat string messages", streaming.APIChat, []byte(`{"messages":"hi"}`), []byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}]}`), nil, streaming.ErrNoConversation},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

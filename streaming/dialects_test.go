@@ -9,7 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/anthropic"
 	"gatekeeper/streaming/chat"
 	"gatekeeper/streaming/responses"
@@ -18,10 +18,10 @@ import (
 // The tests of the streaming tree that span the three APIs run here, in an
 // external package, and reach each API through its Dialect as the proxy
 // does: dialects is their table of the dialects, as the proxy's is.
-var dialects = map[API]Dialect{
-	APIAnthropic: anthropic.Dialect{},
-	APIChat:      chat.Dialect{},
-	APIResponses: responses.Dialect{},
+var dialects = map[streaming.API]streaming.Dialect{
+	streaming.APIAnthropic: anthropic.Dialect{},
+	streaming.APIChat:      chat.Dialect{},
+	streaming.APIResponses: responses.Dialect{},
 }
 
 // apiFacts is what those tests know of one API apart from the code under
@@ -71,10 +71,10 @@ type apiFacts struct {
 	continued func(t *testing.T, added []gjson.Result, reply gjson.Result) []gjson.Result
 	// refusedInBody checks where a filtered whole reply out gives the
 	// refusal of the call refused: wantText is the message text.
-	refusedInBody func(t *testing.T, out []byte, refused ToolCall, refusal, wantText string)
+	refusedInBody func(t *testing.T, out []byte, refused streaming.ToolCall, refusal, wantText string)
 	// refusedInStream checks where a filtered stream out of in gives the
 	// refusal of the call refused, and how it numbers what follows.
-	refusedInStream func(t *testing.T, in, out []byte, refused ToolCall, delivered []ToolCall, refusal string)
+	refusedInStream func(t *testing.T, in, out []byte, refused streaming.ToolCall, delivered []streaming.ToolCall, refusal string)
 	// order checks that a filtered stream out of in numbers its blocks,
 	// items or events in the order the client gets them.
 	order func(t *testing.T, in, out []byte)
@@ -95,8 +95,8 @@ type apiFacts struct {
 	textFromItems bool
 }
 
-var apis = map[API]apiFacts{
-	APIAnthropic: {
+var apis = map[streaming.API]apiFacts{
+	streaming.APIAnthropic: {
 		prefix: "anthropic-", holdPrefix: "anthropic-hold-",
 		conversation: "messages",
 		notice: func(text string) any {
@@ -130,18 +130,18 @@ var apis = map[API]apiFacts{
 			}
 			return added[1].Get("content").Array()
 		},
-		refusedInBody: func(t *testing.T, out []byte, refused ToolCall, refusal, _ string) {
+		refusedInBody: func(t *testing.T, out []byte, refused streaming.ToolCall, refusal, _ string) {
 			if gjson.GetBytes(out, fmt.Sprintf("content.%d.text", refused.Index)).Str != refusal {
 				t.Errorf("no refusal at content[%d]: %s", refused.Index, out)
 			}
 		},
-		refusedInStream: func(t *testing.T, _, out []byte, refused ToolCall, _ []ToolCall, refusal string) {
+		refusedInStream: func(t *testing.T, _, out []byte, refused streaming.ToolCall, _ []streaming.ToolCall, refusal string) {
 			checkAnthropicBlocks(t, out, refused.Index, refusal)
 		},
 		order:     func(t *testing.T, _, out []byte) { checkBlockOrder(t, out) },
 		textWaits: true,
 	},
-	APIChat: {
+	streaming.APIChat: {
 		prefix: "chat-", holdPrefix: "chat-hold-",
 		conversation: "messages",
 		notice:       func(text string) any { return map[string]any{"role": "user", "content": text} },
@@ -183,19 +183,19 @@ var apis = map[API]apiFacts{
 			}
 			return added[1:]
 		},
-		refusedInBody: func(t *testing.T, out []byte, _ ToolCall, _, wantText string) {
+		refusedInBody: func(t *testing.T, out []byte, _ streaming.ToolCall, _, wantText string) {
 			if got := gjson.GetBytes(out, "choices.0.message.content").Str; got != wantText {
 				t.Errorf("content %q, want %q", got, wantText)
 			}
 		},
-		refusedInStream: func(t *testing.T, _, _ []byte, _ ToolCall, delivered []ToolCall, _ string) {
+		refusedInStream: func(t *testing.T, _, _ []byte, _ streaming.ToolCall, delivered []streaming.ToolCall, _ string) {
 			if len(delivered) > 0 && delivered[0].Index != 0 {
 				t.Errorf("the allowed call has index %d, want 0: the refused one is gone", delivered[0].Index)
 			}
 		},
 		order: func(*testing.T, []byte, []byte) {}, // nothing in a Chat stream is numbered
 	},
-	APIResponses: {
+	streaming.APIResponses: {
 		prefix: "responses-", holdPrefix: "responses-hold-",
 		conversation: "input", stringConversation: true,
 		notice: func(text string) any {
@@ -248,13 +248,13 @@ var apis = map[API]apiFacts{
 			}
 			return added[len(items):]
 		},
-		refusedInBody: func(t *testing.T, out []byte, refused ToolCall, refusal, _ string) {
+		refusedInBody: func(t *testing.T, out []byte, refused streaming.ToolCall, refusal, _ string) {
 			item := gjson.GetBytes(out, fmt.Sprintf("output.%d", refused.Index))
 			if item.Get("id").Str != "msg_"+refused.ID || item.Get("content.0.text").Str != refusal {
 				t.Errorf("no message at output[%d]: %s", refused.Index, out)
 			}
 		},
-		refusedInStream: func(t *testing.T, in, out []byte, refused ToolCall, _ []ToolCall, refusal string) {
+		refusedInStream: func(t *testing.T, in, out []byte, refused streaming.ToolCall, _ []streaming.ToolCall, refusal string) {
 			checkSequenceNumbers(t, in, out)
 			checkResponsesOutput(t, out, refused, refusal)
 		},
@@ -268,7 +268,7 @@ var apis = map[API]apiFacts{
 
 // requestFileAPI is the API of a request file of the testdata, by the
 // prefix of its name.
-func requestFileAPI(tb testing.TB, name string) API {
+func requestFileAPI(tb testing.TB, name string) streaming.API {
 	tb.Helper()
 	for api, f := range apis {
 		if strings.HasPrefix(filepath.Base(name), f.prefix) {

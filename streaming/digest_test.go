@@ -11,12 +11,12 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
 )
 
 func TestCallDigest(t *testing.T) {
-	base := CallDigest("Bash", []byte(`{"command":"ls -la","timeout":30,"opts":{"a":1,"b":[1,2]}}`))
+	base := streaming.CallDigest("Bash", []byte(`{"command":"ls -la","timeout":30,"opts":{"a":1,"b":[1,2]}}`))
 	tests := []struct {
 		name string
 		tool string
@@ -38,15 +38,15 @@ func TestCallDigest(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := CallDigest(tc.tool, []byte(tc.args)) == base; got != tc.same {
+			if got := streaming.CallDigest(tc.tool, []byte(tc.args)) == base; got != tc.same {
 				t.Errorf("same digest %v, want %v", got, tc.same)
 			}
 		})
 	}
-	if CallDigest("x", []byte("free text")) == CallDigest("x", []byte("free  text")) {
+	if streaming.CallDigest("x", []byte("free text")) == streaming.CallDigest("x", []byte("free  text")) {
 		t.Error("free-text inputs that differ digest the same")
 	}
-	if CallDigest("x", []byte(`"a"`)) == CallDigest("x", []byte(`"a"x`)) {
+	if streaming.CallDigest("x", []byte(`"a"`)) == streaming.CallDigest("x", []byte(`"a"x`)) {
 		t.Error("trailing data after a JSON value is ignored")
 	}
 }
@@ -55,17 +55,17 @@ func TestResultDigestsAndFailures(t *testing.T) {
 	const tools = `"tools":[{"name":"Bash","input_schema":{"type":"object"}}]`
 	tests := []struct {
 		name   string
-		api    API
+		api    streaming.API
 		body   string
 		errors []bool
 		equal  bool // the first two results digest equal
 		empty  []bool
 	}{
-		{name: "anthropic is_error and content", api: APIAnthropic,
+		{name: "anthropic is_error and content", api: streaming.APIAnthropic,
 			body: `{"model":"m",` + tools + `,"messages":[{"role":"user","content":"go"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{}},{"type":"tool_use","id":"t2","name":"Bash","input":{}},{"type":"tool_use","id":"t3","name":"Bash","input":{}}]},
 			{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"no such file","is_error":true},{"type":"tool_result","tool_use_id":"t2","content":"no such file"},{"type":"tool_result","tool_use_id":"t3","content":""}]}]}`,
 			errors: []bool{true, false, false}, equal: true, empty: []bool{false, false, true}},
-		{name: "chat exit codes", api: APIChat,
+		{name: "chat exit codes", api: streaming.APIChat,
 			body: `{"model":"m","messages":[{"role":"user","content":"go"},{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"shell","arguments":"{}"}}]},
 			{"role":"tool","tool_call_id":"c1","content":"Exit code: 2\nWall time: 0.1 seconds\nOutput:\nboom"},
 			{"role":"tool","tool_call_id":"c2","content":"Exit code: 0\nWall time: 0.1 seconds\nOutput:\nExit code: 1"},
@@ -74,7 +74,7 @@ func TestResultDigestsAndFailures(t *testing.T) {
 			{"role":"tool","tool_call_id":"c5","content":"{\"output\":\"x\",\"metadata\":{\"exit_code\":0}}"},
 			{"role":"tool","tool_call_id":"c6","content":"the word Exit code: 3 later in a line"}]}`,
 			errors: []bool{true, false, true, true, false, false}, empty: []bool{false, false, false, false, false, false}},
-		{name: "responses outputs", api: APIResponses,
+		{name: "responses outputs", api: streaming.APIResponses,
 			body: `{"model":"m","input":[{"role":"user","content":"go"},{"type":"function_call","call_id":"c1","name":"shell","arguments":"{}"},
 			{"type":"function_call_output","call_id":"c1","output":"Process exited with code 1\nOutput:\nerr"},
 			{"type":"custom_tool_call_output","call_id":"c2","output":"Process exited with code 1\nOutput:\nerr"},
@@ -116,8 +116,8 @@ func FuzzCallDigest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, args []byte) {
-		d := CallDigest("tool", args)
-		if d == 0 || d != CallDigest("tool", bytes.Clone(args)) {
+		d := streaming.CallDigest("tool", args)
+		if d == 0 || d != streaming.CallDigest("tool", bytes.Clone(args)) {
 			t.Fatalf("digest %x not deterministic (or zero) for %q", d, args)
 		}
 		if !gjson.ValidBytes(args) || jsonscan.Repeats(string(args)) {
@@ -134,7 +134,7 @@ func FuzzCallDigest(f *testing.F) {
 		if !writeReordered(&b, v, 0) {
 			return
 		}
-		if r := CallDigest("tool", []byte(b.String())); r != d {
+		if r := streaming.CallDigest("tool", []byte(b.String())); r != d {
 			t.Fatalf("%q digests %x, reordered as %q %x", args, d, b.String(), r)
 		}
 	})
@@ -143,7 +143,7 @@ func FuzzCallDigest(f *testing.F) {
 // writeReordered writes v with object keys in reverse order and spaces
 // around every token; false when v holds what JSON cannot write back.
 func writeReordered(b *strings.Builder, v any, depth int) bool {
-	if depth > MaxCanonicalDepth-2 {
+	if depth > streaming.MaxCanonicalDepth-2 {
 		return false
 	}
 	switch x := v.(type) {

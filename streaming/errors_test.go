@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // TestErrorBody: each dialect's error body is JSON its own decoder reads
@@ -23,8 +23,8 @@ func TestErrorBody(t *testing.T) {
 			if len(res.Errors) != 1 || res.Errors[0].Type != "rate_limit_error" || res.Errors[0].Message != "slow \"down\"\n" {
 				t.Fatalf("DecodeJSON(%s) errors = %+v", body, res.Errors)
 			}
-			if res.StopReason() != StopError {
-				t.Fatalf("DecodeJSON(%s) stop %q, want %q", body, res.StopReason(), StopError)
+			if res.StopReason() != streaming.StopError {
+				t.Fatalf("DecodeJSON(%s) stop %q, want %q", body, res.StopReason(), streaming.StopError)
 			}
 		})
 	}

@@ -8,30 +8,30 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // TestCallFilterBody filters whole replies.
 func TestCallFilterBody(t *testing.T) {
-	refusedOnly := map[API]string{
-		APIAnthropic: `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"rm -rf /srv/withheld-target"}}],"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":9}}`,
-		APIChat:      `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Clearing the directory.","tool_calls":[{"id":"call_1","type":"function","function":{"name":"Bash","arguments":"{\"command\":\"rm -rf /srv/withheld-target\"}"}}]},"finish_reason":"tool_calls"}]}`,
-		APIResponses: `{"id":"resp_1","object":"response","status":"completed","output":[{"id":"fc_1","type":"function_call","status":"completed","arguments":"{\"command\":\"rm -rf /srv/withheld-target\"}","call_id":"call_1","name":"Bash"}]}`,
+	refusedOnly := map[streaming.API]string{
+		streaming.APIAnthropic: `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"rm -rf /srv/withheld-target"}}],"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":9}}`,
+		streaming.APIChat:      `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Clearing the directory.","tool_calls":[{"id":"call_1","type":"function","function":{"name":"Bash","arguments":"{\"command\":\"rm -rf /srv/withheld-target\"}"}}]},"finish_reason":"tool_calls"}]}`,
+		streaming.APIResponses: `{"id":"resp_1","object":"response","status":"completed","output":[{"id":"fc_1","type":"function_call","status":"completed","arguments":"{\"command\":\"rm -rf /srv/withheld-target\"}","call_id":"call_1","name":"Bash"}]}`,
 	}
 	tests := []struct {
 		name     string
-		api      API
+		api      streaming.API
 		body     []byte
 		allowed  string
-		wantStop StopReason
+		wantStop streaming.StopReason
 		wantText string // the message text after filtering
 	}{
-		{"anthropic text, refused, allowed", APIAnthropic, fixturetest.ReadFile(t, filterTestdata, "anthropic-body.json"), "Read", StopToolUse, ""},
-		{"anthropic refused only", APIAnthropic, []byte(refusedOnly[APIAnthropic]), "", StopEndTurn, ""},
-		{"chat null content, refused, allowed", APIChat, fixturetest.ReadFile(t, filterTestdata, "chat-body.json"), "Read", StopToolUse, "gatekeeper withheld a call to Bash: this run may only use read-only tools now."},
-		{"chat content, refused only", APIChat, []byte(refusedOnly[APIChat]), "", StopEndTurn, "Clearing the directory.\n\ngatekeeper withheld a call to Bash: this run may only use read-only tools now."},
-		{"responses text, refused, allowed", APIResponses, fixturetest.ReadFile(t, filterTestdata, "responses-body.json"), "Read", StopToolUse, ""},
-		{"responses refused only", APIResponses, []byte(refusedOnly[APIResponses]), "", StopEndTurn, ""},
+		{"anthropic text, refused, allowed", streaming.APIAnthropic, fixturetest.ReadFile(t, filterTestdata, "anthropic-body.json"), "Read", streaming.StopToolUse, ""},
+		{"anthropic refused only", streaming.APIAnthropic, []byte(refusedOnly[streaming.APIAnthropic]), "", streaming.StopEndTurn, ""},
+		{"chat null content, refused, allowed", streaming.APIChat, fixturetest.ReadFile(t, filterTestdata, "chat-body.json"), "Read", streaming.StopToolUse, "gatekeeper withheld a call to Bash: this run may only use read-only tools now."},
+		{"chat content, refused only", streaming.APIChat, []byte(refusedOnly[streaming.APIChat]), "", streaming.StopEndTurn, "Clearing the directory.\n\ngatekeeper withheld a call to Bash: this run may only use read-only tools now."},
+		{"responses text, refused, allowed", streaming.APIResponses, fixturetest.ReadFile(t, filterTestdata, "responses-body.json"), "Read", streaming.StopToolUse, ""},
+		{"responses refused only", streaming.APIResponses, []byte(refusedOnly[streaming.APIResponses]), "", streaming.StopEndTurn, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,13 +86,13 @@ func TestCallFilterBody(t *testing.T) {
 func TestCallFilterBodyErrors(t *testing.T) {
 	tests := []struct {
 		name string
-		api  API
+		api  streaming.API
 		body string
 		want error
 	}{
-		{"not JSON", APIChat, `{"choices":[`, ErrInvalidJSON},
-		{"an array", APIResponses, `[{"type":"function_call"}]`, ErrInvalidJSON},
-		{"empty", APIAnthropic, ``, ErrInvalidJSON},
+		{"not JSON", streaming.APIChat, `{"choices":[`, streaming.ErrInvalidJSON},
+		{"an array", streaming.APIResponses, `[{"type":"function_call"}]`, streaming.ErrInvalidJSON},
+		{"empty", streaming.APIAnthropic, ``, streaming.ErrInvalidJSON},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,9 +102,9 @@ func TestCallFilterBodyErrors(t *testing.T) {
 		})
 	}
 	// An error body passes as it came.
-	for api, body := range map[API]string{
-		APIAnthropic: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
-		APIResponses: `{"error":{"message":"bad","type":"invalid_request_error","code":null}}`,
+	for api, body := range map[streaming.API]string{
+		streaming.APIAnthropic: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+		streaming.APIResponses: `{"error":{"message":"bad","type":"invalid_request_error","code":null}}`,
 	} {
 		if out, err := newTestFilter(t, api, refuseAll).Body([]byte(body)); err != nil || string(out) != body {
 			t.Errorf("%s error body: %v %s", api, err, out)

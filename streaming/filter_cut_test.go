@@ -7,19 +7,19 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
 // cutThrough runs stream through a filter of api that holds calls until the
 // stop and, when notice is set, puts a notice in place of a cut call; it
 // returns the filter and what the client gets.
-func cutThrough(t *testing.T, api API, stream string, notice bool) (*CallFilter, []byte) {
+func cutThrough(t *testing.T, api streaming.API, stream string, notice bool) (*streaming.CallFilter, []byte) {
 	t.Helper()
 	f := newTestFilter(t, api, func(string) bool { return true })
 	f.Hold()
 	if notice {
-		f.NoticeCut(func(c ToolCall) string { return "the call to " + c.Name + " was cut" })
+		f.NoticeCut(func(c streaming.ToolCall) string { return "the call to " + c.Name + " was cut" })
 	}
 	var out []byte
 	if err := sse.Each([]byte(stream), func(ev *sse.Event) error { out = f.AppendEvent(out, *ev); return nil }); err != nil {
@@ -38,7 +38,7 @@ func TestNoticeCutAnthropic(t *testing.T) {
 		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"max_tokens\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":20}}\n\n" +
 		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
 	for _, notice := range []bool{false, true} {
-		f, out := cutThrough(t, APIAnthropic, stream, notice)
+		f, out := cutThrough(t, streaming.APIAnthropic, stream, notice)
 		got := string(out)
 		if strings.Contains(got, "tool_use") || strings.Contains(got, "grep") {
 			t.Errorf("notice %v: the cut call reached the client:\n%s", notice, got)
@@ -67,10 +67,10 @@ func TestNoticeCutAnthropic(t *testing.T) {
 
 // cutBodies are whole replies cut at the output limit while writing a call
 // to Bash, after a whole call to Read.
-var cutBodies = map[API]string{
-	APIAnthropic: `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"Let me look."},{"type":"tool_use","id":"toolu_0","name":"Read","input":{"path":"a"}},{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}],"stop_reason":"max_tokens","usage":{"input_tokens":5,"output_tokens":9}}`,
-	APIChat:      `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"Read","arguments":"{\"path\":\"a\"}"}},{"id":"call_1","type":"function","function":{"name":"Bash","arguments":"{\"command\":\"grep -rn"}}]},"finish_reason":"length"}]}`,
-	APIResponses: `{"id":"resp_1","object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"id":"fc_0","type":"function_call","status":"completed","arguments":"{\"path\":\"a\"}","call_id":"call_0","name":"Read"},{"id":"fc_1","type":"function_call","status":"incomplete","arguments":"{\"command\":\"grep -rn","call_id":"call_1","name":"Bash"}]}`,
+var cutBodies = map[streaming.API]string{
+	streaming.APIAnthropic: `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"Let me look."},{"type":"tool_use","id":"toolu_0","name":"Read","input":{"path":"a"}},{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}],"stop_reason":"max_tokens","usage":{"input_tokens":5,"output_tokens":9}}`,
+	streaming.APIChat:      `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"Read","arguments":"{\"path\":\"a\"}"}},{"id":"call_1","type":"function","function":{"name":"Bash","arguments":"{\"command\":\"grep -rn"}}]},"finish_reason":"length"}]}`,
+	streaming.APIResponses: `{"id":"resp_1","object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"id":"fc_0","type":"function_call","status":"completed","arguments":"{\"path\":\"a\"}","call_id":"call_0","name":"Read"},{"id":"fc_1","type":"function_call","status":"incomplete","arguments":"{\"command\":\"grep -rn","call_id":"call_1","name":"Bash"}]}`,
 }
 
 // TestNoticeCutBody: in a whole reply cut at its output limit, the call it
@@ -82,7 +82,7 @@ func TestNoticeCutBody(t *testing.T) {
 			t.Run(fmt.Sprintf("%s notice=%v", api, notice), func(t *testing.T) {
 				f := newTestFilter(t, api, func(string) bool { return true })
 				if notice {
-					f.NoticeCut(func(c ToolCall) string { return "the call to " + c.Name + " was cut" })
+					f.NoticeCut(func(c streaming.ToolCall) string { return "the call to " + c.Name + " was cut" })
 				}
 				out, err := f.Body([]byte(body))
 				if err != nil {
@@ -130,12 +130,12 @@ func TestNoticeCutChat(t *testing.T) {
 		"data: " + head + `{"index":0,"delta":{},"finish_reason":"length"}]}` + "\n\n" +
 		"data: [DONE]\n\n"
 	for _, notice := range []bool{false, true} {
-		f, out := cutThrough(t, APIChat, stream, notice)
+		f, out := cutThrough(t, streaming.APIChat, stream, notice)
 		got := string(out)
 		if strings.Contains(got, "tool_calls") || strings.Contains(got, "grep") {
 			t.Errorf("notice %v: the cut call reached the client:\n%s", notice, got)
 		}
-		dec := dialects[APIChat].NewDecoder()
+		dec := dialects[streaming.APIChat].NewDecoder()
 		var text strings.Builder
 		if err := sse.Each(out, func(ev *sse.Event) error {
 			if d := gjson.Get(string(ev.Data), "choices.0.delta.content"); d.Exists() {
@@ -185,12 +185,12 @@ func TestNoticeCutResponses(t *testing.T) {
 		ev("response.function_call_arguments.delta", `"sequence_number":5,"output_index":1,"item_id":"fc_1","delta":"{\"command\": \"grep -rn"`) +
 		ev("response.incomplete", `"sequence_number":6,"response":{"id":"resp_1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[{"id":"msg_0","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"text":"Let me look."}],"role":"assistant"},{"id":"fc_1","type":"function_call","status":"incomplete","arguments":"{\"command\": \"grep -rn","call_id":"call_1","name":"Bash"}]}`)
 	for _, notice := range []bool{false, true} {
-		f, out := cutThrough(t, APIResponses, stream, notice)
+		f, out := cutThrough(t, streaming.APIResponses, stream, notice)
 		got := string(out)
 		if strings.Contains(got, "function_call") || strings.Contains(got, "grep") {
 			t.Errorf("notice %v: the cut call reached the client:\n%s", notice, got)
 		}
-		dec := dialects[APIResponses].NewDecoder()
+		dec := dialects[streaming.APIResponses].NewDecoder()
 		var seqs []int64
 		var text strings.Builder
 		var final gjson.Result
@@ -273,20 +273,20 @@ func TestCutCallsAgreeWithFilter(t *testing.T) {
 	const half, whole = `"{\"command\": \"grep -rn"`, `"{\"command\": \"grep -rn x\"}"`
 	tests := []struct {
 		name   string
-		api    API
+		api    streaming.API
 		stream string
 		cut    bool
 	}{
-		{"anthropic cut", APIAnthropic, anthropic(half, "max_tokens"), true},
-		{"anthropic context window", APIAnthropic, anthropic(half, "model_context_window_exceeded"), true},
-		{"anthropic whole at the limit", APIAnthropic, anthropic(whole, "max_tokens"), false},
-		{"anthropic tool_use", APIAnthropic, anthropic(whole, "tool_use"), false},
-		{"chat cut", APIChat, chat(half, "length"), true},
-		{"chat whole at the limit", APIChat, chat(whole, "length"), false},
-		{"chat tool_calls", APIChat, chat(whole, "tool_calls"), false},
-		{"responses cut", APIResponses, responses(half, true), true},
-		{"responses whole at the limit", APIResponses, responses(whole, true), false},
-		{"responses completed", APIResponses, responses(whole, false), false},
+		{"anthropic cut", streaming.APIAnthropic, anthropic(half, "max_tokens"), true},
+		{"anthropic context window", streaming.APIAnthropic, anthropic(half, "model_context_window_exceeded"), true},
+		{"anthropic whole at the limit", streaming.APIAnthropic, anthropic(whole, "max_tokens"), false},
+		{"anthropic tool_use", streaming.APIAnthropic, anthropic(whole, "tool_use"), false},
+		{"chat cut", streaming.APIChat, chat(half, "length"), true},
+		{"chat whole at the limit", streaming.APIChat, chat(whole, "length"), false},
+		{"chat tool_calls", streaming.APIChat, chat(whole, "tool_calls"), false},
+		{"responses cut", streaming.APIResponses, responses(half, true), true},
+		{"responses whole at the limit", streaming.APIResponses, responses(whole, true), false},
+		{"responses completed", streaming.APIResponses, responses(whole, false), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 
 	"gatekeeper/internal/fixturetest"
 	"gatekeeper/internal/streamtest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -44,7 +44,7 @@ func FuzzCallFilter(f *testing.F) {
 		for _, dir := range []string{filterTestdata, decoderTestdata[api]} {
 			prefix := ""
 			if dir == filterTestdata {
-				prefix = map[API]string{APIAnthropic: "anthropic-", APIChat: "chat-", APIResponses: "responses-"}[api]
+				prefix = map[streaming.API]string{streaming.APIAnthropic: "anthropic-", streaming.APIChat: "chat-", streaming.APIResponses: "responses-"}[api]
 			}
 			for _, path := range fixturetest.Glob(f, filepath.Join(dir, prefix+"*.sse")) {
 				data := fixturetest.ReadFile(f, path)
@@ -76,7 +76,7 @@ func FuzzCallFilter(f *testing.F) {
 // refused tool or carries the id of a withheld call, and every event the
 // filter wrote is JSON. With Hold, no call goes out unfinished; with End,
 // the reply ends with its error.
-func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, end int) {
+func checkFilterFuzz(t *testing.T, api streaming.API, data []byte, sel byte, hold bool, end int) {
 	allow := fuzzAllow(sel)
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -89,12 +89,12 @@ func checkFilterFuzz(t *testing.T, api API, data []byte, sel byte, hold bool, en
 	if err != nil {
 		return // the Reader refused the input
 	}
-	filter := func() *CallFilter {
+	filter := func() *streaming.CallFilter {
 		f := newTestFilter(t, api, allow)
 		if hold {
 			f.Hold()
 			if sel&0x40 != 0 {
-				f.NoticeCut(func(c ToolCall) string { return "cut: " + c.Name })
+				f.NoticeCut(func(c streaming.ToolCall) string { return "cut: " + c.Name })
 			}
 		}
 		return f
@@ -236,7 +236,7 @@ func unrepeatedStream(t *testing.T, stream []byte) []byte {
 	var out []byte
 	repeated := false
 	err := sse.Each(stream, func(ev *sse.Event) error {
-		if ev.HasData && Repeated(ev) {
+		if ev.HasData && streaming.Repeated(ev) {
 			repeated = true
 		}
 		out = append(out, ev.Raw...)
@@ -307,16 +307,16 @@ func FuzzCallFilterBody(f *testing.F) {
 		for _, api := range filterAPIs {
 			f := newTestFilter(t, api, allow)
 			if cut {
-				f.NoticeCut(func(c ToolCall) string { return "cut: " + c.Name })
+				f.NoticeCut(func(c streaming.ToolCall) string { return "cut: " + c.Name })
 			}
 			out, err := f.Body(body)
 			if err != nil {
-				if !errors.Is(err, ErrInvalidJSON) {
+				if !errors.Is(err, streaming.ErrInvalidJSON) {
 					t.Fatalf("%s: %v", api, err)
 				}
 				continue
 			}
-			if want, _ := Unrepeated(body); sel&3 == 0 && !cut && !bytes.Equal(out, want) {
+			if want, _ := streaming.Unrepeated(body); sel&3 == 0 && !cut && !bytes.Equal(out, want) {
 				t.Fatalf("%s: allow all changed the body", api)
 			}
 			if !gjson.ValidBytes(out) {

@@ -12,13 +12,13 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
 // filterStreams returns, by name, every stream of api the property tests
 // run over: the filter's testdata, the decoders' and the recorded fixtures.
-func filterStreams(t *testing.T, api API) map[string][]byte {
+func filterStreams(t *testing.T, api streaming.API) map[string][]byte {
 	t.Helper()
 	streams := decoderStreams(t, api)
 	for _, path := range fixturetest.Glob(t, filepath.Join(filterTestdata, filterPrefix(api)+"*.sse")) {
@@ -27,7 +27,7 @@ func filterStreams(t *testing.T, api API) map[string][]byte {
 	return streams
 }
 
-var filterAPIs = []API{APIAnthropic, APIChat, APIResponses}
+var filterAPIs = []streaming.API{streaming.APIAnthropic, streaming.APIChat, streaming.APIResponses}
 
 // TestCallFilterAllowAllIsIdentity: with nothing refused, the client gets
 // the bytes that came, and nothing is listed as refused.
@@ -75,7 +75,7 @@ func TestCallFilterFixtures(t *testing.T) {
 				t.Errorf("stops %+v, want %d", res.Stops, len(inRes.Stops))
 			}
 			for _, s := range res.Stops {
-				if s.Reason != StopEndTurn {
+				if s.Reason != streaming.StopEndTurn {
 					t.Errorf("stop %+v, want end of turn", s)
 				}
 			}
@@ -128,7 +128,7 @@ func TestCallFilterSplitInvariance(t *testing.T) {
 			data := streams[name]
 			for _, p := range policies {
 				t.Run(string(api)+"/"+name+"/"+p.name, func(t *testing.T) {
-					filter := func() *CallFilter {
+					filter := func() *streaming.CallFilter {
 						f := newTestFilter(t, api, p.allow)
 						if p.hold {
 							f.Hold()
@@ -159,18 +159,18 @@ func TestCallFilterFastPath(t *testing.T) {
 		t.Skip("allocation counts")
 	}
 	streams := map[string]struct {
-		api  API
+		api  streaming.API
 		data []byte
 	}{
-		"anthropic tool call": {APIAnthropic, benchToolStream()},
-		"chat tool calls":     {APIChat, openAIBenchChatStream(3, 400)},
-		"responses tool call": {APIResponses, benchResponsesToolStream(400)},
+		"anthropic tool call": {streaming.APIAnthropic, benchToolStream()},
+		"chat tool calls":     {streaming.APIChat, openAIBenchChatStream(3, 400)},
+		"responses tool call": {streaming.APIResponses, benchResponsesToolStream(400)},
 	}
 	for _, api := range filterAPIs {
-		prefix := map[API]string{APIAnthropic: "anthropic-", APIChat: "chat-", APIResponses: "responses-"}[api]
+		prefix := map[streaming.API]string{streaming.APIAnthropic: "anthropic-", streaming.APIChat: "chat-", streaming.APIResponses: "responses-"}[api]
 		for _, path := range fixturetest.Glob(t, filepath.Join(filterTestdata, prefix+"*.sse")) {
 			streams[filepath.Base(path)] = struct {
-				api  API
+				api  streaming.API
 				data []byte
 			}{api, fixturetest.ReadFile(t, path)}
 		}
@@ -185,7 +185,7 @@ func TestCallFilterFastPath(t *testing.T) {
 				}
 			}
 			const runs = 20
-			filters := make([]*CallFilter, runs+1)
+			filters := make([]*streaming.CallFilter, runs+1)
 			for i := range filters {
 				filters[i] = newTestFilter(t, s.api, allowAll)
 			}
@@ -257,7 +257,7 @@ func TestBenchFilterStreams(t *testing.T) {
 
 type filterBenchCase struct {
 	name   string
-	api    API
+	api    streaming.API
 	data   []byte
 	refuse string
 }
@@ -285,9 +285,9 @@ func filterBenchCases() []filterBenchCase {
 	chat := openAIBenchChatStream(3, 40000)
 	chat = bytes.Replace(chat, []byte(`"name":"write_file"`), []byte(`"name":"read_file"`), 1)
 	return []filterBenchCase{
-		{"anthropic", APIAnthropic, a, "write_file"},
-		{"chat", APIChat, chat, "read_file"},
-		{"responses", APIResponses, benchResponsesToolStream(120000), "write_file"},
+		{"anthropic", streaming.APIAnthropic, a, "write_file"},
+		{"chat", streaming.APIChat, chat, "read_file"},
+		{"responses", streaming.APIResponses, benchResponsesToolStream(120000), "write_file"},
 	}
 }
 

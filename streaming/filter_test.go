@@ -11,7 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -21,7 +21,7 @@ const filterTestdata = "testdata/filter"
 // filter's testdata, and nowhere else.
 const withheldArgument = "withheld-target"
 
-func filterRefusal(tc ToolCall) string {
+func filterRefusal(tc streaming.ToolCall) string {
 	return "gatekeeper withheld a call to " + tc.Name + ": this run may only use read-only tools now."
 }
 
@@ -33,7 +33,7 @@ func refuseNames(names ...string) func(string) bool {
 	return func(name string) bool { return !slices.Contains(names, name) }
 }
 
-func newTestFilter(tb testing.TB, api API, allow func(string) bool) *CallFilter {
+func newTestFilter(tb testing.TB, api streaming.API, allow func(string) bool) *streaming.CallFilter {
 	tb.Helper()
 	f, err := dialects[api].NewCallFilter(allow, filterRefusal)
 	if err != nil {
@@ -44,7 +44,7 @@ func newTestFilter(tb testing.TB, api API, allow func(string) bool) *CallFilter 
 
 // filterChunks runs the events a Reader finds in chunks through f and
 // returns what the client would receive.
-func filterChunks(tb testing.TB, f *CallFilter, chunks ...[]byte) []byte {
+func filterChunks(tb testing.TB, f *streaming.CallFilter, chunks ...[]byte) []byte {
 	tb.Helper()
 	var out []byte
 	fn := func(ev *sse.Event) error {
@@ -80,13 +80,13 @@ func sseEvents(tb testing.TB, data []byte) []sse.Event {
 }
 
 // callByName is the first call of calls to the named tool.
-func callByName(calls []ToolCall, name string) (ToolCall, bool) {
+func callByName(calls []streaming.ToolCall, name string) (streaming.ToolCall, bool) {
 	for _, tc := range calls {
 		if tc.Name == name {
 			return tc, true
 		}
 	}
-	return ToolCall{}, false
+	return streaming.ToolCall{}, false
 }
 
 // TestCallFilterStreams filters replies holding a refused call, with and
@@ -94,19 +94,19 @@ func callByName(calls []ToolCall, name string) (ToolCall, bool) {
 func TestCallFilterStreams(t *testing.T) {
 	tests := []struct {
 		name     string
-		api      API
+		api      streaming.API
 		file     string
 		refused  string // the tool refused
 		allowed  string // the tool of the call delivered, "" for none
-		wantStop StopReason
+		wantStop streaming.StopReason
 	}{
-		{"anthropic text, refused, allowed", APIAnthropic, "anthropic-text-refused-allowed.sse", "Bash", "Read", StopToolUse},
-		{"anthropic refused only", APIAnthropic, "anthropic-refused-only.sse", "Write", "", StopEndTurn},
-		{"chat text, refused, allowed", APIChat, "chat-text-refused-allowed.sse", "Bash", "Read", StopToolUse},
-		{"chat refused only", APIChat, "chat-refused-only.sse", "Write", "", StopEndTurn},
-		{"responses text, refused, allowed", APIResponses, "responses-text-refused-allowed.sse", "Bash", "Read", StopToolUse},
-		{"responses refused only", APIResponses, "responses-refused-only.sse", "Write", "", StopEndTurn},
-		{"responses custom tool refused, no sequence numbers", APIResponses, "responses-custom-refused-no-sequence.sse", "apply_patch", "", StopEndTurn},
+		{"anthropic text, refused, allowed", streaming.APIAnthropic, "anthropic-text-refused-allowed.sse", "Bash", "Read", streaming.StopToolUse},
+		{"anthropic refused only", streaming.APIAnthropic, "anthropic-refused-only.sse", "Write", "", streaming.StopEndTurn},
+		{"chat text, refused, allowed", streaming.APIChat, "chat-text-refused-allowed.sse", "Bash", "Read", streaming.StopToolUse},
+		{"chat refused only", streaming.APIChat, "chat-refused-only.sse", "Write", "", streaming.StopEndTurn},
+		{"responses text, refused, allowed", streaming.APIResponses, "responses-text-refused-allowed.sse", "Bash", "Read", streaming.StopToolUse},
+		{"responses refused only", streaming.APIResponses, "responses-refused-only.sse", "Write", "", streaming.StopEndTurn},
+		{"responses custom tool refused, no sequence numbers", streaming.APIResponses, "responses-custom-refused-no-sequence.sse", "apply_patch", "", streaming.StopEndTurn},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,7 +234,7 @@ func checkSequenceNumbers(t *testing.T, in, out []byte) {
 // checkResponsesOutput checks that a message item carrying the refusal
 // stands where the refused call stood, in the stream and in the final
 // output.
-func checkResponsesOutput(t *testing.T, out []byte, refused ToolCall, text string) {
+func checkResponsesOutput(t *testing.T, out []byte, refused streaming.ToolCall, text string) {
 	t.Helper()
 	msgID := "msg_" + refused.ID
 	var added, done, final bool
@@ -271,7 +271,7 @@ func TestCallFilterChatShapes(t *testing.T) {
 		in        string
 		refused   []string
 		want      []string // the output's chunks (data only), in order
-		wantStops []StopReason
+		wantStops []streaming.StopReason
 	}{
 		{
 			name: "content in the same delta: the refusal follows in its own chunk",
@@ -284,7 +284,7 @@ func TestCallFilterChatShapes(t *testing.T) {
 				head + `{"index":0,"delta":{},"finish_reason":"stop"}]}`,
 				"[DONE]",
 			},
-			wantStops: []StopReason{StopEndTurn},
+			wantStops: []streaming.StopReason{streaming.StopEndTurn},
 		},
 		{
 			name: "two calls in one delta, the first refused: the second becomes index 0",
@@ -295,7 +295,7 @@ func TestCallFilterChatShapes(t *testing.T) {
 				head + `{"index":0,"delta":{"role":"assistant","content":"gatekeeper withheld a call to Bash: this run may only use read-only tools now.","tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"Read","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`,
 				"[DONE]",
 			},
-			wantStops: []StopReason{StopToolUse},
+			wantStops: []streaming.StopReason{streaming.StopToolUse},
 		},
 		{
 			name: "indices from 1 keep their numbers until a refusal, then go on from the highest",
@@ -312,7 +312,7 @@ func TestCallFilterChatShapes(t *testing.T) {
 				head + `{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{}"}}]}}]}`,
 				head + `{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
 			},
-			wantStops: []StopReason{StopToolUse},
+			wantStops: []streaming.StopReason{streaming.StopToolUse},
 		},
 		{
 			name: "two choices: only the one whose calls were all refused stops",
@@ -327,7 +327,7 @@ func TestCallFilterChatShapes(t *testing.T) {
 				head + `{"index":0,"delta":{},"finish_reason":"stop"}]}`,
 				head + `{"index":1,"delta":{},"finish_reason":"tool_calls"}]}`,
 			},
-			wantStops: []StopReason{StopEndTurn, StopToolUse},
+			wantStops: []streaming.StopReason{streaming.StopEndTurn, streaming.StopToolUse},
 		},
 		{
 			name: "custom tool, refused by its custom name",
@@ -338,7 +338,7 @@ func TestCallFilterChatShapes(t *testing.T) {
 				head + `{"index":0,"delta":{"content":"gatekeeper withheld a call to apply_patch: this run may only use read-only tools now."}}]}`,
 				head + `{"index":0,"delta":{},"finish_reason":"stop"}]}`,
 			},
-			wantStops: []StopReason{StopEndTurn},
+			wantStops: []streaming.StopReason{streaming.StopEndTurn},
 		},
 		{
 			name: "legacy function_call",
@@ -351,7 +351,7 @@ func TestCallFilterChatShapes(t *testing.T) {
 				head + `{"index":0,"delta":{}}]}`,
 				head + `{"index":0,"delta":{},"finish_reason":"stop"}]}`,
 			},
-			wantStops: []StopReason{StopEndTurn},
+			wantStops: []streaming.StopReason{streaming.StopEndTurn},
 		},
 		{
 			name: "no index: calls keyed by id, continuations by the latest call",
@@ -364,7 +364,7 @@ func TestCallFilterChatShapes(t *testing.T) {
 				head + `{"index":0,"delta":{}}]}`,
 				head + `{"index":0,"delta":{"tool_calls":[{"id":"call_b","type":"function","function":{"name":"Read","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`,
 			},
-			wantStops: []StopReason{StopToolUse},
+			wantStops: []streaming.StopReason{streaming.StopToolUse},
 		},
 		{
 			name: "a later fragment naming a refused tool is dropped",
@@ -379,7 +379,7 @@ func TestCallFilterChatShapes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newTestFilter(t, APIChat, refuseNames(tt.refused...))
+			f := newTestFilter(t, streaming.APIChat, refuseNames(tt.refused...))
 			out := filterChunks(t, f, []byte(tt.in))
 			var got []string
 			for _, ev := range sseEvents(t, out) {
@@ -388,8 +388,8 @@ func TestCallFilterChatShapes(t *testing.T) {
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("chunks:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
-			res, _ := mustDecode(t, APIChat, out)
-			var stops []StopReason
+			res, _ := mustDecode(t, streaming.APIChat, out)
+			var stops []streaming.StopReason
 			for _, s := range res.Stops {
 				stops = append(stops, s.Reason)
 			}
@@ -412,14 +412,14 @@ func TestCallFilterChatShapes(t *testing.T) {
 func TestCallFilterEventRules(t *testing.T) {
 	tests := []struct {
 		name    string
-		api     API
+		api     streaming.API
 		in      string
 		refused []string
 		want    string
 	}{
 		{
 			name: "anthropic: no event lines in, none out",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			in: "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Bash\",\"input\":{}}}\n\n" +
 				"data: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
 			refused: []string{"Bash"},
@@ -429,7 +429,7 @@ func TestCallFilterEventRules(t *testing.T) {
 		},
 		{
 			name: "anthropic: server tools pass, CRLF framing of passed events kept",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			in: "event: content_block_start\r\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"server_tool_use\",\"id\":\"srvtoolu_1\",\"name\":\"web_search\",\"input\":{}}}\r\n\r\n" +
 				"event: content_block_stop\r\ndata: {\"type\":\"content_block_stop\",\"index\":0}\r\n\r\n",
 			refused: []string{"web_search"},
@@ -438,7 +438,7 @@ func TestCallFilterEventRules(t *testing.T) {
 		},
 		{
 			name: "anthropic: a refused block's events go, a ping and comments between them stay",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			in: "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Bash\",\"input\":{}}}\n\n" +
 				": keepalive\n\n" +
 				"event: ping\ndata: {\"type\": \"ping\"}\n\n" +
@@ -452,7 +452,7 @@ func TestCallFilterEventRules(t *testing.T) {
 		},
 		{
 			name: "anthropic: after a refusal, an event no decoder can read is withheld",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			in: "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Bash\",\"input\":{}}}\n\n" +
 				"data: {\"type\":\"content_block_delta\",\"index\":7,\"delta\":{\"partial_json\":\"{\\\"rm\\\"\n\n" +
 				"data: {\"type\":\"message_stop\"}\n\n",
@@ -463,7 +463,7 @@ func TestCallFilterEventRules(t *testing.T) {
 		},
 		{
 			name: "anthropic: message_delta keeps tool_use when an allowed call went out",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			in: "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Read\",\"input\":{}}}\n\n" +
 				"data: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
 				"data: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_2\",\"name\":\"Bash\",\"input\":{}}}\n\n" +
@@ -477,7 +477,7 @@ func TestCallFilterEventRules(t *testing.T) {
 		},
 		{
 			name: "chat: after a refusal, a chunk no decoder can read is withheld",
-			api:  APIChat,
+			api:  streaming.APIChat,
 			in: "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"function\":{\"name\":\"Bash\",\"arguments\":\"\"}}]}}]}\n\n" +
 				"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"rm\\\"\n\n" +
 				"data: [DONE]\n\n",
@@ -487,14 +487,14 @@ func TestCallFilterEventRules(t *testing.T) {
 		},
 		{
 			name:    "chat: a chunk no decoder can read passes while nothing was refused",
-			api:     APIChat,
+			api:     streaming.APIChat,
 			in:      "data: {\"choices\":[\n\ndata: [DONE]\n\n",
 			refused: []string{"Bash"},
 			want:    "data: {\"choices\":[\n\ndata: [DONE]\n\n",
 		},
 		{
 			name: "chat: a rewritten chunk spread over data lines comes out whole",
-			api:  APIChat,
+			api:  streaming.APIChat,
 			in: "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\n" +
 				"data: \"function\":{\"name\":\"Bash\",\"arguments\":\"\"}}]}}]}\n\n",
 			refused: []string{"Bash"},
@@ -502,7 +502,7 @@ func TestCallFilterEventRules(t *testing.T) {
 		},
 		{
 			name: "responses: the message item takes the call's item id when it has no call id",
-			api:  APIResponses,
+			api:  streaming.APIResponses,
 			in: "data: {\"type\":\"response.function_call_arguments.delta\",\"item_id\":\"fc_1\",\"output_index\":0,\"delta\":\"{}\"}\n\n" +
 				"data: {\"type\":\"response.function_call_arguments.done\",\"item_id\":\"fc_1\",\"output_index\":0,\"arguments\":\"{}\"}\n\n",
 			refused: []string{""},
@@ -515,14 +515,14 @@ func TestCallFilterEventRules(t *testing.T) {
 		},
 		{
 			name:    "responses: a call seen first in the final output is judged there",
-			api:     APIResponses,
+			api:     streaming.APIResponses,
 			in:      "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":4,\"response\":{\"status\":\"completed\",\"output\":[{\"type\":\"function_call\",\"id\":\"fc_9\",\"call_id\":\"call_9\",\"name\":\"Bash\",\"arguments\":\"{}\"}]}}\n\n",
 			refused: []string{"Bash"},
 			want:    "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":4,\"response\":{\"status\":\"completed\",\"output\":[{\"id\":\"msg_call_9\",\"type\":\"message\",\"status\":\"completed\",\"content\":[{\"type\":\"output_text\",\"annotations\":[],\"text\":\"gatekeeper withheld a call to Bash: this run may only use read-only tools now.\"}],\"role\":\"assistant\"}]}}\n\n",
 		},
 		{
 			name: "responses: server tools pass",
-			api:  APIResponses,
+			api:  streaming.APIResponses,
 			in: "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":2,\"output_index\":0,\"item\":{\"id\":\"ws_1\",\"type\":\"web_search_call\",\"status\":\"in_progress\"}}\n\n" +
 				"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"sequence_number\":3,\"output_index\":1,\"item\":{\"id\":\"mcp_1\",\"type\":\"mcp_call\",\"name\":\"Bash\",\"arguments\":\"\"}}\n\n",
 			refused: []string{"Bash", "web_search"},
@@ -542,7 +542,7 @@ func TestCallFilterEventRules(t *testing.T) {
 
 func TestCallFilterFirstEventKeepsBOM(t *testing.T) {
 	in := "\xEF\xBB\xBFdata: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"function\":{\"name\":\"Bash\"}}]}}]}\n\n"
-	out := filterChunks(t, newTestFilter(t, APIChat, refuseAll), []byte(in))
+	out := filterChunks(t, newTestFilter(t, streaming.APIChat, refuseAll), []byte(in))
 	if !bytes.HasPrefix(out, []byte("\xEF\xBB\xBF")) || bytes.Contains(out, []byte("call_1")) {
 		t.Fatalf("%q", out)
 	}
@@ -551,13 +551,13 @@ func TestCallFilterFirstEventKeepsBOM(t *testing.T) {
 func TestNewCallFilterErrors(t *testing.T) {
 	tests := []struct {
 		name    string
-		api     API
+		api     streaming.API
 		allow   func(string) bool
-		refusal func(ToolCall) string
+		refusal func(streaming.ToolCall) string
 		want    error
 	}{
-		{"no allow", APIChat, nil, filterRefusal, ErrNoCallPolicy},
-		{"no refusal", APIChat, allowAll, nil, ErrNoCallPolicy},
+		{"no allow", streaming.APIChat, nil, filterRefusal, streaming.ErrNoCallPolicy},
+		{"no refusal", streaming.APIChat, allowAll, nil, streaming.ErrNoCallPolicy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

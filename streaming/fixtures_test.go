@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // expectedFixture is one entry of EXPECTED.json: the raw facts the
@@ -41,10 +41,10 @@ type expectedCall struct {
 
 // fixtureAPIs maps a recording's api (its expected.json) to the API whose
 // decoder reads it.
-var fixtureAPIs = map[string]API{"anthropic": APIAnthropic, "chat": APIChat, "responses": APIResponses}
+var fixtureAPIs = map[string]streaming.API{"anthropic": streaming.APIAnthropic, "chat": streaming.APIChat, "responses": streaming.APIResponses}
 
 // decoderAPI is the API whose decoder reads the recording, if any.
-func (e expectedFixture) decoderAPI() (API, bool) {
+func (e expectedFixture) decoderAPI() (streaming.API, bool) {
 	api, ok := fixtureAPIs[e.API]
 	return api, ok
 }
@@ -110,12 +110,12 @@ func TestAnthropicFixtures(t *testing.T) {
 	expected := loadExpected(t)
 	seen := 0
 	for name, exp := range expected {
-		if exp.API != string(APIAnthropic) {
+		if exp.API != string(streaming.APIAnthropic) {
 			continue
 		}
 		seen++
 		t.Run(name, func(t *testing.T) {
-			res, _ := mustDecode(t, APIAnthropic, fixturetest.Read(t, name))
+			res, _ := mustDecode(t, streaming.APIAnthropic, fixturetest.Read(t, name))
 
 			if len(res.Stops) != len(exp.Stop) {
 				t.Fatalf("stops = %+v, want %s", res.Stops, exp.Stop)
@@ -125,9 +125,9 @@ func TestAnthropicFixtures(t *testing.T) {
 				if err := json.Unmarshal(rawStop, &raw); err != nil {
 					t.Fatalf("EXPECTED stop: %v", err)
 				}
-				want := Stop{Reason: StopReason(raw), Raw: raw}
+				want := streaming.Stop{Reason: streaming.StopReason(raw), Raw: raw}
 				if raw == "model_context_window_exceeded" {
-					want.Reason = StopMaxTokens
+					want.Reason = streaming.StopMaxTokens
 				}
 				if res.Stops[i] != want {
 					t.Errorf("stop %d = %+v, want %+v", i, res.Stops[i], want)
@@ -141,7 +141,7 @@ func TestAnthropicFixtures(t *testing.T) {
 				checkExpectedAnthropicCall(t, res.ToolCalls, want)
 			}
 
-			wantUsage := Usage{
+			wantUsage := streaming.Usage{
 				InputTokens:       count(t, exp.Usage, "input_tokens"),
 				CachedInputTokens: count(t, exp.Usage, "cache_read_input_tokens"),
 				CacheWriteTokens:  count(t, exp.Usage, "cache_creation_input_tokens"),
@@ -167,9 +167,9 @@ func TestAnthropicFixtures(t *testing.T) {
 
 // checkExpectedAnthropicCall finds the call of EXPECTED entry want among got
 // by its block index and compares it.
-func checkExpectedAnthropicCall(t *testing.T, got []ToolCall, want expectedCall) {
+func checkExpectedAnthropicCall(t *testing.T, got []streaming.ToolCall, want expectedCall) {
 	t.Helper()
-	var tc *ToolCall
+	var tc *streaming.ToolCall
 	for i := range got {
 		if got[i].Index == want.Index {
 			tc = &got[i]

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -54,7 +54,7 @@ func TestHoldKeepsProviderOrder(t *testing.T) {
 
 // feedPrefixes runs the reads through f and fails as soon as what the
 // client received is not a prefix of in.
-func feedPrefixes(t *testing.T, f *CallFilter, in []byte, reads [][]byte) []byte {
+func feedPrefixes(t *testing.T, f *streaming.CallFilter, in []byte, reads [][]byte) []byte {
 	t.Helper()
 	var out []byte
 	fn := func(ev *sse.Event) error {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // TestHoldStreams runs every stream through Hold with every call
@@ -40,7 +40,7 @@ func TestHoldStreams(t *testing.T) {
 					}
 				}
 				for _, tc := range delivered {
-					if !slices.ContainsFunc(inRes.ClientToolCalls(), func(in ToolCall) bool { return sameCall(tc, in) }) {
+					if !slices.ContainsFunc(inRes.ClientToolCalls(), func(in streaming.ToolCall) bool { return sameCall(tc, in) }) {
 						t.Errorf("delivered %+v, which the reply does not have", tc)
 					}
 				}
@@ -61,13 +61,13 @@ func TestHoldStreams(t *testing.T) {
 	}
 }
 
-func callByID(calls []ToolCall, id string) (ToolCall, bool) {
+func callByID(calls []streaming.ToolCall, id string) (streaming.ToolCall, bool) {
 	for _, tc := range calls {
 		if tc.ID == id {
 			return tc, true
 		}
 	}
-	return ToolCall{}, false
+	return streaming.ToolCall{}, false
 }
 
 // TestHoldFixtures: every recorded reply with a client call decodes after
@@ -96,7 +96,7 @@ func TestHoldFixtures(t *testing.T) {
 			if !sameStops(res.Stops, inRes.Stops) || res.Unparsed != inRes.Unparsed {
 				t.Errorf("stops %+v unparsed %d, want %+v %d", res.Stops, res.Unparsed, inRes.Stops, inRes.Unparsed)
 			}
-			if inRes.StopReason() == StopMaxTokens {
+			if inRes.StopReason() == streaming.StopMaxTokens {
 				return
 			}
 			want, got := inRes.ClientToolCalls(), res.ClientToolCalls()
@@ -127,20 +127,20 @@ func TestHoldFastPath(t *testing.T) {
 		t.Skip("allocation counts")
 	}
 	streams := map[string]struct {
-		api  API
+		api  streaming.API
 		data []byte
 	}{
-		"anthropic tool call": {APIAnthropic, benchToolStream()},
-		"anthropic text": {APIAnthropic, benchAnthropicStream(`{"type":"text","text":""}`, 600, func(i int) string {
+		"anthropic tool call": {streaming.APIAnthropic, benchToolStream()},
+		"anthropic text": {streaming.APIAnthropic, benchAnthropicStream(`{"type":"text","text":""}`, 600, func(i int) string {
 			return `{"type":"text_delta","text":"word ` + strconv.Itoa(i) + ` "}`
 		})},
-		"chat tool calls":     {APIChat, openAIBenchChatStream(3, 400)},
-		"responses tool call": {APIResponses, benchResponsesToolStream(400)},
+		"chat tool calls":     {streaming.APIChat, openAIBenchChatStream(3, 400)},
+		"responses tool call": {streaming.APIResponses, benchResponsesToolStream(400)},
 	}
 	for _, api := range filterAPIs {
 		for _, path := range fixturetest.Glob(t, filepath.Join(filterTestdata, apis[api].holdPrefix+"*.sse")) {
 			streams[filepath.Base(path)] = struct {
-				api  API
+				api  streaming.API
 				data []byte
 			}{api, fixturetest.ReadFile(t, path)}
 		}

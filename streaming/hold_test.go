@@ -10,7 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -24,7 +24,7 @@ const (
 	cancelText   = "gatekeeper canceled this run: an operator stopped it.\nStart a new one to go on."
 )
 
-func newHoldFilter(tb testing.TB, api API, allow func(string) bool) *CallFilter {
+func newHoldFilter(tb testing.TB, api streaming.API, allow func(string) bool) *streaming.CallFilter {
 	tb.Helper()
 	f := newTestFilter(tb, api, allow)
 	f.Hold()
@@ -34,7 +34,7 @@ func newHoldFilter(tb testing.TB, api API, allow func(string) bool) *CallFilter 
 // holdChunks runs the events a Reader finds in chunks through f, calling
 // End after the first end events (never when end < 0, after the last when
 // end is past it), and returns what the client would receive.
-func holdChunks(tb testing.TB, f *CallFilter, end int, chunks ...[]byte) []byte {
+func holdChunks(tb testing.TB, f *streaming.CallFilter, end int, chunks ...[]byte) []byte {
 	tb.Helper()
 	var out []byte
 	n := 0
@@ -64,7 +64,7 @@ func holdChunks(tb testing.TB, f *CallFilter, end int, chunks ...[]byte) []byte 
 // callEvents tells, for each event of a stream, whether it carries a
 // client call (a start, a fragment or the end of one) and which event
 // carries the reply's stop, read with gjson apart from the filter's code.
-func callEvents(t *testing.T, api API, evs []sse.Event) (call []bool, stop int) {
+func callEvents(t *testing.T, api streaming.API, evs []sse.Event) (call []bool, stop int) {
 	t.Helper()
 	call, stop = make([]bool, len(evs)), -1
 	blocks := map[int64]bool{} // what the API's events said of the calls so far
@@ -82,12 +82,12 @@ func callEvents(t *testing.T, api API, evs []sse.Event) (call []bool, stop int) 
 }
 
 // sameCall compares what the agent acts on.
-func sameCall(got, want ToolCall) bool {
+func sameCall(got, want streaming.ToolCall) bool {
 	return got.ID == want.ID && got.Name == want.Name && got.Type == want.Type && got.ItemID == want.ItemID &&
 		got.Choice == want.Choice && bytes.Equal(got.Arguments, want.Arguments) && got.Complete == want.Complete
 }
 
-func sameStops(a, b []Stop) bool { return slices.Equal(a, b) }
+func sameStops(a, b []streaming.Stop) bool { return slices.Equal(a, b) }
 
 // TestHoldKeepsWhatFollowsTheCall: with Hold, a reply of text and a call
 // comes out byte for byte and in the provider's order: from the call's
@@ -141,7 +141,7 @@ func TestHoldKeepsWhatFollowsTheCall(t *testing.T) {
 // TestHoldCutAtOutputLimit: a call the provider cut at its output limit
 // reaches the agent in no part, and the reply stays whole around it.
 func TestHoldCutAtOutputLimit(t *testing.T) {
-	wantStop := map[API]string{APIAnthropic: "max_tokens", APIChat: "length", APIResponses: "response.incomplete:max_output_tokens"}
+	wantStop := map[streaming.API]string{streaming.APIAnthropic: "max_tokens", streaming.APIChat: "length", streaming.APIResponses: "response.incomplete:max_output_tokens"}
 	for _, api := range filterAPIs {
 		t.Run(string(api), func(t *testing.T) {
 			in := fixturetest.ReadFile(t, filterTestdata, apis[api].holdPrefix+"cut.sse")
@@ -166,7 +166,7 @@ func TestHoldCutAtOutputLimit(t *testing.T) {
 			if res.Truncated || res.Unparsed != 0 || !res.Done {
 				t.Errorf("truncated %v, unparsed %d %v, done %v", res.Truncated, res.Unparsed, res.UnparsedErrors, res.Done)
 			}
-			if len(res.Stops) != 1 || res.Stops[0].Reason != StopMaxTokens || res.Stops[0].Raw != wantStop[api] {
+			if len(res.Stops) != 1 || res.Stops[0].Reason != streaming.StopMaxTokens || res.Stops[0].Raw != wantStop[api] {
 				t.Errorf("stops %+v, want %s", res.Stops, wantStop[api])
 			}
 			if calls := res.ClientToolCalls(); len(calls) != 1 || !sameCall(calls[0], read) {
@@ -188,10 +188,10 @@ func TestHoldCutAtOutputLimit(t *testing.T) {
 // TestHoldEnd ends replies early: mid-call, where the call goes nowhere,
 // and between calls.
 func TestHoldEnd(t *testing.T) {
-	wantEvent := map[API]string{
-		APIAnthropic: "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"trajectory_canceled\",\"message\":\"gatekeeper canceled this run: an operator stopped it.\\nStart a new one to go on.\"}}\n\n",
-		APIChat:      "data: {\"error\":{\"message\":\"gatekeeper canceled this run: an operator stopped it.\\nStart a new one to go on.\",\"type\":\"trajectory_canceled\",\"code\":\"trajectory_canceled\",\"param\":null}}\n\n",
-		APIResponses: "event: error\ndata: {\"type\":\"error\",\"code\":\"trajectory_canceled\",\"message\":\"gatekeeper canceled this run: an operator stopped it.\\nStart a new one to go on.\",\"param\":null,\"sequence_number\":%d}\n\n",
+	wantEvent := map[streaming.API]string{
+		streaming.APIAnthropic: "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"trajectory_canceled\",\"message\":\"gatekeeper canceled this run: an operator stopped it.\\nStart a new one to go on.\"}}\n\n",
+		streaming.APIChat:      "data: {\"error\":{\"message\":\"gatekeeper canceled this run: an operator stopped it.\\nStart a new one to go on.\",\"type\":\"trajectory_canceled\",\"code\":\"trajectory_canceled\",\"param\":null}}\n\n",
+		streaming.APIResponses: "event: error\ndata: {\"type\":\"error\",\"code\":\"trajectory_canceled\",\"message\":\"gatekeeper canceled this run: an operator stopped it.\\nStart a new one to go on.\",\"param\":null,\"sequence_number\":%d}\n\n",
 	}
 	for _, api := range filterAPIs {
 		in := fixturetest.ReadFile(t, filterTestdata, apis[api].holdPrefix+"text-call.sse")
@@ -254,7 +254,7 @@ func TestHoldEnd(t *testing.T) {
 					t.Errorf("calls %+v, truncated %v, unparsed %d", res.ToolCalls, res.Truncated, res.Unparsed)
 				}
 				if len(res.Errors) != 1 || res.Errors[0].Type != cancelType || res.Errors[0].Message != cancelText ||
-					res.StopReason() != StopError {
+					res.StopReason() != streaming.StopError {
 					t.Errorf("errors %+v, stops %+v", res.Errors, res.Stops)
 				}
 				for _, secret := range []string{strconv.Quote(held.ID), `"Read"`, heldArgument} {
@@ -298,9 +298,9 @@ func TestHoldEndAfterDelivery(t *testing.T) {
 func TestHoldEndAfterUnterminatedEvent(t *testing.T) {
 	in := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"content\":[],\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n" +
 		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}"
-	f := newHoldFilter(t, APIAnthropic, allowAll)
+	f := newHoldFilter(t, streaming.APIAnthropic, allowAll)
 	out := holdChunks(t, f, 1<<30, []byte(in))
-	res, _ := mustDecode(t, APIAnthropic, out)
+	res, _ := mustDecode(t, streaming.APIAnthropic, out)
 	if len(res.Errors) != 1 || res.Errors[0].Type != cancelType || res.Unparsed != 0 {
 		t.Fatalf("errors %+v, unparsed %d %v\n%s", res.Errors, res.Unparsed, res.UnparsedErrors, out)
 	}
@@ -358,7 +358,7 @@ func TestHoldWithRefusal(t *testing.T) {
 // came; in Responses the text goes out first and takes the call's place.
 // What points at places follows the order the client gets things in.
 func TestHoldRenumbers(t *testing.T) {
-	for _, api := range []API{APIAnthropic, APIResponses} {
+	for _, api := range []streaming.API{streaming.APIAnthropic, streaming.APIResponses} {
 		t.Run(string(api), func(t *testing.T) {
 			in := fixturetest.ReadFile(t, filterTestdata, apis[api].holdPrefix+"call-then-text.sse")
 			inRes, inSaid := mustDecode(t, api, in)
@@ -507,7 +507,7 @@ func TestHoldChatShapes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newHoldFilter(t, APIChat, allowAll)
+			f := newHoldFilter(t, streaming.APIChat, allowAll)
 			out := filterChunks(t, f, []byte(tt.in))
 			var got []string
 			for _, ev := range sseEvents(t, out) {
@@ -516,7 +516,7 @@ func TestHoldChatShapes(t *testing.T) {
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("chunks:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
-			if res, _ := mustDecode(t, APIChat, out); res.Unparsed != 0 {
+			if res, _ := mustDecode(t, streaming.APIChat, out); res.Unparsed != 0 {
 				t.Errorf("unparsed: %v", res.UnparsedErrors)
 			}
 			if f.Holding() {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/anthropic"
 	"gatekeeper/streaming/chat"
 	"gatekeeper/streaming/responses"
@@ -20,28 +20,28 @@ func TestKeepalive(t *testing.T) {
 	comment := ": keepalive\n\n"
 	cases := []struct {
 		name string
-		d    Dialect
+		d    streaming.Dialect
 		evs  []sse.Event
-		out  Usage
+		out  streaming.Usage
 		want string
 	}{
-		{"anthropic before message_start", anthropic.Dialect{}, nil, Usage{}, ping},
+		{"anthropic before message_start", anthropic.Dialect{}, nil, streaming.Usage{}, ping},
 		{"anthropic after message_start", anthropic.Dialect{},
-			[]sse.Event{{Name: []byte("message_start")}, {Name: []byte("content_block_start")}}, Usage{OutputTokens: 3},
+			[]sse.Event{{Name: []byte("message_start")}, {Name: []byte("content_block_start")}}, streaming.Usage{OutputTokens: 3},
 			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":null,\"stop_sequence\":null},\"usage\":{\"output_tokens\":3}}\n\n"},
-		{"responses before created", responses.Dialect{}, nil, Usage{}, comment},
-		{"responses created only", responses.Dialect{}, []sse.Event{{Name: []byte("response.created"), Data: created}}, Usage{},
+		{"responses before created", responses.Dialect{}, nil, streaming.Usage{}, comment},
+		{"responses created only", responses.Dialect{}, []sse.Event{{Name: []byte("response.created"), Data: created}}, streaming.Usage{},
 			"event: response.in_progress\ndata: {\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"in_progress\",\"output\":[],\"model\":\"gpt-4.1\"},\"sequence_number\":0,\"type\":\"response.in_progress\"}\n\n"},
 		{"responses in_progress repeated as sent", responses.Dialect{},
-			[]sse.Event{{Name: []byte("response.created"), Data: created}, {Name: []byte("response.in_progress"), Raw: progress}}, Usage{},
+			[]sse.Event{{Name: []byte("response.created"), Data: created}, {Name: []byte("response.in_progress"), Raw: progress}}, streaming.Usage{},
 			string(progress)},
-		{"chat", chat.Dialect{}, []sse.Event{{Name: []byte("x"), Data: []byte("{}")}}, Usage{}, comment},
+		{"chat", chat.Dialect{}, []sse.Event{{Name: []byte("x"), Data: []byte("{}")}}, streaming.Usage{}, comment},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			k := tc.d.NewKeepalive()
 			for i := range tc.evs {
-				k.Forwarded(&tc.evs[i], &Result{Usage: tc.out})
+				k.Forwarded(&tc.evs[i], &streaming.Result{Usage: tc.out})
 			}
 			got := k.Event()
 			if string(got) != tc.want {

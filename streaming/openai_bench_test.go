@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -57,7 +57,7 @@ func openAIBenchResponsesStream(n int) []byte {
 
 // openAIBenchDecode runs stream through a Reader and decoder in network
 // sized reads, the way the proxy tees a reply.
-func openAIBenchDecode(b *testing.B, api API, stream []byte) {
+func openAIBenchDecode(b *testing.B, api streaming.API, stream []byte) {
 	const read = 4 << 10
 	b.SetBytes(int64(len(stream)))
 	b.ReportAllocs()
@@ -83,25 +83,25 @@ func openAIBenchDecode(b *testing.B, api API, stream []byte) {
 }
 
 func BenchmarkChatToolCallStream(b *testing.B) {
-	openAIBenchDecode(b, APIChat, openAIBenchChatStream(8, 16<<10))
+	openAIBenchDecode(b, streaming.APIChat, openAIBenchChatStream(8, 16<<10))
 }
 
 func BenchmarkResponsesTextStream(b *testing.B) {
-	openAIBenchDecode(b, APIResponses, openAIBenchResponsesStream(20000))
+	openAIBenchDecode(b, streaming.APIResponses, openAIBenchResponsesStream(20000))
 }
 
 // TestOpenAIBenchStreams keeps the generated streams honest: they decode to
 // what they were built to hold.
 func TestOpenAIBenchStreams(t *testing.T) {
-	res, _ := mustDecode(t, APIChat, openAIBenchChatStream(3, 256))
+	res, _ := mustDecode(t, streaming.APIChat, openAIBenchChatStream(3, 256))
 	if len(res.ToolCalls) != 3 || !res.ToolCalls[2].Complete || res.Usage.CachedInputTokens != 48000 || res.Unparsed != 0 {
 		t.Errorf("chat bench stream decoded to %+v", res)
 	}
 	if args := string(res.ToolCalls[0].Arguments); !strings.HasPrefix(args, `{"path": "src/main.go", "body": "package main\n\nfunc main() {}\n"{"pa`) {
 		t.Errorf("arguments %q", args)
 	}
-	res, _ = mustDecode(t, APIResponses, openAIBenchResponsesStream(100))
-	if res.StopReason() != StopEndTurn || res.OutputBytes == 0 || res.Usage.OutputTokens != 4000 || res.Unparsed != 0 {
+	res, _ = mustDecode(t, streaming.APIResponses, openAIBenchResponsesStream(100))
+	if res.StopReason() != streaming.StopEndTurn || res.OutputBytes == 0 || res.Usage.OutputTokens != 4000 || res.Unparsed != 0 {
 		t.Errorf("responses bench stream decoded to %+v", res)
 	}
 }

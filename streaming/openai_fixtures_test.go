@@ -8,7 +8,7 @@ import (
 
 	"gatekeeper/internal/fixturetest"
 	"gatekeeper/internal/streamtest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // openAIExpectedStop is a Responses terminal event as EXPECTED.json has it.
@@ -28,7 +28,7 @@ type openAIExpectedStop struct {
 func openAIFixtures(all map[string]expectedFixture) []string {
 	var names []string
 	for name, e := range all {
-		if api, ok := e.decoderAPI(); ok && api != APIAnthropic {
+		if api, ok := e.decoderAPI(); ok && api != streaming.APIAnthropic {
 			names = append(names, name)
 		}
 	}
@@ -51,10 +51,10 @@ func TestOpenAIFixtures(t *testing.T) {
 			openAICheckToolCalls(t, e, res)
 			openAICheckUsage(t, e, res)
 			openAICheckErrors(t, e, res)
-			if api == APIChat && res.Done != e.DoneMarker {
+			if api == streaming.APIChat && res.Done != e.DoneMarker {
 				t.Errorf("Done = %v, recording has [DONE] = %v", res.Done, e.DoneMarker)
 			}
-			if api == APIResponses && res.Done != (len(e.Stop) > 0) {
+			if api == streaming.APIResponses && res.Done != (len(e.Stop) > 0) {
 				t.Errorf("Done = %v with %d terminal events", res.Done, len(e.Stop))
 			}
 			if res.Truncated {
@@ -68,9 +68,9 @@ func TestOpenAIFixtures(t *testing.T) {
 	}
 }
 
-func openAICheckStops(t *testing.T, e expectedFixture, res *Result) {
+func openAICheckStops(t *testing.T, e expectedFixture, res *streaming.Result) {
 	t.Helper()
-	var want []Stop
+	var want []streaming.Stop
 	if e.API == "chat" {
 		choice0 := false
 		for _, raw := range e.Stop {
@@ -80,10 +80,10 @@ func openAICheckStops(t *testing.T, e expectedFixture, res *Result) {
 			}
 			choice, fr := int(pair[0].(float64)), pair[1].(string)
 			choice0 = choice0 || choice == 0
-			want = append(want, Stop{Choice: choice, Reason: openAIChatReason(fr), Raw: fr})
+			want = append(want, streaming.Stop{Choice: choice, Reason: openAIChatReason(fr), Raw: fr})
 		}
 		if len(e.Errors) > 0 && !choice0 {
-			want = append(want, Stop{Reason: StopError, Raw: "error"})
+			want = append(want, streaming.Stop{Reason: streaming.StopError, Raw: "error"})
 		}
 	} else {
 		for _, raw := range e.Stop {
@@ -93,19 +93,19 @@ func openAICheckStops(t *testing.T, e expectedFixture, res *Result) {
 			}
 			switch s.Event {
 			case "response.completed":
-				reason := StopEndTurn
+				reason := streaming.StopEndTurn
 				if len(e.ToolCalls) > 0 {
-					reason = StopToolUse
+					reason = streaming.StopToolUse
 				}
-				want = append(want, Stop{Reason: reason, Raw: s.Event})
+				want = append(want, streaming.Stop{Reason: reason, Raw: s.Event})
 			case "response.incomplete":
-				reason := StopReason(s.IncompleteDetails.Reason)
+				reason := streaming.StopReason(s.IncompleteDetails.Reason)
 				if s.IncompleteDetails.Reason == "max_output_tokens" {
-					reason = StopMaxTokens
+					reason = streaming.StopMaxTokens
 				}
-				want = append(want, Stop{Reason: reason, Raw: s.Event + ":" + s.IncompleteDetails.Reason})
+				want = append(want, streaming.Stop{Reason: reason, Raw: s.Event + ":" + s.IncompleteDetails.Reason})
 			case "response.failed":
-				want = append(want, Stop{Reason: StopError, Raw: s.Event})
+				want = append(want, streaming.Stop{Reason: streaming.StopError, Raw: s.Event})
 			default:
 				t.Fatalf("unexpected terminal event %q", s.Event)
 			}
@@ -117,25 +117,25 @@ func openAICheckStops(t *testing.T, e expectedFixture, res *Result) {
 }
 
 // openAIChatReason is the finish_reason table of the brief, restated.
-func openAIChatReason(fr string) StopReason {
-	return map[string]StopReason{
-		"stop": StopEndTurn, "length": StopMaxTokens, "tool_calls": StopToolUse,
-		"function_call": StopToolUse, "content_filter": StopContentFilter,
+func openAIChatReason(fr string) streaming.StopReason {
+	return map[string]streaming.StopReason{
+		"stop": streaming.StopEndTurn, "length": streaming.StopMaxTokens, "tool_calls": streaming.StopToolUse,
+		"function_call": streaming.StopToolUse, "content_filter": streaming.StopContentFilter,
 	}[fr]
 }
 
-func openAICheckToolCalls(t *testing.T, e expectedFixture, res *Result) {
+func openAICheckToolCalls(t *testing.T, e expectedFixture, res *streaming.Result) {
 	t.Helper()
 	if len(res.ToolCalls) != len(e.ToolCalls) {
 		t.Fatalf("%d tool calls, want %d: %+v", len(res.ToolCalls), len(e.ToolCalls), res.ToolCalls)
 	}
 	for i, w := range e.ToolCalls {
 		got := res.ToolCalls[i]
-		var want ToolCall
+		var want streaming.ToolCall
 		if e.API == "chat" {
-			want = ToolCall{Choice: w.Choice, Index: w.Index, Type: "function", ID: w.ID, Name: w.Name, Complete: true}
+			want = streaming.ToolCall{Choice: w.Choice, Index: w.Index, Type: "function", ID: w.ID, Name: w.Name, Complete: true}
 		} else {
-			want = ToolCall{Index: w.OutputIndex, Type: "function_call", ID: w.CallID, ItemID: w.ItemID, Name: w.Name, Complete: true}
+			want = streaming.ToolCall{Index: w.OutputIndex, Type: "function_call", ID: w.CallID, ItemID: w.ItemID, Name: w.Name, Complete: true}
 		}
 		if !jsonEqual(t, got.Arguments, []byte(w.Arguments)) {
 			t.Errorf("call %d arguments = %s, want %s", i, got.Arguments, w.Arguments)
@@ -148,13 +148,13 @@ func openAICheckToolCalls(t *testing.T, e expectedFixture, res *Result) {
 }
 
 // openAIWantUsage applies the normalization rules to a raw usage object.
-func openAIWantUsage(t *testing.T, api string, u map[string]any) Usage {
+func openAIWantUsage(t *testing.T, api string, u map[string]any) streaming.Usage {
 	t.Helper()
 	num := func(path string) int64 { return count(t, u, path) }
 	if api == "responses" {
 		cached := num("input_tokens_details.cached_tokens")
 		write := num("input_tokens_details.cache_write_tokens")
-		return Usage{
+		return streaming.Usage{
 			InputTokens: max(num("input_tokens")-cached-write, 0), CachedInputTokens: cached, CacheWriteTokens: write,
 			OutputTokens: num("output_tokens"), ReasoningTokens: num("output_tokens_details.reasoning_tokens"),
 		}
@@ -170,13 +170,13 @@ func openAIWantUsage(t *testing.T, api string, u map[string]any) Usage {
 	if reasoning > 0 && total == prompt+completion+reasoning {
 		output += reasoning
 	}
-	return Usage{
+	return streaming.Usage{
 		InputTokens: max(prompt-cached-write, 0), CachedInputTokens: cached, CacheWriteTokens: write,
 		OutputTokens: output, ReasoningTokens: reasoning,
 	}
 }
 
-func openAICheckUsage(t *testing.T, e expectedFixture, res *Result) {
+func openAICheckUsage(t *testing.T, e expectedFixture, res *streaming.Result) {
 	t.Helper()
 	if e.Usage == nil {
 		if res.UsageSeen {
@@ -192,7 +192,7 @@ func openAICheckUsage(t *testing.T, e expectedFixture, res *Result) {
 	}
 }
 
-func openAICheckErrors(t *testing.T, e expectedFixture, res *Result) {
+func openAICheckErrors(t *testing.T, e expectedFixture, res *streaming.Result) {
 	t.Helper()
 	if len(res.Errors) != len(e.Errors) {
 		t.Fatalf("%d errors, want %d: %+v", len(res.Errors), len(e.Errors), res.Errors)

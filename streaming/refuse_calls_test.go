@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // TestRefuseCallsByID refuses the Bash call of each filter reply by its id
@@ -14,17 +14,17 @@ import (
 // Bash gives: the same bytes, the same refused calls, with and without
 // Hold, streamed and whole.
 func TestRefuseCallsByID(t *testing.T) {
-	streams := map[API]string{
-		APIAnthropic: "anthropic-text-refused-allowed.sse",
-		APIChat:      "chat-text-refused-allowed.sse",
-		APIResponses: "responses-text-refused-allowed.sse",
+	streams := map[streaming.API]string{
+		streaming.APIAnthropic: "anthropic-text-refused-allowed.sse",
+		streaming.APIChat:      "chat-text-refused-allowed.sse",
+		streaming.APIResponses: "responses-text-refused-allowed.sse",
 	}
-	bodies := map[API]string{
-		APIAnthropic: "anthropic-body.json",
-		APIChat:      "chat-body.json",
-		APIResponses: "responses-body.json",
+	bodies := map[streaming.API]string{
+		streaming.APIAnthropic: "anthropic-body.json",
+		streaming.APIChat:      "chat-body.json",
+		streaming.APIResponses: "responses-body.json",
 	}
-	for _, api := range []API{APIAnthropic, APIChat, APIResponses} {
+	for _, api := range []streaming.API{streaming.APIAnthropic, streaming.APIChat, streaming.APIResponses} {
 		stream := fixturetest.ReadFile(t, filterTestdata, streams[api])
 		body := fixturetest.ReadFile(t, filterTestdata, bodies[api])
 		t.Run(string(api), func(t *testing.T) {
@@ -79,7 +79,7 @@ func TestRefuseCallsByID(t *testing.T) {
 
 // TestRefuseCallsOtherIDs leaves a reply alone when no call has a named id.
 func TestRefuseCallsOtherIDs(t *testing.T) {
-	for _, api := range []API{APIAnthropic, APIChat, APIResponses} {
+	for _, api := range []streaming.API{streaming.APIAnthropic, streaming.APIChat, streaming.APIResponses} {
 		stream := fixturetest.ReadFile(t, filterTestdata, apis[api].holdPrefix+"text-call.sse")
 		f := newTestFilter(t, api, allowAll)
 		f.RefuseCalls("call_none", "", "toolu_none")

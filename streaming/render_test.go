@@ -7,7 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // TestRenderSSE renders the body of every whole reply stream and reads it
@@ -62,7 +62,7 @@ func TestRenderSSE(t *testing.T) {
 
 // TestRenderSSEBodies renders bodies written as the providers send them.
 func TestRenderSSEBodies(t *testing.T) {
-	bodies := map[API]string{APIAnthropic: "anthropic-body.json", APIChat: "chat-body.json", APIResponses: "responses-body.json"}
+	bodies := map[streaming.API]string{streaming.APIAnthropic: "anthropic-body.json", streaming.APIChat: "chat-body.json", streaming.APIResponses: "responses-body.json"}
 	for _, api := range escrowAPIs {
 		body := fixturetest.ReadFile(t, filterTestdata, bodies[api])
 		rendered, err := dialects[api].RenderSSE(body)
@@ -90,15 +90,15 @@ func TestRenderSSEBodies(t *testing.T) {
 func TestRenderSSEErrors(t *testing.T) {
 	tests := []struct {
 		name string
-		api  API
+		api  streaming.API
 		body string
 		want error
 	}{
-		{"not JSON", APIAnthropic, `{"type":"message"`, ErrInvalidJSON},
-		{"anthropic error body", APIAnthropic, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, ErrInvalidJSON},
-		{"chat error body", APIChat, `{"error":{"message":"boom"}}`, ErrInvalidJSON},
-		{"responses without output", APIResponses, `{"id":"resp_1"}`, ErrInvalidJSON},
-		{"array", APIChat, `[]`, ErrInvalidJSON},
+		{"not JSON", streaming.APIAnthropic, `{"type":"message"`, streaming.ErrInvalidJSON},
+		{"anthropic error body", streaming.APIAnthropic, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, streaming.ErrInvalidJSON},
+		{"chat error body", streaming.APIChat, `{"error":{"message":"boom"}}`, streaming.ErrInvalidJSON},
+		{"responses without output", streaming.APIResponses, `{"id":"resp_1"}`, streaming.ErrInvalidJSON},
+		{"array", streaming.APIChat, `[]`, streaming.ErrInvalidJSON},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

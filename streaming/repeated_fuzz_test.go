@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/streamtest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
 	"gatekeeper/streaming/sse"
 )
@@ -110,8 +110,8 @@ func injectRepeat(stream []byte, ev, member int, how byte) []byte {
 }
 
 // repeatStreams are the recorded streams of each API, by API and name.
-func repeatStreams(t *testing.T) map[API][][]byte {
-	out := map[API][][]byte{}
+func repeatStreams(t *testing.T) map[streaming.API][][]byte {
+	out := map[streaming.API][][]byte{}
 	for _, api := range filterAPIs {
 		streams := filterStreams(t, api)
 		for _, name := range slices.Sorted(maps.Keys(streams)) {
@@ -125,7 +125,7 @@ func repeatStreams(t *testing.T) map[API][][]byte {
 // Chat stream may send fragments of a call after its choice's finish,
 // which the decoder appends and the filter, having released the call
 // whole, does not; that holds with or without repeated members.
-func callKey(tc ToolCall) string {
+func callKey(tc streaming.ToolCall) string {
 	return tc.ID + "\x00" + tc.Name
 }
 
@@ -136,7 +136,7 @@ func TestInjectRepeat(t *testing.T) {
 		for i, s := range all {
 			in := injectRepeat(s, i, 3*i+1, byte(4*i))
 			_ = sse.Each(in, func(ev *sse.Event) error {
-				if ev.HasData && Repeated(ev) {
+				if ev.HasData && streaming.Repeated(ev) {
 					n++
 				}
 				return nil
@@ -156,7 +156,7 @@ func FuzzRepeatedMembers(f *testing.F) {
 			}
 		}
 	}
-	var streams map[API][][]byte
+	var streams map[streaming.API][][]byte
 	f.Fuzz(func(t *testing.T, apiSel, file byte, ev, member uint16, how byte) {
 		if streams == nil {
 			streams = repeatStreams(t)
@@ -172,7 +172,7 @@ func FuzzRepeatedMembers(f *testing.F) {
 // and the call filter with Hold, as the proxy runs every streamed turn)
 // and checks what goes out reads one way and carries no call gatekeeper
 // did not read; under a grant, none of an ambiguous reply.
-func checkOneReading(t *testing.T, api API, stream []byte) {
+func checkOneReading(t *testing.T, api streaming.API, stream []byte) {
 	t.Helper()
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -185,7 +185,7 @@ func checkOneReading(t *testing.T, api API, stream []byte) {
 	}
 	repeats := false
 	_ = sse.Each(stream, func(ev *sse.Event) error {
-		repeats = repeats || ev.HasData && Repeated(ev)
+		repeats = repeats || ev.HasData && streaming.Repeated(ev)
 		return nil
 	})
 	if res.Ambiguous != repeats {
@@ -210,7 +210,7 @@ func checkOneReading(t *testing.T, api API, stream []byte) {
 			fail("%s: the filter's Ambiguous %v, an event repeats a member %v", api, f.Ambiguous(), repeats)
 		}
 		_ = sse.Each(out, func(ev *sse.Event) error {
-			if ev.HasData && Repeated(ev) {
+			if ev.HasData && streaming.Repeated(ev) {
 				fail("%s: an event that goes out repeats a member: %s", api, ev.Raw)
 			}
 			return nil

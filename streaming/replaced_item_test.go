@@ -8,7 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/streamtest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -33,7 +33,7 @@ func TestReplacedItemNeverDelivered(t *testing.T) {
 		for what, swap := range swaps {
 			stream := swapIn(t, raw, where, swap[0], swap[1])
 			t.Run(where+"/"+what, func(t *testing.T) {
-				checkOneReading(t, APIResponses, stream)
+				checkOneReading(t, streaming.APIResponses, stream)
 				checkAgentReading(t, stream)
 			})
 		}
@@ -69,7 +69,7 @@ func swapIn(t *testing.T, stream []byte, where, old, new string) []byte {
 // response's output, must be a call gatekeeper read in what came.
 func checkAgentReading(t *testing.T, stream []byte) {
 	t.Helper()
-	res, err := streamtest.Decode(dialects[APIResponses], 0, [][]byte{stream})
+	res, err := streamtest.Decode(dialects[streaming.APIResponses], 0, [][]byte{stream})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func checkAgentReading(t *testing.T, stream []byte) {
 	for _, tc := range res.ClientToolCalls() {
 		seen[tc.ID+"\x00"+tc.Name+"\x00"+tc.Type] = true
 	}
-	f := newTestFilter(t, APIResponses, allowAll)
+	f := newTestFilter(t, streaming.APIResponses, allowAll)
 	f.Hold()
 	out := holdChunks(t, f, -1, stream)
 	check := func(item gjson.Result) {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // ccBlock and ccMessage keep the member order Claude Code sends (role and
@@ -113,7 +113,7 @@ func BenchmarkParseRequest(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				req, err := dialects[APIAnthropic].ParseRequest(body)
+				req, err := dialects[streaming.APIAnthropic].ParseRequest(body)
 				if err != nil || len(req.ToolResults) != 1 || len(req.Tools) != len(claudeCodeTools) {
 					b.Fatalf("ParseRequest = %+v, %v", req, err)
 				}

@@ -11,11 +11,11 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
 )
 
-var fuzzAPIs = [...]API{APIAnthropic, APIChat, APIResponses}
+var fuzzAPIs = [...]streaming.API{streaming.APIAnthropic, streaming.APIChat, streaming.APIResponses}
 
 // FuzzParseRequest feeds ParseRequest arbitrary bodies under an API picked
 // by the first argument. It must never panic, must accept exactly the JSON
@@ -66,7 +66,7 @@ func FuzzParseRequest(f *testing.F) {
 		i := jsonscan.SkipSpace(string(body), 0)
 		wantOK := json.Valid(body) && i < len(body) && body[i] == '{'
 		if err != nil {
-			if !errors.Is(err, ErrInvalidJSON) || req != nil {
+			if !errors.Is(err, streaming.ErrInvalidJSON) || req != nil {
 				t.Fatalf("ParseRequest = %v, %v", req, err)
 			}
 			if wantOK {
@@ -102,7 +102,7 @@ func FuzzParseRequest(f *testing.F) {
 	})
 }
 
-func checkRequest(t *testing.T, api API, req *Request) {
+func checkRequest(t *testing.T, api streaming.API, req *streaming.Request) {
 	t.Helper()
 	if req.API != api {
 		t.Errorf("API = %q, want %q", req.API, api)
@@ -119,7 +119,7 @@ func checkRequest(t *testing.T, api API, req *Request) {
 	default:
 		t.Errorf("MaxOutputField = %q", req.MaxOutputField)
 	}
-	if len(req.SessionHint) > MaxSessionHint {
+	if len(req.SessionHint) > streaming.MaxSessionHint {
 		t.Errorf("SessionHint of %d bytes, over MaxSessionHint", len(req.SessionHint))
 	}
 	if req.FirstReply != "" && !req.Replied {

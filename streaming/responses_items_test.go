@@ -8,7 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // clientCallNames are the names the client calls of client-call-items.sse
@@ -16,7 +16,7 @@ import (
 var clientCallNames = []string{"local_shell", "shell", "apply_patch", "computer", "foo_call"}
 
 // callNames lists the names of a Result's calls, client calls only or all.
-func callNames(res *Result, client bool) []string {
+func callNames(res *streaming.Result, client bool) []string {
 	var names []string
 	for _, tc := range res.ToolCalls {
 		if !client || !tc.Server {
@@ -32,7 +32,7 @@ func callNames(res *Result, client bool) []string {
 // covers the unknown foo_call, whatever its name.
 func TestCallItemsFilter(t *testing.T) {
 	stream := fixturetest.ReadFile(t, "responses/testdata", "client-call-items.sse")
-	whole, err := dialects[APIResponses].AssembleJSON(stream)
+	whole, err := dialects[streaming.APIResponses].AssembleJSON(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestCallItemsFilter(t *testing.T) {
 				name += "/hold"
 			}
 			t.Run(name, func(t *testing.T) {
-				f := newTestFilter(t, APIResponses, tt.allow)
+				f := newTestFilter(t, streaming.APIResponses, tt.allow)
 				if tt.grant {
 					f.Grant()
 				}
@@ -63,7 +63,7 @@ func TestCallItemsFilter(t *testing.T) {
 					f.Hold()
 				}
 				out := filterChunks(t, f, stream)
-				res, _ := mustDecode(t, APIResponses, out)
+				res, _ := mustDecode(t, streaming.APIResponses, out)
 				if got := callNames(res, true); !slices.Equal(got, tt.want) {
 					t.Errorf("delivered client calls %v, want %v", got, tt.want)
 				}
@@ -83,7 +83,7 @@ func TestCallItemsFilter(t *testing.T) {
 				}
 				checkSequenceNumbers(t, stream, out)
 
-				body := newTestFilter(t, APIResponses, tt.allow)
+				body := newTestFilter(t, streaming.APIResponses, tt.allow)
 				if tt.grant {
 					body.Grant()
 				}
@@ -91,7 +91,7 @@ func TestCallItemsFilter(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				resBody, err := dialects[APIResponses].DecodeJSON(outBody)
+				resBody, err := dialects[streaming.APIResponses].DecodeJSON(outBody)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -108,7 +108,7 @@ func TestCallItemsFilter(t *testing.T) {
 func TestCallItemsContinuation(t *testing.T) {
 	stream := fixturetest.ReadFile(t, "responses/testdata", "client-call-items.sse")
 	req := []byte(`{"model":"gpt-5-codex","input":[{"role":"user","content":"clean up"}],"stream":true}`)
-	out, err := dialects[APIResponses].Continuation(req, stream, true, map[string][]byte{"": []byte("refused: not approved")})
+	out, err := dialects[streaming.APIResponses].Continuation(req, stream, true, map[string][]byte{"": []byte("refused: not approved")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestCallItemsContinuation(t *testing.T) {
 	}
 
 	// The continuation's outputs answer every pending call.
-	pr, err := dialects[APIResponses].ParseRequest(out)
+	pr, err := dialects[streaming.APIResponses].ParseRequest(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,11 +182,11 @@ func TestCallItemsRequestResults(t *testing.T) {
 		`{"type":"foo_call_output","call_id":"c5","output":"done"},` +
 		`{"type":"web_search_call_output","call_id":"c6"},` +
 		`{"type":"mcp_approval_response","approval_request_id":"c7","approve":true}]}`
-	pr, err := dialects[APIResponses].ParseRequest([]byte(body))
+	pr, err := dialects[streaming.APIResponses].ParseRequest([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ToolResult{
+	want := []streaming.ToolResult{
 		{ID: "c1", Type: "local_shell_call_output"}, {ID: "c2", Type: "shell_call_output"},
 		{ID: "c3", Type: "apply_patch_call_output"}, {ID: "c4", Type: "computer_call_output"},
 		{ID: "c5", Type: "foo_call_output"}, {ID: "c6", Type: "web_search_call_output"},

@@ -13,7 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/internal/jsonscan"
 	"gatekeeper/streaming/sse"
 )
@@ -79,7 +79,7 @@ func FuzzAppendNotice(f *testing.F) {
 			t.Fatal("AppendNotice modified the body")
 		}
 		if !validObject(body) {
-			if !errors.Is(err, ErrInvalidJSON) {
+			if !errors.Is(err, streaming.ErrInvalidJSON) {
 				t.Fatalf("AppendNotice on an invalid body = %v", err)
 			}
 			return
@@ -87,7 +87,7 @@ func FuzzAppendNotice(f *testing.F) {
 		conv := lastMemberResult(body, apis[api].conversation)
 		hasConv := conv.IsArray() || apis[api].stringConversation && conv.Type == gjson.String
 		if !hasConv {
-			if !errors.Is(err, ErrNoConversation) {
+			if !errors.Is(err, streaming.ErrNoConversation) {
 				t.Fatalf("AppendNotice without a conversation = %v", err)
 			}
 			return
@@ -116,7 +116,7 @@ func FuzzRestrictTools(f *testing.F) {
 			t.Fatal("RestrictTools modified the body")
 		}
 		if !validObject(body) {
-			if !errors.Is(err, ErrInvalidJSON) {
+			if !errors.Is(err, streaming.ErrInvalidJSON) {
 				t.Fatalf("RestrictTools on an invalid body = %v", err)
 			}
 			return
@@ -141,12 +141,12 @@ func FuzzEnsureIncludeUsage(f *testing.F) {
 	addRewriteSeeds(f, func(_ uint8, body []byte) { f.Add(body) })
 	f.Fuzz(func(t *testing.T, body []byte) {
 		work := bytes.Clone(body)
-		out, added, err := EnsureIncludeUsage(work)
+		out, added, err := streaming.EnsureIncludeUsage(work)
 		if !bytes.Equal(work, body) {
 			t.Fatal("EnsureIncludeUsage modified the body")
 		}
 		if !validObject(body) {
-			if !errors.Is(err, ErrInvalidJSON) {
+			if !errors.Is(err, streaming.ErrInvalidJSON) {
 				t.Fatalf("EnsureIncludeUsage on an invalid body = %v", err)
 			}
 			return
@@ -234,7 +234,7 @@ func checkStripped(t *testing.T, ev *sse.Event) {
 	t.Helper()
 	raw := bytes.Clone(ev.Raw)
 	data := bytes.TrimSpace(ev.Data)
-	out, drop := StripUsage(raw)
+	out, drop := streaming.StripUsage(raw)
 	if !bytes.Equal(raw, ev.Raw) {
 		t.Fatal("StripUsage modified the event")
 	}

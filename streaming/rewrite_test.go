@@ -14,7 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // The conversation items AppendNotice adds, as the tests expect them.
@@ -28,7 +28,7 @@ const (
 func TestAppendNotice(t *testing.T) {
 	tests := []struct {
 		name    string
-		api     API
+		api     streaming.API
 		body    string
 		text    string // noticeText when empty
 		want    string
@@ -36,19 +36,19 @@ func TestAppendNotice(t *testing.T) {
 	}{
 		{
 			name: "anthropic compact",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			body: `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`,
 			want: `{"model":"m","messages":[{"role":"user","content":"hi"},` + noticeAnthropic + `],"max_tokens":5}`,
 		},
 		{
 			name: "anthropic pretty-printed",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			body: "{\n  \"system\": \"s\",\n  \"messages\": [\n    {\"role\": \"user\", \"content\": \"hi\"}\n  ]\n}\n",
 			want: "{\n  \"system\": \"s\",\n  \"messages\": [\n    {\"role\": \"user\", \"content\": \"hi\"}," + noticeAnthropic + "\n  ]\n}\n",
 		},
 		{
 			name: "anthropic after tool results, nested arrays and escapes",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			body: `{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"cmd":["ls","]}\"["]}}]},` +
 				`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"caf\u00e9 \"]\" \\"}]}]}]}`,
 			want: `{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"cmd":["ls","]}\"["]}}]},` +
@@ -56,68 +56,68 @@ func TestAppendNotice(t *testing.T) {
 		},
 		{
 			name: "anthropic empty conversation",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			body: `{"messages":[]}`,
 			want: `{"messages":[` + noticeAnthropic + `]}`,
 		},
 		{
 			name: "anthropic empty conversation with whitespace",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			body: `{"messages":[ ]}`,
 			want: `{"messages":[` + noticeAnthropic + ` ]}`,
 		},
 		{
 			name: "anthropic text with escapes",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			body: `{"messages":[]}`,
 			text: "quote \" backslash \\ newline \n tab \t ctrl \x01 <&> caf\u00e9 \U0001F600 \u2028 bad \xff",
 			want: `{"messages":[{"role":"user","content":[{"type":"text","text":"quote \" backslash \\ newline \n tab \t ctrl \u0001 <&> café 😀 \u2028 bad \ufffd"}]}]}`,
 		},
 		{
 			name: "anthropic last of duplicate messages",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			body: `{"messages":[{"role":"user","content":"a"}],"messages":[{"role":"user","content":"b"}]}`,
 			want: `{"messages":[{"role":"user","content":"a"}],"messages":[{"role":"user","content":"b"},` + noticeAnthropic + `]}`,
 		},
 		{
 			name: "chat after tool message",
-			api:  APIChat,
+			api:  streaming.APIChat,
 			body: `{"messages":[{"role":"system","content":"s"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"}],"stream":true}`,
 			want: `{"messages":[{"role":"system","content":"s"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"ok"},` + noticeChat + `],"stream":true}`,
 		},
 		{
 			name: "chat pretty-printed with CRLF",
-			api:  APIChat,
+			api:  streaming.APIChat,
 			body: "{\r\n\t\"messages\" : [\r\n\t\t{ \"role\" : \"user\", \"content\" : \"\u65e5\u672c\" }\r\n\t] \r\n}",
 			want: "{\r\n\t\"messages\" : [\r\n\t\t{ \"role\" : \"user\", \"content\" : \"\u65e5\u672c\" }," + noticeChat + "\r\n\t] \r\n}",
 		},
 		{
 			name: "responses input array",
-			api:  APIResponses,
+			api:  streaming.APIResponses,
 			body: `{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"[1]"}],"tools":[]}`,
 			want: `{"input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"[1]"},` + noticeResponses + `],"tools":[]}`,
 		},
 		{
 			name: "responses input string",
-			api:  APIResponses,
+			api:  streaming.APIResponses,
 			body: `{"model":"m","input":"Write \"hi\"\n\u00e9","stream":true}`,
 			want: `{"model":"m","input":[{"role":"user","content":"Write \"hi\"\n\u00e9"},` + noticeResponses + `],"stream":true}`,
 		},
 		{
 			name: "responses empty input",
-			api:  APIResponses,
+			api:  streaming.APIResponses,
 			body: `{"input":[],"previous_response_id":"resp_1"}`,
 			want: `{"input":[` + noticeResponses + `],"previous_response_id":"resp_1"}`,
 		},
-		{name: "invalid JSON", api: APIAnthropic, body: `{"messages":[}`, wantErr: ErrInvalidJSON},
-		{name: "not an object", api: APIChat, body: `[{"messages":[]}]`, wantErr: ErrInvalidJSON},
-		{name: "trailing garbage", api: APIChat, body: `{"messages":[]} x`, wantErr: ErrInvalidJSON},
-		{name: "no messages", api: APIAnthropic, body: `{"model":"m"}`, wantErr: ErrNoConversation},
-		{name: "messages null", api: APIChat, body: `{"messages":null}`, wantErr: ErrNoConversation},
-		{name: "anthropic messages string", api: APIAnthropic, body: `{"messages":"hi"}`, wantErr: ErrNoConversation},
-		{name: "chat body with input only", api: APIChat, body: `{"input":[]}`, wantErr: ErrNoConversation},
-		{name: "responses input object", api: APIResponses, body: `{"input":{"role":"user"}}`, wantErr: ErrNoConversation},
-		{name: "responses messages only", api: APIResponses, body: `{"messages":[]}`, wantErr: ErrNoConversation},
+		{name: "invalid JSON", api: streaming.APIAnthropic, body: `{"messages":[}`, wantErr: streaming.ErrInvalidJSON},
+		{name: "not an object", api: streaming.APIChat, body: `[{"messages":[]}]`, wantErr: streaming.ErrInvalidJSON},
+		{name: "trailing garbage", api: streaming.APIChat, body: `{"messages":[]} x`, wantErr: streaming.ErrInvalidJSON},
+		{name: "no messages", api: streaming.APIAnthropic, body: `{"model":"m"}`, wantErr: streaming.ErrNoConversation},
+		{name: "messages null", api: streaming.APIChat, body: `{"messages":null}`, wantErr: streaming.ErrNoConversation},
+		{name: "anthropic messages string", api: streaming.APIAnthropic, body: `{"messages":"hi"}`, wantErr: streaming.ErrNoConversation},
+		{name: "chat body with input only", api: streaming.APIChat, body: `{"input":[]}`, wantErr: streaming.ErrNoConversation},
+		{name: "responses input object", api: streaming.APIResponses, body: `{"input":{"role":"user"}}`, wantErr: streaming.ErrNoConversation},
+		{name: "responses messages only", api: streaming.APIResponses, body: `{"messages":[]}`, wantErr: streaming.ErrNoConversation},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,7 +151,7 @@ func TestAppendNotice(t *testing.T) {
 // is body with the notice as the conversation's last item and nothing else
 // changed; and its bytes are body's with one insertion (an input string is
 // replaced by the array that holds it).
-func checkNoticeAppended(t *testing.T, api API, body, out []byte, text string) {
+func checkNoticeAppended(t *testing.T, api streaming.API, body, out []byte, text string) {
 	t.Helper()
 	if !json.Valid(out) {
 		t.Fatalf("output is not valid JSON:\n%s", out)
@@ -235,7 +235,7 @@ func TestAppendNoticeRequests(t *testing.T) {
 	}
 }
 
-func hasUserMessage(api API, body []byte) bool {
+func hasUserMessage(api streaming.API, body []byte) bool {
 	conv := gjson.GetBytes(body, apis[api].conversation)
 	return apis[api].stringConversation && conv.Type == gjson.String || conv.Get(`#(role=="user")`).Exists()
 }
@@ -248,7 +248,7 @@ func rejecting(names ...string) func(string) bool {
 func TestRestrictTools(t *testing.T) {
 	tests := []struct {
 		name        string
-		api         API
+		api         streaming.API
 		body        string
 		keep        func(string) bool
 		want        string // "" when the body must come back as is
@@ -256,7 +256,7 @@ func TestRestrictTools(t *testing.T) {
 	}{
 		{
 			name:        "anthropic middle tool",
-			api:         APIAnthropic,
+			api:         streaming.APIAnthropic,
 			body:        `{"messages":[],"tools":[{"name":"Read"},{"name":"Bash"},{"name":"Grep"}],"stream":true}`,
 			keep:        rejecting("Bash"),
 			want:        `{"messages":[],"tools":[{"name":"Read"},{"name":"Grep"}],"stream":true}`,
@@ -264,7 +264,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "anthropic first and last tools, pretty-printed",
-			api:         APIAnthropic,
+			api:         streaming.APIAnthropic,
 			body:        "{\n \"tools\": [\n  {\"name\": \"Bash\"},\n  {\"name\": \"Read\", \"input_schema\": {\"type\": \"object\"}},\n  {\"name\": \"Write\"}\n ],\n \"model\": \"m\"\n}",
 			keep:        rejecting("Bash", "Write"),
 			want:        "{\n \"tools\": [\n  {\"name\": \"Read\", \"input_schema\": {\"type\": \"object\"}}\n ],\n \"model\": \"m\"\n}",
@@ -272,7 +272,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "anthropic server tool by name",
-			api:         APIAnthropic,
+			api:         streaming.APIAnthropic,
 			body:        `{"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":5},{"name":"Read","description":"caf\u00e9 \"x\""}]}`,
 			keep:        rejecting("web_search"),
 			want:        `{"tools":[{"name":"Read","description":"caf\u00e9 \"x\""}]}`,
@@ -280,7 +280,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "anthropic tool_choice naming a removed tool",
-			api:         APIAnthropic,
+			api:         streaming.APIAnthropic,
 			body:        `{"tools":[{"name":"Read"},{"name":"Bash"}],"tool_choice":{"type":"tool","name":"Bash"},"stream":true}`,
 			keep:        rejecting("Bash"),
 			want:        `{"tools":[{"name":"Read"}],"stream":true}`,
@@ -288,7 +288,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "anthropic tool_choice naming a kept tool",
-			api:         APIAnthropic,
+			api:         streaming.APIAnthropic,
 			body:        `{"tools":[{"name":"Read"},{"name":"Bash"}],"tool_choice":{"type":"tool","name":"Read"}}`,
 			keep:        rejecting("Bash"),
 			want:        `{"tools":[{"name":"Read"}],"tool_choice":{"type":"tool","name":"Read"}}`,
@@ -296,7 +296,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "anthropic tool_choice any stays while tools remain",
-			api:         APIAnthropic,
+			api:         streaming.APIAnthropic,
 			body:        `{"tool_choice":{"type":"any"},"tools":[{"name":"Bash"},{"name":"Read"}]}`,
 			keep:        rejecting("Bash"),
 			want:        `{"tool_choice":{"type":"any"},"tools":[{"name":"Read"}]}`,
@@ -304,7 +304,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name: "anthropic no tool left with tool blocks in the history",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			body: `{"model":"m","tools":[{"name":"B\u0061sh"}],"tool_choice":{"type":"any","disable_parallel_tool_use":true},` +
 				`"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Bash","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}]}`,
 			keep: rejecting("Bash"),
@@ -314,7 +314,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "anthropic no tool left, nothing else",
-			api:         APIAnthropic,
+			api:         streaming.APIAnthropic,
 			body:        ` { "tools" : [ {"name":"Bash"} ] } `,
 			keep:        rejecting("Bash"),
 			want:        ` {} `,
@@ -322,13 +322,13 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name: "anthropic nothing to remove",
-			api:  APIAnthropic,
+			api:  streaming.APIAnthropic,
 			body: `{"tools":[{"name":"Read"}],"tool_choice":{"type":"tool","name":"Bash"}}`,
 			keep: rejecting("Bash"),
 		},
 		{
 			name:        "chat function tools, tool_choice and parallel_tool_calls",
-			api:         APIChat,
+			api:         streaming.APIChat,
 			body:        `{"tools":[{"type":"function","function":{"name":"read","parameters":{}}},{"type":"function","function":{"name":"shell"}}],"tool_choice":{"type":"function","function":{"name":"shell"}},"parallel_tool_calls":false}`,
 			keep:        rejecting("shell"),
 			want:        `{"tools":[{"type":"function","function":{"name":"read","parameters":{}}}],"parallel_tool_calls":false}`,
@@ -336,7 +336,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "chat custom tool",
-			api:         APIChat,
+			api:         streaming.APIChat,
 			body:        `{"tools":[{"type":"custom","custom":{"name":"apply_patch","format":{"type":"text"}}},{"type":"function","function":{"name":"read"}}],"tool_choice":{"type":"custom","custom":{"name":"apply_patch"}}}`,
 			keep:        rejecting("apply_patch"),
 			want:        `{"tools":[{"type":"function","function":{"name":"read"}}]}`,
@@ -344,7 +344,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name: "chat allowed_tools loses the removed entries",
-			api:  APIChat,
+			api:  streaming.APIChat,
 			body: `{"tools":[{"type":"function","function":{"name":"shell"}},{"type":"function","function":{"name":"read"}}],` +
 				`"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"required","tools":[{"type":"function","function":{"name":"shell"}},{"type":"function","function":{"name":"read"}}]}}}`,
 			keep: rejecting("shell"),
@@ -354,7 +354,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name: "chat allowed_tools left empty goes",
-			api:  APIChat,
+			api:  streaming.APIChat,
 			body: `{"tools":[{"type":"function","function":{"name":"shell"}},{"type":"function","function":{"name":"read"}}],` +
 				`"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[{"type":"function","function":{"name":"shell"}}]}},"stream":true}`,
 			keep:        rejecting("shell"),
@@ -363,7 +363,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "chat no tool left",
-			api:         APIChat,
+			api:         streaming.APIChat,
 			body:        `{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"shell"}}],"tool_choice":"required","parallel_tool_calls":true,"stream":true}`,
 			keep:        rejecting("shell"),
 			want:        `{"messages":[{"role":"user","content":"x"}],"stream":true}`,
@@ -371,7 +371,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "chat legacy functions and function_call",
-			api:         APIChat,
+			api:         streaming.APIChat,
 			body:        `{"functions":[{"name":"shell"},{"name":"read"}],"function_call":{"name":"shell"},"messages":[]}`,
 			keep:        rejecting("shell"),
 			want:        `{"functions":[{"name":"read"}],"messages":[]}`,
@@ -379,7 +379,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "chat legacy functions all gone",
-			api:         APIChat,
+			api:         streaming.APIChat,
 			body:        `{"messages":[],"functions":[{"name":"shell"}],"function_call":"auto","tools":[{"type":"function","function":{"name":"read"}}]}`,
 			keep:        rejecting("shell"),
 			want:        `{"messages":[],"tools":[{"type":"function","function":{"name":"read"}}]}`,
@@ -387,7 +387,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "responses function and built-in tools",
-			api:         APIResponses,
+			api:         streaming.APIResponses,
 			body:        `{"tools":[{"type":"function","name":"shell"},{"type":"web_search"},{"type":"file_search","vector_store_ids":["v"]}],"tool_choice":{"type":"web_search"}}`,
 			keep:        rejecting("shell", "web_search"),
 			want:        `{"tools":[{"type":"file_search","vector_store_ids":["v"]}]}`,
@@ -395,7 +395,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "responses namespace partly kept",
-			api:         APIResponses,
+			api:         streaming.APIResponses,
 			body:        `{"tools":[{"type":"namespace","name":"fs","tools":[{"type":"function","name":"read"},{"type":"function","name":"write"}]}],"tool_choice":{"type":"function","name":"read"}}`,
 			keep:        rejecting("write"),
 			want:        `{"tools":[{"type":"namespace","name":"fs","tools":[{"type":"function","name":"read"}]}],"tool_choice":{"type":"function","name":"read"}}`,
@@ -403,7 +403,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "responses namespace emptied",
-			api:         APIResponses,
+			api:         streaming.APIResponses,
 			body:        `{"tools":[{"type":"namespace","name":"fs","tools":[{"type":"function","name":"write"}]},{"type":"custom","name":"read"}]}`,
 			keep:        rejecting("write"),
 			want:        `{"tools":[{"type":"custom","name":"read"}]}`,
@@ -411,7 +411,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name: "responses allowed_tools",
-			api:  APIResponses,
+			api:  streaming.APIResponses,
 			body: `{"tools":[{"type":"function","name":"shell"},{"type":"web_search"}],` +
 				`"tool_choice":{"type":"allowed_tools","mode":"auto","tools":[{"type":"function","name":"shell"},{"type":"web_search"}]}}`,
 			keep:        rejecting("shell"),
@@ -420,7 +420,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name:        "responses no tool left",
-			api:         APIResponses,
+			api:         streaming.APIResponses,
 			body:        `{"input":"hi","tools":[{"type":"function","name":"shell"}],"tool_choice":"auto","parallel_tool_calls":false,"store":false}`,
 			keep:        rejecting("shell"),
 			want:        `{"input":"hi","store":false}`,
@@ -428,7 +428,7 @@ func TestRestrictTools(t *testing.T) {
 		},
 		{
 			name: "responses tools declared in the input stay",
-			api:  APIResponses,
+			api:  streaming.APIResponses,
 			body: `{"input":[{"type":"additional_tools","tools":[{"type":"custom","name":"exec"}]}],"tool_choice":"auto"}`,
 			keep: rejecting("exec"),
 		},
@@ -464,13 +464,13 @@ func TestRestrictToolsErrors(t *testing.T) {
 	keepAll := func(string) bool { return true }
 	tests := []struct {
 		name string
-		api  API
+		api  streaming.API
 		body string
 		want error
 	}{
-		{"invalid JSON", APIAnthropic, `{"tools":[{"name":"a"}`, ErrInvalidJSON},
-		{"array", APIChat, `[{"tools":[]}]`, ErrInvalidJSON},
-		{"empty", APIResponses, ``, ErrInvalidJSON},
+		{"invalid JSON", streaming.APIAnthropic, `{"tools":[{"name":"a"}`, streaming.ErrInvalidJSON},
+		{"array", streaming.APIChat, `[{"tools":[]}]`, streaming.ErrInvalidJSON},
+		{"empty", streaming.APIResponses, ``, streaming.ErrInvalidJSON},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -527,7 +527,7 @@ func TestRestrictToolsRequests(t *testing.T) {
 // JSON; the tools left are exactly those of the body keep accepts, in
 // order and byte for byte; removed lists the others; no tool_choice or
 // parallel_tool_calls without tools; every other member is unchanged.
-func checkRestricted(t *testing.T, api API, body, out []byte, removed []string, keep func(string) bool) {
+func checkRestricted(t *testing.T, api streaming.API, body, out []byte, removed []string, keep func(string) bool) {
 	t.Helper()
 	if !json.Valid(out) {
 		t.Fatalf("output is not valid JSON:\n%s", out)
@@ -596,7 +596,7 @@ func checkRestricted(t *testing.T, api API, body, out []byte, removed []string, 
 // top-level tools member (and Chat functions member) of body, in order.
 // Like the providers, ParseRequest takes the last list; the rest still gets
 // filtered.
-func refToolLists(api API, body []byte) [][]string {
+func refToolLists(api streaming.API, body []byte) [][]string {
 	var lists [][]string
 	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
 		switch {
@@ -627,7 +627,7 @@ func appendNonEmpty(names []string, rs ...gjson.Result) []string {
 
 // lastToolList is the names of the tools the provider sees: those of the
 // last tools member (Chat: and of the last functions member).
-func lastToolList(api API, body []byte) []string {
+func lastToolList(api streaming.API, body []byte) []string {
 	names := apis[api].toolNames(lastMemberResult(body, "tools"))
 	if apis[api].functions {
 		for _, f := range lastMemberResult(body, "functions").Array() {
@@ -656,7 +656,7 @@ func sameSlice(a, b []byte) bool {
 // benchBody builds a request of api of about size bytes: a tool list, then
 // a long tool-calling conversation, then the tools (Anthropic: Claude
 // Code's shape).
-func benchBody(api API, size int) []byte { return apis[api].benchBody(size) }
+func benchBody(api streaming.API, size int) []byte { return apis[api].benchBody(size) }
 
 func BenchmarkAppendNotice(b *testing.B) {
 	for _, api := range fuzzAPIs {

@@ -9,7 +9,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // The official SDKs' accumulators read the streams this package writes
@@ -108,8 +108,8 @@ func checkChatSDK(t *testing.T, stream, body []byte) {
 // TestSDKsReadRenderedAndSplicedStreams accumulates rendered replies and
 // spliced replies with the SDKs.
 func TestSDKsReadRenderedAndSplicedStreams(t *testing.T) {
-	check := map[API]func(*testing.T, []byte, []byte){APIAnthropic: checkAnthropicSDK, APIChat: checkChatSDK}
-	for _, api := range []API{APIAnthropic, APIChat} {
+	check := map[streaming.API]func(*testing.T, []byte, []byte){streaming.APIAnthropic: checkAnthropicSDK, streaming.APIChat: checkChatSDK}
+	for _, api := range []streaming.API{streaming.APIAnthropic, streaming.APIChat} {
 		streams := filterStreams(t, api)
 		for _, name := range sortedNames(streams) {
 			res, _ := mustDecode(t, api, streams[name])

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"gatekeeper/internal/fixturetest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -18,20 +18,20 @@ type spliceCase struct {
 	first, cont []string // path elements
 }
 
-var spliceCases = map[API][]spliceCase{
-	APIAnthropic: {
+var spliceCases = map[streaming.API][]spliceCase{
+	streaming.APIAnthropic: {
 		{"text then call, text", []string{filterTestdata, "anthropic-hold-text-call.sse"}, []string{anthropicTestdata, "text.sse"}},
 		{"thinking, text, two calls; cont with its own call", []string{filterTestdata, "anthropic-text-refused-allowed.sse"}, []string{anthropicTestdata, "tool_use_fragmented.sse"}},
 		{"call then text, thinking", []string{filterTestdata, "anthropic-hold-call-then-text.sse"}, []string{anthropicTestdata, "thinking_signature.sse"}},
 		{"server tool then call, text", []string{anthropicTestdata, "server_tool_then_tool_use.sse"}, []string{anthropicTestdata, "text.sse"}},
 	},
-	APIChat: {
+	streaming.APIChat: {
 		{"text then call, text", []string{filterTestdata, "chat-hold-text-call.sse"}, []string{"chat/testdata", "azure-empty-first-chunk.sse"}},
 		{"text, two calls; cont with its own call", []string{filterTestdata, "chat-text-refused-allowed.sse"}, []string{filterTestdata, "chat-hold-text-call.sse"}},
 		{"parallel calls, usage on finish", []string{"chat/testdata", "parallel-tool-calls.sse"}, []string{"chat/testdata", "deepseek-usage-on-finish.sse"}},
 		{"whole call, refusal", []string{"chat/testdata", "groq-whole-call-usage-on-finish.sse"}, []string{"chat/testdata", "refusal.sse"}},
 	},
-	APIResponses: {
+	streaming.APIResponses: {
 		{"text then call, text", []string{filterTestdata, "responses-hold-text-call.sse"}, []string{"responses/testdata", "cached-tokens.sse"}},
 		{"text, two calls; cont with its own call", []string{filterTestdata, "responses-text-refused-allowed.sse"}, []string{filterTestdata, "responses-hold-text-call.sse"}},
 		{"call then text, reasoning and call", []string{filterTestdata, "responses-hold-call-then-text.sse"}, []string{"responses/testdata", "reasoning-then-function-call.sse"}},
@@ -41,7 +41,7 @@ var spliceCases = map[API][]spliceCase{
 
 // heldFilterOut is what a Hold filter refusing nothing gives for the
 // first n events of evs (all when n < 0).
-func heldFilterOut(t *testing.T, api API, evs []sse.Event, n int) []byte {
+func heldFilterOut(t *testing.T, api streaming.API, evs []sse.Event, n int) []byte {
 	t.Helper()
 	f := newHoldFilter(t, api, allowAll)
 	var out []byte
@@ -54,8 +54,8 @@ func heldFilterOut(t *testing.T, api API, evs []sse.Event, n int) []byte {
 	return out
 }
 
-func sumUsages(a, b Usage) Usage {
-	return Usage{
+func sumUsages(a, b streaming.Usage) streaming.Usage {
+	return streaming.Usage{
 		InputTokens: a.InputTokens + b.InputTokens, CachedInputTokens: a.CachedInputTokens + b.CachedInputTokens,
 		CacheWriteTokens: a.CacheWriteTokens + b.CacheWriteTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
 		ReasoningTokens: a.ReasoningTokens + b.ReasoningTokens,
@@ -180,14 +180,14 @@ func TestSpliceErrors(t *testing.T) {
 	cut := fixturetest.ReadFile(t, anthropicTestdata, "truncated_mid_tool.sse")
 	tests := []struct {
 		name        string
-		api         API
+		api         streaming.API
 		first, cont []byte
 		want        error
 	}{
-		{"first cut", APIAnthropic, cut, whole, ErrIncompleteStream},
-		{"cont cut", APIAnthropic, whole, cut, ErrIncompleteStream},
-		{"chat cont error", APIChat, fixturetest.ReadFile(t, "chat/testdata", "refusal.sse"), fixturetest.ReadFile(t, "chat/testdata", "groq-error-event.sse"), ErrIncompleteStream},
-		{"responses cont failed", APIResponses, fixturetest.ReadFile(t, "responses/testdata", "cached-tokens.sse"), fixturetest.ReadFile(t, "responses/testdata", "truncated-no-terminal.sse"), ErrIncompleteStream},
+		{"first cut", streaming.APIAnthropic, cut, whole, streaming.ErrIncompleteStream},
+		{"cont cut", streaming.APIAnthropic, whole, cut, streaming.ErrIncompleteStream},
+		{"chat cont error", streaming.APIChat, fixturetest.ReadFile(t, "chat/testdata", "refusal.sse"), fixturetest.ReadFile(t, "chat/testdata", "groq-error-event.sse"), streaming.ErrIncompleteStream},
+		{"responses cont failed", streaming.APIResponses, fixturetest.ReadFile(t, "responses/testdata", "cached-tokens.sse"), fixturetest.ReadFile(t, "responses/testdata", "truncated-no-terminal.sse"), streaming.ErrIncompleteStream},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,7 +196,7 @@ func TestSpliceErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := dialects[APIChat].SpliceJSON([]byte(`{"choices":[`), []byte(`{}`)); !errors.Is(err, ErrInvalidJSON) {
+	if _, err := dialects[streaming.APIChat].SpliceJSON([]byte(`{"choices":[`), []byte(`{}`)); !errors.Is(err, streaming.ErrInvalidJSON) {
 		t.Errorf("SpliceJSON of a broken body: %v", err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"gatekeeper/internal/fixturetest"
 	"gatekeeper/internal/streamtest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // Feeding streams to a Reader and a decoder, in the pieces a network may
@@ -22,37 +22,39 @@ const anthropicTestdata = "anthropic/testdata"
 // TestAnthropicSplitInvariance feeds each Anthropic stream whole, byte by
 // byte and at random cuts: the Result must not depend on how the bytes
 // arrived.
-func TestAnthropicSplitInvariance(t *testing.T) { testSplitInvariance(t, APIAnthropic) }
+func TestAnthropicSplitInvariance(t *testing.T) { testSplitInvariance(t, streaming.APIAnthropic) }
 
 // TestOpenAISplitInvariance: the same stream decoded whole, byte by byte
 // and in random cuts gives the same Result.
-func TestOpenAISplitInvariance(t *testing.T) { testSplitInvariance(t, APIChat, APIResponses) }
+func TestOpenAISplitInvariance(t *testing.T) {
+	testSplitInvariance(t, streaming.APIChat, streaming.APIResponses)
+}
 
 // decoderTestdata is where each decoder's golden streams live.
-var decoderTestdata = map[API]string{
-	APIAnthropic: anthropicTestdata,
-	APIChat:      "chat/testdata",
-	APIResponses: "responses/testdata",
+var decoderTestdata = map[streaming.API]string{
+	streaming.APIAnthropic: anthropicTestdata,
+	streaming.APIChat:      "chat/testdata",
+	streaming.APIResponses: "responses/testdata",
 }
 
 // saysOf reads what a stream of each API says, apart from its decoder.
-var saysOf = map[API]func(testing.TB, []byte) streamtest.Says{
-	APIAnthropic: streamtest.AnthropicSays,
-	APIChat:      streamtest.ChatSays,
-	APIResponses: streamtest.ResponsesSays,
+var saysOf = map[streaming.API]func(testing.TB, []byte) streamtest.Says{
+	streaming.APIAnthropic: streamtest.AnthropicSays,
+	streaming.APIChat:      streamtest.ChatSays,
+	streaming.APIResponses: streamtest.ResponsesSays,
 }
 
 type says = streamtest.Says
 
 // mustDecode decodes a stream the default Reader accepts with api's
 // decoder, with what the stream says read apart from the decoder.
-func mustDecode(tb testing.TB, api API, chunks ...[]byte) (*Result, says) {
+func mustDecode(tb testing.TB, api streaming.API, chunks ...[]byte) (*streaming.Result, says) {
 	tb.Helper()
 	return streamtest.MustDecode(tb, dialects[api], chunks...), saysOf[api](tb, bytes.Join(chunks, nil))
 }
 
 // streamSays reads what stream, of api, says.
-func streamSays(tb testing.TB, api API, stream []byte) says {
+func streamSays(tb testing.TB, api streaming.API, stream []byte) says {
 	tb.Helper()
 	return saysOf[api](tb, stream)
 }
@@ -60,7 +62,7 @@ func streamSays(tb testing.TB, api API, stream []byte) says {
 // decoderStreams returns, by name, every stream of api the property tests
 // run over: the package's testdata and, when present, the recorded
 // fixtures.
-func decoderStreams(t *testing.T, api API) map[string][]byte {
+func decoderStreams(t *testing.T, api streaming.API) map[string][]byte {
 	t.Helper()
 	streams := map[string][]byte{}
 	for _, f := range fixturetest.Glob(t, filepath.Join(decoderTestdata[api], "*.sse")) {
@@ -78,7 +80,7 @@ func decoderStreams(t *testing.T, api API) map[string][]byte {
 }
 
 // testSplitInvariance runs checkSplitInvariance over every stream of apis.
-func testSplitInvariance(t *testing.T, apis ...API) {
+func testSplitInvariance(t *testing.T, apis ...streaming.API) {
 	for _, api := range apis {
 		streams := decoderStreams(t, api)
 		for i, name := range slices.Sorted(maps.Keys(streams)) {

@@ -11,7 +11,7 @@ import (
 
 	"gatekeeper/internal/fixturetest"
 	"gatekeeper/internal/streamtest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -71,7 +71,7 @@ func TestEnsureIncludeUsage(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			body := []byte(tc.body)
-			out, added, err := EnsureIncludeUsage(body)
+			out, added, err := streaming.EnsureIncludeUsage(body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +97,7 @@ func TestEnsureIncludeUsage(t *testing.T) {
 // stream_options is the body's.
 func checkIncludeUsage(t *testing.T, body, out []byte) {
 	t.Helper()
-	req, err := dialects[APIChat].ParseRequest(out)
+	req, err := dialects[streaming.APIChat].ParseRequest(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +123,8 @@ func checkIncludeUsage(t *testing.T, body, out []byte) {
 
 func TestEnsureIncludeUsageErrors(t *testing.T) {
 	for _, body := range []string{``, `[]`, `{"stream":true`, `{"stream":tru}`, `"x"`} {
-		out, added, err := EnsureIncludeUsage([]byte(body))
-		if !errors.Is(err, ErrInvalidJSON) || out != nil || added {
+		out, added, err := streaming.EnsureIncludeUsage([]byte(body))
+		if !errors.Is(err, streaming.ErrInvalidJSON) || out != nil || added {
 			t.Errorf("EnsureIncludeUsage(%q) = %q, %v, %v", body, out, added, err)
 		}
 	}
@@ -225,7 +225,7 @@ func TestStripUsage(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := []byte(tc.raw)
-			out, drop := StripUsage(raw)
+			out, drop := streaming.StripUsage(raw)
 			if string(raw) != tc.raw {
 				t.Fatal("StripUsage modified the event")
 			}
@@ -257,7 +257,7 @@ func TestStripUsageAllocs(t *testing.T) {
 		"event: error\r\ndata: {\"error\":{\"message\":\"x\"}}\r\n\r\n",
 	} {
 		ev := []byte(raw)
-		if n := testing.AllocsPerRun(100, func() { StripUsage(ev) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { streaming.StripUsage(ev) }); n != 0 {
 			t.Errorf("StripUsage(%q): %v allocations", raw, n)
 		}
 	}
@@ -290,7 +290,7 @@ func TestStripUsageFixtures(t *testing.T) {
 						usageNull++
 					}
 				}
-				out, drop := StripUsage(ev.Raw)
+				out, drop := streaming.StripUsage(ev.Raw)
 				switch {
 				case drop:
 					dropped++
@@ -310,8 +310,8 @@ func TestStripUsageFixtures(t *testing.T) {
 			t.Logf("%d chunks with choices, %d of them with \"usage\":null; %d events stripped, %d dropped",
 				chunks, usageNull, changed, dropped)
 
-			want, _ := mustDecode(t, APIChat, stream)
-			got, _ := mustDecode(t, APIChat, stripped)
+			want, _ := mustDecode(t, streaming.APIChat, stream)
+			got, _ := mustDecode(t, streaming.APIChat, stripped)
 			if got.UsageSeen {
 				t.Errorf("usage seen after stripping: %+v", got.Usage)
 			}
@@ -363,18 +363,18 @@ func BenchmarkStripUsage(b *testing.B) {
 			b.SetBytes(int64(len(raw)))
 			b.ReportAllocs()
 			for b.Loop() {
-				StripUsage(raw)
+				streaming.StripUsage(raw)
 			}
 		})
 	}
 }
 
 func BenchmarkEnsureIncludeUsage(b *testing.B) {
-	body := benchBody(APIChat, 200<<10)
+	body := benchBody(streaming.APIChat, 200<<10)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, added, err := EnsureIncludeUsage(body); err != nil || !added {
+		if _, added, err := streaming.EnsureIncludeUsage(body); err != nil || !added {
 			b.Fatal(added, err)
 		}
 	}

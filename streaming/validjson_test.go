@@ -3,7 +3,7 @@ package streaming_test
 import (
 	"testing"
 
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -24,13 +24,13 @@ func TestValidJSONOncePerEvent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ev := sse.Event{HasData: true, Data: []byte(tt.data)}
-			if got := ValidJSON(&ev); got != tt.want {
+			if got := streaming.ValidJSON(&ev); got != tt.want {
 				t.Fatalf("ValidJSON = %v, want %v", got, tt.want)
 			}
 			// A copy carries the verdict; the data is not read again.
 			cp := ev
 			cp.Data = []byte("not what was checked")
-			if got := ValidJSON(&cp); got != tt.want {
+			if got := streaming.ValidJSON(&cp); got != tt.want {
 				t.Errorf("the copy's verdict = %v, want the kept %v", got, tt.want)
 			}
 		})
@@ -40,7 +40,7 @@ func TestValidJSONOncePerEvent(t *testing.T) {
 	var seen []sse.JSONCheck
 	err := r.Feed([]byte("data: {}\n\ndata: {}\n\n"), func(ev *sse.Event) error {
 		seen = append(seen, ev.JSON)
-		ValidJSON(ev)
+		streaming.ValidJSON(ev)
 		return nil
 	})
 	if err != nil {

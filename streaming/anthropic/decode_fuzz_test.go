@@ -7,7 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"gatekeeper/internal/streamtest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/anthropic"
 )
 
@@ -22,9 +22,9 @@ func FuzzAnthropic(f *testing.F) {
 	})
 }
 
-func checkAnthropicInvariants(t *testing.T, data []byte, res *Result) {
+func checkAnthropicInvariants(t *testing.T, data []byte, res *streaming.Result) {
 	t.Helper()
-	if res.API != APIAnthropic {
+	if res.API != streaming.APIAnthropic {
 		t.Fatalf("api %q", res.API)
 	}
 	if res.Truncated && (res.Done || len(res.Errors) > 0) {
@@ -33,7 +33,7 @@ func checkAnthropicInvariants(t *testing.T, data []byte, res *Result) {
 	if len(res.Stops) > 1 {
 		t.Fatalf("%d stops for a single-choice API", len(res.Stops))
 	}
-	if len(res.UnparsedErrors) > MaxUnparsedErrors || len(res.UnparsedErrors) > res.Unparsed {
+	if len(res.UnparsedErrors) > streaming.MaxUnparsedErrors || len(res.UnparsedErrors) > res.Unparsed {
 		t.Fatalf("%d unparsed errors kept for %d", len(res.UnparsedErrors), res.Unparsed)
 	}
 	// Decoding never grows text, so what is kept is bounded by the input.
@@ -61,7 +61,7 @@ func FuzzAnthropicJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		res, err := anthropic.Dialect{}.DecodeJSON(body)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidJSON) || res != nil {
+			if !errors.Is(err, streaming.ErrInvalidJSON) || res != nil {
 				t.Fatalf("error %v with result %+v", err, res)
 			}
 			return
@@ -69,7 +69,7 @@ func FuzzAnthropicJSON(f *testing.F) {
 		if !gjson.ValidBytes(body) {
 			t.Fatal("accepted a body that is not JSON")
 		}
-		if res.API != APIAnthropic || res.Truncated || res.Done == (len(res.Errors) > 0) {
+		if res.API != streaming.APIAnthropic || res.Truncated || res.Done == (len(res.Errors) > 0) {
 			t.Fatalf("api %q truncated %v done %v errors %d", res.API, res.Truncated, res.Done, len(res.Errors))
 		}
 		for _, tc := range res.ToolCalls {

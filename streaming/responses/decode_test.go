@@ -10,7 +10,7 @@ import (
 
 	"gatekeeper/internal/fixturetest"
 	"gatekeeper/internal/streamtest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/responses"
 	"gatekeeper/streaming/sse"
 )
@@ -22,11 +22,11 @@ func TestResponsesStreams(t *testing.T) {
 			File: "function-call-sequence-number.sse",
 			Want: streamtest.Golden{
 				ID: "resp_FC1", Model: "gpt-4.1-2025-04-14",
-				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+				Stops: []streaming.Stop{{Reason: streaming.StopToolUse, Raw: "response.completed"}},
 				Calls: []streamtest.GoldenCall{
 					{Type: "function_call", ID: "call_001", ItemID: "fc_001", Name: "get_current_weather", Args: weather, Complete: true},
 				},
-				Usage: &Usage{InputTokens: 75, OutputTokens: 23},
+				Usage: &streaming.Usage{InputTokens: 75, OutputTokens: 23},
 				Done:  true,
 			},
 		},
@@ -34,11 +34,11 @@ func TestResponsesStreams(t *testing.T) {
 			File: "function-call-no-sequence-done-without-name.sse",
 			Want: streamtest.Golden{
 				ID: "resp_FC0", Model: "gpt-4.1-2025-04-14",
-				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+				Stops: []streaming.Stop{{Reason: streaming.StopToolUse, Raw: "response.completed"}},
 				Calls: []streamtest.GoldenCall{
 					{Type: "function_call", ID: "call_001", ItemID: "fc_001", Name: "get_current_weather", Args: weather, Complete: true},
 				},
-				Usage: &Usage{InputTokens: 75, OutputTokens: 23},
+				Usage: &streaming.Usage{InputTokens: 75, OutputTokens: 23},
 				Done:  true,
 			},
 		},
@@ -46,12 +46,12 @@ func TestResponsesStreams(t *testing.T) {
 			File: "custom-tool-call.sse",
 			Want: streamtest.Golden{
 				ID: "resp_CT1", Model: "gpt-5-2025-08-07",
-				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+				Stops: []streaming.Stop{{Reason: streaming.StopToolUse, Raw: "response.completed"}},
 				Calls: []streamtest.GoldenCall{{
 					Type: "custom_tool_call", ID: "call_ct1", ItemID: "ctc_001", Name: "apply_patch", Complete: true,
 					Args: "*** Begin Patch\n*** Update File: a.go\n@@\n-x\n+y\n*** End Patch",
 				}},
-				Usage: &Usage{InputTokens: 300, OutputTokens: 60, ReasoningTokens: 40},
+				Usage: &streaming.Usage{InputTokens: 300, OutputTokens: 60, ReasoningTokens: 40},
 				Done:  true,
 			},
 		},
@@ -59,11 +59,11 @@ func TestResponsesStreams(t *testing.T) {
 			File: "reasoning-then-function-call.sse",
 			Want: streamtest.Golden{
 				ID: "resp_RS1", Model: "gpt-5-mini-2025-08-07",
-				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+				Stops: []streaming.Stop{{Reason: streaming.StopToolUse, Raw: "response.completed"}},
 				Calls: []streamtest.GoldenCall{
 					{Index: 1, Type: "function_call", ID: "call_101", ItemID: "fc_101", Name: "calculator", Args: `{"a":12,"b":7,"op":"add"}`, Complete: true},
 				},
-				Usage:    &Usage{InputTokens: 134, OutputTokens: 28, ReasoningTokens: 12},
+				Usage:    &streaming.Usage{InputTokens: 134, OutputTokens: 28, ReasoningTokens: 12},
 				Done:     true,
 				Thinking: "**Adding**\n\nI will add 12 and 7.",
 			},
@@ -72,8 +72,8 @@ func TestResponsesStreams(t *testing.T) {
 			File: "incomplete-max-output-tokens.sse",
 			Want: streamtest.Golden{
 				ID: "resp_IN1", Model: "gpt-4o-2024-08-06",
-				Stops: []Stop{{Reason: StopMaxTokens, Raw: "response.incomplete:max_output_tokens"}},
-				Usage: &Usage{}, // reported, all zero
+				Stops: []streaming.Stop{{Reason: streaming.StopMaxTokens, Raw: "response.incomplete:max_output_tokens"}},
+				Usage: &streaming.Usage{}, // reported, all zero
 				Done:  true, Text: "In the bustling city",
 			},
 		},
@@ -81,8 +81,8 @@ func TestResponsesStreams(t *testing.T) {
 			File: "incomplete-content-filter-refusal.sse",
 			Want: streamtest.Golden{
 				ID: "resp_CF1", Model: "gpt-4.1-2025-04-14",
-				Stops:   []Stop{{Reason: StopContentFilter, Raw: "response.incomplete:content_filter"}},
-				Usage:   &Usage{InputTokens: 50, OutputTokens: 9},
+				Stops:   []streaming.Stop{{Reason: streaming.StopContentFilter, Raw: "response.incomplete:content_filter"}},
+				Usage:   &streaming.Usage{InputTokens: 50, OutputTokens: 9},
 				Done:    true,
 				Refusal: "I can't help with that.",
 			},
@@ -91,7 +91,7 @@ func TestResponsesStreams(t *testing.T) {
 			File: "error-then-failed.sse",
 			Want: streamtest.Golden{
 				ID: "resp_ER1", Model: "gpt-5-nano-2025-08-07",
-				Stops:  []Stop{{Reason: StopError, Raw: "response.failed"}},
+				Stops:  []streaming.Stop{{Reason: streaming.StopError, Raw: "response.failed"}},
 				Errors: []string{"insufficient_quota: You exceeded your current quota."}, // once, not again for response.failed
 				Done:   true,
 			},
@@ -100,9 +100,9 @@ func TestResponsesStreams(t *testing.T) {
 			File: "failed-server-error.sse",
 			Want: streamtest.Golden{
 				ID: "resp_FA1", Model: "gpt-4.1-2025-04-14",
-				Stops:  []Stop{{Reason: StopError, Raw: "response.failed"}},
+				Stops:  []streaming.Stop{{Reason: streaming.StopError, Raw: "response.failed"}},
 				Errors: []string{"server_error: The server had an error."},
-				Usage:  &Usage{InputTokens: 20, OutputTokens: 1},
+				Usage:  &streaming.Usage{InputTokens: 20, OutputTokens: 1},
 				Done:   true, Text: "Partial",
 			},
 		},
@@ -110,7 +110,7 @@ func TestResponsesStreams(t *testing.T) {
 			File: "flat-error.sse",
 			Want: streamtest.Golden{
 				ID: "resp_FL1", Model: "gpt-4.1-2025-04-14",
-				Stops:  []Stop{{Reason: StopError, Raw: "error"}},
+				Stops:  []streaming.Stop{{Reason: streaming.StopError, Raw: "error"}},
 				Errors: []string{"rate_limit_exceeded: Rate limit reached."},
 			},
 		},
@@ -118,8 +118,8 @@ func TestResponsesStreams(t *testing.T) {
 			File: "cached-tokens.sse",
 			Want: streamtest.Golden{
 				ID: "resp_CA1", Model: "gpt-4o-2024-08-06",
-				Stops: []Stop{{Reason: StopEndTurn, Raw: "response.completed"}},
-				Usage: &Usage{InputTokens: 100, CachedInputTokens: 1390, CacheWriteTokens: 25, OutputTokens: 8},
+				Stops: []streaming.Stop{{Reason: streaming.StopEndTurn, Raw: "response.completed"}},
+				Usage: &streaming.Usage{InputTokens: 100, CachedInputTokens: 1390, CacheWriteTokens: 25, OutputTokens: 8},
 				Done:  true, Text: "Cached answer.",
 			},
 		},
@@ -127,12 +127,12 @@ func TestResponsesStreams(t *testing.T) {
 			File: "parallel-calls-item-done.sse",
 			Want: streamtest.Golden{
 				ID: "resp_PD1", Model: "gpt-4.1-2025-04-14",
-				Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+				Stops: []streaming.Stop{{Reason: streaming.StopToolUse, Raw: "response.completed"}},
 				Calls: []streamtest.GoldenCall{
 					{Index: 0, Type: "function_call", ID: "call_201", ItemID: "fc_201", Name: "read", Args: `{"path":"a.txt"}`, Complete: true},
 					{Index: 1, Type: "function_call", ID: "call_202", ItemID: "fc_202", Name: "list", Args: `{"dir":"."}`, Complete: true},
 				},
-				Usage: &Usage{InputTokens: 90, OutputTokens: 30},
+				Usage: &streaming.Usage{InputTokens: 90, OutputTokens: 30},
 				Done:  true,
 			},
 		},
@@ -140,11 +140,11 @@ func TestResponsesStreams(t *testing.T) {
 			File: "mcp-call-server.sse",
 			Want: streamtest.Golden{
 				ID: "resp_MC1", Model: "gpt-4.1-2025-04-14",
-				Stops: []Stop{{Reason: StopEndTurn, Raw: "response.completed"}},
+				Stops: []streaming.Stop{{Reason: streaming.StopEndTurn, Raw: "response.completed"}},
 				Calls: []streamtest.GoldenCall{
 					{Type: "mcp_call", ItemID: "mcp_001", Name: "search", Args: `{"q":"sse"}`, Complete: true, Server: true},
 				},
-				Usage: &Usage{InputTokens: 400, OutputTokens: 20},
+				Usage: &streaming.Usage{InputTokens: 400, OutputTokens: 20},
 				Done:  true, Text: "Found 3.",
 			},
 		},
@@ -162,8 +162,8 @@ func TestResponsesStreams(t *testing.T) {
 			File: "no-event-lines.sse",
 			Want: streamtest.Golden{
 				ID: "resp_NE1", Model: "local-model",
-				Stops: []Stop{{Reason: StopEndTurn, Raw: "response.completed"}},
-				Usage: &Usage{InputTokens: 5, OutputTokens: 1},
+				Stops: []streaming.Stop{{Reason: streaming.StopEndTurn, Raw: "response.completed"}},
+				Usage: &streaming.Usage{InputTokens: 5, OutputTokens: 1},
 				Done:  true, Text: "Hi",
 			},
 		},
@@ -178,7 +178,7 @@ func TestResponsesStreams(t *testing.T) {
 // the whole item; bar_call, without a call_id, no call.
 var clientCallItemsGolden = streamtest.Golden{
 	ID: "resp_CI1", Model: "gpt-5-codex",
-	Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+	Stops: []streaming.Stop{{Reason: streaming.StopToolUse, Raw: "response.completed"}},
 	Calls: []streamtest.GoldenCall{
 		{Index: 0, Type: "local_shell_call", ID: "call_ls1", ItemID: "lsh_001", Name: "local_shell", Complete: true,
 			Args: `{"type":"exec","command":["ls","-la"],"env":{},"working_directory":"/work"}`},
@@ -193,7 +193,7 @@ var clientCallItemsGolden = streamtest.Golden{
 		{Index: 5, Type: "foo_call", ID: "call_foo1", ItemID: "foo_006", Name: "foo_call", Complete: true,
 			Args: `{"id":"foo_006","type":"foo_call","status":"completed","call_id":"call_foo1","action":{"verb":"frob"}}`},
 	},
-	Usage: &Usage{InputTokens: 120, OutputTokens: 80},
+	Usage: &streaming.Usage{InputTokens: 120, OutputTokens: 80},
 	Done:  true,
 }
 
@@ -204,7 +204,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 	tests := []struct {
 		name   string
 		events []sse.Event
-		check  func(t *testing.T, res *Result)
+		check  func(t *testing.T, res *streaming.Result)
 	}{
 		{
 			name: "the JSON type wins over the event name",
@@ -212,7 +212,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 				ev("message", `{"type":"response.created","response":{"id":"r1","model":"m"}}`),
 				ev("response.output_text.delta", `{"type":"response.completed","response":{"id":"r1","status":"completed","output":[]}}`),
 			},
-			check: func(t *testing.T, res *Result) {
+			check: func(t *testing.T, res *streaming.Result) {
 				if !res.Done || res.MessageID != "r1" || res.OutputBytes != 0 {
 					t.Errorf("got %+v", res)
 				}
@@ -223,7 +223,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 			events: []sse.Event{
 				ev("response.output_text.delta", `{"delta":"abc"}`),
 			},
-			check: func(t *testing.T, res *Result) {
+			check: func(t *testing.T, res *streaming.Result) {
 				if res.OutputBytes != 3 {
 					t.Errorf("OutputBytes = %d", res.OutputBytes)
 				}
@@ -235,7 +235,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 				ev("", `{"type":"response.output_item.added","output_index":3,"item":{"type":"function_call","id":"fc_9","call_id":"call_9","name":"f","arguments":""}}`),
 				ev("", `{"type":"response.function_call_arguments.delta","output_index":3,"delta":"{}"}`),
 			},
-			check: func(t *testing.T, res *Result) {
+			check: func(t *testing.T, res *streaming.Result) {
 				if len(res.ToolCalls) != 1 || string(res.ToolCalls[0].Arguments) != "{}" || res.ToolCalls[0].Complete {
 					t.Errorf("ToolCalls = %+v", res.ToolCalls)
 				}
@@ -249,7 +249,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 				ev("", `{"type":"response.function_call_arguments.done","item_id":"fc_1","arguments":"{\"a\":2}"}`),
 				ev("", `{"type":"response.output_item.done","output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"c","name":"f","arguments":"{\"a\":3}","status":"completed"}}`),
 			},
-			check: func(t *testing.T, res *Result) {
+			check: func(t *testing.T, res *streaming.Result) {
 				if string(res.ToolCalls[0].Arguments) != `{"a":2}` || !res.ToolCalls[0].Complete {
 					t.Errorf("ToolCalls = %+v", res.ToolCalls)
 				}
@@ -260,9 +260,9 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 			events: []sse.Event{
 				ev("", `{"type":"response.completed","response":{"id":"r","status":"completed","output":[{"type":"message","content":[]},{"type":"function_call","id":"fc_2","call_id":"call_2","name":"g","arguments":"{}","status":"completed"}]}}`),
 			},
-			check: func(t *testing.T, res *Result) {
-				want := ToolCall{Index: 1, Type: "function_call", ID: "call_2", ItemID: "fc_2", Name: "g", Arguments: []byte("{}"), Complete: true}
-				if len(res.ToolCalls) != 1 || !reflect.DeepEqual(res.ToolCalls[0], want) || res.StopReason() != StopToolUse {
+			check: func(t *testing.T, res *streaming.Result) {
+				want := streaming.ToolCall{Index: 1, Type: "function_call", ID: "call_2", ItemID: "fc_2", Name: "g", Arguments: []byte("{}"), Complete: true}
+				if len(res.ToolCalls) != 1 || !reflect.DeepEqual(res.ToolCalls[0], want) || res.StopReason() != streaming.StopToolUse {
 					t.Errorf("ToolCalls = %+v, stop %q", res.ToolCalls, res.StopReason())
 				}
 			},
@@ -273,7 +273,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 				ev("", `{"type":"response.completed","response":{"id":"r","status":"completed"}}`),
 				ev("", `{"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"x","message":"y"}}}`),
 			},
-			check: func(t *testing.T, res *Result) {
+			check: func(t *testing.T, res *streaming.Result) {
 				if len(res.Stops) != 1 || len(res.Errors) != 0 {
 					t.Errorf("Stops = %+v, Errors = %+v", res.Stops, res.Errors)
 				}
@@ -285,7 +285,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 				ev("error", `{"type":"error","error":{"type":"server_error","code":"a","message":"first"}}`),
 				ev("", `{"type":"response.failed","response":{"id":"r","status":"failed","error":{"code":"b","message":"second"}}}`),
 			},
-			check: func(t *testing.T, res *Result) {
+			check: func(t *testing.T, res *streaming.Result) {
 				if len(res.Errors) != 2 || res.Errors[1].Type != "b" || res.Truncated {
 					t.Errorf("Errors = %+v", res.Errors)
 				}
@@ -294,7 +294,7 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 		{
 			name:   "error event with plain-text data is still the error",
 			events: []sse.Event{ev("error", `Internal Server Error`)},
-			check: func(t *testing.T, res *Result) {
+			check: func(t *testing.T, res *streaming.Result) {
 				if len(res.Errors) != 1 || res.Errors[0].Message != "Internal Server Error" || res.Unparsed != 0 || res.Truncated {
 					t.Errorf("got %+v", res)
 				}
@@ -303,8 +303,8 @@ func TestResponsesDecodeEdgeCases(t *testing.T) {
 		{
 			name:   "invalid JSON is counted",
 			events: []sse.Event{ev("response.output_text.delta", `{"type":"response.output_text.delta","delta":"x`)},
-			check: func(t *testing.T, res *Result) {
-				if res.Unparsed != 1 || !errors.Is(res.UnparsedErrors[0], ErrInvalidJSON) || !res.Truncated {
+			check: func(t *testing.T, res *streaming.Result) {
+				if res.Unparsed != 1 || !errors.Is(res.UnparsedErrors[0], streaming.ErrInvalidJSON) || !res.Truncated {
 					t.Errorf("got %+v", res)
 				}
 			},
@@ -331,34 +331,34 @@ var jsonCases = []streamtest.JSONCase{
 		Name: "function call",
 		Body: `{"id":"resp_J1","object":"response","status":"completed","error":null,"incomplete_details":null,"model":"gpt-4.1","output":[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Oslo\"}","status":"completed"}],"usage":{"input_tokens":50,"input_tokens_details":{"cached_tokens":10},"output_tokens":12,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":62}}`,
 		Want: streamtest.Golden{
-			ID: "resp_J1", Model: "gpt-4.1", Stops: []Stop{{Reason: StopToolUse, Raw: "response.completed"}},
+			ID: "resp_J1", Model: "gpt-4.1", Stops: []streaming.Stop{{Reason: streaming.StopToolUse, Raw: "response.completed"}},
 			Calls: []streamtest.GoldenCall{
 				{Type: "function_call", ID: "call_1", ItemID: "fc_1", Name: "get_weather", Args: `{"city":"Oslo"}`, Complete: true},
 			},
-			Usage: &Usage{InputTokens: 40, CachedInputTokens: 10, OutputTokens: 12}, Done: true,
+			Usage: &streaming.Usage{InputTokens: 40, CachedInputTokens: 10, OutputTokens: 12}, Done: true,
 		},
 	},
 	{
 		Name: "text after reasoning",
 		Body: `{"id":"resp_J2","object":"response","status":"completed","model":"o4-mini","output":[{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"think"}]},{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Hello","annotations":[]}]}],"usage":{"input_tokens":9,"output_tokens":40,"output_tokens_details":{"reasoning_tokens":32}}}`,
 		Want: streamtest.Golden{
-			ID: "resp_J2", Model: "o4-mini", Stops: []Stop{{Reason: StopEndTurn, Raw: "response.completed"}},
-			Usage: &Usage{InputTokens: 9, OutputTokens: 40, ReasoningTokens: 32}, Done: true,
+			ID: "resp_J2", Model: "o4-mini", Stops: []streaming.Stop{{Reason: streaming.StopEndTurn, Raw: "response.completed"}},
+			Usage: &streaming.Usage{InputTokens: 9, OutputTokens: 40, ReasoningTokens: 32}, Done: true,
 		},
 	},
 	{
 		Name: "incomplete for max_output_tokens",
 		Body: `{"id":"resp_J3","object":"response","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"model":"gpt-4o","output":[{"type":"message","id":"msg_2","status":"incomplete","content":[{"type":"output_text","text":"Once"}]}],"usage":{"input_tokens":5,"output_tokens":16}}`,
 		Want: streamtest.Golden{
-			ID: "resp_J3", Model: "gpt-4o", Stops: []Stop{{Reason: StopMaxTokens, Raw: "response.incomplete:max_output_tokens"}},
-			Usage: &Usage{InputTokens: 5, OutputTokens: 16}, Done: true,
+			ID: "resp_J3", Model: "gpt-4o", Stops: []streaming.Stop{{Reason: streaming.StopMaxTokens, Raw: "response.incomplete:max_output_tokens"}},
+			Usage: &streaming.Usage{InputTokens: 5, OutputTokens: 16}, Done: true,
 		},
 	},
 	{
 		Name: "failed response",
 		Body: `{"id":"resp_J4","object":"response","status":"failed","error":{"code":"server_error","message":"oops"},"model":"gpt-4o","output":[],"usage":null}`,
 		Want: streamtest.Golden{
-			ID: "resp_J4", Model: "gpt-4o", Stops: []Stop{{Reason: StopError, Raw: "response.failed"}},
+			ID: "resp_J4", Model: "gpt-4o", Stops: []streaming.Stop{{Reason: streaming.StopError, Raw: "response.failed"}},
 			Errors: []string{"server_error: oops"}, Done: true,
 		},
 	},
@@ -366,7 +366,7 @@ var jsonCases = []streamtest.JSONCase{
 		Name: "custom tool call and cancelled status",
 		Body: `{"id":"resp_J5","object":"response","status":"cancelled","model":"gpt-5","output":[{"type":"custom_tool_call","id":"ctc_1","call_id":"call_c","name":"shell","input":"ls -la","status":"completed"}]}`,
 		Want: streamtest.Golden{
-			ID: "resp_J5", Model: "gpt-5", Stops: []Stop{{Reason: "cancelled", Raw: "response.cancelled"}},
+			ID: "resp_J5", Model: "gpt-5", Stops: []streaming.Stop{{Reason: "cancelled", Raw: "response.cancelled"}},
 			Calls: []streamtest.GoldenCall{
 				{Type: "custom_tool_call", ID: "call_c", ItemID: "ctc_1", Name: "shell", Args: "ls -la", Complete: true},
 			},
@@ -382,7 +382,7 @@ var jsonCases = []streamtest.JSONCase{
 		Name: "error body",
 		Body: `{"error":{"message":"The model does not exist.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`,
 		Want: streamtest.Golden{
-			Stops:  []Stop{{Reason: StopError, Raw: "error"}},
+			Stops:  []streaming.Stop{{Reason: streaming.StopError, Raw: "error"}},
 			Errors: []string{"invalid_request_error: The model does not exist."}, Done: true,
 		},
 	},

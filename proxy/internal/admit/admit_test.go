@@ -417,3 +417,59 @@ func TestNewCallID(t *testing.T) {
 		t.Fatalf("call ids %q %q, want two different 16-hex ids", a, b)
 	}
 }
+
+// failingCreate is a store whose Create fails as an unreachable store
+// does, after the agent went away (cancel).
+type failingCreate struct {
+	trajectory.Store
+	cancel context.CancelFunc
+}
+
+func (s failingCreate) Create(ctx context.Context, rec *trajectory.Record, evs ...trajectory.Event) error {
+	s.cancel()
+	return trajectory.ErrUnavailable
+}
+
+// endRunsCtx records the context EndRuns was called with.
+type endRunsCtx struct {
+	tenant.Ledger
+	got  []context.Context
+	errs []error // each call's ctx.Err() when it was made
+}
+
+func (l *endRunsCtx) EndRuns(ctx context.Context, tn string, ids ...string) error {
+	l.got, l.errs = append(l.got, ctx), append(l.errs, ctx.Err())
+	return l.Ledger.EndRuns(ctx, tn, ids...)
+}
+
+type requestValue struct{}
+
+// TestUnstartDetachesTheRequest: a run counted live whose record could
+// not be created is forgotten with the request's own context, detached
+// from its cancellation only: the write still runs once the agent is
+// gone, and carries the request's values (its span, its request id).
+func TestUnstartDetachesTheRequest(t *testing.T) {
+	r := newRecords(t, 0)
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), requestValue{}, "req-7"))
+	defer cancel()
+	r.Store = failingCreate{Store: r.Store, cancel: cancel}
+	led := &endRunsCtx{Ledger: r.Ledger}
+	r.Ledger = led
+	tn := &config.Tenant{Name: "team-a", Limits: config.TenantLimits{MaxLiveTrajectories: 1}}
+	if _, err := r.Root(ctx, "run-1", true, tn); err == nil {
+		t.Fatal("Root succeeded on a store that refused the create")
+	}
+	if len(led.got) != 1 {
+		t.Fatalf("EndRuns called %d times, want once", len(led.got))
+	}
+	if v, _ := led.got[0].Value(requestValue{}).(string); v != "req-7" {
+		t.Errorf("EndRuns ran without the request's values (got %q)", v)
+	}
+	if err := led.errs[0]; err != nil {
+		t.Errorf("EndRuns ran with the agent's cancellation: %v", err)
+	}
+	live, err := led.LiveRuns(context.Background(), "team-a")
+	if err != nil || len(live) != 0 {
+		t.Fatalf("live runs %v (%v), want none: the run never started", live, err)
+	}
+}

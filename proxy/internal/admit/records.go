@@ -48,7 +48,7 @@ func (r *Records) Root(ctx context.Context, id string, named bool, tn *config.Te
 		rec.Person = personOf(ctx)
 		err = r.Store.Create(ctx, rec, r.created(rec))
 		if err != nil && !errors.Is(err, trajectory.ErrExists) {
-			r.unstart(tn, id)
+			r.unstart(ctx, tn, id)
 		}
 		if err == nil {
 			r.Tel.StateChanged(tn.Name, "", string(rec.State))
@@ -180,11 +180,14 @@ func (r *Records) mayStart(ctx context.Context, tn *config.Tenant, id string, na
 }
 
 // unstart forgets a run counted live whose record could not be created.
-func (r *Records) unstart(tn *config.Tenant, id string) {
+// It detaches the request's own context from its cancellation only: the
+// write outlives an agent that went away, and stays in the request's
+// span, with its values.
+func (r *Records) unstart(ctx context.Context, tn *config.Tenant, id string) {
 	if r.Ledger == nil || tn.Limits.MaxLiveTrajectories == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := r.Ledger.EndRuns(ctx, tn.Name, id); err != nil {
 		r.Log.LogAttrs(ctx, slog.LevelWarn, "a run that did not start still counts as live", slog.String("tenant", tn.Name),

@@ -10,11 +10,11 @@ import (
 	"gatekeeper/streaming/responses"
 )
 
-// Dialect is what the proxy needs of one turn API: the streaming dialect
+// Spec is what the proxy needs of one turn API: the streaming dialect
 // that reads and writes its bodies and errors, and beyond that where its
 // turns are routed, which request members carry the output limit
 // and name a held turn, and which of the request checks apply to it.
-type Dialect struct {
+type Spec struct {
 	API      streaming.API
 	Stream   streaming.Dialect
 	Provider string // the providers' config api that serves it
@@ -49,7 +49,7 @@ type Dialect struct {
 // table is the one table of the turn APIs gatekeeper serves; a provider
 // family's first entry gives the error format of its other routes, and the
 // table's first entry that of a request no provider claims.
-var table = []*Dialect{
+var table = []*Spec{
 	{
 		API: streaming.APIAnthropic, Stream: anthropic.Dialect{}, Provider: "anthropic", Path: "/v1/messages",
 		OutputField: "max_tokens",
@@ -78,7 +78,7 @@ var table = []*Dialect{
 
 // Of is api's entry in the table. Every API the proxy handles came from
 // the table, so an unknown one is a bug: it panics.
-func Of(api streaming.API) *Dialect {
+func Of(api streaming.API) *Spec {
 	for _, d := range table {
 		if d.API == api {
 			return d
@@ -93,7 +93,7 @@ func Stream(api streaming.API) streaming.Dialect { return Of(api).Stream }
 
 // Turn is the dialect of a turn route of provider family provider, or
 // nil when the route is not a turn.
-func Turn(provider, method, rest string) *Dialect {
+func Turn(provider, method, rest string) *Spec {
 	if method != http.MethodPost {
 		return nil
 	}
@@ -116,7 +116,7 @@ func Turn(provider, method, rest string) *Dialect {
 
 // Rest is the path and query of a turn of d for model: Path and none,
 // unless the route names the model (RouteOf).
-func (d *Dialect) Rest(model string, stream bool) (rest, query string) {
+func (d *Spec) Rest(model string, stream bool) (rest, query string) {
 	if d.RouteOf != nil {
 		return d.RouteOf(model, stream)
 	}
@@ -125,7 +125,7 @@ func (d *Dialect) Rest(model string, stream bool) (rest, query string) {
 
 // Family is the first dialect of provider family provider, whose error
 // format its other routes answer in; nil for an unknown family.
-func Family(provider string) *Dialect {
+func Family(provider string) *Spec {
 	for _, d := range table {
 		if d.Provider == provider {
 			return d
@@ -136,4 +136,4 @@ func Family(provider string) *Dialect {
 
 // Unclaimed is the dialect a request no provider claims is answered in:
 // the table's first.
-func Unclaimed() *Dialect { return table[0] }
+func Unclaimed() *Spec { return table[0] }

@@ -129,7 +129,7 @@ func Delivered() *Answer {
 // refusal is held again, w waits on the next hold and the step ends
 // Pending. A client gone by the time the hold is decided does not take
 // the reply: it stays for the client's retry.
-func (e *Escrow) Await(ctx context.Context, w *Wait) Awaited {
+func (e *Keeper) Await(ctx context.Context, w *Wait) Awaited {
 	reqs, done, err := e.waitDecisions(ctx, w.Hold, e.keepalive)
 	var stopped *runStopped
 	switch {
@@ -176,7 +176,7 @@ func (e *Escrow) Await(ctx context.Context, w *Wait) Awaited {
 // AwaitJSON waits until the decision and returns the decided reply as one
 // JSON body, or the *Answer the agent gets. A client that went away gets
 // its context's error; a killed run's, no answer (http.ErrAbortHandler).
-func (e *Escrow) AwaitJSON(ctx context.Context, w *Wait) ([]byte, error) {
+func (e *Keeper) AwaitJSON(ctx context.Context, w *Wait) ([]byte, error) {
 	for {
 		a := e.Await(ctx, w)
 		switch a.End {
@@ -212,7 +212,7 @@ func (e *runStopped) Error() string {
 // whether all are decided; an error when ctx ends (the client went away:
 // the hold stays for a retry), the server closes, the run was stopped by
 // an operator (the requests are withdrawn) or the stores fail.
-func (e *Escrow) waitDecisions(ctx context.Context, h *approvals.Hold, d time.Duration) ([]*approvals.Request, bool, error) {
+func (e *Keeper) waitDecisions(ctx context.Context, h *approvals.Hold, d time.Duration) ([]*approvals.Request, bool, error) {
 	deadline := time.Now().Add(d)
 	for {
 		// Listen before looking, so that a decision between the look and
@@ -246,7 +246,7 @@ func (e *Escrow) waitDecisions(ctx context.Context, h *approvals.Hold, d time.Du
 }
 
 // lookHold reads the hold's requests and its record once.
-func (e *Escrow) lookHold(ctx context.Context, h *approvals.Hold) ([]*approvals.Request, bool, error) {
+func (e *Keeper) lookHold(ctx context.Context, h *approvals.Hold) ([]*approvals.Request, bool, error) {
 	rec, err := e.records.Get(ctx, h.Trajectory)
 	if err != nil {
 		return nil, false, err

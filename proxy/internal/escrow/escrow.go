@@ -34,7 +34,7 @@ type noMetrics struct{}
 
 func (noMetrics) ApprovalPending(int64) {}
 
-// Config is what an Escrow is built with.
+// Config is what a Keeper is built with.
 type Config struct {
 	Service   *approvals.Service
 	Gates     *approvals.Gates // nil: the Service's
@@ -55,9 +55,9 @@ type Config struct {
 	Metrics Metrics
 }
 
-// Escrow is gatekeeper's side of approval gates; nil when no gate is
+// Keeper is gatekeeper's side of approval gates; nil when no gate is
 // configured, so that tenants without gates pay nothing for it.
-type Escrow struct {
+type Keeper struct {
 	svc          *approvals.Service
 	gates        *approvals.Gates
 	store        approvals.Store
@@ -76,7 +76,7 @@ type Escrow struct {
 }
 
 // New builds the escrow; nil when cfg has no approvals Service or no gate.
-func New(cfg Config) *Escrow {
+func New(cfg Config) *Keeper {
 	if cfg.Service == nil {
 		return nil
 	}
@@ -87,7 +87,7 @@ func New(cfg Config) *Escrow {
 	if gates.Empty() {
 		return nil
 	}
-	e := &Escrow{svc: cfg.Service, gates: gates, store: cfg.Service.Store(), records: cfg.Records,
+	e := &Keeper{svc: cfg.Service, gates: gates, store: cfg.Service.Store(), records: cfg.Records,
 		keepalive: cfg.Approvals.Keepalive.Std(), maxHeld: cfg.Approvals.MaxHeldBytes, stages: cfg.Stages,
 		toolDeadline: cfg.ToolDeadline, readOnly: cfg.ReadOnly, dialect: cfg.Dialect, signals: cfg.Signals,
 		closing: cfg.Closing, now: cfg.Clock, log: cfg.Log, metrics: cfg.Metrics}
@@ -113,10 +113,10 @@ func New(cfg Config) *Escrow {
 }
 
 // ForTenant reports whether some gate applies to tenant.
-func (e *Escrow) ForTenant(tenant string) bool { return e.gates.ForTenant(tenant) }
+func (e *Keeper) ForTenant(tenant string) bool { return e.gates.ForTenant(tenant) }
 
 // MaxHeld is the largest reply held (approvals.max_held_bytes).
-func (e *Escrow) MaxHeld() int64 { return e.maxHeld }
+func (e *Keeper) MaxHeld() int64 { return e.maxHeld }
 
 // Errors of the escrow. Their texts, which reach the logs, are the ones
 // they had in package proxy.
@@ -178,7 +178,7 @@ const whyAmbiguous = "the reply names a member twice (or its input two keys equa
 // other. Its tool's name is the one the agent reads (the reply was read
 // as rewritten into the agent's reading). Its request is refused at once
 // (Open): approving it could not make the agent run what was shown.
-func (e *Escrow) Gated(res *streaming.Result, in approvals.Input, withheld func(id string) bool) []Gated {
+func (e *Keeper) Gated(res *streaming.Result, in approvals.Input, withheld func(id string) bool) []Gated {
 	g := e.gates
 	var out []Gated
 	for _, tc := range res.ToolCalls {
@@ -241,7 +241,7 @@ type Turn struct {
 // proposed again after an identical one was refused in this trajectory,
 // before that refusal's request expired, gets a request already decided
 // the same way: nobody is asked again.
-func (e *Escrow) Open(ctx context.Context, t Turn, res *streaming.Result, rep Reply, gated []Gated, recorded func(approvalID string)) (*approvals.Hold, error) {
+func (e *Keeper) Open(ctx context.Context, t Turn, res *streaming.Result, rep Reply, gated []Gated, recorded func(approvalID string)) (*approvals.Hold, error) {
 	now := e.now()
 	reqs := make([]*approvals.Request, len(gated))
 	asked := false
@@ -289,7 +289,7 @@ func (e *Escrow) Open(ctx context.Context, t Turn, res *streaming.Result, rep Re
 // decided (the same conversation sent again, the model asked anew, or the
 // continuation after a refusal), which it names as its Previous. A hold
 // of the same turn still undecided (another replica's) is ErrExists.
-func (e *Escrow) storeHold(ctx context.Context, t Turn, res *streaming.Result, rep Reply, reqs []*approvals.Request, asked bool, now time.Time) (*approvals.Hold, error) {
+func (e *Keeper) storeHold(ctx context.Context, t Turn, res *streaming.Result, rep Reply, reqs []*approvals.Request, asked bool, now time.Time) (*approvals.Hold, error) {
 	var prev *approvals.Hold
 	for {
 		h, err := e.createHold(ctx, newHold(t, res, rep, prev, now), reqs, asked)
@@ -323,7 +323,7 @@ func newHold(t Turn, res *streaming.Result, rep Reply, prev *approvals.Hold, now
 // them, when someone is asked; straight to the store when every call is
 // refused already, so that nobody is announced anything. On ErrExists it
 // returns the existing hold.
-func (e *Escrow) createHold(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, asked bool) (*approvals.Hold, error) {
+func (e *Keeper) createHold(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, asked bool) (*approvals.Hold, error) {
 	if asked {
 		return e.svc.Open(ctx, h, reqs)
 	}
@@ -354,7 +354,7 @@ func later(a, b time.Time) time.Time {
 
 // withdraw marks the hold's pending requests withdrawn and the hold
 // refused: nobody needs to decide a turn that will not be delivered.
-func (e *Escrow) withdraw(ctx context.Context, h *approvals.Hold, reason string, log *slog.Logger) {
+func (e *Keeper) withdraw(ctx context.Context, h *approvals.Hold, reason string, log *slog.Logger) {
 	for _, id := range h.Requests {
 		if _, err := e.svc.Decide(ctx, id, approvals.Withdrawn, reason); err != nil && !errors.Is(err, approvals.ErrDecided) {
 			log.LogAttrs(ctx, slog.LevelWarn, "withdrawing an approval request failed", slog.String("approval_id", id), slog.String("error", err.Error()))
@@ -379,7 +379,7 @@ func (e *Escrow) withdraw(ctx context.Context, h *approvals.Hold, reason string,
 // the model, and only a hold still undecided and undelivered (the call in
 // flight's own) is this turn's: an earlier one of the same conversation
 // is not.
-func (e *Escrow) Find(ctx context.Context, id, key string, opening bool) (*approvals.Hold, error) {
+func (e *Keeper) Find(ctx context.Context, id, key string, opening bool) (*approvals.Hold, error) {
 	h, err := e.store.FindHold(ctx, id, key)
 	if err == nil && h.Generation == 0 {
 		h, err = latestHold(ctx, e.store, h, maxHolds)

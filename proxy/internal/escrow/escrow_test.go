@@ -38,7 +38,7 @@ func (noSignals) Wait(string) (<-chan struct{}, func()) { return nil, func() {} 
 // rig is an escrow over memory stores with one gate, and a record of
 // tenant team-a calling the model.
 type rig struct {
-	e       *Escrow
+	e       *Keeper
 	svc     *approvals.Service
 	apst    *memory.Approvals
 	records *memory.Store
@@ -275,7 +275,7 @@ func TestAwaitContinuation(t *testing.T) {
 }
 
 // awaitReply is AwaitJSON for a test that expects a reply.
-func awaitReply(t *testing.T, e *Escrow, c *Client, h *approvals.Hold) []byte {
+func awaitReply(t *testing.T, e *Keeper, c *Client, h *approvals.Hold) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -349,7 +349,7 @@ func TestRenderForms(t *testing.T) {
 // A stream's escrow keeps what it is given up to its limit, and counts
 // what the client was handed; attaching the client hands it over.
 func TestStreamState(t *testing.T) {
-	e := &Escrow{maxHeld: 10}
+	e := &Keeper{maxHeld: 10}
 	s := e.NewStream()
 	s.Keep([]byte("12345"))
 	s.Forwarded([]byte("12345"))

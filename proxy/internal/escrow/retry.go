@@ -12,7 +12,7 @@ import (
 
 // WriteRetryJSON writes the decided reply of w's hold as one JSON body.
 // An error is AwaitJSON's, and nothing was written.
-func (e *Escrow) WriteRetryJSON(ctx context.Context, rw http.ResponseWriter, w *Wait) error {
+func (e *Keeper) WriteRetryJSON(ctx context.Context, rw http.ResponseWriter, w *Wait) error {
 	out, err := e.AwaitJSON(ctx, w)
 	if err != nil {
 		return err
@@ -27,7 +27,7 @@ func (e *Escrow) WriteRetryJSON(ctx context.Context, rw http.ResponseWriter, w *
 // WriteRetryStream writes a stream of keepalives until the decision of
 // w's hold, then the whole decided reply or an error event. Its only
 // error is http.ErrAbortHandler: the stream had begun.
-func (e *Escrow) WriteRetryStream(ctx context.Context, rw http.ResponseWriter, w *Wait) error {
+func (e *Keeper) WriteRetryStream(ctx context.Context, rw http.ResponseWriter, w *Wait) error {
 	d := e.dialect(w.Client.API)
 	rc := http.NewResponseController(rw)
 	rw.Header().Set("Content-Type", "text/event-stream; charset=utf-8")

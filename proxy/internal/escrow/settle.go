@@ -71,7 +71,7 @@ type Decision struct {
 // later one gets errDelivered. Approved calls are re-checked and released
 // (AWAITING_APPROVAL → WAITING_TOOL); refused ones are answered by a
 // continuation, or by a text that ends the turn.
-func (e *Escrow) settle(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, c *Client) (*Decision, error) {
+func (e *Keeper) settle(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, c *Client) (*Decision, error) {
 	h, err := e.store.UpdateHold(ctx, h.ID, func(h *approvals.Hold) error {
 		if h.Delivered {
 			return errDelivered
@@ -96,7 +96,7 @@ func (e *Escrow) settle(ctx context.Context, h *approvals.Hold, reqs []*approval
 	return dr, nil
 }
 
-func (e *Escrow) decide(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, c *Client) (*Decision, error) {
+func (e *Keeper) decide(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, c *Client) (*Decision, error) {
 	d := e.dialect(streaming.API(h.API))
 	res, err := Held(h).Decode(d)
 	if err != nil {
@@ -147,7 +147,7 @@ func (e *Escrow) decide(ctx context.Context, h *approvals.Hold, reqs []*approval
 // approved, each approval came before its expiry, the run is live and
 // still awaiting this approval, its budget is not spent, and the stage
 // still grants the tool.
-func (e *Escrow) release(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, res *streaming.Result) error {
+func (e *Keeper) release(ctx context.Context, h *approvals.Hold, reqs []*approvals.Request, res *streaming.Result) error {
 	if err := checkApproved(reqs, res); err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func (e *Escrow) release(ctx context.Context, h *approvals.Hold, reqs []*approva
 
 // refuse moves the record AWAITING_APPROVAL → READY: the agent gets no
 // held call, so nothing is owed.
-func (e *Escrow) refuse(ctx context.Context, h *approvals.Hold, reason string) error {
+func (e *Keeper) refuse(ctx context.Context, h *approvals.Hold, reason string) error {
 	now := e.now()
 	_, err := e.records.UpdateChain(ctx, h.Trajectory, func(chain []*trajectory.Record) ([]trajectory.Event, error) {
 		rec := chain[0]
@@ -203,7 +203,7 @@ func (e *Escrow) refuse(ctx context.Context, h *approvals.Hold, reason string) e
 // close records the hold's end. The decisions themselves reach telemetry
 // through the Service's Decided hook; here the held requests leave the
 // pending gauge.
-func (e *Escrow) close(ctx context.Context, h *approvals.Hold, st approvals.HoldState, reqs []*approvals.Request, log *slog.Logger) {
+func (e *Keeper) close(ctx context.Context, h *approvals.Hold, st approvals.HoldState, reqs []*approvals.Request, log *slog.Logger) {
 	closeHold(ctx, e.store, h, st, log)
 	e.metrics.ApprovalPending(-int64(len(reqs)))
 }
@@ -215,7 +215,7 @@ func (e *Escrow) close(ctx context.Context, h *approvals.Hold, st approvals.Hold
 // continuations, or when the continuation cannot be had, the held reply
 // with every client call replaced by a text saying why, ending the turn.
 // base is the held reply as the client would get it.
-func (e *Escrow) refusal(ctx context.Context, h *approvals.Hold, base Reply, reqs []*approvals.Request, res *streaming.Result, c *Client) *Decision {
+func (e *Keeper) refusal(ctx context.Context, h *approvals.Hold, base Reply, reqs []*approvals.Request, res *streaming.Result, c *Client) *Decision {
 	results := make(map[string][]byte)
 	texts := make(map[string]string)
 	endTurn := false
@@ -262,7 +262,7 @@ func (e *Escrow) refusal(ctx context.Context, h *approvals.Hold, base Reply, req
 // as the client would get it, so that the client reads one coherent
 // message. A gated call in the continuation is held in turn: the reply is
 // the next hold of the same turn, which the client waits on.
-func (e *Escrow) continueHeld(ctx context.Context, h *approvals.Hold, base Reply, results map[string][]byte, c *Client) (*Decision, error) {
+func (e *Keeper) continueHeld(ctx context.Context, h *approvals.Hold, base Reply, results map[string][]byte, c *Client) (*Decision, error) {
 	d := e.dialect(streaming.API(h.API))
 	body, err := d.Continuation(h.Request, h.Reply, h.Streamed, results)
 	if err != nil {
@@ -288,7 +288,7 @@ func (e *Escrow) continueHeld(ctx context.Context, h *approvals.Hold, base Reply
 // heldBase is the reply a client gets of hold h before its own calls are
 // decided: h's reply, or for a hold of a continuation, the earlier held
 // reply (its refused calls dropped) with h's reply spliced in.
-func (e *Escrow) heldBase(ctx context.Context, h *approvals.Hold) (Reply, error) {
+func (e *Keeper) heldBase(ctx context.Context, h *approvals.Hold) (Reply, error) {
 	if h.Continuations == 0 {
 		return Held(h), nil
 	}

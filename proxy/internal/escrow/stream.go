@@ -31,7 +31,7 @@ type Stream struct {
 }
 
 // NewStream is the escrow's state of a new streamed turn.
-func (e *Escrow) NewStream() *Stream { return &Stream{limit: e.maxHeld} }
+func (e *Keeper) NewStream() *Stream { return &Stream{limit: e.maxHeld} }
 
 // Keep adds an event's bytes to the held reply, within the limit.
 func (h *Stream) Keep(raw []byte) {

@@ -60,7 +60,7 @@ type Call interface {
 // and the turn was recorded when its hold opened. Any other reply goes
 // out as it came, and one too large to hold with its gated calls refused:
 // held is false. An error is the *Answer the agent gets, or the wait's.
-func (e *Escrow) HoldJSON(ctx context.Context, o Opener, c *Client, raw []byte) (out []byte, held bool, err error) {
+func (e *Keeper) HoldJSON(ctx context.Context, o Opener, c *Client, raw []byte) (out []byte, held bool, err error) {
 	d := e.dialect(c.API)
 	rep := Reply{Form: FormJSON, Body: raw}
 	res, err := rep.Decode(d)
@@ -100,7 +100,7 @@ func tooLarge(rep Reply, gated []Gated) *Decision {
 // own, the hold opened for it (the next hold of the same turn). The reply
 // is read whole, bounded by approvals.max_held_bytes; what becomes of the
 // call's turn follows from it (Call).
-func (e *Escrow) Continue(ctx context.Context, call Call, api streaming.API, form Form) ([]byte, *approvals.Hold, error) {
+func (e *Keeper) Continue(ctx context.Context, call Call, api streaming.API, form Form) ([]byte, *approvals.Hold, error) {
 	raw, status, err := e.send(ctx, call)
 	if err != nil {
 		call.Failed(err)
@@ -133,7 +133,7 @@ func (e *Escrow) Continue(ctx context.Context, call Call, api streaming.API, for
 
 // send sends call and reads its whole reply, bounded by
 // approvals.max_held_bytes.
-func (e *Escrow) send(ctx context.Context, call Call) ([]byte, int, error) {
+func (e *Keeper) send(ctx context.Context, call Call) ([]byte, int, error) {
 	resp, err := call.Send(ctx)
 	if err != nil {
 		return nil, 0, err

@@ -93,7 +93,7 @@ func TestContinue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := &Escrow{dialect: dialect, maxHeld: 4096}
+			e := &Keeper{dialect: dialect, maxHeld: 4096}
 			c := tt.call
 			raw, h, err := e.Continue(context.Background(), &c, streaming.APIAnthropic, FormJSON)
 			if ok := tt.reply || tt.next; ok != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.err) {

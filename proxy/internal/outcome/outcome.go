@@ -37,20 +37,24 @@ type Turn struct {
 	Reply *watchdog.Seen
 }
 
-// Stopped is why a call was stopped before its reply ended, if it was.
-type Stopped int
+// Stop is why a call in flight was stopped before its reply ended, if it
+// was: the one set of reasons, told at the edges only (the agent's HTTP
+// error in proxy, the end of its reply body in replybody, the turn's
+// outcome here).
+type Stop int32
 
 const (
-	NotStopped Stopped = iota
-	ByOperator         // an operator canceled or killed the run
-	AtDeadline         // the call outlived the tenant's call_deadline
-	AtShutdown         // gatekeeper's shutdown grace ran out
+	NotStopped Stop = iota
+	Canceled        // an operator canceled the run: the stream ends with an error event
+	Killed          // an operator killed the run: the agent's connection is dropped
+	Deadline        // the call outlived the tenant's call_deadline
+	Shutdown        // gatekeeper is stopping and its shutdown grace ran out
 )
 
 // Facts is what the turn knows of its call that its outcome reads
 // besides the reply.
 type Facts struct {
-	Stopped    Stopped
+	Stopped    Stop
 	ClientGone bool  // the agent went away
 	BodyBytes  int64 // the request body's size, for an input the provider did not report
 	Extras     streaming.Extras
@@ -75,13 +79,13 @@ func (f Facts) withheld(id string) bool {
 func Of(f Facts, res *streaming.Result, status int, cause error) Turn {
 	o := Turn{Status: status, Stop: string(res.StopReason()), Model: res.Model}
 	switch {
-	case f.Stopped == ByOperator:
+	case f.Stopped == Canceled || f.Stopped == Killed:
 		cause = errors.New("stopped by an operator")
 		o.Stop, o.Detail = "canceled", cause.Error()
-	case f.Stopped == AtDeadline:
+	case f.Stopped == Deadline:
 		cause = errors.New("call deadline exceeded")
 		o.Stop, o.Detail = "error", cause.Error()
-	case f.Stopped == AtShutdown:
+	case f.Stopped == Shutdown:
 		cause = errors.New("stopped by gatekeeper's shutdown past its grace")
 		o.Stop, o.Detail = "error", cause.Error()
 	case cause != nil && f.ClientGone:

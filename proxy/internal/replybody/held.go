@@ -7,6 +7,7 @@ import (
 
 	"gatekeeper/proxy/internal/apierr"
 	"gatekeeper/proxy/internal/escrow"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
@@ -100,11 +101,11 @@ func (b *Stream) holdRead() {
 	switch h.Phase() {
 	case escrow.Escrowed:
 		switch st := b.r.Turn.Stopped(); {
-		case st.Kind == Killed:
+		case st.Kind == outcome.Killed:
 			h.End()
 			b.err = ErrKilled
 			return
-		case st.Kind == Canceled:
+		case st.Kind == outcome.Canceled:
 			b.endHeld(st.Type, st.Msg)
 			b.err = io.EOF
 			return

@@ -9,6 +9,7 @@ import (
 
 	"gatekeeper/approvals"
 	"gatekeeper/proxy/internal/escrow"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/internal/replybody"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/anthropic"
@@ -92,11 +93,11 @@ func TestStream(t *testing.T) {
 			wantOut: func(out string) bool { return out == head }},
 		{name: "broken", body: head, upErr: broken, wantErr: broken, cause: broken,
 			wantOut: func(out string) bool { return out == head }},
-		{name: "killed", body: head, upErr: broken, stop: replybody.Stop{Kind: replybody.Killed},
+		{name: "killed", body: head, upErr: broken, stop: replybody.Stop{Kind: outcome.Killed},
 			wantErr: replybody.ErrKilled, cause: replybody.ErrKilled,
 			wantOut: func(out string) bool { return out == head }},
 		{name: "canceled", body: head, upErr: broken, recorded: true,
-			stop: replybody.Stop{Kind: replybody.Canceled, Type: "trajectory_canceled", Msg: "canceled by an operator"},
+			stop: replybody.Stop{Kind: outcome.Canceled, Type: "trajectory_canceled", Msg: "canceled by an operator"},
 			wantOut: func(out string) bool {
 				return strings.HasPrefix(out, head) && strings.Contains(out[len(head):], "canceled by an operator")
 			}},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gatekeeper/proxy/internal/escrow"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
@@ -213,10 +214,10 @@ func (b *Stream) end() {
 // anything else aborts it too (the agent retries).
 func (b *Stream) fail(err error) {
 	switch st := b.r.Turn.Stopped(); st.Kind {
-	case Canceled, Expired:
+	case outcome.Canceled, outcome.Deadline, outcome.Shutdown:
 		b.out = b.s.Filter.End(b.out, st.Type, st.Msg)
 		b.err = io.EOF
-	case Killed:
+	case outcome.Killed:
 		b.err = ErrKilled
 	default:
 		b.err = err

@@ -6,6 +6,7 @@ import (
 
 	"gatekeeper/approvals"
 	"gatekeeper/proxy/internal/escrow"
+	"gatekeeper/proxy/internal/outcome"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
 )
@@ -38,20 +39,10 @@ type Turn interface {
 	OpenHold(res *streaming.Result, rep escrow.Reply, gated []escrow.Gated) (*approvals.Hold, *escrow.Client, error)
 }
 
-// StopKind is a reason a call in flight is stopped before its reply ends.
-type StopKind uint8
-
-const (
-	NotStopped StopKind = iota
-	Canceled            // an operator canceled the run: the stream ends with an error event
-	Expired             // the call deadline or gatekeeper's shutdown grace ran out: the same
-	Killed              // an operator killed the run: the agent's connection is dropped
-)
-
-// Stop is why a turn's call was stopped, and for Canceled and Expired the
-// error event (Type, Msg) the agent's stream ends with.
+// Stop is why a turn's call was stopped (outcome.Stop), and but for a
+// killed run the error event (Type, Msg) the agent's stream ends with.
 type Stop struct {
-	Kind      StopKind
+	Kind      outcome.Stop
 	Type, Msg string
 }
 
@@ -65,7 +56,7 @@ type Reply struct {
 
 // Gates is what a streamed reply of a tenant with gates is held with.
 type Gates struct {
-	Escrow   *escrow.Escrow
+	Escrow   *escrow.Keeper
 	Input    approvals.Input      // what the gates judge a call on, besides the call
 	Withheld func(id string) bool // the call filter withheld the call
 	// Ctx is the agent's request: the wait for a decision ends with it.

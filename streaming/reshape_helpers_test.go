@@ -7,19 +7,19 @@ import (
 	"slices"
 	"testing"
 
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // escrowAPIs are the APIs every escrow function serves.
-var escrowAPIs = []API{APIAnthropic, APIChat, APIResponses}
+var escrowAPIs = []streaming.API{streaming.APIAnthropic, streaming.APIChat, streaming.APIResponses}
 
 // filterPrefix is how the names of api's streams in the filter's testdata
 // begin.
-func filterPrefix(api API) string { return apis[api].prefix }
+func filterPrefix(api streaming.API) string { return apis[api].prefix }
 
 // wholeReply reports whether a decoded stream is a reply that stopped
 // cleanly: the ones AssembleJSON must turn into a body.
-func wholeReply(res *Result) bool {
+func wholeReply(res *streaming.Result) bool {
 	if !res.Done || res.Truncated || len(res.Errors) > 0 || len(res.Stops) == 0 || res.Unparsed > 0 {
 		return false
 	}
@@ -33,9 +33,9 @@ func wholeReply(res *Result) bool {
 
 // completeCalls leaves out of res the calls whose end never came: a
 // Responses reply's final output does not list them.
-func completeCalls(res *Result) *Result {
+func completeCalls(res *streaming.Result) *streaming.Result {
 	out := *res
-	out.ToolCalls = slices.DeleteFunc(slices.Clone(res.ToolCalls), func(tc ToolCall) bool { return !tc.Complete })
+	out.ToolCalls = slices.DeleteFunc(slices.Clone(res.ToolCalls), func(tc streaming.ToolCall) bool { return !tc.Complete })
 	return &out
 }
 
@@ -54,7 +54,7 @@ func sameArgs(a, b []byte) bool {
 
 // checkSameReply fails unless two results carry the same reply: stops,
 // client calls (id, name, arguments), usage, id and model.
-func checkSameReply(t *testing.T, got, want *Result) {
+func checkSameReply(t *testing.T, got, want *streaming.Result) {
 	t.Helper()
 	if got.MessageID != want.MessageID || got.Model != want.Model {
 		t.Errorf("id/model %q/%q, want %q/%q", got.MessageID, got.Model, want.MessageID, want.Model)
@@ -77,7 +77,7 @@ func checkSameReply(t *testing.T, got, want *Result) {
 }
 
 // replyText is the text a stream says, by kind and choice.
-func replyText(t *testing.T, api API, stream []byte) map[string]string {
+func replyText(t *testing.T, api streaming.API, stream []byte) map[string]string {
 	t.Helper()
 	_, said := mustDecode(t, api, stream)
 	return said.ByChoice

@@ -6,7 +6,7 @@ import (
 
 	"gatekeeper/internal/fixturetest"
 	"gatekeeper/internal/streamtest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 )
 
 // benchHeldReply is an Anthropic reply of about size bytes: text in many
@@ -32,7 +32,7 @@ func benchHeldReply(tb testing.TB, size int) []byte {
 // form costs, next to decoding it once (Decode is the baseline).
 func BenchmarkEscrowReshape(b *testing.B) {
 	stream := benchHeldReply(b, 256<<10)
-	body, err := dialects[APIAnthropic].AssembleJSON(stream)
+	body, err := dialects[streaming.APIAnthropic].AssembleJSON(stream)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,14 +48,14 @@ func BenchmarkEscrowReshape(b *testing.B) {
 		})
 	}
 	run("Decode", func() error {
-		_, err := streamtest.Decode(dialects[APIAnthropic], 0, fixturetest.Whole(stream))
+		_, err := streamtest.Decode(dialects[streaming.APIAnthropic], 0, fixturetest.Whole(stream))
 		return err
 	})
-	run("AssembleJSON", func() error { _, err := dialects[APIAnthropic].AssembleJSON(stream); return err })
-	run("RenderSSE", func() error { _, err := dialects[APIAnthropic].RenderSSE(body); return err })
-	run("SpliceStream", func() error { _, err := dialects[APIAnthropic].SpliceStream(stream, cont); return err })
+	run("AssembleJSON", func() error { _, err := dialects[streaming.APIAnthropic].AssembleJSON(stream); return err })
+	run("RenderSSE", func() error { _, err := dialects[streaming.APIAnthropic].RenderSSE(body); return err })
+	run("SpliceStream", func() error { _, err := dialects[streaming.APIAnthropic].SpliceStream(stream, cont); return err })
 	run("Continuation", func() error {
-		_, err := dialects[APIAnthropic].Continuation([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), stream, true,
+		_, err := dialects[streaming.APIAnthropic].Continuation([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`), stream, true,
 			map[string][]byte{"": []byte(`{"status":"REFUSED"}`)})
 
 		return err

@@ -9,7 +9,7 @@ import (
 
 	"gatekeeper/internal/fixturetest"
 	"gatekeeper/internal/streamtest"
-	. "gatekeeper/streaming"
+	"gatekeeper/streaming"
 	"gatekeeper/streaming/sse"
 )
 
@@ -26,7 +26,7 @@ const (
 	escrowGrowthBase = 4096
 )
 
-func fuzzAPI(sel uint8) API { return escrowAPIs[int(sel)%len(escrowAPIs)] }
+func fuzzAPI(sel uint8) streaming.API { return escrowAPIs[int(sel)%len(escrowAPIs)] }
 
 func checkBounded(t *testing.T, out []byte, in ...[]byte) {
 	t.Helper()
@@ -63,7 +63,7 @@ func FuzzAssembleJSON(f *testing.F) {
 		api := fuzzAPI(sel)
 		body, err := dialects[api].AssembleJSON(stream)
 		if err != nil {
-			if !errors.Is(err, ErrIncompleteStream) && !errors.Is(err, ErrInvalidJSON) && !errors.Is(err, sse.ErrEventTooLarge) {
+			if !errors.Is(err, streaming.ErrIncompleteStream) && !errors.Is(err, streaming.ErrInvalidJSON) && !errors.Is(err, sse.ErrEventTooLarge) {
 				t.Fatalf("unexpected error %v", err)
 			}
 			return
@@ -94,7 +94,7 @@ func FuzzRenderSSE(f *testing.F) {
 		api := fuzzAPI(sel)
 		stream, err := dialects[api].RenderSSE(body)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidJSON) {
+			if !errors.Is(err, streaming.ErrInvalidJSON) {
 				t.Fatalf("unexpected error %v", err)
 			}
 			return

@@ -38,7 +38,7 @@ func (t *turn) streamBody(src io.ReadCloser) io.ReadCloser {
 }
 
 func (t *turn) reply() replybody.Reply {
-	return replybody.Reply{Turn: replyTurn{t}, Dialect: dialect.Stream(t.req.api), Span: t.tt, Extras: &t.extras}
+	return replybody.Reply{Turn: replyTurn{t}, Dialect: t.req.dialect.Stream, Span: t.tt, Extras: &t.extras}
 }
 
 // replyTurn is the turn as its reply's body sees it.
@@ -56,19 +56,10 @@ func (r replyTurn) Settle(res *streaming.Result, status int, cause error) {
 func (r replyTurn) SettleError(status int, body []byte) { r.t.settleUpstreamError(status, body) }
 
 func (r replyTurn) Stopped() replybody.Stop {
-	var st replybody.Stop
-	switch r.t.stopReason() {
-	case stopNone:
-		return st
-	case stopCancel:
-		st.Kind = replybody.Canceled
-	case stopKill:
-		st.Kind = replybody.Killed
-		return st
-	case stopDeadline, stopShutdown:
-		st.Kind = replybody.Expired
+	st := replybody.Stop{Kind: r.t.stopReason()}
+	if st.Kind != outcome.NotStopped && st.Kind != outcome.Killed {
+		st.Type, st.Msg = r.t.stopError()
 	}
-	st.Type, st.Msg = r.t.stopError()
 	return st
 }
 
@@ -87,13 +78,13 @@ func (r replyTurn) OpenHold(res *streaming.Result, rep escrow.Reply, gated []esc
 // settleUpstreamError records the turn from the provider's error reply:
 // its status and its body (nil when it passed the body's limit).
 func (t *turn) settleUpstreamError(status int, body []byte) {
-	t.settle(outcome.Turn{Stop: "error", Status: status, Upstream: true, Detail: upstreamErrorDetail(t.req.api, body)})
+	t.settle(outcome.Turn{Stop: "error", Status: status, Upstream: true, Detail: upstreamErrorDetail(t.req.dialect, body)})
 }
 
 // upstreamErrorDetail picks the provider's error type out of an error body
 // for the event log; the body itself reaches the agent unchanged.
-func upstreamErrorDetail(api streaming.API, body []byte) string {
-	if res, err := dialect.Stream(api).DecodeJSON(body); err == nil && len(res.Errors) > 0 {
+func upstreamErrorDetail(d *dialect.Spec, body []byte) string {
+	if res, err := d.Stream.DecodeJSON(body); err == nil && len(res.Errors) > 0 {
 		return res.Errors[0].Type + ": " + res.Errors[0].Message
 	}
 	return ""
