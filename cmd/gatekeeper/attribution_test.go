@@ -162,34 +162,10 @@ identity:
 	}
 
 	// /metrics: the person's series, under the group that admitted her.
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, gk.Base+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var metricDollars float64
-	var metricTurns float64
-	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.Contains(line, `person="ada@example.com"`) {
-			continue
-		}
-		if !strings.Contains(line, `group="eng"`) {
-			t.Errorf("ada's series without her group: %s", line)
-		}
-		v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		switch {
-		case strings.HasPrefix(line, "gatekeeper_dollars_total{"):
-			metricDollars += v
-		case strings.HasPrefix(line, "gatekeeper_turns_total{"):
-			metricTurns += v
-		}
-	}
 	// Every turn through this gatekeeper was ada's (opencode's title call
 	// too, which may be a run of its own).
-	if metricTurns < float64(rec.Spend.Turns) || metricDollars < rec.Spend.Dollars-1e-9 {
-		t.Errorf("ada's metrics: %v turns, $%v; her run alone made %d turns, $%v\n%s", metricTurns, metricDollars, rec.Spend.Turns, rec.Spend.Dollars, body)
+	if turns, dollars := personSeries(ctx, t, gk.Base, "ada@example.com", "eng"); turns < float64(rec.Spend.Turns) || dollars < rec.Spend.Dollars-1e-9 {
+		t.Errorf("ada's metrics: %v turns, $%v; her run alone made %d turns, $%v", turns, dollars, rec.Spend.Turns, rec.Spend.Dollars)
 	}
 
 	// report costs -by person and -by group.
@@ -226,6 +202,36 @@ identity:
 	if text := cli("report", "costs", "-by", "person"); !strings.Contains(text, "ada@example.com") {
 		t.Errorf("the text report names no ada:\n%s", text)
 	}
+}
+
+// personSeries sums the person's gatekeeper_turns_total and
+// gatekeeper_dollars_total series on base's /metrics; each of them must
+// carry group too.
+func personSeries(ctx context.Context, t *testing.T, base, person, group string) (turns, dollars float64) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.Contains(line, `person="`+person+`"`) {
+			continue
+		}
+		if !strings.Contains(line, `group="`+group+`"`) {
+			t.Errorf("%s's series without the group %s: %s", person, group, line)
+		}
+		v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		switch {
+		case strings.HasPrefix(line, "gatekeeper_dollars_total{"):
+			dollars += v
+		case strings.HasPrefix(line, "gatekeeper_turns_total{"):
+			turns += v
+		}
+	}
+	return turns, dollars
 }
 
 // adminGetAs GETs url with the admin token into out, within ctx.

@@ -287,6 +287,24 @@ identity:
 	if rep.Runs != 1 || len(rep.Classes) != 1 || rep.Classes[0].Class != "signin" {
 		t.Errorf("cost report: %+v", rep)
 	}
+	// /metrics and the spend report by person name her, with at least
+	// the conversation's turns and the run's dollars (Claude Code's side
+	// calls count too).
+	if turns, dollars := personSeries(ctx, t, gk.Base, "ada@example.com", "eng"); turns < float64(run.Turns) || dollars < root.Spend.Dollars-1e-9 {
+		t.Errorf("ada's metrics: %v turns, $%v; her conversation alone made %d turns, her run $%v", turns, dollars, run.Turns, root.Spend.Dollars)
+	}
+	var spend struct {
+		Rows []struct {
+			Kind, Key string
+			Turns     int64
+			Dollars   float64
+		}
+	}
+	signinGet(ctx, t, gk.Base+"/admin/v1/reports/costs?tenant=fleet&since=1d&by=person", adminTok, &spend)
+	if len(spend.Rows) != 1 || spend.Rows[0].Kind != "person" || spend.Rows[0].Key != "ada" ||
+		spend.Rows[0].Turns < run.Turns || spend.Rows[0].Dollars < root.Spend.Dollars-1e-9 {
+		t.Errorf("spend by person: %+v, want one row for ada with at least her conversation's %d turns and her run's $%v", spend.Rows, run.Turns, root.Spend.Dollars)
+	}
 	t.Logf("%s: run %s ($%.6f), conversation %s: %d turns, $%.6f, under %s", bin, rootID, root.Spend.Dollars, run.ID, run.Turns, run.Spend.Dollars, run.Person.Email)
 }
 
