@@ -106,6 +106,8 @@ type API struct {
 	ledger TenantLedger // nil without WithLedger
 	// reloader is nil without WithReloader.
 	reloader Reloader
+	// sessions is nil without WithSessions: bearer tokens only.
+	sessions Sessions
 }
 
 type token struct {
@@ -191,6 +193,9 @@ type caller struct {
 	// figures are absent to the caller: lists leave them out and a path
 	// naming one answers 404, as for an id that does not exist.
 	tenants []string
+	// session is the console session the caller signed in with; nil for
+	// a bearer token.
+	session *Principal
 }
 
 // sees reports whether the caller may see tenant's objects.
@@ -215,13 +220,15 @@ func (c caller) has(role string) bool {
 // check, JSON answer.
 func (a *API) handle(fn func(http.ResponseWriter, *http.Request, caller) error, role string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, ok := a.authenticate(r)
-		var err error
+		c, ok, err := a.authenticate(r)
 		switch {
+		case err != nil:
 		case !ok:
 			// The body of a refused call is not waited for.
 			w.Header().Set("Connection", "close")
-			err = &Error{Code: http.StatusUnauthorized, Type: "authentication_error", Msg: "missing or invalid admin bearer token"}
+			err = &Error{Code: http.StatusUnauthorized, Type: "authentication_error", Msg: "missing or invalid admin bearer token, or no console session"}
+		case checkCSRF(r, c) != nil:
+			err = checkCSRF(r, c)
 		case role != "" && !c.has(role):
 			err = &Error{Code: http.StatusForbidden, Type: "permission_error", Msg: "this call needs the " + role + " role"}
 		default:
@@ -233,9 +240,28 @@ func (a *API) handle(fn func(http.ResponseWriter, *http.Request, caller) error, 
 	}
 }
 
-func (a *API) authenticate(r *http.Request) (caller, bool) {
-	const bearer = "bearer "
+// authenticate finds the caller: by the bearer token when the request
+// has an Authorization header (a bad one is refused, never tried as a
+// session), else by its console session.
+func (a *API) authenticate(r *http.Request) (caller, bool, error) {
 	h := r.Header.Get("Authorization")
+	if h == "" && a.sessions != nil {
+		p, ok, err := a.sessions.Principal(r)
+		if err != nil || !ok {
+			return caller{}, false, err
+		}
+		conncap.Trust(r.Context())
+		return caller{name: p.Name, roles: p.Roles, tenants: p.Tenants, session: &p}, true, nil
+	}
+	c, ok := a.bearer(h)
+	if ok {
+		conncap.Trust(r.Context())
+	}
+	return c, ok, nil
+}
+
+func (a *API) bearer(h string) (caller, bool) {
+	const bearer = "bearer "
 	if len(h) <= len(bearer) || !strings.EqualFold(h[:len(bearer)], bearer) {
 		return caller{}, false
 	}
@@ -249,7 +275,6 @@ func (a *API) authenticate(r *http.Request) (caller, bool) {
 	if found == nil {
 		return caller{}, false
 	}
-	conncap.Trust(r.Context())
 	return caller{name: found.name, roles: found.roles, tenants: found.tenants}, true
 }
 
