@@ -165,6 +165,33 @@ type pendingLogin struct {
 	Verifier string `json:"v"`
 }
 
+// maxLoginCookie bounds the login cookie read back: its three values are
+// 43 characters each.
+const maxLoginCookie = 512
+
+// encodeLogin is a login cookie's value.
+func encodeLogin(pl pendingLogin) string {
+	v, _ := json.Marshal(pl)
+	return base64.RawURLEncoding.EncodeToString(v)
+}
+
+// parseLogin reads a login cookie's value; false unless it holds a state,
+// a nonce and a verifier.
+func parseLogin(v string) (pendingLogin, bool) {
+	var pl pendingLogin
+	if len(v) > maxLoginCookie {
+		return pl, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || json.Unmarshal(raw, &pl) != nil {
+		return pendingLogin{}, false
+	}
+	if pl.State == "" || pl.Nonce == "" || pl.Verifier == "" {
+		return pendingLogin{}, false
+	}
+	return pl, true
+}
+
 func random() string {
 	var b [32]byte
 	_, _ = rand.Read(b[:]) // crypto/rand never fails on supported platforms
@@ -181,8 +208,7 @@ func (s *SignIn) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pl := pendingLogin{State: random(), Nonce: random(), Verifier: oauth2.GenerateVerifier()}
-	v, _ := json.Marshal(pl)
-	http.SetCookie(w, &http.Cookie{Name: s.loginCookie(), Value: base64.RawURLEncoding.EncodeToString(v), Path: "/",
+	http.SetCookie(w, &http.Cookie{Name: s.loginCookie(), Value: encodeLogin(pl), Path: "/",
 		MaxAge: int(loginLifetime.Seconds()), HttpOnly: true, Secure: s.secure,
 		// Lax: the provider's redirect back is a cross-site top-level
 		// navigation, which must carry it.
@@ -245,17 +271,13 @@ func reason(err error) string {
 
 func (s *SignIn) finish(ctx context.Context, r *http.Request) (*Session, error) {
 	q := r.URL.Query()
-	var pl pendingLogin
 	c, err := r.Cookie(s.loginCookie())
-	if err == nil {
-		var raw []byte
-		if raw, err = base64.RawURLEncoding.DecodeString(c.Value); err == nil {
-			err = json.Unmarshal(raw, &pl)
-		}
+	if err != nil {
+		return nil, ErrLoginState
 	}
+	pl, ok := parseLogin(c.Value)
 	st := q.Get("state")
-	if err != nil || pl.State == "" || pl.Nonce == "" || pl.Verifier == "" || st == "" ||
-		subtle.ConstantTimeCompare([]byte(st), []byte(pl.State)) != 1 {
+	if !ok || st == "" || subtle.ConstantTimeCompare([]byte(st), []byte(pl.State)) != 1 {
 		return nil, ErrLoginState
 	}
 	if e := q.Get("error"); e != "" {
