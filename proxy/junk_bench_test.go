@@ -24,7 +24,10 @@ import (
 func BenchmarkJunkTrajectoriesRSS(b *testing.B) {
 	const runs = 10_000
 	for range b.N {
-		e := newEnv(b, envOpts{idle: time.Hour})
+		// Limits above the runs made: the defaults would refuse the
+		// 1,001st new run of the hour.
+		e := newEnv(b, envOpts{idle: time.Hour,
+			teamAExtra: "    limits: {max_live_trajectories: 100000, new_trajectories_per_hour: 100000}"})
 		var heap []float64
 		settle := func() float64 {
 			runtime.GC()

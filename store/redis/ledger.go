@@ -76,19 +76,34 @@ local function unhold(id)
 end
 `
 
-// bucketsLua drops the buckets that left the windows, once an hour: the
-// spend hash then holds at most the windows' buckets, however long a
-// tenant lives.
+// bucketsLua drops the buckets that left the windows, once an hour, and
+// counts again the windows' sums from the buckets left: fields "=hm" and
+// "=ht" (the 24 hours' micros and tokens) and "=dm" (the 30 days'
+// micros), which a settle raises with its buckets. A reserve then reads
+// three fields, not the 108 of the windows' buckets. A hash without the
+// sums (written before they were kept) is counted at once. The spend
+// hash holds at most the windows' buckets, however long a tenant lives.
 const bucketsLua = `
-if redis.call('HGET', spend, 'swept') ~= tostring(hour) then
-  for _, k in ipairs(redis.call('HKEYS', spend)) do
-    local kind, idx = string.match(k, '^(%a):(%d+):')
+local swept = redis.call('HMGET', spend, 'swept', '=dm')
+if swept[1] ~= tostring(hour) or not swept[2] then
+  local all = redis.call('HGETALL', spend)
+  local hm, ht, dm = 0, 0, 0
+  for i = 1, #all, 2 do
+    local k, v = all[i], tonumber(all[i + 1]) or 0
+    local kind, idx, what = string.match(k, '^(%a):(%d+):(%a)$')
     idx = tonumber(idx)
-    if k ~= 'swept' and (idx == nil or (kind == 'h' and idx <= hour - 24) or (kind == 'd' and idx <= day - 30)) then
+    if idx == nil then
+      if k ~= 'swept' and k ~= '=hm' and k ~= '=ht' and k ~= '=dm' then redis.call('HDEL', spend, k) end
+    elseif (kind == 'h' and idx <= hour - 24) or (kind == 'd' and idx <= day - 30) then
       redis.call('HDEL', spend, k)
+    elseif kind == 'h' and idx <= hour then
+      if what == 'm' then hm = hm + v elseif what == 't' then ht = ht + v end
+    elseif kind == 'd' and idx <= day and what == 'm' then
+      dm = dm + v
     end
   end
-  redis.call('HSET', spend, 'swept', tostring(hour))
+  redis.call('HSET', spend, 'swept', tostring(hour), '=hm', string.format('%.0f', hm),
+    '=ht', string.format('%.0f', ht), '=dm', string.format('%.0f', dm))
 end
 `
 
@@ -159,8 +174,8 @@ return {tonumber(t[1]), tonumber(t[2]), hours, days, {resm, rest, inflight},
 // leave room under the ceilings ARGV[5..7] (micros a day, a month, tokens
 // a day; 0 none). It returns 1 when held, 0 when not.
 var reserveScript = goredis.NewScript(ledgerLua + `
-local _, dm, dt = window('h', hour, 24)
-local _, mm = window('d', day, 30)
+local sums = redis.call('HMGET', spend, '=hm', '=ht', '=dm')
+local dm, dt, mm = tonumber(sums[1] or 0), tonumber(sums[2] or 0), tonumber(sums[3] or 0)
 local rm, rt = tonumber(ARGV[2]), tonumber(ARGV[3])
 local perday, permonth, tokday = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 if (perday > 0 and dm + resm + rm > perday) or (permonth > 0 and mm + resm + rm > permonth)
@@ -193,6 +208,9 @@ for _, f in ipairs({'h:' .. hour, 'd:' .. day}) do
   redis.call('HINCRBY', spend, f .. ':m', ARGV[2])
   redis.call('HINCRBY', spend, f .. ':t', ARGV[3])
 end
+redis.call('HINCRBY', spend, '=hm', ARGV[2])
+redis.call('HINCRBY', spend, '=ht', ARGV[3])
+redis.call('HINCRBY', spend, '=dm', ARGV[2])
 redis.call('EXPIRE', spend, 31 * 86400)
 return 1
 `)

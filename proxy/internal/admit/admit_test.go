@@ -225,6 +225,57 @@ func TestCeilingsReserve(t *testing.T) {
 	}
 }
 
+// countingLedger counts the ledger calls admission makes.
+type countingLedger struct {
+	tenant.Ledger
+	usage, reserve int
+}
+
+func (l *countingLedger) Usage(ctx context.Context, name string) (tenant.Usage, error) {
+	l.usage++
+	return l.Ledger.Usage(ctx, name)
+}
+
+func (l *countingLedger) Reserve(ctx context.Context, name, call string, r tenant.Amount, lim tenant.Limits, ttl time.Duration) (bool, error) {
+	l.reserve++
+	return l.Ledger.Reserve(ctx, name, call, r, lim, ttl)
+}
+
+// A call its tenant's ceilings have room for costs one ledger call (on
+// Redis, one script); only a call that must be clamped or refused reads
+// the usage too.
+func TestCeilingsReserveOneCallWhenRoomy(t *testing.T) {
+	ctx := context.Background()
+	w := Worst(meter.DefaultTable(), streaming.APIAnthropic, "claude-sonnet-4-5",
+		[]byte(`{"model":"claude-sonnet-4-5","max_tokens":8000,"messages":[]}`), 0)
+	lg := &countingLedger{Ledger: memory.NewLedger(fixedNow)}
+	c := &Ceilings{Ledger: lg, MinOutput: 256, Settles: settle.NewRetrier()}
+	defer c.Settles.Close(ctx)
+	roomy := &config.Tenant{Name: "roomy", Limits: config.TenantLimits{DollarsPerDay: 1000}}
+	h, err := c.Reserve(ctx, roomy, Call{ID: "r1", Worst: w, MaxOut: 8000})
+	if err != nil || h.Call != "r1" || h.MaxOut != 0 || h.Clamp != nil {
+		t.Fatalf("a roomy call: %+v %v, want r1 reserved whole", h, err)
+	}
+	if lg.usage != 0 || lg.reserve != 1 {
+		t.Fatalf("a roomy call made %d usage reads and %d reservations, want 0 and 1", lg.usage, lg.reserve)
+	}
+	u, _ := lg.Ledger.Usage(ctx, "roomy")
+	if want := w.Reservation(8000); u.Reserved.Micros != want.Micros || u.Reserved.Tokens != want.Tokens {
+		t.Fatalf("reserved %+v, want the whole worst case %+v", u.Reserved, want)
+	}
+	// Room for about 1,000 output tokens: the whole ask does not fit, so
+	// the usage is read and the call clamped.
+	tight := &config.Tenant{Name: "tight", Limits: config.TenantLimits{DollarsPerDay: meter.ToDollars(w.Reservation(1000).Micros)}}
+	lg.usage, lg.reserve = 0, 0
+	h, err = c.Reserve(ctx, tight, Call{ID: "t1", Worst: w, MaxOut: 8000})
+	if err != nil || h.MaxOut <= 0 || h.MaxOut >= 8000 {
+		t.Fatalf("a tight call: %+v %v, want it clamped", h, err)
+	}
+	if lg.usage != 1 || lg.reserve != 2 {
+		t.Fatalf("a clamped call made %d usage reads and %d reservations, want 1 and 2", lg.usage, lg.reserve)
+	}
+}
+
 func TestAmount(t *testing.T) {
 	got := Amount(42, trajectory.Usage{InputTokens: 1, CachedInputTokens: 2, CacheWriteTokens: 3, OutputTokens: 4})
 	if got.Micros != 42 || got.Tokens != 10 {
