@@ -33,6 +33,7 @@ import (
 
 	"gatekeeper/config"
 	"gatekeeper/internal/conncap"
+	"gatekeeper/spendlimit"
 	"gatekeeper/trajectory"
 )
 
@@ -48,6 +49,7 @@ const (
 	maxListLimit      = 1000
 	maxEventsLimit    = 1000
 	maxCreateBodySize = 64 << 10
+	maxPersonQuery    = 1024
 )
 
 // Store is what the admin API needs of the trajectory store.
@@ -106,6 +108,8 @@ type API struct {
 	ledger TenantLedger // nil without WithLedger
 	// reloader is nil without WithReloader.
 	reloader Reloader
+	// spendLimits is nil without WithSpendLimits.
+	spendLimits spendlimit.Store
 	// sessions is nil without WithSessions: bearer tokens only.
 	sessions Sessions
 }
@@ -164,6 +168,7 @@ func (a *API) Routes(r chi.Router) {
 		r.Get("/whoami", a.handle(a.whoami, ""))
 		r.Get("/reports/costs", a.handle(a.costReport, ""))
 		a.tenantRoutes(r)
+		a.spendLimitRoutes(r)
 		r.Get("/openapi.json", document(openAPIDoc, "application/json"))
 		r.Get("/events.schema.json", document(eventsSchema, "application/schema+json"))
 		if a.reloader != nil {
@@ -240,12 +245,12 @@ func (a *API) handle(fn func(http.ResponseWriter, *http.Request, caller) error, 
 	}
 }
 
-// authenticate finds the caller: by the bearer token when the request
-// has an Authorization header (a bad one is refused, never tried as a
-// session), else by its console session.
+// authenticate finds the caller: by the admin token when the request
+// carries one (a bad one is refused, never tried as a session), else by
+// its console session.
 func (a *API) authenticate(r *http.Request) (caller, bool, error) {
 	h := r.Header.Get("Authorization")
-	if h == "" && a.sessions != nil {
+	if h == "" && r.Header.Get("X-Api-Key") == "" && a.sessions != nil {
 		p, ok, err := a.sessions.Principal(r)
 		if err != nil || !ok {
 			return caller{}, false, err
@@ -253,19 +258,23 @@ func (a *API) authenticate(r *http.Request) (caller, bool, error) {
 		conncap.Trust(r.Context())
 		return caller{name: p.Name, roles: p.Roles, tenants: p.Tenants, session: &p}, true, nil
 	}
-	c, ok := a.bearer(h)
-	if ok {
-		conncap.Trust(r.Context())
-	}
+	c, ok := a.byToken(r, h)
 	return c, ok, nil
 }
 
-func (a *API) bearer(h string) (caller, bool) {
+func (a *API) byToken(r *http.Request, h string) (caller, bool) {
 	const bearer = "bearer "
-	if len(h) <= len(bearer) || !strings.EqualFold(h[:len(bearer)], bearer) {
+	var tok string
+	switch {
+	case len(h) > len(bearer) && strings.EqualFold(h[:len(bearer)], bearer):
+		tok = h[len(bearer):]
+	case h == "" && r.Header.Get("X-Api-Key") != "":
+		// As Anthropic's Admin API clients send their key.
+		tok = r.Header.Get("X-Api-Key")
+	default:
 		return caller{}, false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(h[len(bearer):])))
+	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 	var found *token
 	for i := range a.tokens {
 		if subtle.ConstantTimeCompare(sum[:], a.tokens[i].hash[:]) == 1 {
@@ -275,6 +284,7 @@ func (a *API) bearer(h string) (caller, bool) {
 	if found == nil {
 		return caller{}, false
 	}
+	conncap.Trust(r.Context())
 	return caller{name: found.name, roles: found.roles, tenants: found.tenants}, true
 }
 
@@ -310,9 +320,13 @@ func badRequest(msg string) error {
 
 func (a *API) list(w http.ResponseWriter, r *http.Request, c caller) error {
 	q := r.URL.Query()
-	f := trajectory.Filter{State: trajectory.State(q.Get("state")), Tenant: q.Get("tenant"), Tenants: c.tenants, Limit: defaultListLimit}
+	f := trajectory.Filter{State: trajectory.State(q.Get("state")), Tenant: q.Get("tenant"), Tenants: c.tenants,
+		Person: q.Get("person"), Limit: defaultListLimit}
 	if f.State != "" && !f.State.Valid() {
 		return badRequest("unknown state " + strconv.Quote(q.Get("state")))
+	}
+	if len(f.Person) > maxPersonQuery {
+		return badRequest(fmt.Sprintf("person is at most %d bytes", maxPersonQuery))
 	}
 	if v := q.Get("min_budget_used"); v != "" {
 		x, err := strconv.ParseFloat(v, 64)

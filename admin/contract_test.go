@@ -33,7 +33,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := chi.NewRouter()
-	admin.New(testConfig(t), memory.New(memory.Options{}), nil, nil, admin.WithReloader(noReloads{})).Routes(r)
+	admin.New(testConfig(t), memory.New(memory.Options{}), nil, nil, admin.WithReloader(noReloads{}), admin.WithSpendLimits(memory.NewSpendLimits())).Routes(r)
 	routed := map[string]bool{}
 	err = chi.Walk(r, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		if strings.HasPrefix(route, "/admin/v1/") {

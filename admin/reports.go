@@ -17,7 +17,8 @@ var finishedStates = []trajectory.State{trajectory.Completed, trajectory.Failed,
 
 // costReport serves GET /admin/v1/reports/costs?tenant=&class=&since=&slope=:
 // the cost-vs-success report (package report) of the finished runs that
-// were marked accepted or rejected, as JSON. It reads at most
+// were marked accepted or rejected, as JSON; with by=person or by=group,
+// the spend report of every run instead (spendReport). It reads at most
 // trajectory.MaxListLimit of the newest runs in each finished state
 // (runs, not their subagents, whose spend their run's already holds), and
 // says so in scope.truncated when that bound cut the scan short.
@@ -46,6 +47,13 @@ func (a *API) costReport(w http.ResponseWriter, r *http.Request, c caller) error
 			return badRequest("slope must be a number in (0, 1]: the share of runs per grid step below which the curve has levelled off")
 		}
 		opts.Slope = x
+	}
+	if v := q.Get("by"); v != "" {
+		by, err := report.ParseBy(v)
+		if err != nil {
+			return badRequest("by must be person or group")
+		}
+		return a.spendReport(r.Context(), w, scope, by, c.tenants, cutoff)
 	}
 	runs, err := a.finishedRuns(r.Context(), &scope, c.tenants, cutoff)
 	if err != nil {
@@ -91,6 +99,40 @@ func (a *API) finishedRuns(ctx context.Context, scope *report.Scope, tenants []s
 		}
 	}
 	return runs, nil
+}
+
+// spendReport writes the spend report (report.Spend) of the runs the
+// scope names among tenants', in any state (a run still going has spent
+// what it spent so far), attributed by by. It reads at most
+// trajectory.MaxListLimit of the newest runs (runs, not their subagents,
+// whose spend their run's already holds), and says so in
+// scope.truncated when that bound cut the scan short.
+func (a *API) spendReport(ctx context.Context, w http.ResponseWriter, scope report.Scope, by report.By, tenants []string, cutoff time.Time) error {
+	roots := ""
+	recs, err := a.store.List(ctx, trajectory.Filter{Tenant: scope.Tenant, Tenants: tenants, ParentID: &roots, Limit: trajectory.MaxListLimit})
+	if err != nil {
+		return err
+	}
+	scope.Scanned = len(recs)
+	scope.Truncated = len(recs) == trajectory.MaxListLimit && !recs[len(recs)-1].CreatedAt.Before(cutoff)
+	var runs []report.SpendRun
+	for _, rec := range recs {
+		if rec.CreatedAt.Before(cutoff) || scope.Class != "" && rec.TaskClass != scope.Class {
+			continue
+		}
+		run := report.SpendRun{Tenant: rec.Tenant, Turns: rec.Spend.Turns, Tokens: rec.Spend.Tokens(), Dollars: rec.Spend.Dollars}
+		if p := rec.Person; p != nil {
+			run.Person = &report.Spender{Subject: p.Subject, Label: p.Label(), Groups: p.Groups}
+		}
+		runs = append(runs, run)
+	}
+	rep, err := report.BuildSpend(runs, by)
+	if err != nil {
+		return badRequest(err.Error())
+	}
+	rep.Scope = scope
+	writeJSON(w, http.StatusOK, rep)
+	return nil
 }
 
 // parseSince reads since as a duration back from now (Go's form, or whole

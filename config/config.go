@@ -351,6 +351,12 @@ type Telemetry struct {
 	// MetricsToken, when set, is the bearer token /metrics requires; the
 	// metrics name tenants, models and keys.
 	MetricsToken string `yaml:"metrics_token" json:"metrics_token"`
+	// MetricsPeople is how many distinct people the turn, token and dollar
+	// metrics name in their person label, first come first named; later
+	// people are counted as "other", and 0 leaves the label out. A person's
+	// group label needs no bound: it is always a group identity.groups
+	// names.
+	MetricsPeople int `yaml:"metrics_people" json:"metrics_people"`
 }
 
 // Traces configures the OTLP export of one span per model call. Tracing is
@@ -415,6 +421,8 @@ const (
 	DefaultHeaderTimeout          = 30 * time.Second
 	DefaultIdleTimeout            = 5 * time.Minute
 	DefaultServiceName            = "gatekeeper"
+	DefaultMetricsPeople          = 100
+	MaxMetricsPeople              = 10000
 	DefaultMaxWait                = 30 * time.Second
 	DefaultOutputTokens           = 4096
 	// DefaultBudgetMinOutputTokens is budget_min_output_tokens' default.
@@ -454,8 +462,9 @@ func DefaultConfig() *Config {
 		BudgetMinOutputTokens: DefaultBudgetMinOutputTokens,
 		Log:                   Log{Level: LogInfo, Format: LogJSON},
 		Telemetry: Telemetry{
-			ServiceName: DefaultServiceName,
-			Traces:      Traces{SampleRatio: 1},
+			ServiceName:   DefaultServiceName,
+			Traces:        Traces{SampleRatio: 1},
+			MetricsPeople: DefaultMetricsPeople,
 		},
 		Approvals: Approvals{
 			Keepalive:    Duration(DefaultKeepalive),

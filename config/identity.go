@@ -35,6 +35,99 @@ type Identity struct {
 	// roles and sees the tenants of all of them, and a person in none
 	// cannot sign in to the console.
 	AdminGroups []AdminGroup `yaml:"admin_groups" json:"admin_groups,omitempty"`
+	// Limits cap what each person spends over a day, a week or a month,
+	// beside their tenant's limits, on the same ledger. The admin API's
+	// spend limits (admin/v1/organizations/spend_limits) add to them.
+	Limits []PersonLimit `yaml:"limits" json:"limits"`
+	// Models restrict the models a group's members may call: a person
+	// whose groups have lists may call a model some list allows.
+	Models []GroupModels `yaml:"models" json:"models"`
+}
+
+// PersonLimit caps the spend of each person its scope names over its
+// period. Several limits may apply to one person: each one binds. A
+// person's own limit replaces the default one for its period; group
+// limits apply on top.
+type PersonLimit struct {
+	Scope LimitScope `yaml:"scope" json:"scope"`
+	// Tenant, when set, confines the limit to people admitted as that
+	// tenant.
+	Tenant string `yaml:"tenant" json:"tenant"`
+	// Dollars each person may spend over Period.
+	Dollars float64 `yaml:"dollars" json:"dollars"`
+	// Period is daily (the last 24 hours), weekly (the last 7 days) or
+	// monthly (the last 30 days).
+	Period string `yaml:"period" json:"period"`
+}
+
+// LimitScope names whom a limit caps, one of: a person by their token's
+// subject, each member of a group, or everyone without a limit of their
+// own (Default).
+type LimitScope struct {
+	Person  string `yaml:"person" json:"person"`
+	Group   string `yaml:"group" json:"group"`
+	Default bool   `yaml:"default" json:"default"`
+}
+
+// GroupModels is the models a group's members may call: exact names, or
+// patterns where * stands for any run of characters.
+type GroupModels struct {
+	Group string   `yaml:"group" json:"group"`
+	Allow []string `yaml:"allow" json:"allow"`
+}
+
+// The periods of a person's limits.
+const (
+	PeriodDaily   = "daily"
+	PeriodWeekly  = "weekly"
+	PeriodMonthly = "monthly"
+)
+
+// ModelAllowed reports whether a person in groups may call model: yes
+// when none of their groups has a list in Models, else when one of those
+// lists allows it.
+func (id Identity) ModelAllowed(groups []string, model string) bool {
+	listed := false
+	for i := range id.Models {
+		m := &id.Models[i]
+		if !slices.Contains(groups, m.Group) {
+			continue
+		}
+		listed = true
+		for _, pat := range m.Allow {
+			if MatchModel(pat, model) {
+				return true
+			}
+		}
+	}
+	return !listed
+}
+
+// MatchModel reports whether model matches pattern, where * stands for
+// any run of characters (none included) and every other character for
+// itself. It backtracks only to the last star: linear in the pattern
+// times the model, whatever the stars.
+func MatchModel(pattern, model string) bool {
+	p, m, star, mark := 0, 0, -1, 0
+	for m < len(model) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, m
+			p++
+		case p < len(pattern) && pattern[p] == model[m]:
+			p++
+			m++
+		case star >= 0:
+			p, mark = star+1, mark+1
+			m = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
 }
 
 // ConsoleSignIn is the console's application at the provider: a web
@@ -94,6 +187,29 @@ func (id Identity) TokenAudience() string {
 	return id.ClientID
 }
 
+// GroupOf is the group of groups (a person's) that admits the person: the
+// first of id.Groups the person is in, whose tenant the person is admitted
+// as; "" when none is.
+func (id Identity) GroupOf(groups []string) string {
+	for _, g := range id.Groups {
+		if slices.Contains(groups, g.Group) {
+			return g.Group
+		}
+	}
+	return ""
+}
+
+// TenantOf is the tenant the person in groups is admitted as (GroupOf's);
+// "" when none.
+func (id Identity) TenantOf(groups []string) string {
+	for _, g := range id.Groups {
+		if slices.Contains(groups, g.Group) {
+			return g.Tenant
+		}
+	}
+	return ""
+}
+
 // mappedTenants are the tenants some group maps to.
 func (id Identity) mappedTenants() map[string]bool {
 	m := map[string]bool{}
@@ -105,7 +221,8 @@ func (id Identity) mappedTenants() map[string]bool {
 
 func (v *validator) identity(id Identity, tenants []Tenant) {
 	if !id.On() {
-		if id.ClientID != "" || id.Audience != "" || len(id.Groups) > 0 || id.Console != nil || len(id.AdminGroups) > 0 {
+		if id.ClientID != "" || id.Audience != "" || len(id.Groups) > 0 || len(id.Limits) > 0 || len(id.Models) > 0 ||
+			id.Console != nil || len(id.AdminGroups) > 0 {
 			v.add("identity.issuer", "required when the identity section sets anything else")
 		}
 		return
@@ -139,6 +256,8 @@ func (v *validator) identity(id Identity, tenants []Tenant) {
 			v.add(fieldPath(at, "tenant"), "no tenant named %q", g.Tenant)
 		}
 	}
+	v.personLimits(id.Limits, tenants)
+	v.groupModels(id.Models)
 	v.consoleSignIn(id)
 }
 
@@ -182,6 +301,61 @@ func (v *validator) consoleSignIn(id Identity) {
 		}
 		seen[g.Group] = true
 		v.adminRoles(fieldPath(at, "roles"), g.Roles)
+	}
+}
+
+func (v *validator) personLimits(limits []PersonLimit, tenants []Tenant) {
+	seen := map[PersonLimit]bool{}
+	for i, l := range limits {
+		at := indexPath("identity.limits", i)
+		n := 0
+		for _, set := range []bool{l.Scope.Person != "", l.Scope.Group != "", l.Scope.Default} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			v.add(fieldPath(at, "scope"), "set exactly one of person, group and default")
+		}
+		if l.Tenant != "" && !slices.ContainsFunc(tenants, func(t Tenant) bool { return t.Name == l.Tenant }) {
+			v.add(fieldPath(at, "tenant"), "no tenant named %q", l.Tenant)
+		}
+		if !(l.Dollars > 0) || l.Dollars > 1e9 {
+			v.add(fieldPath(at, "dollars"), "must be more than 0 (and at most 1e9)")
+		}
+		switch l.Period {
+		case PeriodDaily, PeriodWeekly, PeriodMonthly:
+		default:
+			v.add(fieldPath(at, "period"), "unknown period %q (want daily, weekly or monthly)", l.Period)
+		}
+		key := l
+		key.Dollars = 0
+		if n == 1 && seen[key] {
+			v.add(fieldPath(at, "scope"), "another limit has the same scope, tenant and period")
+		}
+		seen[key] = true
+	}
+}
+
+func (v *validator) groupModels(models []GroupModels) {
+	seen := map[string]bool{}
+	for i, m := range models {
+		at := indexPath("identity.models", i)
+		switch {
+		case m.Group == "":
+			v.add(fieldPath(at, "group"), "empty")
+		case seen[m.Group]:
+			v.add(fieldPath(at, "group"), "duplicate group %q: give each group one list", m.Group)
+		}
+		seen[m.Group] = true
+		if len(m.Allow) == 0 {
+			v.add(fieldPath(at, "allow"), "list at least one model (a group that may call none needs no mapping to a tenant)")
+		}
+		for j, pat := range m.Allow {
+			if strings.TrimSpace(pat) == "" {
+				v.add(indexPath(fieldPath(at, "allow"), j), "empty")
+			}
+		}
 	}
 }
 

@@ -80,7 +80,7 @@ func TestLoadFullExample(t *testing.T) {
 		BudgetMinOutputTokens: 2048,
 		Log:                   Log{Level: "debug", Format: "text"},
 		Telemetry: Telemetry{ServiceName: "gatekeeper-eu",
-			Traces: Traces{Enabled: true, OTLPEndpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 0.5}},
+			Traces: Traces{Enabled: true, OTLPEndpoint: "http://127.0.0.1:4318/v1/traces", SampleRatio: 0.5}, MetricsPeople: 250},
 		Gates: []Gate{
 			{Name: "destructive-shell", When: `tool.name == "Bash" && tool.input.command.matches("rm -rf|DROP TABLE|kubectl delete")`,
 				Tenants:   []string{"team-a"},

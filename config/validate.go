@@ -692,6 +692,9 @@ func (v *validator) telemetry(t Telemetry, virtualKeys map[[32]byte]keyOwner) {
 			v.add("telemetry.metrics_token", "same as a virtual key (%s); an agent must not read the fleet's metrics", virtualKeys[HashKey(tok)].field)
 		}
 	}
+	if n := t.MetricsPeople; n < 0 || n > MaxMetricsPeople {
+		v.add("telemetry.metrics_people", "is %d, want 0 (no person label) to %d", n, MaxMetricsPeople)
+	}
 	if r := t.Traces.SampleRatio; math.IsNaN(r) || r < 0 || r > 1 {
 		v.add("telemetry.traces.sample_ratio", "is %v, want a value in [0, 1]", r)
 	}

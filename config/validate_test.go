@@ -214,6 +214,47 @@ func TestValidateRules(t *testing.T) {
 			c.Identity.Groups = append(c.Identity.Groups, GroupTenant{Group: "eng", Tenant: "team-a"})
 		}, "identity.groups[1].group", `duplicate group "eng"`},
 		{"identity groups claim empty", func(c *Config) { c.Identity = testIdentity(); c.Identity.GroupsClaim = "" }, "identity.groups_claim", "empty"},
+		{"person limits valid", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Limits = []PersonLimit{{Scope: LimitScope{Default: true}, Dollars: 5, Period: PeriodDaily},
+				{Scope: LimitScope{Group: "eng"}, Dollars: 50, Period: PeriodWeekly}, {Scope: LimitScope{Person: "u1"}, Tenant: "team-b", Dollars: 9, Period: PeriodMonthly}}
+			c.Identity.Models = []GroupModels{{Group: "eng", Allow: []string{"claude-*"}}}
+		}, "", ""},
+		{"person limit without issuer", func(c *Config) {
+			c.Identity = Identity{Limits: []PersonLimit{{Scope: LimitScope{Default: true}, Dollars: 5, Period: PeriodDaily}}}
+		}, "identity.issuer", "required when"},
+		{"person limit with two scopes", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Limits = []PersonLimit{{Scope: LimitScope{Group: "eng", Default: true}, Dollars: 5, Period: PeriodDaily}}
+		}, "identity.limits[0].scope", "exactly one"},
+		{"person limit without scope", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Limits = []PersonLimit{{Dollars: 5, Period: PeriodDaily}}
+		}, "identity.limits[0].scope", "exactly one"},
+		{"person limit of nothing", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Limits = []PersonLimit{{Scope: LimitScope{Default: true}, Period: PeriodDaily}}
+		}, "identity.limits[0].dollars", "more than 0"},
+		{"person limit period unknown", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Limits = []PersonLimit{{Scope: LimitScope{Default: true}, Dollars: 1, Period: "hourly"}}
+		}, "identity.limits[0].period", `unknown period "hourly"`},
+		{"person limit tenant unknown", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Limits = []PersonLimit{{Scope: LimitScope{Default: true}, Tenant: "nobody", Dollars: 1, Period: PeriodDaily}}
+		}, "identity.limits[0].tenant", `no tenant named "nobody"`},
+		{"person limit twice", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Limits = []PersonLimit{{Scope: LimitScope{Group: "eng"}, Dollars: 1, Period: PeriodDaily}, {Scope: LimitScope{Group: "eng"}, Dollars: 2, Period: PeriodDaily}}
+		}, "identity.limits[1].scope", "same scope"},
+		{"group models empty", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Models = []GroupModels{{Group: "eng"}}
+		}, "identity.models[0].allow", "at least one model"},
+		{"group models twice", func(c *Config) {
+			c.Identity = testIdentity()
+			c.Identity.Models = []GroupModels{{Group: "eng", Allow: []string{"a"}}, {Group: "eng", Allow: []string{"b"}}}
+		}, "identity.models[1].group", "duplicate group"},
 
 		{"sha256 key valid", func(c *Config) { c.Tenants[1].Keys = []string{sha256Foo} }, "", ""},
 		{"sha256 key uppercase", func(c *Config) { c.Tenants[1].Keys = []string{strings.ToUpper(sha256Foo[7:])} }, "", ""},
@@ -308,6 +349,9 @@ func TestValidateRules(t *testing.T) {
 		{"sample ratio negative", func(c *Config) { c.Telemetry.Traces.SampleRatio = -0.1 }, "telemetry.traces.sample_ratio", "want a value in [0, 1]"},
 		{"sample ratio above one", func(c *Config) { c.Telemetry.Traces.SampleRatio = 1.5 }, "telemetry.traces.sample_ratio", "want a value in [0, 1]"},
 		{"sample ratio NaN", func(c *Config) { c.Telemetry.Traces.SampleRatio = math.NaN() }, "telemetry.traces.sample_ratio", "want a value in [0, 1]"},
+		{"metrics people negative", func(c *Config) { c.Telemetry.MetricsPeople = -1 }, "telemetry.metrics_people", "want 0 (no person label) to 10000"},
+		{"metrics people too many", func(c *Config) { c.Telemetry.MetricsPeople = 10001 }, "telemetry.metrics_people", "want 0 (no person label) to 10000"},
+		{"metrics people off", func(c *Config) { c.Telemetry.MetricsPeople = 0 }, "", ""},
 		{"sample ratio zero", func(c *Config) { c.Telemetry.Traces.SampleRatio = 0 }, "", ""},
 		{"otlp endpoint not http", func(c *Config) { c.Telemetry.Traces.OTLPEndpoint = "grpc://collector:4317" }, "telemetry.traces.otlp_endpoint", "must be an absolute http"},
 		{"otlp endpoint no host", func(c *Config) { c.Telemetry.Traces.OTLPEndpoint = "http:///v1/traces" }, "telemetry.traces.otlp_endpoint", "no host"},

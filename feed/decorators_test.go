@@ -35,6 +35,7 @@ func TestRecordsPublishWhatTheStoreSaved(t *testing.T) {
 	}
 	child := trajectory.New("run-1/3f", "team-a", now)
 	child.ParentID = "run-1"
+	child.Person = root.Person.Clone()
 	if err := st.CreateChild(ctx, child, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +92,9 @@ func TestRecordsPublishWhatTheStoreSaved(t *testing.T) {
 		}
 		if e.Kind == KindTurn && string(e.Data) != `{"model":"m","dollars":0.5}` {
 			t.Errorf("turn data = %s", e.Data)
+		}
+		if e.Kind == KindTurn && (e.Person != "ada@example.com" || len(e.Groups) != 1 || e.Groups[0] != "eng") {
+			t.Errorf("the turn event names person %q groups %q, want the one who started the run", e.Person, e.Groups)
 		}
 	}
 	if _, ok := any(st).(trajectory.Signals); !ok {

@@ -3,6 +3,7 @@ package feed
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -51,9 +52,10 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 	for _, e := range []Event{
 		{Kind: KindRecord, At: at, Tenant: "t", Trajectory: "run-1", Data: json.RawMessage(`{"a":1}`)},
 		{Kind: KindKeys, At: at.In(time.FixedZone("z", 3600))},
+		{Kind: KindTurn, At: at, Tenant: "t", Trajectory: "run-1", Person: "ada@example.com", Groups: []string{"eng", "s\"re"}, Data: json.RawMessage(`{"a":1}`)},
 	} {
 		got := appendEntry(nil, &e)
-		want, err := json.Marshal(entry{Kind: e.Kind, At: e.At, Tenant: e.Tenant, Trajectory: e.Trajectory, Data: e.Data})
+		want, err := json.Marshal(entry{Kind: e.Kind, At: e.At, Tenant: e.Tenant, Trajectory: e.Trajectory, Person: e.Person, Groups: e.Groups, Data: e.Data})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +63,7 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 			t.Fatalf("entry:\n got %s\nwant %s", got, want)
 		}
 		back, err := decodeEntry(ID{Ms: 7}, got)
-		if err != nil || back.Kind != e.Kind || !back.At.Equal(e.At) || back.Tenant != e.Tenant {
+		if err != nil || back.Kind != e.Kind || !back.At.Equal(e.At) || back.Tenant != e.Tenant || back.Person != e.Person || !slices.Equal(back.Groups, e.Groups) {
 			t.Fatalf("entry decodes to %+v, %v", back, err)
 		}
 	}
@@ -74,6 +76,7 @@ func TestEventJSON(t *testing.T) {
 	for _, e := range []Event{
 		{ID: "1-2", Kind: KindRecord, At: at, Tenant: "t<1>", Trajectory: "run-1", Data: json.RawMessage(`{"a":[1,2]}`)},
 		{ID: "3-0", Kind: KindKeys, At: at},
+		{ID: "4-1", Kind: KindTurn, At: at, Tenant: "t", Trajectory: "run-1", Person: "<ada>", Groups: []string{"eng"}, Data: json.RawMessage(`{}`)},
 	} {
 		want, err := json.Marshal(e)
 		if err != nil {

@@ -54,12 +54,17 @@ func (k Kind) Valid() bool {
 // Event is one entry of the stream. ID is assigned by the log; it orders
 // events and is what a subscriber resumes from.
 type Event struct {
-	ID         string          `json:"id"`
-	Kind       Kind            `json:"kind"`
-	At         time.Time       `json:"at"`
-	Tenant     string          `json:"tenant,omitempty"`
-	Trajectory string          `json:"trajectory,omitempty"`
-	Data       json.RawMessage `json:"data"`
+	ID         string    `json:"id"`
+	Kind       Kind      `json:"kind"`
+	At         time.Time `json:"at"`
+	Tenant     string    `json:"tenant,omitempty"`
+	Trajectory string    `json:"trajectory,omitempty"`
+	// Person and Groups, on a turn event of a run a person started, say
+	// who (trajectory.Person's label and groups), so that a consumer of
+	// turns need not follow the record events; absent for a virtual key.
+	Person string          `json:"person,omitempty"`
+	Groups []string        `json:"groups,omitempty"`
+	Data   json.RawMessage `json:"data"`
 
 	id  ID     // parsed ID
 	enc []byte // the event's JSON, once encoded for subscribers (JSON)
@@ -91,6 +96,8 @@ type entry struct {
 	At         time.Time       `json:"at"`
 	Tenant     string          `json:"tenant,omitempty"`
 	Trajectory string          `json:"trajectory,omitempty"`
+	Person     string          `json:"person,omitempty"`
+	Groups     []string        `json:"groups,omitempty"`
 	Data       json.RawMessage `json:"data"`
 }
 
@@ -124,6 +131,20 @@ func appendFields(b []byte, e *Event) []byte {
 		b = append(b, `,"trajectory":`...)
 		b = trajectory.AppendJSONString(b, e.Trajectory)
 	}
+	if e.Person != "" {
+		b = append(b, `,"person":`...)
+		b = trajectory.AppendJSONString(b, e.Person)
+	}
+	if len(e.Groups) > 0 {
+		b = append(b, `,"groups":[`...)
+		for i, g := range e.Groups {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = trajectory.AppendJSONString(b, g)
+		}
+		b = append(b, ']')
+	}
 	b = append(b, `,"data":`...)
 	if len(e.Data) == 0 {
 		b = append(b, "null"...)
@@ -145,7 +166,8 @@ func decodeEntry(id ID, b []byte) (Event, error) {
 	if len(en.Data) == 0 {
 		en.Data = json.RawMessage("null")
 	}
-	return Event{ID: id.String(), id: id, Kind: en.Kind, At: en.At, Tenant: en.Tenant, Trajectory: en.Trajectory, Data: en.Data}, nil
+	return Event{ID: id.String(), id: id, Kind: en.Kind, At: en.At, Tenant: en.Tenant, Trajectory: en.Trajectory,
+		Person: en.Person, Groups: en.Groups, Data: en.Data}, nil
 }
 
 // ID orders the log: milliseconds and a sequence within them, the form of

@@ -171,7 +171,11 @@ func (r *Records) changed(recs []*trajectory.Record, evs []trajectory.Event) {
 		r.pub.Publish(Event{Kind: KindRecord, At: at, Tenant: rec.Tenant, Trajectory: rec.ID, Data: data})
 		for _, ev := range mine {
 			if ev.Type == trajectory.EventTurn {
-				r.pub.Publish(Event{Kind: KindTurn, At: ev.At, Tenant: rec.Tenant, Trajectory: rec.ID, Data: ev.Data})
+				e := Event{Kind: KindTurn, At: ev.At, Tenant: rec.Tenant, Trajectory: rec.ID, Data: ev.Data}
+				if p := rec.Person; p != nil {
+					e.Person, e.Groups = p.Label(), p.Groups
+				}
+				r.pub.Publish(e)
 			}
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -121,10 +120,8 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*trajectory.Person
 	if p.Subject == "" || len(p.Subject) > MaxClaimLen {
 		return nil, "", fmt.Errorf("%w: the token's subject is empty or longer than %d bytes", ErrToken, MaxClaimLen)
 	}
-	for _, g := range v.cfg.Groups {
-		if slices.Contains(p.Groups, g.Group) {
-			return p, g.Tenant, nil
-		}
+	if t := v.cfg.TenantOf(p.Groups); t != "" {
+		return p, t, nil
 	}
 	return p, "", ErrNoTenant
 }

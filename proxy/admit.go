@@ -76,7 +76,7 @@ func (t *turn) admitCall() admit.Call {
 		w := admit.Worst(t.req.rules.prices, t.req.api, t.pr.Model, t.body, hidden)
 		t.worst = &w
 	}
-	return admit.Call{ID: t.call, Worst: *t.worst, MaxOut: t.maxOut, AgentSet: t.pr.MaxOutputTokens > 0}
+	return admit.Call{ID: t.call, Worst: *t.worst, MaxOut: t.maxOut, AgentSet: t.pr.MaxOutputTokens > 0, Person: t.req.person}
 }
 
 // reserveTenant reserves the turn's call against its tenant's ceilings

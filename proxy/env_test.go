@@ -81,6 +81,7 @@ type env struct {
 	gk      string
 	store   *memory.Store
 	ledger  *memory.Ledger
+	spend   *memory.SpendLimits
 	cfg     *config.Config
 	px      *proxy.Server
 	clk     *clock // gatekeeper's clock
@@ -224,13 +225,14 @@ admin:
 			Logger: slog.New(slog.DiscardHandler), MaxPending: cfg.Approvals.MaxPending})
 	}
 	e.ledger = memory.NewLedger(e.clk.Now)
-	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: e.clk.Now, Logger: logger, Telemetry: o.tel, Approvals: e.svc, Ledger: e.ledger})
+	e.spend = memory.NewSpendLimits()
+	px, err := proxy.New(proxy.Options{Config: cfg, Store: st, Clock: e.clk.Now, Logger: logger, Telemetry: o.tel, Approvals: e.svc, Ledger: e.ledger, SpendLimits: e.spend})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.px = px
 	r := chi.NewRouter()
-	adminOpts := []admin.Option{admin.WithSignals(e.store), admin.WithLedger(e.ledger)}
+	adminOpts := []admin.Option{admin.WithSignals(e.store), admin.WithLedger(e.ledger), admin.WithSpendLimits(e.spend)}
 	if e.svc != nil {
 		adminOpts = append(adminOpts, admin.WithApprovals(e.svc))
 	}

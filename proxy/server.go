@@ -35,6 +35,7 @@ import (
 	"gatekeeper/proxy/internal/wire"
 	"gatekeeper/proxy/relay"
 	"gatekeeper/ratelimit"
+	"gatekeeper/spendlimit"
 	"gatekeeper/streaming"
 	"gatekeeper/telemetry"
 	"gatekeeper/tenant"
@@ -73,6 +74,9 @@ type Options struct {
 	// Ledger keeps tenants' spend and live runs against tenants[].limits;
 	// required when a tenant has limits. Replicas share a Redis one.
 	Ledger tenant.Ledger
+	// SpendLimits keeps the admin API's spend limits on people, read
+	// beside identity.limits; nil for config's alone.
+	SpendLimits spendlimit.Store
 }
 
 // Server serves the agent-facing routes.
@@ -260,6 +264,9 @@ func (s *Server) build(cfg *config.Config, gates *approvals.Gates, old *rules) (
 			return nil, fmt.Errorf("proxy: tenant %s has limits, which need a Ledger", tn.Name)
 		}
 	}
+	if len(cfg.Identity.Limits) > 0 && s.ledger == nil {
+		return nil, errors.New("proxy: identity.limits need a Ledger")
+	}
 	ru := &rules{cfg: cfg, keys: wire.NewKeyring(cfg.Tenants), providers: make(map[string]*upstream), stages: meter.Thresholds(cfg.Stages)}
 	if ru.people = s.peopleVerifier(cfg, old); ru.people != nil {
 		ru.keys.AdmitPeople(ru.people, cfg.Tenants)
@@ -324,7 +331,10 @@ func (s *Server) build(cfg *config.Config, gates *approvals.Gates, old *rules) (
 		Stages: ru.stages, ToolDeadline: cfg.Limits.ToolDeadline.Std(), ReadOnly: escrow.ReadOnly(cfg.Tenants), Dialect: dialect.Stream,
 		Signals: s.live, Closing: s.closing, Clock: s.now, Log: s.log, Metrics: s.tel})
 	ru.records = &admit.Records{Store: s.store, Ledger: s.ledger, Now: s.now, Log: s.log, Tel: s.tel, MaxChildren: cfg.Limits.MaxChildren}
-	ru.ceilings = &admit.Ceilings{Ledger: s.ledger, MinOutput: minOutput, Settles: s.settles}
+	ru.ceilings = &admit.Ceilings{Ledger: s.ledger, MinOutput: minOutput, Settles: s.settles, Log: s.log}
+	if cfg.Identity.On() && s.ledger != nil && (len(cfg.Identity.Limits) > 0 || opts.SpendLimits != nil) {
+		ru.ceilings.People = admit.NewPersonLimits(cfg.Identity, opts.SpendLimits, s.now)
+	}
 	ru.pass = &passthrough.Gate{Store: s.store, Scoped: ru.records.Scoped, MaxBody: cfg.Limits.MaxBodyBytes,
 		BodyTimeout: cfg.Limits.BodyTimeout.Std(), Logger: s.log}
 	ru.budget = &admit.Budget{Stages: ru.stages, MinOutput: minOutput, Owner: s.owner}

@@ -150,6 +150,9 @@ func (s *Server) readTurn(w http.ResponseWriter, r *http.Request, req *request) 
 	if err := routeTurn(pr, req, r.URL.Query()); err != nil {
 		return nil, mark, err
 	}
+	if err := modelAllowed(req, pr.Model); err != nil {
+		return nil, mark, err
+	}
 	if mark, err = wire.ReadMark(r.Header); err != nil {
 		return nil, mark, err
 	}
@@ -230,10 +233,14 @@ func (t *turn) admitTurn(r *http.Request, mark trajectory.Mark) error {
 // undoes it all.
 func (t *turn) begin(r *http.Request) (ctx context.Context, end func()) {
 	s, req := t.s, t.req
-	sctx, tt := s.tel.StartTurn(r.Context(), r.Header, telemetry.TurnStart{
+	ts := telemetry.TurnStart{
 		Provider: req.up.cfg.Name, ProviderName: req.up.cfg.API, API: string(req.api), Model: t.pr.Model,
 		Trajectory: t.recID, Parent: t.parentID, Tenant: req.tenant.Name, Stage: string(t.adm.Decision.Stage),
-		ServerAddress: req.up.target.Host})
+		ServerAddress: req.up.target.Host}
+	if p := req.person; p != nil {
+		ts.Person, ts.Group = p.Label(), req.rules.cfg.Identity.GroupOf(p.Groups)
+	}
+	sctx, tt := s.tel.StartTurn(r.Context(), r.Header, ts)
 	t.tt = tt
 	// From here the turn's work (its settle too) runs in its span.
 	t.ctx = sctx

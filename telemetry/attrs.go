@@ -52,6 +52,8 @@ const (
 	labelResult   = attribute.Key("result")
 	labelClass    = attribute.Key("class")
 	labelReason   = attribute.Key("reason")
+	labelPerson   = attribute.Key("person")
+	labelGroup    = attribute.Key("group")
 )
 
 // Values of the operation and of the token types.

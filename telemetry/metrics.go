@@ -58,6 +58,10 @@ type instruments struct {
 	// values a tenant's requests choose are bounded per tenant.
 	tenants, providers, servers, states, errTypes, gates, outcomes, classes, keys, reasons *bounded
 	models, stops                                                                          *perTenant
+	// people bounds the person label to telemetry.metrics_people values;
+	// nil leaves it out. groups bounds the group label, whose values the
+	// config names (identity.groups).
+	people, groups *bounded
 
 	series *seriesCache
 	// The label sets of the metrics a turn moves outside its series.
@@ -69,7 +73,7 @@ type instruments struct {
 // tenantState is a trajectories gauge's series: a tenant and a state.
 type tenantState struct{ tenant, state string }
 
-func newInstruments(m metric.Meter) (*instruments, error) {
+func newInstruments(m metric.Meter, people int) (*instruments, error) {
 	var errs []error
 	check := func(err error) {
 		if err != nil {
@@ -80,7 +84,10 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 		models: newPerTenant(), stops: newPerTenant(), tenants: newBounded(), providers: newBounded(), servers: newBounded(),
 		series: &seriesCache{},
 		states: newBounded(), errTypes: newBounded(), gates: newBounded(), outcomes: newBounded(), classes: newBounded(),
-		keys: newBounded(), reasons: newBounded(),
+		keys: newBounded(), reasons: newBounded(), groups: newBounded(),
+	}
+	if people > 0 {
+		in.people = newBoundedTo(people)
 	}
 	var err error
 	in.turns, err = m.Int64Counter("gatekeeper.turns",
@@ -157,19 +164,24 @@ func newInstruments(m metric.Meter) (*instruments, error) {
 	return in, nil
 }
 
-// bounded admits the first maxLabelValues distinct values of a label and
-// maps every later one to otherLabel.
+// bounded admits the first limit (maxLabelValues unless told) distinct
+// values of a label and maps every later one to otherLabel.
 type bounded struct {
-	mu   sync.RWMutex
-	seen map[string]struct{}
+	limit int
+	mu    sync.RWMutex
+	seen  map[string]struct{}
 }
 
-func newBounded() *bounded { return &bounded{seen: make(map[string]struct{})} }
+func newBounded() *bounded { return newBoundedTo(maxLabelValues) }
+
+func newBoundedTo(limit int) *bounded {
+	return &bounded{limit: limit, seen: make(map[string]struct{})}
+}
 
 func (b *bounded) value(v string) string {
 	b.mu.RLock()
 	_, ok := b.seen[v]
-	full := len(b.seen) >= maxLabelValues
+	full := len(b.seen) >= b.limit
 	b.mu.RUnlock()
 	switch {
 	case ok:
@@ -182,7 +194,7 @@ func (b *bounded) value(v string) string {
 	if _, ok := b.seen[v]; ok {
 		return v
 	}
-	if len(b.seen) >= maxLabelValues {
+	if len(b.seen) >= b.limit {
 		return otherLabel
 	}
 	b.seen[v] = struct{}{}

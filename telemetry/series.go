@@ -13,9 +13,24 @@ import (
 const maxCachedSeries = 4096
 
 // seriesKey is what a turn's metric labels depend on, all values already
-// bounded.
+// bounded. person and group are "" for a virtual key's turn, whose series
+// carry no such labels.
 type seriesKey struct {
 	tenant, provider, model, providerName, server string
+	person, group                                 string
+}
+
+// who are the person and group labels of k, those it has: none for a
+// virtual key's turn.
+func (k seriesKey) who() []attribute.KeyValue {
+	var kvs []attribute.KeyValue
+	if k.person != "" {
+		kvs = append(kvs, labelPerson.String(k.person))
+	}
+	if k.group != "" {
+		kvs = append(kvs, labelGroup.String(k.group))
+	}
+	return kvs
 }
 
 // labels is one label set as the option lists the instruments take,
@@ -35,6 +50,7 @@ func newLabels(kvs ...attribute.KeyValue) labels {
 // attribute set (sort, dedup, hash) is most of what recording costs.
 type series struct {
 	base      labels // tenant, provider, model
+	cost      labels // base with the person and group: the dollars'
 	tokens    [4]labels
 	genAI     []attribute.KeyValue
 	operation labels // gen_ai.* without error.type
@@ -69,9 +85,17 @@ var tokenTypes = [4]string{tokenInput, tokenCached, tokenCacheWrite, tokenOutput
 
 func newSeries(k seriesKey) *series {
 	tenant, provider, model := labelTenant.String(k.tenant), labelProvider.String(k.provider), labelModel.String(k.model)
+	// The person and group go on the counters a cost report sums (turns,
+	// tokens, dollars), not on the histograms, whose buckets would
+	// multiply them.
+	who := k.who()
 	s := &series{base: newLabels(tenant, provider, model), spanName: spanName(k.model)}
+	s.cost = s.base
+	if len(who) > 0 {
+		s.cost = newLabels(append([]attribute.KeyValue{tenant, provider, model}, who...)...)
+	}
 	for i, typ := range tokenTypes {
-		s.tokens[i] = newLabels(tenant, provider, model, labelType.String(typ))
+		s.tokens[i] = newLabels(append([]attribute.KeyValue{tenant, provider, model, labelType.String(typ)}, who...)...)
 	}
 	s.genAI = []attribute.KeyValue{
 		keyOperationName.String(operationChat),
@@ -91,7 +115,8 @@ func (s *series) stop(k seriesKey, stop string) labels {
 	if o, ok := s.stops.Load(stop); ok {
 		return o.(labels)
 	}
-	o := newLabels(labelTenant.String(k.tenant), labelProvider.String(k.provider), labelModel.String(k.model), labelStop.String(stop))
+	o := newLabels(append([]attribute.KeyValue{labelTenant.String(k.tenant), labelProvider.String(k.provider),
+		labelModel.String(k.model), labelStop.String(stop)}, k.who()...)...)
 	s.stops.Store(stop, o)
 	return o
 }

@@ -111,7 +111,7 @@ func New(ctx context.Context, o Options) (*Telemetry, error) {
 	if tok := o.Config.MetricsToken; tok != "" {
 		t.handler = requireBearer(tok, t.handler)
 	}
-	if t.m, err = newInstruments(t.mp.Meter(instrumentationName)); err != nil {
+	if t.m, err = newInstruments(t.mp.Meter(instrumentationName), o.Config.MetricsPeople); err != nil {
 		return nil, errors.Join(err, t.mp.Shutdown(ctx))
 	}
 

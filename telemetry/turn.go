@@ -23,6 +23,11 @@ type TurnStart struct {
 	Parent       string // the parent trajectory's id, if any
 	Tenant       string
 	Stage        string // budget stage when the call starts
+	// Person labels the person whose token admitted the call (their email,
+	// else name, else subject) and Group the group that admitted them
+	// (config.Identity.GroupOf); both "" for a virtual key, whose series
+	// carry neither label.
+	Person, Group string
 	// ServerAddress is the upstream host, server.address.
 	ServerAddress string
 }
@@ -79,6 +84,12 @@ func (t *Telemetry) StartTurn(ctx context.Context, agentHeaders http.Header, s T
 		model:        m.models.value(tenant, s.Model),
 		providerName: m.providers.value(s.ProviderName),
 		server:       m.servers.value(s.ServerAddress),
+	}
+	if s.Person != "" {
+		key.group = m.groups.value(s.Group)
+		if m.people != nil {
+			key.person = m.people.value(s.Person)
+		}
 	}
 	series := m.series.get(key)
 	name := series.spanName // the model's, made once, unless its label is another
@@ -199,7 +210,7 @@ func (tt *Turn) record(e TurnEnd, input int64, d time.Duration) {
 		}
 	}
 	if e.Dollars > 0 {
-		m.dollars.Add(ctx, e.Dollars, s.base.add...)
+		m.dollars.Add(ctx, e.Dollars, s.cost.add...)
 	}
 	m.turnDuration.Record(ctx, d.Seconds(), s.base.rec...)
 

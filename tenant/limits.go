@@ -9,6 +9,7 @@ import (
 type Limits struct {
 	MicrosPerDay   int64 // dollars over the last 24 hours, in micro-dollars
 	MicrosPerMonth int64 // dollars over the last 30 days, in micro-dollars
+	MicrosPerWeek  int64 // dollars over the last 7 days, in micro-dollars
 	TokensPerDay   int64 // tokens over the last 24 hours
 	MaxLive        int64 // runs not finished
 	NewPerHour     int64 // runs started over the last hour, by agents or operators
@@ -17,7 +18,7 @@ type Limits struct {
 // Spends reports whether any ceiling bounds the tenant's spend, so that
 // its calls must reserve against the ledger.
 func (l Limits) Spends() bool {
-	return l.MicrosPerDay > 0 || l.MicrosPerMonth > 0 || l.TokensPerDay > 0
+	return l.MicrosPerDay > 0 || l.MicrosPerWeek > 0 || l.MicrosPerMonth > 0 || l.TokensPerDay > 0
 }
 
 // Amount is spend in the two dimensions a tenant's windows count.
@@ -31,10 +32,12 @@ func (a Amount) Add(o Amount) Amount {
 	return Amount{Micros: a.Micros + o.Micros, Tokens: a.Tokens + o.Tokens}
 }
 
-// The windows: the day is 24 hourly buckets, the month 30 daily ones, the
-// current bucket included. Spend leaves a window a whole bucket at a time.
+// The windows: the day is 24 hourly buckets, the week the last 7 daily
+// ones and the month 30 daily ones, the current bucket included. Spend
+// leaves a window a whole bucket at a time.
 const (
 	HourBuckets = 24
+	WeekBuckets = 7
 	DayBuckets  = 30
 )
 
@@ -66,6 +69,16 @@ func (u Usage) Day() Amount {
 	return a
 }
 
+// Week is the spend of the last 7 days (the last WeekBuckets daily
+// buckets).
+func (u Usage) Week() Amount {
+	var a Amount
+	for _, d := range u.Days[DayBuckets-WeekBuckets:] {
+		a = a.Add(d)
+	}
+	return a
+}
+
 // Month is the spend of the last 30 days.
 func (u Usage) Month() Amount {
 	var a Amount
@@ -86,12 +99,24 @@ func DayIndex(t time.Time) int64  { return t.Unix() / 86400 }
 // dimension of each bucket. ok is false when need cannot fit even in an
 // empty window.
 func (u Usage) FreesAt(month bool, spent func(Amount) int64, need, limit int64) (at time.Time, ok bool) {
+	if month {
+		return u.FreesAtDays(DayBuckets, spent, need, limit)
+	}
+	return u.freesAt(u.Hours[:], 3600, HourIndex(u.Now), spent, need, limit)
+}
+
+// FreesAtDays is FreesAt over the window of the last days daily buckets
+// (WeekBuckets for the week, DayBuckets for the month).
+func (u Usage) FreesAtDays(days int, spent func(Amount) int64, need, limit int64) (at time.Time, ok bool) {
+	days = min(max(days, 1), DayBuckets)
+	return u.freesAt(u.Days[DayBuckets-days:], 86400, DayIndex(u.Now), spent, need, limit)
+}
+
+// freesAt walks buckets, oldest first, the last of them the one cur
+// numbers, each width seconds long.
+func (u Usage) freesAt(buckets []Amount, width, cur int64, spent func(Amount) int64, need, limit int64) (time.Time, bool) {
 	if need > limit {
 		return time.Time{}, false
-	}
-	buckets, width, cur := u.Hours[:], int64(3600), HourIndex(u.Now)
-	if month {
-		buckets, width, cur = u.Days[:], 86400, DayIndex(u.Now)
 	}
 	var used int64
 	for _, b := range buckets {
@@ -123,6 +148,7 @@ type Start struct {
 const (
 	LimitDollarsPerDay   = "dollars_per_day"
 	LimitDollarsPerMonth = "dollars_per_month"
+	LimitDollarsPerWeek  = "dollars_per_week"
 	LimitTokensPerDay    = "tokens_per_day"
 	LimitLive            = "max_live_trajectories"
 	LimitNewPerHour      = "new_trajectories_per_hour"

@@ -44,3 +44,26 @@ func TestFreesAt(t *testing.T) {
 		t.Errorf("Month = %d", m)
 	}
 }
+
+// TestFreesAtWeek: the week is the last 7 daily buckets; spend from
+// before them does not count, and a day's spend leaves the week when the
+// day 7 after it begins.
+func TestFreesAtWeek(t *testing.T) {
+	now := time.Date(2026, 12, 3, 14, 20, 0, 0, time.UTC)
+	micros := func(a Amount) int64 { return a.Micros }
+	var u Usage
+	u.Now = now
+	u.Days[DayBuckets-8] = Amount{Micros: 5000} // 8 days ago: out of the week
+	u.Days[DayBuckets-7] = Amount{Micros: 400}  // 6 days ago, leaves at the start of tomorrow
+	u.Days[DayBuckets-1] = Amount{Micros: 400}  // today
+	if w := u.Week().Micros; w != 800 {
+		t.Fatalf("Week = %d, want 800", w)
+	}
+	got, ok := u.FreesAtDays(WeekBuckets, micros, 500, 1000)
+	if want := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC); !ok || !got.Equal(want) {
+		t.Fatalf("FreesAtDays = %v, %v; want %v", got, ok, want)
+	}
+	if got, ok := u.FreesAtDays(WeekBuckets, micros, 200, 1000); !ok || !got.Equal(now) {
+		t.Fatalf("FreesAtDays(fits) = %v, %v; want now", got, ok)
+	}
+}

@@ -26,6 +26,12 @@ func (p *Person) Label() string {
 	return p.Subject
 }
 
+// Is reports whether p is the person who (Filter.Person): who is p's
+// subject or its label. A nil p is no one.
+func (p *Person) Is(who string) bool {
+	return p != nil && who != "" && (p.Subject == who || p.Label() == who)
+}
+
 // Clone is a copy of p sharing nothing with it; nil for nil.
 func (p *Person) Clone() *Person {
 	if p == nil {

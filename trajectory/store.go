@@ -98,7 +98,11 @@ type Filter struct {
 	// ParentID, when set, keeps the children of that record; pointing at
 	// "" keeps root records only.
 	ParentID *string
-	Limit    int
+	// Person, when set, keeps the runs a person started: those whose
+	// Person has that subject or that label (Person.Label: the email, else
+	// the name).
+	Person string
+	Limit  int
 }
 
 // Match reports whether r passes every condition of f (Limit aside).
@@ -113,6 +117,8 @@ func (f Filter) Match(r *Record) bool {
 	case r.BudgetUsed < f.MinBudgetUsed:
 		return false
 	case f.ParentID != nil && r.ParentID != *f.ParentID:
+		return false
+	case f.Person != "" && !r.Person.Is(f.Person):
 		return false
 	}
 	return true

@@ -119,7 +119,13 @@ func until(t *testing.T, tab context.Context, what, expr string) {
 // consoleServer runs gatekeeper with the built-in mock provider and a gate.
 func consoleServer(t *testing.T) string {
 	t.Helper()
-	cfg, err := config.Parse([]byte(consoleYAML), func(string) string { return "" })
+	return consoleServerOf(t, consoleYAML)
+}
+
+// consoleServerOf runs gatekeeper with the config yaml.
+func consoleServerOf(t *testing.T, yaml string) string {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +318,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		until(t, tab, "the run's row", `!!document.querySelector('#runs-table tr[data-id="run-live"]')`)
 		t.Logf("the run's row appeared %v after the SDK call started (ending with it)", time.Since(started).Round(time.Millisecond))
-		until(t, tab, "the row shows the turn", `document.querySelector('#runs-table tr[data-id="run-live"]').cells[6].textContent === "1"`)
+		// cells[7]: the Turns column, after Person.
+		until(t, tab, "the row shows the turn", `document.querySelector('#runs-table tr[data-id="run-live"]').cells[7].textContent === "1"`)
 		if !evaluate[bool](t, tab, `window.__noReload === true`) {
 			t.Fatal("the page reloaded")
 		}

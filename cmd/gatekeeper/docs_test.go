@@ -20,6 +20,7 @@ import (
 
 	"gatekeeper/admin"
 	"gatekeeper/config"
+	"gatekeeper/store/memory"
 )
 
 // The reference-drift tests hold docs/reference to the code: every config
@@ -218,7 +219,7 @@ func samplePaths(p string) []string {
 
 func TestAdminAPIReferenceMatchesRouter(t *testing.T) {
 	r := chi.NewRouter()
-	admin.New(config.DefaultConfig(), nil, nil, nil, admin.WithReloader(&server{})).Routes(r)
+	admin.New(config.DefaultConfig(), nil, nil, nil, admin.WithReloader(&server{}), admin.WithSpendLimits(memory.NewSpendLimits())).Routes(r)
 	routes := map[string]bool{} // "METHOD pattern" the router serves
 	if err := chi.Walk(r, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		routes[method+" "+route] = false

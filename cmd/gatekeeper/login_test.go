@@ -74,44 +74,9 @@ identity:
 	}
 
 	// login: the code it prints is approved on the provider's page.
-	login := exec.CommandContext(ctx, bin, "login")
-	login.Env = env
-	stderr, err := login.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := login.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer login.Process.Kill()
-	sc := bufio.NewScanner(stderr)
-	code := regexp.MustCompile(`open (\S+) and enter the code (\S+)`)
-	var page, userCode string
-	var said strings.Builder
-	for page == "" && sc.Scan() {
-		said.WriteString(sc.Text() + "\n")
-		if m := code.FindStringSubmatch(sc.Text()); m != nil {
-			page, userCode = m[1], m[2]
-		}
-	}
-	if page == "" {
-		t.Fatalf("login printed no code:\n%s", said.String())
-	}
-	resp, err := http.PostForm(page, url.Values{"user_code": {userCode}, "user": {"ada"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("approving on the provider's page: %s", resp.Status)
-	}
-	rest, _ := io.ReadAll(stderr)
-	said.Write(rest)
-	if err := login.Wait(); err != nil {
-		t.Fatalf("login: %v\n%s", err, said.String())
-	}
-	if !strings.Contains(said.String(), "signed in as ada@example.com") {
-		t.Errorf("login said:\n%s", said.String())
+	said := cliLogin(t, ctx, bin, env, "ada")
+	if !strings.Contains(said, "signed in as ada@example.com") {
+		t.Errorf("login said:\n%s", said)
 	}
 	st, err := os.Stat(loginFile)
 	if err != nil {
@@ -207,4 +172,48 @@ identity:
 	if _, errs, err = cli("login", "-print-token"); err == nil || !strings.Contains(errs, "not signed in") {
 		t.Fatalf("print-token after logout: %v %s", err, errs)
 	}
+}
+
+// cliLogin runs the binary's `login` with env and approves the code it
+// prints on the provider's verification page as user; it returns what
+// login said.
+func cliLogin(t *testing.T, ctx context.Context, bin string, env []string, user string) string {
+	t.Helper()
+	login := exec.CommandContext(ctx, bin, "login")
+	login.Env = env
+	stderr, err := login.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := login.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer login.Process.Kill()
+	sc := bufio.NewScanner(stderr)
+	code := regexp.MustCompile(`open (\S+) and enter the code (\S+)`)
+	var page, userCode string
+	var said strings.Builder
+	for page == "" && sc.Scan() {
+		said.WriteString(sc.Text() + "\n")
+		if m := code.FindStringSubmatch(sc.Text()); m != nil {
+			page, userCode = m[1], m[2]
+		}
+	}
+	if page == "" {
+		t.Fatalf("login printed no code:\n%s", said.String())
+	}
+	resp, err := http.PostForm(page, url.Values{"user_code": {userCode}, "user": {user}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("approving on the provider's page: %s", resp.Status)
+	}
+	rest, _ := io.ReadAll(stderr)
+	said.Write(rest)
+	if err := login.Wait(); err != nil {
+		t.Fatalf("login: %v\n%s", err, said.String())
+	}
+	return said.String()
 }

@@ -122,7 +122,10 @@ func opencodeCall() map[string]any {
 // update checks and sharing off, and npm offline: opencode installs its
 // plugin package into each config directory in the background, which
 // otherwise asks the package registry.
-func opencodeRun(provider string) agentRun {
+func opencodeRun(provider string) agentRun { return opencodeRunWithKey(provider, clientKey) }
+
+// opencodeRunWithKey is opencodeRun with key as the provider's API key.
+func opencodeRunWithKey(provider, key string) agentRun {
 	return func(t *testing.T, bin string, at agentTarget, home string) *exec.Cmd {
 		t.Helper()
 		pkg, path, model := "@ai-sdk/anthropic", "/anthropic/v1", "claude-sonnet-4-5"
@@ -137,7 +140,7 @@ func opencodeRun(provider string) agentRun {
 			"model": "gk/" + model, "small_model": "gk/" + model,
 			"provider": map[string]any{"gk": map[string]any{
 				"npm": pkg, "name": "gatekeeper",
-				"options": map[string]any{"baseURL": at.url() + path, "apiKey": clientKey},
+				"options": map[string]any{"baseURL": at.url() + path, "apiKey": key},
 				"models":  map[string]any{model: map[string]any{"name": model, "tool_call": true}},
 			}},
 			"permission": map[string]any{"bash": "allow", "edit": "allow", "external_directory": "allow"},

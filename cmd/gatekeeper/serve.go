@@ -29,6 +29,7 @@ import (
 	"gatekeeper/mockprovider"
 	"gatekeeper/proxy"
 	"gatekeeper/ratelimit"
+	"gatekeeper/spendlimit"
 	"gatekeeper/store/memory"
 	redisstore "gatekeeper/store/redis"
 	"gatekeeper/telemetry"
@@ -173,10 +174,12 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	var buckets ratelimit.Buckets // in the proxy's memory unless Redis is shared
 	var ledger tenant.Ledger
 	var sessions console.SessionStore // the console's sign-in sessions, shared by replicas with Redis
+	var spend spendlimit.Store
 	switch cfg.Store.Kind {
 	case config.StoreMemory:
 		s.store = memory.New(memory.Options{Retention: cfg.Store.Retention.Std(), IdleRetention: cfg.Store.IdleRetention.Std()})
 		ledger = memory.NewLedger(nil)
+		spend = memory.NewSpendLimits()
 		aprStore = memory.NewApprovals(memory.ApprovalsOptions{Retention: cfg.Store.Retention.Std()})
 		sessions = memory.NewSessions(0, nil)
 	case config.StoreRedis:
@@ -205,6 +208,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		}
 		s.store = rs
 		ledger = rs.Ledger()
+		spend = rs.SpendLimits()
 		aprStore = redisstore.NewApprovals(redisstore.ApprovalsOptions{Client: client, Retention: cfg.Store.Retention.Std()})
 		sessions = redisstore.NewSessions(client)
 		// Every replica draws on one budget per provider key.
@@ -230,7 +234,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		tel.WatchApprovals(s.approvals.OldestPending)
 	}
 	px, err := proxy.New(proxy.Options{Config: cfg, Store: s.store, Logger: log, Telemetry: tel, Approvals: s.approvals, Gates: gates,
-		Buckets: buckets, Ledger: ledger, Replica: replicaName(cfg, getenv)})
+		Buckets: buckets, Ledger: ledger, SpendLimits: spend, Replica: replicaName(cfg, getenv)})
 	if err != nil {
 		s.close()
 		return nil, err
@@ -259,7 +263,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	if s.approvals != nil {
 		opts = append(opts, admin.WithApprovals(s.approvals))
 	}
-	opts = append(opts, admin.WithStream(s.feed, keys), admin.WithLedger(ledger), admin.WithReloader(s))
+	opts = append(opts, admin.WithStream(s.feed, keys), admin.WithLedger(ledger), admin.WithSpendLimits(spend), admin.WithReloader(s))
 	if slack != nil {
 		r.Method(http.MethodPost, approvals.SlackInteractionsPath, trustSigned(cfg.Approvals.Slack.SigningSecret, slack.Handler(s.approvals)))
 	}

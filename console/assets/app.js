@@ -237,7 +237,7 @@ function onRecord(ev) {
     const p = state.runs.get(rec.parent_id);
     if (!p.children.includes(rec.id)) p.children.push(rec.id);
   }
-  if (!had) addTenant(rec.tenant);
+  if (!had) { addTenant(rec.tenant); addPerson(rec.person); }
   if (state.view === "runs") renderRuns(rec.id);
   if (state.view === "run" && state.runId === rec.id) {
     for (const e of ev.data.events) state.timeline.push(e);
@@ -305,10 +305,43 @@ function route() {
 
 // ---- runs ----
 
+// loadRuns asks for the newest runs, or, with a person in the filter, the
+// newest runs of that person (the server filters, so a person's runs are
+// found however many newer runs others started).
 async function loadRuns() {
-  const { trajectories } = await api("GET", "/trajectories?limit=1000");
+  const who = personFilter();
+  const { trajectories } = await api("GET", "/trajectories?limit=1000" + (who ? "&person=" + encodeURIComponent(who) : ""));
   state.runs.clear();
-  for (const r of trajectories) { state.runs.set(r.id, r); addTenant(r.tenant); }
+  for (const r of trajectories) { state.runs.set(r.id, r); addTenant(r.tenant); addPerson(r.person); }
+}
+
+// personLabel is how a run's person is named: the email, else the name,
+// else the subject, as gatekeeper's logs and metrics name them.
+const personLabel = (p) => (p ? p.email || p.name || p.subject : "");
+const personText = (p) => (p ? personLabel(p) + (p.groups && p.groups.length ? " (" + p.groups.join(", ") + ")" : "") : "—");
+const personFilter = () => $("#f-person").value.trim();
+
+function addPerson(p) {
+  const label = personLabel(p);
+  const list = $("#f-people");
+  if (label && ![...list.options].some((o) => o.value === label)) list.append(el("option", { value: label }));
+}
+
+// personChanged follows the person filter: the page's address keeps it
+// (?person=, to bookmark or share), and the runs are asked for again.
+async function personChanged() {
+  const who = personFilter();
+  const u = new URL(location.href);
+  if (who) u.searchParams.set("person", who);
+  else u.searchParams.delete("person");
+  history.replaceState(null, "", u);
+  try {
+    await loadRuns();
+    $("#runs-empty").textContent = "No runs match.";
+  } catch (err) {
+    $("#runs-empty").textContent = "Could not load the runs: " + err.message;
+  }
+  renderRuns();
 }
 
 function addTenant(t) {
@@ -317,8 +350,9 @@ function addTenant(t) {
 }
 
 function runMatches(r) {
-  const st = $("#f-state").value, tn = $("#f-tenant").value, sg = $("#f-stage").value;
-  return (!st || r.state === st) && (!tn || r.tenant === tn) && (!sg || r.stage === sg);
+  const st = $("#f-state").value, tn = $("#f-tenant").value, sg = $("#f-stage").value, who = personFilter();
+  return (!st || r.state === st) && (!tn || r.tenant === tn) && (!sg || r.stage === sg) &&
+    (!who || (!!r.person && (r.person.subject === who || personLabel(r.person) === who)));
 }
 
 // The rows in tree order: a root, then its children under it, newest
@@ -348,7 +382,7 @@ function treeOrder() {
 function runCells(r) {
   const rho = r.budget_used ? pct(r.budget_used) + (r.binding_dimension ? " " + r.binding_dimension : "") : "—";
   return [
-    r.id, r.tenant, r.state, r.stage, rho, dollars(r.spend.dollars), String(r.spend.turns), r.last_stop_reason || "—", age(r.created_at),
+    r.id, r.tenant, personText(r.person), r.state, r.stage, rho, dollars(r.spend.dollars), String(r.spend.turns), r.last_stop_reason || "—", age(r.created_at),
   ];
 }
 
@@ -366,8 +400,8 @@ function renderRuns(changedId) {
       for (let i = 1; i < cells.length; i++) {
         if (tr.cells[i].textContent !== cells[i]) tr.cells[i].textContent = cells[i];
       }
-      tr.cells[2].className = "state " + r.state;
-      tr.cells[3].className = "stage-" + r.stage;
+      tr.cells[3].className = "state " + r.state;
+      tr.cells[4].className = "stage-" + r.stage;
       if (tr.dataset.id === changedId) flash(tr);
     }
     return;
@@ -379,9 +413,10 @@ function renderRuns(changedId) {
     const link = el("a", { href: "#/run/" + r.id, text: depth ? r.id.slice(r.parent_id.length + 1) : r.id, title: r.id });
     link.style.paddingLeft = depth * 1.2 + "em";
     const tr = el("tr", { class: depth ? "child" : "", "data-id": r.id },
-      el("td", {}, link), el("td", { text: c[1] }), el("td", { class: "state " + r.state, text: c[2] }),
-      el("td", { class: "stage-" + r.stage, text: c[3] }), el("td", { text: c[4] }), el("td", { class: "num", text: c[5] }),
-      el("td", { class: "num", text: c[6] }), el("td", { text: c[7] }), el("td", { text: c[8] }));
+      el("td", {}, link), el("td", { text: c[1] }), el("td", { class: "person", text: c[2], title: r.person ? r.person.subject : "" }),
+      el("td", { class: "state " + r.state, text: c[3] }),
+      el("td", { class: "stage-" + r.stage, text: c[4] }), el("td", { text: c[5] }), el("td", { class: "num", text: c[6] }),
+      el("td", { class: "num", text: c[7] }), el("td", { text: c[8] }), el("td", { text: c[9] }));
     if (r.id === changedId) flash(tr);
     return tr;
   }));
@@ -424,7 +459,7 @@ function renderRun() {
   const kids = r.children.length ? r.children.map((c, i) => [i ? ", " : "", el("a", { href: "#/run/" + c, text: c.slice(r.id.length + 1) })]) : "—";
   $("#run-summary").replaceChildren(el("dl", { class: "summary" },
     item("State", el("span", { class: "state " + r.state, text: r.state + (r.exit_reason ? " (" + r.exit_reason + ")" : "") })),
-    item("Tenant", r.tenant), item("Stage", el("span", { class: "stage-" + r.stage, text: r.stage })),
+    item("Tenant", r.tenant), item("Person", personText(r.person)), item("Stage", el("span", { class: "stage-" + r.stage, text: r.stage })),
     item("Turns", String(r.spend.turns)), item("Dollars", dollars(r.spend.dollars)),
     item("Model", r.model || "—"), item("Last stop", r.last_stop_reason || "—"), item("Age", age(r.created_at)),
     item("Created by", r.created_by ? r.created_by.kind + " " + r.created_by.name : "—"),
@@ -765,7 +800,9 @@ document.addEventListener("DOMContentLoaded", () => {
     }
   });
   $("#signout").addEventListener("click", () => signOut(""));
-  $("#run-filters").addEventListener("change", () => renderRuns());
+  $("#run-filters").addEventListener("change", (e) => { if (e.target.id === "f-person") personChanged(); else renderRuns(); });
+  $("#run-filters").addEventListener("submit", (e) => { e.preventDefault(); personChanged(); });
+  $("#f-person").value = new URLSearchParams(location.search).get("person") || "";
   for (const b of document.querySelectorAll("#run-controls button[data-verb]")) b.addEventListener("click", () => control(b.dataset.verb));
   $("#budget-form").addEventListener("submit", (e) => { e.preventDefault(); raiseBudget(); });
   $("#budget-form").addEventListener("input", (e) => { if (e.target.id !== "b-reason") e.target.dataset.edited = "1"; });

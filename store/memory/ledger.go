@@ -172,8 +172,8 @@ func (l *Ledger) Reserve(ctx context.Context, name, call string, r tenant.Amount
 	now := l.now()
 	b := l.book(name, now)
 	u := b.usage(now)
-	day, month := u.Day().Add(u.Reserved).Add(r), u.Month().Add(u.Reserved).Add(r)
-	if over(day.Micros, lim.MicrosPerDay) || over(month.Micros, lim.MicrosPerMonth) || over(day.Tokens, lim.TokensPerDay) {
+	day, week, month := u.Day().Add(u.Reserved).Add(r), u.Week().Add(u.Reserved).Add(r), u.Month().Add(u.Reserved).Add(r)
+	if over(day.Micros, lim.MicrosPerDay) || over(week.Micros, lim.MicrosPerWeek) || over(month.Micros, lim.MicrosPerMonth) || over(day.Tokens, lim.TokensPerDay) {
 		return false, nil
 	}
 	b.hold(call, held{r: r, expires: now.Add(ttl)})

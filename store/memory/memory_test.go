@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"gatekeeper/spendlimit"
 	"gatekeeper/store/storetest"
 	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
@@ -261,4 +262,8 @@ func TestIdleRetention(t *testing.T) {
 	storetest.RunIdle(t, 200*time.Millisecond, func(t *testing.T) trajectory.Store {
 		return New(Options{IdleRetention: 200 * time.Millisecond, SweepEvery: 10 * time.Millisecond})
 	})
+}
+
+func TestSpendLimitsContract(t *testing.T) {
+	storetest.RunSpendLimits(t, func(t *testing.T) spendlimit.Store { return NewSpendLimits() })
 }

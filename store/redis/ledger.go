@@ -171,15 +171,20 @@ return {tonumber(t[1]), tonumber(t[2]), hours, days, {resm, rest, inflight},
 
 // reserveScript holds ARGV[2] micros and ARGV[3] tokens for call ARGV[1]
 // for ARGV[4] ms, if the day's and month's spend and the calls in flight
-// leave room under the ceilings ARGV[5..7] (micros a day, a month, tokens
-// a day; 0 none). It returns 1 when held, 0 when not.
+// leave room under the ceilings ARGV[5..8] (micros a day, a month, tokens
+// a day, micros a week; 0 none). It returns 1 when held, 0 when not.
 var reserveScript = goredis.NewScript(ledgerLua + `
 local sums = redis.call('HMGET', spend, '=hm', '=ht', '=dm')
 local dm, dt, mm = tonumber(sums[1] or 0), tonumber(sums[2] or 0), tonumber(sums[3] or 0)
 local rm, rt = tonumber(ARGV[2]), tonumber(ARGV[3])
-local perday, permonth, tokday = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local perday, permonth, tokday, perweek = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8] or 0)
+local wm = 0
+if perweek > 0 then
+  local _, w = window('d', day, 7)
+  wm = w
+end
 if (perday > 0 and dm + resm + rm > perday) or (permonth > 0 and mm + resm + rm > permonth)
-  or (tokday > 0 and dt + rest + rt > tokday) then
+  or (tokday > 0 and dt + rest + rt > tokday) or (perweek > 0 and wm + resm + rm > perweek) then
   return 0
 end
 unhold(ARGV[1])
@@ -322,7 +327,7 @@ func (l *Ledger) Reserve(ctx context.Context, name, call string, r tenant.Amount
 		return false, err
 	}
 	v, err := l.s.eval(ctx, reserveScript, ledgerKeys(name), []any{call, r.Micros, r.Tokens, max(ttl.Milliseconds(), 1),
-		lim.MicrosPerDay, lim.MicrosPerMonth, lim.TokensPerDay}, nil)
+		lim.MicrosPerDay, lim.MicrosPerMonth, lim.TokensPerDay, lim.MicrosPerWeek}, nil)
 	if err != nil {
 		return false, l.s.fail(ctx, "reserving against a tenant's limits", err)
 	}

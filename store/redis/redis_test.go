@@ -15,6 +15,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"gatekeeper/internal/redistest"
+	"gatekeeper/spendlimit"
 	"gatekeeper/store/storetest"
 	"gatekeeper/tenant"
 	"gatekeeper/trajectory"
@@ -685,4 +686,13 @@ func TestCallingIndexPrune(t *testing.T) {
 	if n := rdb.ZCard(ctx, key).Val(); n != 0 {
 		t.Errorf("calling index keeps %d entries of a record not calling", n)
 	}
+}
+
+func TestSpendLimitsContract(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Target) {
+		storetest.RunSpendLimits(t, func(t *testing.T) spendlimit.Store {
+			r.Flush(t)
+			return openOn(t, r, Options{}).SpendLimits()
+		})
+	})
 }

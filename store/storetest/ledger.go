@@ -23,6 +23,8 @@ func RunLedger(t *testing.T, newLedger func(t *testing.T) tenant.Ledger) {
 		{"ReservationLapses", testReservationLapses},
 		{"TenantsApart", testTenantsApart},
 		{"ReserveConcurrent", testReserveConcurrent},
+		{"ReserveConcurrentWeek", testReserveConcurrentWeek},
+		{"WeekCountsSpend", testWeekCountsSpend},
 		{"StartRunLive", testStartRunLive},
 		{"StartRunPerHour", testStartRunPerHour},
 	}
@@ -59,6 +61,8 @@ func testReserveWithinCeilings(t *testing.T, l tenant.Ledger) {
 		{"dollars a day", tenant.Limits{MicrosPerDay: 1000}, tenant.Amount{Micros: 300}, 3},
 		{"dollars a month", tenant.Limits{MicrosPerMonth: 1000}, tenant.Amount{Micros: 500}, 2},
 		{"tokens a day", tenant.Limits{TokensPerDay: 100}, tenant.Amount{Tokens: 40}, 2},
+		{"dollars a week", tenant.Limits{MicrosPerWeek: 1000}, tenant.Amount{Micros: 300}, 3},
+		{"week tighter than day and month", tenant.Limits{MicrosPerDay: 1000, MicrosPerWeek: 500, MicrosPerMonth: 1000}, tenant.Amount{Micros: 100}, 5},
 		{"exactly the ceiling", tenant.Limits{MicrosPerDay: 900}, tenant.Amount{Micros: 300}, 3},
 		{"tightest of several", tenant.Limits{MicrosPerDay: 1000, MicrosPerMonth: 400, TokensPerDay: 1000}, tenant.Amount{Micros: 100, Tokens: 100}, 4},
 		{"none", tenant.Limits{}, tenant.Amount{Micros: 1e12, Tokens: 1e12}, 10},
@@ -179,8 +183,36 @@ func testTenantsApart(t *testing.T, l tenant.Ledger) {
 }
 
 func testReserveConcurrent(t *testing.T, l tenant.Ledger) {
+	reserveConcurrent(t, l, tenant.Limits{MicrosPerDay: 25 * 40})
+}
+
+// testReserveConcurrentWeek: the week's ceiling holds under the same race.
+func testReserveConcurrentWeek(t *testing.T, l tenant.Ledger) {
+	reserveConcurrent(t, l, tenant.Limits{MicrosPerWeek: 25 * 40, MicrosPerMonth: 1e6})
+}
+
+// testWeekCountsSpend: what was charged counts against the week's
+// ceiling, beside the calls in flight.
+func testWeekCountsSpend(t *testing.T, l tenant.Ledger) {
+	if err := l.Settle(context.Background(), "w", "c0", tenant.Amount{Micros: 600}); err != nil {
+		t.Fatal(err)
+	}
+	lim := tenant.Limits{MicrosPerWeek: 1000}
+	if !reserve(t, l, "w", "c1", tenant.Amount{Micros: 300}, lim) {
+		t.Fatal("a reservation within the week's rest was refused")
+	}
+	if reserve(t, l, "w", "c2", tenant.Amount{Micros: 200}, lim) {
+		t.Fatal("spend, calls in flight and a reservation passed the week's ceiling")
+	}
+	if got := usage(t, l, "w").Week(); got.Micros != 600 {
+		t.Fatalf("week = %+v, want 600 micros", got)
+	}
+}
+
+// reserveConcurrent races 8 workers reserving 40 micros each under lim,
+// whose tightest ceiling affords exactly 25 of them.
+func reserveConcurrent(t *testing.T, l tenant.Ledger, lim tenant.Limits) {
 	const workers, each = 8, 10
-	lim := tenant.Limits{MicrosPerDay: 25 * 40}
 	var mu sync.Mutex
 	held := 0
 	var wg sync.WaitGroup
