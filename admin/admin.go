@@ -110,6 +110,8 @@ type API struct {
 	reloader Reloader
 	// spendLimits is nil without WithSpendLimits.
 	spendLimits spendlimit.Store
+	// sessions is nil without WithSessions: bearer tokens only.
+	sessions Sessions
 }
 
 type token struct {
@@ -196,6 +198,9 @@ type caller struct {
 	// figures are absent to the caller: lists leave them out and a path
 	// naming one answers 404, as for an id that does not exist.
 	tenants []string
+	// session is the console session the caller signed in with; nil for
+	// a bearer token.
+	session *Principal
 }
 
 // sees reports whether the caller may see tenant's objects.
@@ -220,13 +225,15 @@ func (c caller) has(role string) bool {
 // check, JSON answer.
 func (a *API) handle(fn func(http.ResponseWriter, *http.Request, caller) error, role string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, ok := a.authenticate(r)
-		var err error
+		c, ok, err := a.authenticate(r)
 		switch {
+		case err != nil:
 		case !ok:
 			// The body of a refused call is not waited for.
 			w.Header().Set("Connection", "close")
-			err = &Error{Code: http.StatusUnauthorized, Type: "authentication_error", Msg: "missing or invalid admin bearer token"}
+			err = &Error{Code: http.StatusUnauthorized, Type: "authentication_error", Msg: "missing or invalid admin bearer token, or no console session"}
+		case checkCSRF(r, c) != nil:
+			err = checkCSRF(r, c)
 		case role != "" && !c.has(role):
 			err = &Error{Code: http.StatusForbidden, Type: "permission_error", Msg: "this call needs the " + role + " role"}
 		default:
@@ -238,9 +245,25 @@ func (a *API) handle(fn func(http.ResponseWriter, *http.Request, caller) error, 
 	}
 }
 
-func (a *API) authenticate(r *http.Request) (caller, bool) {
-	const bearer = "bearer "
+// authenticate finds the caller: by the admin token when the request
+// carries one (a bad one is refused, never tried as a session), else by
+// its console session.
+func (a *API) authenticate(r *http.Request) (caller, bool, error) {
 	h := r.Header.Get("Authorization")
+	if h == "" && r.Header.Get("X-Api-Key") == "" && a.sessions != nil {
+		p, ok, err := a.sessions.Principal(r)
+		if err != nil || !ok {
+			return caller{}, false, err
+		}
+		conncap.Trust(r.Context())
+		return caller{name: p.Name, roles: p.Roles, tenants: p.Tenants, session: &p}, true, nil
+	}
+	c, ok := a.byToken(r, h)
+	return c, ok, nil
+}
+
+func (a *API) byToken(r *http.Request, h string) (caller, bool) {
+	const bearer = "bearer "
 	var tok string
 	switch {
 	case len(h) > len(bearer) && strings.EqualFold(h[:len(bearer)], bearer):

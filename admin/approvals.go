@@ -131,7 +131,11 @@ func (a *API) voteApproval(w http.ResponseWriter, r *http.Request, c caller) err
 	}
 	// One identity across channels: the person the token belongs to,
 	// within the person's tenants.
-	who := approvals.NewDirectory(a.config().Approvals).Admin(c.name, c.roles)
+	dir := approvals.NewDirectory(a.config().Approvals)
+	who := dir.Admin(c.name, c.roles)
+	if c.session != nil {
+		who = dir.SignIn(c.session.Person, c.roles)
+	}
 	v := approvals.Vote{Approver: who.Name, Roles: who.Roles, Approve: approve, Reason: body.Reason, Via: approvals.ViaAdmin,
 		Credential: who.Credential, Tenants: who.Tenants}
 	req, err := a.approvals.Vote(r.Context(), chi.URLParam(r, "id"), v)

@@ -189,6 +189,11 @@ func (a *API) whoami(w http.ResponseWriter, _ *http.Request, c caller) error {
 	if c.tenants != nil {
 		out["tenants"] = c.tenants
 	}
+	if c.session != nil {
+		// The console page sends it back on every call that changes
+		// something (CSRFHeader).
+		out["csrf_token"] = c.session.CSRF
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"slices"
+	"strings"
 
 	"gatekeeper/config"
 )
@@ -25,18 +26,22 @@ type Approver struct {
 // their own identity: an admin token votes as its name with its roles, a
 // Slack user of approvals.slack.users as the name and roles mapped there.
 type Directory struct {
-	byToken map[string]*config.Person
-	bySlack map[string]*config.Person
-	slack   map[string]config.SlackUser
+	byToken   map[string]*config.Person
+	bySlack   map[string]*config.Person
+	bySubject map[string]*config.Person
+	byEmail   map[string]*config.Person // lower case
+	slack     map[string]config.SlackUser
 }
 
 // NewDirectory returns the directory of cfg's people and Slack users;
 // config validation has made sure each credential has one owner.
 func NewDirectory(cfg config.Approvals) *Directory {
 	d := &Directory{
-		byToken: map[string]*config.Person{},
-		bySlack: map[string]*config.Person{},
-		slack:   map[string]config.SlackUser{},
+		byToken:   map[string]*config.Person{},
+		bySlack:   map[string]*config.Person{},
+		bySubject: map[string]*config.Person{},
+		byEmail:   map[string]*config.Person{},
+		slack:     map[string]config.SlackUser{},
 	}
 	for i := range cfg.People {
 		p := &cfg.People[i]
@@ -45,6 +50,12 @@ func NewDirectory(cfg config.Approvals) *Directory {
 		}
 		if p.SlackID != "" {
 			d.bySlack[p.SlackID] = p
+		}
+		if p.Subject != "" {
+			d.bySubject[p.Subject] = p
+		}
+		if p.Email != "" {
+			d.byEmail[strings.ToLower(p.Email)] = p
 		}
 	}
 	if cfg.Slack != nil {
@@ -82,4 +93,33 @@ func (d *Directory) Slack(id string) (Approver, bool) {
 		return Approver{Name: u.Name, Roles: slices.Clone(u.Roles), Credential: cred}, true
 	}
 	return Approver{}, false
+}
+
+// SignIn is who a person signed in to the console votes as: the person
+// (approvals.people) whose subject is the sign-in's, else whose email is
+// (an email the provider marked unverified matches nobody), with that
+// person's roles and tenants; else the signed-in person themself, with
+// roles, named "<name> (<subject>)": the provider's subject in the name
+// keeps an unmapped sign-in from ever voting as a configured person or
+// an admin token of the same name. Credential names the subject.
+func (d *Directory) SignIn(s SignedIn, roles []string) Approver {
+	cred := "console sign-in " + s.Subject
+	if d != nil {
+		p, ok := d.bySubject[s.Subject]
+		if !ok && s.Email != "" && s.EmailVerified {
+			p, ok = d.byEmail[strings.ToLower(s.Email)]
+		}
+		if ok {
+			return Approver{Name: p.Name, Roles: slices.Clone(p.Roles), Credential: cred, Tenants: p.Tenants}
+		}
+	}
+	return Approver{Name: s.Name + " (" + s.Subject + ")", Roles: slices.Clone(roles), Credential: cred}
+}
+
+// SignedIn is what a console sign-in says of its person.
+type SignedIn struct {
+	Subject       string
+	Name          string
+	Email         string
+	EmailVerified bool
 }

@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -53,5 +54,34 @@ func TestDirectory(t *testing.T) {
 	got.Roles[0] = "changed"
 	if again := d.Admin("erin-laptop", nil); again.Roles[0] != "secops" {
 		t.Error("Admin shares the person's roles")
+	}
+}
+
+// TestDirectorySignIn: a console sign-in is the person whose subject it
+// carries, else whose verified email; an unmapped sign-in is named with its
+// subject, so it can never pass for a configured person of the same name.
+func TestDirectorySignIn(t *testing.T) {
+	d := NewDirectory(config.Approvals{People: []config.Person{
+		{Name: "carol", Subject: "u-carol", Roles: []string{"secops"}, Tenants: []string{"fleet"}},
+		{Name: "dan", Email: "Dan@Example.com", Roles: []string{"dba"}},
+	}})
+	cases := []struct {
+		name  string
+		in    SignedIn
+		want  string
+		roles string
+	}{
+		{"by subject", SignedIn{Subject: "u-carol", Name: "Carol C", Email: "other@example.com", EmailVerified: true}, "carol", "[secops]"},
+		{"by verified email, any case", SignedIn{Subject: "u-dan", Name: "Dan", Email: "dan@example.com", EmailVerified: true}, "dan", "[dba]"},
+		{"unverified email", SignedIn{Subject: "u-x", Name: "dan", Email: "dan@example.com"}, "dan (u-x)", "[approver:ops]"},
+		{"unmapped, a person's name", SignedIn{Subject: "u-y", Name: "carol"}, "carol (u-y)", "[approver:ops]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := d.SignIn(tc.in, []string{"approver:ops"})
+			if a.Name != tc.want || fmt.Sprint(a.Roles) != tc.roles || a.Credential != "console sign-in "+tc.in.Subject {
+				t.Fatalf("got %+v, want %s with %s", a, tc.want, tc.roles)
+			}
+		})
 	}
 }

@@ -49,12 +49,19 @@ type Approvals struct {
 }
 
 // Person is one approver and the credentials their votes arrive with: the
-// admin tokens (by name) and the Slack user that are theirs. A vote through
+// admin tokens (by name), the Slack user and the console sign-in that are
+// theirs. A vote through
 // any of them is this person's, with these roles.
 type Person struct {
 	Name        string   `yaml:"name" json:"name"`
 	AdminTokens []string `yaml:"admin_tokens" json:"admin_tokens"`
 	SlackID     string   `yaml:"slack_id" json:"slack_id"`
+	// Subject and Email match the person's sign-in to the console through
+	// identity.console: the ID token's sub, else its email (unless the
+	// provider marks it unverified). Subject is the stable choice where
+	// the provider's sub is the same for the console's application.
+	Subject string `yaml:"subject" json:"subject,omitempty"`
+	Email   string `yaml:"email" json:"email,omitempty"`
 	// Roles are approval groups, as gates name them (secops or
 	// approver:secops).
 	Roles []string `yaml:"roles" json:"roles"`

@@ -499,6 +499,14 @@ func (c *Config) applyElementDefaults() {
 		}
 	}
 	c.applyApprovalDefaults()
+	if cs := c.Identity.Console; cs != nil {
+		if cs.SessionLifetime == 0 {
+			cs.SessionLifetime = Duration(DefaultSessionLifetime)
+		}
+		if cs.Scopes == nil {
+			cs.Scopes = []string{"openid", "profile", "email", c.Identity.GroupsClaim}
+		}
+	}
 }
 
 // Provider returns the provider with that name.

@@ -52,6 +52,19 @@ func (c *Config) Redacted() *Config {
 		tok.Roles = slices.Clone(tok.Roles)
 	}
 
+	if cs := c.Identity.Console; cs != nil {
+		cp := *cs
+		cp.ClientSecret = redact(cs.ClientSecret)
+		cp.Scopes = slices.Clone(cs.Scopes)
+		r.Identity.Console = &cp
+	}
+	r.Identity.Groups = slices.Clone(c.Identity.Groups)
+	r.Identity.AdminGroups = slices.Clone(c.Identity.AdminGroups)
+	for i := range r.Identity.AdminGroups {
+		g := &r.Identity.AdminGroups[i]
+		g.Roles, g.Tenants = slices.Clone(g.Roles), slices.Clone(g.Tenants)
+	}
+
 	r.Gates = slices.Clone(c.Gates)
 	for i := range r.Gates {
 		g := &r.Gates[i]

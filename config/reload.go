@@ -9,8 +9,8 @@ import (
 // fixed are the parts of the config a running process cannot change: the
 // listener, the store and what is built once on them (the record, ledger
 // and approvals stores, the event stream, the rate-limit scheduler),
-// telemetry and the log, the admin tokens, the approval channels, and the
-// HTTP server's own timeouts. Each names its field path and reads it.
+// telemetry and the log, the admin tokens and the console's sign-in, the
+// approval channels, and the HTTP server's own timeouts. Each names its field path and reads it.
 var fixed = []struct {
 	field string
 	get   func(*Config) any
@@ -22,6 +22,8 @@ var fixed = []struct {
 	{"telemetry", func(c *Config) any { return c.Telemetry }},
 	{"admin", func(c *Config) any { return c.Admin }},
 	{"approvals", func(c *Config) any { return c.Approvals }},
+	{"identity.console", func(c *Config) any { return c.Identity.Console }},
+	{"identity.admin_groups", func(c *Config) any { return c.Identity.AdminGroups }},
 	{"rate_limits", func(c *Config) any { return c.RateLimits }},
 	{"shutdown_grace", func(c *Config) any { return c.ShutdownGrace }},
 	{"limits.header_timeout", func(c *Config) any { return c.Limits.HeaderTimeout }},

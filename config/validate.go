@@ -565,20 +565,24 @@ func (v *validator) admin(a Admin, virtualKeys map[[32]byte]keyOwner) {
 			tokens[h] = at
 		}
 
-		rf := fieldPath(at, "roles")
-		if len(tok.Roles) == 0 {
-			v.add(rf, "at least one role is required")
+		v.adminRoles(fieldPath(at, "roles"), tok.Roles)
+	}
+}
+
+// adminRoles checks the roles of an admin token or an admin group.
+func (v *validator) adminRoles(rf string, roles []string) {
+	if len(roles) == 0 {
+		v.add(rf, "at least one role is required")
+	}
+	seen := map[string]bool{}
+	for j, r := range roles {
+		switch {
+		case r != RoleOperator && r != RoleApprover && !approverRoleRE.MatchString(r):
+			v.add(indexPath(rf, j), "unknown role %s (want operator, approver or approver:<group>, lowercase)", v.show(indexPath(rf, j), r))
+		case seen[r]:
+			v.add(indexPath(rf, j), "duplicate role")
 		}
-		seen := map[string]bool{}
-		for j, r := range tok.Roles {
-			switch {
-			case r != RoleOperator && r != RoleApprover && !approverRoleRE.MatchString(r):
-				v.add(indexPath(rf, j), "unknown role %s (want operator, approver or approver:<group>, lowercase)", v.show(indexPath(rf, j), r))
-			case seen[r]:
-				v.add(indexPath(rf, j), "duplicate role")
-			}
-			seen[r] = true
-		}
+		seen[r] = true
 	}
 }
 
@@ -610,6 +614,9 @@ func (v *validator) scopes(c *Config) {
 	}
 	for i, p := range c.Approvals.People {
 		check(fieldPath(indexPath("approvals.people", i), "tenants"), p.Tenants)
+	}
+	for i, g := range c.Identity.AdminGroups {
+		check(fieldPath(indexPath("identity.admin_groups", i), "tenants"), g.Tenants)
 	}
 }
 

@@ -149,12 +149,19 @@ func (v *validator) people(a Approvals, admin Admin) {
 	names := map[string]string{}
 	tokenOwner := map[string]string{}
 	ids := map[string]string{}
+	subjects, emails := map[string]string{}, map[string]string{}
 	for i, p := range a.People {
 		at := indexPath("approvals.people", i)
 		v.unique(names, at, "name", "person", p.Name)
 		v.roles(fieldPath(at, "roles"), p.Roles)
-		if len(p.AdminTokens) == 0 && p.SlackID == "" {
-			v.add(at, "neither admin_tokens nor slack_id: this person could never vote")
+		if len(p.AdminTokens) == 0 && p.SlackID == "" && p.Subject == "" && p.Email == "" {
+			v.add(at, "none of admin_tokens, slack_id, subject or email: this person could never vote")
+		}
+		if p.Subject != "" {
+			v.unique(subjects, at, "subject", "person", p.Subject)
+		}
+		if p.Email != "" {
+			v.unique(emails, at, "email", "person", strings.ToLower(p.Email))
 		}
 		owns := map[string]bool{}
 		for j, t := range p.AdminTokens {

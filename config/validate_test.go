@@ -192,6 +192,41 @@ func TestValidateRules(t *testing.T) {
 		{"identity without client", func(c *Config) { c.Identity = testIdentity(); c.Identity.ClientID = "" }, "identity.client_id", "required"},
 		{"identity without groups", func(c *Config) { c.Identity = testIdentity(); c.Identity.Groups = nil }, "identity.groups", "at least one group"},
 		{"identity group to no tenant", func(c *Config) { c.Identity = testIdentity(); c.Identity.Groups[0].Tenant = "nobody" }, "identity.groups[0].tenant", `no tenant named "nobody"`},
+		{"console sign-in valid", func(c *Config) { c.Identity = testConsole() }, "", ""},
+		{"console on loopback over http", func(c *Config) {
+			c.Identity = testConsole()
+			c.Identity.Console.RedirectURL = "http://127.0.0.1:8080/console/callback"
+		}, "", ""},
+		{"console without client", func(c *Config) { c.Identity = testConsole(); c.Identity.Console.ClientID = "" }, "identity.console.client_id", "required"},
+		{"console redirect over http", func(c *Config) {
+			c.Identity = testConsole()
+			c.Identity.Console.RedirectURL = "http://gk.example.com/console/callback"
+		}, "identity.console.redirect_url", "must be https"},
+		{"console redirect elsewhere", func(c *Config) {
+			c.Identity = testConsole()
+			c.Identity.Console.RedirectURL = "https://gk.example.com/callback"
+		}, "identity.console.redirect_url", "must end with /console/callback"},
+		{"console session too long", func(c *Config) {
+			c.Identity = testConsole()
+			c.Identity.Console.SessionLifetime = Duration(30 * 24 * time.Hour)
+		}, "identity.console.session_lifetime", "between 1m and 168h"},
+		{"console without admin groups", func(c *Config) { c.Identity = testConsole(); c.Identity.AdminGroups = nil }, "identity.admin_groups", "at least one group"},
+		{"admin groups without console", func(c *Config) { c.Identity = testConsole(); c.Identity.Console = nil }, "identity.console", "required when identity.admin_groups"},
+		{"admin group bad role", func(c *Config) { c.Identity = testConsole(); c.Identity.AdminGroups[0].Roles = []string{"root"} }, "identity.admin_groups[0].roles[0]", "unknown role"},
+		{"admin group no tenant", func(c *Config) { c.Identity = testConsole(); c.Identity.AdminGroups[0].Tenants = []string{"nobody"} }, "identity.admin_groups[0].tenants[0]", "no tenant is named"},
+		{"admin group duplicate", func(c *Config) {
+			c.Identity = testConsole()
+			c.Identity.AdminGroups = append(c.Identity.AdminGroups, c.Identity.AdminGroups[0])
+		}, "identity.admin_groups[1].group", "duplicate group"},
+		{"person by subject", func(c *Config) {
+			c.Approvals.People = []Person{{Name: "carol", Subject: "u-1", Roles: []string{"secops"}}}
+		}, "", ""},
+		{"person by duplicate email", func(c *Config) {
+			c.Approvals.People = []Person{{Name: "carol", Email: "c@x.com", Roles: []string{"secops"}}, {Name: "cara", Email: "C@X.com", Roles: []string{"secops"}}}
+		}, "approvals.people[1].email", "duplicate person"},
+		{"person with no credential", func(c *Config) {
+			c.Approvals.People = []Person{{Name: "carol", Roles: []string{"secops"}}}
+		}, "approvals.people[0]", "none of admin_tokens, slack_id, subject or email"},
 		{"identity group twice", func(c *Config) {
 			c.Identity = testIdentity()
 			c.Identity.Groups = append(c.Identity.Groups, GroupTenant{Group: "eng", Tenant: "team-a"})
@@ -467,6 +502,13 @@ log: {level: "${S}", format: "${S}"}
 	if !strings.Contains(err.Error(), `log.level: unknown level the value of ${S}`) {
 		t.Errorf("the variable is not named:\n%v", err)
 	}
+}
+
+func testConsole() Identity {
+	id := testIdentity()
+	id.Console = &ConsoleSignIn{ClientID: "gatekeeper-console", RedirectURL: "https://gk.example.com/console/callback", SessionLifetime: Duration(DefaultSessionLifetime)}
+	id.AdminGroups = []AdminGroup{{Group: "secops", Roles: []string{"approver:secops"}, Tenants: []string{"team-b"}}}
+	return id
 }
 
 func testIdentity() Identity {

@@ -1,13 +1,16 @@
 // Package console serves the operator console: one page of hand-written
 // HTML, CSS and JavaScript embedded in the binary, with no build step and
-// nothing fetched from anywhere but gatekeeper itself. The page signs in
-// with an admin token it keeps in the tab's sessionStorage (never in a
-// URL or a cookie) and talks only to the admin API, whose role checks
-// stay the authority: the console merely hides what a token may not do.
+// nothing fetched from anywhere but gatekeeper itself. A person signs in
+// through the company's identity provider (signin.go: authorization code
+// with PKCE, a server-side session behind an HttpOnly cookie), or with an
+// admin token the page keeps in the tab's sessionStorage (never in a URL
+// or a cookie). The page talks only to the admin API, whose role checks
+// stay the authority: the console merely hides what a caller may not do.
 package console
 
 import (
 	"embed"
+	"fmt"
 	"io/fs"
 	"net/http"
 
@@ -48,9 +51,20 @@ func Handler() http.Handler {
 }
 
 // Routes mounts the console at Path, and /console without the slash as a
-// redirect to it.
-func Routes(r chi.Router) {
+// redirect to it; with signIn (nil: bearer tokens only), its sign-in
+// through the identity provider. SignInInfoPath tells the page which.
+func Routes(r chi.Router, signIn *SignIn) {
 	h := Handler()
+	r.Get(SignInInfoPath, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, "{\"identity_provider\": %t}\n", signIn != nil)
+	})
+	if signIn != nil {
+		r.Get(LoginPath, signIn.login)
+		r.Get(CallbackPath, signIn.callback)
+		r.Post(LogoutPath, signIn.logout)
+	}
 	r.Method(http.MethodGet, Path+"*", h)
 	r.Method(http.MethodHead, Path+"*", h)
 	r.Get("/console", func(w http.ResponseWriter, r *http.Request) {

@@ -174,6 +174,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	var aprStore approvals.Store
 	var buckets ratelimit.Buckets // in the proxy's memory unless Redis is shared
 	var ledger tenant.Ledger
+	var sessions console.SessionStore // the console's sign-in sessions, shared by replicas with Redis
 	var spend spendlimit.Store
 	var revocations signin.Revocations // tokens revoked at the gateway sign-in
 	switch cfg.Store.Kind {
@@ -183,6 +184,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		ledger = memory.NewLedger(nil)
 		spend = memory.NewSpendLimits()
 		aprStore = memory.NewApprovals(memory.ApprovalsOptions{Retention: cfg.Store.Retention.Std()})
+		sessions = memory.NewSessions(0, nil)
 	case config.StoreRedis:
 		var client goredis.UniversalClient
 		var err error
@@ -212,6 +214,7 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 		spend = rs.SpendLimits()
 		aprStore = redisstore.NewApprovals(redisstore.ApprovalsOptions{Client: client, Retention: cfg.Store.Retention.Std()})
 		revocations = redisstore.NewRevocations(client, nil)
+		sessions = redisstore.NewSessions(client)
 		// Every replica draws on one budget per provider key.
 		buckets = ratelimit.NewRedis(client, redisKeyPrefix)
 	default:
@@ -268,8 +271,14 @@ func newServer(ctx context.Context, cfg *config.Config, log *slog.Logger, getenv
 	if slack != nil {
 		r.Method(http.MethodPost, approvals.SlackInteractionsPath, trustSigned(cfg.Approvals.Slack.SigningSecret, slack.Handler(s.approvals)))
 	}
-	console.Routes(r)
 	signin.New(signin.Options{Config: s.cfg.Load, Revocations: revocations, Logger: log}).Routes(r)
+	var signIn *console.SignIn
+	if cfg.Identity.Console != nil {
+		signIn = console.NewSignIn(console.SignInOptions{Identity: cfg.Identity, People: cfg.Approvals, Store: sessions, Logger: log,
+			StoreTimeout: cfg.Store.Timeout.Std()})
+		opts = append(opts, admin.WithSessions(signIn))
+	}
+	console.Routes(r, signIn)
 	s.admin = admin.New(cfg, s.store, log, nil, opts...)
 	s.admin.Routes(r)
 	px.Routes(r)

@@ -1,6 +1,9 @@
 // gatekeeper console: hand-written, no dependencies. It talks to the admin
-// API with the token kept in this tab's sessionStorage, and follows the
-// live event stream (GET /admin/v1/stream) to update what it shows.
+// API as the person signed in through the identity provider (an HttpOnly
+// session cookie the page never sees; calls that change something carry
+// the session's CSRF token, held in memory only), or with an admin token
+// kept in this tab's sessionStorage, and follows the live event stream
+// (GET /admin/v1/stream) to update what it shows.
 "use strict";
 
 const TOKEN_KEY = "gatekeeper.token";
@@ -8,6 +11,8 @@ const API = "/admin/v1";
 
 const state = {
   token: sessionStorage.getItem(TOKEN_KEY) || "",
+  session: false,    // signed in through the identity provider (cookie)
+  csrf: "",          // the session's CSRF token (memory only)
   me: null,          // {name, roles, budget_stages}
   runs: new Map(),   // id -> record
   approvals: new Map(), // id -> request
@@ -40,8 +45,16 @@ class APIError extends Error {
   constructor(status, type, message) { super(message); this.status = status; this.type = type; }
 }
 
+// authHeaders are a call's credentials: the bearer token, or, for a
+// session, the CSRF token on calls that change something.
+function authHeaders(method) {
+  if (state.token) return { Authorization: "Bearer " + state.token };
+  if (method !== "GET" && state.csrf) return { "X-Gatekeeper-CSRF": state.csrf };
+  return {};
+}
+
 async function api(method, path, body) {
-  const init = { method, headers: { Authorization: "Bearer " + state.token } };
+  const init = { method, headers: authHeaders(method), credentials: "same-origin" };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -50,7 +63,7 @@ async function api(method, path, body) {
   const data = await res.json().catch(() => ({}));
   if (!res.ok) {
     const e = data.error || {};
-    if (res.status === 401) signOut("Your token was refused; sign in again.");
+    if (res.status === 401) signOut(state.session ? "Your session ended; sign in again." : "Your token was refused; sign in again.");
     throw new APIError(res.status, e.type || "error", e.message || res.statusText);
   }
   return data;
@@ -88,7 +101,9 @@ async function signIn(token) {
   state.token = token;
   const me = await api("GET", "/whoami");
   state.me = me;
-  sessionStorage.setItem(TOKEN_KEY, token);
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  state.session = !token;
+  state.csrf = me.csrf_token || "";
   $("#who").textContent = me.name + " · " + (me.roles.join(", ") || "read only") + (me.tenants ? " · " + me.tenants.join(", ") : "");
   $("#nav").hidden = false;
   $("#signout").hidden = false;
@@ -98,6 +113,12 @@ async function signIn(token) {
 }
 
 function signOut(msg) {
+  if (state.session && state.csrf) {
+    // Ends the session on the server; the cookie goes with the answer.
+    fetch("/console/logout", { method: "POST", headers: { "X-Gatekeeper-CSRF": state.csrf }, credentials: "same-origin" }).catch(() => {});
+  }
+  state.session = false;
+  state.csrf = "";
   sessionStorage.removeItem(TOKEN_KEY);
   state.token = "";
   state.me = null;
@@ -130,12 +151,12 @@ async function startStream() {
   const ctl = new AbortController();
   state.stream = ctl;
   let delay = 1000;
-  while (!ctl.signal.aborted && state.token) {
+  while (!ctl.signal.aborted && (state.token || state.session)) {
     try {
-      const headers = { Authorization: "Bearer " + state.token };
+      const headers = authHeaders("GET");
       if (state.lastEventId) headers["Last-Event-ID"] = state.lastEventId;
       const res = await fetch(API + "/stream", { headers, signal: ctl.signal });
-      if (res.status === 401) { signOut("Your token was refused; sign in again."); return; }
+      if (res.status === 401) { signOut(state.session ? "Your session ended; sign in again." : "Your token was refused; sign in again."); return; }
       if (!res.ok) throw new Error("stream answered " + res.status);
       setLive("live", true);
       delay = 1000;
@@ -787,6 +808,34 @@ document.addEventListener("DOMContentLoaded", () => {
   $("#budget-form").addEventListener("input", (e) => { if (e.target.id !== "b-reason") e.target.dataset.edited = "1"; });
   window.addEventListener("hashchange", route);
   setInterval(tick, 1000);
-  if (state.token) signIn(state.token).catch(() => signOut("Sign in again."));
-  else show("signin");
+  start();
 });
+
+// The sign-in errors the provider's callback sends the page back with.
+const SIGNIN_ERRORS = {
+  no_role: "You signed in, but none of your groups gives you a role in gatekeeper.",
+  unavailable: "The identity provider could not be reached; try again shortly.",
+  state: "That sign-in was not started in this browser, or took too long; sign in again.",
+  refused: "The identity provider's answer was refused; sign in again.",
+};
+
+async function start() {
+  const params = new URLSearchParams(location.search);
+  const err = params.get("error");
+  if (err !== null) history.replaceState(null, "", location.pathname + location.hash);
+  const info = await fetch("/console/signin.json").then((r) => r.json()).catch(() => ({}));
+  $("#signin-idp").hidden = !info.identity_provider;
+  if (state.token) {
+    signIn(state.token).catch(() => signOut("Sign in again."));
+    return;
+  }
+  if (info.identity_provider && err === null) {
+    // A session cookie, if there is one, signs the page in.
+    const probe = await fetch(API + "/whoami", { credentials: "same-origin" }).catch(() => null);
+    if (probe && probe.ok) {
+      try { await signIn(""); return; } catch (e) { state.session = false; }
+    }
+  }
+  show("signin");
+  $("#signin-error").textContent = err === null ? "" : (SIGNIN_ERRORS[err] || SIGNIN_ERRORS.refused);
+}

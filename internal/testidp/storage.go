@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -17,8 +18,8 @@ import (
 
 // storage is the provider's state, in memory: what op.Storage and
 // op.DeviceAuthorizationStorage ask of a provider's store. The flows this
-// provider does not serve (authorization code, client credentials, token
-// exchange) answer errors.
+// provider does not serve (client credentials, token exchange) answer
+// errors; the authorization code grant is in signin.go.
 type storage struct {
 	lifetime time.Duration
 
@@ -29,6 +30,10 @@ type storage struct {
 	codes   map[string]string                       // user code to device code
 	refresh map[string]*refreshGrant
 	revoked map[string]bool // access token ids
+
+	redirects []string                // WebClientID's redirect URIs
+	auths     map[string]*authRequest // authorization requests by id
+	authCodes map[string]string       // code to authorization request id
 }
 
 var (
@@ -189,14 +194,20 @@ func (s *storage) KeySet(context.Context) ([]op.Key, error) {
 }
 
 func (s *storage) GetClientByClientID(_ context.Context, id string) (op.Client, error) {
-	if id != ClientID {
-		return nil, errNotFound
+	switch id {
+	case ClientID:
+		return cliClient{}, nil
+	case WebClientID:
+		return webClient{redirects: s.redirects}, nil
 	}
-	return cliClient{}, nil
+	return nil, errNotFound
 }
 
-func (s *storage) AuthorizeClientIDSecret(context.Context, string, string) error {
-	return errNotFound
+func (s *storage) AuthorizeClientIDSecret(_ context.Context, id, secret string) error {
+	if id != WebClientID || subtle.ConstantTimeCompare([]byte(secret), []byte(WebClientSecret)) != 1 {
+		return oidc.ErrInvalidClient().WithDescription("unknown client or wrong secret")
+	}
+	return nil
 }
 
 // SetUserinfoFromScopes is deprecated in favour of SetUserinfoFromRequest.
@@ -257,22 +268,6 @@ func (s *storage) GetKeyByIDAndClientID(context.Context, string, string) (*jose.
 func (s *storage) ValidateJWTProfileScopes(context.Context, string, []string) ([]string, error) {
 	return nil, errNotFound
 }
-
-func (s *storage) CreateAuthRequest(context.Context, *oidc.AuthRequest, string) (op.AuthRequest, error) {
-	return nil, errNotFound
-}
-
-func (s *storage) AuthRequestByID(context.Context, string) (op.AuthRequest, error) {
-	return nil, errNotFound
-}
-
-func (s *storage) AuthRequestByCode(context.Context, string) (op.AuthRequest, error) {
-	return nil, errNotFound
-}
-
-func (s *storage) SaveAuthCode(context.Context, string, string) error { return errNotFound }
-
-func (s *storage) DeleteAuthRequest(context.Context, string) error { return nil }
 
 func (s *storage) Health(context.Context) error { return nil }
 

@@ -1,9 +1,10 @@
 // Package testidp is an OpenID Connect provider for tests, run in-process on
 // loopback: discovery, a JWKS whose signing key can be rotated, the device
 // authorization grant (RFC 8628) with a test hook that approves a user code,
-// refresh tokens, short-lived JWT access tokens carrying the person's name,
-// email and groups, and users that can be disabled (their refresh then
-// fails). The protocol is the op package of a maintained provider library;
+// the authorization code grant with PKCE through a login form (a web
+// client, for sign-in from a browser), refresh tokens, short-lived JWT
+// access tokens carrying the person's name, email and groups, and users
+// that can be disabled (their refresh and sign-in then fail). The protocol is the op package of a maintained provider library;
 // this package only stores users, grants and keys.
 package testidp
 
@@ -37,19 +38,25 @@ type User struct {
 	Name    string
 	Email   string
 	Groups  []string
+	// Password is what the login form takes; empty: the user cannot sign
+	// in through the form (the device grant's Approve still works).
+	Password string
 }
 
 // Options tune a provider; the zero value gives five-minute access tokens.
 type Options struct {
 	// AccessTokenLifetime is how long an access token is valid.
 	AccessTokenLifetime time.Duration
+	// RedirectURIs are the redirect URIs WebClientID may use.
+	RedirectURIs []string
 }
 
 // IdP is a running provider. Close stops it.
 type IdP struct {
-	srv    *httptest.Server
-	issuer string
-	st     *storage
+	srv      *httptest.Server
+	issuer   string
+	st       *storage
+	provider op.OpenIDProvider
 }
 
 // Start runs a provider on a loopback port with users.
@@ -64,6 +71,10 @@ func Start(opts Options, users ...User) (*IdP, error) {
 		codes:    make(map[string]string),
 		refresh:  make(map[string]*refreshGrant),
 		revoked:  make(map[string]bool),
+
+		redirects: opts.RedirectURIs,
+		auths:     make(map[string]*authRequest),
+		authCodes: make(map[string]string),
 	}
 	for _, u := range users {
 		st.users[u.Subject] = &userState{User: u}
@@ -87,6 +98,7 @@ func Start(opts Options, users ...User) (*IdP, error) {
 	cfg := &op.Config{
 		CryptoKey:             key,
 		GrantTypeRefreshToken: true,
+		CodeMethodS256:        true,
 		SupportedScopes:       []string{oidc.ScopeOpenID, oidc.ScopeProfile, oidc.ScopeEmail, oidc.ScopeOfflineAccess, GroupsClaim},
 		DeviceAuthorization: op.DeviceAuthorizationConfig{
 			Lifetime:     5 * time.Minute,
@@ -101,8 +113,9 @@ func Start(opts Options, users ...User) (*IdP, error) {
 		return nil, fmt.Errorf("testidp: %w", err)
 	}
 	mux := http.NewServeMux()
-	idp := &IdP{srv: srv, issuer: issuer, st: st}
+	idp := &IdP{srv: srv, issuer: issuer, st: st, provider: provider}
 	mux.HandleFunc("/device", idp.deviceForm)
+	mux.HandleFunc("/login", idp.login)
 	mux.Handle("/", provider)
 	srv.Config.Handler = mux
 	srv.Start()
