@@ -321,7 +321,7 @@ func (t *turn) chargeReclaimed(ctx context.Context) {
 		return
 	}
 	t.reclaimed = sweep.Lost{}
-	t.s.sweeper.ChargeTenant(context.WithoutCancel(ctx), l)
+	t.s.sweeper.ChargeLedgers(context.WithoutCancel(ctx), l)
 	t.s.log.LogAttrs(ctx, slog.LevelWarn, "lost call reclaimed by a request and charged as estimated", slog.String("trajectory", t.recID),
 		slog.String("call", l.Call), slog.Any("usage", l.Usage), slog.Float64("dollars", l.Dollars), slog.String("owner", l.Owner))
 }

@@ -250,3 +250,47 @@ func TestSpendLimitsAdminAPI(t *testing.T) {
 		t.Errorf("an approver set a limit: %d", resp.StatusCode)
 	}
 }
+
+// TestSweptCallChargedToPerson: a call of a person's taken for lost is
+// charged to the person's book under the call's id, as its own settle
+// would have been, and its reservation there released; a settle from its
+// replica coming after changes nothing.
+func TestSweptCallChargedToPerson(t *testing.T) {
+	idp := startIdP(t, testidp.Options{}, ada)
+	id := identityOf(idp)
+	id.Limits = []config.PersonLimit{{Scope: config.LimitScope{Default: true}, Dollars: 5, Period: config.PeriodDaily}}
+	e := newEnv(t, envOpts{identity: id})
+	e.px.StartSwept()
+	ctx := ctxT(t)
+	person := &trajectory.Person{Subject: ada.Subject, Email: ada.Email, Groups: []string{"eng"}}
+	book := spendlimit.Book(person)
+	lim := tenant.Limits{MicrosPerDay: 5_000_000}
+	if ok, err := e.ledger.Reserve(ctx, book, "call-lost", tenant.Amount{Micros: 120000, Tokens: 9000}, lim, time.Hour); err != nil || !ok {
+		t.Fatalf("reserve: %v %v", ok, err)
+	}
+	e.strand(t, "swept-person", "", "replica-gone", "call-lost", e.clk.Now().Add(-time.Hour), trajectory.Reservation{Calls: 1, Tokens: 9000, Micros: 120000})
+	if _, err := e.store.Update(ctx, "swept-person", func(r *trajectory.Record) ([]trajectory.Event, error) {
+		r.Person = person
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.px.SweepCalls(ctx, false); n != 1 {
+		t.Fatalf("sweep reclaimed %d calls, want 1", n)
+	}
+	want := meter.DefaultTable().Cost("claude-sonnet-4-5", trajectory.Usage{InputTokens: 1000, OutputTokens: 250}).Micros
+	u, err := e.ledger.Usage(ctx, book)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.InFlight != 0 || u.Reserved != (tenant.Amount{}) || u.Day().Micros != want || want <= 0 {
+		t.Errorf("the person's book after the sweep: %d in flight holding %+v, day %+v; want %d µ$ and nothing held",
+			u.InFlight, u.Reserved, u.Day(), want)
+	}
+	if err := e.ledger.Settle(ctx, book, "call-lost", tenant.Amount{Micros: 999}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := e.ledger.Usage(ctx, book); again.Day() != u.Day() {
+		t.Errorf("a late settle of the swept call charged the person again: %+v → %+v", u.Day(), again.Day())
+	}
+}

@@ -221,6 +221,11 @@ func New(opts Options) (*Server, error) {
 		Charge: func(ctx context.Context, name, call string, used tenant.Amount) {
 			s.rules.Load().ceilings.Charge(ctx, s.log, name, call, used)
 		},
+		ChargePerson: func(ctx context.Context, p *trajectory.Person, call string, micros int64) {
+			if c := s.rules.Load().ceilings; c.People != nil && c.Ledger != nil {
+				c.Charge(ctx, s.log, spendlimit.Book(p), call, tenant.Amount{Micros: micros})
+			}
+		},
 		Swept: s.tel.CallsSwept})
 	var ctx context.Context
 	ctx, s.stopListen = context.WithCancel(context.Background())

@@ -45,6 +45,9 @@ type Options struct {
 	// Charge charges a reclaimed call to its tenant's ledger; nil when no
 	// tenant keeps one.
 	Charge func(ctx context.Context, tenant, call string, used tenant.Amount)
+	// ChargePerson charges a reclaimed call's dollars to the spend limits
+	// of the person who made it; nil when no limits on people are kept.
+	ChargePerson func(ctx context.Context, p *trajectory.Person, call string, micros int64)
 	// Swept hears how many calls a sweep reclaimed and charged; nil: no one.
 	Swept func(n int)
 }
@@ -294,7 +297,7 @@ func (s *Sweeper) sweepCall(ctx context.Context, id, call string, mine bool) boo
 	s.answered(ctx, err)
 	switch {
 	case err == nil:
-		s.ChargeTenant(ctx, lost)
+		s.ChargeLedgers(ctx, lost)
 		s.o.Logger.LogAttrs(ctx, slog.LevelWarn, "lost call reclaimed and charged as estimated", slog.String("trajectory", id),
 			slog.String("call", call), slog.Any("usage", lost.Usage), slog.Float64("dollars", lost.Dollars), slog.String("owner", lost.Owner))
 		return true
@@ -313,22 +316,42 @@ type Lost struct {
 	Usage        trajectory.Usage
 	Dollars      float64
 	used         tenant.Amount
+	person       *trajectory.Person // who made the call; nil for a virtual key
 }
 
 // Reclaim takes the call in flight on the thread record (chain[0]) for
 // lost, inside the store update of a request that found it silent, and
 // charges it as a sweep would; the caller charges the tenant's ledger
-// (ChargeTenant) once its update is saved.
+// and the person's limits (ChargeLedgers) once its update is saved.
 func (s *Sweeper) Reclaim(chain []*trajectory.Record, now time.Time) ([]trajectory.Event, Lost, error) {
 	return s.charge(chain, now, "no beat or reply came from its replica before the next request on its thread")
 }
 
-// ChargeTenant charges a call taken for lost to its tenant's ledger, when
-// the tenant's ceilings keep one.
-func (s *Sweeper) ChargeTenant(ctx context.Context, l Lost) {
-	if l.Call != "" && s.o.Charge != nil && ceiling.Limits(s.tenant(l.Tenant)).Spends() {
+// ChargeLedgers charges a call taken for lost to its tenant's ledger,
+// when the tenant's ceilings keep one, and its dollars to its person's
+// spend limits, when a person made it and limits on people are kept: as
+// the call's own settle would have.
+func (s *Sweeper) ChargeLedgers(ctx context.Context, l Lost) {
+	if l.Call == "" {
+		return
+	}
+	if s.o.Charge != nil && ceiling.Limits(s.tenant(l.Tenant)).Spends() {
 		s.o.Charge(ctx, l.Tenant, l.Call, l.used)
 	}
+	if l.person != nil && s.o.ChargePerson != nil {
+		s.o.ChargePerson(ctx, l.person, l.Call, l.used.Micros)
+	}
+}
+
+// personOf is the person the chain's records name, nearest first; nil
+// when none does.
+func personOf(chain []*trajectory.Record) *trajectory.Person {
+	for _, r := range chain {
+		if r.Person != nil {
+			return r.Person.Clone()
+		}
+	}
+	return nil
 }
 
 // charge ends the call in flight on chain[0] charged as estimated: its
@@ -343,7 +366,8 @@ func (s *Sweeper) charge(chain []*trajectory.Record, now time.Time, why string) 
 	charge := ru.prices.Cost(rec.Model, usage)
 	dollars := charge.Dollars()
 	lost := Lost{Tenant: rec.Tenant, Call: rec.Call, Owner: rec.CallOwner, Usage: usage, Dollars: dollars,
-		used: tenant.Amount{Micros: charge.Micros, Tokens: trajectory.Spend{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}.Tokens()}}
+		used:   tenant.Amount{Micros: charge.Micros, Tokens: trajectory.Spend{InputTokens: usage.InputTokens, OutputTokens: usage.OutputTokens}.Tokens()},
+		person: personOf(chain)}
 	data := map[string]any{"stop": "error", "estimated": true, "usage": usage, "dollars": dollars, "call": rec.Call,
 		"model": rec.Model, "provider": rec.Provider, "owner": rec.CallOwner, "swept_by": s.o.Replica,
 		"detail": "call lost: " + why + "; charged as estimated from its input and the output streamed by its last heartbeat"}
