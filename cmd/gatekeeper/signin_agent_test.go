@@ -240,7 +240,7 @@ identity:
 	var run record
 	for i := 0; i < 300; i++ {
 		var list struct{ Trajectories []record }
-		signinGet(ctx, t, gk.Base+"/admin/v1/trajectories?tenant=fleet", adminTok, &list)
+		adminGetAs(t, ctx, gk.Base+"/admin/v1/trajectories?tenant=fleet", adminTok, &list)
 		for _, r := range list.Trajectories {
 			if r.Person != nil && r.Turns >= 2 { // the conversation with the tool round trip
 				run = r
@@ -258,7 +258,7 @@ identity:
 	// The run it belongs to is the person's too, and carries its dollars.
 	rootID, _, _ := strings.Cut(run.ID, "/")
 	var root record
-	signinGet(ctx, t, gk.Base+"/admin/v1/trajectories/"+url.PathEscape(rootID), adminTok, &root)
+	adminGetAs(t, ctx, gk.Base+"/admin/v1/trajectories/"+url.PathEscape(rootID), adminTok, &root)
 	if root.Person == nil || root.Person.Subject != "ada" || root.Spend.Dollars < run.Spend.Dollars {
 		t.Errorf("the run %s: %+v", rootID, root)
 	}
@@ -283,7 +283,7 @@ identity:
 			Runs  int
 		}
 	}
-	signinGet(ctx, t, gk.Base+"/admin/v1/reports/costs?tenant=fleet&since=1d", adminTok, &rep)
+	adminGetAs(t, ctx, gk.Base+"/admin/v1/reports/costs?tenant=fleet&since=1d", adminTok, &rep)
 	if rep.Runs != 1 || len(rep.Classes) != 1 || rep.Classes[0].Class != "signin" {
 		t.Errorf("cost report: %+v", rep)
 	}
@@ -300,7 +300,7 @@ identity:
 			Dollars   float64
 		}
 	}
-	signinGet(ctx, t, gk.Base+"/admin/v1/reports/costs?tenant=fleet&since=1d&by=person", adminTok, &spend)
+	adminGetAs(t, ctx, gk.Base+"/admin/v1/reports/costs?tenant=fleet&since=1d&by=person", adminTok, &spend)
 	if len(spend.Rows) != 1 || spend.Rows[0].Kind != "person" || spend.Rows[0].Key != "ada" ||
 		spend.Rows[0].Turns < run.Turns || spend.Rows[0].Dollars < root.Spend.Dollars-1e-9 {
 		t.Errorf("spend by person: %+v, want one row for ada with at least her conversation's %d turns and her run's $%v", spend.Rows, run.Turns, root.Spend.Dollars)
@@ -374,23 +374,6 @@ func shellQuote(words ...string) string {
 		q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 	}
 	return strings.Join(q, " ")
-}
-
-func signinGet(ctx context.Context, t *testing.T, u, tok string, into any) {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET %s: %s", u, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func signinPost(ctx context.Context, t *testing.T, u, tok, body string) {
