@@ -271,6 +271,16 @@ func contractScenario(ctx context.Context, t *testing.T, c *admintest.Contract, 
 	cc.want(200, "GET", "/admin/v1/tenants", op, nil)
 	cc.want(200, "GET", "/admin/v1/tenants/team-a", op, nil)
 	cc.want(200, "GET", "/admin/v1/keys", apr, nil)
+	// Spend limits on people, in the shape of Anthropic's Admin API.
+	var limit struct{ ID string }
+	if err := json.Unmarshal(cc.want(200, "POST", "/admin/v1/organizations/spend_limits", op,
+		map[string]any{"scope": map[string]string{"type": "user", "user_id": "ada"}, "amount": "500", "period": "daily"}), &limit); err != nil || limit.ID == "" {
+		t.Fatalf("set a spend limit: id %q, %v", limit.ID, err)
+	}
+	cc.want(200, "GET", "/admin/v1/organizations/spend_limits", op, nil)
+	cc.want(200, "GET", "/admin/v1/organizations/spend_limits/"+limit.ID, op, nil)
+	cc.want(200, "POST", "/admin/v1/organizations/spend_limits/"+limit.ID, op, map[string]string{"amount": "700"})
+	cc.want(200, "DELETE", "/admin/v1/organizations/spend_limits/"+limit.ID, op, nil)
 
 	// Refusals, in the document's error format.
 	cc.want(401, "GET", "/admin/v1/trajectories", "", nil)
