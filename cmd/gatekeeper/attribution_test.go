@@ -82,21 +82,7 @@ identity:
 	token := strings.TrimSpace(cli("login", "-print-token"))
 
 	// The event stream, from before the run.
-	stream := &syncBuffer{}
-	streamCtx, stopStream := context.WithCancel(ctx)
-	streamDone := make(chan struct{})
-	go func() {
-		defer close(streamDone)
-		req, _ := http.NewRequestWithContext(streamCtx, http.MethodGet, gk.Base+"/admin/v1/stream?kind=turn", nil)
-		req.Header.Set("Authorization", "Bearer "+adminTok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(stream, resp.Body)
-	}()
-	defer func() { stopStream(); <-streamDone }()
+	stream, _ := recordStream(t, ctx, gk.Base+"/admin/v1/stream?kind=turn", adminTok)
 
 	home := filepath.Join(dir, "agent-home")
 	work := filepath.Join(dir, "work")

@@ -117,21 +117,7 @@ func TestForwardedCredentialLeavesNoTrace(t *testing.T) {
 	}
 
 	// The live event stream, read from before the first turn to the end.
-	stream := &syncBuffer{}
-	streamCtx, stopStream := context.WithCancel(ctx)
-	streamDone := make(chan struct{})
-	go func() {
-		defer close(streamDone)
-		req, _ := http.NewRequestWithContext(streamCtx, http.MethodGet, gk.base+"/admin/v1/stream", nil)
-		req.Header.Set("Authorization", "Bearer "+byoAdmin)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(stream, resp.Body)
-	}()
-	defer func() { stopStream(); <-streamDone }()
+	stream, stopStream := recordStream(t, ctx, gk.base+"/admin/v1/stream", byoAdmin)
 
 	claude := []string{"X-Gatekeeper-Key", byoKey, "Authorization", "Bearer " + byoOAuth, "anthropic-version", "2023-06-01",
 		"anthropic-beta", "oauth-2025-04-20,claude-code-20250219", "content-type", "application/json"}
@@ -228,7 +214,6 @@ func TestForwardedCredentialLeavesNoTrace(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	stopStream()
-	<-streamDone
 	views["event stream"] = stream.String()
 	// The log is written in batches: wait for the last request's line.
 	for i := 0; i < 300 && !strings.Contains(gk.logs.String(), "byo-gemini"); i++ {

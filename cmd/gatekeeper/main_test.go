@@ -39,6 +39,30 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// recordStream reads the admin event stream at url with the admin token
+// into a buffer from now until stop, or the test's end; the test reads
+// what came so far with String. After stop returns, nothing more comes.
+func recordStream(t *testing.T, ctx context.Context, url, token string) (stream *syncBuffer, stop func()) {
+	stream = &syncBuffer{}
+	streamCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequestWithContext(streamCtx, http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(stream, resp.Body)
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stream, stop
+}
+
 func env(kv ...string) func(string) string {
 	m := map[string]string{}
 	for i := 0; i+1 < len(kv); i += 2 {
