@@ -71,12 +71,7 @@ approvals:
   people:
     - {name: carol, subject: u-carol, slack_id: U0CAROL, roles: [secops]}
 `
-	cfg, err := config.Parse([]byte(yaml), func(k string) string {
-		if k == "CONSOLE_SECRET" {
-			return testidp.WebClientSecret
-		}
-		return ""
-	})
+	cfg, err := config.Parse([]byte(yaml), env("CONSOLE_SECRET", testidp.WebClientSecret))
 	if err != nil {
 		t.Fatal(err)
 	}
